@@ -1,0 +1,41 @@
+//! The command line: clap arguments turned into spec types, one module per
+//! subcommand. The only crate that wires the run orchestrator to reports
+//! (and later to the store); anyhow-style error plumbing stops here.
+#![deny(unsafe_code)]
+
+mod args;
+mod cmd;
+
+use clap::Parser;
+
+/// A failure to report: one line on stderr and an exit status.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: i32,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn usage(message: impl Into<String>) -> Failure {
+        Failure {
+            code: 2,
+            message: message.into(),
+        }
+    }
+}
+
+/// Runs plumb with the process's arguments and returns its exit status.
+pub fn main() -> i32 {
+    let cli = args::Cli::parse();
+    let result = match cli.command {
+        args::Command::Run(r) => cmd::run::exec(r),
+        args::Command::Serve(s) => cmd::serve::exec(s),
+    };
+    match result {
+        Ok(code) => code,
+        Err(f) => {
+            eprintln!("plumb: error: {}", f.message);
+            f.code
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! The messages of the control protocol. Every frame carries the protocol
+//! version beside its type, so that a peer of another version is told so
+//! instead of misreading fields.
+//!
+//! A test goes: hello → welcome → setup → ready (data port and cookie) →
+//! the client connects its flows → start → started → (warm-up) → mark (the
+//! window opens) → stop (the window closes) → results. Either side may send
+//! `error` at any point and close.
+
+use plumb_samples::EndResult;
+use plumb_spec::Spec;
+use serde::{Deserialize, Serialize};
+
+pub const PROTOCOL_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Frame {
+    pub version: u32,
+    #[serde(flatten)]
+    pub message: Message,
+}
+
+impl Frame {
+    pub fn new(message: Message) -> Frame {
+        Frame {
+            version: PROTOCOL_VERSION,
+            message,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Message {
+    /// Client → server, first frame.
+    Hello { software: String },
+    /// Server → client. `nonce` is what an authenticating client will sign;
+    /// `auth` says whether the server requires it.
+    Welcome {
+        software: String,
+        nonce: String,
+        auth: bool,
+    },
+    /// Client → server: the spec of the test, seen from the client.
+    Setup { spec: Spec },
+    /// Server → client: where to connect the data flows and the cookie each
+    /// must open with.
+    Ready {
+        data_port: u16,
+        cookie: String,
+        threads: u32,
+    },
+    /// Client → server, once every flow is connected: start the traffic.
+    Start,
+    /// Server → client: its workers are running.
+    Started,
+    /// Client → server: the measurement window opens now.
+    Mark,
+    /// Client → server: the window closes now; send results.
+    Stop,
+    /// Server → client: what the server's end measured.
+    Results { end: Box<EndResult> },
+    /// Either way: the test cannot go on.
+    Error { code: String, message: String },
+}
+
+impl Message {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Message::Hello { .. } => "hello",
+            Message::Welcome { .. } => "welcome",
+            Message::Setup { .. } => "setup",
+            Message::Ready { .. } => "ready",
+            Message::Start => "start",
+            Message::Started => "started",
+            Message::Mark => "mark",
+            Message::Stop => "stop",
+            Message::Results { .. } => "results",
+            Message::Error { .. } => "error",
+        }
+    }
+
+    pub fn error(code: &str, message: impl Into<String>) -> Message {
+        Message::Error {
+            code: code.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+pub fn software() -> String {
+    format!("plumb {}", env!("CARGO_PKG_VERSION"))
+}

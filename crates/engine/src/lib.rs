@@ -1,0 +1,225 @@
+//! The data path. Worker threads, each an epoll loop over its share of many
+//! non-blocking flows; per-flow counters summed by a sampler; a measurement
+//! window with CPU and kernel-counter snapshots at both edges. The same engine
+//! runs the client and the server role. It emits interval samples into a
+//! [`SampleSink`] and knows nothing of storage, reports or the control protocol.
+#![deny(unsafe_code)]
+
+pub mod meter;
+pub mod setup;
+mod worker;
+
+pub use meter::{Meter, SampleSink};
+pub use setup::{connect_flows, plain_io, read_back, Cookie, DataListener, SetupError};
+pub use worker::FlowError;
+
+use plumb_samples::{Role, TcpInfo};
+use plumb_spec::CpuList;
+use rustix::event::{eventfd, EventfdFlags};
+use std::net::TcpStream;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use worker::{FlowCounters, WorkerPlan};
+
+/// How one end drives its flows.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    pub role: Role,
+    pub sends: bool,
+    pub receives: bool,
+    pub msg_size: usize,
+    pub threads: u32,
+    /// Worker i runs on cpus[i % len]; None leaves placement to the scheduler.
+    pub cpus: Option<CpuList>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("cannot start worker threads: {0}")]
+    Spawn(String),
+    #[error("worker {worker} failed: {error}")]
+    Worker { worker: u32, error: String },
+}
+
+/// Per-flow byte counts at one instant.
+#[derive(Debug, Clone, Default)]
+pub struct Counts {
+    pub flows: Vec<(u64, u64)>,
+}
+
+impl Counts {
+    pub fn sent(&self) -> u64 {
+        self.flows.iter().map(|f| f.0).sum()
+    }
+    pub fn received(&self) -> u64 {
+        self.flows.iter().map(|f| f.1).sum()
+    }
+}
+
+/// A running engine: flows moving data until [`Engine::stop`].
+pub struct Engine {
+    config: EngineConfig,
+    flows: Arc<Vec<TcpStream>>,
+    counters: Arc<Vec<FlowCounters>>,
+    stop: Arc<AtomicBool>,
+    window_closed: Arc<AtomicBool>,
+    wakes: Vec<Arc<OwnedFd>>,
+    workers: Vec<JoinHandle<std::io::Result<Vec<FlowError>>>>,
+}
+
+impl Engine {
+    /// Spreads the flows over `threads` workers in contiguous chunks and starts
+    /// them; traffic begins at once.
+    pub fn start(config: EngineConfig, flows: Vec<TcpStream>) -> Result<Engine, EngineError> {
+        let n = flows.len();
+        let threads = (config.threads as usize).clamp(1, n.max(1));
+        let flows = Arc::new(flows);
+        let counters: Arc<Vec<FlowCounters>> = Arc::new((0..n).map(|_| FlowCounters::default()).collect());
+        let stop = Arc::new(AtomicBool::new(false));
+        let window_closed = Arc::new(AtomicBool::new(false));
+        let mut engine = Engine {
+            config: config.clone(),
+            flows: flows.clone(),
+            counters: counters.clone(),
+            stop: stop.clone(),
+            window_closed: window_closed.clone(),
+            wakes: Vec::new(),
+            workers: Vec::new(),
+        };
+        let prefix = match config.role {
+            Role::Client => "plumb-c",
+            Role::Server => "plumb-s",
+        };
+        for w in 0..threads {
+            let wake = Arc::new(
+                eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)
+                    .map_err(|e| EngineError::Spawn(e.to_string()))?,
+            );
+            let plan = WorkerPlan {
+                flows: flows.clone(),
+                counters: counters.clone(),
+                range: (w * n / threads)..((w + 1) * n / threads),
+                sends: config.sends,
+                receives: config.receives,
+                msg_size: config.msg_size,
+                stop: stop.clone(),
+                window_closed: window_closed.clone(),
+                wake: wake.clone(),
+                cpu: config.cpus.as_ref().map(|c| c.cpus()[w % c.len()]),
+            };
+            let handle = std::thread::Builder::new()
+                .name(format!("{prefix}{w}"))
+                .spawn(move || worker::run(plan))
+                .map_err(|e| EngineError::Spawn(e.to_string()))?;
+            engine.wakes.push(wake);
+            engine.workers.push(handle);
+        }
+        Ok(engine)
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    pub fn flows(&self) -> &[TcpStream] {
+        &self.flows
+    }
+
+    pub fn threads(&self) -> u32 {
+        self.workers.len() as u32
+    }
+
+    /// Thread ids are not exposed by std; workers are found by name instead.
+    pub fn worker_name_prefix(&self) -> &'static str {
+        match self.config.role {
+            Role::Client => "plumb-c",
+            Role::Server => "plumb-s",
+        }
+    }
+
+    /// Per-flow counters now.
+    pub fn counts(&self) -> Counts {
+        Counts {
+            flows: self
+                .counters
+                .iter()
+                .map(|c| (c.sent.load(Relaxed), c.received.load(Relaxed)))
+                .collect(),
+        }
+    }
+
+    /// Bytes sitting in this end's socket queues: written but not yet
+    /// acknowledged, plus received but not yet read.
+    pub fn queued_bytes(&self) -> u64 {
+        self.flows
+            .iter()
+            .map(|f| {
+                plumb_sys::sock::outq(f).unwrap_or(0) as u64 + plumb_sys::sock::inq(f).unwrap_or(0) as u64
+            })
+            .sum()
+    }
+
+    /// TCP_INFO of every flow, in flow order; a flow whose socket no longer
+    /// answers is left out.
+    pub fn tcp_info(&self) -> Vec<TcpInfo> {
+        self.flows
+            .iter()
+            .enumerate()
+            .filter_map(|(i, f)| {
+                plumb_sys::sock::tcp_info(f).ok().map(|mut t| {
+                    t.flow = i as u32;
+                    t
+                })
+            })
+            .collect()
+    }
+
+    /// From now on a failing flow is the peer tearing down, not a problem.
+    pub fn mark_window_closed(&self) {
+        self.window_closed.store(true, Relaxed);
+    }
+
+    /// Stops the workers, closes the flows, and returns the flows that failed.
+    pub fn stop(mut self) -> Result<Vec<FlowError>, EngineError> {
+        self.stop.store(true, Relaxed);
+        for w in &self.wakes {
+            let _ = rustix::io::write(&**w, &1u64.to_ne_bytes());
+        }
+        let mut errors = Vec::new();
+        for (i, h) in self.workers.drain(..).enumerate() {
+            match h.join() {
+                Ok(Ok(e)) => errors.extend(e),
+                Ok(Err(e)) => {
+                    return Err(EngineError::Worker {
+                        worker: i as u32,
+                        error: plain_io(&e),
+                    })
+                }
+                Err(_) => {
+                    return Err(EngineError::Worker {
+                        worker: i as u32,
+                        error: "panicked".into(),
+                    })
+                }
+            }
+        }
+        errors.sort_by_key(|e| e.flow);
+        Ok(errors)
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        if !self.workers.is_empty() {
+            self.stop.store(true, Relaxed);
+            for w in &self.wakes {
+                let _ = rustix::io::write(&**w, &1u64.to_ne_bytes());
+            }
+            for h in self.workers.drain(..) {
+                let _ = h.join();
+            }
+        }
+    }
+}

@@ -1,0 +1,241 @@
+//! The measurement window of one end. Opening it snapshots the flow counters
+//! first (closest to the moment the peer is told), then the process, thread,
+//! per-CPU, softirq and protocol counters; closing it does the same and turns
+//! the differences into an [`EndResult`]. Between the edges it yields one
+//! [`IntervalSample`] per tick.
+
+use crate::{Counts, Engine};
+use plumb_samples::{
+    CpuTimes, EndResult, FlowTotals, IntervalSample, OptionRecord, ProcessCpu, Role, SoftirqCounts,
+    ThreadCpu,
+};
+use plumb_sys::process::Rusage;
+use plumb_sys::proc::{SoftirqRow, StatCpu, TaskSnapshot};
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// Where interval samples go as they are taken (a live display, a log).
+pub trait SampleSink {
+    fn interval(&mut self, role: Role, sample: &IntervalSample);
+}
+
+/// A sink that drops everything.
+pub struct NoSink;
+impl SampleSink for NoSink {
+    fn interval(&mut self, _: Role, _: &IntervalSample) {}
+}
+
+struct HostSnapshot {
+    rusage: Rusage,
+    tasks: Vec<TaskSnapshot>,
+    stat: Vec<StatCpu>,
+    softirqs: Vec<SoftirqRow>,
+    net: BTreeMap<String, i64>,
+}
+
+impl HostSnapshot {
+    fn take() -> HostSnapshot {
+        HostSnapshot {
+            rusage: plumb_sys::process::rusage_self(),
+            tasks: plumb_sys::proc::read_tasks(None).unwrap_or_default(),
+            stat: plumb_sys::proc::read_stat().unwrap_or_default(),
+            softirqs: plumb_sys::proc::read_softirqs().unwrap_or_default(),
+            net: plumb_sys::proc::read_net_counters().unwrap_or_default(),
+        }
+    }
+}
+
+/// An open measurement window on one end.
+pub struct Meter {
+    role: Role,
+    opened: Instant,
+    start: Counts,
+    queued_start: u64,
+    host: HostSnapshot,
+    last_t: Instant,
+    last: Counts,
+    samples: Vec<IntervalSample>,
+}
+
+impl Meter {
+    /// Opens the window now.
+    pub fn open(engine: &Engine) -> Meter {
+        let opened = Instant::now();
+        let start = engine.counts();
+        let queued_start = engine.queued_bytes();
+        let host = HostSnapshot::take();
+        Meter {
+            role: engine.config().role,
+            opened,
+            last_t: opened,
+            last: start.clone(),
+            start,
+            queued_start,
+            host,
+            samples: Vec::new(),
+        }
+    }
+
+    pub fn elapsed_s(&self) -> f64 {
+        self.opened.elapsed().as_secs_f64()
+    }
+
+    /// Closes the current interval and starts the next.
+    pub fn tick(&mut self, engine: &Engine, sink: &mut dyn SampleSink) {
+        let now = Instant::now();
+        let c = engine.counts();
+        let s = IntervalSample {
+            t_s: (now - self.opened).as_secs_f64(),
+            dt_s: (now - self.last_t).as_secs_f64(),
+            bytes_sent: c.sent() - self.last.sent(),
+            bytes_received: c.received() - self.last.received(),
+        };
+        sink.interval(self.role, &s);
+        self.samples.push(s);
+        self.last = c;
+        self.last_t = now;
+    }
+
+    /// Closes the window now and returns what this end measured.
+    pub fn close(mut self, engine: &Engine, sink: &mut dyn SampleSink, options: Vec<OptionRecord>) -> EndResult {
+        let end_t = Instant::now();
+        let end = engine.counts();
+        let queued_end = engine.queued_bytes();
+        let host = HostSnapshot::take();
+        engine.mark_window_closed();
+        let tcp_info = engine.tcp_info();
+        let window_s = (end_t - self.opened).as_secs_f64();
+
+        // The last partial interval, when it holds anything worth a sample.
+        let tail = (end_t - self.last_t).as_secs_f64();
+        if tail > 0.05 || self.samples.is_empty() {
+            let s = IntervalSample {
+                t_s: window_s,
+                dt_s: tail,
+                bytes_sent: end.sent() - self.last.sent(),
+                bytes_received: end.received() - self.last.received(),
+            };
+            sink.interval(self.role, &s);
+            self.samples.push(s);
+        }
+
+        let flows = end
+            .flows
+            .iter()
+            .zip(&self.start.flows)
+            .enumerate()
+            .map(|(i, (e, s))| FlowTotals {
+                flow: i as u32,
+                bytes_sent: e.0 - s.0,
+                bytes_received: e.1 - s.1,
+            })
+            .collect();
+
+        let tick = plumb_sys::proc::clock_ticks_per_sec().max(1) as f64;
+        let process = process_cpu(&self.host, &host, tick, engine);
+        let cpus = cpu_deltas(&self.host.stat, &host.stat, tick);
+        let softirqs = softirq_deltas(&self.host.softirqs, &host.softirqs);
+        let counters = counter_deltas(&self.host.net, &host.net);
+
+        EndResult {
+            role: self.role,
+            hostname: plumb_sys::proc::hostname(),
+            kernel: plumb_sys::proc::kernel_release(),
+            online_cpus: plumb_sys::proc::online_cpus().map(|c| c.len() as u32).unwrap_or(0),
+            threads: engine.threads(),
+            pinned_cpus: engine.config().cpus.as_ref().map(|c| c.to_string()),
+            window_s,
+            bytes_sent: end.sent() - self.start.sent(),
+            bytes_received: end.received() - self.start.received(),
+            queued_start_bytes: self.queued_start,
+            queued_end_bytes: queued_end,
+            intervals: self.samples,
+            flows,
+            process,
+            cpus,
+            softirqs,
+            counters,
+            tcp_info,
+            socket_options: options,
+            warnings: Vec::new(),
+        }
+    }
+}
+
+fn process_cpu(a: &HostSnapshot, b: &HostSnapshot, tick: f64, engine: &Engine) -> ProcessCpu {
+    let ns = |x: u64| x as f64 / 1e9;
+    let threads = b
+        .tasks
+        .iter()
+        .map(|t| {
+            let before = a.tasks.iter().find(|o| o.tid == t.tid);
+            let (u0, s0, v0, i0) = before
+                .map(|o| (o.utime_ticks, o.stime_ticks, o.voluntary_csw, o.involuntary_csw))
+                .unwrap_or_default();
+            ThreadCpu {
+                tid: t.tid,
+                name: t.name.clone(),
+                user_s: t.utime_ticks.saturating_sub(u0) as f64 / tick,
+                system_s: t.stime_ticks.saturating_sub(s0) as f64 / tick,
+                voluntary_csw: t.voluntary_csw.saturating_sub(v0),
+                involuntary_csw: t.involuntary_csw.saturating_sub(i0),
+                cpus_allowed: t.cpus_allowed_list.clone(),
+                last_cpu: t.last_cpu,
+            }
+        })
+        .filter(|t| t.name.starts_with(engine.worker_name_prefix()) || t.user_s + t.system_s > 0.0)
+        .collect();
+    ProcessCpu {
+        pid: std::process::id(),
+        user_s: ns(b.rusage.user_ns.saturating_sub(a.rusage.user_ns)),
+        system_s: ns(b.rusage.system_ns.saturating_sub(a.rusage.system_ns)),
+        voluntary_csw: b.rusage.voluntary_csw.saturating_sub(a.rusage.voluntary_csw),
+        involuntary_csw: b.rusage.involuntary_csw.saturating_sub(a.rusage.involuntary_csw),
+        rss_bytes: plumb_sys::proc::rss_bytes(None).unwrap_or(0),
+        threads,
+    }
+}
+
+fn cpu_deltas(a: &[StatCpu], b: &[StatCpu], tick: f64) -> Vec<CpuTimes> {
+    b.iter()
+        .filter_map(|e| {
+            let s = a.iter().find(|s| s.cpu == e.cpu)?;
+            let d = |x: u64, y: u64| x.saturating_sub(y) as f64 / tick;
+            Some(CpuTimes {
+                cpu: e.cpu,
+                user_s: d(e.user, s.user),
+                nice_s: d(e.nice, s.nice),
+                system_s: d(e.system, s.system),
+                idle_s: d(e.idle, s.idle),
+                iowait_s: d(e.iowait, s.iowait),
+                irq_s: d(e.irq, s.irq),
+                softirq_s: d(e.softirq, s.softirq),
+                steal_s: d(e.steal, s.steal),
+            })
+        })
+        .collect()
+}
+
+fn softirq_deltas(a: &[SoftirqRow], b: &[SoftirqRow]) -> Vec<SoftirqCounts> {
+    b.iter()
+        .filter_map(|e| {
+            let s = a.iter().find(|s| s.cpu == e.cpu)?;
+            Some(SoftirqCounts {
+                cpu: e.cpu,
+                net_rx: e.net_rx.saturating_sub(s.net_rx),
+                net_tx: e.net_tx.saturating_sub(s.net_tx),
+            })
+        })
+        .collect()
+}
+
+/// Only counters that moved are kept: the full set is several hundred names
+/// and almost all are still.
+fn counter_deltas(a: &BTreeMap<String, i64>, b: &BTreeMap<String, i64>) -> BTreeMap<String, i64> {
+    b.iter()
+        .filter_map(|(k, v)| {
+            let d = v.saturating_sub(*a.get(k).unwrap_or(&0));
+            (d != 0).then(|| (k.clone(), d))
+        })
+        .collect()
+}

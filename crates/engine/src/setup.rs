@@ -1,0 +1,393 @@
+//! Two-phase socket setup: data sockets are created, given their options, and
+//! connected (or accepted) before any traffic starts, each announced by the
+//! test's cookie and its flow index so that a stray connection can never be
+//! counted as a flow.
+
+use plumb_samples::{OptionRecord, OptionStatus};
+use plumb_spec::{BufSize, SocketOpts};
+use socket2::{Domain, Protocol, SockRef, Socket, Type};
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+/// A per-test secret the server hands out over the control connection; every
+/// data connection must open with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cookie(pub [u8; 16]);
+
+impl Cookie {
+    /// A fresh random cookie (from the kernel's CSPRNG).
+    pub fn random() -> io::Result<Cookie> {
+        let mut b = [0u8; 16];
+        std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
+        Ok(Cookie(b))
+    }
+
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    pub fn from_hex(s: &str) -> Option<Cookie> {
+        if s.len() != 32 || !s.is_ascii() {
+            return None;
+        }
+        let mut b = [0u8; 16];
+        for (i, chunk) in s.as_bytes().chunks(2).enumerate() {
+            let hex = std::str::from_utf8(chunk).ok()?;
+            b[i] = u8::from_str_radix(hex, 16).ok()?;
+        }
+        Some(Cookie(b))
+    }
+}
+
+/// Bytes a data connection opens with: 16 of cookie, 4 of flow index (BE).
+pub const ANNOUNCE_LEN: usize = 20;
+
+/// Why flows could not be set up. `flag` names the user's option when the
+/// kernel refused one.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct SetupError {
+    pub flag: Option<&'static str>,
+    pub message: String,
+}
+
+impl SetupError {
+    fn io(what: impl std::fmt::Display, e: io::Error) -> SetupError {
+        SetupError {
+            flag: None,
+            message: format!("{what}: {}", plain_io(&e)),
+        }
+    }
+    fn option(flag: &'static str, message: String) -> SetupError {
+        SetupError {
+            flag: Some(flag),
+            message: format!("{flag}: {message}"),
+        }
+    }
+}
+
+/// An io::Error as a person reads it: "connection refused", not
+/// "Connection refused (os error 111)".
+pub fn plain_io(e: &io::Error) -> String {
+    let s = e.to_string();
+    let s = match s.find(" (os error") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    };
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_lowercase().collect::<String>() + c.as_str(),
+        None => s,
+    }
+}
+
+/// Options that must be in place before the handshake: buffer sizes decide the
+/// window scale, MSS is negotiated in the SYN.
+fn apply_before_connect(sock: &Socket, opts: &SocketOpts) -> Result<(), SetupError> {
+    if let BufSize::Bytes(n) = opts.sndbuf {
+        sock.set_send_buffer_size(n as usize)
+            .map_err(|e| SetupError::option("--sndbuf", format!("the kernel refused SO_SNDBUF {n}: {}", plain_io(&e))))?;
+    }
+    if let BufSize::Bytes(n) = opts.rcvbuf {
+        sock.set_recv_buffer_size(n as usize)
+            .map_err(|e| SetupError::option("--rcvbuf", format!("the kernel refused SO_RCVBUF {n}: {}", plain_io(&e))))?;
+    }
+    if let Some(mss) = opts.mss {
+        sock.set_tcp_mss(mss)
+            .map_err(|e| SetupError::option("--mss", format!("the kernel refused TCP_MAXSEG {mss}: {}", plain_io(&e))))?;
+    }
+    Ok(())
+}
+
+/// Options that apply to a connected socket (and are re-applied to accepted
+/// ones, which do not reliably inherit them from the listener).
+pub fn apply_connected(stream: &TcpStream, opts: &SocketOpts) -> Result<(), SetupError> {
+    let s = SockRef::from(stream);
+    if opts.nodelay {
+        s.set_tcp_nodelay(true)
+            .map_err(|e| SetupError::option("--nodelay", format!("the kernel refused TCP_NODELAY: {}", plain_io(&e))))?;
+    }
+    if opts.cork {
+        s.set_tcp_cork(true)
+            .map_err(|e| SetupError::option("--cork", format!("the kernel refused TCP_CORK: {}", plain_io(&e))))?;
+    }
+    if let Some(cc) = &opts.cc {
+        plumb_sys::sock::set_congestion(stream, cc).map_err(|e| {
+            let avail = plumb_sys::sock::available_congestion_controls();
+            SetupError::option(
+                "--cc",
+                format!(
+                    "the kernel refused congestion control '{cc}' ({}); available here: {}",
+                    plain_io(&e),
+                    if avail.is_empty() { "unknown".to_string() } else { avail }
+                ),
+            )
+        })?;
+    }
+    if let Some(bps) = opts.pacing_rate_bps {
+        // SO_MAX_PACING_RATE is in bytes per second.
+        plumb_sys::sock::set_max_pacing_rate(stream, bps / 8).map_err(|e| {
+            SetupError::option("--pacing-rate", format!("the kernel refused SO_MAX_PACING_RATE: {}", plain_io(&e)))
+        })?;
+    }
+    Ok(())
+}
+
+fn new_socket(addr: &SocketAddr) -> io::Result<Socket> {
+    Socket::new(Domain::for_address(*addr), Type::STREAM.cloexec(), Some(Protocol::TCP))
+}
+
+/// Connects `count` flows to the server's data port, each announced by the
+/// cookie and its index; returns them non-blocking.
+pub fn connect_flows(
+    addr: SocketAddr,
+    count: u32,
+    opts: &SocketOpts,
+    cookie: &Cookie,
+    timeout: Duration,
+) -> Result<Vec<TcpStream>, SetupError> {
+    let mut flows = Vec::with_capacity(count as usize);
+    for i in 0..count {
+        let sock = new_socket(&addr).map_err(|e| resource_error("create a data socket", i, e))?;
+        apply_before_connect(&sock, opts)?;
+        sock.connect_timeout(&addr.into(), timeout)
+            .map_err(|e| resource_error(format!("connect flow {i} to {addr}"), i, e))?;
+        let stream: TcpStream = sock.into();
+        apply_connected(&stream, opts)?;
+        let mut hello = [0u8; ANNOUNCE_LEN];
+        hello[..16].copy_from_slice(&cookie.0);
+        hello[16..].copy_from_slice(&i.to_be_bytes());
+        (&stream)
+            .write_all(&hello)
+            .map_err(|e| SetupError::io(format!("announce flow {i}"), e))?;
+        stream
+            .set_nonblocking(true)
+            .map_err(|e| SetupError::io("set a flow non-blocking", e))?;
+        flows.push(stream);
+    }
+    Ok(flows)
+}
+
+fn resource_error(what: impl std::fmt::Display, made: u32, e: io::Error) -> SetupError {
+    let hint = match e.raw_os_error() {
+        Some(libc_emfile) if libc_emfile == 24 || libc_emfile == 23 => format!(
+            " after {made} flows: out of file descriptors (raise `ulimit -n`)"
+        ),
+        Some(99) => format!(" after {made} flows: out of local ports (net.ipv4.ip_local_port_range)"),
+        _ => String::new(),
+    };
+    SetupError {
+        flag: None,
+        message: format!("cannot {what}: {}{hint}", plain_io(&e)),
+    }
+}
+
+/// The server's listening socket for data connections.
+pub struct DataListener {
+    listener: TcpListener,
+}
+
+impl DataListener {
+    /// Binds on `ip` (the address the control connection came in on) and the
+    /// given port (0 = any), with the buffer sizes set before listen() so that
+    /// accepted sockets inherit them and the window scale matches.
+    pub fn bind(ip: IpAddr, port: u16, opts: &SocketOpts, backlog: i32) -> Result<DataListener, SetupError> {
+        let addr = SocketAddr::new(ip, port);
+        let sock = new_socket(&addr).map_err(|e| SetupError::io("create the data listener", e))?;
+        sock.set_reuse_address(true)
+            .map_err(|e| SetupError::io("set SO_REUSEADDR", e))?;
+        apply_before_connect(&sock, opts)?;
+        sock.bind(&addr.into())
+            .map_err(|e| SetupError::io(format!("cannot listen for data on {addr}"), e))?;
+        sock.listen(backlog)
+            .map_err(|e| SetupError::io("listen for data", e))?;
+        Ok(DataListener {
+            listener: sock.into(),
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.listener.local_addr().map(|a| a.port()).unwrap_or(0)
+    }
+
+    /// Accepts connections until `count` flows with the right cookie have
+    /// announced themselves, ordered by flow index. Connections with a wrong
+    /// cookie, a bad index or a duplicate are closed and counted.
+    pub fn accept_flows(
+        &self,
+        count: u32,
+        cookie: &Cookie,
+        opts: &SocketOpts,
+        deadline: Instant,
+    ) -> Result<(Vec<TcpStream>, u32), SetupError> {
+        let mut slots: Vec<Option<TcpStream>> = (0..count).map(|_| None).collect();
+        let mut got = 0u32;
+        let mut rejected = 0u32;
+        self.listener
+            .set_nonblocking(true)
+            .map_err(|e| SetupError::io("set the data listener non-blocking", e))?;
+        while got < count {
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(SetupError {
+                    flag: None,
+                    message: format!("only {got} of {count} flows connected before the deadline"),
+                });
+            }
+            let stream = match self.listener.accept() {
+                Ok((s, _)) => s,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(1));
+                    continue;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(resource_error("accept a data connection", got, e)),
+            };
+            let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(10));
+            match read_announce(&stream, left.min(Duration::from_secs(5))) {
+                Some((c, idx)) if c == *cookie && idx < count && slots[idx as usize].is_none() => {
+                    apply_connected(&stream, opts)?;
+                    stream
+                        .set_nonblocking(true)
+                        .map_err(|e| SetupError::io("set a flow non-blocking", e))?;
+                    slots[idx as usize] = Some(stream);
+                    got += 1;
+                }
+                _ => rejected += 1,
+            }
+        }
+        Ok((slots.into_iter().map(|s| s.expect("every slot filled")).collect(), rejected))
+    }
+}
+
+fn read_announce(stream: &TcpStream, timeout: Duration) -> Option<(Cookie, u32)> {
+    stream.set_nonblocking(false).ok()?;
+    stream.set_read_timeout(Some(timeout)).ok()?;
+    let mut buf = [0u8; ANNOUNCE_LEN];
+    (&*stream).read_exact(&mut buf).ok()?;
+    stream.set_read_timeout(None).ok()?;
+    let mut c = [0u8; 16];
+    c.copy_from_slice(&buf[..16]);
+    let idx = u32::from_be_bytes([buf[16], buf[17], buf[18], buf[19]]);
+    Some((Cookie(c), idx))
+}
+
+fn on_off(b: bool) -> String {
+    if b { "on" } else { "off" }.to_string()
+}
+
+/// What the kernel granted for each option, read back from one flow.
+pub fn read_back(stream: &TcpStream, opts: &SocketOpts) -> Vec<OptionRecord> {
+    let s = SockRef::from(stream);
+    let mut out = Vec::new();
+    let rec = |name: &str, asked: String, granted: io::Result<String>, set: bool, note: Option<String>| {
+        let (granted, status) = match granted {
+            Ok(g) => (g, if set { OptionStatus::Applied } else { OptionStatus::Default }),
+            Err(e) => (format!("unreadable: {}", plain_io(&e)), OptionStatus::Unsupported),
+        };
+        OptionRecord {
+            name: name.to_string(),
+            asked,
+            granted,
+            status,
+            note,
+        }
+    };
+    let buf_note = |b: BufSize| match b {
+        BufSize::Bytes(_) => Some("the kernel doubles the value asked for its own bookkeeping".to_string()),
+        BufSize::Auto => Some("autotuned by the kernel; initial value".to_string()),
+    };
+    out.push(rec(
+        "sndbuf",
+        opts.sndbuf.to_string(),
+        s.send_buffer_size().map(|v| v.to_string()),
+        matches!(opts.sndbuf, BufSize::Bytes(_)),
+        buf_note(opts.sndbuf),
+    ));
+    out.push(rec(
+        "rcvbuf",
+        opts.rcvbuf.to_string(),
+        s.recv_buffer_size().map(|v| v.to_string()),
+        matches!(opts.rcvbuf, BufSize::Bytes(_)),
+        buf_note(opts.rcvbuf),
+    ));
+    out.push(rec("nodelay", on_off(opts.nodelay), s.tcp_nodelay().map(on_off), opts.nodelay, None));
+    out.push(rec("cork", on_off(opts.cork), s.tcp_cork().map(on_off), opts.cork, None));
+    out.push(rec(
+        "mss",
+        opts.mss.map(|m| m.to_string()).unwrap_or_else(|| "auto".into()),
+        s.tcp_mss().map(|v| v.to_string()),
+        opts.mss.is_some(),
+        None,
+    ));
+    out.push(rec(
+        "cc",
+        opts.cc.clone().unwrap_or_else(|| "default".into()),
+        plumb_sys::sock::congestion(stream),
+        opts.cc.is_some(),
+        None,
+    ));
+    out.push(rec(
+        "pacing_rate",
+        opts.pacing_rate_bps.map(|r| format!("{r} bit/s")).unwrap_or_else(|| "none".into()),
+        plumb_sys::sock::max_pacing_rate(stream).map(|r| {
+            if r == u64::MAX || r == u32::MAX as u64 {
+                "unlimited".to_string()
+            } else {
+                format!("{} bit/s", r.saturating_mul(8))
+            }
+        }),
+        opts.pacing_rate_bps.is_some(),
+        None,
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cookie_hex_round_trip() {
+        let c = Cookie::random().unwrap();
+        assert_eq!(Cookie::from_hex(&c.to_hex()), Some(c));
+        assert_eq!(Cookie::from_hex("zz"), None);
+        assert_eq!(Cookie::from_hex(&"g".repeat(32)), None);
+    }
+
+    #[test]
+    fn flows_connect_with_cookie_and_options() {
+        let opts = SocketOpts {
+            sndbuf: BufSize::Bytes(8192),
+            rcvbuf: BufSize::Bytes(8192),
+            nodelay: true,
+            ..Default::default()
+        };
+        let cookie = Cookie::random().unwrap();
+        let l = DataListener::bind("127.0.0.1".parse().unwrap(), 0, &opts, 128).unwrap();
+        let addr = SocketAddr::new("127.0.0.1".parse().unwrap(), l.port());
+        // A stranger with the wrong cookie is rejected, not counted.
+        let mut stranger = TcpStream::connect(addr).unwrap();
+        stranger.write_all(&[0u8; ANNOUNCE_LEN]).unwrap();
+        let t = std::thread::spawn(move || connect_flows(addr, 3, &opts, &cookie, Duration::from_secs(2)));
+        let (accepted, rejected) = l
+            .accept_flows(3, &cookie, &opts, Instant::now() + Duration::from_secs(5))
+            .unwrap();
+        let connected = t.join().unwrap().unwrap();
+        assert_eq!(accepted.len(), 3);
+        assert_eq!(connected.len(), 3);
+        assert_eq!(rejected, 1);
+        // Flow i on the server is flow i on the client.
+        for (a, c) in accepted.iter().zip(&connected) {
+            assert_eq!(a.peer_addr().unwrap(), c.local_addr().unwrap());
+        }
+        let granted = read_back(&connected[0], &opts);
+        let sndbuf = granted.iter().find(|r| r.name == "sndbuf").unwrap();
+        assert_eq!(sndbuf.asked, "8K");
+        assert_eq!(sndbuf.granted, "16384");
+        assert_eq!(sndbuf.status, OptionStatus::Applied);
+        let nodelay = granted.iter().find(|r| r.name == "nodelay").unwrap();
+        assert_eq!(nodelay.granted, "on");
+    }
+}

@@ -1,0 +1,248 @@
+//! Presentation only: renderings of records handed in. Today the terminal
+//! summary of a run (kept within 80 columns); comparison tables, Markdown,
+//! mail text, CSV and HTML with SVG plots grow here.
+#![deny(unsafe_code)]
+
+use plumb_samples::units::sig3;
+use plumb_samples::{format_bits_per_sec, format_bytes, EndResult, Iteration, OptionStatus, Role, RunRecord};
+use std::fmt::Write;
+
+fn secs(s: f64) -> String {
+    if s >= 100.0 {
+        format!("{s:.0} s")
+    } else if s >= 10.0 {
+        format!("{s:.1} s")
+    } else {
+        format!("{s:.2} s")
+    }
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+/// The human summary of a run, as `plumb run` prints it.
+pub fn run_summary(rec: &RunRecord) -> String {
+    let mut o = String::new();
+    let spec = &rec.spec;
+    let _ = writeln!(o, "plumb {}  {}", rec.plumb_version, spec.summary());
+    let _ = writeln!(o, "label {}  spec key {}", rec.label, rec.spec_key);
+    for it in &rec.iterations {
+        iteration(&mut o, it, spec.duration_ms as f64 / 1000.0);
+    }
+    o
+}
+
+fn iteration(o: &mut String, it: &Iteration, planned_s: f64) {
+    let d = &it.derived;
+    let t = &it.transfer;
+    let _ = writeln!(
+        o,
+        "window {} after {} warm-up{}",
+        secs(it.window_s),
+        secs(it.warmup_s),
+        if it.complete { "" } else { "  [INCOMPLETE]" }
+    );
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "throughput  {:<14} per second: min {}, max {}",
+        format_bits_per_sec(d.throughput_bps),
+        format_bits_per_sec(d.interval_min_bps),
+        format_bits_per_sec(d.interval_max_bps)
+    );
+    let diff = t.difference_bytes.unsigned_abs();
+    let _ = writeln!(
+        o,
+        "transfer    sent {}, received {}, difference {}{}",
+        format_bytes(t.sent_bytes),
+        format_bytes(t.received_bytes),
+        if t.difference_bytes < 0 { "-" } else { "" },
+        format_bytes(diff)
+    );
+    let _ = writeln!(
+        o,
+        "            in flight at the window edges: {} and {}",
+        format_bytes(t.in_flight_start_bytes),
+        format_bytes(t.in_flight_end_bytes)
+    );
+    let _ = writeln!(o);
+
+    let _ = writeln!(
+        o,
+        "{:<14}{:>9}{:>9}{:>9}{:>8}{:>10}  {}",
+        "CPU", "user", "system", "total", "util", "per GB", "ctx vol/invol"
+    );
+    for (name, end, per_gb) in [
+        ("client", &it.client, d.client_cpu_s_per_gb),
+        ("server", &it.server, d.server_cpu_s_per_gb),
+    ] {
+        let p = &end.process;
+        let util = if end.window_s > 0.0 {
+            p.total_s() / end.window_s
+        } else {
+            0.0
+        };
+        let _ = writeln!(
+            o,
+            "{:<14}{:>9}{:>9}{:>9}{:>8}{:>10}  {}/{}",
+            format!("{name} pid {}", p.pid),
+            secs(p.user_s),
+            secs(p.system_s),
+            secs(p.total_s()),
+            pct(util),
+            secs(per_gb),
+            p.voluntary_csw,
+            p.involuntary_csw
+        );
+    }
+    let ncpu = it.client.cpus.len().max(1) as f64;
+    let _ = writeln!(
+        o,
+        "{:<14}{:>9}{:>9}{:>9}{:>8}{:>10}  softirq {}",
+        format!("host {} CPUs", it.client.cpus.len()),
+        "",
+        "",
+        secs(d.host_busy_s),
+        pct(d.host_busy_s / (it.window_s * ncpu).max(f64::EPSILON)),
+        secs(d.host_cpu_s_per_gb),
+        secs(d.host_softirq_s)
+    );
+    let _ = writeln!(o);
+    per_cpu(o, it);
+
+    let rtt = median(
+        senders(it)
+            .iter()
+            .flat_map(|e| e.tcp_info.iter())
+            .map(|t| t.rtt_us as f64)
+            .collect(),
+    );
+    let cwnd = median(
+        senders(it)
+            .iter()
+            .flat_map(|e| e.tcp_info.iter())
+            .map(|t| t.snd_cwnd as f64)
+            .collect(),
+    );
+    let _ = writeln!(
+        o,
+        "retransmits {}   rtt {} us   cwnd {} segments (sender, median of flows)",
+        d.retransmits,
+        rtt.map(sig3).unwrap_or_else(|| "-".into()),
+        cwnd.map(sig3).unwrap_or_else(|| "-".into()),
+    );
+    let moved: Vec<String> = ["Tcp.RetransSegs", "TcpExt.DelayedACKs", "TcpExt.TCPRcvCollapsed", "TcpExt.PruneCalled", "TcpExt.TCPBacklogDrop"]
+        .iter()
+        .filter_map(|k| it.client.counters.get(*k).map(|v| format!("{} {v}", k.split('.').nth(1).unwrap_or(k))))
+        .collect();
+    if !moved.is_empty() {
+        let _ = writeln!(o, "host counters  {}", moved.join(", "));
+    }
+    let _ = writeln!(o);
+    options(o, it);
+
+    for w in it.client.warnings.iter().chain(&it.server.warnings) {
+        let _ = writeln!(o, "warning: {w}");
+    }
+    if !it.complete {
+        let _ = writeln!(
+            o,
+            "INCOMPLETE: interrupted after {} of the {} window",
+            secs(it.window_s),
+            secs(planned_s)
+        );
+    }
+}
+
+fn senders(it: &Iteration) -> Vec<&EndResult> {
+    let mut v = Vec::new();
+    if it.client.bytes_sent > 0 {
+        v.push(&it.client);
+    }
+    if it.server.bytes_sent > 0 {
+        v.push(&it.server);
+    }
+    v
+}
+
+/// One line per CPU (at most 16, pinned ones first): where the time went.
+fn per_cpu(o: &mut String, it: &Iteration) {
+    let role_of = |cpu: u32| -> String {
+        let mut r = Vec::new();
+        for s in &it.derived.softirq_shares {
+            if s.cpu == cpu {
+                r.push(match s.role {
+                    Role::Client => "client",
+                    Role::Server => "server",
+                });
+            }
+        }
+        r.join("+")
+    };
+    let _ = writeln!(
+        o,
+        "{:<5}{:<14}{:>8}{:>8}{:>8}{:>8}{:>8}{:>9}",
+        "cpu", "pinned", "user", "system", "irq", "softirq", "idle", "softirq%"
+    );
+    let mut cpus: Vec<_> = it.client.cpus.iter().collect();
+    cpus.sort_by_key(|c| (role_of(c.cpu).is_empty(), c.cpu));
+    for c in cpus.iter().take(16) {
+        let total = c.total_s().max(f64::EPSILON);
+        let _ = writeln!(
+            o,
+            "{:<5}{:<14}{:>8}{:>8}{:>8}{:>8}{:>8}{:>9}",
+            c.cpu,
+            role_of(c.cpu),
+            format!("{:.2}", c.user_s + c.nice_s),
+            format!("{:.2}", c.system_s),
+            format!("{:.2}", c.irq_s),
+            format!("{:.2}", c.softirq_s),
+            format!("{:.2}", c.idle_s + c.iowait_s),
+            pct(c.softirq_s / total)
+        );
+    }
+    if cpus.len() > 16 {
+        let _ = writeln!(o, "({} more CPUs in --json)", cpus.len() - 16);
+    }
+    let _ = writeln!(o, "(seconds over the window; softirq% of each CPU's time)");
+    let _ = writeln!(o);
+}
+
+fn options(o: &mut String, it: &Iteration) {
+    let _ = writeln!(
+        o,
+        "{:<13}{:<16}{:<25}{}",
+        "option", "asked", "client granted", "server granted"
+    );
+    for c in &it.client.socket_options {
+        let s = it.server.socket_options.iter().find(|s| s.name == c.name);
+        let show = |r: &plumb_samples::OptionRecord| -> String {
+            match r.status {
+                OptionStatus::Unsupported => "unsupported".into(),
+                _ => r.granted.clone(),
+            }
+        };
+        let _ = writeln!(
+            o,
+            "{:<13}{:<16}{:<25}{}",
+            c.name,
+            c.asked,
+            show(c),
+            s.map(show).unwrap_or_else(|| "-".into())
+        );
+    }
+}

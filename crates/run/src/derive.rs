@@ -1,0 +1,108 @@
+//! Figures that need both ends side by side: what was sent against what was
+//! received, throughput, CPU cost per GB, the softirq share of pinned CPUs.
+
+use plumb_samples::{Derived, EndResult, Role, SoftirqShare, Transfer};
+use plumb_spec::{Direction, Spec};
+
+pub fn transfer(client: &EndResult, server: &EndResult) -> Transfer {
+    let sent = client.bytes_sent + server.bytes_sent;
+    let received = client.bytes_received + server.bytes_received;
+    Transfer {
+        sent_bytes: sent,
+        received_bytes: received,
+        difference_bytes: sent as i64 - received as i64,
+        in_flight_start_bytes: client.queued_start_bytes + server.queued_start_bytes,
+        in_flight_end_bytes: client.queued_end_bytes + server.queued_end_bytes,
+    }
+}
+
+/// Per-interval receive rate over the receiving end(s), interval by interval.
+fn receive_rates(spec: &Spec, client: &EndResult, server: &EndResult) -> Vec<f64> {
+    let n = client.intervals.len().min(server.intervals.len());
+    (0..n)
+        .filter_map(|i| {
+            let (c, s) = (&client.intervals[i], &server.intervals[i]);
+            let (bytes, dt) = match spec.direction {
+                Direction::Send => (s.bytes_received, s.dt_s),
+                Direction::Recv => (c.bytes_received, c.dt_s),
+                Direction::Both => (c.bytes_received + s.bytes_received, c.dt_s),
+            };
+            // A sliver of an interval at the end says nothing about the rate.
+            (dt >= 0.5).then(|| bytes as f64 * 8.0 / dt)
+        })
+        .collect()
+}
+
+pub fn derive(spec: &Spec, client: &EndResult, server: &EndResult) -> Derived {
+    let received = client.bytes_received + server.bytes_received;
+    let window = match spec.direction {
+        Direction::Send => server.window_s,
+        Direction::Recv => client.window_s,
+        Direction::Both => client.window_s,
+    };
+    let throughput_bps = if window > 0.0 {
+        received as f64 * 8.0 / window
+    } else {
+        0.0
+    };
+    let rates = receive_rates(spec, client, server);
+    let (min, max) = rates.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &r| (lo.min(r), hi.max(r)));
+    let gb = received as f64 / 1e9;
+    let per_gb = |s: f64| if gb > 0.0 { s / gb } else { 0.0 };
+
+    // The host as the client sees it; a remote server's host adds its own.
+    let mut host_busy: f64 = client.cpus.iter().map(|c| c.busy_s()).sum();
+    let mut host_softirq: f64 = client.cpus.iter().map(|c| c.softirq_s).sum();
+    if server.hostname != client.hostname {
+        host_busy += server.cpus.iter().map(|c| c.busy_s()).sum::<f64>();
+        host_softirq += server.cpus.iter().map(|c| c.softirq_s).sum::<f64>();
+    }
+
+    let mut shares = Vec::new();
+    for (end, cpus) in [(client, &spec.client_cpus), (server, &spec.server_cpus)] {
+        let Some(cpus) = cpus else { continue };
+        for &cpu in cpus.cpus() {
+            if let Some(t) = end.cpus.iter().find(|t| t.cpu == cpu) {
+                let total = t.total_s();
+                shares.push(SoftirqShare {
+                    cpu,
+                    role: end.role,
+                    softirq_s: t.softirq_s,
+                    busy_s: t.busy_s(),
+                    share: if total > 0.0 { t.softirq_s / total } else { 0.0 },
+                });
+            }
+        }
+    }
+
+    let senders: Vec<&EndResult> = match spec.direction {
+        Direction::Send => vec![client],
+        Direction::Recv => vec![server],
+        Direction::Both => vec![client, server],
+    };
+    let retransmits = senders
+        .iter()
+        .flat_map(|e| e.tcp_info.iter())
+        .map(|t| t.total_retrans as u64)
+        .sum();
+
+    Derived {
+        throughput_bps,
+        interval_min_bps: if rates.is_empty() { throughput_bps } else { min },
+        interval_max_bps: if rates.is_empty() { throughput_bps } else { max },
+        client_cpu_s_per_gb: per_gb(client.process.total_s()),
+        server_cpu_s_per_gb: per_gb(server.process.total_s()),
+        host_cpu_s_per_gb: per_gb(host_busy),
+        host_busy_s: host_busy,
+        host_softirq_s: host_softirq,
+        softirq_shares: shares,
+        retransmits,
+    }
+}
+
+pub fn role_name(r: Role) -> &'static str {
+    match r {
+        Role::Client => "client",
+        Role::Server => "server",
+    }
+}

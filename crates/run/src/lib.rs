@@ -1,0 +1,193 @@
+//! Orchestration of a run: start the embedded server (or reach a remote one),
+//! set the flows up, run the warm-up and the measurement window on both ends
+//! over the control protocol, and put the two ends' accounting together into
+//! a [`RunRecord`].
+#![deny(unsafe_code)]
+
+pub mod derive;
+pub mod embedded;
+
+use embedded::EmbeddedServer;
+use plumb_ctl::{CtlError, Session};
+use plumb_engine::{connect_flows, read_back, Cookie, Engine, EngineConfig, Meter, SampleSink};
+use plumb_samples::{Iteration, Role, RunRecord, RUN_SCHEMA};
+use plumb_spec::{Family, Spec, SpecError};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    /// Setting up the flows failed; `flag` names the user's option at fault.
+    #[error("{message}")]
+    Setup {
+        flag: Option<&'static str>,
+        message: String,
+    },
+    #[error(transparent)]
+    Ctl(#[from] CtlError),
+    #[error("{0}")]
+    Embedded(String),
+    #[error("{0}")]
+    Engine(String),
+}
+
+impl From<plumb_engine::SetupError> for RunError {
+    fn from(e: plumb_engine::SetupError) -> Self {
+        RunError::Setup {
+            flag: e.flag,
+            message: e.message,
+        }
+    }
+}
+
+pub struct RunOptions {
+    /// A `plumb serve` started by hand; None starts the embedded one.
+    pub server: Option<SocketAddr>,
+    pub label: String,
+    /// Set by a signal handler: end the window now and report what was
+    /// measured, marked incomplete.
+    pub interrupted: Arc<AtomicBool>,
+    /// The binary that runs `serve --once` (this executable).
+    pub server_exe: PathBuf,
+}
+
+/// The loopback address of a family, for the embedded server.
+pub fn loopback(family: Family) -> IpAddr {
+    match family {
+        Family::V4 => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        Family::V6 => IpAddr::V6(Ipv6Addr::LOCALHOST),
+    }
+}
+
+const POLL: Duration = Duration::from_millis(50);
+
+/// Sleeps until `until`, waking every 50 ms to notice an interrupt or a
+/// server that went away. Returns false when interrupted.
+fn wait_until(until: Instant, opts: &RunOptions, session: &mut Session) -> Result<bool, RunError> {
+    loop {
+        if opts.interrupted.load(Relaxed) {
+            return Ok(false);
+        }
+        if let Some(e) = session.poll_trouble() {
+            return Err(e.into());
+        }
+        let now = Instant::now();
+        if now >= until {
+            return Ok(true);
+        }
+        std::thread::sleep((until - now).min(POLL));
+    }
+}
+
+/// Runs one iteration of `spec` and returns the record of the run.
+pub fn run(spec: &Spec, opts: &RunOptions, sink: &mut dyn SampleSink) -> Result<RunRecord, RunError> {
+    spec.validate()?;
+    if let Some(cpus) = &spec.client_cpus {
+        plumb_ctl::server::check_cpus(cpus, "--client-cpus", "the client").map_err(|message| RunError::Setup {
+            flag: Some("--client-cpus"),
+            message,
+        })?;
+    }
+    let _ = plumb_sys::process::raise_nofile_limit();
+    let started_at = jiff::Timestamp::now().to_string();
+
+    let mut embedded = match opts.server {
+        Some(_) => None,
+        None => Some(EmbeddedServer::start(
+            &opts.server_exe,
+            SocketAddr::new(loopback(spec.family), 0),
+        )?),
+    };
+    let server_addr = match (&embedded, opts.server) {
+        (Some(e), _) => e.addr,
+        (None, Some(a)) => a,
+        (None, None) => unreachable!("one of the two is set"),
+    };
+
+    let mut session = Session::connect(server_addr, Duration::from_secs(5))?;
+    let ready = session.setup(spec)?;
+    let cookie = Cookie::from_hex(&ready.cookie)
+        .ok_or_else(|| CtlError::Protocol(format!("malformed cookie '{}'", ready.cookie)))?;
+    let data = SocketAddr::new(server_addr.ip(), ready.data_port);
+    let flows = connect_flows(data, spec.flows, &spec.socket, &cookie, Duration::from_secs(5))?;
+    let options = read_back(&flows[0], &spec.socket);
+    session.start(spec.flows)?;
+
+    let (sends, receives) = spec.direction.activity(false);
+    let engine = Engine::start(
+        EngineConfig {
+            role: Role::Client,
+            sends,
+            receives,
+            msg_size: spec.msg_size as usize,
+            threads: spec.threads,
+            cpus: spec.client_cpus.clone(),
+        },
+        flows,
+    )
+    .map_err(|e| RunError::Engine(e.to_string()))?;
+
+    let t0 = Instant::now();
+    let mut complete = wait_until(t0 + Duration::from_millis(spec.warmup_ms), opts, &mut session)?;
+    // The peer is told first, then this end snapshots: both edges are then
+    // late on the server by the same one-way delay, so both windows have the
+    // same length.
+    session.mark()?;
+    let mut meter = Meter::open(&engine);
+    let opened = Instant::now();
+    let window = Duration::from_millis(spec.duration_ms);
+    if complete {
+        let mut tick = 1u64;
+        loop {
+            let next = (opened + Duration::from_secs(tick)).min(opened + window);
+            if !wait_until(next, opts, &mut session)? {
+                complete = false;
+                break;
+            }
+            if next >= opened + window {
+                break;
+            }
+            meter.tick(&engine, sink);
+            tick += 1;
+        }
+    }
+    session.stop()?;
+    let mut client = meter.close(&engine, sink, options);
+    let server = session.results(Duration::from_secs(10) + Duration::from_millis(spec.flows as u64))?;
+    let errors = engine.stop().map_err(|e| RunError::Engine(e.to_string()))?;
+    client.warnings.extend(
+        errors
+            .into_iter()
+            .filter(|e| !e.after_window)
+            .map(|e| format!("client flow {}: {}", e.flow, e.error)),
+    );
+    if let Some(e) = embedded.as_mut() {
+        e.reap(Duration::from_secs(2));
+    }
+
+    let iteration = Iteration {
+        index: 0,
+        complete,
+        warmup_s: spec.warmup_ms as f64 / 1000.0,
+        window_s: client.window_s,
+        transfer: derive::transfer(&client, &server),
+        derived: derive::derive(spec, &client, &server),
+        client,
+        server,
+    };
+    Ok(RunRecord {
+        schema: RUN_SCHEMA.to_string(),
+        plumb_version: env!("CARGO_PKG_VERSION").to_string(),
+        started_at,
+        label: opts.label.clone(),
+        spec_key: spec.key(),
+        spec: spec.clone(),
+        complete,
+        iterations: vec![iteration],
+    })
+}

@@ -1,0 +1,20 @@
+//! Plain data shared by every stage of plumb: what one end of a test measured
+//! (interval samples, flow totals, CPU and kernel accounting, TCP_INFO), what a
+//! whole run produced, and the units those numbers are in.
+//!
+//! No I/O and no logic beyond merging and unit conversion live here, so that the
+//! engine, the control protocol, the store and the reports can all speak the same
+//! types without depending on each other.
+#![deny(unsafe_code)]
+
+pub mod cpu;
+pub mod result;
+pub mod units;
+
+pub use cpu::{CpuTimes, ProcessCpu, SoftirqCounts, ThreadCpu};
+pub use result::{
+    Derived, EndResult, FlowTotals, IntervalSample, Iteration, KernelCounters, OptionRecord,
+    OptionStatus, Role, RunRecord, SoftirqShare, TcpInfo, TcpInfoSummary, Transfer,
+    RUN_SCHEMA,
+};
+pub use units::{format_bits_per_sec, format_bytes};

@@ -1,0 +1,221 @@
+//! What a run produced: per end (client and server) the byte counts, interval
+//! samples, CPU and kernel accounting and per-flow TCP_INFO, and what is derived
+//! from putting both ends side by side.
+
+use crate::cpu::{CpuTimes, ProcessCpu, SoftirqCounts};
+use plumb_spec::Spec;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Identifies the JSON document `plumb run --json` prints; bumped on any
+/// incompatible change (schemas/run.v1.schema.json describes version 1).
+pub const RUN_SCHEMA: &str = "plumb.run/1";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Client,
+    Server,
+}
+
+/// One interval of one end's measurement window (normally one second).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct IntervalSample {
+    /// Seconds from the start of the window to the end of this interval.
+    pub t_s: f64,
+    /// Length of this interval in seconds (the last one may be short).
+    pub dt_s: f64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+}
+
+/// Bytes one flow moved during the window at one end.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FlowTotals {
+    pub flow: u32,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+}
+
+/// A subset of `struct tcp_info` for one flow at the end of the window. Fields
+/// the running kernel does not return (it may return a shorter struct) are
+/// absent rather than zero.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TcpInfo {
+    pub flow: u32,
+    pub state: u8,
+    pub rtt_us: u32,
+    pub rttvar_us: u32,
+    pub snd_mss: u32,
+    pub rcv_mss: u32,
+    pub snd_cwnd: u32,
+    pub retransmits: u8,
+    pub total_retrans: u32,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub pacing_rate_bps: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub max_pacing_rate_bps: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub bytes_acked: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub bytes_received: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub delivery_rate_bps: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub busy_time_us: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub rwnd_limited_us: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub sndbuf_limited_us: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub bytes_retrans: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub delivered: Option<u32>,
+}
+
+/// Distribution of per-flow TCP_INFO figures, so that thousands of flows read
+/// as one line each.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TcpInfoSummary {
+    pub flows: u32,
+    pub rtt_us: [f64; 4],
+    pub snd_cwnd: [f64; 4],
+    pub total_retrans: [f64; 4],
+    /// Sum of total_retrans over all flows.
+    pub retrans_sum: u64,
+}
+
+/// Whether a socket option was applied as asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OptionStatus {
+    /// Set and read back.
+    Applied,
+    /// Left to the kernel's default; `granted` is what the kernel chose.
+    Default,
+    /// The kernel does not support it here; the run went on without it.
+    Unsupported,
+}
+
+/// A socket option: what was asked and what the kernel granted, read back from
+/// the first flow (and checked to be the same on every flow).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OptionRecord {
+    pub name: String,
+    pub asked: String,
+    pub granted: String,
+    pub status: OptionStatus,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub note: Option<String>,
+}
+
+/// Deltas of /proc/net/snmp and /proc/net/netstat counters over the window,
+/// keyed `Group.Name` (e.g. `Tcp.RetransSegs`, `TcpExt.DelayedACKs`). Only
+/// counters that moved are kept.
+pub type KernelCounters = BTreeMap<String, i64>;
+
+/// Everything one end (client or server) measured over one window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EndResult {
+    pub role: Role,
+    pub hostname: String,
+    pub kernel: String,
+    pub online_cpus: u32,
+    pub threads: u32,
+    /// CPUs the worker threads were pinned to, if any.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub pinned_cpus: Option<String>,
+    pub window_s: f64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    /// Bytes queued in this end's sockets (send queue not yet acknowledged plus
+    /// receive queue not yet read) at the start and at the end of the window.
+    pub queued_start_bytes: u64,
+    pub queued_end_bytes: u64,
+    pub intervals: Vec<IntervalSample>,
+    pub flows: Vec<FlowTotals>,
+    pub process: ProcessCpu,
+    pub cpus: Vec<CpuTimes>,
+    pub softirqs: Vec<SoftirqCounts>,
+    pub counters: KernelCounters,
+    pub tcp_info: Vec<TcpInfo>,
+    pub socket_options: Vec<OptionRecord>,
+    /// Problems that did not stop the run (a flow reset after the window, ...).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub warnings: Vec<String>,
+}
+
+/// Bytes accounted by the sender and by the receiver for the same window.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Transfer {
+    /// Bytes written by the sending end(s) during the window.
+    pub sent_bytes: u64,
+    /// Bytes read by the receiving end(s) during the window.
+    pub received_bytes: u64,
+    /// sent - received.
+    pub difference_bytes: i64,
+    /// Bytes in flight (queued in sockets at either end) at the window edges:
+    /// what the two counts may legitimately differ by.
+    pub in_flight_start_bytes: u64,
+    pub in_flight_end_bytes: u64,
+}
+
+/// Softirq share of one pinned CPU: softirq time / all time of that CPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SoftirqShare {
+    pub cpu: u32,
+    pub role: Role,
+    pub softirq_s: f64,
+    pub busy_s: f64,
+    pub share: f64,
+}
+
+/// Figures computed from both ends.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Derived {
+    /// Receiver's bytes over the window, in bits per second (goodput).
+    pub throughput_bps: f64,
+    /// Lowest and highest per-interval throughput at the receiver.
+    pub interval_min_bps: f64,
+    pub interval_max_bps: f64,
+    /// CPU seconds per GB (10^9 bytes) received: the client process, the server
+    /// process, and every CPU of the host (busy time), as netperf's service
+    /// demand but per GB.
+    pub client_cpu_s_per_gb: f64,
+    pub server_cpu_s_per_gb: f64,
+    pub host_cpu_s_per_gb: f64,
+    /// Host busy CPU seconds over the window, and the part of it in softirq.
+    pub host_busy_s: f64,
+    pub host_softirq_s: f64,
+    pub softirq_shares: Vec<SoftirqShare>,
+    /// Sum of TCP retransmissions over all flows at the sending end(s).
+    pub retransmits: u64,
+}
+
+/// One execution of a spec with its measurement window on both ends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Iteration {
+    pub index: u32,
+    /// False when the window was cut short (Ctrl-C, a lost peer).
+    pub complete: bool,
+    pub warmup_s: f64,
+    pub window_s: f64,
+    pub transfer: Transfer,
+    pub derived: Derived,
+    pub client: EndResult,
+    pub server: EndResult,
+}
+
+/// The document `plumb run --json` prints and the store keeps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub schema: String,
+    pub plumb_version: String,
+    /// RFC 3339 wall-clock time the run started.
+    pub started_at: String,
+    pub label: String,
+    pub spec: Spec,
+    pub spec_key: String,
+    pub complete: bool,
+    pub iterations: Vec<Iteration>,
+}

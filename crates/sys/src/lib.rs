@@ -1,0 +1,21 @@
+//! The one place in plumb that talks to the kernel below the level of std:
+//! raw socket options and ioctls (TCP_INFO, SO_MAX_PACING_RATE,
+//! TCP_CONGESTION, SIOCOUTQ/SIOCINQ), CPU affinity, getrusage, rlimits,
+//! parent-death signals, and the parsers and readers of the /proc and /sys
+//! files plumb measures with (stat, softirqs, net/snmp, net/netstat,
+//! task/*/stat and status).
+//!
+//! This is the only crate of the workspace allowed `unsafe`; every other
+//! crate gets safe functions from here. Prefer rustix and socket2 where they
+//! already wrap a call safely; raw libc only where they do not.
+#![deny(unsafe_op_in_unsafe_fn)]
+// Machine-checks the rule that every unsafe block says why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
+
+pub mod affinity;
+mod error;
+pub mod proc;
+pub mod process;
+pub mod sock;
+
+pub use error::ParseError;

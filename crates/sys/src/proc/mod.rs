@@ -1,0 +1,28 @@
+//! Parsers of the /proc and /sys files plumb samples, each a pure function of
+//! the file's text (so they can be tested and fuzzed on captured text), and
+//! readers that apply them to the running kernel's files.
+
+mod host;
+mod snmp;
+mod softirqs;
+mod stat;
+mod task;
+
+pub use host::{clock_ticks_per_sec, hostname, kernel_release, online_cpus, rss_bytes};
+pub use snmp::{parse_snmp, read_net_counters};
+pub use softirqs::{parse_softirqs, read_softirqs, SoftirqRow};
+pub use stat::{parse_stat, read_stat, StatCpu};
+pub use task::{parse_status, parse_task_stat, read_tasks, StatusFields, TaskSnapshot};
+
+use crate::ParseError;
+
+/// Parses one numeric field, naming it in the error.
+fn num<T: std::str::FromStr>(
+    file: &'static str,
+    line: usize,
+    what: &str,
+    text: &str,
+) -> Result<T, ParseError> {
+    text.parse()
+        .map_err(|_| ParseError::new(file, line, format!("{what}: '{text}' is not a number")))
+}

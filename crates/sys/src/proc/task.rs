@@ -1,0 +1,205 @@
+use super::num;
+use crate::ParseError;
+use std::io;
+
+const TASK_STAT: &str = "/proc/[pid]/task/[tid]/stat";
+
+/// CPU time, scheduling and placement of one thread.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskSnapshot {
+    pub tid: u32,
+    pub name: String,
+    pub utime_ticks: u64,
+    pub stime_ticks: u64,
+    /// The CPU the thread last ran on.
+    pub last_cpu: u32,
+    pub voluntary_csw: u64,
+    pub involuntary_csw: u64,
+    pub cpus_allowed_list: String,
+}
+
+// Field numbers of proc_pid_stat(5), 1-based, counted from the start of the line.
+const FIELD_STATE: usize = 3;
+const FIELD_UTIME: usize = 14;
+const FIELD_STIME: usize = 15;
+const FIELD_PROCESSOR: usize = 39;
+
+/// `(comm, utime, stime, processor)` of a /proc/<pid>/task/<tid>/stat line.
+pub fn parse_task_stat(text: &str) -> Result<(String, u64, u64, u32), ParseError> {
+    let err = |m: &str| ParseError::new(TASK_STAT, 1, m);
+    // comm is whatever the thread named itself, spaces and parentheses
+    // included, so only the first '(' and the last ')' delimit it.
+    let open = text.find('(').ok_or_else(|| err("no '(' before comm"))?;
+    let close = text.rfind(')').ok_or_else(|| err("no ')' after comm"))?;
+    if close < open {
+        return Err(err("')' before '('"));
+    }
+    let comm = text[open + 1..close].to_string();
+    let rest: Vec<&str> = text[close + 1..].split_ascii_whitespace().collect();
+    let field = |n: usize| {
+        rest.get(n - FIELD_STATE)
+            .copied()
+            .ok_or_else(|| err(&format!("only {} fields", rest.len() + FIELD_STATE - 1)))
+    };
+    let utime = num(TASK_STAT, 1, "utime", field(FIELD_UTIME)?)?;
+    let stime = num(TASK_STAT, 1, "stime", field(FIELD_STIME)?)?;
+    let processor = num(TASK_STAT, 1, "processor", field(FIELD_PROCESSOR)?)?;
+    Ok((comm, utime, stime, processor))
+}
+
+/// The fields plumb uses from /proc/<pid>[/task/<tid>]/status.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StatusFields {
+    pub voluntary_csw: u64,
+    pub involuntary_csw: u64,
+    pub cpus_allowed_list: String,
+    /// 0 where the kernel prints no VmRSS line (kernel threads).
+    pub vm_rss_kb: u64,
+}
+
+/// Lenient on purpose: fields vary by kernel version and task kind, and a
+/// missing one is better reported as its default than as a failed run.
+pub fn parse_status(text: &str) -> StatusFields {
+    let mut out = StatusFields::default();
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim();
+        let first_number = || {
+            value
+                .split_ascii_whitespace()
+                .next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        };
+        match key {
+            "voluntary_ctxt_switches" => out.voluntary_csw = first_number(),
+            "nonvoluntary_ctxt_switches" => out.involuntary_csw = first_number(),
+            "Cpus_allowed_list" => out.cpus_allowed_list = value.to_string(),
+            "VmRSS" => out.vm_rss_kb = first_number(),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Every thread of process `pid` (None: this process).
+pub fn read_tasks(pid: Option<u32>) -> io::Result<Vec<TaskSnapshot>> {
+    let dir = match pid {
+        Some(pid) => format!("/proc/{pid}/task"),
+        None => "/proc/self/task".to_string(),
+    };
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(&dir)? {
+        let entry = entry?;
+        let Some(tid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
+            continue;
+        };
+        match read_task(&dir, tid) {
+            Ok(task) => out.push(task),
+            Err(e) if thread_is_gone(&e) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    out.sort_by_key(|t| t.tid);
+    Ok(out)
+}
+
+fn read_task(dir: &str, tid: u32) -> io::Result<TaskSnapshot> {
+    let stat = std::fs::read_to_string(format!("{dir}/{tid}/stat"))?;
+    let status = std::fs::read_to_string(format!("{dir}/{tid}/status"))?;
+    let (name, utime_ticks, stime_ticks, last_cpu) = parse_task_stat(&stat)?;
+    let status = parse_status(&status);
+    Ok(TaskSnapshot {
+        tid,
+        name,
+        utime_ticks,
+        stime_ticks,
+        last_cpu,
+        voluntary_csw: status.voluntary_csw,
+        involuntary_csw: status.involuntary_csw,
+        cpus_allowed_list: status.cpus_allowed_list,
+    })
+}
+
+// A thread that exits after the directory was listed makes open() fail with
+// ENOENT, or read() with ESRCH once its files are already open.
+fn thread_is_gone(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    #[test]
+    fn comm_with_spaces_and_parens() {
+        let line = "4242 ((a) b)) S 4200 4200 4200 34817 4200 4194368 171 0 0 0 \
+                    17 23 0 0 20 0 3 0 123456 10485760 500 18446744073709551615 \
+                    1 1 0 0 0 0 0 4096 1260 0 0 0 -1 5 0 0 0 0 0 0 0 0 0 0 0 0 0\n";
+        let (comm, utime, stime, cpu) = parse_task_stat(line).unwrap();
+        assert_eq!(comm, "(a) b)");
+        assert_eq!((utime, stime, cpu), (17, 23, 5));
+    }
+
+    #[test]
+    fn truncated_stat_is_an_error() {
+        assert!(parse_task_stat("1 (x) S 0 0").is_err());
+        assert!(parse_task_stat("1 x S").is_err());
+        assert!(parse_task_stat("1 )x( S").is_err());
+    }
+
+    #[test]
+    fn status_fields_and_defaults() {
+        let text = "Name:\tplumb\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t10\n\
+                    VmRSS:\t    5120 kB\nCpus_allowed:\tf\nCpus_allowed_list:\t0-3\n\
+                    voluntary_ctxt_switches:\t150\nnonvoluntary_ctxt_switches:\t545\n";
+        let s = parse_status(text);
+        assert_eq!(
+            s,
+            StatusFields {
+                voluntary_csw: 150,
+                involuntary_csw: 545,
+                cpus_allowed_list: "0-3".into(),
+                vm_rss_kb: 5120,
+            }
+        );
+        // Kernel threads print no VmRSS.
+        let kthread = parse_status("Name:\tkthreadd\nCpus_allowed_list:\t0\n");
+        assert_eq!(kthread.vm_rss_kb, 0);
+        assert_eq!(kthread.cpus_allowed_list, "0");
+    }
+
+    #[test]
+    fn live_finds_a_named_thread() {
+        let (started_tx, started_rx) = mpsc::channel();
+        let (stop_tx, stop_rx) = mpsc::channel::<()>();
+        let handle = std::thread::Builder::new()
+            .name("plumb-test-x".into())
+            .spawn(move || {
+                started_tx
+                    .send(rustix::thread::gettid().as_raw_pid())
+                    .unwrap();
+                let _ = stop_rx.recv();
+            })
+            .unwrap();
+        let tid = started_rx.recv().unwrap() as u32;
+        let tasks = read_tasks(None).unwrap();
+        stop_tx.send(()).unwrap();
+        handle.join().unwrap();
+        let task = tasks.iter().find(|t| t.name == "plumb-test-x").unwrap();
+        assert_eq!(task.tid, tid);
+        assert!(!task.cpus_allowed_list.is_empty());
+        let me = std::process::id();
+        assert!(tasks.iter().any(|t| t.tid == me));
+        assert_eq!(read_tasks(Some(me)).unwrap().first().unwrap().tid, me);
+    }
+
+    #[test]
+    fn live_missing_process_is_an_error() {
+        // Above /proc/sys/kernel/pid_max's ceiling of 2^22.
+        assert!(read_tasks(Some(u32::MAX)).is_err());
+    }
+}

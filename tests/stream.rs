@@ -1,0 +1,220 @@
+//! `plumb run stream` end to end over real loopback sockets, with the
+//! embedded server as a separate process.
+
+mod common;
+use common::*;
+
+/// The sender's and the receiver's counts for the same window agree, up to
+/// the bytes in flight at the window edges (plus what moves during the
+/// control message's one-way trip, bounded here by 1 % of the transfer).
+fn assert_counts_agree(rec: &serde_json::Value) {
+    let t = &rec["iterations"][0]["transfer"];
+    let sent = u(&t["sent_bytes"]);
+    let received = u(&t["received_bytes"]);
+    let in_flight = u(&t["in_flight_start_bytes"]) + u(&t["in_flight_end_bytes"]);
+    assert!(sent > 0 && received > 0, "nothing moved: {t}");
+    let diff = sent.abs_diff(received);
+    assert!(
+        diff <= in_flight + sent / 100,
+        "sender and receiver disagree by {diff} bytes, more than the {in_flight} in flight: {t}"
+    );
+    assert_eq!(t["difference_bytes"].as_i64().unwrap(), sent as i64 - received as i64);
+}
+
+#[test]
+fn send_direction_counts_agree_on_both_ends() {
+    let rec = stream_json(&["--duration", "2s", "--warmup", "300ms"]);
+    assert_eq!(rec["schema"], "plumb.run/1");
+    assert_eq!(rec["complete"], true);
+    let it = &rec["iterations"][0];
+    assert!(u(&it["client"]["bytes_sent"]) > 0);
+    assert_eq!(u(&it["client"]["bytes_received"]), 0);
+    assert_eq!(u(&it["server"]["bytes_sent"]), 0);
+    assert!(u(&it["server"]["bytes_received"]) > 0);
+    assert_counts_agree(&rec);
+    // The server is a separate process.
+    assert_ne!(it["client"]["process"]["pid"], it["server"]["process"]["pid"]);
+    // One interval sample per second, plus a short tail.
+    let n = it["server"]["intervals"].as_array().unwrap().len();
+    assert!((2..=3).contains(&n), "{n} intervals for a 2 s window");
+    let d = &it["derived"];
+    assert!(f(&d["throughput_bps"]) > 1e6);
+    assert!(f(&d["interval_min_bps"]) <= f(&d["throughput_bps"]) * 1.01);
+    assert!(f(&d["interval_max_bps"]) >= f(&d["throughput_bps"]) * 0.99);
+}
+
+#[test]
+fn small_buffers_recv_32_flows_report_what_the_kernel_granted() {
+    let rec = stream_json(&[
+        "--sndbuf", "8K", "--rcvbuf", "8K", "--msg-size", "256", "--nodelay", "--flows", "32",
+        "--direction", "recv", "--duration", "2s", "--warmup", "300ms",
+    ]);
+    let it = &rec["iterations"][0];
+    // recv: the server sends, the client receives.
+    assert_eq!(u(&it["client"]["bytes_sent"]), 0);
+    assert!(u(&it["client"]["bytes_received"]) > 0);
+    assert!(u(&it["server"]["bytes_sent"]) > 0);
+    assert_eq!(u(&it["server"]["bytes_received"]), 0);
+    assert_counts_agree(&rec);
+    assert_eq!(it["client"]["flows"].as_array().unwrap().len(), 32);
+    // Every flow moved data.
+    for fl in it["client"]["flows"].as_array().unwrap() {
+        assert!(u(&fl["bytes_received"]) > 0, "flow starved: {fl}");
+    }
+    for end in ["client", "server"] {
+        let opts = it[end]["socket_options"].as_array().unwrap();
+        let get = |name: &str| opts.iter().find(|o| o["name"] == name).unwrap().clone();
+        let snd = get("sndbuf");
+        assert_eq!(snd["asked"], "8K");
+        // Linux doubles SO_SNDBUF/SO_RCVBUF for its own bookkeeping.
+        assert_eq!(snd["granted"], "16384", "{end}: {snd}");
+        assert_eq!(snd["status"], "applied");
+        assert_eq!(get("rcvbuf")["granted"], "16384");
+        assert_eq!(get("nodelay")["granted"], "on");
+        assert_eq!(get("cork")["granted"], "off");
+        assert_eq!(u(&it[end]["threads"]) as usize, 32.min(online_cpus()));
+        assert_eq!(it[end]["tcp_info"].as_array().unwrap().len(), 32);
+    }
+    assert_eq!(rec["spec"]["socket"]["sndbuf"], "8K");
+    assert_eq!(rec["spec"]["direction"], "recv");
+}
+
+#[test]
+fn both_direction_moves_data_both_ways() {
+    let rec = stream_json(&["--direction", "both", "--flows", "2", "--duration", "1500ms", "--warmup", "200ms"]);
+    let it = &rec["iterations"][0];
+    for end in ["client", "server"] {
+        assert!(u(&it[end]["bytes_sent"]) > 0, "{end} sent nothing");
+        assert!(u(&it[end]["bytes_received"]) > 0, "{end} received nothing");
+    }
+    assert_counts_agree(&rec);
+}
+
+#[test]
+fn cpu_figures_are_bounded_by_the_host() {
+    let rec = stream_json(&["--duration", "2s", "--warmup", "300ms"]);
+    let it = &rec["iterations"][0];
+    let ncpu = it["client"]["cpus"].as_array().unwrap().len() as f64;
+    assert_eq!(ncpu as usize, online_cpus().max(ncpu as usize));
+    let window = f(&it["window_s"]);
+    let mut procs = 0.0;
+    for end in ["client", "server"] {
+        let p = &it[end]["process"];
+        let total = f(&p["user_s"]) + f(&p["system_s"]);
+        assert!(total >= 0.0 && total <= window * ncpu + 0.05, "{end} CPU {total} s out of range");
+        assert!(total > 0.01, "{end} used no CPU at all moving data");
+        procs += total;
+        // Per-CPU times cover the window on every CPU (ticks are 10 ms).
+        for c in it[end]["cpus"].as_array().unwrap() {
+            let all: f64 = ["user_s", "nice_s", "system_s", "idle_s", "iowait_s", "irq_s", "softirq_s", "steal_s"]
+                .iter()
+                .map(|k| f(&c[*k]))
+                .sum();
+            assert!((all - window).abs() < 0.1 + window * 0.05, "cpu {} covers {all} s of {window}", c["cpu"]);
+        }
+    }
+    let host = f(&it["derived"]["host_busy_s"]);
+    // Both processes' CPU is part of the host's busy time; ticks and the
+    // slightly shifted server window allow a small excess.
+    assert!(procs <= host * 1.05 + 0.1, "processes {procs} s > host busy {host} s");
+    assert!(f(&it["derived"]["client_cpu_s_per_gb"]) > 0.0);
+    assert!(f(&it["derived"]["host_cpu_s_per_gb"]) >= f(&it["derived"]["client_cpu_s_per_gb"]));
+    // Kernel counters moved: loopback TCP counts segments.
+    assert!(it["client"]["counters"]["Tcp.OutSegs"].as_i64().unwrap_or(0) > 0);
+}
+
+#[test]
+fn pinning_is_visible_in_proc_and_reported() {
+    if online_cpus() < 2 {
+        eprintln!("skipped: needs 2 CPUs");
+        return;
+    }
+    let mut child = plumb()
+        .args([
+            "run", "stream", "--json", "--duration", "3s", "--warmup", "500ms", "--client-cpus", "0",
+            "--server-cpus", "1",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let client_threads = thread_affinity(pid);
+    let server_pid = children(pid);
+    assert_eq!(server_pid.len(), 1, "one embedded server child: {server_pid:?}");
+    let server_threads = thread_affinity(server_pid[0]);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+
+    let workers: Vec<_> = client_threads.iter().filter(|t| t.0.starts_with("plumb-c")).collect();
+    assert_eq!(workers.len(), 1, "{client_threads:?}");
+    assert_eq!(workers[0].1, "0");
+    let workers: Vec<_> = server_threads.iter().filter(|t| t.0.starts_with("plumb-s")).collect();
+    assert_eq!(workers.len(), 1, "{server_threads:?}");
+    assert_eq!(workers[0].1, "1");
+
+    let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let it = &rec["iterations"][0];
+    assert_eq!(it["client"]["pinned_cpus"], "0");
+    assert_eq!(it["server"]["pinned_cpus"], "1");
+    let shares = it["derived"]["softirq_shares"].as_array().unwrap();
+    assert_eq!(shares.len(), 2);
+    for s in shares {
+        let share = f(&s["share"]);
+        assert!((0.0..=1.0).contains(&share));
+    }
+    let t = it["client"]["process"]["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "plumb-c0")
+        .expect("worker thread accounted");
+    assert_eq!(t["cpus_allowed"], "0");
+    assert_eq!(t["last_cpu"], 0);
+}
+
+#[test]
+fn ipv6_loopback_works() {
+    if !std::net::TcpListener::bind("[::1]:0").is_ok() {
+        eprintln!("skipped: no IPv6 loopback");
+        return;
+    }
+    let rec = stream_json(&["-6", "--duration", "1s", "--warmup", "200ms"]);
+    assert_eq!(rec["spec"]["family"], "v6");
+    assert!(u(&rec["iterations"][0]["transfer"]["received_bytes"]) > 0);
+}
+
+#[test]
+fn human_summary_fits_80_columns_and_says_what_it_measured() {
+    let out = run(&["run", "stream", "--duration", "1s", "--warmup", "200ms", "--sndbuf", "64K"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    for line in text.lines() {
+        assert!(line.chars().count() <= 80, "line over 80 columns: {line:?}");
+    }
+    for needle in ["throughput", "Gbit/s", "client pid", "server pid", "host", "softirq", "sndbuf", "64K", "131072"] {
+        assert!(text.contains(needle), "summary lacks {needle:?}:\n{text}");
+    }
+}
+
+#[test]
+fn a_server_started_by_hand_serves_several_runs() {
+    use std::io::BufRead;
+    let mut server = plumb()
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line.trim().rsplit(' ').next().unwrap().to_string();
+    for _ in 0..2 {
+        let rec = stream_json(&["--server", &addr, "--duration", "1s", "--warmup", "200ms"]);
+        assert!(u(&rec["iterations"][0]["transfer"]["received_bytes"]) > 0);
+        assert_eq!(u(&rec["iterations"][0]["server"]["process"]["pid"]), server.id() as u64);
+    }
+    server.kill().unwrap();
+    server.wait().unwrap();
+}
