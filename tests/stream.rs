@@ -18,7 +18,10 @@ fn assert_counts_agree(rec: &serde_json::Value) {
         diff <= in_flight + sent / 100,
         "sender and receiver disagree by {diff} bytes, more than the {in_flight} in flight: {t}"
     );
-    assert_eq!(t["difference_bytes"].as_i64().unwrap(), sent as i64 - received as i64);
+    assert_eq!(
+        t["difference_bytes"].as_i64().unwrap(),
+        sent as i64 - received as i64
+    );
 }
 
 #[test]
@@ -33,7 +36,10 @@ fn send_direction_counts_agree_on_both_ends() {
     assert!(u(&it["server"]["bytes_received"]) > 0);
     assert_counts_agree(&rec);
     // The server is a separate process.
-    assert_ne!(it["client"]["process"]["pid"], it["server"]["process"]["pid"]);
+    assert_ne!(
+        it["client"]["process"]["pid"],
+        it["server"]["process"]["pid"]
+    );
     // One interval sample per second, plus a short tail.
     let n = it["server"]["intervals"].as_array().unwrap().len();
     assert!((2..=3).contains(&n), "{n} intervals for a 2 s window");
@@ -46,8 +52,21 @@ fn send_direction_counts_agree_on_both_ends() {
 #[test]
 fn small_buffers_recv_32_flows_report_what_the_kernel_granted() {
     let rec = stream_json(&[
-        "--sndbuf", "8K", "--rcvbuf", "8K", "--msg-size", "256", "--nodelay", "--flows", "32",
-        "--direction", "recv", "--duration", "2s", "--warmup", "300ms",
+        "--sndbuf",
+        "8K",
+        "--rcvbuf",
+        "8K",
+        "--msg-size",
+        "256",
+        "--nodelay",
+        "--flows",
+        "32",
+        "--direction",
+        "recv",
+        "--duration",
+        "2s",
+        "--warmup",
+        "300ms",
     ]);
     let it = &rec["iterations"][0];
     // recv: the server sends, the client receives.
@@ -81,7 +100,16 @@ fn small_buffers_recv_32_flows_report_what_the_kernel_granted() {
 
 #[test]
 fn both_direction_moves_data_both_ways() {
-    let rec = stream_json(&["--direction", "both", "--flows", "2", "--duration", "1500ms", "--warmup", "200ms"]);
+    let rec = stream_json(&[
+        "--direction",
+        "both",
+        "--flows",
+        "2",
+        "--duration",
+        "1500ms",
+        "--warmup",
+        "200ms",
+    ]);
     let it = &rec["iterations"][0];
     for end in ["client", "server"] {
         assert!(u(&it[end]["bytes_sent"]) > 0, "{end} sent nothing");
@@ -101,26 +129,50 @@ fn cpu_figures_are_bounded_by_the_host() {
     for end in ["client", "server"] {
         let p = &it[end]["process"];
         let total = f(&p["user_s"]) + f(&p["system_s"]);
-        assert!(total >= 0.0 && total <= window * ncpu + 0.05, "{end} CPU {total} s out of range");
+        assert!(
+            total >= 0.0 && total <= window * ncpu + 0.05,
+            "{end} CPU {total} s out of range"
+        );
         assert!(total > 0.01, "{end} used no CPU at all moving data");
         procs += total;
         // Per-CPU times cover the window on every CPU (ticks are 10 ms).
         for c in it[end]["cpus"].as_array().unwrap() {
-            let all: f64 = ["user_s", "nice_s", "system_s", "idle_s", "iowait_s", "irq_s", "softirq_s", "steal_s"]
-                .iter()
-                .map(|k| f(&c[*k]))
-                .sum();
-            assert!((all - window).abs() < 0.1 + window * 0.05, "cpu {} covers {all} s of {window}", c["cpu"]);
+            let all: f64 = [
+                "user_s",
+                "nice_s",
+                "system_s",
+                "idle_s",
+                "iowait_s",
+                "irq_s",
+                "softirq_s",
+                "steal_s",
+            ]
+            .iter()
+            .map(|k| f(&c[*k]))
+            .sum();
+            assert!(
+                (all - window).abs() < 0.1 + window * 0.05,
+                "cpu {} covers {all} s of {window}",
+                c["cpu"]
+            );
         }
     }
     let host = f(&it["derived"]["host_busy_s"]);
     // Both processes' CPU is part of the host's busy time; ticks and the
     // slightly shifted server window allow a small excess.
-    assert!(procs <= host * 1.05 + 0.1, "processes {procs} s > host busy {host} s");
+    assert!(
+        procs <= host * 1.05 + 0.1,
+        "processes {procs} s > host busy {host} s"
+    );
     assert!(f(&it["derived"]["client_cpu_s_per_gb"]) > 0.0);
     assert!(f(&it["derived"]["host_cpu_s_per_gb"]) >= f(&it["derived"]["client_cpu_s_per_gb"]));
     // Kernel counters moved: loopback TCP counts segments.
-    assert!(it["client"]["counters"]["Tcp.OutSegs"].as_i64().unwrap_or(0) > 0);
+    assert!(
+        it["client"]["counters"]["Tcp.OutSegs"]
+            .as_i64()
+            .unwrap_or(0)
+            > 0
+    );
 }
 
 #[test]
@@ -129,10 +181,19 @@ fn pinning_is_visible_in_proc_and_reported() {
         eprintln!("skipped: needs 2 CPUs");
         return;
     }
-    let mut child = plumb()
+    let child = plumb()
         .args([
-            "run", "stream", "--json", "--duration", "3s", "--warmup", "500ms", "--client-cpus", "0",
-            "--server-cpus", "1",
+            "run",
+            "stream",
+            "--json",
+            "--duration",
+            "3s",
+            "--warmup",
+            "500ms",
+            "--client-cpus",
+            "0",
+            "--server-cpus",
+            "1",
         ])
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -141,15 +202,25 @@ fn pinning_is_visible_in_proc_and_reported() {
     std::thread::sleep(std::time::Duration::from_millis(1500));
     let client_threads = thread_affinity(pid);
     let server_pid = children(pid);
-    assert_eq!(server_pid.len(), 1, "one embedded server child: {server_pid:?}");
+    assert_eq!(
+        server_pid.len(),
+        1,
+        "one embedded server child: {server_pid:?}"
+    );
     let server_threads = thread_affinity(server_pid[0]);
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
 
-    let workers: Vec<_> = client_threads.iter().filter(|t| t.0.starts_with("plumb-c")).collect();
+    let workers: Vec<_> = client_threads
+        .iter()
+        .filter(|t| is_worker(&t.0, "plumb-c"))
+        .collect();
     assert_eq!(workers.len(), 1, "{client_threads:?}");
     assert_eq!(workers[0].1, "0");
-    let workers: Vec<_> = server_threads.iter().filter(|t| t.0.starts_with("plumb-s")).collect();
+    let workers: Vec<_> = server_threads
+        .iter()
+        .filter(|t| is_worker(&t.0, "plumb-s"))
+        .collect();
     assert_eq!(workers.len(), 1, "{server_threads:?}");
     assert_eq!(workers[0].1, "1");
 
@@ -175,7 +246,7 @@ fn pinning_is_visible_in_proc_and_reported() {
 
 #[test]
 fn ipv6_loopback_works() {
-    if !std::net::TcpListener::bind("[::1]:0").is_ok() {
+    if std::net::TcpListener::bind("[::1]:0").is_err() {
         eprintln!("skipped: no IPv6 loopback");
         return;
     }
@@ -186,13 +257,36 @@ fn ipv6_loopback_works() {
 
 #[test]
 fn human_summary_fits_80_columns_and_says_what_it_measured() {
-    let out = run(&["run", "stream", "--duration", "1s", "--warmup", "200ms", "--sndbuf", "64K"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = run(&[
+        "run",
+        "stream",
+        "--duration",
+        "1s",
+        "--warmup",
+        "200ms",
+        "--sndbuf",
+        "64K",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8(out.stdout).unwrap();
     for line in text.lines() {
         assert!(line.chars().count() <= 80, "line over 80 columns: {line:?}");
     }
-    for needle in ["throughput", "Gbit/s", "client pid", "server pid", "host", "softirq", "sndbuf", "64K", "131072"] {
+    for needle in [
+        "throughput",
+        "Gbit/s",
+        "client pid",
+        "server pid",
+        "host",
+        "softirq",
+        "sndbuf",
+        "64K",
+        "131072",
+    ] {
         assert!(text.contains(needle), "summary lacks {needle:?}:\n{text}");
     }
 }
@@ -213,8 +307,18 @@ fn a_server_started_by_hand_serves_several_runs() {
     for _ in 0..2 {
         let rec = stream_json(&["--server", &addr, "--duration", "1s", "--warmup", "200ms"]);
         assert!(u(&rec["iterations"][0]["transfer"]["received_bytes"]) > 0);
-        assert_eq!(u(&rec["iterations"][0]["server"]["process"]["pid"]), server.id() as u64);
+        assert_eq!(
+            u(&rec["iterations"][0]["server"]["process"]["pid"]),
+            server.id() as u64
+        );
     }
     server.kill().unwrap();
     server.wait().unwrap();
+}
+
+/// Worker threads are named PREFIX followed by their index (plumb-c0, plumb-s3);
+/// the control thread, plumb-ctl, is not one.
+fn is_worker(name: &str, prefix: &str) -> bool {
+    name.strip_prefix(prefix)
+        .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()))
 }

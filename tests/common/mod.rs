@@ -32,7 +32,8 @@ pub fn f(v: &Value) -> f64 {
 }
 
 pub fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not an unsigned integer: {v}"))
+    v.as_u64()
+        .unwrap_or_else(|| panic!("not an unsigned integer: {v}"))
 }
 
 /// PIDs of the processes whose parent is `ppid`.
@@ -58,7 +59,12 @@ pub fn children(ppid: u32) -> Vec<u32> {
 
 pub fn alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'),
+        Ok(s) => !s
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z'),
         Err(_) => false,
     }
 }
@@ -71,7 +77,10 @@ pub fn thread_affinity(pid: u32) -> Vec<(String, String)> {
     };
     for t in dir.flatten() {
         let p = t.path();
-        let name = std::fs::read_to_string(p.join("comm")).unwrap_or_default().trim().to_string();
+        let name = std::fs::read_to_string(p.join("comm"))
+            .unwrap_or_default()
+            .trim()
+            .to_string();
         let status = std::fs::read_to_string(p.join("status")).unwrap_or_default();
         let allowed = status
             .lines()
@@ -85,5 +94,7 @@ pub fn thread_affinity(pid: u32) -> Vec<(String, String)> {
 }
 
 pub fn online_cpus() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
 }

@@ -87,7 +87,8 @@ impl Session {
             Message::Welcome { software, auth, .. } => {
                 if auth {
                     return Err(CtlError::Protocol(
-                        "the server requires authentication, which this client does not support".into(),
+                        "the server requires authentication, which this client does not support"
+                            .into(),
                     ));
                 }
                 s.server_software = software;
@@ -176,7 +177,9 @@ impl Session {
             Ok(Ok(f)) => Some(unexpected("nothing", &f.message)),
             Ok(Err(e)) => Some(CtlError::Lost(e.to_string())),
             Err(mpsc::TryRecvError::Empty) => None,
-            Err(mpsc::TryRecvError::Disconnected) => Some(CtlError::Lost("the control connection closed".into())),
+            Err(mpsc::TryRecvError::Disconnected) => {
+                Some(CtlError::Lost("the control connection closed".into()))
+            }
         }
     }
 }

@@ -79,20 +79,32 @@ mod tests {
     #[test]
     fn huge_length_is_refused_before_allocating() {
         let buf = [0xffu8, 0xff, 0xff, 0xff];
-        assert!(matches!(read_frame(&buf[..], MAX_FRAME), Err(FrameError::TooLarge(_, _))));
+        assert!(matches!(
+            read_frame(&buf[..], MAX_FRAME),
+            Err(FrameError::TooLarge(_, _))
+        ));
     }
 
     #[test]
     fn garbage_and_truncation_are_errors() {
         let mut buf = 5u32.to_be_bytes().to_vec();
         buf.extend_from_slice(b"hello");
-        assert!(matches!(read_frame(&buf[..], MAX_FRAME), Err(FrameError::Invalid(_))));
+        assert!(matches!(
+            read_frame(&buf[..], MAX_FRAME),
+            Err(FrameError::Invalid(_))
+        ));
         let mut buf = 50u32.to_be_bytes().to_vec();
         buf.extend_from_slice(b"{\"ty");
-        assert!(matches!(read_frame(&buf[..], MAX_FRAME), Err(FrameError::Closed)));
+        assert!(matches!(
+            read_frame(&buf[..], MAX_FRAME),
+            Err(FrameError::Closed)
+        ));
         let unknown = br#"{"version":1,"type":"launch_missiles"}"#;
         let mut buf = (unknown.len() as u32).to_be_bytes().to_vec();
         buf.extend_from_slice(unknown);
-        assert!(matches!(read_frame(&buf[..], MAX_FRAME), Err(FrameError::Invalid(_))));
+        assert!(matches!(
+            read_frame(&buf[..], MAX_FRAME),
+            Err(FrameError::Invalid(_))
+        ));
     }
 }

@@ -94,8 +94,12 @@ impl Ctrl {
                 ),
             )),
             Ok(f) => Ok(f.message),
-            Err(FrameError::Closed) => Err(format!("the client closed the connection before {what}")),
-            Err(e @ (FrameError::Invalid(_) | FrameError::TooLarge(..))) => Err(self.fail("frame", e.to_string())),
+            Err(FrameError::Closed) => {
+                Err(format!("the client closed the connection before {what}"))
+            }
+            Err(e @ (FrameError::Invalid(_) | FrameError::TooLarge(..))) => {
+                Err(self.fail("frame", e.to_string()))
+            }
             Err(e) => Err(format!("waiting for {what}: {e}")),
         }
     }
@@ -132,7 +136,8 @@ fn session(stream: TcpStream) -> Result<(), String> {
     }
 
     let backlog = spec.flows.min(4096) as i32;
-    let listener = DataListener::bind(local_ip, 0, &spec.socket, backlog).map_err(|e| ctrl.fail("setup", e.message))?;
+    let listener = DataListener::bind(local_ip, 0, &spec.socket, backlog)
+        .map_err(|e| ctrl.fail("setup", e.message))?;
     let cookie = Cookie::random().map_err(|e| plain_io(&e))?;
     ctrl.send(Message::Ready {
         data_port: listener.port(),
@@ -210,22 +215,22 @@ fn measure(
             Ok(Ok(f)) => Ok(Some(f.message)),
             Ok(Err(e)) => Err(format!("client lost while waiting for {what}: {e}")),
             Err(RecvTimeoutError::Timeout) => Ok(None),
-            Err(RecvTimeoutError::Disconnected) => Err(format!("client lost while waiting for {what}")),
+            Err(RecvTimeoutError::Disconnected) => {
+                Err(format!("client lost while waiting for {what}"))
+            }
         }
     };
 
     let warmup = Duration::from_millis(spec.warmup_ms);
-    let mut meter = loop {
-        match next("mark", warmup + grace)? {
-            Some(Message::Mark) => break Meter::open(engine),
-            // A client interrupted during warm-up may stop without a mark.
-            Some(Message::Stop) => {
-                let m = Meter::open(engine);
-                return Ok(m.close(engine, &mut NoSink, options));
-            }
-            Some(m) => return Err(ctrl.fail("order", format!("expected mark, got {}", m.name()))),
-            None => return Err("client sent no mark in time".into()),
+    let mut meter = match next("mark", warmup + grace)? {
+        Some(Message::Mark) => Meter::open(engine),
+        // A client interrupted during warm-up may stop without a mark.
+        Some(Message::Stop) => {
+            let m = Meter::open(engine);
+            return Ok(m.close(engine, &mut NoSink, options));
         }
+        Some(m) => return Err(ctrl.fail("order", format!("expected mark, got {}", m.name()))),
+        None => return Err("client sent no mark in time".into()),
     };
     let window = Duration::from_millis(spec.duration_ms);
     let opened = Instant::now();
@@ -249,11 +254,14 @@ fn measure(
 
 /// Refuses CPUs this machine does not have or this process may not use.
 pub fn check_cpus(cpus: &plumb_spec::CpuList, flag: &str, whose: &str) -> Result<(), String> {
-    let online = plumb_sys::proc::online_cpus().map_err(|e| format!("{flag}: cannot read the online CPUs: {e}"))?;
+    let online = plumb_sys::proc::online_cpus()
+        .map_err(|e| format!("{flag}: cannot read the online CPUs: {e}"))?;
     let allowed = plumb_sys::affinity::allowed_cpus().unwrap_or_default();
     for &c in cpus.cpus() {
         if !online.contains(c) {
-            return Err(format!("{flag}: CPU {c} does not exist on {whose} (online: {online})"));
+            return Err(format!(
+                "{flag}: CPU {c} does not exist on {whose} (online: {online})"
+            ));
         }
         if !allowed.is_empty() && !allowed.contains(&c) {
             return Err(format!(

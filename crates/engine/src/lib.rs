@@ -76,7 +76,8 @@ impl Engine {
         let n = flows.len();
         let threads = (config.threads as usize).clamp(1, n.max(1));
         let flows = Arc::new(flows);
-        let counters: Arc<Vec<FlowCounters>> = Arc::new((0..n).map(|_| FlowCounters::default()).collect());
+        let counters: Arc<Vec<FlowCounters>> =
+            Arc::new((0..n).map(|_| FlowCounters::default()).collect());
         let stop = Arc::new(AtomicBool::new(false));
         let window_closed = Arc::new(AtomicBool::new(false));
         let mut engine = Engine {
@@ -156,7 +157,8 @@ impl Engine {
         self.flows
             .iter()
             .map(|f| {
-                plumb_sys::sock::outq(f).unwrap_or(0) as u64 + plumb_sys::sock::inq(f).unwrap_or(0) as u64
+                plumb_sys::sock::outq(f).unwrap_or(0) as u64
+                    + plumb_sys::sock::inq(f).unwrap_or(0) as u64
             })
             .sum()
     }

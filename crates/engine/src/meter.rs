@@ -9,8 +9,8 @@ use plumb_samples::{
     CpuTimes, EndResult, FlowTotals, IntervalSample, OptionRecord, ProcessCpu, Role, SoftirqCounts,
     ThreadCpu,
 };
-use plumb_sys::process::Rusage;
 use plumb_sys::proc::{SoftirqRow, StatCpu, TaskSnapshot};
+use plumb_sys::process::Rusage;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -97,7 +97,12 @@ impl Meter {
     }
 
     /// Closes the window now and returns what this end measured.
-    pub fn close(mut self, engine: &Engine, sink: &mut dyn SampleSink, options: Vec<OptionRecord>) -> EndResult {
+    pub fn close(
+        mut self,
+        engine: &Engine,
+        sink: &mut dyn SampleSink,
+        options: Vec<OptionRecord>,
+    ) -> EndResult {
         let end_t = Instant::now();
         let end = engine.counts();
         let queued_end = engine.queued_bytes();
@@ -141,7 +146,9 @@ impl Meter {
             role: self.role,
             hostname: plumb_sys::proc::hostname(),
             kernel: plumb_sys::proc::kernel_release(),
-            online_cpus: plumb_sys::proc::online_cpus().map(|c| c.len() as u32).unwrap_or(0),
+            online_cpus: plumb_sys::proc::online_cpus()
+                .map(|c| c.len() as u32)
+                .unwrap_or(0),
             threads: engine.threads(),
             pinned_cpus: engine.config().cpus.as_ref().map(|c| c.to_string()),
             window_s,
@@ -170,7 +177,14 @@ fn process_cpu(a: &HostSnapshot, b: &HostSnapshot, tick: f64, engine: &Engine) -
         .map(|t| {
             let before = a.tasks.iter().find(|o| o.tid == t.tid);
             let (u0, s0, v0, i0) = before
-                .map(|o| (o.utime_ticks, o.stime_ticks, o.voluntary_csw, o.involuntary_csw))
+                .map(|o| {
+                    (
+                        o.utime_ticks,
+                        o.stime_ticks,
+                        o.voluntary_csw,
+                        o.involuntary_csw,
+                    )
+                })
                 .unwrap_or_default();
             ThreadCpu {
                 tid: t.tid,
@@ -189,8 +203,14 @@ fn process_cpu(a: &HostSnapshot, b: &HostSnapshot, tick: f64, engine: &Engine) -
         pid: std::process::id(),
         user_s: ns(b.rusage.user_ns.saturating_sub(a.rusage.user_ns)),
         system_s: ns(b.rusage.system_ns.saturating_sub(a.rusage.system_ns)),
-        voluntary_csw: b.rusage.voluntary_csw.saturating_sub(a.rusage.voluntary_csw),
-        involuntary_csw: b.rusage.involuntary_csw.saturating_sub(a.rusage.involuntary_csw),
+        voluntary_csw: b
+            .rusage
+            .voluntary_csw
+            .saturating_sub(a.rusage.voluntary_csw),
+        involuntary_csw: b
+            .rusage
+            .involuntary_csw
+            .saturating_sub(a.rusage.involuntary_csw),
         rss_bytes: plumb_sys::proc::rss_bytes(None).unwrap_or(0),
         threads,
     }

@@ -86,16 +86,28 @@ pub fn plain_io(e: &io::Error) -> String {
 /// window scale, MSS is negotiated in the SYN.
 fn apply_before_connect(sock: &Socket, opts: &SocketOpts) -> Result<(), SetupError> {
     if let BufSize::Bytes(n) = opts.sndbuf {
-        sock.set_send_buffer_size(n as usize)
-            .map_err(|e| SetupError::option("--sndbuf", format!("the kernel refused SO_SNDBUF {n}: {}", plain_io(&e))))?;
+        sock.set_send_buffer_size(n as usize).map_err(|e| {
+            SetupError::option(
+                "--sndbuf",
+                format!("the kernel refused SO_SNDBUF {n}: {}", plain_io(&e)),
+            )
+        })?;
     }
     if let BufSize::Bytes(n) = opts.rcvbuf {
-        sock.set_recv_buffer_size(n as usize)
-            .map_err(|e| SetupError::option("--rcvbuf", format!("the kernel refused SO_RCVBUF {n}: {}", plain_io(&e))))?;
+        sock.set_recv_buffer_size(n as usize).map_err(|e| {
+            SetupError::option(
+                "--rcvbuf",
+                format!("the kernel refused SO_RCVBUF {n}: {}", plain_io(&e)),
+            )
+        })?;
     }
     if let Some(mss) = opts.mss {
-        sock.set_tcp_mss(mss)
-            .map_err(|e| SetupError::option("--mss", format!("the kernel refused TCP_MAXSEG {mss}: {}", plain_io(&e))))?;
+        sock.set_tcp_mss(mss).map_err(|e| {
+            SetupError::option(
+                "--mss",
+                format!("the kernel refused TCP_MAXSEG {mss}: {}", plain_io(&e)),
+            )
+        })?;
     }
     Ok(())
 }
@@ -105,12 +117,20 @@ fn apply_before_connect(sock: &Socket, opts: &SocketOpts) -> Result<(), SetupErr
 pub fn apply_connected(stream: &TcpStream, opts: &SocketOpts) -> Result<(), SetupError> {
     let s = SockRef::from(stream);
     if opts.nodelay {
-        s.set_tcp_nodelay(true)
-            .map_err(|e| SetupError::option("--nodelay", format!("the kernel refused TCP_NODELAY: {}", plain_io(&e))))?;
+        s.set_tcp_nodelay(true).map_err(|e| {
+            SetupError::option(
+                "--nodelay",
+                format!("the kernel refused TCP_NODELAY: {}", plain_io(&e)),
+            )
+        })?;
     }
     if opts.cork {
-        s.set_tcp_cork(true)
-            .map_err(|e| SetupError::option("--cork", format!("the kernel refused TCP_CORK: {}", plain_io(&e))))?;
+        s.set_tcp_cork(true).map_err(|e| {
+            SetupError::option(
+                "--cork",
+                format!("the kernel refused TCP_CORK: {}", plain_io(&e)),
+            )
+        })?;
     }
     if let Some(cc) = &opts.cc {
         plumb_sys::sock::set_congestion(stream, cc).map_err(|e| {
@@ -120,7 +140,11 @@ pub fn apply_connected(stream: &TcpStream, opts: &SocketOpts) -> Result<(), Setu
                 format!(
                     "the kernel refused congestion control '{cc}' ({}); available here: {}",
                     plain_io(&e),
-                    if avail.is_empty() { "unknown".to_string() } else { avail }
+                    if avail.is_empty() {
+                        "unknown".to_string()
+                    } else {
+                        avail
+                    }
                 ),
             )
         })?;
@@ -128,14 +152,21 @@ pub fn apply_connected(stream: &TcpStream, opts: &SocketOpts) -> Result<(), Setu
     if let Some(bps) = opts.pacing_rate_bps {
         // SO_MAX_PACING_RATE is in bytes per second.
         plumb_sys::sock::set_max_pacing_rate(stream, bps / 8).map_err(|e| {
-            SetupError::option("--pacing-rate", format!("the kernel refused SO_MAX_PACING_RATE: {}", plain_io(&e)))
+            SetupError::option(
+                "--pacing-rate",
+                format!("the kernel refused SO_MAX_PACING_RATE: {}", plain_io(&e)),
+            )
         })?;
     }
     Ok(())
 }
 
 fn new_socket(addr: &SocketAddr) -> io::Result<Socket> {
-    Socket::new(Domain::for_address(*addr), Type::STREAM.cloexec(), Some(Protocol::TCP))
+    Socket::new(
+        Domain::for_address(*addr),
+        Type::STREAM.cloexec(),
+        Some(Protocol::TCP),
+    )
 }
 
 /// Connects `count` flows to the server's data port, each announced by the
@@ -171,10 +202,12 @@ pub fn connect_flows(
 
 fn resource_error(what: impl std::fmt::Display, made: u32, e: io::Error) -> SetupError {
     let hint = match e.raw_os_error() {
-        Some(libc_emfile) if libc_emfile == 24 || libc_emfile == 23 => format!(
-            " after {made} flows: out of file descriptors (raise `ulimit -n`)"
-        ),
-        Some(99) => format!(" after {made} flows: out of local ports (net.ipv4.ip_local_port_range)"),
+        Some(libc_emfile) if libc_emfile == 24 || libc_emfile == 23 => {
+            format!(" after {made} flows: out of file descriptors (raise `ulimit -n`)")
+        }
+        Some(99) => {
+            format!(" after {made} flows: out of local ports (net.ipv4.ip_local_port_range)")
+        }
         _ => String::new(),
     };
     SetupError {
@@ -192,7 +225,12 @@ impl DataListener {
     /// Binds on `ip` (the address the control connection came in on) and the
     /// given port (0 = any), with the buffer sizes set before listen() so that
     /// accepted sockets inherit them and the window scale matches.
-    pub fn bind(ip: IpAddr, port: u16, opts: &SocketOpts, backlog: i32) -> Result<DataListener, SetupError> {
+    pub fn bind(
+        ip: IpAddr,
+        port: u16,
+        opts: &SocketOpts,
+        backlog: i32,
+    ) -> Result<DataListener, SetupError> {
         let addr = SocketAddr::new(ip, port);
         let sock = new_socket(&addr).map_err(|e| SetupError::io("create the data listener", e))?;
         sock.set_reuse_address(true)
@@ -244,7 +282,9 @@ impl DataListener {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(resource_error("accept a data connection", got, e)),
             };
-            let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(10));
+            let left = deadline
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(10));
             match read_announce(&stream, left.min(Duration::from_secs(5))) {
                 Some((c, idx)) if c == *cookie && idx < count && slots[idx as usize].is_none() => {
                     apply_connected(&stream, opts)?;
@@ -257,7 +297,13 @@ impl DataListener {
                 _ => rejected += 1,
             }
         }
-        Ok((slots.into_iter().map(|s| s.expect("every slot filled")).collect(), rejected))
+        Ok((
+            slots
+                .into_iter()
+                .map(|s| s.expect("every slot filled"))
+                .collect(),
+            rejected,
+        ))
     }
 }
 
@@ -281,10 +327,24 @@ fn on_off(b: bool) -> String {
 pub fn read_back(stream: &TcpStream, opts: &SocketOpts) -> Vec<OptionRecord> {
     let s = SockRef::from(stream);
     let mut out = Vec::new();
-    let rec = |name: &str, asked: String, granted: io::Result<String>, set: bool, note: Option<String>| {
+    let rec = |name: &str,
+               asked: String,
+               granted: io::Result<String>,
+               set: bool,
+               note: Option<String>| {
         let (granted, status) = match granted {
-            Ok(g) => (g, if set { OptionStatus::Applied } else { OptionStatus::Default }),
-            Err(e) => (format!("unreadable: {}", plain_io(&e)), OptionStatus::Unsupported),
+            Ok(g) => (
+                g,
+                if set {
+                    OptionStatus::Applied
+                } else {
+                    OptionStatus::Default
+                },
+            ),
+            Err(e) => (
+                format!("unreadable: {}", plain_io(&e)),
+                OptionStatus::Unsupported,
+            ),
         };
         OptionRecord {
             name: name.to_string(),
@@ -295,7 +355,9 @@ pub fn read_back(stream: &TcpStream, opts: &SocketOpts) -> Vec<OptionRecord> {
         }
     };
     let buf_note = |b: BufSize| match b {
-        BufSize::Bytes(_) => Some("the kernel doubles the value asked for its own bookkeeping".to_string()),
+        BufSize::Bytes(_) => {
+            Some("the kernel doubles the value asked for its own bookkeeping".to_string())
+        }
         BufSize::Auto => Some("autotuned by the kernel; initial value".to_string()),
     };
     out.push(rec(
@@ -312,11 +374,25 @@ pub fn read_back(stream: &TcpStream, opts: &SocketOpts) -> Vec<OptionRecord> {
         matches!(opts.rcvbuf, BufSize::Bytes(_)),
         buf_note(opts.rcvbuf),
     ));
-    out.push(rec("nodelay", on_off(opts.nodelay), s.tcp_nodelay().map(on_off), opts.nodelay, None));
-    out.push(rec("cork", on_off(opts.cork), s.tcp_cork().map(on_off), opts.cork, None));
+    out.push(rec(
+        "nodelay",
+        on_off(opts.nodelay),
+        s.tcp_nodelay().map(on_off),
+        opts.nodelay,
+        None,
+    ));
+    out.push(rec(
+        "cork",
+        on_off(opts.cork),
+        s.tcp_cork().map(on_off),
+        opts.cork,
+        None,
+    ));
     out.push(rec(
         "mss",
-        opts.mss.map(|m| m.to_string()).unwrap_or_else(|| "auto".into()),
+        opts.mss
+            .map(|m| m.to_string())
+            .unwrap_or_else(|| "auto".into()),
         s.tcp_mss().map(|v| v.to_string()),
         opts.mss.is_some(),
         None,
@@ -330,7 +406,9 @@ pub fn read_back(stream: &TcpStream, opts: &SocketOpts) -> Vec<OptionRecord> {
     ));
     out.push(rec(
         "pacing_rate",
-        opts.pacing_rate_bps.map(|r| format!("{r} bit/s")).unwrap_or_else(|| "none".into()),
+        opts.pacing_rate_bps
+            .map(|r| format!("{r} bit/s"))
+            .unwrap_or_else(|| "none".into()),
         plumb_sys::sock::max_pacing_rate(stream).map(|r| {
             if r == u64::MAX || r == u32::MAX as u64 {
                 "unlimited".to_string()
@@ -370,7 +448,10 @@ mod tests {
         // A stranger with the wrong cookie is rejected, not counted.
         let mut stranger = TcpStream::connect(addr).unwrap();
         stranger.write_all(&[0u8; ANNOUNCE_LEN]).unwrap();
-        let t = std::thread::spawn(move || connect_flows(addr, 3, &opts, &cookie, Duration::from_secs(2)));
+        let client_opts = opts.clone();
+        let t = std::thread::spawn(move || {
+            connect_flows(addr, 3, &client_opts, &cookie, Duration::from_secs(2))
+        });
         let (accepted, rejected) = l
             .accept_flows(3, &cookie, &opts, Instant::now() + Duration::from_secs(5))
             .unwrap();

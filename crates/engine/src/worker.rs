@@ -27,7 +27,8 @@ impl FlowCounters {
     }
     #[inline]
     fn add_received(&self, n: u64) {
-        self.received.store(self.received.load(Relaxed) + n, Relaxed);
+        self.received
+            .store(self.received.load(Relaxed) + n, Relaxed);
     }
 }
 
@@ -68,9 +69,19 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
         _ => epoll::EventFlags::IN,
     };
     for i in plan.range.clone() {
-        epoll::add(&ep, &plan.flows[i], epoll::EventData::new_u64(i as u64), interest)?;
+        epoll::add(
+            &ep,
+            &plan.flows[i],
+            epoll::EventData::new_u64(i as u64),
+            interest,
+        )?;
     }
-    epoll::add(&ep, &*plan.wake, epoll::EventData::new_u64(WAKE), epoll::EventFlags::IN)?;
+    epoll::add(
+        &ep,
+        &*plan.wake,
+        epoll::EventData::new_u64(WAKE),
+        epoll::EventFlags::IN,
+    )?;
 
     let send_buf: Vec<u8> = (0..plan.msg_size).map(|i| (i % 251) as u8).collect();
     let mut recv_buf = vec![0u8; plan.msg_size];
@@ -101,7 +112,11 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
             let mut failed: Option<io::Error> = None;
             let mut eof = false;
 
-            if plan.receives && flags.intersects(epoll::EventFlags::IN | epoll::EventFlags::HUP | epoll::EventFlags::ERR) {
+            if plan.receives
+                && flags.intersects(
+                    epoll::EventFlags::IN | epoll::EventFlags::HUP | epoll::EventFlags::ERR,
+                )
+            {
                 for _ in 0..BURST {
                     match (&*stream).read(&mut recv_buf) {
                         Ok(0) => {
@@ -118,7 +133,11 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
                     }
                 }
             }
-            if plan.sends && failed.is_none() && !eof && flags.intersects(epoll::EventFlags::OUT | epoll::EventFlags::ERR) {
+            if plan.sends
+                && failed.is_none()
+                && !eof
+                && flags.intersects(epoll::EventFlags::OUT | epoll::EventFlags::ERR)
+            {
                 let off = &mut offset[i - plan.range.start];
                 for _ in 0..BURST {
                     match (&*stream).write(&send_buf[*off..]) {

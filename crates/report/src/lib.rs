@@ -4,7 +4,9 @@
 #![deny(unsafe_code)]
 
 use plumb_samples::units::sig3;
-use plumb_samples::{format_bits_per_sec, format_bytes, EndResult, Iteration, OptionStatus, Role, RunRecord};
+use plumb_samples::{
+    format_bits_per_sec, format_bytes, EndResult, Iteration, OptionStatus, Role, RunRecord,
+};
 use std::fmt::Write;
 
 fn secs(s: f64) -> String {
@@ -83,8 +85,8 @@ fn iteration(o: &mut String, it: &Iteration, planned_s: f64) {
 
     let _ = writeln!(
         o,
-        "{:<14}{:>9}{:>9}{:>9}{:>8}{:>10}  {}",
-        "CPU", "user", "system", "total", "util", "per GB", "ctx vol/invol"
+        "{:<14}{:>9}{:>9}{:>9}{:>8}{:>10}  ctx vol/invol",
+        "CPU", "user", "system", "total", "util", "per GB"
     );
     for (name, end, per_gb) in [
         ("client", &it.client, d.client_cpu_s_per_gb),
@@ -145,10 +147,21 @@ fn iteration(o: &mut String, it: &Iteration, planned_s: f64) {
         rtt.map(sig3).unwrap_or_else(|| "-".into()),
         cwnd.map(sig3).unwrap_or_else(|| "-".into()),
     );
-    let moved: Vec<String> = ["Tcp.RetransSegs", "TcpExt.DelayedACKs", "TcpExt.TCPRcvCollapsed", "TcpExt.PruneCalled", "TcpExt.TCPBacklogDrop"]
-        .iter()
-        .filter_map(|k| it.client.counters.get(*k).map(|v| format!("{} {v}", k.split('.').nth(1).unwrap_or(k))))
-        .collect();
+    let moved: Vec<String> = [
+        "Tcp.RetransSegs",
+        "TcpExt.DelayedACKs",
+        "TcpExt.TCPRcvCollapsed",
+        "TcpExt.PruneCalled",
+        "TcpExt.TCPBacklogDrop",
+    ]
+    .iter()
+    .filter_map(|k| {
+        it.client
+            .counters
+            .get(*k)
+            .map(|v| format!("{} {v}", k.split('.').nth(1).unwrap_or(k)))
+    })
+    .collect();
     if !moved.is_empty() {
         let _ = writeln!(o, "host counters  {}", moved.join(", "));
     }
@@ -225,8 +238,8 @@ fn per_cpu(o: &mut String, it: &Iteration) {
 fn options(o: &mut String, it: &Iteration) {
     let _ = writeln!(
         o,
-        "{:<13}{:<16}{:<25}{}",
-        "option", "asked", "client granted", "server granted"
+        "{:<13}{:<16}{:<25}server granted",
+        "option", "asked", "client granted"
     );
     for c in &it.client.socket_options {
         let s = it.server.socket_options.iter().find(|s| s.name == c.name);

@@ -46,7 +46,9 @@ pub fn derive(spec: &Spec, client: &EndResult, server: &EndResult) -> Derived {
         0.0
     };
     let rates = receive_rates(spec, client, server);
-    let (min, max) = rates.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &r| (lo.min(r), hi.max(r)));
+    let (min, max) = rates.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &r| {
+        (lo.min(r), hi.max(r))
+    });
     let gb = received as f64 / 1e9;
     let per_gb = |s: f64| if gb > 0.0 { s / gb } else { 0.0 };
 
@@ -69,7 +71,11 @@ pub fn derive(spec: &Spec, client: &EndResult, server: &EndResult) -> Derived {
                     role: end.role,
                     softirq_s: t.softirq_s,
                     busy_s: t.busy_s(),
-                    share: if total > 0.0 { t.softirq_s / total } else { 0.0 },
+                    share: if total > 0.0 {
+                        t.softirq_s / total
+                    } else {
+                        0.0
+                    },
                 });
             }
         }
@@ -88,8 +94,16 @@ pub fn derive(spec: &Spec, client: &EndResult, server: &EndResult) -> Derived {
 
     Derived {
         throughput_bps,
-        interval_min_bps: if rates.is_empty() { throughput_bps } else { min },
-        interval_max_bps: if rates.is_empty() { throughput_bps } else { max },
+        interval_min_bps: if rates.is_empty() {
+            throughput_bps
+        } else {
+            min
+        },
+        interval_max_bps: if rates.is_empty() {
+            throughput_bps
+        } else {
+            max
+        },
         client_cpu_s_per_gb: per_gb(client.process.total_s()),
         server_cpu_s_per_gb: per_gb(server.process.total_s()),
         host_cpu_s_per_gb: per_gb(host_busy),

@@ -9,11 +9,16 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub struct EmbeddedServer {
     child: Option<Child>,
     pub addr: SocketAddr,
+    /// What the child wrote on stderr. Its session errors reach the client
+    /// over the control connection, so this is shown only when the child
+    /// could not say anything there (it failed to start).
+    stderr: Arc<Mutex<String>>,
 }
 
 impl EmbeddedServer {
@@ -23,12 +28,27 @@ impl EmbeddedServer {
         cmd.args(["serve", "--once", "--listen", &listen.to_string()])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .process_group(0);
         plumb_sys::process::kill_on_parent_death(&mut cmd);
         let mut child = cmd
             .spawn()
             .map_err(|e| RunError::Embedded(format!("cannot start {}: {e}", exe.display())))?;
+        let stderr = Arc::new(Mutex::new(String::new()));
+        if let Some(pipe) = child.stderr.take() {
+            let sink = Arc::clone(&stderr);
+            let _ = std::thread::Builder::new()
+                .name("plumb-srvlog".into())
+                .spawn(move || {
+                    for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                        let mut s = sink.lock().unwrap_or_else(|p| p.into_inner());
+                        if s.len() < 64 * 1024 {
+                            s.push_str(&line);
+                            s.push('\n');
+                        }
+                    }
+                });
+        }
         let stdout = child.stdout.take().expect("stdout is piped");
         let mut line = String::new();
         let read = BufReader::new(stdout).read_line(&mut line);
@@ -39,6 +59,7 @@ impl EmbeddedServer {
         let mut server = EmbeddedServer {
             child: Some(child),
             addr: listen,
+            stderr,
         };
         match (read, addr) {
             (Ok(_), Some(a)) => {
@@ -47,9 +68,21 @@ impl EmbeddedServer {
             }
             _ => {
                 server.reap(Duration::from_secs(2));
-                Err(RunError::Embedded(
-                    "the embedded server did not start (see its message above)".into(),
-                ))
+                // Let the reader thread drain what the child said before it died.
+                std::thread::sleep(Duration::from_millis(50));
+                let said = server
+                    .stderr
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone();
+                let why = said
+                    .lines()
+                    .map(|l| l.trim_start_matches("plumb: error: "))
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("it exited without a word");
+                Err(RunError::Embedded(format!(
+                    "the embedded server did not start: {why}"
+                )))
             }
         }
     }
@@ -63,7 +96,9 @@ impl EmbeddedServer {
         loop {
             match child.try_wait() {
                 Ok(Some(_)) => return,
-                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
                 _ => break,
             }
         }

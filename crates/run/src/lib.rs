@@ -85,12 +85,18 @@ fn wait_until(until: Instant, opts: &RunOptions, session: &mut Session) -> Resul
 }
 
 /// Runs one iteration of `spec` and returns the record of the run.
-pub fn run(spec: &Spec, opts: &RunOptions, sink: &mut dyn SampleSink) -> Result<RunRecord, RunError> {
+pub fn run(
+    spec: &Spec,
+    opts: &RunOptions,
+    sink: &mut dyn SampleSink,
+) -> Result<RunRecord, RunError> {
     spec.validate()?;
     if let Some(cpus) = &spec.client_cpus {
-        plumb_ctl::server::check_cpus(cpus, "--client-cpus", "the client").map_err(|message| RunError::Setup {
-            flag: Some("--client-cpus"),
-            message,
+        plumb_ctl::server::check_cpus(cpus, "--client-cpus", "the client").map_err(|message| {
+            RunError::Setup {
+                flag: Some("--client-cpus"),
+                message,
+            }
         })?;
     }
     let _ = plumb_sys::process::raise_nofile_limit();
@@ -114,7 +120,13 @@ pub fn run(spec: &Spec, opts: &RunOptions, sink: &mut dyn SampleSink) -> Result<
     let cookie = Cookie::from_hex(&ready.cookie)
         .ok_or_else(|| CtlError::Protocol(format!("malformed cookie '{}'", ready.cookie)))?;
     let data = SocketAddr::new(server_addr.ip(), ready.data_port);
-    let flows = connect_flows(data, spec.flows, &spec.socket, &cookie, Duration::from_secs(5))?;
+    let flows = connect_flows(
+        data,
+        spec.flows,
+        &spec.socket,
+        &cookie,
+        Duration::from_secs(5),
+    )?;
     let options = read_back(&flows[0], &spec.socket);
     session.start(spec.flows)?;
 
@@ -133,7 +145,11 @@ pub fn run(spec: &Spec, opts: &RunOptions, sink: &mut dyn SampleSink) -> Result<
     .map_err(|e| RunError::Engine(e.to_string()))?;
 
     let t0 = Instant::now();
-    let mut complete = wait_until(t0 + Duration::from_millis(spec.warmup_ms), opts, &mut session)?;
+    let mut complete = wait_until(
+        t0 + Duration::from_millis(spec.warmup_ms),
+        opts,
+        &mut session,
+    )?;
     // The peer is told first, then this end snapshots: both edges are then
     // late on the server by the same one-way delay, so both windows have the
     // same length.
@@ -158,7 +174,8 @@ pub fn run(spec: &Spec, opts: &RunOptions, sink: &mut dyn SampleSink) -> Result<
     }
     session.stop()?;
     let mut client = meter.close(&engine, sink, options);
-    let server = session.results(Duration::from_secs(10) + Duration::from_millis(spec.flows as u64))?;
+    let server =
+        session.results(Duration::from_secs(10) + Duration::from_millis(spec.flows as u64))?;
     let errors = engine.stop().map_err(|e| RunError::Engine(e.to_string()))?;
     client.warnings.extend(
         errors

@@ -14,7 +14,6 @@ pub mod units;
 pub use cpu::{CpuTimes, ProcessCpu, SoftirqCounts, ThreadCpu};
 pub use result::{
     Derived, EndResult, FlowTotals, IntervalSample, Iteration, KernelCounters, OptionRecord,
-    OptionStatus, Role, RunRecord, SoftirqShare, TcpInfo, TcpInfoSummary, Transfer,
-    RUN_SCHEMA,
+    OptionStatus, Role, RunRecord, SoftirqShare, TcpInfo, TcpInfoSummary, Transfer, RUN_SCHEMA,
 };
 pub use units::{format_bits_per_sec, format_bytes};

@@ -181,7 +181,10 @@ impl Spec {
                 ),
             ));
         }
-        for (flag, b) in [("--sndbuf", self.socket.sndbuf), ("--rcvbuf", self.socket.rcvbuf)] {
+        for (flag, b) in [
+            ("--sndbuf", self.socket.sndbuf),
+            ("--rcvbuf", self.socket.rcvbuf),
+        ] {
             if let BufSize::Bytes(n) = b {
                 if n == 0 || n > MAX_BUF {
                     return Err(SpecError::new(
@@ -202,7 +205,10 @@ impl Spec {
             }
         }
         if let Some(cc) = &self.socket.cc {
-            if cc.is_empty() || cc.len() > 15 || !cc.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            if cc.is_empty()
+                || cc.len() > 15
+                || !cc.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            {
                 return Err(SpecError::new(
                     "--cc",
                     format!("'{cc}' is not a congestion control name (like cubic or bbr)"),

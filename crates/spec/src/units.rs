@@ -109,7 +109,7 @@ pub fn parse_duration(s: &str) -> Result<u64, UnitError> {
     };
     let v: f64 = num.parse().map_err(|_| err())?;
     let ms = v * ms_per;
-    if !ms.is_finite() || ms < 0.0 || ms > 1e15 {
+    if !ms.is_finite() || !(0.0..=1e15).contains(&ms) {
         return Err(err());
     }
     Ok(ms.round() as u64)
@@ -118,7 +118,7 @@ pub fn parse_duration(s: &str) -> Result<u64, UnitError> {
 /// `8K` for 8192, `1M` for 1 MiB, `1000` for 1000.
 pub fn show_size(bytes: u64) -> String {
     for (shift, unit) in [(30, "G"), (20, "M"), (10, "K")] {
-        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
             return format!("{}{unit}", bytes >> shift);
         }
     }

@@ -30,7 +30,9 @@ impl SampleSink for Quiet {
 }
 
 fn stream_spec(a: &StreamArgs) -> Spec {
-    let cpus = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get() as u32)
+        .unwrap_or(1);
     Spec {
         workload: Workload::Stream,
         direction: match a.direction {
@@ -50,7 +52,11 @@ fn stream_spec(a: &StreamArgs) -> Spec {
             cc: a.cc.clone(),
             pacing_rate_bps: a.pacing_rate,
         },
-        family: if a.common.ipv6 { Family::V6 } else { Family::V4 },
+        family: if a.common.ipv6 {
+            Family::V6
+        } else {
+            Family::V4
+        },
         duration_ms: a.common.duration,
         warmup_ms: a.common.warmup,
         client_cpus: a.common.client_cpus.clone(),
@@ -83,7 +89,11 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
             .map_err(|e| Failure::usage(format!("cannot find the plumb executable: {e}")))?,
     };
     let live = !a.common.json && std::io::stderr().is_terminal();
-    let mut sink: Box<dyn SampleSink> = if live { Box::new(Live) } else { Box::new(Quiet) };
+    let mut sink: Box<dyn SampleSink> = if live {
+        Box::new(Live)
+    } else {
+        Box::new(Quiet)
+    };
     let record = plumb_run::run(&spec, &opts, sink.as_mut()).map_err(|e| match e {
         RunError::Setup { message, .. } => Failure::usage(message),
         other => Failure::usage(other.to_string()),
