@@ -1,0 +1,104 @@
+//! `plumb run --json` output against the versioned JSON Schema in the repo.
+
+mod common;
+use common::*;
+
+fn schema() -> jsonschema::Validator {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/schemas/run.v1.schema.json"
+    ))
+    .unwrap();
+    let schema: serde_json::Value = serde_json::from_str(&text).unwrap();
+    jsonschema::validator_for(&schema).expect("the schema itself is valid")
+}
+
+fn errors(v: &jsonschema::Validator, doc: &serde_json::Value) -> Vec<String> {
+    v.iter_errors(doc)
+        .map(|e| format!("{} at {}", e, e.instance_path))
+        .collect()
+}
+
+#[test]
+fn run_json_validates_against_the_schema() {
+    let v = schema();
+    for args in [
+        &[
+            "run",
+            "stream",
+            "--json",
+            "--duration",
+            "1s",
+            "--warmup",
+            "200ms",
+        ][..],
+        &[
+            "run",
+            "stream",
+            "--json",
+            "--duration",
+            "1s",
+            "--warmup",
+            "200ms",
+            "--direction",
+            "both",
+            "--flows",
+            "3",
+            "--sndbuf",
+            "64K",
+            "--rcvbuf",
+            "64K",
+            "--nodelay",
+            "--pacing-rate",
+            "5G",
+            "--label",
+            "schema-test",
+        ][..],
+    ] {
+        let out = run(args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(doc["schema"], "plumb.run/1");
+        let errs = errors(&v, &doc);
+        assert!(
+            errs.is_empty(),
+            "{args:?}: output does not match the schema:\n{}",
+            errs.join("\n")
+        );
+    }
+}
+
+#[test]
+fn the_schema_rejects_what_is_not_a_run() {
+    let v = schema();
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/schemas/examples/run.v1.example.json"
+    ))
+    .unwrap();
+    let example: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert!(
+        errors(&v, &example).is_empty(),
+        "the shipped example is valid: {:?}",
+        errors(&v, &example)
+    );
+
+    let mut wrong_version = example.clone();
+    wrong_version["schema"] = "plumb.run/2".into();
+    assert!(!v.is_valid(&wrong_version));
+
+    let mut no_transfer = example.clone();
+    no_transfer["iterations"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("transfer");
+    assert!(!v.is_valid(&no_transfer));
+
+    let mut text_number = example.clone();
+    text_number["iterations"][0]["derived"]["throughput_bps"] = "fast".into();
+    assert!(!v.is_valid(&text_number));
+}
