@@ -2,8 +2,22 @@
 //! summaries, Student-t confidence intervals, Welch's test, Mann-Whitney U
 //! (written here; statrs' exact path returns the complement p-value for some
 //! orderings), bootstrap intervals of ratios with a stored seed, MAD-based
-//! outlier flags, bimodality and cliff detection over sweeps.
-//!
-//! Nothing is implemented yet beyond what the run summary needs; the
-//! regression core fills this crate.
+//! outlier flags, bimodality and cliff detection over sweeps, and the
+//! regression verdict that combines them.
 #![deny(unsafe_code)]
+
+mod describe;
+mod hypothesis;
+mod interval;
+mod rng;
+mod verdict;
+
+#[cfg(test)]
+mod tests;
+
+pub use describe::{
+    bimodal, cliffs, jain_fairness, mad_outliers, Bimodality, Summary, MAD_THRESHOLD,
+};
+pub use hypothesis::{mann_whitney, welch, Welch};
+pub use interval::{bootstrap_ratio, required_iterations_met, t_interval, Interval};
+pub use verdict::{compare, CompareParams, Comparison, Verdict};

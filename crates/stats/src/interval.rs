@@ -1,0 +1,138 @@
+//! Confidence intervals: Student-t for one mean (how many iterations are
+//! enough) and a percentile bootstrap for a ratio of means (how big a
+//! change between two builds is).
+
+use serde::{Deserialize, Serialize};
+use statrs::distribution::{ContinuousCDF, StudentsT};
+
+use crate::describe::{mean, mean_var};
+use crate::rng::Rng;
+
+/// A confidence interval with its centre, so that a consumer can show
+/// either "x ± h" or "[lo, hi]" without recomputing.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    /// The point estimate (a mean, or for a bootstrap the point ratio).
+    pub mean: f64,
+    pub lo: f64,
+    pub hi: f64,
+    /// `(hi - lo) / 2`; for an asymmetric (bootstrap) interval this is the
+    /// average of the two sides, not the distance from `mean` to either end.
+    pub half_width: f64,
+    /// Confidence level, e.g. 0.95.
+    pub level: f64,
+}
+
+impl Interval {
+    /// The precision target of a run is relative ("±1 % of the mean"),
+    /// because throughput spans orders of magnitude across specs. Infinite
+    /// when the mean is 0, so that such a target is never met by accident.
+    pub fn relative_half_width(&self) -> f64 {
+        if self.mean == 0.0 {
+            f64::INFINITY
+        } else {
+            self.half_width / self.mean.abs()
+        }
+    }
+}
+
+fn valid_level(level: f64) -> bool {
+    level > 0.0 && level < 1.0
+}
+
+/// Student-t interval of the mean, the honest interval for the handful of
+/// iterations a network benchmark can afford (the normal interval is too
+/// narrow below ~30). None for fewer than 2 values, a non-finite value, or
+/// a level outside (0, 1).
+pub fn t_interval(xs: &[f64], level: f64) -> Option<Interval> {
+    if xs.len() < 2 || !valid_level(level) || xs.iter().any(|x| !x.is_finite()) {
+        return None;
+    }
+    let n = xs.len() as f64;
+    let (m, var) = mean_var(xs);
+    let dist = StudentsT::new(0.0, 1.0, n - 1.0).ok()?;
+    let crit = dist.inverse_cdf(1.0 - (1.0 - level) / 2.0);
+    let half_width = crit * (var / n).sqrt();
+    Some(Interval {
+        mean: m,
+        lo: m - half_width,
+        hi: m + half_width,
+        half_width,
+        level,
+    })
+}
+
+/// Whether a run has iterated enough: the t interval's relative half width
+/// is at most `width` (e.g. 0.01 for ±1 %). False while no interval exists
+/// (fewer than 2 values), so a loop calling this keeps iterating.
+pub fn required_iterations_met(xs: &[f64], level: f64, width: f64) -> bool {
+    t_interval(xs, level).is_some_and(|i| i.relative_half_width() <= width)
+}
+
+/// Percentile bootstrap interval of `mean(b) / mean(a)`, because a change
+/// between builds is judged as a ratio and the ratio of two noisy means has
+/// no convenient closed-form interval. Each side is resampled independently
+/// with replacement, `resamples` times, from a PRNG seeded with `seed`: the
+/// same inputs and seed give a bit-identical interval. Quantiles use linear
+/// interpolation between order statistics (R type 7). `mean` in the result
+/// is the point ratio, `half_width` is `(hi - lo) / 2`.
+///
+/// Meant for positive metrics. None when a side is empty, a value is not
+/// finite, `mean(a)` is 0, `resamples` is 0, or the level is outside (0, 1).
+pub fn bootstrap_ratio(
+    a: &[f64],
+    b: &[f64],
+    level: f64,
+    resamples: usize,
+    seed: u64,
+) -> Option<Interval> {
+    if a.is_empty()
+        || b.is_empty()
+        || resamples == 0
+        || !valid_level(level)
+        || a.iter().chain(b).any(|x| !x.is_finite())
+    {
+        return None;
+    }
+    let ma = mean(a);
+    if ma == 0.0 {
+        return None;
+    }
+    let point = mean(b) / ma;
+    let mut rng = Rng::new(seed);
+    let mut ratios: Vec<f64> = (0..resamples)
+        .map(|_| {
+            let sa = resample_mean(a, &mut rng);
+            let sb = resample_mean(b, &mut rng);
+            sb / sa
+        })
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    let tail = (1.0 - level) / 2.0;
+    let lo = quantile_sorted(&ratios, tail);
+    let hi = quantile_sorted(&ratios, 1.0 - tail);
+    Some(Interval {
+        mean: point,
+        lo,
+        hi,
+        half_width: (hi - lo) / 2.0,
+        level,
+    })
+}
+
+fn resample_mean(xs: &[f64], rng: &mut Rng) -> f64 {
+    let n = xs.len();
+    let sum: f64 = (0..n).map(|_| xs[rng.below(n)]).sum();
+    sum / n as f64
+}
+
+/// Type-7 quantile of a sorted, non-empty slice.
+fn quantile_sorted(s: &[f64], q: f64) -> f64 {
+    let h = (s.len() - 1) as f64 * q;
+    let i = h.floor() as usize;
+    let frac = h - i as f64;
+    match s.get(i + 1) {
+        Some(&next) if frac > 0.0 => s[i] + frac * (next - s[i]),
+        _ => s[i],
+    }
+}

@@ -1,0 +1,78 @@
+//! Property tests: symmetry and ranges that must hold for any input.
+
+use proptest::prelude::*;
+
+use crate::*;
+
+fn sample(len: std::ops::RangeInclusive<usize>) -> impl Strategy<Value = Vec<f64>> {
+    prop::collection::vec(-1e6f64..1e6, len)
+}
+
+/// Values with deliberate ties, which exercise the mid-ranks.
+fn tied_sample(len: std::ops::RangeInclusive<usize>) -> impl Strategy<Value = Vec<f64>> {
+    prop::collection::vec((0i32..8).prop_map(f64::from), len)
+}
+
+/// Positive, moderately noisy throughput-like values.
+fn positive_sample(len: std::ops::RangeInclusive<usize>) -> impl Strategy<Value = Vec<f64>> {
+    (1.0f64..1e3).prop_flat_map(move |m| {
+        prop::collection::vec((0.8f64..1.2).prop_map(move |f| m * f), len.clone())
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn welch_symmetric(a in sample(2..=30), b in sample(2..=30)) {
+        let x = welch(&a, &b).unwrap();
+        let y = welch(&b, &a).unwrap();
+        prop_assert!((x.p - y.p).abs() <= 1e-12);
+        prop_assert!((x.t + y.t).abs() <= 1e-12 * x.t.abs().max(1.0));
+        prop_assert!((0.0..=1.0).contains(&x.p));
+        prop_assert!(x.df >= 1.0 - 1e-9);
+    }
+
+    #[test]
+    fn mann_whitney_symmetric(a in sample(1..=25), b in sample(1..=25)) {
+        let x = mann_whitney(&a, &b).unwrap();
+        let y = mann_whitney(&b, &a).unwrap();
+        prop_assert!((x - y).abs() <= 1e-12);
+        prop_assert!((0.0..=1.0).contains(&x));
+    }
+
+    #[test]
+    fn mann_whitney_symmetric_with_ties(a in tied_sample(1..=25), b in tied_sample(1..=25)) {
+        let x = mann_whitney(&a, &b).unwrap();
+        let y = mann_whitney(&b, &a).unwrap();
+        prop_assert!((x - y).abs() <= 1e-12);
+        prop_assert!((0.0..=1.0).contains(&x));
+    }
+
+    #[test]
+    fn t_interval_contains_mean(xs in sample(2..=40), level in 0.5f64..0.999) {
+        let i = t_interval(&xs, level).unwrap();
+        prop_assert!(i.lo <= i.mean && i.mean <= i.hi);
+        prop_assert!(i.lo <= i.hi && i.half_width >= 0.0);
+    }
+
+    #[test]
+    fn bootstrap_reproducible_and_covers_point(
+        a in positive_sample(5..=15),
+        b in positive_sample(5..=15),
+        seed in any::<u64>(),
+    ) {
+        let x = bootstrap_ratio(&a, &b, 0.95, 400, seed).unwrap();
+        let y = bootstrap_ratio(&a, &b, 0.95, 400, seed).unwrap();
+        prop_assert_eq!(x, y);
+        prop_assert!(x.lo <= x.mean && x.mean <= x.hi, "{:?}", x);
+    }
+
+    #[test]
+    fn jain_in_range(xs in prop::collection::vec(0.0f64..1e9, 1..=32)) {
+        if let Some(j) = jain_fairness(&xs) {
+            let n = xs.len() as f64;
+            prop_assert!(j >= 1.0 / n - 1e-12 && j <= 1.0 + 1e-12);
+        }
+    }
+}
