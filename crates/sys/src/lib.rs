@@ -14,6 +14,7 @@
 
 pub mod affinity;
 mod error;
+pub mod host;
 pub mod proc;
 pub mod process;
 pub mod sock;

@@ -1,0 +1,99 @@
+//! The host environment a run was made in, as a flat map of named facts
+//! ("kernel.release", "sysctl.net.ipv4.tcp_rmem", "if.lo.mtu", ...).
+//!
+//! A flat map keeps capture, storage and diff trivial: two environments differ
+//! exactly where a key is missing on one side or holds another value. The hash
+//! identifies an environment so the store keeps each one once.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Environment {
+    /// Fact name to value. Names are dotted paths, grouped by their first part:
+    /// kernel, cpu, mem, sysctl, if, plumb.
+    pub facts: BTreeMap<String, String>,
+}
+
+/// One fact that differs between two environments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvChange {
+    pub key: String,
+    /// None: the fact is absent on that side.
+    pub a: Option<String>,
+    pub b: Option<String>,
+}
+
+impl Environment {
+    pub fn set(&mut self, key: impl Into<String>, value: impl Into<String>) {
+        self.facts.insert(key.into(), value.into());
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.facts.get(key).map(String::as_str)
+    }
+
+    /// sha256 of the sorted `key=value` lines, 16 lowercase hex digits.
+    pub fn hash(&self) -> String {
+        let mut h = Sha256::new();
+        for (k, v) in &self.facts {
+            h.update(k.as_bytes());
+            h.update(b"=");
+            h.update(v.as_bytes());
+            h.update(b"\n");
+        }
+        h.finalize()[..8]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    /// What differs from `self` (side a) to `other` (side b), sorted by key.
+    pub fn diff(&self, other: &Environment) -> Vec<EnvChange> {
+        let mut keys: Vec<&String> = self.facts.keys().chain(other.facts.keys()).collect();
+        keys.sort();
+        keys.dedup();
+        keys.into_iter()
+            .filter_map(|k| {
+                let a = self.facts.get(k);
+                let b = other.facts.get(k);
+                (a != b).then(|| EnvChange {
+                    key: k.clone(),
+                    a: a.cloned(),
+                    b: b.cloned(),
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn diff_names_changed_added_and_removed_facts() {
+        let mut a = Environment::default();
+        a.set("kernel.release", "6.5.0");
+        a.set("sysctl.net.core.rps_sock_flow_entries", "0");
+        a.set("if.eth0.mtu", "1500");
+        let mut b = a.clone();
+        b.set("kernel.release", "6.6.0");
+        b.facts.remove("if.eth0.mtu");
+        b.set("if.eth0.rx-0.rps_cpus", "f");
+        let d = a.diff(&b);
+        let keys: Vec<&str> = d.iter().map(|c| c.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            ["if.eth0.mtu", "if.eth0.rx-0.rps_cpus", "kernel.release"]
+        );
+        assert_eq!(d[0].b, None);
+        assert_eq!(d[1].a, None);
+        assert_eq!(d[2].a.as_deref(), Some("6.5.0"));
+        assert!(a.diff(&a).is_empty());
+        assert_ne!(a.hash(), b.hash());
+        assert_eq!(a.hash(), a.clone().hash());
+        assert_eq!(a.hash().len(), 16);
+    }
+}
