@@ -1,7 +1,681 @@
-//! The result store: a `Store` trait over SQLite (one WAL file, versioned
-//! schema with migrations, a run written in one transaction when it finishes)
-//! and, behind a cargo feature, PostgreSQL for teams sharing one database.
+//! The result store: one SQLite file (WAL) with a versioned schema.
 //!
-//! Empty until the regression core lands; `plumb run` prints its record and
-//! `--json` is the way to keep it meanwhile.
+//! A run is written in one transaction when it finishes, so a run that was
+//! interrupted, or a process that was killed, never leaves a row that looks
+//! complete. The whole record is kept as JSON (the source of truth for
+//! `show`, `export` and `compare`); the columns and tables beside it exist to
+//! filter and to query without decoding every record.
+//!
+//! Schema versions live in `PRAGMA user_version`. Each migration runs in its
+//! own transaction; a database written by a newer plumb is refused, never
+//! downgraded.
 #![deny(unsafe_code)]
+
+use plumb_samples::{Environment, RunRecord};
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Identifies a stored run; printed by `plumb list`, accepted by `show`,
+/// `compare`, `delete`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RunId(pub i64);
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("result database {path}: {source}")]
+    Sqlite {
+        path: String,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("result database {path}: schema version {found} is newer than this plumb understands ({known}); use a newer plumb")]
+    TooNew {
+        path: String,
+        found: i64,
+        known: i64,
+    },
+    #[error("result database {path}: cannot create {dir}: {source}")]
+    Dir {
+        path: String,
+        dir: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("result database {path}: stored run {id} is unreadable: {message}")]
+    Corrupt {
+        path: String,
+        id: i64,
+        message: String,
+    },
+    #[error("{flag}: '{value}' is not a date (2026-11-01) or an RFC 3339 time")]
+    BadDate { flag: &'static str, value: String },
+    #[error("import: run {index} of the file: {message}")]
+    Import { index: usize, message: String },
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// Which runs `list` and `export` return. Empty fields do not filter.
+#[derive(Debug, Clone, Default)]
+pub struct RunFilter {
+    pub label: Option<String>,
+    pub workload: Option<String>,
+    pub spec_key: Option<String>,
+    /// A date (`2026-11-01`) or RFC 3339 time; runs started at or after it.
+    pub since: Option<String>,
+    /// Runs started before it.
+    pub until: Option<String>,
+    pub limit: Option<usize>,
+}
+
+/// One line of `plumb list`.
+#[derive(Debug, Clone)]
+pub struct RunRow {
+    pub id: RunId,
+    pub started_at: String,
+    pub label: String,
+    pub workload: String,
+    pub spec_key: String,
+    pub complete: bool,
+    pub iterations: u32,
+    pub summary: String,
+    /// Mean throughput of the complete iterations.
+    pub throughput_bps: Option<f64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct StoredRun {
+    pub id: RunId,
+    pub record: RunRecord,
+    pub env: Option<Environment>,
+}
+
+/// What `plumb export` writes and `plumb import` reads.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Export {
+    pub schema: String,
+    pub runs: Vec<ExportedRun>,
+}
+
+pub const EXPORT_SCHEMA: &str = "plumb.export/1";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExportedRun {
+    pub record: RunRecord,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub env: Option<Environment>,
+}
+
+/// `$PLUMB_DB`, else `$XDG_DATA_HOME/plumb/plumb.db`, else
+/// `~/.local/share/plumb/plumb.db`, else `./plumb.db`.
+pub fn default_path() -> PathBuf {
+    if let Some(p) = std::env::var_os("PLUMB_DB").filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    let data = std::env::var_os("XDG_DATA_HOME")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|p| !p.is_empty())
+                .map(|h| PathBuf::from(h).join(".local/share"))
+        });
+    match data {
+        Some(d) => d.join("plumb").join("plumb.db"),
+        None => PathBuf::from("plumb.db"),
+    }
+}
+
+/// Each entry takes the schema from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[
+    // v1: runs with their record, deduplicated environments, per-iteration totals.
+    "CREATE TABLE environments (
+        hash TEXT PRIMARY KEY,
+        facts TEXT NOT NULL
+    );
+    CREATE TABLE runs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        started_at TEXT NOT NULL,
+        label TEXT NOT NULL,
+        workload TEXT NOT NULL,
+        spec_key TEXT NOT NULL,
+        summary TEXT NOT NULL,
+        complete INTEGER NOT NULL,
+        iterations INTEGER NOT NULL,
+        throughput_bps REAL,
+        env_hash TEXT REFERENCES environments(hash),
+        record TEXT NOT NULL
+    );
+    CREATE INDEX runs_label ON runs(label, started_at);
+    CREATE INDEX runs_spec_key ON runs(spec_key);
+    CREATE TABLE iterations (
+        run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        idx INTEGER NOT NULL,
+        complete INTEGER NOT NULL,
+        window_s REAL NOT NULL,
+        throughput_bps REAL NOT NULL,
+        client_cpu_s_per_gb REAL NOT NULL,
+        server_cpu_s_per_gb REAL NOT NULL,
+        host_cpu_s_per_gb REAL NOT NULL,
+        retransmits INTEGER NOT NULL,
+        PRIMARY KEY (run_id, idx)
+    );",
+    // v2: the one-second interval samples of both ends, for plots and
+    // stability checks without decoding records.
+    "CREATE TABLE interval_samples (
+        run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        iteration INTEGER NOT NULL,
+        role TEXT NOT NULL,
+        t_s REAL NOT NULL,
+        dt_s REAL NOT NULL,
+        bytes_sent INTEGER NOT NULL,
+        bytes_received INTEGER NOT NULL
+    );
+    CREATE INDEX interval_samples_run ON interval_samples(run_id, iteration);",
+];
+
+/// The schema version this plumb writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+pub struct Store {
+    conn: Connection,
+    path: String,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `path` and migrates it to
+    /// the current schema.
+    pub fn open(path: &Path) -> Result<Store> {
+        Self::open_at_version(path, SCHEMA_VERSION)
+    }
+
+    /// Opens and migrates only up to `version`: how tests build a database
+    /// of an older schema.
+    #[doc(hidden)]
+    pub fn open_at_version(path: &Path, version: i64) -> Result<Store> {
+        let shown = path.display().to_string();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| StoreError::Dir {
+                path: shown.clone(),
+                dir: dir.display().to_string(),
+                source,
+            })?;
+        }
+        let conn = Connection::open(path).map_err(|source| StoreError::Sqlite {
+            path: shown.clone(),
+            source,
+        })?;
+        let mut store = Store { conn, path: shown };
+        store.setup(version)?;
+        Ok(store)
+    }
+
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    fn err(&self, source: rusqlite::Error) -> StoreError {
+        StoreError::Sqlite {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn setup(&mut self, target: i64) -> Result<()> {
+        // Several plumb processes may share a database (a sweep beside a
+        // compare); wait for a writer instead of failing at once.
+        self.conn
+            .busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(|e| self.err(e))?;
+        self.conn
+            .pragma_update(None, "journal_mode", "WAL")
+            .map_err(|e| self.err(e))?;
+        self.conn
+            .pragma_update(None, "foreign_keys", "ON")
+            .map_err(|e| self.err(e))?;
+        let found: i64 = self
+            .conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(|e| self.err(e))?;
+        if found > SCHEMA_VERSION {
+            return Err(StoreError::TooNew {
+                path: self.path.clone(),
+                found,
+                known: SCHEMA_VERSION,
+            });
+        }
+        for version in found..target {
+            let path = self.path.clone();
+            let tx = self
+                .conn
+                .transaction()
+                .map_err(|source| StoreError::Sqlite {
+                    path: path.clone(),
+                    source,
+                })?;
+            let step = (|| {
+                tx.execute_batch(MIGRATIONS[version as usize])?;
+                if version == 1 {
+                    backfill_interval_samples(&tx)?;
+                }
+                tx.pragma_update(None, "user_version", version + 1)?;
+                tx.commit()
+            })();
+            step.map_err(|source| StoreError::Sqlite { path, source })?;
+        }
+        Ok(())
+    }
+
+    pub fn schema_version(&self) -> Result<i64> {
+        self.conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(|e| self.err(e))
+    }
+
+    /// Writes a finished run, its environment, iterations and interval
+    /// samples, all in one transaction.
+    pub fn insert_run(&mut self, record: &RunRecord, env: Option<&Environment>) -> Result<RunId> {
+        let path = self.path.clone();
+        let wrap = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let tx = self.conn.transaction().map_err(wrap)?;
+        let id = insert_in(&tx, record, env).map_err(wrap)?;
+        tx.commit().map_err(wrap)?;
+        Ok(id)
+    }
+
+    pub fn get(&self, id: RunId) -> Result<Option<StoredRun>> {
+        let row = self
+            .conn
+            .query_row(
+                "SELECT r.record, e.facts FROM runs r LEFT JOIN environments e ON e.hash = r.env_hash
+                 WHERE r.id = ?1",
+                params![id.0],
+                |r| Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?)),
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        row.map(|(record, facts)| self.decode(id.0, &record, facts.as_deref()))
+            .transpose()
+    }
+
+    fn decode(&self, id: i64, record: &str, facts: Option<&str>) -> Result<StoredRun> {
+        let corrupt = |message: String| StoreError::Corrupt {
+            path: self.path.clone(),
+            id,
+            message,
+        };
+        let record: RunRecord = serde_json::from_str(record).map_err(|e| corrupt(e.to_string()))?;
+        let env = facts
+            .map(|f| serde_json::from_str(f).map(|facts| Environment { facts }))
+            .transpose()
+            .map_err(|e| corrupt(format!("environment: {e}")))?;
+        Ok(StoredRun {
+            id: RunId(id),
+            record,
+            env,
+        })
+    }
+
+    fn where_clause(filter: &RunFilter) -> Result<(String, Vec<rusqlite::types::Value>)> {
+        use rusqlite::types::Value;
+        let mut conds = Vec::new();
+        let mut args = Vec::new();
+        if let Some(l) = &filter.label {
+            conds.push("label = ?");
+            args.push(Value::Text(l.clone()));
+        }
+        if let Some(w) = &filter.workload {
+            conds.push("workload = ?");
+            args.push(Value::Text(w.clone()));
+        }
+        if let Some(k) = &filter.spec_key {
+            conds.push("spec_key = ?");
+            args.push(Value::Text(k.clone()));
+        }
+        if let Some(s) = &filter.since {
+            conds.push("started_at >= ?");
+            args.push(Value::Text(timestamp("--since", s)?));
+        }
+        if let Some(u) = &filter.until {
+            conds.push("started_at < ?");
+            args.push(Value::Text(timestamp("--until", u)?));
+        }
+        let clause = if conds.is_empty() {
+            String::new()
+        } else {
+            format!(" WHERE {}", conds.join(" AND "))
+        };
+        Ok((clause, args))
+    }
+
+    /// Runs matching `filter`, newest first.
+    pub fn list(&self, filter: &RunFilter) -> Result<Vec<RunRow>> {
+        let (clause, mut args) = Self::where_clause(filter)?;
+        let mut sql = format!(
+            "SELECT id, started_at, label, workload, spec_key, complete, iterations, summary, throughput_bps
+             FROM runs{clause} ORDER BY started_at DESC, id DESC"
+        );
+        if let Some(n) = filter.limit {
+            sql.push_str(" LIMIT ?");
+            args.push(rusqlite::types::Value::Integer(
+                n.min(i64::MAX as usize) as i64
+            ));
+        }
+        let mut stmt = self.conn.prepare(&sql).map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map(rusqlite::params_from_iter(args), |r| {
+                Ok(RunRow {
+                    id: RunId(r.get(0)?),
+                    started_at: r.get(1)?,
+                    label: r.get(2)?,
+                    workload: r.get(3)?,
+                    spec_key: r.get(4)?,
+                    complete: r.get(5)?,
+                    iterations: r.get(6)?,
+                    summary: r.get(7)?,
+                    throughput_bps: r.get(8)?,
+                })
+            })
+            .map_err(|e| self.err(e))?;
+        rows.collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| self.err(e))
+    }
+
+    fn load(&self, filter: &RunFilter) -> Result<Vec<StoredRun>> {
+        let ids: Vec<RunId> = self.list(filter)?.into_iter().map(|r| r.id).collect();
+        let mut out = Vec::with_capacity(ids.len());
+        // Oldest first: the order they were measured in, and the order an
+        // import recreates them in.
+        for id in ids.into_iter().rev() {
+            if let Some(run) = self.get(id)? {
+                out.push(run);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every run under `label`, oldest first.
+    pub fn runs_with_label(&self, label: &str) -> Result<Vec<StoredRun>> {
+        self.load(&RunFilter {
+            label: Some(label.to_string()),
+            ..RunFilter::default()
+        })
+    }
+
+    /// Labels with their number of runs, most recently used first.
+    pub fn labels(&self) -> Result<Vec<(String, u64)>> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT label, COUNT(*) FROM runs GROUP BY label ORDER BY MAX(started_at) DESC",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))
+            .map_err(|e| self.err(e))?;
+        rows.collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| self.err(e))
+    }
+
+    /// Removes a run with everything that belongs only to it. False when
+    /// there was no such run.
+    pub fn delete(&mut self, id: RunId) -> Result<bool> {
+        let path = self.path.clone();
+        let wrap = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let tx = self.conn.transaction().map_err(wrap)?;
+        tx.execute(
+            "DELETE FROM interval_samples WHERE run_id = ?1",
+            params![id.0],
+        )
+        .map_err(wrap)?;
+        tx.execute("DELETE FROM iterations WHERE run_id = ?1", params![id.0])
+            .map_err(wrap)?;
+        let n = tx
+            .execute("DELETE FROM runs WHERE id = ?1", params![id.0])
+            .map_err(wrap)?;
+        tx.execute(
+            "DELETE FROM environments WHERE hash NOT IN (SELECT env_hash FROM runs WHERE env_hash IS NOT NULL)",
+            [],
+        )
+        .map_err(wrap)?;
+        tx.commit().map_err(wrap)?;
+        Ok(n > 0)
+    }
+
+    pub fn export(&self, filter: &RunFilter) -> Result<Export> {
+        Ok(Export {
+            schema: EXPORT_SCHEMA.to_string(),
+            runs: self
+                .load(filter)?
+                .into_iter()
+                .map(|r| ExportedRun {
+                    record: r.record,
+                    env: r.env,
+                })
+                .collect(),
+        })
+    }
+
+    /// Adds the runs of an export, all or none. A run already stored (same
+    /// start time, label and spec key) is skipped, so importing a file twice
+    /// does not double its runs. Returns the ids of the runs added.
+    pub fn import(&mut self, export: &Export) -> Result<Vec<RunId>> {
+        if export.schema != EXPORT_SCHEMA {
+            return Err(StoreError::Import {
+                index: 0,
+                message: format!("schema is '{}', expected '{EXPORT_SCHEMA}'", export.schema),
+            });
+        }
+        let path = self.path.clone();
+        let wrap = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let tx = self.conn.transaction().map_err(wrap)?;
+        let mut ids = Vec::new();
+        for (i, run) in export.runs.iter().enumerate() {
+            if run.record.iterations.is_empty() {
+                return Err(StoreError::Import {
+                    index: i + 1,
+                    message: "the run has no iterations".into(),
+                });
+            }
+            let exists: bool = tx
+                .query_row(
+                    "SELECT EXISTS(SELECT 1 FROM runs WHERE started_at = ?1 AND label = ?2 AND spec_key = ?3)",
+                    params![run.record.started_at, run.record.label, run.record.spec_key],
+                    |r| r.get(0),
+                )
+                .map_err(wrap)?;
+            if !exists {
+                ids.push(insert_in(&tx, &run.record, run.env.as_ref()).map_err(wrap)?);
+            }
+        }
+        tx.commit().map_err(wrap)?;
+        Ok(ids)
+    }
+
+    /// One line per iteration, for spreadsheets and plotting scripts.
+    pub fn export_csv(&self, filter: &RunFilter) -> Result<String> {
+        let mut out = String::from(
+            "run_id,started_at,label,workload,spec_key,spec,iteration,complete,window_s,throughput_bps,\
+             sent_bytes,received_bytes,client_cpu_s_per_gb,server_cpu_s_per_gb,host_cpu_s_per_gb,retransmits\n",
+        );
+        for run in self.load(filter)? {
+            let r = &run.record;
+            for it in &r.iterations {
+                out.push_str(&format!(
+                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                    run.id.0,
+                    csv_field(&r.started_at),
+                    csv_field(&r.label),
+                    r.spec.workload,
+                    r.spec_key,
+                    csv_field(&r.spec.summary()),
+                    it.index,
+                    it.complete,
+                    it.window_s,
+                    it.derived.throughput_bps,
+                    it.transfer.sent_bytes,
+                    it.transfer.received_bytes,
+                    it.derived.client_cpu_s_per_gb,
+                    it.derived.server_cpu_s_per_gb,
+                    it.derived.host_cpu_s_per_gb,
+                    it.derived.retransmits,
+                ));
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// Turns a `--since`/`--until` value into the form `started_at` is stored
+/// in, so that text order is time order.
+fn timestamp(flag: &'static str, value: &str) -> Result<String> {
+    let bad = || StoreError::BadDate {
+        flag,
+        value: value.to_string(),
+    };
+    if let Ok(ts) = value.parse::<jiff::Timestamp>() {
+        return Ok(ts.to_string());
+    }
+    let date: jiff::civil::Date = value.parse().map_err(|_| bad())?;
+    let ts = date
+        .to_zoned(jiff::tz::TimeZone::UTC)
+        .map_err(|_| bad())?
+        .timestamp();
+    Ok(ts.to_string())
+}
+
+fn mean_throughput(record: &RunRecord) -> Option<f64> {
+    if let Some(c) = &record.confidence {
+        return Some(c.mean);
+    }
+    let done: Vec<f64> = record
+        .iterations
+        .iter()
+        .filter(|i| i.complete)
+        .map(|i| i.derived.throughput_bps)
+        .collect();
+    (!done.is_empty()).then(|| done.iter().sum::<f64>() / done.len() as f64)
+}
+
+fn insert_in(
+    tx: &Transaction,
+    record: &RunRecord,
+    env: Option<&Environment>,
+) -> rusqlite::Result<RunId> {
+    let env_hash = match env {
+        Some(e) => {
+            let hash = e.hash();
+            tx.execute(
+                "INSERT OR IGNORE INTO environments (hash, facts) VALUES (?1, ?2)",
+                params![hash, to_json(&e.facts)?],
+            )?;
+            Some(hash)
+        }
+        None => None,
+    };
+    // A run's time is stored normalised so that text order is time order.
+    let started_at = record
+        .started_at
+        .parse::<jiff::Timestamp>()
+        .map(|t| t.to_string())
+        .unwrap_or_else(|_| record.started_at.clone());
+    tx.execute(
+        "INSERT INTO runs (started_at, label, workload, spec_key, summary, complete, iterations,
+                           throughput_bps, env_hash, record)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        params![
+            started_at,
+            record.label,
+            record.spec.workload.to_string(),
+            record.spec_key,
+            record.spec.summary(),
+            record.complete,
+            record.iterations.len() as i64,
+            mean_throughput(record),
+            env_hash,
+            to_json(record)?,
+        ],
+    )?;
+    let id = tx.last_insert_rowid();
+    for it in &record.iterations {
+        tx.execute(
+            "INSERT INTO iterations (run_id, idx, complete, window_s, throughput_bps, client_cpu_s_per_gb,
+                                     server_cpu_s_per_gb, host_cpu_s_per_gb, retransmits)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            params![
+                id,
+                it.index,
+                it.complete,
+                it.window_s,
+                it.derived.throughput_bps,
+                it.derived.client_cpu_s_per_gb,
+                it.derived.server_cpu_s_per_gb,
+                it.derived.host_cpu_s_per_gb,
+                it.derived.retransmits as i64,
+            ],
+        )?;
+    }
+    insert_samples(tx, id, record)?;
+    Ok(RunId(id))
+}
+
+fn insert_samples(tx: &Transaction, id: i64, record: &RunRecord) -> rusqlite::Result<()> {
+    let mut stmt = tx.prepare_cached(
+        "INSERT INTO interval_samples (run_id, iteration, role, t_s, dt_s, bytes_sent, bytes_received)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?;
+    for it in &record.iterations {
+        for (role, end) in [("client", &it.client), ("server", &it.server)] {
+            for s in &end.intervals {
+                stmt.execute(params![
+                    id,
+                    it.index,
+                    role,
+                    s.t_s,
+                    s.dt_s,
+                    s.bytes_sent as i64,
+                    s.bytes_received as i64
+                ])?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Migration to v2 fills the new table from the records already stored.
+fn backfill_interval_samples(tx: &Transaction) -> rusqlite::Result<()> {
+    let runs: Vec<(i64, String)> = {
+        let mut stmt = tx.prepare("SELECT id, record FROM runs")?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        rows.collect::<rusqlite::Result<_>>()?
+    };
+    for (id, text) in runs {
+        // A record this plumb cannot read keeps its row; it just gets no samples.
+        if let Ok(record) = serde_json::from_str::<RunRecord>(&text) {
+            insert_samples(tx, id, &record)?;
+        }
+    }
+    Ok(())
+}
+
+fn to_json<T: Serialize>(v: &T) -> rusqlite::Result<String> {
+    serde_json::to_string(v).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
+}

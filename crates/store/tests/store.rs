@@ -1,0 +1,276 @@
+//! The store against a real SQLite file: round trips, filters, deletion,
+//! import, and migration from the first schema version.
+
+use plumb_samples::{Environment, RunRecord};
+use plumb_store::{Export, RunFilter, RunId, Store, StoreError, SCHEMA_VERSION};
+use std::path::PathBuf;
+
+struct TempDb(PathBuf);
+
+impl TempDb {
+    fn new(name: &str) -> TempDb {
+        let p = std::env::temp_dir().join(format!("plumb-store-{name}-{}.db", std::process::id()));
+        let db = TempDb(p);
+        db.clean();
+        db
+    }
+    fn clean(&self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", self.0.display()));
+        }
+    }
+}
+
+impl Drop for TempDb {
+    fn drop(&mut self) {
+        self.clean();
+    }
+}
+
+fn example() -> RunRecord {
+    let text = include_str!("../../../schemas/examples/run.v1.example.json");
+    serde_json::from_str(text).expect("the schema example is a run record")
+}
+
+fn record(label: &str, started_at: &str) -> RunRecord {
+    let mut r = example();
+    r.label = label.to_string();
+    r.started_at = started_at.to_string();
+    r
+}
+
+fn env(kernel: &str) -> Environment {
+    let mut e = Environment::default();
+    e.set("kernel.release", kernel);
+    e.set("sysctl.net.core.somaxconn", "4096");
+    e
+}
+
+fn count(path: &PathBuf, sql: &str) -> i64 {
+    let c = rusqlite::Connection::open(path).unwrap();
+    c.query_row(sql, [], |r| r.get(0)).unwrap()
+}
+
+#[test]
+fn a_run_round_trips_with_its_environment() {
+    let db = TempDb::new("roundtrip");
+    let mut s = Store::open(&db.0).unwrap();
+    let r = record("6.6", "2026-11-20T10:00:00Z");
+    let id = s.insert_run(&r, Some(&env("6.6.0"))).unwrap();
+    let got = s.get(id).unwrap().expect("stored");
+    assert_eq!(got.record, r);
+    assert_eq!(got.env.unwrap().get("kernel.release"), Some("6.6.0"));
+    assert!(s.get(RunId(id.0 + 100)).unwrap().is_none());
+    let samples: usize = r
+        .iterations
+        .iter()
+        .map(|i| i.client.intervals.len() + i.server.intervals.len())
+        .sum();
+    assert!(samples > 0, "the example has interval samples");
+    assert_eq!(
+        count(&db.0, "SELECT COUNT(*) FROM interval_samples") as usize,
+        samples
+    );
+    assert_eq!(
+        count(&db.0, "SELECT COUNT(*) FROM iterations") as usize,
+        r.iterations.len()
+    );
+}
+
+#[test]
+fn environments_are_kept_once_and_dropped_with_their_last_run() {
+    let db = TempDb::new("envdedup");
+    let mut s = Store::open(&db.0).unwrap();
+    let a = s
+        .insert_run(&record("x", "2026-11-20T10:00:00Z"), Some(&env("6.5.0")))
+        .unwrap();
+    let b = s
+        .insert_run(&record("x", "2026-11-20T11:00:00Z"), Some(&env("6.5.0")))
+        .unwrap();
+    assert_eq!(count(&db.0, "SELECT COUNT(*) FROM environments"), 1);
+    assert!(s.delete(a).unwrap());
+    assert!(
+        !s.delete(a).unwrap(),
+        "deleting twice says there was nothing"
+    );
+    assert_eq!(count(&db.0, "SELECT COUNT(*) FROM environments"), 1);
+    assert!(s.delete(b).unwrap());
+    assert_eq!(count(&db.0, "SELECT COUNT(*) FROM environments"), 0);
+    assert_eq!(count(&db.0, "SELECT COUNT(*) FROM interval_samples"), 0);
+    assert_eq!(count(&db.0, "SELECT COUNT(*) FROM iterations"), 0);
+}
+
+#[test]
+fn list_filters_by_label_date_and_limit_newest_first() {
+    let db = TempDb::new("filters");
+    let mut s = Store::open(&db.0).unwrap();
+    s.insert_run(&record("old", "2026-10-01T08:00:00Z"), None)
+        .unwrap();
+    s.insert_run(&record("new", "2026-11-02T08:00:00Z"), None)
+        .unwrap();
+    s.insert_run(&record("new", "2026-11-03T08:00:00Z"), None)
+        .unwrap();
+    let all = s.list(&RunFilter::default()).unwrap();
+    let starts: Vec<&str> = all.iter().map(|r| r.started_at.as_str()).collect();
+    assert_eq!(
+        starts,
+        [
+            "2026-11-03T08:00:00Z",
+            "2026-11-02T08:00:00Z",
+            "2026-10-01T08:00:00Z"
+        ]
+    );
+    let f = |label: Option<&str>, since: Option<&str>, until: Option<&str>, limit| RunFilter {
+        label: label.map(String::from),
+        since: since.map(String::from),
+        until: until.map(String::from),
+        limit,
+        ..RunFilter::default()
+    };
+    assert_eq!(s.list(&f(Some("new"), None, None, None)).unwrap().len(), 2);
+    assert_eq!(
+        s.list(&f(None, Some("2026-11-01"), None, None))
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(
+        s.list(&f(None, None, Some("2026-11-03"), None))
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(
+        s.list(&f(None, None, None, Some(1))).unwrap()[0].label,
+        "new"
+    );
+    let err = s
+        .list(&f(None, Some("last tuesday"), None, None))
+        .unwrap_err();
+    assert!(err.to_string().starts_with("--since:"), "{err}");
+    assert_eq!(s.runs_with_label("new").unwrap().len(), 2);
+    let labels = s.labels().unwrap();
+    assert_eq!(labels[0], ("new".to_string(), 2));
+    let row = &all[0];
+    assert!(row.throughput_bps.unwrap() > 0.0);
+    assert_eq!(row.workload, "stream");
+}
+
+#[test]
+fn import_adds_each_run_once_and_refuses_foreign_files() {
+    let src = TempDb::new("import-src");
+    let dst = TempDb::new("import-dst");
+    let mut s = Store::open(&src.0).unwrap();
+    s.insert_run(&record("a", "2026-11-20T10:00:00Z"), Some(&env("6.5.0")))
+        .unwrap();
+    s.insert_run(&record("b", "2026-11-20T11:00:00Z"), None)
+        .unwrap();
+    let export = s.export(&RunFilter::default()).unwrap();
+    let text = serde_json::to_string(&export).unwrap();
+    let export: Export = serde_json::from_str(&text).unwrap();
+    let mut d = Store::open(&dst.0).unwrap();
+    assert_eq!(d.import(&export).unwrap().len(), 2);
+    assert_eq!(
+        d.import(&export).unwrap().len(),
+        0,
+        "a second import adds nothing"
+    );
+    let a = d.runs_with_label("a").unwrap();
+    assert_eq!(
+        a[0].env.as_ref().unwrap().get("kernel.release"),
+        Some("6.5.0")
+    );
+    let mut bad = export.clone();
+    bad.schema = "something/else".into();
+    assert!(matches!(d.import(&bad), Err(StoreError::Import { .. })));
+    let csv = d.export_csv(&RunFilter::default()).unwrap();
+    let iterations: usize = export.runs.iter().map(|r| r.record.iterations.len()).sum();
+    assert_eq!(csv.lines().count(), 1 + iterations);
+}
+
+#[test]
+fn a_version_1_database_migrates_and_keeps_its_runs() {
+    let db = TempDb::new("migrate");
+    let r = record("6.5", "2026-11-19T09:00:00Z");
+    {
+        let old = Store::open_at_version(&db.0, 1).unwrap();
+        assert_eq!(old.schema_version().unwrap(), 1);
+        // What a version-1 plumb wrote: no interval_samples table yet. The
+        // insert path writes samples, so write the v1 rows by hand.
+        drop(old);
+        let c = rusqlite::Connection::open(&db.0).unwrap();
+        let has_samples: i64 = c
+            .query_row(
+                "SELECT COUNT(*) FROM sqlite_master WHERE name = 'interval_samples'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(has_samples, 0);
+        c.execute(
+            "INSERT INTO runs (started_at, label, workload, spec_key, summary, complete, iterations,
+                               throughput_bps, env_hash, record)
+             VALUES (?1, ?2, 'stream', ?3, 's', 1, ?4, 1e9, NULL, ?5)",
+            rusqlite::params![
+                r.started_at,
+                r.label,
+                r.spec_key,
+                r.iterations.len() as i64,
+                serde_json::to_string(&r).unwrap()
+            ],
+        )
+        .unwrap();
+    }
+    let s = Store::open(&db.0).unwrap();
+    assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
+    let runs = s.runs_with_label("6.5").unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].record, r);
+    let samples: usize = r
+        .iterations
+        .iter()
+        .map(|i| i.client.intervals.len() + i.server.intervals.len())
+        .sum();
+    assert_eq!(
+        count(&db.0, "SELECT COUNT(*) FROM interval_samples") as usize,
+        samples,
+        "the migration fills the new table from the stored records"
+    );
+}
+
+#[test]
+fn a_database_from_a_newer_plumb_is_refused() {
+    let db = TempDb::new("newer");
+    drop(Store::open(&db.0).unwrap());
+    let c = rusqlite::Connection::open(&db.0).unwrap();
+    c.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+        .unwrap();
+    drop(c);
+    let err = Store::open(&db.0).err().expect("refused");
+    assert!(matches!(err, StoreError::TooNew { .. }));
+    assert!(err.to_string().contains("newer"), "{err}");
+}
+
+#[test]
+fn an_uncommitted_run_leaves_nothing() {
+    // The process-kill case end to end lives in tests/regression.rs; here the
+    // transaction boundary itself: a failing insert leaves no partial rows.
+    let db = TempDb::new("atomic");
+    let mut s = Store::open(&db.0).unwrap();
+    s.insert_run(&record("ok", "2026-11-20T10:00:00Z"), None)
+        .unwrap();
+    let c = rusqlite::Connection::open(&db.0).unwrap();
+    // Make the per-iteration insert fail after the run row went in.
+    c.execute_batch(
+        "CREATE TRIGGER fail_iter BEFORE INSERT ON iterations
+         BEGIN SELECT RAISE(ABORT, 'disk on fire'); END;",
+    )
+    .unwrap();
+    drop(c);
+    let err = s
+        .insert_run(&record("broken", "2026-11-20T11:00:00Z"), None)
+        .unwrap_err();
+    assert!(err.to_string().contains("disk on fire"), "{err}");
+    assert_eq!(count(&db.0, "SELECT COUNT(*) FROM runs"), 1);
+    assert!(s.runs_with_label("broken").unwrap().is_empty());
+}
