@@ -119,7 +119,17 @@ fn port_in_use() {
 fn ctrl_c_stops_cleanly_prints_partial_results_and_leaves_no_child() {
     use std::time::{Duration, Instant};
     let child = plumb()
-        .args(["run", "stream", "--duration", "30s", "--warmup", "200ms"])
+        .args([
+            "run",
+            "stream",
+            "--no-store",
+            "--iterations",
+            "1",
+            "--duration",
+            "30s",
+            "--warmup",
+            "200ms",
+        ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

@@ -185,6 +185,9 @@ fn pinning_is_visible_in_proc_and_reported() {
         .args([
             "run",
             "stream",
+            "--iterations",
+            "1",
+            "--no-store",
             "--json",
             "--duration",
             "3s",

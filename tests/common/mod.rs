@@ -5,12 +5,59 @@
 use serde_json::Value;
 use std::process::{Command, Output};
 
+/// The binary, with its result database in a file of this test process so
+/// no test writes to the user's.
 pub fn plumb() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_plumb"))
+    let mut c = Command::new(env!("CARGO_BIN_EXE_plumb"));
+    c.env(
+        "PLUMB_DB",
+        std::env::temp_dir().join(format!("plumb-test-{}.db", std::process::id())),
+    );
+    c
 }
 
+/// Runs plumb to completion. `plumb run` gets `--iterations 1` unless the
+/// test asks for a count (most tests look at one iteration's behaviour), and
+/// `--no-store` unless it names a `--db`.
 pub fn run(args: &[&str]) -> Output {
-    plumb().args(args).output().expect("plumb runs")
+    let mut all: Vec<&str> = args.to_vec();
+    if args.first() == Some(&"run") && !args.contains(&"--iterations") && args.len() >= 2 {
+        all.splice(2..2, ["--iterations", "1"]);
+    }
+    if args.first() == Some(&"run")
+        && !args.contains(&"--db")
+        && !args.contains(&"--no-store")
+        && args.len() >= 2
+    {
+        all.splice(2..2, ["--no-store"]);
+    }
+    plumb().args(&all).output().expect("plumb runs")
+}
+
+/// A database file unique to this test, removed with its WAL files on drop.
+pub struct TempDb(pub std::path::PathBuf);
+
+impl TempDb {
+    pub fn new(name: &str) -> TempDb {
+        let p = std::env::temp_dir().join(format!("plumb-{name}-{}.db", std::process::id()));
+        let db = TempDb(p);
+        db.clean();
+        db
+    }
+    pub fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+    fn clean(&self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", self.0.display()));
+        }
+    }
+}
+
+impl Drop for TempDb {
+    fn drop(&mut self) {
+        self.clean();
+    }
 }
 
 /// `plumb run stream ARGS --json`, which must succeed; returns the record.

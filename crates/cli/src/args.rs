@@ -24,6 +24,192 @@ pub enum Command {
     Run(RunCommand),
     /// Serve tests for clients on other hosts (or, with --once, one test).
     Serve(ServeArgs),
+    /// List the runs in the result database, newest first.
+    List(ListArgs),
+    /// Print one stored run: its summary, or its record with --json.
+    Show(ShowArgs),
+    /// Write stored runs as JSON (for `plumb import` elsewhere) or CSV.
+    Export(ExportArgs),
+    /// Add the runs of a JSON export to the result database.
+    Import(ImportArgs),
+    /// Remove runs from the result database.
+    Delete(DeleteArgs),
+    /// Print this host's environment, or what differs between two runs.
+    Env(EnvArgs),
+    /// Compare two labels (or run ids): verdicts, CPU budget, environment diff.
+    Compare(CompareArgs),
+    /// Exit 0 (good), 1 (regression) or 125 (cannot tell), for `git bisect run`.
+    Check(CheckArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct FilterArgs {
+    /// Only runs under this label.
+    #[arg(long)]
+    pub label: Option<String>,
+    /// Only runs of this workload (stream).
+    #[arg(long)]
+    pub workload: Option<String>,
+    /// Only runs started at or after this date or time (2026-11-01, RFC 3339).
+    #[arg(long, value_name = "DATE")]
+    pub since: Option<String>,
+    /// Only runs started before this date or time.
+    #[arg(long, value_name = "DATE")]
+    pub until: Option<String>,
+    /// At most this many runs.
+    #[arg(long)]
+    pub limit: Option<usize>,
+}
+
+#[derive(Args, Debug)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    #[command(flatten)]
+    pub db: DbArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct ShowArgs {
+    /// The run id, as `plumb list` shows it.
+    pub run: String,
+    /// Print the stored record as JSON (schema plumb.run/1).
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub db: DbArgs,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExportFormat {
+    Json,
+    Csv,
+}
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    #[arg(long, value_enum, default_value = "json")]
+    pub format: ExportFormat,
+    /// Write here instead of stdout.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub db: DbArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    /// A file written by `plumb export --format json` (- for stdin).
+    pub file: std::path::PathBuf,
+    #[command(flatten)]
+    pub db: DbArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct DeleteArgs {
+    /// Run ids.
+    #[arg(required = true)]
+    pub runs: Vec<String>,
+    #[command(flatten)]
+    pub db: DbArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct EnvArgs {
+    /// Two runs or labels (the newest run under the label) to diff.
+    #[arg(long, num_args = 2, value_names = ["A", "B"])]
+    pub diff: Option<Vec<String>>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub db: DbArgs,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompareFormat {
+    Terminal,
+    Markdown,
+    Mail,
+    Json,
+    Csv,
+}
+
+#[derive(Args, Debug)]
+pub struct VerdictArgs {
+    /// Significance level of the test.
+    #[arg(long, default_value = "0.05", value_parser = alpha)]
+    pub alpha: f64,
+    /// Changes whose whole interval lies within ±this percent are no change.
+    #[arg(long, default_value = "2", value_parser = percent, value_name = "PERCENT")]
+    pub noise_band: f64,
+    /// Seed of the bootstrap, so a comparison can be reproduced.
+    #[arg(long, default_value = "1")]
+    pub seed: u64,
+    #[arg(long, value_enum, default_value = "terminal")]
+    pub format: CompareFormat,
+}
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// The baseline: a label, or a run id.
+    pub a: String,
+    /// The candidate: a label, or a run id.
+    pub b: String,
+    #[command(flatten)]
+    pub verdict: VerdictArgs,
+    #[command(flatten)]
+    pub db: DbArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// The label whose runs are the reference.
+    #[arg(long)]
+    pub baseline: String,
+    /// Compare against runs already stored under this label instead of
+    /// running the baseline's test points now.
+    #[arg(long)]
+    pub candidate: Option<String>,
+    /// A significant drop larger than this percent is bad.
+    #[arg(long, default_value = "5", value_parser = percent, value_name = "PERCENT")]
+    pub threshold: f64,
+    /// Label for the runs made now [default: the kernel release].
+    #[arg(long)]
+    pub label: Option<String>,
+    #[arg(long, default_value = "3..10", value_parser = iterations, value_name = "MIN..MAX")]
+    pub iterations: (u32, u32),
+    #[arg(long, default_value = "95:2.5", value_parser = confidence, value_name = "LEVEL:WIDTH")]
+    pub confidence: (f64, f64),
+    /// Do not keep the runs made now.
+    #[arg(long)]
+    pub no_store: bool,
+    #[command(flatten)]
+    pub verdict: VerdictArgs,
+    #[command(flatten)]
+    pub db: DbArgs,
+}
+
+fn alpha(s: &str) -> Result<f64, String> {
+    s.parse::<f64>()
+        .ok()
+        .filter(|a| *a > 0.0 && *a < 0.5)
+        .ok_or_else(|| {
+            format!(
+                "'{s}' is not a significance level; use a number like 0.05 (above 0, below 0.5)"
+            )
+        })
+}
+
+fn percent(s: &str) -> Result<f64, String> {
+    s.trim_end_matches('%')
+        .parse::<f64>()
+        .ok()
+        .filter(|p| (0.0..100.0).contains(p))
+        .map(|p| p / 100.0)
+        .ok_or_else(|| format!("'{s}' is not a percentage; use a number like 2 or 2.5 (0 to 100)"))
 }
 
 #[derive(Subcommand, Debug)]
@@ -128,6 +314,63 @@ pub struct CommonArgs {
     /// Print the run record as JSON (schema plumb.run/1) instead of a summary.
     #[arg(long)]
     pub json: bool,
+    /// Iterations of the test: MIN..MAX runs at least MIN and stops at the
+    /// confidence target or MAX; N runs exactly N.
+    #[arg(long, default_value = "3..10", value_parser = iterations, value_name = "MIN..MAX")]
+    pub iterations: (u32, u32),
+    /// Target for the interval of the mean: LEVEL:WIDTH in percent, 95:2.5
+    /// meaning the 95 % interval within ±2.5 % of the mean.
+    #[arg(long, default_value = "95:2.5", value_parser = confidence, value_name = "LEVEL:WIDTH")]
+    pub confidence: (f64, f64),
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Do not keep the run in the result database.
+    #[arg(long)]
+    pub no_store: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DbArgs {
+    /// The result database [default: $PLUMB_DB, else $XDG_DATA_HOME/plumb/plumb.db].
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<std::path::PathBuf>,
+}
+
+pub fn iterations(s: &str) -> Result<(u32, u32), String> {
+    let bad =
+        || format!("'{s}' is not an iteration count; use N or MIN..MAX like 3..10 (1 to 1000)");
+    let num = |t: &str| {
+        t.trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=1000).contains(n))
+    };
+    let (min, max) = match s.split_once("..") {
+        Some((a, b)) => (num(a).ok_or_else(bad)?, num(b).ok_or_else(bad)?),
+        None => {
+            let n = num(s).ok_or_else(bad)?;
+            (n, n)
+        }
+    };
+    if min > max {
+        return Err(format!(
+            "'{s}': MIN is larger than MAX; use MIN..MAX like 3..10"
+        ));
+    }
+    Ok((min, max))
+}
+
+pub fn confidence(s: &str) -> Result<(f64, f64), String> {
+    let bad = || {
+        format!("'{s}' is not a confidence target; use LEVEL:WIDTH in percent like 95:2.5 (level 50-99.9, width above 0)")
+    };
+    let (l, w) = s.split_once(':').ok_or_else(bad)?;
+    let level: f64 = l.trim().trim_end_matches('%').parse().map_err(|_| bad())?;
+    let width: f64 = w.trim().trim_end_matches('%').parse().map_err(|_| bad())?;
+    if !((50.0..=99.9).contains(&level) && width > 0.0 && width <= 100.0) {
+        return Err(bad());
+    }
+    Ok((level / 100.0, width / 100.0))
 }
 
 #[derive(Args, Debug)]

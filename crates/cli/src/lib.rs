@@ -30,6 +30,14 @@ pub fn main() -> i32 {
     let result = match cli.command {
         args::Command::Run(r) => cmd::run::exec(r),
         args::Command::Serve(s) => cmd::serve::exec(s),
+        args::Command::List(a) => cmd::db::list(a),
+        args::Command::Show(a) => cmd::db::show(a),
+        args::Command::Export(a) => cmd::db::export(a),
+        args::Command::Import(a) => cmd::db::import(a),
+        args::Command::Delete(a) => cmd::db::delete(a),
+        args::Command::Env(a) => cmd::compare::env(a),
+        args::Command::Compare(a) => cmd::compare::compare(a),
+        args::Command::Check(a) => cmd::compare::check(a),
     };
     match result {
         Ok(code) => code,

@@ -1,6 +1,345 @@
-//! Verdicts from records handed in (never paths or the store): matching by
-//! spec key, deltas, significance, the environment diff and the CPU-budget
-//! diff per end that explains a throughput change.
-//!
-//! Empty until the regression core lands.
+//! Verdicts from records handed in (never paths or the store): runs are
+//! matched by spec key, each matched point gets its deltas, Welch's test, a
+//! bootstrap interval of the ratio and a three-way verdict, and the
+//! comparison is explained by the environment diff and the CPU budget per
+//! end (seconds of user, system and softirq time per GB moved).
 #![deny(unsafe_code)]
+
+use plumb_samples::{EnvChange, Environment, Iteration, RunRecord};
+use plumb_stats::{CompareParams, Verdict};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// One side of a comparison: a label (or a run id) and the runs under it.
+#[derive(Debug, Clone)]
+pub struct Side {
+    pub name: String,
+    pub runs: Vec<RunRecord>,
+    /// The environment of the newest run on this side, when known.
+    pub env: Option<Environment>,
+}
+
+/// How the comparison was made; stated in every rendering.
+#[derive(Debug, Clone, Serialize)]
+pub struct Method {
+    pub test: String,
+    pub alpha: f64,
+    pub noise_band: f64,
+    pub level: f64,
+    pub resamples: usize,
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SideStats {
+    pub n: usize,
+    pub mean: f64,
+    /// Student-t interval of the mean at the method's level; equal to the
+    /// mean when n < 2.
+    pub lo: f64,
+    pub hi: f64,
+    pub runs: usize,
+}
+
+/// One line of the CPU budget: seconds of CPU per GB received.
+#[derive(Debug, Clone, Serialize)]
+pub struct BudgetLine {
+    /// `client`, `server` (the processes) or `client host`, `server host`
+    /// (every CPU of the machine that end ran on).
+    pub end: String,
+    /// `user`, `system`, `softirq`, `irq`.
+    pub part: String,
+    pub a: f64,
+    pub b: f64,
+    /// b / a - 1; absent when a is 0.
+    pub change: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Point {
+    pub spec_key: String,
+    pub summary: String,
+    pub metric: String,
+    pub unit: String,
+    pub a: SideStats,
+    pub b: SideStats,
+    /// mean(b) / mean(a) - 1.
+    pub change: f64,
+    pub p_value: f64,
+    /// Bootstrap interval of mean(b) / mean(a).
+    pub ratio_lo: f64,
+    pub ratio_hi: f64,
+    pub verdict: Verdict,
+    pub budget: Vec<BudgetLine>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    pub a: String,
+    pub b: String,
+    pub method: Method,
+    pub points: Vec<Point>,
+    /// Summaries of test points measured on one side only.
+    pub only_a: Vec<String>,
+    pub only_b: Vec<String>,
+    /// Points with fewer than 2 complete iterations on a side: no test possible.
+    pub too_few: Vec<String>,
+    pub env_diff: Vec<EnvChange>,
+    /// Set when the two sides share no test point but each has exactly one,
+    /// and those were compared with each other: what differs in the specs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub spec_diff: Vec<EnvChange>,
+}
+
+impl Comparison {
+    /// The worst verdict over all points: regression beats inconclusive
+    /// beats improvement and no change.
+    pub fn overall(&self) -> Option<Verdict> {
+        let rank = |v: &Verdict| match v {
+            Verdict::Regression => 3,
+            Verdict::Inconclusive => 2,
+            Verdict::Improvement => 1,
+            Verdict::NoChange => 0,
+        };
+        self.points.iter().map(|p| p.verdict).max_by_key(rank)
+    }
+}
+
+fn complete_iterations<'a>(runs: &'a [RunRecord], key: &str) -> Vec<&'a Iteration> {
+    runs.iter()
+        .filter(|r| r.spec_key == key && r.complete)
+        .flat_map(|r| r.iterations.iter().filter(|i| i.complete))
+        .collect()
+}
+
+fn side_stats(xs: &[f64], level: f64, runs: usize) -> SideStats {
+    let mean = xs.iter().sum::<f64>() / xs.len().max(1) as f64;
+    let (lo, hi) = plumb_stats::t_interval(xs, level)
+        .map(|i| (i.lo, i.hi))
+        .unwrap_or((mean, mean));
+    SideStats {
+        n: xs.len(),
+        mean,
+        lo,
+        hi,
+        runs,
+    }
+}
+
+/// CPU seconds per GB received, summed over iterations so that long and
+/// short windows weigh by what they moved.
+fn budget(its: &[&Iteration]) -> BTreeMap<(String, String), f64> {
+    let gb: f64 = its
+        .iter()
+        .map(|i| i.transfer.received_bytes as f64 / 1e9)
+        .sum();
+    let mut out = BTreeMap::new();
+    if gb <= 0.0 {
+        return out;
+    }
+    let mut add = |end: &str, part: &str, v: f64| {
+        *out.entry((end.to_string(), part.to_string()))
+            .or_insert(0.0) += v / gb;
+    };
+    for i in its {
+        for end in [&i.client, &i.server] {
+            let who = match end.role {
+                plumb_samples::Role::Client => "client",
+                plumb_samples::Role::Server => "server",
+            };
+            add(who, "user", end.process.user_s);
+            add(who, "system", end.process.system_s);
+            let host = format!("{who} host");
+            add(
+                &host,
+                "user",
+                end.cpus.iter().map(|c| c.user_s + c.nice_s).sum(),
+            );
+            add(&host, "system", end.cpus.iter().map(|c| c.system_s).sum());
+            add(&host, "irq", end.cpus.iter().map(|c| c.irq_s).sum());
+            add(&host, "softirq", end.cpus.iter().map(|c| c.softirq_s).sum());
+        }
+    }
+    out
+}
+
+/// Compares side `a` (the baseline) with side `b` (the candidate).
+pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
+    let keys = |s: &Side| -> BTreeMap<String, String> {
+        s.runs
+            .iter()
+            .filter(|r| r.complete)
+            .map(|r| (r.spec_key.clone(), r.spec.summary()))
+            .collect()
+    };
+    let (ka, kb) = (keys(a), keys(b));
+    // Two single test points that differ (a run with --pacing-rate against
+    // one without, named by the user) are compared with each other, and
+    // the spec difference is stated.
+    let mut pairs: Vec<(String, String, String)> = ka
+        .iter()
+        .filter(|(k, _)| kb.contains_key(*k))
+        .map(|(k, s)| (k.clone(), k.clone(), s.clone()))
+        .collect();
+    let mut spec_diff = Vec::new();
+    if pairs.is_empty() && ka.len() == 1 && kb.len() == 1 {
+        let (ka1, sa) = ka.iter().next().expect("one key");
+        let (kb1, sb) = kb.iter().next().expect("one key");
+        pairs.push((ka1.clone(), kb1.clone(), format!("{sa} vs {sb}")));
+        let spec = |s: &Side, k: &str| {
+            s.runs
+                .iter()
+                .find(|r| r.spec_key == k)
+                .map(|r| flatten(&serde_json::to_value(&r.spec).unwrap_or_default()))
+                .unwrap_or_default()
+        };
+        spec_diff = spec(a, ka1).diff(&spec(b, kb1));
+    }
+    let mut points = Vec::new();
+    let mut too_few = Vec::new();
+    for (key_a, key_b, summary) in &pairs {
+        let ia = complete_iterations(&a.runs, key_a);
+        let ib = complete_iterations(&b.runs, key_b);
+        let xa: Vec<f64> = ia.iter().map(|i| i.derived.throughput_bps).collect();
+        let xb: Vec<f64> = ib.iter().map(|i| i.derived.throughput_bps).collect();
+        let Some(c) = plumb_stats::compare(&xa, &xb, params) else {
+            too_few.push(format!("{summary} (n = {} vs {})", xa.len(), xb.len()));
+            continue;
+        };
+        let (ba, bb) = (budget(&ia), budget(&ib));
+        let budget = ba
+            .iter()
+            .filter_map(|((end, part), va)| {
+                let vb = *bb.get(&(end.clone(), part.clone()))?;
+                Some(BudgetLine {
+                    end: end.clone(),
+                    part: part.clone(),
+                    a: *va,
+                    b: vb,
+                    change: (*va > 0.0).then(|| vb / va - 1.0),
+                })
+            })
+            .collect();
+        let runs = |s: &Side, key: &str| {
+            s.runs
+                .iter()
+                .filter(|r| r.spec_key == key && r.complete)
+                .count()
+        };
+        points.push(Point {
+            spec_key: if key_a == key_b {
+                key_a.clone()
+            } else {
+                format!("{key_a}/{key_b}")
+            },
+            summary: summary.clone(),
+            metric: "throughput".into(),
+            unit: "bit/s".into(),
+            a: side_stats(&xa, params.level, runs(a, key_a)),
+            b: side_stats(&xb, params.level, runs(b, key_b)),
+            change: c.change,
+            p_value: c.welch.p,
+            ratio_lo: c.ratio.lo,
+            ratio_hi: c.ratio.hi,
+            verdict: c.verdict,
+            budget,
+        });
+    }
+    let paired = |k: &String| pairs.iter().any(|(x, y, _)| x == k || y == k);
+    let only = |x: &BTreeMap<String, String>, _y: &BTreeMap<String, String>| {
+        x.iter()
+            .filter(|(k, _)| !paired(k))
+            .map(|(_, s)| s.clone())
+            .collect()
+    };
+    let env_diff = match (&a.env, &b.env) {
+        (Some(ea), Some(eb)) => ea.diff(eb),
+        _ => Vec::new(),
+    };
+    Comparison {
+        a: a.name.clone(),
+        b: b.name.clone(),
+        method: Method {
+            test: "Welch's t-test on iteration means; percentile bootstrap interval of the ratio of means".into(),
+            alpha: params.alpha,
+            noise_band: params.noise_band,
+            level: params.level,
+            resamples: params.resamples,
+            seed: params.seed,
+        },
+        only_a: only(&ka, &kb),
+        only_b: only(&kb, &ka),
+        points,
+        too_few,
+        env_diff,
+        spec_diff,
+    }
+}
+
+/// A spec as a flat map of dotted field names, so its differences read like
+/// an environment diff.
+fn flatten(v: &serde_json::Value) -> Environment {
+    fn walk(prefix: &str, v: &serde_json::Value, out: &mut Environment) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, v) in m {
+                    let key = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    walk(&key, v, out);
+                }
+            }
+            serde_json::Value::Null => {}
+            serde_json::Value::String(s) => out.set(prefix, s.clone()),
+            other => out.set(prefix, other.to_string()),
+        }
+    }
+    let mut out = Environment::default();
+    walk("", v, &mut out);
+    out
+}
+
+/// What `plumb check` answers, in git bisect's terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Bisect {
+    /// No regression beyond the threshold: exit 0.
+    Good,
+    /// A significant regression beyond the threshold: exit 1.
+    Bad,
+    /// Cannot tell: exit 125 (`git bisect skip`).
+    Skip,
+}
+
+impl Bisect {
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Bisect::Good => 0,
+            Bisect::Bad => 1,
+            Bisect::Skip => 125,
+        }
+    }
+}
+
+/// A regression counts as bad only when it is significant and the drop is
+/// beyond `threshold` (a fraction); any point that cannot be told, or no
+/// point at all, is a skip.
+pub fn bisect(c: &Comparison, threshold: f64) -> Bisect {
+    if c.points.is_empty() {
+        return Bisect::Skip;
+    }
+    let mut out = Bisect::Good;
+    for p in &c.points {
+        match p.verdict {
+            Verdict::Regression if p.change < -threshold => return Bisect::Bad,
+            // Not significant either way, but if even the low end of the
+            // ratio's interval is above the threshold, a regression that
+            // large is ruled out.
+            Verdict::Inconclusive if p.ratio_lo < 1.0 - threshold => out = Bisect::Skip,
+            _ => {}
+        }
+    }
+    out
+}

@@ -1,7 +1,9 @@
-//! Presentation only: renderings of records handed in. Today the terminal
-//! summary of a run (kept within 80 columns); comparison tables, Markdown,
-//! mail text, CSV and HTML with SVG plots grow here.
+//! Presentation only: renderings of records handed in. The terminal summary
+//! of a run (kept within 80 columns) and comparisons as a terminal table,
+//! Markdown, mail text and CSV; HTML with SVG plots grows here.
 #![deny(unsafe_code)]
+
+pub mod compare;
 
 use plumb_samples::units::sig3;
 use plumb_samples::{
@@ -42,10 +44,95 @@ pub fn run_summary(rec: &RunRecord) -> String {
     let spec = &rec.spec;
     let _ = writeln!(o, "plumb {}  {}", rec.plumb_version, spec.summary());
     let _ = writeln!(o, "label {}  spec key {}", rec.label, rec.spec_key);
-    for it in &rec.iterations {
+    if rec.iterations.len() > 1 {
+        iterations_table(&mut o, rec);
+    }
+    // The detail of the iteration whose throughput is the median one: a
+    // typical iteration rather than an average no iteration had.
+    let mut order: Vec<&Iteration> = rec.iterations.iter().collect();
+    order.sort_by(|a, b| {
+        a.derived
+            .throughput_bps
+            .total_cmp(&b.derived.throughput_bps)
+    });
+    if let Some(it) = order.get(order.len().saturating_sub(1) / 2) {
+        if rec.iterations.len() > 1 {
+            let _ = writeln!(o, "\nmedian iteration: #{}", it.index + 1);
+        }
         iteration(&mut o, it, spec.duration_ms as f64 / 1000.0);
     }
+    if let Some(c) = &rec.confidence {
+        if let Some(line) = c.shortfall(rec.iterations.iter().filter(|i| i.complete).count()) {
+            let _ = writeln!(o, "\n{line}");
+        }
+    }
     o
+}
+
+fn iterations_table(o: &mut String, rec: &RunRecord) {
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "{:<6}{:>16}{:>12}{:>12}{:>10}",
+        "iter", "throughput", "client CPU", "server CPU", "retrans"
+    );
+    let outliers: Vec<u32> = rec
+        .confidence
+        .as_ref()
+        .map(|c| c.outliers.clone())
+        .unwrap_or_default();
+    for it in &rec.iterations {
+        let mut flags = String::new();
+        if outliers.contains(&it.index) {
+            flags.push_str("  outlier");
+        }
+        if !it.complete {
+            flags.push_str("  INCOMPLETE");
+        }
+        let _ = writeln!(
+            o,
+            "{:<6}{:>16}{:>12}{:>12}{:>10}{flags}",
+            format!("#{}", it.index + 1),
+            format_bits_per_sec(it.derived.throughput_bps),
+            secs(it.client.process.total_s()),
+            secs(it.server.process.total_s()),
+            it.derived.retransmits,
+        );
+    }
+    if let Some(c) = &rec.confidence {
+        let n = rec.iterations.iter().filter(|i| i.complete).count();
+        let width = c
+            .relative_half_width
+            .map(|w| format!("±{:.1} %", w * 100.0))
+            .unwrap_or_else(|| "no interval".into());
+        let _ = writeln!(
+            o,
+            "mean  {:>16}  {} at {:.0} % over {n} iterations (target ±{:.1} %{})",
+            format_bits_per_sec(c.mean),
+            width,
+            c.level * 100.0,
+            c.target * 100.0,
+            if c.reached { ", reached" } else { "" }
+        );
+        if let Some(b) = &c.bimodal {
+            let _ = writeln!(
+                o,
+                "bimodal: {} iterations near {} and {} near {}",
+                b.low_n,
+                format_bits_per_sec(b.low_mean),
+                b.high_n,
+                format_bits_per_sec(b.high_mean)
+            );
+        }
+        if !c.outliers.is_empty() {
+            let list: Vec<String> = c.outliers.iter().map(|i| format!("#{}", i + 1)).collect();
+            let _ = writeln!(
+                o,
+                "outliers by median absolute deviation (kept): {}",
+                list.join(", ")
+            );
+        }
+    }
 }
 
 fn iteration(o: &mut String, it: &Iteration, planned_s: f64) {

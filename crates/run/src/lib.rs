@@ -6,11 +6,12 @@
 
 pub mod derive;
 pub mod embedded;
+pub mod env;
 
 use embedded::EmbeddedServer;
 use plumb_ctl::{CtlError, Session};
 use plumb_engine::{connect_flows, read_back, Cookie, Engine, EngineConfig, Meter, SampleSink};
-use plumb_samples::{Iteration, Role, RunRecord, RUN_SCHEMA};
+use plumb_samples::{Bimodal, Confidence, Iteration, Role, RunRecord, RUN_SCHEMA};
 use plumb_spec::{Family, Spec, SpecError};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
@@ -84,11 +85,83 @@ fn wait_until(until: Instant, opts: &RunOptions, session: &mut Session) -> Resul
     }
 }
 
-/// Runs one iteration of `spec` and returns the record of the run.
+/// How many iterations a run makes: at least `min`, then more until the
+/// Student-t interval of the mean metric is within `target` of the mean at
+/// `level`, at most `max`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Repeat {
+    pub min: u32,
+    pub max: u32,
+    pub level: f64,
+    pub target: f64,
+}
+
+impl Default for Repeat {
+    fn default() -> Self {
+        Repeat {
+            min: 3,
+            max: 10,
+            level: 0.95,
+            target: 0.025,
+        }
+    }
+}
+
+impl Repeat {
+    /// Exactly one iteration, no confidence target (quick looks, tests).
+    pub fn once() -> Repeat {
+        Repeat {
+            min: 1,
+            max: 1,
+            ..Repeat::default()
+        }
+    }
+}
+
+/// What the iterations so far say: the interval, outliers, two levels.
+pub fn confidence(values: &[f64], repeat: &Repeat) -> Confidence {
+    let mean = if values.is_empty() {
+        0.0
+    } else {
+        values.iter().sum::<f64>() / values.len() as f64
+    };
+    let interval = plumb_stats::t_interval(values, repeat.level);
+    let relative = interval
+        .as_ref()
+        .map(|i| i.relative_half_width())
+        .filter(|w| w.is_finite());
+    Confidence {
+        metric: "throughput_bps".into(),
+        level: repeat.level,
+        target: repeat.target,
+        min_iterations: repeat.min,
+        max_iterations: repeat.max,
+        mean,
+        half_width: interval.as_ref().map(|i| i.half_width),
+        relative_half_width: relative,
+        reached: relative.is_some_and(|w| w <= repeat.target),
+        outliers: plumb_stats::mad_outliers(values, plumb_stats::MAD_THRESHOLD)
+            .into_iter()
+            .map(|i| i as u32)
+            .collect(),
+        bimodal: plumb_stats::bimodal(values).map(|b| Bimodal {
+            low_mean: b.low_mean,
+            high_mean: b.high_mean,
+            low_n: b.low_n as u32,
+            high_n: b.high_n as u32,
+        }),
+    }
+}
+
+/// Runs iterations of `spec` until `repeat` is satisfied or the run is
+/// interrupted, and returns the record. `progress` hears of each iteration
+/// as it ends, with the confidence so far.
 pub fn run(
     spec: &Spec,
     opts: &RunOptions,
+    repeat: &Repeat,
     sink: &mut dyn SampleSink,
+    progress: &mut dyn FnMut(&Iteration, &Confidence),
 ) -> Result<RunRecord, RunError> {
     spec.validate()?;
     if let Some(cpus) = &spec.client_cpus {
@@ -101,7 +174,49 @@ pub fn run(
     }
     let _ = plumb_sys::process::raise_nofile_limit();
     let started_at = jiff::Timestamp::now().to_string();
+    let mut iterations: Vec<Iteration> = Vec::new();
+    let conf = loop {
+        let mut it = run_iteration(spec, opts, sink)?;
+        it.index = iterations.len() as u32;
+        let complete = it.complete;
+        iterations.push(it);
+        let values: Vec<f64> = iterations
+            .iter()
+            .filter(|i| i.complete)
+            .map(|i| i.derived.throughput_bps)
+            .collect();
+        let conf = confidence(&values, repeat);
+        progress(iterations.last().expect("just pushed"), &conf);
+        let n = iterations.len() as u32;
+        if !complete
+            || n >= repeat.max
+            || (n >= repeat.min && conf.reached)
+            || opts.interrupted.load(Relaxed)
+        {
+            break conf;
+        }
+    };
+    let complete = iterations.iter().all(|i| i.complete) && !opts.interrupted.load(Relaxed);
+    Ok(RunRecord {
+        schema: RUN_SCHEMA.to_string(),
+        plumb_version: env!("CARGO_PKG_VERSION").to_string(),
+        started_at,
+        label: opts.label.clone(),
+        spec_key: spec.key(),
+        spec: spec.clone(),
+        complete,
+        iterations,
+        confidence: Some(conf),
+    })
+}
 
+/// One iteration: a fresh server session and fresh flows, the warm-up, the
+/// window, and both ends' accounting.
+fn run_iteration(
+    spec: &Spec,
+    opts: &RunOptions,
+    sink: &mut dyn SampleSink,
+) -> Result<Iteration, RunError> {
     let mut embedded = match opts.server {
         Some(_) => None,
         None => Some(EmbeddedServer::start(
@@ -187,7 +302,7 @@ pub fn run(
         e.reap(Duration::from_secs(2));
     }
 
-    let iteration = Iteration {
+    Ok(Iteration {
         index: 0,
         complete,
         warmup_s: spec.warmup_ms as f64 / 1000.0,
@@ -196,15 +311,5 @@ pub fn run(
         derived: derive::derive(spec, &client, &server),
         client,
         server,
-    };
-    Ok(RunRecord {
-        schema: RUN_SCHEMA.to_string(),
-        plumb_version: env!("CARGO_PKG_VERSION").to_string(),
-        started_at,
-        label: opts.label.clone(),
-        spec_key: spec.key(),
-        spec: spec.clone(),
-        complete,
-        iterations: vec![iteration],
     })
 }

@@ -8,12 +8,15 @@
 #![deny(unsafe_code)]
 
 pub mod cpu;
+pub mod env;
 pub mod result;
 pub mod units;
 
 pub use cpu::{CpuTimes, ProcessCpu, SoftirqCounts, ThreadCpu};
+pub use env::{EnvChange, Environment};
 pub use result::{
-    Derived, EndResult, FlowTotals, IntervalSample, Iteration, KernelCounters, OptionRecord,
-    OptionStatus, Role, RunRecord, SoftirqShare, TcpInfo, TcpInfoSummary, Transfer, RUN_SCHEMA,
+    Bimodal, Confidence, Derived, EndResult, FlowTotals, IntervalSample, Iteration, KernelCounters,
+    OptionRecord, OptionStatus, Role, RunRecord, SoftirqShare, TcpInfo, TcpInfoSummary, Transfer,
+    RUN_SCHEMA,
 };
 pub use units::{format_bits_per_sec, format_bytes};

@@ -218,4 +218,81 @@ pub struct RunRecord {
     pub spec_key: String,
     pub complete: bool,
     pub iterations: Vec<Iteration>,
+    /// How the number of iterations was decided and how sure the mean is.
+    /// Absent in records made before repetition existed.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub confidence: Option<Confidence>,
+}
+
+/// Repeat-until-confident bookkeeping of a run, and what the iterations'
+/// spread says about the result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Confidence {
+    /// The metric the target applies to (`throughput_bps`, later `tps`).
+    pub metric: String,
+    /// Confidence level of the interval, e.g. 0.95.
+    pub level: f64,
+    /// Target relative half-width of the interval of the mean, e.g. 0.025.
+    pub target: f64,
+    pub min_iterations: u32,
+    pub max_iterations: u32,
+    /// Mean of the metric over the complete iterations.
+    pub mean: f64,
+    /// Half-width of the Student-t interval of the mean; absent below 2 iterations.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub half_width: Option<f64>,
+    /// `half_width / mean`; absent below 2 iterations.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub relative_half_width: Option<f64>,
+    /// True when the interval met the target.
+    pub reached: bool,
+    /// Indices of iterations whose metric is an outlier by the median
+    /// absolute deviation. They are flagged, never dropped.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub outliers: Vec<u32>,
+    /// Present when the iterations sit in two distinct levels.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub bimodal: Option<Bimodal>,
+}
+
+/// Two levels found among the iterations.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Bimodal {
+    pub low_mean: f64,
+    pub high_mean: f64,
+    pub low_n: u32,
+    pub high_n: u32,
+}
+
+impl Confidence {
+    /// The sentence every output carries when the target was missed, e.g.
+    /// "confidence not reached: ±7.9 % after 10 iterations".
+    pub fn shortfall(&self, iterations: usize) -> Option<String> {
+        if self.reached {
+            return None;
+        }
+        Some(match self.relative_half_width {
+            Some(w) => format!(
+                "confidence not reached: ±{:.1} % after {iterations} iterations (target ±{:.1} % at {:.0} %)",
+                w * 100.0,
+                self.target * 100.0,
+                self.level * 100.0
+            ),
+            None => format!(
+                "confidence not reached: {iterations} iteration{} cannot give an interval",
+                if iterations == 1 { "" } else { "s" }
+            ),
+        })
+    }
+}
+
+impl RunRecord {
+    /// The run's headline metric, one value per complete iteration.
+    pub fn metric_values(&self) -> Vec<f64> {
+        self.iterations
+            .iter()
+            .filter(|i| i.complete)
+            .map(|i| i.derived.throughput_bps)
+            .collect()
+    }
 }

@@ -1,3 +1,5 @@
+pub mod compare;
+pub mod db;
 pub mod run;
 pub mod serve;
 

@@ -64,6 +64,85 @@ fn stream_spec(a: &StreamArgs) -> Spec {
     }
 }
 
+/// Installs the Ctrl-C/SIGTERM handlers once and hands out their flag: the
+/// first signal ends the window and reports what was measured, a second one
+/// ends plumb at once.
+fn interrupt_flag() -> Arc<AtomicBool> {
+    static FLAG: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
+    FLAG.get_or_init(|| {
+        let flag = Arc::new(AtomicBool::new(false));
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            let _ = signal_hook::flag::register_conditional_shutdown(sig, 130, flag.clone());
+            let _ = signal_hook::flag::register(sig, flag.clone());
+        }
+        flag
+    })
+    .clone()
+}
+
+/// Runs `spec` under `label`, prints progress on a terminal, captures the
+/// environment and keeps the record in `store` when one is given (only a
+/// complete run: an interrupted one is printed, never stored).
+pub fn run_and_store(
+    spec: &Spec,
+    label: &str,
+    server: Option<std::net::SocketAddr>,
+    repeat: &plumb_run::Repeat,
+    store: Option<&mut plumb_store::Store>,
+    json: bool,
+) -> Result<(plumb_samples::RunRecord, plumb_samples::Environment), Failure> {
+    let opts = RunOptions {
+        server,
+        label: label.to_string(),
+        interrupted: interrupt_flag(),
+        server_exe: std::env::current_exe()
+            .map_err(|e| Failure::usage(format!("cannot find the plumb executable: {e}")))?,
+    };
+    let live = !json && std::io::stderr().is_terminal();
+    let mut sink: Box<dyn SampleSink> = if live {
+        Box::new(Live)
+    } else {
+        Box::new(Quiet)
+    };
+    let mut progress = |it: &plumb_samples::Iteration, c: &plumb_samples::Confidence| {
+        if live && repeat.max > 1 {
+            let width = c
+                .relative_half_width
+                .map(|w| format!("±{:.1} %", w * 100.0))
+                .unwrap_or_else(|| "-".into());
+            eprintln!(
+                "iteration {}: {}   mean {} {}",
+                it.index + 1,
+                format_bits_per_sec(it.derived.throughput_bps),
+                format_bits_per_sec(c.mean),
+                width
+            );
+        }
+    };
+    let record =
+        plumb_run::run(spec, &opts, repeat, sink.as_mut(), &mut progress).map_err(|e| match e {
+            RunError::Setup { message, .. } => Failure::usage(message),
+            other => Failure::usage(other.to_string()),
+        })?;
+    let ifaces: Vec<String> = match server {
+        None => vec!["lo".to_string()],
+        Some(a) => plumb_run::env::interfaces_for(a.ip()),
+    };
+    let names: Vec<&str> = ifaces.iter().map(String::as_str).collect();
+    let env = plumb_run::env::capture(&names);
+    if let Some(store) = store {
+        if record.complete {
+            let id = store
+                .insert_run(&record, Some(&env))
+                .map_err(|e| Failure::usage(format!("the run was measured but not stored: {e}")))?;
+            eprintln!("stored as run {} (label {})", id.0, record.label);
+        } else {
+            eprintln!("not stored: the run is incomplete");
+        }
+    }
+    Ok((record, env))
+}
+
 pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
     let RunCommand::Stream(a) = cmd;
     let spec = stream_spec(&a);
@@ -71,33 +150,31 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
         Some(s) => Some(super::parse_addr(s, plumb_ctl::DEFAULT_PORT, "--server")?),
         None => None,
     };
-    let interrupted = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // A second signal while the first is being handled ends plumb at once.
-        let _ = signal_hook::flag::register_conditional_shutdown(sig, 130, interrupted.clone());
-        let _ = signal_hook::flag::register(sig, interrupted.clone());
-    }
-    let opts = RunOptions {
-        server,
-        label: a
-            .common
-            .label
-            .clone()
-            .unwrap_or_else(plumb_sys::proc::kernel_release),
-        interrupted: interrupted.clone(),
-        server_exe: std::env::current_exe()
-            .map_err(|e| Failure::usage(format!("cannot find the plumb executable: {e}")))?,
+    let label = a
+        .common
+        .label
+        .clone()
+        .unwrap_or_else(plumb_sys::proc::kernel_release);
+    let repeat = plumb_run::Repeat {
+        min: a.common.iterations.0,
+        max: a.common.iterations.1,
+        level: a.common.confidence.0,
+        target: a.common.confidence.1,
     };
-    let live = !a.common.json && std::io::stderr().is_terminal();
-    let mut sink: Box<dyn SampleSink> = if live {
-        Box::new(Live)
+    // Opened before the run so a bad --db fails in a second, not after it.
+    let mut store = if a.common.no_store {
+        None
     } else {
-        Box::new(Quiet)
+        Some(super::db::open(&a.common.db)?)
     };
-    let record = plumb_run::run(&spec, &opts, sink.as_mut()).map_err(|e| match e {
-        RunError::Setup { message, .. } => Failure::usage(message),
-        other => Failure::usage(other.to_string()),
-    })?;
+    let (record, _env) = run_and_store(
+        &spec,
+        &label,
+        server,
+        &repeat,
+        store.as_mut(),
+        a.common.json,
+    )?;
     if a.common.json {
         let text = serde_json::to_string_pretty(&record)
             .map_err(|e| Failure::usage(format!("cannot encode the record: {e}")))?;

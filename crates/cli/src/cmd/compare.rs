@@ -1,0 +1,167 @@
+//! `plumb compare`, `plumb check` and `plumb env`.
+
+use super::db::{open, side};
+use crate::args::{CheckArgs, CompareArgs, CompareFormat, EnvArgs, VerdictArgs};
+use crate::Failure;
+use plumb_compare::{Comparison, Side};
+use plumb_stats::CompareParams;
+
+fn params(v: &VerdictArgs) -> CompareParams {
+    CompareParams {
+        alpha: v.alpha,
+        noise_band: v.noise_band,
+        seed: v.seed,
+        higher_is_better: true,
+        ..CompareParams::default()
+    }
+}
+
+fn render(c: &Comparison, format: CompareFormat) -> Result<String, Failure> {
+    Ok(match format {
+        CompareFormat::Terminal => plumb_report::compare::terminal(c),
+        CompareFormat::Markdown => plumb_report::compare::markdown(c),
+        CompareFormat::Mail => plumb_report::compare::mail(c),
+        CompareFormat::Csv => plumb_report::compare::csv(c),
+        CompareFormat::Json => {
+            serde_json::to_string_pretty(c)
+                .map_err(|e| Failure::usage(format!("cannot encode the comparison: {e}")))?
+                + "\n"
+        }
+    })
+}
+
+pub fn compare(a: CompareArgs) -> Result<i32, Failure> {
+    let store = open(&a.db)?;
+    let sa = side(&store, &a.a)?;
+    let sb = side(&store, &a.b)?;
+    let c = plumb_compare::compare(&sa, &sb, &params(&a.verdict));
+    print!("{}", render(&c, a.verdict.format)?);
+    Ok(0)
+}
+
+/// Errors in `check` exit 128: `git bisect run` takes 1-127 (but 125) as
+/// "bad", so an error there would blame a commit for a typo; above 127 it
+/// stops the bisection instead.
+const CHECK_ERROR: i32 = 128;
+
+pub fn check(a: CheckArgs) -> Result<i32, Failure> {
+    check_inner(a).map_err(|f| Failure {
+        code: CHECK_ERROR,
+        message: f.message,
+    })
+}
+
+fn check_inner(a: CheckArgs) -> Result<i32, Failure> {
+    let mut store = open(&a.db)?;
+    let baseline = side(&store, &a.baseline)?;
+    let candidate = match &a.candidate {
+        Some(name) => side(&store, name)?,
+        None => {
+            // Each test point of the baseline once, from its newest run.
+            let mut specs: Vec<&plumb_samples::RunRecord> = Vec::new();
+            let mut newest = baseline.runs.iter().collect::<Vec<_>>();
+            newest.sort_by(|x, y| y.started_at.cmp(&x.started_at));
+            for r in newest {
+                if !specs.iter().any(|s| s.spec_key == r.spec_key) {
+                    specs.push(r);
+                }
+            }
+            let label = a
+                .label
+                .clone()
+                .unwrap_or_else(plumb_sys::proc::kernel_release);
+            let repeat = plumb_run::Repeat {
+                min: a.iterations.0,
+                max: a.iterations.1,
+                level: a.confidence.0,
+                target: a.confidence.1,
+            };
+            let mut runs = Vec::new();
+            let mut env = None;
+            for r in specs {
+                eprintln!("running {} under label {label}", r.spec.summary());
+                let (rec, e) = super::run::run_and_store(
+                    &r.spec,
+                    &label,
+                    None,
+                    &repeat,
+                    if a.no_store { None } else { Some(&mut store) },
+                    false,
+                )?;
+                if !rec.complete {
+                    return Err(Failure::usage("interrupted"));
+                }
+                runs.push(rec);
+                env = Some(e);
+            }
+            Side {
+                name: label,
+                runs,
+                env,
+            }
+        }
+    };
+    let c = plumb_compare::compare(&baseline, &candidate, &params(&a.verdict));
+    print!("{}", render(&c, a.verdict.format)?);
+    let b = plumb_compare::bisect(&c, a.threshold);
+    eprintln!(
+        "check: {} (threshold -{:.1} %), exit {}",
+        match b {
+            plumb_compare::Bisect::Good => "good",
+            plumb_compare::Bisect::Bad => "bad: regression",
+            plumb_compare::Bisect::Skip => "cannot tell",
+        },
+        a.threshold * 100.0,
+        b.exit_code()
+    );
+    Ok(b.exit_code())
+}
+
+pub fn env(a: EnvArgs) -> Result<i32, Failure> {
+    match &a.diff {
+        None => {
+            let env = plumb_run::env::capture(&["lo"]);
+            if a.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&env)
+                        .map_err(|e| Failure::usage(e.to_string()))?
+                );
+            } else {
+                for (k, v) in &env.facts {
+                    println!("{k} = {v}");
+                }
+            }
+        }
+        Some(pair) => {
+            let store = open(&a.db)?;
+            let sa = side(&store, &pair[0])?;
+            let sb = side(&store, &pair[1])?;
+            let missing = |s: &Side| {
+                Failure::usage(format!("{}: no environment was recorded with it", s.name))
+            };
+            let ea = sa.env.as_ref().ok_or_else(|| missing(&sa))?;
+            let eb = sb.env.as_ref().ok_or_else(|| missing(&sb))?;
+            let d = ea.diff(eb);
+            if a.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&d).map_err(|e| Failure::usage(e.to_string()))?
+                );
+            } else if d.is_empty() {
+                println!("no difference between {} and {}", sa.name, sb.name);
+            } else {
+                println!("A = {}   B = {}", sa.name, sb.name);
+                for c in d {
+                    println!(
+                        "{}: {} -> {}",
+                        c.key,
+                        c.a.as_deref().unwrap_or("(absent)"),
+                        c.b.as_deref().unwrap_or("(absent)")
+                    );
+                }
+            }
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,202 @@
+//! Subcommands over the result database: list, show, export, import, delete,
+//! and the resolution of "a label or a run id" shared with compare and check.
+
+use crate::args::{
+    DbArgs, DeleteArgs, ExportArgs, ExportFormat, FilterArgs, ImportArgs, ListArgs, ShowArgs,
+};
+use crate::Failure;
+use plumb_compare::Side;
+use plumb_samples::format_bits_per_sec;
+use plumb_store::{RunFilter, RunId, Store};
+use std::io::{Read, Write};
+
+pub fn open(db: &DbArgs) -> Result<Store, Failure> {
+    let path = db.db.clone().unwrap_or_else(plumb_store::default_path);
+    Store::open(&path).map_err(|e| Failure::usage(e.to_string()))
+}
+
+fn store_err(e: plumb_store::StoreError) -> Failure {
+    Failure::usage(e.to_string())
+}
+
+pub fn run_id(s: &str) -> Result<RunId, Failure> {
+    s.trim_start_matches('#')
+        .parse::<i64>()
+        .ok()
+        .filter(|n| *n > 0)
+        .map(RunId)
+        .ok_or_else(|| {
+            Failure::usage(format!(
+                "'{s}' is not a run id; use a number as `plumb list` shows it"
+            ))
+        })
+}
+
+fn filter(f: &FilterArgs) -> RunFilter {
+    RunFilter {
+        label: f.label.clone(),
+        workload: f.workload.clone(),
+        since: f.since.clone(),
+        until: f.until.clone(),
+        limit: f.limit,
+        ..RunFilter::default()
+    }
+}
+
+/// A label with stored runs, else a run id. Labels win because a label may
+/// look like a number; the error names both readings.
+pub fn side(store: &Store, name: &str) -> Result<Side, Failure> {
+    let runs = store.runs_with_label(name).map_err(store_err)?;
+    if !runs.is_empty() {
+        let env = runs
+            .iter()
+            .max_by(|a, b| a.record.started_at.cmp(&b.record.started_at))
+            .and_then(|r| r.env.clone());
+        return Ok(Side {
+            name: name.to_string(),
+            runs: runs.into_iter().map(|r| r.record).collect(),
+            env,
+        });
+    }
+    if let Ok(id) = run_id(name) {
+        if let Some(r) = store.get(id).map_err(store_err)? {
+            return Ok(Side {
+                name: format!("run {}", id.0),
+                runs: vec![r.record],
+                env: r.env,
+            });
+        }
+    }
+    Err(Failure::usage(format!(
+        "'{name}' is neither a label with stored runs nor a stored run id; see `plumb list`"
+    )))
+}
+
+pub fn list(a: ListArgs) -> Result<i32, Failure> {
+    let store = open(&a.db)?;
+    let rows = store.list(&filter(&a.filter)).map_err(store_err)?;
+    if rows.is_empty() {
+        eprintln!("no runs match");
+        return Ok(0);
+    }
+    println!(
+        "{:>5}  {:<20}  {:<16}  {:>4}  {:>14}  test point",
+        "run", "started (UTC)", "label", "iter", "throughput"
+    );
+    for r in rows {
+        let started: String = r
+            .started_at
+            .chars()
+            .take(19)
+            .collect::<String>()
+            .replace('T', " ");
+        println!(
+            "{:>5}  {:<20}  {:<16}  {:>4}  {:>14}  {}{}",
+            r.id.0,
+            started,
+            r.label,
+            r.iterations,
+            r.throughput_bps
+                .map(format_bits_per_sec)
+                .unwrap_or_else(|| "-".into()),
+            r.summary,
+            if r.complete { "" } else { "  [INCOMPLETE]" }
+        );
+    }
+    Ok(0)
+}
+
+pub fn show(a: ShowArgs) -> Result<i32, Failure> {
+    let store = open(&a.db)?;
+    let id = run_id(&a.run)?;
+    let run = store
+        .get(id)
+        .map_err(store_err)?
+        .ok_or_else(|| Failure::usage(format!("no run {} in the result database", id.0)))?;
+    if a.json {
+        let text = serde_json::to_string_pretty(&run.record)
+            .map_err(|e| Failure::usage(format!("cannot encode the record: {e}")))?;
+        println!("{text}");
+    } else {
+        println!("run {}  started {}", id.0, run.record.started_at);
+        print!("{}", plumb_report::run_summary(&run.record));
+    }
+    Ok(0)
+}
+
+pub fn export(a: ExportArgs) -> Result<i32, Failure> {
+    let store = open(&a.db)?;
+    let f = filter(&a.filter);
+    let text = match a.format {
+        ExportFormat::Json => {
+            let e = store.export(&f).map_err(store_err)?;
+            serde_json::to_string_pretty(&e)
+                .map_err(|e| Failure::usage(format!("cannot encode the export: {e}")))?
+                + "\n"
+        }
+        ExportFormat::Csv => store.export_csv(&f).map_err(store_err)?,
+    };
+    match &a.output {
+        Some(path) => {
+            // Written beside the target and renamed, so a failed export
+            // never leaves a truncated file under the name asked for.
+            let tmp = path.with_extension("plumb-tmp");
+            std::fs::write(&tmp, &text)
+                .and_then(|_| std::fs::rename(&tmp, path))
+                .map_err(|e| {
+                    Failure::usage(format!("--output: cannot write {}: {e}", path.display()))
+                })?;
+        }
+        None => {
+            let _ = std::io::stdout().write_all(text.as_bytes());
+        }
+    }
+    Ok(0)
+}
+
+pub fn import(a: ImportArgs) -> Result<i32, Failure> {
+    let mut text = String::new();
+    let read = if a.file.as_os_str() == "-" {
+        std::io::stdin().read_to_string(&mut text).map(|_| ())
+    } else {
+        std::fs::read_to_string(&a.file).map(|t| text = t)
+    };
+    read.map_err(|e| Failure::usage(format!("cannot read {}: {e}", a.file.display())))?;
+    let export: plumb_store::Export = serde_json::from_str(&text).map_err(|e| {
+        Failure::usage(format!(
+            "{}: not a plumb export (line {}, column {}): {e}",
+            a.file.display(),
+            e.line(),
+            e.column()
+        ))
+    })?;
+    let mut store = open(&a.db)?;
+    let ids = store.import(&export).map_err(store_err)?;
+    let list: Vec<String> = ids.iter().map(|i| i.0.to_string()).collect();
+    eprintln!("imported {} run(s): {}", ids.len(), list.join(" "));
+    Ok(0)
+}
+
+pub fn delete(a: DeleteArgs) -> Result<i32, Failure> {
+    let ids = a
+        .runs
+        .iter()
+        .map(|r| run_id(r))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut store = open(&a.db)?;
+    let mut missing = Vec::new();
+    for id in ids {
+        if store.delete(id).map_err(store_err)? {
+            eprintln!("deleted run {}", id.0);
+        } else {
+            missing.push(id.0.to_string());
+        }
+    }
+    if !missing.is_empty() {
+        return Err(Failure::usage(format!(
+            "no such run: {}",
+            missing.join(" ")
+        )));
+    }
+    Ok(0)
+}

@@ -1,0 +1,269 @@
+//! Renderings of a comparison. Every one states the method (test, alpha, n,
+//! noise band) next to the verdicts, so a pasted table cannot lose it.
+
+use plumb_compare::{Comparison, Point};
+use plumb_samples::format_bits_per_sec;
+use plumb_samples::units::sig3;
+use std::fmt::Write;
+
+fn pct(x: f64) -> String {
+    format!("{:+.1}%", x * 100.0)
+}
+
+fn gbps(bps: f64) -> String {
+    format!("{:.2}", bps / 1e9)
+}
+
+fn method_line(c: &Comparison) -> String {
+    format!(
+        "{}; alpha {}, {:.0} % intervals, {} bootstrap resamples (seed {}), noise band ±{:.1} %",
+        c.method.test,
+        c.method.alpha,
+        c.method.level * 100.0,
+        c.method.resamples,
+        c.method.seed,
+        c.method.noise_band * 100.0
+    )
+}
+
+fn leftovers(o: &mut String, c: &Comparison, bullet: &str) {
+    for s in &c.only_a {
+        let _ = writeln!(o, "{bullet}only in {}: {s}", c.a);
+    }
+    for s in &c.only_b {
+        let _ = writeln!(o, "{bullet}only in {}: {s}", c.b);
+    }
+    for s in &c.too_few {
+        let _ = writeln!(
+            o,
+            "{bullet}not compared, fewer than 2 complete iterations on a side: {s}"
+        );
+    }
+    if c.points.is_empty() {
+        let _ = writeln!(
+            o,
+            "{bullet}no test point was measured under both {} and {}",
+            c.a, c.b
+        );
+    }
+}
+
+/// Budget lines worth a reader's eye: the processes always, the hosts'
+/// softirq and system time, and any line that moved by more than 5 %.
+fn budget_lines(p: &Point) -> impl Iterator<Item = &plumb_compare::BudgetLine> {
+    p.budget.iter().filter(|l| {
+        !l.end.ends_with("host")
+            || l.part == "softirq"
+            || l.part == "system"
+            || l.change.is_some_and(|c| c.abs() > 0.05)
+    })
+}
+
+/// The terminal rendering (the default).
+pub fn terminal(c: &Comparison) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "A = {}   B = {}", c.a, c.b);
+    let _ = writeln!(o, "method: {}", method_line(c));
+    for p in &c.points {
+        let _ = writeln!(o);
+        let _ = writeln!(o, "{}  [{}]", p.summary, p.spec_key);
+        for (name, s) in [("A", &p.a), ("B", &p.b)] {
+            let _ = writeln!(
+                o,
+                "  {name} {:>14}  interval {} .. {}  n {} iterations in {} run{}",
+                format_bits_per_sec(s.mean),
+                format_bits_per_sec(s.lo),
+                format_bits_per_sec(s.hi),
+                s.n,
+                s.runs,
+                if s.runs == 1 { "" } else { "s" }
+            );
+        }
+        let _ = writeln!(
+            o,
+            "  change {}   ratio B/A {:.3} .. {:.3}   p {:.4}   => {}",
+            pct(p.change),
+            p.ratio_lo,
+            p.ratio_hi,
+            p.p_value,
+            p.verdict
+        );
+        let _ = writeln!(
+            o,
+            "  CPU seconds per GB     {:>10} {:>10} {:>9}",
+            "A", "B", "change"
+        );
+        for l in budget_lines(p) {
+            let _ = writeln!(
+                o,
+                "    {:<20} {:>10} {:>10} {:>9}",
+                format!("{} {}", l.end, l.part),
+                sig3(l.a),
+                sig3(l.b),
+                l.change.map(pct).unwrap_or_else(|| "-".into())
+            );
+        }
+    }
+    if !c.points.is_empty() {
+        let _ = writeln!(o);
+    }
+    leftovers(&mut o, c, "");
+    spec_diff(&mut o, c, "");
+    env_diff(&mut o, c, "");
+    o
+}
+
+fn spec_diff(o: &mut String, c: &Comparison, bullet: &str) {
+    if c.spec_diff.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "{bullet}different test points, compared because each side has only one:"
+    );
+    for d in &c.spec_diff {
+        let _ = writeln!(
+            o,
+            "{bullet}  spec {}: {} -> {}",
+            d.key,
+            d.a.as_deref().unwrap_or("(none)"),
+            d.b.as_deref().unwrap_or("(none)")
+        );
+    }
+}
+
+fn env_diff(o: &mut String, c: &Comparison, bullet: &str) {
+    if c.env_diff.is_empty() {
+        let _ = writeln!(o, "{bullet}environment: no difference recorded");
+        return;
+    }
+    let _ = writeln!(o, "{bullet}environment differences (A -> B):");
+    for d in c.env_diff.iter().take(60) {
+        let _ = writeln!(
+            o,
+            "{bullet}  {}: {} -> {}",
+            d.key,
+            d.a.as_deref().unwrap_or("(absent)"),
+            d.b.as_deref().unwrap_or("(absent)")
+        );
+    }
+    if c.env_diff.len() > 60 {
+        let _ = writeln!(o, "{bullet}  ... and {} more", c.env_diff.len() - 60);
+    }
+}
+
+/// A Markdown table for an issue or a pull request.
+pub fn markdown(c: &Comparison) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "**A** = `{}`, **B** = `{}`\n", c.a, c.b);
+    let _ = writeln!(
+        o,
+        "| test point | A (Gbit/s) | B (Gbit/s) | change | ratio interval | p | verdict |"
+    );
+    let _ = writeln!(o, "|---|---|---|---|---|---|---|");
+    for p in &c.points {
+        let _ = writeln!(
+            o,
+            "| {} | {} (n={}) | {} (n={}) | {} | {:.3}..{:.3} | {:.4} | {} |",
+            p.summary,
+            gbps(p.a.mean),
+            p.a.n,
+            gbps(p.b.mean),
+            p.b.n,
+            pct(p.change),
+            p.ratio_lo,
+            p.ratio_hi,
+            p.p_value,
+            p.verdict
+        );
+    }
+    let _ = writeln!(o, "\n_Method: {}._\n", method_line(c));
+    for p in &c.points {
+        let _ = writeln!(o, "CPU seconds per GB, {}:\n", p.summary);
+        let _ = writeln!(o, "| end | A | B | change |");
+        let _ = writeln!(o, "|---|---|---|---|");
+        for l in budget_lines(p) {
+            let _ = writeln!(
+                o,
+                "| {} {} | {} | {} | {} |",
+                l.end,
+                l.part,
+                sig3(l.a),
+                sig3(l.b),
+                l.change.map(pct).unwrap_or_else(|| "-".into())
+            );
+        }
+        let _ = writeln!(o);
+    }
+    leftovers(&mut o, c, "- ");
+    spec_diff(&mut o, c, "- ");
+    env_diff(&mut o, c, "- ");
+    o
+}
+
+/// Fixed-width plain text for a mailing list, one line per test point in the
+/// form netdev readers know: `8K - [8.4 vs 5.9 Gbps] -29.8%`.
+pub fn mail(c: &Comparison) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "{} vs {}, throughput:\n", c.a, c.b);
+    let w = c.points.iter().map(|p| p.summary.len()).max().unwrap_or(0);
+    for p in &c.points {
+        let _ = writeln!(
+            o,
+            "{:<w$} - [{} vs {} Gbps] {:>7}  {}",
+            p.summary,
+            sig3(p.a.mean / 1e9),
+            sig3(p.b.mean / 1e9),
+            pct(p.change),
+            p.verdict
+        );
+    }
+    let n: Vec<String> = c
+        .points
+        .iter()
+        .map(|p| format!("{}/{}", p.a.n, p.b.n))
+        .collect();
+    let _ = writeln!(
+        o,
+        "\n{}.\niterations per side: {}",
+        method_line(c),
+        n.join(" ")
+    );
+    o
+}
+
+/// One line per test point, for spreadsheets.
+pub fn csv(c: &Comparison) -> String {
+    let mut o = String::from(
+        "spec_key,summary,metric,unit,a_label,a_mean,a_lo,a_hi,a_n,b_label,b_mean,b_lo,b_hi,b_n,change,p_value,ratio_lo,ratio_hi,verdict,alpha,noise_band\n",
+    );
+    let q = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
+    for p in &c.points {
+        let _ = writeln!(
+            o,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            p.spec_key,
+            q(&p.summary),
+            p.metric,
+            p.unit,
+            q(&c.a),
+            p.a.mean,
+            p.a.lo,
+            p.a.hi,
+            p.a.n,
+            q(&c.b),
+            p.b.mean,
+            p.b.lo,
+            p.b.hi,
+            p.b.n,
+            p.change,
+            p.p_value,
+            p.ratio_lo,
+            p.ratio_hi,
+            p.verdict,
+            c.method.alpha,
+            c.method.noise_band
+        );
+    }
+    o
+}

@@ -1,0 +1,387 @@
+//! The regression core end to end: repetition, the store, compare and check,
+//! with real runs over loopback into a real SQLite file.
+
+mod common;
+use common::*;
+use std::time::Duration;
+
+/// A short run stored under `label`; returns its JSON record.
+fn stored_run(db: &TempDb, label: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![
+        "run",
+        "stream",
+        "--json",
+        "--db",
+        db.path(),
+        "--label",
+        label,
+        "--duration",
+        "1s",
+        "--warmup",
+        "300ms",
+    ];
+    args.extend_from_slice(extra);
+    let out = run(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{args:?}: {err}");
+    assert!(err.contains("stored as run"), "{err}");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Tests whose verdict depends on throughput take turns: on a two-CPU
+/// machine a neighbour test's traffic halves a flow's rate at random, and the
+/// comparison would measure the neighbours instead of the pacing.
+fn measuring_alone() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn code(out: &std::process::Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+#[test]
+fn iterations_stop_at_the_target_or_say_it_was_missed() {
+    // A loose target is met after the minimum.
+    let rec = stream_json(&[
+        "--no-store",
+        "--iterations",
+        "2..6",
+        "--confidence",
+        "95:60",
+        "--duration",
+        "500ms",
+        "--warmup",
+        "200ms",
+        "--pacing-rate",
+        "2G",
+    ]);
+    let c = &rec["confidence"];
+    assert_eq!(rec["iterations"].as_array().unwrap().len(), 2, "{c}");
+    assert_eq!(c["reached"], true);
+    assert!(f(&c["relative_half_width"]) <= 0.6);
+    // An impossible one runs to the maximum and says so in the summary.
+    let out = run(&[
+        "run",
+        "stream",
+        "--iterations",
+        "2..3",
+        "--confidence",
+        "99.9:0.001",
+        "--duration",
+        "500ms",
+        "--warmup",
+        "200ms",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("confidence not reached: ±"), "{text}");
+    assert!(text.contains("after 3 iterations"), "{text}");
+    assert!(text.contains("#3"), "per-iteration table: {text}");
+}
+
+#[test]
+fn repetition_flags_are_checked() {
+    for (args, needle) in [
+        (
+            &["run", "stream", "--iterations", "5..2"][..],
+            "--iterations",
+        ),
+        (&["run", "stream", "--iterations", "0"][..], "MIN..MAX"),
+        (&["run", "stream", "--confidence", "95"][..], "LEVEL:WIDTH"),
+        (
+            &["run", "stream", "--confidence", "120:2"][..],
+            "--confidence",
+        ),
+    ] {
+        let out = run(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(code(&out), 2, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn list_show_export_import_delete() {
+    let db = TempDb::new("store-cli");
+    let rec = stored_run(&db, "alpha", &["--iterations", "2"]);
+    stored_run(&db, "beta", &["--iterations", "1", "--flows", "2"]);
+
+    let out = run(&["list", "--db", db.path()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(text.contains("alpha") && text.contains("beta"), "{text}");
+    let out = run(&["list", "--db", db.path(), "--label", "alpha"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("alpha") && !text.contains("beta"), "{text}");
+
+    let out = run(&["show", "1", "--json", "--db", db.path()]);
+    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown, rec, "the stored record is the printed one");
+
+    let export = std::env::temp_dir().join(format!("plumb-export-{}.json", std::process::id()));
+    let out = run(&["export", "--db", db.path(), "-o", export.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let other = TempDb::new("store-import");
+    let out = run(&["import", export.to_str().unwrap(), "--db", other.path()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run(&["list", "--db", other.path()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("alpha") && text.contains("beta"), "{text}");
+    let _ = std::fs::remove_file(&export);
+
+    let out = run(&[
+        "export",
+        "--db",
+        db.path(),
+        "--format",
+        "csv",
+        "--label",
+        "alpha",
+    ]);
+    let csv = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(csv.lines().count(), 3, "header and 2 iterations: {csv}");
+
+    let out = run(&["delete", "1", "--db", db.path()]);
+    assert!(out.status.success());
+    let out = run(&["show", "1", "--db", db.path()]);
+    assert_eq!(code(&out), 2);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no run 1"));
+
+    let out = run(&["import", "/nonexistent/plumb.json", "--db", db.path()]);
+    assert_eq!(code(&out), 2);
+}
+
+#[test]
+fn pacing_at_half_is_a_regression_and_check_says_bad() {
+    let _alone = measuring_alone();
+    let db = TempDb::new("regression");
+    let fast = stored_run(&db, "fast", &["--iterations", "5..10"]);
+    let mean = f(&fast["confidence"]["mean"]);
+    let half = format!("{}", (mean / 2.0) as u64);
+    stored_run(
+        &db,
+        "slow",
+        &["--iterations", "5..10", "--pacing-rate", &half],
+    );
+
+    let out = run(&[
+        "compare",
+        "fast",
+        "slow",
+        "--db",
+        db.path(),
+        "--format",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let c: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p = &c["points"][0];
+    assert_eq!(p["verdict"], "regression", "{c}");
+    let change = f(&p["change"]);
+    assert!((-0.65..=-0.35).contains(&change), "about -50 %: {change}");
+    assert!(
+        c["spec_diff"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["key"] == "socket.pacing_rate_bps"),
+        "the spec difference is named: {}",
+        c["spec_diff"]
+    );
+
+    let out = run(&["compare", "fast", "slow", "--db", db.path()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "regression",
+        "Welch",
+        "alpha 0.05",
+        "noise band",
+        "CPU seconds per GB",
+        "client user",
+    ] {
+        assert!(
+            text.contains(needle),
+            "terminal output lacks {needle:?}:\n{text}"
+        );
+    }
+    let out = run(&[
+        "compare",
+        "fast",
+        "slow",
+        "--db",
+        db.path(),
+        "--format",
+        "mail",
+    ]);
+    let mail = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        mail.contains(" - [") && mail.contains(" vs ") && mail.contains("Gbps]"),
+        "{mail}"
+    );
+    let out = run(&[
+        "compare",
+        "fast",
+        "slow",
+        "--db",
+        db.path(),
+        "--format",
+        "markdown",
+    ]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("| test point |"));
+
+    let out = run(&[
+        "check",
+        "--baseline",
+        "fast",
+        "--candidate",
+        "slow",
+        "--db",
+        db.path(),
+    ]);
+    assert_eq!(code(&out), 1, "{}", String::from_utf8_lossy(&out.stderr));
+    // The other way round it is an improvement: good.
+    let out = run(&[
+        "check",
+        "--baseline",
+        "slow",
+        "--candidate",
+        "fast",
+        "--db",
+        db.path(),
+    ]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn the_same_spec_twice_is_never_a_regression() {
+    let _alone = measuring_alone();
+    let db = TempDb::new("same");
+    // Paced well below what loopback carries, so the throughput is steady
+    // and the test is about the verdict logic, not this machine's noise.
+    let spec = ["--iterations", "4", "--pacing-rate", "2G"];
+    stored_run(&db, "first", &spec);
+    stored_run(&db, "second", &spec);
+    let out = run(&[
+        "compare",
+        "first",
+        "second",
+        "--db",
+        db.path(),
+        "--format",
+        "json",
+    ]);
+    let c: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = c["points"][0]["verdict"].as_str().unwrap().to_string();
+    assert!(v == "no_change" || v == "inconclusive", "{c}");
+    assert!(c["spec_diff"].is_null(), "same spec key: {c}");
+
+    // check runs the baseline's test point now, under another label.
+    let out = run(&[
+        "check",
+        "--baseline",
+        "first",
+        "--label",
+        "now",
+        "--iterations",
+        "4",
+        "--db",
+        db.path(),
+    ]);
+    let c = code(&out);
+    assert!(
+        c == 0 || c == 125,
+        "exit {c}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run(&["list", "--db", db.path(), "--label", "now"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("now"),
+        "check stored its run"
+    );
+
+    // Errors in check stop a bisection (128), they never blame a commit.
+    let out = run(&["check", "--baseline", "no-such-label", "--db", db.path()]);
+    assert_eq!(code(&out), 128);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-label"));
+}
+
+#[test]
+fn a_killed_run_leaves_the_store_whole() {
+    let db = TempDb::new("killed");
+    stored_run(&db, "before", &["--iterations", "1"]);
+    let mut child = plumb()
+        .args([
+            "run",
+            "stream",
+            "--db",
+            db.path(),
+            "--label",
+            "killed",
+            "--iterations",
+            "5",
+            "--duration",
+            "1s",
+            "--warmup",
+            "200ms",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let out = run(&["list", "--db", db.path()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("before"), "{text}");
+    assert!(
+        !text.contains("killed"),
+        "nothing of the killed run: {text}"
+    );
+    stored_run(&db, "after", &["--iterations", "1"]);
+    let out = run(&["list", "--db", db.path()]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("after"));
+}
+
+#[test]
+fn env_prints_the_host_and_diffs_runs() {
+    let out = run(&["env"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    assert!(
+        text.contains(&format!("kernel.release = {}", release.trim())),
+        "{text}"
+    );
+    assert!(text.contains("sysctl.net.ipv4.tcp_congestion_control = "));
+    let db = TempDb::new("env");
+    stored_run(&db, "e1", &["--iterations", "1"]);
+    stored_run(&db, "e2", &["--iterations", "1"]);
+    let out = run(&["env", "--diff", "e1", "e2", "--db", db.path()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
