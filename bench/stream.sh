@@ -38,7 +38,7 @@ iperf3_case() { # case-name, extra iperf3 args...
 
 plumb_case() { # case-name, extra plumb args...
   local name=$1; shift
-  "$PLUMB" run stream --json --duration "${SECS}s" --warmup 1s "$@" >"$work/plumb-$name-$rep.json"
+  "$PLUMB" run stream --json --iterations 1 --no-store --duration "${SECS}s" --warmup 1s "$@" >"$work/plumb-$name-$rep.json"
 }
 
 for rep in $(seq 1 "$REPS"); do
@@ -106,9 +106,9 @@ desc = {
     "b": "32 flows, 256 B writes, 8K buffers, nodelay, receive direction",
 }
 cmds = {
-    ("plumb", "a"): f"plumb run stream --json --duration {secs}s --warmup 1s --msg-size 128K",
+    ("plumb", "a"): f"plumb run stream --json --iterations 1 --no-store --duration {secs}s --warmup 1s --msg-size 128K",
     ("iperf3", "a"): f"iperf3 -c 127.0.0.1 -t {secs} -O 1 -J -l 128K",
-    ("plumb", "b"): f"plumb run stream --json --duration {secs}s --warmup 1s --flows 32 --msg-size 256 --sndbuf 8K --rcvbuf 8K --nodelay --direction recv",
+    ("plumb", "b"): f"plumb run stream --json --iterations 1 --no-store --duration {secs}s --warmup 1s --flows 32 --msg-size 256 --sndbuf 8K --rcvbuf 8K --nodelay --direction recv",
     ("iperf3", "b"): f"iperf3 -c 127.0.0.1 -t {secs} -O 1 -J -R -P 32 -l 256 -w 8K -N",
 }
 lines = []
