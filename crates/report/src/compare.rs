@@ -50,6 +50,16 @@ fn leftovers(o: &mut String, c: &Comparison, bullet: &str) {
 
 /// Budget lines worth a reader's eye: the processes always, the hosts'
 /// softirq and system time, and any line that moved by more than 5 %.
+/// CPU seconds per GB: user time on loopback is often a few milliseconds
+/// per GB, and "0.00 -> 0.00, +41 %" would read as noise.
+fn cost(v: f64) -> String {
+    if v != 0.0 && v.abs() < 0.01 {
+        format!("{v:.4}")
+    } else {
+        sig3(v)
+    }
+}
+
 fn budget_lines(p: &Point) -> impl Iterator<Item = &plumb_compare::BudgetLine> {
     p.budget.iter().filter(|l| {
         !l.end.ends_with("host")
@@ -98,8 +108,8 @@ pub fn terminal(c: &Comparison) -> String {
                 o,
                 "    {:<20} {:>10} {:>10} {:>9}",
                 format!("{} {}", l.end, l.part),
-                sig3(l.a),
-                sig3(l.b),
+                cost(l.a),
+                cost(l.b),
                 l.change.map(pct).unwrap_or_else(|| "-".into())
             );
         }
@@ -188,8 +198,8 @@ pub fn markdown(c: &Comparison) -> String {
                 "| {} {} | {} | {} | {} |",
                 l.end,
                 l.part,
-                sig3(l.a),
-                sig3(l.b),
+                cost(l.a),
+                cost(l.b),
                 l.change.map(pct).unwrap_or_else(|| "-".into())
             );
         }
