@@ -216,6 +216,9 @@ fn percent(s: &str) -> Result<f64, String> {
 pub enum RunCommand {
     /// Bulk TCP transfer in --msg-size writes (netperf TCP_STREAM/TCP_MAERTS).
     Stream(StreamArgs),
+    /// TCP request/response on long-lived flows (netperf TCP_RR): transactions
+    /// per second and latency percentiles.
+    Rr(RrArgs),
 }
 
 fn size(s: &str) -> Result<u64, String> {
@@ -259,6 +262,15 @@ pub struct StreamArgs {
     /// Bytes per write (and per read): 256, 8K, 128K, 1M, 1MiB.
     #[arg(long, default_value = "128K", value_parser = size, value_name = "SIZE")]
     pub msg_size: u64,
+    #[command(flatten)]
+    pub socket: SocketArgs,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// Socket options applied on both ends of every flow.
+#[derive(Args, Debug)]
+pub struct SocketArgs {
     /// SO_SNDBUF on both ends: a size like 8K, or auto (kernel autotuning).
     #[arg(long, default_value = "auto", value_parser = bufsize, value_name = "SIZE|auto")]
     pub sndbuf: BufSize,
@@ -280,6 +292,33 @@ pub struct StreamArgs {
     /// Per-flow pacing with SO_MAX_PACING_RATE, in bits/s: 500M, 10G.
     #[arg(long, value_parser = rate, value_name = "RATE")]
     pub pacing_rate: Option<u64>,
+}
+
+#[derive(Args, Debug)]
+pub struct RrArgs {
+    /// Number of TCP connections.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub flows: u32,
+    /// Worker threads on each end [default: min(flows, CPUs)].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub threads: Option<u32>,
+    /// Bytes per request: 1, 64, 8K.
+    #[arg(long, default_value = "1", value_parser = size, value_name = "SIZE")]
+    pub req_size: u64,
+    /// Bytes per response.
+    #[arg(long, default_value = "1", value_parser = size, value_name = "SIZE")]
+    pub resp_size: u64,
+    /// Requests outstanding per flow (netperf -b); 1 is a closed loop.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub pipeline: u32,
+    /// Write each request in pieces: 8,rest is an 8-byte write, then the rest.
+    #[arg(long, value_name = "LIST")]
+    pub req_writes: Option<String>,
+    /// Write each response in pieces: 8,rest is an 8-byte write, then the rest.
+    #[arg(long, value_name = "LIST")]
+    pub resp_writes: Option<String>,
+    #[command(flatten)]
+    pub socket: SocketArgs,
     #[command(flatten)]
     pub common: CommonArgs,
 }

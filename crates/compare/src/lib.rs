@@ -70,6 +70,9 @@ pub struct Point {
     pub ratio_lo: f64,
     pub ratio_hi: f64,
     pub verdict: Verdict,
+    /// What the budget lines count: "CPU seconds per GB" or "CPU
+    /// microseconds per transaction".
+    pub budget_unit: String,
     pub budget: Vec<BudgetLine>,
 }
 
@@ -128,10 +131,17 @@ fn side_stats(xs: &[f64], level: f64, runs: usize) -> SideStats {
 
 /// CPU seconds per GB received, summed over iterations so that long and
 /// short windows weigh by what they moved.
-fn budget(its: &[&Iteration]) -> BTreeMap<(String, String), f64> {
+/// For request/response the unit is microseconds of CPU per transaction.
+fn budget(its: &[&Iteration], transactional: bool) -> BTreeMap<(String, String), f64> {
     let gb: f64 = its
         .iter()
-        .map(|i| i.transfer.received_bytes as f64 / 1e9)
+        .map(|i| {
+            if transactional {
+                i.client.transactions as f64 / 1e6
+            } else {
+                i.transfer.received_bytes as f64 / 1e9
+            }
+        })
         .sum();
     let mut out = BTreeMap::new();
     if gb <= 0.0 {
@@ -185,7 +195,12 @@ pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
     if pairs.is_empty() && ka.len() == 1 && kb.len() == 1 {
         let (ka1, sa) = ka.iter().next().expect("one key");
         let (kb1, sb) = kb.iter().next().expect("one key");
-        pairs.push((ka1.clone(), kb1.clone(), format!("{sa} vs {sb}")));
+        let summary = if sa == sb {
+            sa.clone()
+        } else {
+            format!("{sa} vs {sb}")
+        };
+        pairs.push((ka1.clone(), kb1.clone(), summary));
         let spec = |s: &Side, k: &str| {
             s.runs
                 .iter()
@@ -200,13 +215,18 @@ pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
     for (key_a, key_b, summary) in &pairs {
         let ia = complete_iterations(&a.runs, key_a);
         let ib = complete_iterations(&b.runs, key_b);
-        let xa: Vec<f64> = ia.iter().map(|i| i.derived.throughput_bps).collect();
-        let xb: Vec<f64> = ib.iter().map(|i| i.derived.throughput_bps).collect();
+        let xa: Vec<f64> = ia.iter().map(|i| i.derived.metric()).collect();
+        let xb: Vec<f64> = ib.iter().map(|i| i.derived.metric()).collect();
         let Some(c) = plumb_stats::compare(&xa, &xb, params) else {
             too_few.push(format!("{summary} (n = {} vs {})", xa.len(), xb.len()));
             continue;
         };
-        let (ba, bb) = (budget(&ia), budget(&ib));
+        let transactional = a
+            .runs
+            .iter()
+            .find(|r| &r.spec_key == key_a)
+            .is_some_and(|r| r.spec.is_transactional());
+        let (ba, bb) = (budget(&ia, transactional), budget(&ib, transactional));
         let budget = ba
             .iter()
             .filter_map(|((end, part), va)| {
@@ -233,8 +253,14 @@ pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
                 format!("{key_a}/{key_b}")
             },
             summary: summary.clone(),
-            metric: "throughput".into(),
-            unit: "bit/s".into(),
+            metric: if transactional { "tps" } else { "throughput" }.into(),
+            unit: if transactional { "tx/s" } else { "bit/s" }.into(),
+            budget_unit: if transactional {
+                "CPU microseconds per transaction"
+            } else {
+                "CPU seconds per GB"
+            }
+            .into(),
             a: side_stats(&xa, params.level, runs(a, key_a)),
             b: side_stats(&xb, params.level, runs(b, key_b)),
             change: c.change,

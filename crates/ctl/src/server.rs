@@ -156,19 +156,8 @@ fn session(stream: TcpStream) -> Result<(), String> {
         Message::Start => {}
         m => return Err(ctrl.fail("order", format!("expected start, got {}", m.name()))),
     }
-    let (sends, receives) = spec.direction.activity(true);
-    let engine = Engine::start(
-        EngineConfig {
-            role: Role::Server,
-            sends,
-            receives,
-            msg_size: spec.msg_size as usize,
-            threads: spec.threads,
-            cpus: spec.server_cpus.clone(),
-        },
-        flows,
-    )
-    .map_err(|e| ctrl.fail("engine", e.to_string()))?;
+    let engine = Engine::start(EngineConfig::for_spec(&spec, Role::Server), flows)
+        .map_err(|e| ctrl.fail("engine", e.to_string()))?;
     ctrl.send(Message::Started)?;
 
     let end = measure(&ctrl, &engine, &spec, options);

@@ -5,11 +5,14 @@
 //! [`SampleSink`] and knows nothing of storage, reports or the control protocol.
 #![deny(unsafe_code)]
 
+pub mod latency;
 pub mod meter;
+mod rr;
 pub mod setup;
 mod worker;
 
 pub use meter::{Meter, SampleSink};
+pub use rr::RrPlan;
 pub use setup::{connect_flows, plain_io, read_back, Cookie, DataListener, SetupError};
 pub use worker::FlowError;
 
@@ -18,7 +21,7 @@ use plumb_spec::CpuList;
 use rustix::event::{eventfd, EventfdFlags};
 use std::net::TcpStream;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::AcqRel, Ordering::Relaxed};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use worker::{FlowCounters, WorkerPlan};
@@ -33,6 +36,53 @@ pub struct EngineConfig {
     pub threads: u32,
     /// Worker i runs on cpus[i % len]; None leaves placement to the scheduler.
     pub cpus: Option<CpuList>,
+    /// Request/response instead of streaming.
+    pub rr: Option<RrPlan>,
+}
+
+impl EngineConfig {
+    /// How `role` drives the flows of `spec`.
+    pub fn for_spec(spec: &plumb_spec::Spec, role: Role) -> EngineConfig {
+        let server = role == Role::Server;
+        let (sends, receives) = spec.direction.activity(server);
+        let writes = |w: &[u64], size: u64| -> Vec<usize> {
+            if w.is_empty() {
+                vec![size as usize]
+            } else {
+                w.iter().map(|&n| n as usize).collect()
+            }
+        };
+        let rr = spec.rr.as_ref().map(|r| {
+            if server {
+                RrPlan {
+                    client: false,
+                    out_writes: writes(&r.resp_writes, r.resp_size),
+                    in_size: r.req_size as usize,
+                    initial: 0,
+                }
+            } else {
+                RrPlan {
+                    client: true,
+                    out_writes: writes(&r.req_writes, r.req_size),
+                    in_size: r.resp_size as usize,
+                    initial: r.pipeline,
+                }
+            }
+        });
+        EngineConfig {
+            role,
+            sends: sends || rr.is_some(),
+            receives: receives || rr.is_some(),
+            msg_size: spec.msg_size as usize,
+            threads: spec.threads,
+            cpus: if server {
+                spec.server_cpus.clone()
+            } else {
+                spec.client_cpus.clone()
+            },
+            rr,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -47,9 +97,14 @@ pub enum EngineError {
 #[derive(Debug, Clone, Default)]
 pub struct Counts {
     pub flows: Vec<(u64, u64)>,
+    /// Transactions per flow (request/response workloads).
+    pub transactions: Vec<u64>,
 }
 
 impl Counts {
+    pub fn transactions(&self) -> u64 {
+        self.transactions.iter().sum()
+    }
     pub fn sent(&self) -> u64 {
         self.flows.iter().map(|f| f.0).sum()
     }
@@ -67,6 +122,8 @@ pub struct Engine {
     window_closed: Arc<AtomicBool>,
     wakes: Vec<Arc<OwnedFd>>,
     workers: Vec<JoinHandle<std::io::Result<Vec<FlowError>>>>,
+    latency: Vec<Arc<latency::LatencySlot>>,
+    epoch: Arc<AtomicU64>,
 }
 
 impl Engine {
@@ -88,7 +145,10 @@ impl Engine {
             window_closed: window_closed.clone(),
             wakes: Vec::new(),
             workers: Vec::new(),
+            latency: Vec::new(),
+            epoch: Arc::new(AtomicU64::new(0)),
         };
+        let clock = std::time::Instant::now();
         let prefix = match config.role {
             Role::Client => "plumb-c",
             Role::Server => "plumb-s",
@@ -109,10 +169,26 @@ impl Engine {
                 window_closed: window_closed.clone(),
                 wake: wake.clone(),
                 cpu: config.cpus.as_ref().map(|c| c.cpus()[w % c.len()]),
+                rr: config.rr.clone(),
+                latency: None,
+                epoch: engine.epoch.clone(),
+                clock,
             };
+            let mut plan = plan;
+            if config.rr.as_ref().is_some_and(|r| r.client) {
+                let slot = Arc::new(latency::LatencySlot::new());
+                engine.latency.push(slot.clone());
+                plan.latency = Some(slot);
+            }
             let handle = std::thread::Builder::new()
                 .name(format!("{prefix}{w}"))
-                .spawn(move || worker::run(plan))
+                .spawn(move || {
+                    if plan.rr.is_some() {
+                        rr::run(plan)
+                    } else {
+                        worker::run(plan)
+                    }
+                })
                 .map_err(|e| EngineError::Spawn(e.to_string()))?;
             engine.wakes.push(wake);
             engine.workers.push(handle);
@@ -148,7 +224,39 @@ impl Engine {
                 .iter()
                 .map(|c| (c.sent.load(Relaxed), c.received.load(Relaxed)))
                 .collect(),
+            transactions: self
+                .counters
+                .iter()
+                .map(|c| c.transactions.load(Relaxed))
+                .collect(),
         }
+    }
+
+    /// The latencies recorded since the last call, merged over the workers
+    /// (None when this end does not time transactions). Workers hand over
+    /// their histograms when they see the new epoch; one busy for longer
+    /// than the wait hands over at the next call instead.
+    pub fn collect_latency(&self) -> Option<hdrhistogram::Histogram<u64>> {
+        if self.latency.is_empty() {
+            return None;
+        }
+        let epoch = self.epoch.fetch_add(1, AcqRel) + 1;
+        for w in &self.wakes {
+            let _ = rustix::io::write(&**w, &1u64.to_ne_bytes());
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(50);
+        while !self.latency.iter().all(|s| rr::caught_up(s, epoch))
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+        let mut out = latency::new_histogram();
+        for s in &self.latency {
+            let mut h = s.hist.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = out.add(&*h);
+            h.reset();
+        }
+        Some(out)
     }
 
     /// Bytes sitting in this end's socket queues: written but not yet

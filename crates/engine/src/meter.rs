@@ -55,11 +55,17 @@ pub struct Meter {
     last_t: Instant,
     last: Counts,
     samples: Vec<IntervalSample>,
+    /// Latencies of the window so far, when this end times transactions.
+    latency: Option<hdrhistogram::Histogram<u64>>,
 }
 
 impl Meter {
     /// Opens the window now.
     pub fn open(engine: &Engine) -> Meter {
+        // What was timed during the warm-up is dropped here.
+        let latency = engine
+            .collect_latency()
+            .map(|_| crate::latency::new_histogram());
         let opened = Instant::now();
         let start = engine.counts();
         let queued_start = engine.queued_bytes();
@@ -73,7 +79,17 @@ impl Meter {
             queued_start,
             host,
             samples: Vec::new(),
+            latency,
         }
+    }
+
+    /// Moves the latencies recorded since the last call into the window's
+    /// histogram and returns their 99th percentile in microseconds.
+    fn take_latency(&mut self, engine: &Engine) -> Option<f64> {
+        let window = self.latency.as_mut()?;
+        let h = engine.collect_latency()?;
+        let _ = window.add(&h);
+        (!h.is_empty()).then(|| h.value_at_quantile(0.99) as f64 / 1000.0)
     }
 
     pub fn elapsed_s(&self) -> f64 {
@@ -84,11 +100,14 @@ impl Meter {
     pub fn tick(&mut self, engine: &Engine, sink: &mut dyn SampleSink) {
         let now = Instant::now();
         let c = engine.counts();
+        let p99_us = self.take_latency(engine);
         let s = IntervalSample {
             t_s: (now - self.opened).as_secs_f64(),
             dt_s: (now - self.last_t).as_secs_f64(),
             bytes_sent: c.sent() - self.last.sent(),
             bytes_received: c.received() - self.last.received(),
+            transactions: c.transactions() - self.last.transactions(),
+            p99_us,
         };
         sink.interval(self.role, &s);
         self.samples.push(s);
@@ -105,6 +124,7 @@ impl Meter {
     ) -> EndResult {
         let end_t = Instant::now();
         let end = engine.counts();
+        let tail_p99 = self.take_latency(engine);
         let queued_end = engine.queued_bytes();
         let host = HostSnapshot::take();
         engine.mark_window_closed();
@@ -119,6 +139,8 @@ impl Meter {
                 dt_s: tail,
                 bytes_sent: end.sent() - self.last.sent(),
                 bytes_received: end.received() - self.last.received(),
+                transactions: end.transactions() - self.last.transactions(),
+                p99_us: tail_p99,
             };
             sink.interval(self.role, &s);
             self.samples.push(s);
@@ -133,6 +155,8 @@ impl Meter {
                 flow: i as u32,
                 bytes_sent: e.0 - s.0,
                 bytes_received: e.1 - s.1,
+                transactions: end.transactions.get(i).copied().unwrap_or(0)
+                    - self.start.transactions.get(i).copied().unwrap_or(0),
             })
             .collect();
 
@@ -165,6 +189,12 @@ impl Meter {
             tcp_info,
             socket_options: options,
             warnings: Vec::new(),
+            transactions: end.transactions() - self.start.transactions(),
+            latency: self
+                .latency
+                .as_ref()
+                .filter(|h| !h.is_empty())
+                .map(crate::latency::summarize),
         }
     }
 }

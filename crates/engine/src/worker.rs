@@ -17,16 +17,22 @@ use std::sync::Arc;
 pub struct FlowCounters {
     pub sent: AtomicU64,
     pub received: AtomicU64,
+    pub transactions: AtomicU64,
 }
 
 impl FlowCounters {
     #[inline]
-    fn add_sent(&self, n: u64) {
+    pub(crate) fn add_transaction(&self) {
+        self.transactions
+            .store(self.transactions.load(Relaxed) + 1, Relaxed);
+    }
+    #[inline]
+    pub(crate) fn add_sent(&self, n: u64) {
         // Single writer: a load and a store, no locked read-modify-write.
         self.sent.store(self.sent.load(Relaxed) + n, Relaxed);
     }
     #[inline]
-    fn add_received(&self, n: u64) {
+    pub(crate) fn add_received(&self, n: u64) {
         self.received
             .store(self.received.load(Relaxed) + n, Relaxed);
     }
@@ -51,6 +57,11 @@ pub(crate) struct WorkerPlan {
     pub window_closed: Arc<AtomicBool>,
     pub wake: Arc<OwnedFd>,
     pub cpu: Option<u32>,
+    pub rr: Option<crate::rr::RrPlan>,
+    pub latency: Option<Arc<crate::latency::LatencySlot>>,
+    pub epoch: Arc<AtomicU64>,
+    /// The engine's time base for latency stamps.
+    pub clock: std::time::Instant,
 }
 
 const WAKE: u64 = u64::MAX;

@@ -10,8 +10,33 @@ fn pct(x: f64) -> String {
     format!("{:+.1}%", x * 100.0)
 }
 
-fn gbps(bps: f64) -> String {
-    format!("{:.2}", bps / 1e9)
+/// A metric value in its unit: bits/s scaled, transactions/s as they are.
+fn value(p: &Point, v: f64) -> String {
+    if p.unit == "tx/s" {
+        format!("{} tx/s", sig3_scaled(v))
+    } else {
+        format_bits_per_sec(v)
+    }
+}
+
+/// 12345 -> 12.3k, 1234567 -> 1.23M.
+fn sig3_scaled(v: f64) -> String {
+    if v.abs() >= 1e6 {
+        format!("{}M", sig3(v / 1e6))
+    } else if v.abs() >= 1e3 {
+        format!("{}k", sig3(v / 1e3))
+    } else {
+        sig3(v)
+    }
+}
+
+/// The bracket of the mail format: `8.4 vs 5.9 Gbps` or `52.1k vs 48.0k tps`.
+fn pair(p: &Point) -> String {
+    if p.unit == "tx/s" {
+        format!("{} vs {} tps", sig3_scaled(p.a.mean), sig3_scaled(p.b.mean))
+    } else {
+        format!("{} vs {} Gbps", sig3(p.a.mean / 1e9), sig3(p.b.mean / 1e9))
+    }
 }
 
 fn method_line(c: &Comparison) -> String {
@@ -81,9 +106,9 @@ pub fn terminal(c: &Comparison) -> String {
             let _ = writeln!(
                 o,
                 "  {name} {:>14}  interval {} .. {}  n {} iterations in {} run{}",
-                format_bits_per_sec(s.mean),
-                format_bits_per_sec(s.lo),
-                format_bits_per_sec(s.hi),
+                value(p, s.mean),
+                value(p, s.lo),
+                value(p, s.hi),
                 s.n,
                 s.runs,
                 if s.runs == 1 { "" } else { "s" }
@@ -100,8 +125,8 @@ pub fn terminal(c: &Comparison) -> String {
         );
         let _ = writeln!(
             o,
-            "  CPU seconds per GB     {:>10} {:>10} {:>9}",
-            "A", "B", "change"
+            "  {:<22} {:>10} {:>10} {:>9}",
+            p.budget_unit, "A", "B", "change"
         );
         for l in budget_lines(p) {
             let _ = writeln!(
@@ -168,7 +193,7 @@ pub fn markdown(c: &Comparison) -> String {
     let _ = writeln!(o, "**A** = `{}`, **B** = `{}`\n", c.a, c.b);
     let _ = writeln!(
         o,
-        "| test point | A (Gbit/s) | B (Gbit/s) | change | ratio interval | p | verdict |"
+        "| test point | A | B | change | ratio interval | p | verdict |"
     );
     let _ = writeln!(o, "|---|---|---|---|---|---|---|");
     for p in &c.points {
@@ -176,9 +201,9 @@ pub fn markdown(c: &Comparison) -> String {
             o,
             "| {} | {} (n={}) | {} (n={}) | {} | {:.3}..{:.3} | {:.4} | {} |",
             p.summary,
-            gbps(p.a.mean),
+            value(p, p.a.mean),
             p.a.n,
-            gbps(p.b.mean),
+            value(p, p.b.mean),
             p.b.n,
             pct(p.change),
             p.ratio_lo,
@@ -189,7 +214,7 @@ pub fn markdown(c: &Comparison) -> String {
     }
     let _ = writeln!(o, "\n_Method: {}._\n", method_line(c));
     for p in &c.points {
-        let _ = writeln!(o, "CPU seconds per GB, {}:\n", p.summary);
+        let _ = writeln!(o, "{}, {}:\n", p.budget_unit, p.summary);
         let _ = writeln!(o, "| end | A | B | change |");
         let _ = writeln!(o, "|---|---|---|---|");
         for l in budget_lines(p) {
@@ -215,15 +240,14 @@ pub fn markdown(c: &Comparison) -> String {
 /// form netdev readers know: `8K - [8.4 vs 5.9 Gbps] -29.8%`.
 pub fn mail(c: &Comparison) -> String {
     let mut o = String::new();
-    let _ = writeln!(o, "{} vs {}, throughput:\n", c.a, c.b);
+    let _ = writeln!(o, "{} vs {}:\n", c.a, c.b);
     let w = c.points.iter().map(|p| p.summary.len()).max().unwrap_or(0);
     for p in &c.points {
         let _ = writeln!(
             o,
-            "{:<w$} - [{} vs {} Gbps] {:>7}  {}",
+            "{:<w$} - [{}] {:>7}  {}",
             p.summary,
-            sig3(p.a.mean / 1e9),
-            sig3(p.b.mean / 1e9),
+            pair(p),
             pct(p.change),
             p.verdict
         );

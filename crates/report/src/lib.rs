@@ -25,6 +25,29 @@ fn pct(x: f64) -> String {
     format!("{:.1}%", x * 100.0)
 }
 
+/// The headline metric of a record in its unit.
+fn metric_text(rec: &RunRecord, v: f64) -> String {
+    if rec.spec.is_transactional() {
+        tx_rate(v)
+    } else {
+        format_bits_per_sec(v)
+    }
+}
+
+fn tx_rate(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{} M tx/s", sig3(v / 1e6))
+    } else if v >= 1e3 {
+        format!("{} k tx/s", sig3(v / 1e3))
+    } else {
+        format!("{} tx/s", sig3(v))
+    }
+}
+
+fn micros(s: f64) -> String {
+    format!("{} us", sig3(s * 1e6))
+}
+
 fn median(mut v: Vec<f64>) -> Option<f64> {
     if v.is_empty() {
         return None;
@@ -50,16 +73,17 @@ pub fn run_summary(rec: &RunRecord) -> String {
     // The detail of the iteration whose throughput is the median one: a
     // typical iteration rather than an average no iteration had.
     let mut order: Vec<&Iteration> = rec.iterations.iter().collect();
-    order.sort_by(|a, b| {
-        a.derived
-            .throughput_bps
-            .total_cmp(&b.derived.throughput_bps)
-    });
+    order.sort_by(|a, b| a.derived.metric().total_cmp(&b.derived.metric()));
     if let Some(it) = order.get(order.len().saturating_sub(1) / 2) {
         if rec.iterations.len() > 1 {
             let _ = writeln!(o, "\nmedian iteration: #{}", it.index + 1);
         }
-        iteration(&mut o, it, spec.duration_ms as f64 / 1000.0);
+        iteration(
+            &mut o,
+            it,
+            spec.duration_ms as f64 / 1000.0,
+            spec.is_transactional(),
+        );
     }
     if let Some(c) = &rec.confidence {
         if let Some(line) = c.shortfall(rec.iterations.iter().filter(|i| i.complete).count()) {
@@ -74,7 +98,15 @@ fn iterations_table(o: &mut String, rec: &RunRecord) {
     let _ = writeln!(
         o,
         "{:<6}{:>16}{:>12}{:>12}{:>10}",
-        "iter", "throughput", "client CPU", "server CPU", "retrans"
+        "iter",
+        if rec.spec.is_transactional() {
+            "transactions"
+        } else {
+            "throughput"
+        },
+        "client CPU",
+        "server CPU",
+        "retrans"
     );
     let outliers: Vec<u32> = rec
         .confidence
@@ -93,7 +125,7 @@ fn iterations_table(o: &mut String, rec: &RunRecord) {
             o,
             "{:<6}{:>16}{:>12}{:>12}{:>10}{flags}",
             format!("#{}", it.index + 1),
-            format_bits_per_sec(it.derived.throughput_bps),
+            metric_text(rec, it.derived.metric()),
             secs(it.client.process.total_s()),
             secs(it.server.process.total_s()),
             it.derived.retransmits,
@@ -108,7 +140,7 @@ fn iterations_table(o: &mut String, rec: &RunRecord) {
         let _ = writeln!(
             o,
             "mean  {:>16}  {} at {:.0} % over {n} iterations (target ±{:.1} %{})",
-            format_bits_per_sec(c.mean),
+            metric_text(rec, c.mean),
             width,
             c.level * 100.0,
             c.target * 100.0,
@@ -119,9 +151,9 @@ fn iterations_table(o: &mut String, rec: &RunRecord) {
                 o,
                 "bimodal: {} iterations near {} and {} near {}",
                 b.low_n,
-                format_bits_per_sec(b.low_mean),
+                metric_text(rec, b.low_mean),
                 b.high_n,
-                format_bits_per_sec(b.high_mean)
+                metric_text(rec, b.high_mean)
             );
         }
         if !c.outliers.is_empty() {
@@ -135,7 +167,7 @@ fn iterations_table(o: &mut String, rec: &RunRecord) {
     }
 }
 
-fn iteration(o: &mut String, it: &Iteration, planned_s: f64) {
+fn iteration(o: &mut String, it: &Iteration, planned_s: f64, transactional: bool) {
     let d = &it.derived;
     let t = &it.transfer;
     let _ = writeln!(
@@ -146,6 +178,9 @@ fn iteration(o: &mut String, it: &Iteration, planned_s: f64) {
         if it.complete { "" } else { "  [INCOMPLETE]" }
     );
     let _ = writeln!(o);
+    if transactional {
+        transactions(o, it);
+    }
     let _ = writeln!(
         o,
         "throughput  {:<14} per second: min {}, max {}",
@@ -173,11 +208,31 @@ fn iteration(o: &mut String, it: &Iteration, planned_s: f64) {
     let _ = writeln!(
         o,
         "{:<14}{:>9}{:>9}{:>9}{:>8}{:>10}  ctx vol/invol",
-        "CPU", "user", "system", "total", "util", "per GB"
+        "CPU",
+        "user",
+        "system",
+        "total",
+        "util",
+        if transactional { "per tx" } else { "per GB" }
     );
-    for (name, end, per_gb) in [
-        ("client", &it.client, d.client_cpu_s_per_gb),
-        ("server", &it.server, d.server_cpu_s_per_gb),
+    let cost = |per_gb: f64, per_tx: Option<f64>| {
+        if transactional {
+            per_tx.map(micros).unwrap_or_else(|| "-".into())
+        } else {
+            secs(per_gb)
+        }
+    };
+    for (name, end, per_unit) in [
+        (
+            "client",
+            &it.client,
+            cost(d.client_cpu_s_per_gb, d.client_cpu_s_per_tx),
+        ),
+        (
+            "server",
+            &it.server,
+            cost(d.server_cpu_s_per_gb, d.server_cpu_s_per_tx),
+        ),
     ] {
         let p = &end.process;
         let util = if end.window_s > 0.0 {
@@ -193,7 +248,7 @@ fn iteration(o: &mut String, it: &Iteration, planned_s: f64) {
             secs(p.system_s),
             secs(p.total_s()),
             pct(util),
-            secs(per_gb),
+            per_unit,
             p.voluntary_csw,
             p.involuntary_csw
         );
@@ -207,7 +262,7 @@ fn iteration(o: &mut String, it: &Iteration, planned_s: f64) {
         "",
         secs(d.host_busy_s),
         pct(d.host_busy_s / (it.window_s * ncpu).max(f64::EPSILON)),
-        secs(d.host_cpu_s_per_gb),
+        cost(d.host_cpu_s_per_gb, d.host_cpu_s_per_tx),
         secs(d.host_softirq_s)
     );
     let _ = writeln!(o);
@@ -264,6 +319,54 @@ fn iteration(o: &mut String, it: &Iteration, planned_s: f64) {
             "INCOMPLETE: interrupted after {} of the {} window",
             secs(it.window_s),
             secs(planned_s)
+        );
+    }
+}
+
+/// Transactions, their rate interval by interval, latency percentiles and
+/// fairness over flows.
+fn transactions(o: &mut String, it: &Iteration) {
+    let d = &it.derived;
+    let rates: Vec<f64> = it
+        .client
+        .intervals
+        .iter()
+        .filter(|s| s.dt_s >= 0.5)
+        .map(|s| s.transactions as f64 / s.dt_s)
+        .collect();
+    let lo = rates.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = rates.iter().copied().fold(0.0, f64::max);
+    let _ = writeln!(
+        o,
+        "transactions {} ({}), server counted {}{}",
+        it.client.transactions,
+        tx_rate(d.tps.unwrap_or(0.0)),
+        it.server.transactions,
+        if rates.is_empty() {
+            String::new()
+        } else {
+            format!("; per second min {}, max {}", tx_rate(lo), tx_rate(hi))
+        }
+    );
+    if let Some(l) = &it.client.latency {
+        let _ = writeln!(
+            o,
+            "latency us   mean {}  p50 {}  p90 {}  p99 {}  p99.9 {}  p99.99 {}  max {}",
+            sig3(l.mean_us),
+            sig3(l.p50_us),
+            sig3(l.p90_us),
+            sig3(l.p99_us),
+            sig3(l.p999_us),
+            sig3(l.p9999_us),
+            sig3(l.max_us)
+        );
+    }
+    if let Some(f) = d.fairness {
+        let _ = writeln!(
+            o,
+            "fairness     {:.3} (Jain's index over {} flows' transactions)",
+            f,
+            it.client.flows.len()
         );
     }
 }

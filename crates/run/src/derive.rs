@@ -82,6 +82,7 @@ pub fn derive(spec: &Spec, client: &EndResult, server: &EndResult) -> Derived {
     }
 
     let senders: Vec<&EndResult> = match spec.direction {
+        _ if spec.is_transactional() => vec![client, server],
         Direction::Send => vec![client],
         Direction::Recv => vec![server],
         Direction::Both => vec![client, server],
@@ -111,6 +112,30 @@ pub fn derive(spec: &Spec, client: &EndResult, server: &EndResult) -> Derived {
         host_softirq_s: host_softirq,
         softirq_shares: shares,
         retransmits,
+        ..transactional(spec, client, server, host_busy)
+    }
+}
+
+/// Transactions per second, CPU per transaction and fairness, counted by
+/// the client: a transaction is done when its response has been read.
+fn transactional(spec: &Spec, client: &EndResult, server: &EndResult, host_busy: f64) -> Derived {
+    if !spec.is_transactional() || client.window_s <= 0.0 {
+        return Derived::default();
+    }
+    let tx = client.transactions as f64;
+    let per_tx = |s: f64| (tx > 0.0).then(|| s / tx);
+    let per_flow: Vec<f64> = client.flows.iter().map(|f| f.transactions as f64).collect();
+    Derived {
+        tps: Some(tx / client.window_s),
+        client_cpu_s_per_tx: per_tx(client.process.total_s()),
+        server_cpu_s_per_tx: per_tx(server.process.total_s()),
+        host_cpu_s_per_tx: per_tx(host_busy),
+        fairness: if per_flow.len() > 1 {
+            plumb_stats::jain_fairness(&per_flow)
+        } else {
+            None
+        },
+        ..Derived::default()
     }
 }
 

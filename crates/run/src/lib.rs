@@ -183,9 +183,12 @@ pub fn run(
         let values: Vec<f64> = iterations
             .iter()
             .filter(|i| i.complete)
-            .map(|i| i.derived.throughput_bps)
+            .map(|i| i.derived.metric())
             .collect();
-        let conf = confidence(&values, repeat);
+        let mut conf = confidence(&values, repeat);
+        if spec.is_transactional() {
+            conf.metric = "tps".into();
+        }
         progress(iterations.last().expect("just pushed"), &conf);
         let n = iterations.len() as u32;
         if !complete
@@ -245,19 +248,8 @@ fn run_iteration(
     let options = read_back(&flows[0], &spec.socket);
     session.start(spec.flows)?;
 
-    let (sends, receives) = spec.direction.activity(false);
-    let engine = Engine::start(
-        EngineConfig {
-            role: Role::Client,
-            sends,
-            receives,
-            msg_size: spec.msg_size as usize,
-            threads: spec.threads,
-            cpus: spec.client_cpus.clone(),
-        },
-        flows,
-    )
-    .map_err(|e| RunError::Engine(e.to_string()))?;
+    let engine = Engine::start(EngineConfig::for_spec(spec, Role::Client), flows)
+        .map_err(|e| RunError::Engine(e.to_string()))?;
 
     let t0 = Instant::now();
     let mut complete = wait_until(
@@ -287,6 +279,9 @@ fn run_iteration(
             tick += 1;
         }
     }
+    // The server tears its flows down as soon as it is told to stop; a reset
+    // seen from here on is that, not a failure of the run.
+    engine.mark_window_closed();
     session.stop()?;
     let mut client = meter.close(&engine, sink, options);
     let server =

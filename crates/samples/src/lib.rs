@@ -16,7 +16,7 @@ pub use cpu::{CpuTimes, ProcessCpu, SoftirqCounts, ThreadCpu};
 pub use env::{EnvChange, Environment};
 pub use result::{
     Bimodal, Confidence, Derived, EndResult, FlowTotals, IntervalSample, Iteration, KernelCounters,
-    OptionRecord, OptionStatus, Role, RunRecord, SoftirqShare, TcpInfo, TcpInfoSummary, Transfer,
-    RUN_SCHEMA,
+    Latency, OptionRecord, OptionStatus, Role, RunRecord, SoftirqShare, TcpInfo, TcpInfoSummary,
+    Transfer, RUN_SCHEMA,
 };
 pub use units::{format_bits_per_sec, format_bytes};

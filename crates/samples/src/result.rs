@@ -27,6 +27,17 @@ pub struct IntervalSample {
     pub dt_s: f64,
     pub bytes_sent: u64,
     pub bytes_received: u64,
+    /// Transactions completed in this interval (request/response workloads).
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub transactions: u64,
+    /// 99th percentile latency of the transactions completed in this
+    /// interval, in microseconds (client end of request/response workloads).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub p99_us: Option<f64>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Bytes one flow moved during the window at one end.
@@ -35,6 +46,27 @@ pub struct FlowTotals {
     pub flow: u32,
     pub bytes_sent: u64,
     pub bytes_received: u64,
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub transactions: u64,
+}
+
+/// Transaction latency over a window, from a histogram with 3 significant
+/// digits of precision. Times in microseconds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Latency {
+    pub count: u64,
+    pub mean_us: f64,
+    pub min_us: f64,
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub p9999_us: f64,
+    pub max_us: f64,
+    /// The histogram itself: `[value_ns, count]` for each non-empty bucket,
+    /// value being the highest equivalent value of the bucket. Enough to
+    /// merge iterations or runs and read any percentile again.
+    pub buckets: Vec<[u64; 2]>,
 }
 
 /// A subset of `struct tcp_info` for one flow at the end of the window. Fields
@@ -143,6 +175,12 @@ pub struct EndResult {
     /// Problems that did not stop the run (a flow reset after the window, ...).
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub warnings: Vec<String>,
+    /// Transactions completed during the window (request/response workloads).
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub transactions: u64,
+    /// Latency of the transactions this end timed (the client).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub latency: Option<Latency>,
 }
 
 /// Bytes accounted by the sender and by the receiver for the same window.
@@ -190,6 +228,21 @@ pub struct Derived {
     pub softirq_shares: Vec<SoftirqShare>,
     /// Sum of TCP retransmissions over all flows at the sending end(s).
     pub retransmits: u64,
+    /// Request/response workloads: transactions per second completed by the
+    /// client, and CPU seconds per transaction of the client process, the
+    /// server process and the host (busy time).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tps: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub client_cpu_s_per_tx: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub server_cpu_s_per_tx: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub host_cpu_s_per_tx: Option<f64>,
+    /// Jain's fairness index over the per-flow transaction counts (1 = all
+    /// flows got the same share).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub fairness: Option<f64>,
 }
 
 /// One execution of a spec with its measurement window on both ends.
@@ -287,12 +340,30 @@ impl Confidence {
 }
 
 impl RunRecord {
-    /// The run's headline metric, one value per complete iteration.
+    /// The run's headline metric, one value per complete iteration:
+    /// transactions per second for request/response, else throughput.
     pub fn metric_values(&self) -> Vec<f64> {
         self.iterations
             .iter()
             .filter(|i| i.complete)
-            .map(|i| i.derived.throughput_bps)
+            .map(|i| i.derived.metric())
             .collect()
+    }
+
+    /// Name and unit of the headline metric.
+    pub fn metric(&self) -> (&'static str, &'static str) {
+        if self.spec.is_transactional() {
+            ("tps", "tx/s")
+        } else {
+            ("throughput", "bit/s")
+        }
+    }
+}
+
+impl Derived {
+    /// Transactions per second where the workload has transactions, else
+    /// throughput in bits per second.
+    pub fn metric(&self) -> f64 {
+        self.tps.unwrap_or(self.throughput_bps)
     }
 }

@@ -21,12 +21,15 @@ use std::fmt;
 pub enum Workload {
     /// Bulk TCP transfer in `msg_size` writes.
     Stream,
+    /// TCP request/response on long-lived flows (netperf TCP_RR).
+    Rr,
 }
 
 impl fmt::Display for Workload {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Workload::Stream => "stream",
+            Workload::Rr => "rr",
         })
     }
 }
@@ -95,6 +98,77 @@ pub struct SocketOpts {
     pub pacing_rate_bps: Option<u64>,
 }
 
+/// Request/response parameters.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RrSpec {
+    pub req_size: u64,
+    pub resp_size: u64,
+    /// Requests outstanding per flow (netperf's -b); 1 is a closed loop.
+    pub pipeline: u32,
+    /// Sizes of the writes one request is sent in; empty means one write.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub req_writes: Vec<u64>,
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub resp_writes: Vec<u64>,
+}
+
+impl Default for RrSpec {
+    fn default() -> Self {
+        RrSpec {
+            req_size: 1,
+            resp_size: 1,
+            pipeline: 1,
+            req_writes: Vec::new(),
+            resp_writes: Vec::new(),
+        }
+    }
+}
+
+/// The most requests a flow may keep outstanding.
+pub const MAX_PIPELINE: u32 = 1024;
+
+/// Resolves `8,rest` against a message of `size` bytes into write sizes that
+/// add up to it: `[8, 1000]` for 1008. Empty input means one write.
+pub fn parse_writes(flag: &'static str, text: &str, size: u64) -> Result<Vec<u64>, SpecError> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(Vec::new());
+    }
+    let parts: Vec<&str> = text.split(',').map(str::trim).collect();
+    let mut out = Vec::with_capacity(parts.len());
+    let mut total = 0u64;
+    for (i, part) in parts.iter().enumerate() {
+        if part.eq_ignore_ascii_case("rest") {
+            if i + 1 != parts.len() {
+                return Err(SpecError::new(flag, "'rest' may only be the last write"));
+            }
+            if total >= size {
+                return Err(SpecError::new(
+                    flag,
+                    format!("the writes before 'rest' already make {total} of {size} bytes"),
+                ));
+            }
+            out.push(size - total);
+            total = size;
+        } else {
+            let n = units::parse_size(part)
+                .map_err(|e| SpecError::new(flag, format!("'{part}': {e}")))?;
+            if n == 0 {
+                return Err(SpecError::new(flag, format!("write {} is empty", i + 1)));
+            }
+            total += n;
+            out.push(n);
+        }
+    }
+    if total != size {
+        return Err(SpecError::new(
+            flag,
+            format!("the writes add up to {total} bytes but a message is {size}; end with 'rest'"),
+        ));
+    }
+    Ok(out)
+}
+
 /// One test point. Two specs with the same key measured the same thing.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Spec {
@@ -110,6 +184,10 @@ pub struct Spec {
     pub warmup_ms: u64,
     pub client_cpus: Option<CpuList>,
     pub server_cpus: Option<CpuList>,
+    /// Present for request/response workloads. Left out of stream specs so
+    /// their keys stay what they were.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub rr: Option<RrSpec>,
 }
 
 /// Limits that keep a spec meaningful; the server enforces its own on top.
@@ -149,11 +227,57 @@ impl Spec {
             warmup_ms: 1_000,
             client_cpus: None,
             server_cpus: None,
+            rr: None,
         }
+    }
+
+    /// An rr spec with the defaults of `plumb run rr`.
+    pub fn rr() -> Spec {
+        Spec {
+            workload: Workload::Rr,
+            msg_size: 1,
+            rr: Some(RrSpec::default()),
+            ..Spec::stream()
+        }
+    }
+
+    /// Transactions rather than bytes are what this workload measures.
+    pub fn is_transactional(&self) -> bool {
+        self.rr.is_some()
     }
 
     /// Checks ranges and consistency; names the flag of the first bad field.
     pub fn validate(&self) -> Result<(), SpecError> {
+        // The rr sizes first: msg_size is derived from them, and the user
+        // typed --req-size, not --msg-size.
+        if let Some(rr) = &self.rr {
+            for (flag, size) in [("--req-size", rr.req_size), ("--resp-size", rr.resp_size)] {
+                if size == 0 || size > MAX_MSG_SIZE {
+                    return Err(SpecError::new(
+                        flag,
+                        format!("must be between 1 byte and 64M, got {size}"),
+                    ));
+                }
+            }
+            if rr.pipeline == 0 || rr.pipeline > MAX_PIPELINE {
+                return Err(SpecError::new(
+                    "--pipeline",
+                    format!("must be between 1 and {MAX_PIPELINE}, got {}", rr.pipeline),
+                ));
+            }
+            for (flag, writes, size) in [
+                ("--req-writes", &rr.req_writes, rr.req_size),
+                ("--resp-writes", &rr.resp_writes, rr.resp_size),
+            ] {
+                if !writes.is_empty() && (writes.contains(&0) || writes.iter().sum::<u64>() != size)
+                {
+                    return Err(SpecError::new(
+                        flag,
+                        format!("the writes must be non-empty and add up to {size} bytes"),
+                    ));
+                }
+            }
+        }
         if self.flows == 0 || self.flows > MAX_FLOWS {
             return Err(SpecError::new(
                 "--flows",
@@ -247,6 +371,36 @@ impl Spec {
 
     /// One line that says what runs: `stream send 1 flow x 128K, ipv4, 10s`.
     pub fn summary(&self) -> String {
+        if let Some(rr) = &self.rr {
+            let writes = |w: &[u64]| {
+                if w.len() > 1 {
+                    let parts: Vec<String> = w.iter().map(|n| n.to_string()).collect();
+                    format!(" in writes {}", parts.join("+"))
+                } else {
+                    String::new()
+                }
+            };
+            return format!(
+                "{} {} flow{} {}{}/{}{}{}{}, {} thread{}, {}, {}s",
+                self.workload,
+                self.flows,
+                if self.flows == 1 { "" } else { "s" },
+                units::show_size(rr.req_size),
+                writes(&rr.req_writes),
+                units::show_size(rr.resp_size),
+                writes(&rr.resp_writes),
+                if rr.pipeline > 1 {
+                    format!(", pipeline {}", rr.pipeline)
+                } else {
+                    String::new()
+                },
+                if self.socket.nodelay { ", nodelay" } else { "" },
+                self.threads,
+                if self.threads == 1 { "" } else { "s" },
+                self.family,
+                self.duration_ms as f64 / 1000.0
+            );
+        }
         let flows = if self.flows == 1 {
             "1 flow".to_string()
         } else {
@@ -295,6 +449,45 @@ mod tests {
         s.socket.mss = Some(10);
         assert_eq!(s.validate().unwrap_err().flag, "--mss");
         assert!(Spec::stream().validate().is_ok());
+    }
+
+    #[test]
+    fn writes_resolve_rest_and_name_the_flag() {
+        assert_eq!(
+            parse_writes("--resp-writes", "8,rest", 1008).unwrap(),
+            vec![8, 1000]
+        );
+        assert_eq!(
+            parse_writes("--resp-writes", "", 1008).unwrap(),
+            Vec::<u64>::new()
+        );
+        assert_eq!(
+            parse_writes("--req-writes", "1,2,3", 6).unwrap(),
+            vec![1, 2, 3]
+        );
+        let e = parse_writes("--resp-writes", "8,100", 1008).unwrap_err();
+        assert_eq!(e.flag, "--resp-writes");
+        assert!(e.message.contains("rest"), "{e}");
+        assert!(parse_writes("--resp-writes", "rest,8", 1008).is_err());
+        assert!(parse_writes("--resp-writes", "2000,rest", 1008).is_err());
+        assert!(parse_writes("--resp-writes", "0,rest", 1008).is_err());
+        assert!(parse_writes("--resp-writes", "x,rest", 1008).is_err());
+    }
+
+    #[test]
+    fn stream_keys_do_not_see_the_rr_field() {
+        let json = serde_json::to_string(&Spec::stream()).unwrap();
+        assert!(!json.contains("rr"), "{json}");
+        let mut r = Spec::rr();
+        assert!(r.validate().is_ok());
+        assert_ne!(r.key(), Spec::stream().key());
+        r.rr.as_mut().unwrap().pipeline = 0;
+        assert_eq!(r.validate().unwrap_err().flag, "--pipeline");
+        assert!(
+            Spec::rr().summary().starts_with("rr 1 flow 1/1"),
+            "{}",
+            Spec::rr().summary()
+        );
     }
 
     #[test]

@@ -82,6 +82,8 @@ pub struct RunRow {
     pub summary: String,
     /// Mean throughput of the complete iterations.
     pub throughput_bps: Option<f64>,
+    /// Mean transactions per second (request/response workloads).
+    pub tps: Option<f64>,
 }
 
 #[derive(Debug, Clone)]
@@ -173,6 +175,9 @@ const MIGRATIONS: &[&str] = &[
         bytes_received INTEGER NOT NULL
     );
     CREATE INDEX interval_samples_run ON interval_samples(run_id, iteration);",
+    // v3: request/response runs list their transaction rate. Older rows are
+    // all streams, so nothing to fill in.
+    "ALTER TABLE runs ADD COLUMN tps REAL;",
 ];
 
 /// The schema version this plumb writes.
@@ -356,7 +361,7 @@ impl Store {
     pub fn list(&self, filter: &RunFilter) -> Result<Vec<RunRow>> {
         let (clause, mut args) = Self::where_clause(filter)?;
         let mut sql = format!(
-            "SELECT id, started_at, label, workload, spec_key, complete, iterations, summary, throughput_bps
+            "SELECT id, started_at, label, workload, spec_key, complete, iterations, summary, throughput_bps, tps
              FROM runs{clause} ORDER BY started_at DESC, id DESC"
         );
         if let Some(n) = filter.limit {
@@ -378,6 +383,7 @@ impl Store {
                     iterations: r.get(6)?,
                     summary: r.get(7)?,
                     throughput_bps: r.get(8)?,
+                    tps: r.get(9)?,
                 })
             })
             .map_err(|e| self.err(e))?;
@@ -562,15 +568,12 @@ fn timestamp(flag: &'static str, value: &str) -> Result<String> {
     Ok(ts.to_string())
 }
 
-fn mean_throughput(record: &RunRecord) -> Option<f64> {
-    if let Some(c) = &record.confidence {
-        return Some(c.mean);
-    }
+fn mean_of(record: &RunRecord, f: impl Fn(&plumb_samples::Derived) -> Option<f64>) -> Option<f64> {
     let done: Vec<f64> = record
         .iterations
         .iter()
         .filter(|i| i.complete)
-        .map(|i| i.derived.throughput_bps)
+        .filter_map(|i| f(&i.derived))
         .collect();
     (!done.is_empty()).then(|| done.iter().sum::<f64>() / done.len() as f64)
 }
@@ -599,8 +602,8 @@ fn insert_in(
         .unwrap_or_else(|_| record.started_at.clone());
     tx.execute(
         "INSERT INTO runs (started_at, label, workload, spec_key, summary, complete, iterations,
-                           throughput_bps, env_hash, record)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                           throughput_bps, env_hash, record, tps)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
         params![
             started_at,
             record.label,
@@ -609,9 +612,10 @@ fn insert_in(
             record.spec.summary(),
             record.complete,
             record.iterations.len() as i64,
-            mean_throughput(record),
+            mean_of(record, |d| Some(d.throughput_bps)),
             env_hash,
             to_json(record)?,
+            mean_of(record, |d| d.tps),
         ],
     )?;
     let id = tx.last_insert_rowid();

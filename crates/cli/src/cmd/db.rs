@@ -81,7 +81,7 @@ pub fn list(a: ListArgs) -> Result<i32, Failure> {
     }
     println!(
         "{:>5}  {:<20}  {:<16}  {:>4}  {:>14}  test point",
-        "run", "started (UTC)", "label", "iter", "throughput"
+        "run", "started (UTC)", "label", "iter", "result"
     );
     for r in rows {
         let started: String = r
@@ -96,9 +96,11 @@ pub fn list(a: ListArgs) -> Result<i32, Failure> {
             started,
             r.label,
             r.iterations,
-            r.throughput_bps
-                .map(format_bits_per_sec)
-                .unwrap_or_else(|| "-".into()),
+            match (r.tps, r.throughput_bps) {
+                (Some(t), _) => format!("{t:.0} tx/s"),
+                (None, Some(b)) => format_bits_per_sec(b),
+                (None, None) => "-".into(),
+            },
             r.summary,
             if r.complete { "" } else { "  [INCOMPLETE]" }
         );

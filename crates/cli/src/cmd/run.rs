@@ -1,4 +1,4 @@
-use crate::args::{DirectionArg, RunCommand, StreamArgs};
+use crate::args::{CommonArgs, DirectionArg, RrArgs, RunCommand, SocketArgs, StreamArgs};
 use crate::Failure;
 use plumb_engine::SampleSink;
 use plumb_run::{RunError, RunOptions};
@@ -43,24 +43,63 @@ fn stream_spec(a: &StreamArgs) -> Spec {
         flows: a.flows,
         threads: a.threads.unwrap_or_else(|| a.flows.min(cpus)),
         msg_size: a.msg_size,
-        socket: SocketOpts {
-            sndbuf: a.sndbuf,
-            rcvbuf: a.rcvbuf,
-            nodelay: a.nodelay,
-            cork: a.cork,
-            mss: a.mss,
-            cc: a.cc.clone(),
-            pacing_rate_bps: a.pacing_rate,
-        },
-        family: if a.common.ipv6 {
-            Family::V6
-        } else {
-            Family::V4
-        },
+        socket: socket_opts(&a.socket),
+        family: family(&a.common),
         duration_ms: a.common.duration,
         warmup_ms: a.common.warmup,
         client_cpus: a.common.client_cpus.clone(),
         server_cpus: a.common.server_cpus.clone(),
+        rr: None,
+    }
+}
+
+fn socket_opts(a: &SocketArgs) -> SocketOpts {
+    SocketOpts {
+        sndbuf: a.sndbuf,
+        rcvbuf: a.rcvbuf,
+        nodelay: a.nodelay,
+        cork: a.cork,
+        mss: a.mss,
+        cc: a.cc.clone(),
+        pacing_rate_bps: a.pacing_rate,
+    }
+}
+
+fn rr_spec(a: &RrArgs) -> Result<Spec, Failure> {
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get() as u32)
+        .unwrap_or(1);
+    let writes = |flag, text: &Option<String>, size| {
+        plumb_spec::parse_writes(flag, text.as_deref().unwrap_or(""), size)
+            .map_err(|e| Failure::usage(e.to_string()))
+    };
+    Ok(Spec {
+        workload: Workload::Rr,
+        direction: Direction::Send,
+        flows: a.flows,
+        threads: a.threads.unwrap_or_else(|| a.flows.min(cpus)),
+        msg_size: a.req_size.max(a.resp_size),
+        socket: socket_opts(&a.socket),
+        family: family(&a.common),
+        duration_ms: a.common.duration,
+        warmup_ms: a.common.warmup,
+        client_cpus: a.common.client_cpus.clone(),
+        server_cpus: a.common.server_cpus.clone(),
+        rr: Some(plumb_spec::RrSpec {
+            req_size: a.req_size,
+            resp_size: a.resp_size,
+            pipeline: a.pipeline,
+            req_writes: writes("--req-writes", &a.req_writes, a.req_size)?,
+            resp_writes: writes("--resp-writes", &a.resp_writes, a.resp_size)?,
+        }),
+    })
+}
+
+fn family(c: &CommonArgs) -> Family {
+    if c.ipv6 {
+        Family::V6
+    } else {
+        Family::V4
     }
 }
 
@@ -144,38 +183,32 @@ pub fn run_and_store(
 }
 
 pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
-    let RunCommand::Stream(a) = cmd;
-    let spec = stream_spec(&a);
-    let server = match &a.common.server {
+    let (spec, a) = match cmd {
+        RunCommand::Stream(a) => (stream_spec(&a), a.common),
+        RunCommand::Rr(a) => (rr_spec(&a)?, a.common),
+    };
+    let server = match &a.server {
         Some(s) => Some(super::parse_addr(s, plumb_ctl::DEFAULT_PORT, "--server")?),
         None => None,
     };
     let label = a
-        .common
         .label
         .clone()
         .unwrap_or_else(plumb_sys::proc::kernel_release);
     let repeat = plumb_run::Repeat {
-        min: a.common.iterations.0,
-        max: a.common.iterations.1,
-        level: a.common.confidence.0,
-        target: a.common.confidence.1,
+        min: a.iterations.0,
+        max: a.iterations.1,
+        level: a.confidence.0,
+        target: a.confidence.1,
     };
     // Opened before the run so a bad --db fails in a second, not after it.
-    let mut store = if a.common.no_store {
+    let mut store = if a.no_store {
         None
     } else {
-        Some(super::db::open(&a.common.db)?)
+        Some(super::db::open(&a.db)?)
     };
-    let (record, _env) = run_and_store(
-        &spec,
-        &label,
-        server,
-        &repeat,
-        store.as_mut(),
-        a.common.json,
-    )?;
-    if a.common.json {
+    let (record, _env) = run_and_store(&spec, &label, server, &repeat, store.as_mut(), a.json)?;
+    if a.json {
         let text = serde_json::to_string_pretty(&record)
             .map_err(|e| Failure::usage(format!("cannot encode the record: {e}")))?;
         println!("{text}");

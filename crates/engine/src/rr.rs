@@ -1,0 +1,257 @@
+//! One request/response worker: an epoll loop over its flows. The client
+//! keeps `pipeline` requests outstanding per flow and times each from the
+//! moment its first byte is written to the moment the last byte of its
+//! response is read; the server answers every complete request. A message
+//! may go out in several writes (`8,rest`), each its own `write()`, so that
+//! Nagle and delayed ACKs interact as they do in real applications.
+
+use crate::latency::{new_histogram, LatencySlot};
+use crate::worker::{FlowError, WorkerPlan};
+use rustix::buffer::spare_capacity;
+use rustix::event::epoll;
+use std::io::{self, Read, Write};
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
+
+/// What one end of a request/response flow writes and expects.
+#[derive(Debug, Clone)]
+pub struct RrPlan {
+    /// True on the client: it sends requests and times transactions.
+    pub client: bool,
+    /// The writes one outgoing message is made of.
+    pub out_writes: Vec<usize>,
+    /// Bytes of one incoming message.
+    pub in_size: usize,
+    /// Outgoing messages each flow starts with (the client's pipeline; 0 on
+    /// the server, which only answers).
+    pub initial: u32,
+}
+
+/// The outgoing side of one flow.
+#[derive(Clone, Copy, Default)]
+struct Out {
+    /// Messages still to write, the current one included.
+    pending: u32,
+    /// Which write of the current message, and how much of it is done.
+    part: u32,
+    off: u32,
+    /// EPOLLOUT is armed because a write would have blocked.
+    armed: bool,
+}
+
+const WAKE: u64 = u64::MAX;
+const READS_PER_EVENT: usize = 8;
+
+pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
+    let rr = plan.rr.clone().expect("an rr worker has an rr plan");
+    if let Some(cpu) = plan.cpu {
+        plumb_sys::affinity::pin_current_thread(cpu)?;
+    }
+    let ep = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+    for i in plan.range.clone() {
+        epoll::add(
+            &ep,
+            &plan.flows[i],
+            epoll::EventData::new_u64(i as u64),
+            epoll::EventFlags::IN,
+        )?;
+    }
+    epoll::add(
+        &ep,
+        &*plan.wake,
+        epoll::EventData::new_u64(WAKE),
+        epoll::EventFlags::IN,
+    )?;
+
+    let n = plan.range.len();
+    let base = plan.range.start;
+    let depth = rr.initial.max(1) as usize;
+    let largest = rr.out_writes.iter().copied().max().unwrap_or(1);
+    let send_buf: Vec<u8> = (0..largest).map(|i| (i % 251) as u8).collect();
+    let mut recv_buf = vec![0u8; rr.in_size.clamp(4096, 256 * 1024)];
+    let mut out = vec![
+        Out {
+            pending: rr.initial,
+            ..Out::default()
+        };
+        n
+    ];
+    let mut partial = vec![0usize; n];
+    // Start times of the outstanding requests of each flow, a ring of
+    // `depth` slots per flow: (head, len) index it.
+    let mut started = vec![0u64; if rr.client { n * depth } else { 0 }];
+    let mut ring = vec![(0u32, 0u32); if rr.client { n } else { 0 }];
+    let mut local = new_histogram();
+    let mut epoch_seen = plan.epoch.load(Acquire);
+    let clock = plan.clock;
+    let mut errors = Vec::new();
+    let mut live = n;
+    let mut events: Vec<epoll::Event> = Vec::with_capacity(256);
+
+    // One step of the state machine for flow i: write what is owed, arm or
+    // disarm EPOLLOUT. Err is a flow failure.
+    let pump = |i: usize,
+                out: &mut [Out],
+                started: &mut [u64],
+                ring: &mut [(u32, u32)]|
+     -> io::Result<()> {
+        let k = i - base;
+        let stream = &plan.flows[i];
+        let c = &plan.counters[i];
+        let o = &mut out[k];
+        let mut blocked = false;
+        while o.pending > 0 {
+            if rr.client && o.part == 0 && o.off == 0 {
+                let (head, len) = ring[k];
+                if (len as usize) < depth {
+                    let slot = k * depth + (head as usize + len as usize) % depth;
+                    started[slot] = clock.elapsed().as_nanos() as u64;
+                    ring[k].1 = len + 1;
+                }
+            }
+            let want = rr.out_writes[o.part as usize] - o.off as usize;
+            match (&*stream).write(&send_buf[..want]) {
+                Ok(w) => {
+                    c.add_sent(w as u64);
+                    o.off += w as u32;
+                    if o.off as usize == rr.out_writes[o.part as usize] {
+                        o.off = 0;
+                        o.part += 1;
+                        if o.part as usize == rr.out_writes.len() {
+                            o.part = 0;
+                            o.pending -= 1;
+                        }
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    blocked = true;
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        if blocked != o.armed {
+            let flags = if blocked {
+                epoll::EventFlags::IN | epoll::EventFlags::OUT
+            } else {
+                epoll::EventFlags::IN
+            };
+            epoll::modify(&ep, stream, epoll::EventData::new_u64(i as u64), flags)?;
+            o.armed = blocked;
+        }
+        Ok(())
+    };
+
+    // The client starts its pipelines.
+    let mut dead = vec![false; n];
+    if rr.client {
+        for i in plan.range.clone() {
+            if let Err(e) = pump(i, &mut out, &mut started, &mut ring) {
+                dead[i - base] = true;
+                live -= 1;
+                errors.push(FlowError {
+                    flow: i as u32,
+                    error: crate::setup::plain_io(&e),
+                    after_window: false,
+                });
+            }
+        }
+    }
+
+    while live > 0 && !plan.stop.load(Relaxed) {
+        events.clear();
+        match epoll::wait(&ep, spare_capacity(&mut events), None) {
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+        for ev in &events {
+            let id = ev.data.u64();
+            if id == WAKE {
+                let mut b = [0u8; 8];
+                let _ = rustix::io::read(&*plan.wake, &mut b);
+                continue;
+            }
+            let i = id as usize;
+            let k = i - base;
+            if dead[k] {
+                continue;
+            }
+            let stream = &plan.flows[i];
+            let c = &plan.counters[i];
+            let mut failed: Option<io::Error> = None;
+            let mut eof = false;
+            let flags = ev.flags;
+            if flags
+                .intersects(epoll::EventFlags::IN | epoll::EventFlags::HUP | epoll::EventFlags::ERR)
+            {
+                for _ in 0..READS_PER_EVENT {
+                    match (&*stream).read(&mut recv_buf) {
+                        Ok(0) => {
+                            eof = true;
+                            break;
+                        }
+                        Ok(got) => {
+                            c.add_received(got as u64);
+                            partial[k] += got;
+                            while partial[k] >= rr.in_size {
+                                partial[k] -= rr.in_size;
+                                c.add_transaction();
+                                out[k].pending += 1;
+                                if rr.client {
+                                    let (head, len) = ring[k];
+                                    if len > 0 {
+                                        let t0 = started[k * depth + head as usize];
+                                        let now = clock.elapsed().as_nanos() as u64;
+                                        local.saturating_record(now.saturating_sub(t0).max(1));
+                                        ring[k] = ((head + 1) % depth as u32, len - 1);
+                                    }
+                                }
+                            }
+                            if got < recv_buf.len() {
+                                break;
+                            }
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(e) => {
+                            failed = Some(e);
+                            break;
+                        }
+                    }
+                }
+            }
+            if failed.is_none() && !eof {
+                if let Err(e) = pump(i, &mut out, &mut started, &mut ring) {
+                    failed = Some(e);
+                }
+            }
+            if failed.is_some() || eof {
+                let _ = epoll::delete(&ep, stream);
+                dead[k] = true;
+                live -= 1;
+                errors.push(FlowError {
+                    flow: i as u32,
+                    error: match failed {
+                        Some(e) => crate::setup::plain_io(&e),
+                        None => "closed by the peer".to_string(),
+                    },
+                    after_window: plan.window_closed.load(Relaxed) || plan.stop.load(Relaxed),
+                });
+            }
+        }
+        let epoch = plan.epoch.load(Acquire);
+        if epoch != epoch_seen {
+            if let Some(slot) = &plan.latency {
+                slot.flush(&mut local, epoch);
+            }
+            epoch_seen = epoch;
+        }
+    }
+    Ok(errors)
+}
+
+/// For the engine: whether a slot has caught up with an epoch.
+pub(crate) fn caught_up(slot: &LatencySlot, epoch: u64) -> bool {
+    slot.seen.load(Acquire) >= epoch
+}

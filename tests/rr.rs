@@ -1,0 +1,269 @@
+//! Request/response over real loopback sockets: transaction accounting on
+//! both ends, pipelining, the Nagle/delayed-ACK stall of multi-write
+//! responses, latency in the record and the schema, and flag errors.
+
+mod common;
+use common::*;
+use serde_json::Value;
+
+fn rr_json(args: &[&str]) -> Value {
+    let mut all = vec!["run", "rr", "--json", "--warmup", "300ms"];
+    all.extend_from_slice(args);
+    let out = run(&all);
+    assert!(
+        out.status.success(),
+        "plumb {all:?} failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
+}
+
+fn schema() -> jsonschema::Validator {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/schemas/run.v1.schema.json"
+    ))
+    .unwrap();
+    jsonschema::validator_for(&serde_json::from_str(&text).unwrap()).unwrap()
+}
+
+/// Tests that read latency take turns: a neighbour's traffic on two CPUs
+/// would be measured as queueing.
+fn measuring_alone() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[test]
+fn a_thousand_flows_agree_on_both_ends() {
+    let rec = rr_json(&["--flows", "1000", "--duration", "2s"]);
+    let v = schema();
+    let errs: Vec<String> = v
+        .iter_errors(&rec)
+        .map(|e| format!("{e} at {}", e.instance_path))
+        .collect();
+    assert!(errs.is_empty(), "rr record does not validate: {errs:#?}");
+    assert_eq!(rec["spec"]["workload"], "rr");
+    assert_eq!(rec["confidence"]["metric"], "tps");
+    let it = &rec["iterations"][0];
+    let (c, s) = (&it["client"], &it["server"]);
+    let (ct, st) = (u(&c["transactions"]), u(&s["transactions"]));
+    assert!(ct > 1000, "client transactions {ct}");
+    // Each flow has at most one request in flight at either window edge,
+    // and the server's edges trail the client's by the control message's
+    // delay, which on a loaded 2-CPU machine is some milliseconds of traffic.
+    let skew = (f(&c["window_s"]) - f(&s["window_s"])).abs() + 0.01;
+    let allowed = 1000 + (f(&it["derived"]["tps"]) * skew) as u64;
+    assert!(
+        ct.abs_diff(st) <= allowed,
+        "client {ct} vs server {st} (allowed {allowed}; windows {} and {})",
+        c["window_s"],
+        s["window_s"]
+    );
+    let per_flow: u64 = c["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| u(&f["transactions"]))
+        .sum();
+    assert_eq!(per_flow, ct, "flows add up to the end's total");
+    let active = c["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| u(&f["transactions"]) > 0)
+        .count();
+    assert_eq!(active, 1000, "every flow moved");
+    // 1-byte requests and responses: bytes are transactions on both ends.
+    assert!(u(&c["bytes_sent"]).abs_diff(ct) <= 1000);
+    let d = &it["derived"];
+    let tps = f(&d["tps"]);
+    assert!((tps - ct as f64 / f(&c["window_s"])).abs() < 1.0, "{tps}");
+    assert!(f(&d["client_cpu_s_per_tx"]) > 0.0);
+    assert!(f(&d["host_cpu_s_per_tx"]) >= f(&d["client_cpu_s_per_tx"]) * 0.5);
+    let fair = f(&d["fairness"]);
+    assert!(fair > 0.0 && fair <= 1.0, "{fair}");
+    let l = &c["latency"];
+    let n = u(&l["count"]);
+    assert!(n.abs_diff(ct) <= 1000, "timed {n} of {ct} transactions");
+    let p: Vec<f64> = [
+        "min_us", "p50_us", "p90_us", "p99_us", "p999_us", "p9999_us", "max_us",
+    ]
+    .iter()
+    .map(|k| f(&l[*k]))
+    .collect();
+    assert!(
+        p.windows(2).all(|w| w[0] <= w[1]),
+        "percentiles in order: {p:?}"
+    );
+    assert!(p[0] > 0.0);
+    let counted: u64 = l["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| u(&b[1]))
+        .sum();
+    assert_eq!(counted, n, "the stored histogram holds every transaction");
+    let intervals = c["intervals"].as_array().unwrap();
+    assert!(
+        intervals.iter().any(|s| s["p99_us"].is_number()),
+        "per-interval p99"
+    );
+    let sum: u64 = intervals.iter().map(|s| u(&s["transactions"])).sum();
+    assert_eq!(sum, ct, "intervals add up to the window");
+    assert!(s.get("latency").is_none(), "the server times nothing");
+}
+
+#[test]
+fn pipeline_keeps_requests_outstanding() {
+    let _alone = measuring_alone();
+    // Little's law: requests in flight = rate x time in the system.
+    let in_flight = |pipeline: &str| {
+        let rec = rr_json(&[
+            "--flows",
+            "2",
+            "--pipeline",
+            pipeline,
+            "--nodelay",
+            "--duration",
+            "1s",
+        ]);
+        let it = &rec["iterations"][0];
+        f(&it["derived"]["tps"]) * f(&it["client"]["latency"]["mean_us"]) / 1e6
+    };
+    let one = in_flight("1");
+    let four = in_flight("4");
+    assert!((1.5..=2.2).contains(&one), "2 flows x 1 outstanding: {one}");
+    assert!(
+        (6.0..=8.5).contains(&four),
+        "2 flows x 4 outstanding: {four}"
+    );
+}
+
+#[test]
+fn split_responses_stall_on_delayed_acks_until_nodelay() {
+    let _alone = measuring_alone();
+    // Seed 004: an 8-byte write then the rest of a 1008-byte response. With
+    // Nagle on, the rest waits for the ACK of the first write, which the
+    // client delays (40 ms on Linux).
+    let nagle = rr_json(&[
+        "--resp-size",
+        "1008",
+        "--resp-writes",
+        "8,rest",
+        "--duration",
+        "1s",
+    ]);
+    let it = &nagle["iterations"][0];
+    let p50 = f(&it["client"]["latency"]["p50_us"]);
+    assert!(p50 >= 10_000.0, "p50 {p50} us shows no stall");
+    assert_eq!(
+        nagle["spec"]["rr"]["resp_writes"],
+        serde_json::json!([8, 1000])
+    );
+    let delayed = it["client"]["counters"]["TcpExt.DelayedACKs"]
+        .as_i64()
+        .unwrap_or(0);
+    assert!(
+        delayed > 0,
+        "delayed ACKs counted: {}",
+        it["client"]["counters"]
+    );
+
+    let nodelay = rr_json(&[
+        "--resp-size",
+        "1008",
+        "--resp-writes",
+        "8,rest",
+        "--nodelay",
+        "--duration",
+        "1s",
+    ]);
+    let p50 = f(&nodelay["iterations"][0]["client"]["latency"]["p50_us"]);
+    assert!(p50 < 2_000.0, "with --nodelay p50 is {p50} us");
+}
+
+#[test]
+fn bad_rr_flags_are_named() {
+    for (args, needle) in [
+        (
+            vec!["--resp-size", "1008", "--resp-writes", "8,100"],
+            "--resp-writes",
+        ),
+        (vec!["--req-writes", "rest,1"], "--req-writes"),
+        (vec!["--pipeline", "0"], "--pipeline"),
+        (vec!["--req-size", "0"], "--req-size"),
+        (vec!["--resp-size", "1G"], "--resp-size"),
+    ] {
+        let mut all = vec!["run", "rr"];
+        all.extend_from_slice(&args);
+        let out = run(&all);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    }
+}
+
+#[test]
+fn rr_runs_compare_by_transaction_rate() {
+    let _alone = measuring_alone();
+    let db = TempDb::new("rr-compare");
+    for (label, extra) in [("one", "1"), ("four", "4")] {
+        let out = run(&[
+            "run",
+            "rr",
+            "--db",
+            db.path(),
+            "--label",
+            label,
+            "--iterations",
+            "3",
+            "--duration",
+            "1s",
+            "--warmup",
+            "200ms",
+            "--nodelay",
+            "--pipeline",
+            extra,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = run(&["list", "--db", db.path()]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("tx/s"));
+    let out = run(&[
+        "compare",
+        "one",
+        "four",
+        "--db",
+        db.path(),
+        "--format",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let c: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p = &c["points"][0];
+    assert_eq!(p["metric"], "tps");
+    assert_eq!(p["budget_unit"], "CPU microseconds per transaction");
+    assert!(f(&p["change"]) > 0.3, "pipelining raises the rate: {p}");
+    assert_eq!(p["verdict"], "improvement", "{p}");
+    let out = run(&[
+        "compare",
+        "one",
+        "four",
+        "--db",
+        db.path(),
+        "--format",
+        "mail",
+    ]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains(" tps]"));
+}
