@@ -113,6 +113,16 @@ fn a_thousand_flows_agree_on_both_ends() {
     let sum: u64 = intervals.iter().map(|s| u(&s["transactions"])).sum();
     assert_eq!(sum, ct, "intervals add up to the window");
     assert!(s.get("latency").is_none(), "the server times nothing");
+    // A thousand flows read as distributions, not a thousand TCP_INFO blocks.
+    assert!(c["tcp_info"].as_array().unwrap().is_empty());
+    let t = &c["tcp_info_summary"];
+    assert_eq!(u(&t["flows"]), 1000, "{t}");
+    let rtt: Vec<f64> = t["rtt_us"].as_array().unwrap().iter().map(f).collect();
+    assert!(
+        rtt.windows(2).all(|w| w[0] <= w[1]) && rtt[0] > 0.0,
+        "{rtt:?}"
+    );
+    assert!(c["process"]["rss_bytes"].as_u64().unwrap() > 0);
 }
 
 #[test]
@@ -266,4 +276,38 @@ fn rr_runs_compare_by_transaction_rate() {
         "mail",
     ]);
     assert!(String::from_utf8_lossy(&out.stdout).contains(" tps]"));
+}
+
+#[test]
+fn rr_summary_fits_80_columns_and_names_the_latency() {
+    let out = run(&[
+        "run",
+        "rr",
+        "--flows",
+        "100",
+        "--duration",
+        "1s",
+        "--warmup",
+        "200ms",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    for line in text.lines() {
+        assert!(line.chars().count() <= 80, "too wide: {line:?}");
+    }
+    for needle in [
+        "tx/s",
+        "latency us",
+        "p99.99",
+        "per tx",
+        "fairness",
+        "tcp_info     100 flows",
+        "RSS client",
+    ] {
+        assert!(text.contains(needle), "no {needle:?} in:\n{text}");
+    }
 }

@@ -43,7 +43,7 @@ pub fn serve(cfg: &ServeConfig) -> Result<(), ServeError> {
         addr: cfg.listen,
         error: plain_io(&e),
     })?;
-    let _ = plumb_sys::process::raise_nofile_limit();
+    let _ = plumb_sys::process::raise_nofile_limit(0);
     {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "plumb serve: listening on {local}");
@@ -135,6 +135,7 @@ fn session(stream: TcpStream) -> Result<(), String> {
         }
     }
 
+    let _ = plumb_sys::process::raise_nofile_limit(spec.flows as u64 + 256);
     let backlog = spec.flows.min(4096) as i32;
     let listener = DataListener::bind(local_ip, 0, &spec.socket, backlog)
         .map_err(|e| ctrl.fail("setup", e.message))?;

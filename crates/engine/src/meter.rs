@@ -128,7 +128,11 @@ impl Meter {
         let queued_end = engine.queued_bytes();
         let host = HostSnapshot::take();
         engine.mark_window_closed();
-        let tcp_info = engine.tcp_info();
+        let mut tcp_info = engine.tcp_info();
+        let tcp_info_summary = plumb_samples::TcpInfoSummary::of(&tcp_info);
+        if tcp_info.len() > plumb_samples::TCP_INFO_PER_FLOW_MAX {
+            tcp_info.clear();
+        }
         let window_s = (end_t - self.opened).as_secs_f64();
 
         // The last partial interval, when it holds anything worth a sample.
@@ -187,6 +191,7 @@ impl Meter {
             softirqs,
             counters,
             tcp_info,
+            tcp_info_summary,
             socket_options: options,
             warnings: Vec::new(),
             transactions: end.transactions() - self.start.transactions(),

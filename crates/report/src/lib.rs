@@ -265,30 +265,68 @@ fn iteration(o: &mut String, it: &Iteration, planned_s: f64, transactional: bool
         cost(d.host_cpu_s_per_gb, d.host_cpu_s_per_tx),
         secs(d.host_softirq_s)
     );
+    let rss = |e: &EndResult| format_bytes(e.process.rss_bytes);
+    let flows = it.client.flows.len().max(1) as u64;
+    let _ = writeln!(
+        o,
+        "memory      RSS client {}, server {} ({} per client flow)",
+        rss(&it.client),
+        rss(&it.server),
+        format_bytes(it.client.process.rss_bytes / flows)
+    );
     let _ = writeln!(o);
     per_cpu(o, it);
 
-    let rtt = median(
-        senders(it)
-            .iter()
-            .flat_map(|e| e.tcp_info.iter())
-            .map(|t| t.rtt_us as f64)
-            .collect(),
-    );
-    let cwnd = median(
-        senders(it)
-            .iter()
-            .flat_map(|e| e.tcp_info.iter())
-            .map(|t| t.snd_cwnd as f64)
-            .collect(),
-    );
-    let _ = writeln!(
-        o,
-        "retransmits {}   rtt {} us   cwnd {} segments (sender, median of flows)",
-        d.retransmits,
-        rtt.map(sig3).unwrap_or_else(|| "-".into()),
-        cwnd.map(sig3).unwrap_or_else(|| "-".into()),
-    );
+    let summaries: Vec<&plumb_samples::TcpInfoSummary> = senders(it)
+        .iter()
+        .filter_map(|e| e.tcp_info_summary.as_ref())
+        .collect();
+    if let Some(t) = summaries
+        .iter()
+        .max_by_key(|t| t.flows)
+        .filter(|t| t.flows > 1)
+    {
+        let q = |v: &[f64; 4]| {
+            format!(
+                "{}/{}/{}/{}",
+                sig3(v[0]),
+                sig3(v[1]),
+                sig3(v[2]),
+                sig3(v[3])
+            )
+        };
+        let _ = writeln!(o, "tcp_info     {} flows, min/median/p99/max", t.flows);
+        let _ = writeln!(o, "             rtt {} us", q(&t.rtt_us));
+        let _ = writeln!(
+            o,
+            "             cwnd {}   retransmits {}",
+            q(&t.snd_cwnd),
+            q(&t.total_retrans)
+        );
+        let _ = writeln!(o, "retransmits {} (sender, all flows)", d.retransmits);
+    } else {
+        let rtt = median(
+            senders(it)
+                .iter()
+                .flat_map(|e| e.tcp_info.iter())
+                .map(|t| t.rtt_us as f64)
+                .collect(),
+        );
+        let cwnd = median(
+            senders(it)
+                .iter()
+                .flat_map(|e| e.tcp_info.iter())
+                .map(|t| t.snd_cwnd as f64)
+                .collect(),
+        );
+        let _ = writeln!(
+            o,
+            "retransmits {}   rtt {} us   cwnd {} segments (sender, median of flows)",
+            d.retransmits,
+            rtt.map(sig3).unwrap_or_else(|| "-".into()),
+            cwnd.map(sig3).unwrap_or_else(|| "-".into()),
+        );
+    }
     let moved: Vec<String> = [
         "Tcp.RetransSegs",
         "TcpExt.DelayedACKs",
@@ -338,24 +376,31 @@ fn transactions(o: &mut String, it: &Iteration) {
     let hi = rates.iter().copied().fold(0.0, f64::max);
     let _ = writeln!(
         o,
-        "transactions {} ({}), server counted {}{}",
+        "transactions {} ({}); the server counted {}",
         it.client.transactions,
         tx_rate(d.tps.unwrap_or(0.0)),
         it.server.transactions,
-        if rates.is_empty() {
-            String::new()
-        } else {
-            format!("; per second min {}, max {}", tx_rate(lo), tx_rate(hi))
-        }
     );
+    if !rates.is_empty() {
+        let _ = writeln!(
+            o,
+            "             per second: min {}, max {}",
+            tx_rate(lo),
+            tx_rate(hi)
+        );
+    }
     if let Some(l) = &it.client.latency {
         let _ = writeln!(
             o,
-            "latency us   mean {}  p50 {}  p90 {}  p99 {}  p99.9 {}  p99.99 {}  max {}",
+            "latency us   mean {}  p50 {}  p90 {}  p99 {}",
             sig3(l.mean_us),
             sig3(l.p50_us),
             sig3(l.p90_us),
             sig3(l.p99_us),
+        );
+        let _ = writeln!(
+            o,
+            "             p99.9 {}  p99.99 {}  max {}",
             sig3(l.p999_us),
             sig3(l.p9999_us),
             sig3(l.max_us)
@@ -364,7 +409,7 @@ fn transactions(o: &mut String, it: &Iteration) {
     if let Some(f) = d.fairness {
         let _ = writeln!(
             o,
-            "fairness     {:.3} (Jain's index over {} flows' transactions)",
+            "fairness     {:.3} (Jain's index over {} flows)",
             f,
             it.client.flows.len()
         );

@@ -89,8 +89,10 @@ pub fn derive(spec: &Spec, client: &EndResult, server: &EndResult) -> Derived {
     };
     let retransmits = senders
         .iter()
-        .flat_map(|e| e.tcp_info.iter())
-        .map(|t| t.total_retrans as u64)
+        .map(|e| match &e.tcp_info_summary {
+            Some(t) => t.retrans_sum,
+            None => e.tcp_info.iter().map(|t| t.total_retrans as u64).sum(),
+        })
         .sum();
 
     Derived {

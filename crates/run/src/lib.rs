@@ -172,7 +172,23 @@ pub fn run(
             }
         })?;
     }
-    let _ = plumb_sys::process::raise_nofile_limit();
+    // Every flow is a descriptor; a few dozen more go to the control
+    // connection, epoll, eventfds and /proc reads.
+    const SPARE_FDS: u64 = 64;
+    let want = spec.flows as u64 + SPARE_FDS;
+    if let Ok((soft, hard)) = plumb_sys::process::raise_nofile_limit(want) {
+        if soft < want {
+            return Err(RunError::Setup {
+                flag: Some("--flows"),
+                message: format!(
+                    "--flows: {} flows need about {want} file descriptors but this process may open {soft} \
+                     (hard limit {hard}; raising it needs root or CAP_SYS_RESOURCE): at most {} flows fit",
+                    spec.flows,
+                    soft.saturating_sub(SPARE_FDS)
+                ),
+            });
+        }
+    }
     let started_at = jiff::Timestamp::now().to_string();
     let mut iterations: Vec<Iteration> = Vec::new();
     let conf = loop {

@@ -110,11 +110,37 @@ pub struct TcpInfo {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TcpInfoSummary {
     pub flows: u32,
+    /// Each figure as [min, median, p99, max] over the flows.
     pub rtt_us: [f64; 4],
     pub snd_cwnd: [f64; 4],
     pub total_retrans: [f64; 4],
     /// Sum of total_retrans over all flows.
     pub retrans_sum: u64,
+}
+
+/// Per-flow TCP_INFO is kept up to this many flows; beyond, only the
+/// distribution is, so that a 30000-flow record stays readable.
+pub const TCP_INFO_PER_FLOW_MAX: usize = 64;
+
+impl TcpInfoSummary {
+    pub fn of(infos: &[TcpInfo]) -> Option<TcpInfoSummary> {
+        if infos.is_empty() {
+            return None;
+        }
+        let dist = |f: &dyn Fn(&TcpInfo) -> f64| -> [f64; 4] {
+            let mut v: Vec<f64> = infos.iter().map(f).collect();
+            v.sort_by(|a, b| a.total_cmp(b));
+            let at = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+            [v[0], at(0.5), at(0.99), v[v.len() - 1]]
+        };
+        Some(TcpInfoSummary {
+            flows: infos.len() as u32,
+            rtt_us: dist(&|t| t.rtt_us as f64),
+            snd_cwnd: dist(&|t| t.snd_cwnd as f64),
+            total_retrans: dist(&|t| t.total_retrans as f64),
+            retrans_sum: infos.iter().map(|t| t.total_retrans as u64).sum(),
+        })
+    }
 }
 
 /// Whether a socket option was applied as asked.
@@ -170,7 +196,12 @@ pub struct EndResult {
     pub cpus: Vec<CpuTimes>,
     pub softirqs: Vec<SoftirqCounts>,
     pub counters: KernelCounters,
+    /// TCP_INFO per flow; left empty above `TCP_INFO_PER_FLOW_MAX` flows,
+    /// where `tcp_info_summary` stands for it.
     pub tcp_info: Vec<TcpInfo>,
+    /// Distribution of the per-flow TCP_INFO figures over all flows.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tcp_info_summary: Option<TcpInfoSummary>,
     pub socket_options: Vec<OptionRecord>,
     /// Problems that did not stop the run (a flow reset after the window, ...).
     #[serde(skip_serializing_if = "Vec::is_empty", default)]

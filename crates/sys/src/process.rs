@@ -89,10 +89,36 @@ pub fn kill_on_parent_death(cmd: &mut Command) {
 }
 
 /// Raises the soft RLIMIT_NOFILE to the hard limit, for runs with thousands
-/// of flows; returns (soft, hard) as they are afterwards, `u64::MAX` meaning
-/// unlimited.
-pub fn raise_nofile_limit() -> io::Result<(u64, u64)> {
+/// of flows; when `want` descriptors are more than that and the process may
+/// raise the hard limit too (root, CAP_SYS_RESOURCE), raises both to `want`
+/// (at most fs.nr_open). Returns (soft, hard) as they are afterwards,
+/// `u64::MAX` meaning unlimited. Only this process's limit changes.
+pub fn raise_nofile_limit(want: u64) -> io::Result<(u64, u64)> {
     let now = getrlimit(Resource::Nofile);
+    let hard = now.maximum.unwrap_or(u64::MAX);
+    if want > hard {
+        let cap = std::fs::read_to_string("/proc/sys/fs/nr_open")
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .unwrap_or(1 << 20);
+        let target = want.min(cap);
+        if target > hard
+            && setrlimit(
+                Resource::Nofile,
+                Rlimit {
+                    current: Some(target),
+                    maximum: Some(target),
+                },
+            )
+            .is_ok()
+        {
+            let after = getrlimit(Resource::Nofile);
+            return Ok((
+                after.current.unwrap_or(u64::MAX),
+                after.maximum.unwrap_or(u64::MAX),
+            ));
+        }
+    }
     if now.current != now.maximum {
         setrlimit(
             Resource::Nofile,
@@ -147,7 +173,7 @@ mod tests {
 
     #[test]
     fn nofile_soft_reaches_hard() {
-        let (soft, hard) = raise_nofile_limit().unwrap();
+        let (soft, hard) = raise_nofile_limit(0).unwrap();
         assert_eq!(soft, hard);
         assert!(soft > 0);
     }

@@ -15,6 +15,19 @@ impl SampleSink for Live {
         if s.dt_s <= 0.0 {
             return;
         }
+        if let Some(p99) = s.p99_us {
+            eprintln!(
+                "  {:>6.2} s   {:>10.0} tx/s   p99 {:>8.1} us",
+                s.t_s,
+                s.transactions as f64 / s.dt_s,
+                p99
+            );
+            return;
+        }
+        if s.transactions > 0 {
+            // The server end of request/response: its rate is the client's.
+            return;
+        }
         eprintln!(
             "  {:>6.2} s   sent {:>14}   received {:>14}",
             s.t_s,
@@ -149,11 +162,18 @@ pub fn run_and_store(
                 .relative_half_width
                 .map(|w| format!("±{:.1} %", w * 100.0))
                 .unwrap_or_else(|| "-".into());
+            let show = |v: f64| {
+                if it.derived.tps.is_some() {
+                    format!("{v:.0} tx/s")
+                } else {
+                    format_bits_per_sec(v)
+                }
+            };
             eprintln!(
                 "iteration {}: {}   mean {} {}",
                 it.index + 1,
-                format_bits_per_sec(it.derived.throughput_bps),
-                format_bits_per_sec(c.mean),
+                show(it.derived.metric()),
+                show(c.mean),
                 width
             );
         }
