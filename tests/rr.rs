@@ -311,3 +311,33 @@ fn rr_summary_fits_80_columns_and_names_the_latency() {
         assert!(text.contains(needle), "no {needle:?} in:\n{text}");
     }
 }
+
+#[test]
+fn open_loop_keeps_its_schedule_and_shows_queueing() {
+    let _alone = measuring_alone();
+    let rec = rr_json(&["--flows", "4", "--rate", "2k", "--duration", "1s"]);
+    assert_eq!(rec["spec"]["rr"]["rate"], 2000);
+    let tps = f(&rec["iterations"][0]["derived"]["tps"]);
+    assert!((1900.0..=2100.0).contains(&tps), "asked 2000/s, got {tps}");
+
+    // The seed-004 stall caps a flow at about 22 transactions per second.
+    // Asked for 100 per second, requests queue behind it; timed from their
+    // planned send times the queueing shows, where a closed loop would
+    // report only the 40 ms of the stall itself.
+    let rec = rr_json(&[
+        "--resp-size",
+        "1008",
+        "--resp-writes",
+        "8,rest",
+        "--rate",
+        "100",
+        "--duration",
+        "1s",
+    ]);
+    let l = &rec["iterations"][0]["client"]["latency"];
+    assert!(f(&l["p50_us"]) > 150_000.0, "queueing hidden: {l}");
+
+    let out = run(&["run", "rr", "--rate", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--rate"));
+}

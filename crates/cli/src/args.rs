@@ -221,6 +221,21 @@ pub enum RunCommand {
     Rr(RrArgs),
 }
 
+/// A count with an optional k/M suffix (powers of 1000): 500, 10k, 1M.
+fn count(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mul) = match t.chars().last() {
+        Some('k' | 'K') => (&t[..t.len() - 1], 1_000.0),
+        Some('M') => (&t[..t.len() - 1], 1_000_000.0),
+        _ => (t, 1.0),
+    };
+    num.parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v >= 0.0)
+        .map(|v| (v * mul).round() as u64)
+        .ok_or_else(|| format!("'{s}' is not a count like 500, 10k or 1M"))
+}
+
 fn size(s: &str) -> Result<u64, String> {
     plumb_spec::parse_size(s).map_err(|e| e.to_string())
 }
@@ -311,6 +326,12 @@ pub struct RrArgs {
     /// Requests outstanding per flow (netperf -b); 1 is a closed loop.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub pipeline: u32,
+    /// Open loop: issue this many transactions per second over all flows on a
+    /// fixed schedule (10k, 1M); latency counts from the planned send time,
+    /// so queueing is not hidden. --pipeline caps what each flow may have
+    /// outstanding.
+    #[arg(long, value_parser = count, value_name = "PER_SEC")]
+    pub rate: Option<u64>,
     /// Write each request in pieces: 8,rest is an 8-byte write, then the rest.
     #[arg(long, value_name = "LIST")]
     pub req_writes: Option<String>,

@@ -126,7 +126,9 @@ impl Session {
 
     /// Sends the spec; the server answers with where to connect the flows.
     pub fn setup(&mut self, spec: &Spec) -> Result<Ready, CtlError> {
-        self.send(Message::Setup { spec: spec.clone() })?;
+        self.send(Message::Setup {
+            spec: Box::new(spec.clone()),
+        })?;
         match self.expect("ready", HANDSHAKE)? {
             Message::Ready {
                 data_port,

@@ -42,7 +42,7 @@ pub enum Message {
         auth: bool,
     },
     /// Client → server: the spec of the test, seen from the client.
-    Setup { spec: Spec },
+    Setup { spec: Box<Spec> },
     /// Server → client: where to connect the data flows and the cookie each
     /// must open with.
     Ready {

@@ -123,7 +123,7 @@ fn session(stream: TcpStream) -> Result<(), String> {
     })?;
 
     let spec = match ctrl.read("setup", handshake)? {
-        Message::Setup { spec } => spec,
+        Message::Setup { spec } => *spec,
         m => return Err(ctrl.fail("order", format!("expected setup, got {}", m.name()))),
     };
     if let Err(e) = spec.validate() {

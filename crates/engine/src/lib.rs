@@ -59,13 +59,17 @@ impl EngineConfig {
                     out_writes: writes(&r.resp_writes, r.resp_size),
                     in_size: r.req_size as usize,
                     initial: 0,
+                    depth: 0,
+                    rate: None,
                 }
             } else {
                 RrPlan {
                     client: true,
                     out_writes: writes(&r.req_writes, r.req_size),
                     in_size: r.resp_size as usize,
-                    initial: r.pipeline,
+                    initial: if r.rate.is_some() { 0 } else { r.pipeline },
+                    depth: r.pipeline,
+                    rate: r.rate.map(|x| x as f64),
                 }
             }
         });

@@ -22,8 +22,12 @@ pub struct RrPlan {
     /// Bytes of one incoming message.
     pub in_size: usize,
     /// Outgoing messages each flow starts with (the client's pipeline; 0 on
-    /// the server, which only answers).
+    /// the server, which only answers, and in an open loop).
     pub initial: u32,
+    /// Most requests a client flow may have outstanding.
+    pub depth: u32,
+    /// Open loop: transactions per second over all flows of the engine.
+    pub rate: Option<f64>,
 }
 
 /// The outgoing side of one flow.
@@ -64,7 +68,18 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
 
     let n = plan.range.len();
     let base = plan.range.start;
-    let depth = rr.initial.max(1) as usize;
+    let depth = rr.depth.max(1) as usize;
+    // Open loop: this worker's share of the rate, as a fixed schedule of
+    // planned send times, handed to its flows in turn.
+    let interval_ns = rr
+        .rate
+        .filter(|_| rr.client)
+        .map(|r| 1e9 * plan.flows.len() as f64 / (r * n.max(1) as f64));
+    let mut next_due_ns: f64 = plan.clock.elapsed().as_nanos() as f64;
+    let mut turn = 0usize;
+    // Every flow has `depth` requests outstanding: the schedule waits for a
+    // response, and the wait shows in the latency of what is issued late.
+    let mut backlogged = false;
     let largest = rr.out_writes.iter().copied().max().unwrap_or(1);
     let send_buf: Vec<u8> = (0..largest).map(|i| (i % 251) as u8).collect();
     let mut recv_buf = vec![0u8; rr.in_size.clamp(4096, 256 * 1024)];
@@ -100,7 +115,7 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
         let o = &mut out[k];
         let mut blocked = false;
         while o.pending > 0 {
-            if rr.client && o.part == 0 && o.off == 0 {
+            if rr.client && interval_ns.is_none() && o.part == 0 && o.off == 0 {
                 let (head, len) = ring[k];
                 if (len as usize) < depth {
                     let slot = k * depth + (head as usize + len as usize) % depth;
@@ -160,7 +175,15 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
 
     while live > 0 && !plan.stop.load(Relaxed) {
         events.clear();
-        match epoll::wait(&ep, spare_capacity(&mut events), None) {
+        let timeout = interval_ns.filter(|_| !backlogged).map(|_| {
+            let now = clock.elapsed().as_nanos() as f64;
+            let wait = (next_due_ns - now).max(0.0) as i64;
+            rustix::time::Timespec {
+                tv_sec: wait / 1_000_000_000,
+                tv_nsec: wait % 1_000_000_000,
+            }
+        });
+        match epoll::wait(&ep, spare_capacity(&mut events), timeout.as_ref()) {
             Ok(_) => {}
             Err(rustix::io::Errno::INTR) => continue,
             Err(e) => return Err(e.into()),
@@ -197,7 +220,9 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
                             while partial[k] >= rr.in_size {
                                 partial[k] -= rr.in_size;
                                 c.add_transaction();
-                                out[k].pending += 1;
+                                if interval_ns.is_none() {
+                                    out[k].pending += 1;
+                                }
                                 if rr.client {
                                     let (head, len) = ring[k];
                                     if len > 0 {
@@ -238,6 +263,40 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
                     },
                     after_window: plan.window_closed.load(Relaxed) || plan.stop.load(Relaxed),
                 });
+            }
+        }
+        if let Some(iv) = interval_ns {
+            let now = clock.elapsed().as_nanos() as f64;
+            backlogged = false;
+            while next_due_ns <= now && live > 0 {
+                let mut placed = None;
+                for _ in 0..n {
+                    let k = turn;
+                    turn = (turn + 1) % n;
+                    if !dead[k] && (ring[k].1 as usize) < depth {
+                        placed = Some(k);
+                        break;
+                    }
+                }
+                let Some(k) = placed else {
+                    backlogged = true;
+                    break;
+                };
+                let (head, len) = ring[k];
+                started[k * depth + (head as usize + len as usize) % depth] = next_due_ns as u64;
+                ring[k].1 = len + 1;
+                out[k].pending += 1;
+                next_due_ns += iv;
+                if let Err(e) = pump(base + k, &mut out, &mut started, &mut ring) {
+                    let _ = epoll::delete(&ep, &plan.flows[base + k]);
+                    dead[k] = true;
+                    live -= 1;
+                    errors.push(FlowError {
+                        flow: (base + k) as u32,
+                        error: crate::setup::plain_io(&e),
+                        after_window: plan.window_closed.load(Relaxed) || plan.stop.load(Relaxed),
+                    });
+                }
             }
         }
         let epoch = plan.epoch.load(Acquire);

@@ -110,6 +110,11 @@ pub struct RrSpec {
     pub req_writes: Vec<u64>,
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub resp_writes: Vec<u64>,
+    /// Open loop: transactions per second over all flows, issued on a fixed
+    /// schedule whatever the responses do; latency counts from the planned
+    /// send time. None is a closed loop.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub rate: Option<u64>,
 }
 
 impl Default for RrSpec {
@@ -120,6 +125,7 @@ impl Default for RrSpec {
             pipeline: 1,
             req_writes: Vec::new(),
             resp_writes: Vec::new(),
+            rate: None,
         }
     }
 }
@@ -259,6 +265,14 @@ impl Spec {
                     ));
                 }
             }
+            if let Some(r) = rr.rate {
+                if r == 0 || r > 100_000_000 {
+                    return Err(SpecError::new(
+                        "--rate",
+                        format!("must be between 1 and 100M transactions per second, got {r}"),
+                    ));
+                }
+            }
             if rr.pipeline == 0 || rr.pipeline > MAX_PIPELINE {
                 return Err(SpecError::new(
                     "--pipeline",
@@ -389,10 +403,10 @@ impl Spec {
                 writes(&rr.req_writes),
                 units::show_size(rr.resp_size),
                 writes(&rr.resp_writes),
-                if rr.pipeline > 1 {
-                    format!(", pipeline {}", rr.pipeline)
-                } else {
-                    String::new()
+                match (rr.rate, rr.pipeline) {
+                    (Some(r), p) => format!(", open loop {r}/s (at most {p} outstanding per flow)"),
+                    (None, 1) => String::new(),
+                    (None, p) => format!(", pipeline {p}"),
                 },
                 if self.socket.nodelay { ", nodelay" } else { "" },
                 self.threads,

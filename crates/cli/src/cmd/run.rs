@@ -104,6 +104,7 @@ fn rr_spec(a: &RrArgs) -> Result<Spec, Failure> {
             pipeline: a.pipeline,
             req_writes: writes("--req-writes", &a.req_writes, a.req_size)?,
             resp_writes: writes("--resp-writes", &a.resp_writes, a.resp_size)?,
+            rate: a.rate,
         }),
     })
 }
