@@ -54,6 +54,32 @@ fn run_json_validates_against_the_schema() {
             "--label",
             "schema-test",
         ][..],
+        &[
+            "run",
+            "rr",
+            "--json",
+            "--duration",
+            "1s",
+            "--warmup",
+            "200ms",
+            "--flows",
+            "100",
+            "--resp-size",
+            "64",
+            "--resp-writes",
+            "8,rest",
+        ][..],
+        &[
+            "run",
+            "crr",
+            "--json",
+            "--duration",
+            "1s",
+            "--warmup",
+            "200ms",
+            "--close",
+            "fin",
+        ][..],
     ] {
         let out = run(args);
         assert!(

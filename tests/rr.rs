@@ -86,7 +86,9 @@ fn a_thousand_flows_agree_on_both_ends() {
     assert!(fair > 0.0 && fair <= 1.0, "{fair}");
     let l = &c["latency"];
     let n = u(&l["count"]);
-    assert!(n.abs_diff(ct) <= 1000, "timed {n} of {ct} transactions");
+    // Workers hand their histograms over on their next wake-up, a few
+    // milliseconds after the counters were read: the same edge allowance.
+    assert!(n.abs_diff(ct) <= allowed, "timed {n} of {ct} transactions");
     let p: Vec<f64> = [
         "min_us", "p50_us", "p90_us", "p99_us", "p999_us", "p9999_us", "max_us",
     ]

@@ -219,6 +219,46 @@ pub enum RunCommand {
     /// TCP request/response on long-lived flows (netperf TCP_RR): transactions
     /// per second and latency percentiles.
     Rr(RrArgs),
+    /// A new TCP connection per transaction: connect, request, response,
+    /// close (netperf TCP_CRR).
+    Crr(CrrArgs),
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum CloseArg {
+    /// SO_LINGER 0: a reset, no TIME_WAIT left behind (as neper does).
+    Rst,
+    /// A normal close: one TIME_WAIT socket per transaction on the client.
+    Fin,
+}
+
+#[derive(Args, Debug)]
+pub struct CrrArgs {
+    /// Connections in progress at once.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub flows: u32,
+    /// Worker threads on each end [default: min(flows, CPUs)].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub threads: Option<u32>,
+    /// Bytes per request.
+    #[arg(long, default_value = "1", value_parser = size, value_name = "SIZE")]
+    pub req_size: u64,
+    /// Bytes per response.
+    #[arg(long, default_value = "1", value_parser = size, value_name = "SIZE")]
+    pub resp_size: u64,
+    /// How the client ends each connection.
+    #[arg(long, value_enum, default_value = "rst")]
+    pub close: CloseArg,
+    /// Write each request in pieces: 8,rest is an 8-byte write, then the rest.
+    #[arg(long, value_name = "LIST")]
+    pub req_writes: Option<String>,
+    /// Write each response in pieces: 8,rest is an 8-byte write, then the rest.
+    #[arg(long, value_name = "LIST")]
+    pub resp_writes: Option<String>,
+    #[command(flatten)]
+    pub socket: SocketArgs,
+    #[command(flatten)]
+    pub common: CommonArgs,
 }
 
 /// A count with an optional k/M suffix (powers of 1000): 500, 10k, 1M.

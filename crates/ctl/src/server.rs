@@ -148,17 +148,19 @@ fn session(stream: TcpStream) -> Result<(), String> {
 
     let deadline = Instant::now() + handshake + Duration::from_millis(spec.flows as u64);
     let (flows, _rejected) = listener
-        .accept_flows(spec.flows, &cookie, &spec.socket, deadline)
+        .accept_flows(spec.setup_flows(), &cookie, &spec.socket, deadline)
         .map_err(|e| ctrl.fail("setup", e.message))?;
-    drop(listener);
+    // crr keeps listening: each of its transactions is a new connection.
+    let listener = (spec.workload == plumb_spec::Workload::Crr).then(|| listener.into_inner());
     let options = read_back(&flows[0], &spec.socket);
 
     match ctrl.read("start", handshake)? {
         Message::Start => {}
         m => return Err(ctrl.fail("order", format!("expected start, got {}", m.name()))),
     }
-    let engine = Engine::start(EngineConfig::for_spec(&spec, Role::Server), flows)
-        .map_err(|e| ctrl.fail("engine", e.to_string()))?;
+    let engine =
+        Engine::start_with_listener(EngineConfig::for_spec(&spec, Role::Server), flows, listener)
+            .map_err(|e| ctrl.fail("engine", e.to_string()))?;
     ctrl.send(Message::Started)?;
 
     let end = measure(&ctrl, &engine, &spec, options);

@@ -5,12 +5,14 @@
 //! [`SampleSink`] and knows nothing of storage, reports or the control protocol.
 #![deny(unsafe_code)]
 
+mod crr;
 pub mod latency;
 pub mod meter;
 mod rr;
 pub mod setup;
 mod worker;
 
+pub use crr::CrrPlan;
 pub use meter::{Meter, SampleSink};
 pub use rr::RrPlan;
 pub use setup::{connect_flows, plain_io, read_back, Cookie, DataListener, SetupError};
@@ -38,6 +40,8 @@ pub struct EngineConfig {
     pub cpus: Option<CpuList>,
     /// Request/response instead of streaming.
     pub rr: Option<RrPlan>,
+    /// A connection per transaction; the client fills in `peer`.
+    pub crr: Option<CrrPlan>,
 }
 
 impl EngineConfig {
@@ -52,7 +56,27 @@ impl EngineConfig {
                 w.iter().map(|&n| n as usize).collect()
             }
         };
-        let rr = spec.rr.as_ref().map(|r| {
+        let crr = spec
+            .rr
+            .as_ref()
+            .filter(|_| spec.workload == plumb_spec::Workload::Crr)
+            .map(|r| {
+                let (out_writes, in_size) = if server {
+                    (writes(&r.resp_writes, r.resp_size), r.req_size as usize)
+                } else {
+                    (writes(&r.req_writes, r.req_size), r.resp_size as usize)
+                };
+                CrrPlan {
+                    client: !server,
+                    slots: spec.flows as usize,
+                    out_writes,
+                    in_size,
+                    rst: r.close != Some(plumb_spec::Close::Fin),
+                    peer: None,
+                    opts: spec.socket.clone(),
+                }
+            });
+        let rr = spec.rr.as_ref().filter(|_| crr.is_none()).map(|r| {
             if server {
                 RrPlan {
                     client: false,
@@ -75,8 +99,8 @@ impl EngineConfig {
         });
         EngineConfig {
             role,
-            sends: sends || rr.is_some(),
-            receives: receives || rr.is_some(),
+            sends: sends || spec.rr.is_some(),
+            receives: receives || spec.rr.is_some(),
             msg_size: spec.msg_size as usize,
             threads: spec.threads,
             cpus: if server {
@@ -85,6 +109,7 @@ impl EngineConfig {
                 spec.client_cpus.clone()
             },
             rr,
+            crr,
         }
     }
 }
@@ -134,7 +159,31 @@ impl Engine {
     /// Spreads the flows over `threads` workers in contiguous chunks and starts
     /// them; traffic begins at once.
     pub fn start(config: EngineConfig, flows: Vec<TcpStream>) -> Result<Engine, EngineError> {
-        let n = flows.len();
+        Engine::start_with_listener(config, flows, None)
+    }
+
+    /// As [`Engine::start`]; a crr server also takes the data listener its
+    /// workers accept the test's connections on.
+    pub fn start_with_listener(
+        config: EngineConfig,
+        flows: Vec<TcpStream>,
+        listener: Option<std::net::TcpListener>,
+    ) -> Result<Engine, EngineError> {
+        // Workers split slots: flows, or for crr the client's concurrent
+        // connections and the server's threads.
+        let n = match &config.crr {
+            Some(c) if c.client => c.slots,
+            Some(_) => config.threads as usize,
+            None => flows.len(),
+        };
+        let listener = match listener {
+            Some(l) => {
+                l.set_nonblocking(true)
+                    .map_err(|e| EngineError::Spawn(e.to_string()))?;
+                Some(Arc::new(l))
+            }
+            None => None,
+        };
         let threads = (config.threads as usize).clamp(1, n.max(1));
         let flows = Arc::new(flows);
         let counters: Arc<Vec<FlowCounters>> =
@@ -174,12 +223,16 @@ impl Engine {
                 wake: wake.clone(),
                 cpu: config.cpus.as_ref().map(|c| c.cpus()[w % c.len()]),
                 rr: config.rr.clone(),
+                crr: config.crr.clone(),
+                listener: listener.clone(),
                 latency: None,
                 epoch: engine.epoch.clone(),
                 clock,
             };
             let mut plan = plan;
-            if config.rr.as_ref().is_some_and(|r| r.client) {
+            if config.rr.as_ref().is_some_and(|r| r.client)
+                || config.crr.as_ref().is_some_and(|c| c.client)
+            {
                 let slot = Arc::new(latency::LatencySlot::new());
                 engine.latency.push(slot.clone());
                 plan.latency = Some(slot);
@@ -187,7 +240,9 @@ impl Engine {
             let handle = std::thread::Builder::new()
                 .name(format!("{prefix}{w}"))
                 .spawn(move || {
-                    if plan.rr.is_some() {
+                    if plan.crr.is_some() {
+                        crr::run(plan)
+                    } else if plan.rr.is_some() {
                         rr::run(plan)
                     } else {
                         worker::run(plan)
@@ -278,6 +333,11 @@ impl Engine {
     /// TCP_INFO of every flow, in flow order; a flow whose socket no longer
     /// answers is left out.
     pub fn tcp_info(&self) -> Vec<TcpInfo> {
+        if self.config.crr.is_some() {
+            // The one setup flow sits idle; the test's connections are gone
+            // by the time anyone could ask them.
+            return Vec::new();
+        }
         self.flows
             .iter()
             .enumerate()

@@ -84,7 +84,7 @@ pub fn plain_io(e: &io::Error) -> String {
 
 /// Options that must be in place before the handshake: buffer sizes decide the
 /// window scale, MSS is negotiated in the SYN.
-fn apply_before_connect(sock: &Socket, opts: &SocketOpts) -> Result<(), SetupError> {
+pub(crate) fn apply_before_connect(sock: &Socket, opts: &SocketOpts) -> Result<(), SetupError> {
     if let BufSize::Bytes(n) = opts.sndbuf {
         sock.set_send_buffer_size(n as usize).map_err(|e| {
             SetupError::option(
@@ -243,6 +243,11 @@ impl DataListener {
         Ok(DataListener {
             listener: sock.into(),
         })
+    }
+
+    /// The listening socket itself, for a crr server's workers.
+    pub fn into_inner(self) -> TcpListener {
+        self.listener
     }
 
     pub fn port(&self) -> u16 {

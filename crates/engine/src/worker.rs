@@ -58,6 +58,8 @@ pub(crate) struct WorkerPlan {
     pub wake: Arc<OwnedFd>,
     pub cpu: Option<u32>,
     pub rr: Option<crate::rr::RrPlan>,
+    pub crr: Option<crate::crr::CrrPlan>,
+    pub listener: Option<Arc<std::net::TcpListener>>,
     pub latency: Option<Arc<crate::latency::LatencySlot>>,
     pub epoch: Arc<AtomicU64>,
     /// The engine's time base for latency stamps.

@@ -256,16 +256,19 @@ fn run_iteration(
     let data = SocketAddr::new(server_addr.ip(), ready.data_port);
     let flows = connect_flows(
         data,
-        spec.flows,
+        spec.setup_flows(),
         &spec.socket,
         &cookie,
         Duration::from_secs(5),
     )?;
     let options = read_back(&flows[0], &spec.socket);
-    session.start(spec.flows)?;
+    session.start(spec.setup_flows())?;
 
-    let engine = Engine::start(EngineConfig::for_spec(spec, Role::Client), flows)
-        .map_err(|e| RunError::Engine(e.to_string()))?;
+    let mut config = EngineConfig::for_spec(spec, Role::Client);
+    if let Some(c) = config.crr.as_mut() {
+        c.peer = Some(data);
+    }
+    let engine = Engine::start(config, flows).map_err(|e| RunError::Engine(e.to_string()))?;
 
     let t0 = Instant::now();
     let mut complete = wait_until(

@@ -23,6 +23,8 @@ pub enum Workload {
     Stream,
     /// TCP request/response on long-lived flows (netperf TCP_RR).
     Rr,
+    /// A new TCP connection per transaction (netperf TCP_CRR).
+    Crr,
 }
 
 impl fmt::Display for Workload {
@@ -30,6 +32,7 @@ impl fmt::Display for Workload {
         f.write_str(match self {
             Workload::Stream => "stream",
             Workload::Rr => "rr",
+            Workload::Crr => "crr",
         })
     }
 }
@@ -110,6 +113,9 @@ pub struct RrSpec {
     pub req_writes: Vec<u64>,
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub resp_writes: Vec<u64>,
+    /// How crr closes each connection; None for rr.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub close: Option<Close>,
     /// Open loop: transactions per second over all flows, issued on a fixed
     /// schedule whatever the responses do; latency counts from the planned
     /// send time. None is a closed loop.
@@ -125,9 +131,20 @@ impl Default for RrSpec {
             pipeline: 1,
             req_writes: Vec::new(),
             resp_writes: Vec::new(),
+            close: None,
             rate: None,
         }
     }
+}
+
+/// How a crr client ends each connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Close {
+    /// SO_LINGER 0: a reset, no TIME_WAIT (as neper does).
+    Rst,
+    /// A normal close; the client keeps a TIME_WAIT socket per connection.
+    Fin,
 }
 
 /// The most requests a flow may keep outstanding.
@@ -247,6 +264,27 @@ impl Spec {
         }
     }
 
+    /// A crr spec with the defaults of `plumb run crr`.
+    pub fn crr() -> Spec {
+        let mut s = Spec::rr();
+        s.workload = Workload::Crr;
+        if let Some(rr) = s.rr.as_mut() {
+            rr.close = Some(Close::Rst);
+        }
+        s
+    }
+
+    /// Flows connected and announced with the cookie before the test starts:
+    /// every flow for stream and rr; one for crr, whose transactions make
+    /// their own connections.
+    pub fn setup_flows(&self) -> u32 {
+        if self.workload == Workload::Crr {
+            1
+        } else {
+            self.flows
+        }
+    }
+
     /// Transactions rather than bytes are what this workload measures.
     pub fn is_transactional(&self) -> bool {
         self.rr.is_some()
@@ -264,6 +302,16 @@ impl Spec {
                         format!("must be between 1 byte and 64M, got {size}"),
                     ));
                 }
+            }
+            if self.workload == Workload::Crr && (rr.pipeline != 1 || rr.rate.is_some()) {
+                return Err(SpecError::new(
+                    if rr.rate.is_some() {
+                        "--rate"
+                    } else {
+                        "--pipeline"
+                    },
+                    "crr makes one transaction per connection; it has no pipeline or open loop",
+                ));
             }
             if let Some(r) = rr.rate {
                 if r == 0 || r > 100_000_000 {
@@ -403,7 +451,11 @@ impl Spec {
                 writes(&rr.req_writes),
                 units::show_size(rr.resp_size),
                 writes(&rr.resp_writes),
-                match (rr.rate, rr.pipeline) {
+                match rr.close {
+                    Some(Close::Rst) => ", close rst".to_string(),
+                    Some(Close::Fin) => ", close fin".to_string(),
+                    None => String::new(),
+                } + &match (rr.rate, rr.pipeline) {
                     (Some(r), p) => format!(", open loop {r}/s (at most {p} outstanding per flow)"),
                     (None, 1) => String::new(),
                     (None, p) => format!(", pipeline {p}"),

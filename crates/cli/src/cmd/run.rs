@@ -1,4 +1,6 @@
-use crate::args::{CommonArgs, DirectionArg, RrArgs, RunCommand, SocketArgs, StreamArgs};
+use crate::args::{
+    CloseArg, CommonArgs, CrrArgs, DirectionArg, RrArgs, RunCommand, SocketArgs, StreamArgs,
+};
 use crate::Failure;
 use plumb_engine::SampleSink;
 use plumb_run::{RunError, RunOptions};
@@ -104,7 +106,43 @@ fn rr_spec(a: &RrArgs) -> Result<Spec, Failure> {
             pipeline: a.pipeline,
             req_writes: writes("--req-writes", &a.req_writes, a.req_size)?,
             resp_writes: writes("--resp-writes", &a.resp_writes, a.resp_size)?,
+            close: None,
             rate: a.rate,
+        }),
+    })
+}
+
+fn crr_spec(a: &CrrArgs) -> Result<Spec, Failure> {
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get() as u32)
+        .unwrap_or(1);
+    let writes = |flag, text: &Option<String>, size| {
+        plumb_spec::parse_writes(flag, text.as_deref().unwrap_or(""), size)
+            .map_err(|e| Failure::usage(e.to_string()))
+    };
+    Ok(Spec {
+        workload: Workload::Crr,
+        direction: Direction::Send,
+        flows: a.flows,
+        threads: a.threads.unwrap_or_else(|| a.flows.min(cpus)),
+        msg_size: a.req_size.max(a.resp_size),
+        socket: socket_opts(&a.socket),
+        family: family(&a.common),
+        duration_ms: a.common.duration,
+        warmup_ms: a.common.warmup,
+        client_cpus: a.common.client_cpus.clone(),
+        server_cpus: a.common.server_cpus.clone(),
+        rr: Some(plumb_spec::RrSpec {
+            req_size: a.req_size,
+            resp_size: a.resp_size,
+            pipeline: 1,
+            req_writes: writes("--req-writes", &a.req_writes, a.req_size)?,
+            resp_writes: writes("--resp-writes", &a.resp_writes, a.resp_size)?,
+            close: Some(match a.close {
+                CloseArg::Rst => plumb_spec::Close::Rst,
+                CloseArg::Fin => plumb_spec::Close::Fin,
+            }),
+            rate: None,
         }),
     })
 }
@@ -207,6 +245,7 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
     let (spec, a) = match cmd {
         RunCommand::Stream(a) => (stream_spec(&a), a.common),
         RunCommand::Rr(a) => (rr_spec(&a)?, a.common),
+        RunCommand::Crr(a) => (crr_spec(&a)?, a.common),
     };
     let server = match &a.server {
         Some(s) => Some(super::parse_addr(s, plumb_ctl::DEFAULT_PORT, "--server")?),

@@ -1,0 +1,438 @@
+//! Connect-request-response-close (netperf TCP_CRR): every transaction is a
+//! new TCP connection. The client keeps `slots` connections in progress, each
+//! cycling connect, request, response, close; the server accepts on a
+//! listener all its workers share (EPOLLEXCLUSIVE, so one wakes per
+//! connection) and answers each connection once.
+//!
+//! Closing with RST (SO_LINGER 0, as neper does) leaves no TIME_WAIT behind;
+//! closing with FIN is what applications do and costs a TIME_WAIT socket per
+//! transaction on the side that closes first (the client), which is how a
+//! machine runs out of local ports. Both outcomes are reported by name.
+
+use crate::latency::new_histogram;
+use crate::setup::{apply_before_connect, apply_connected, plain_io};
+use crate::worker::{FlowError, WorkerPlan};
+use plumb_spec::SocketOpts;
+use rustix::buffer::spare_capacity;
+use rustix::event::epoll;
+use socket2::{Domain, Protocol, Socket, Type};
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::sync::Arc;
+
+#[derive(Debug, Clone)]
+pub struct CrrPlan {
+    pub client: bool,
+    /// Connections kept in progress by the client (its --flows).
+    pub slots: usize,
+    /// The writes an outgoing message is made of, and the size of an
+    /// incoming one.
+    pub out_writes: Vec<usize>,
+    pub in_size: usize,
+    /// Close with RST (SO_LINGER 0) instead of FIN.
+    pub rst: bool,
+    /// Where the client connects.
+    pub peer: Option<SocketAddr>,
+    pub opts: SocketOpts,
+}
+
+const WAKE: u64 = u64::MAX;
+const LISTENER: u64 = u64::MAX - 1;
+
+/// Why a connection could not be made, in the words a user acts on.
+fn connect_error(e: &io::Error) -> String {
+    match e.raw_os_error() {
+        Some(99) => format!(
+            "{}: out of local ports (net.ipv4.ip_local_port_range, TIME_WAIT sockets); --close rst avoids TIME_WAIT",
+            plain_io(e)
+        ),
+        Some(23) | Some(24) => format!("{}: out of file descriptors (ulimit -n)", plain_io(e)),
+        _ => plain_io(e),
+    }
+}
+
+struct Conn {
+    stream: TcpStream,
+    connecting: bool,
+    part: usize,
+    off: usize,
+    /// Incoming bytes of the current message.
+    got: usize,
+    /// The outgoing message has been written completely.
+    written: bool,
+    armed_out: bool,
+    t0: u64,
+}
+
+pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
+    let crr = plan.crr.clone().expect("a crr worker has a crr plan");
+    if let Some(cpu) = plan.cpu {
+        plumb_sys::affinity::pin_current_thread(cpu)?;
+    }
+    if crr.client {
+        client(plan, crr)
+    } else {
+        server(plan, crr)
+    }
+}
+
+fn write_out(conn: &mut Conn, writes: &[usize], buf: &[u8]) -> io::Result<(u64, bool)> {
+    let mut sent = 0u64;
+    while !conn.written {
+        let want = writes[conn.part] - conn.off;
+        match (&conn.stream).write(&buf[..want]) {
+            Ok(n) => {
+                sent += n as u64;
+                conn.off += n;
+                if conn.off == writes[conn.part] {
+                    conn.off = 0;
+                    conn.part += 1;
+                    if conn.part == writes.len() {
+                        conn.part = 0;
+                        conn.written = true;
+                    }
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok((sent, true)),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((sent, false))
+}
+
+fn client(plan: WorkerPlan, crr: CrrPlan) -> io::Result<Vec<FlowError>> {
+    let peer = crr.peer.expect("the client knows where to connect");
+    let ep = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+    epoll::add(
+        &ep,
+        &*plan.wake,
+        epoll::EventData::new_u64(WAKE),
+        epoll::EventFlags::IN,
+    )?;
+    let base = plan.range.start;
+    let n = plan.range.len();
+    let largest = crr.out_writes.iter().copied().max().unwrap_or(1);
+    let send_buf: Vec<u8> = (0..largest).map(|i| (i % 251) as u8).collect();
+    let mut recv_buf = vec![0u8; crr.in_size.clamp(4096, 256 * 1024)];
+    let mut conns: Vec<Option<Conn>> = (0..n).map(|_| None).collect();
+    let mut local = new_histogram();
+    let mut epoch_seen = plan.epoch.load(Acquire);
+    let clock = plan.clock;
+    let mut errors = Vec::new();
+    let mut live = n;
+    let mut events: Vec<epoll::Event> = Vec::with_capacity(256);
+
+    let open = |k: usize| -> io::Result<Conn> {
+        let sock = Socket::new(
+            Domain::for_address(peer),
+            Type::STREAM.nonblocking().cloexec(),
+            Some(Protocol::TCP),
+        )?;
+        let _ = apply_before_connect(&sock, &crr.opts);
+        if crr.rst {
+            sock.set_linger(Some(std::time::Duration::ZERO))?;
+        }
+        if crr.opts.nodelay {
+            sock.set_tcp_nodelay(true)?;
+        }
+        let t0 = clock.elapsed().as_nanos() as u64;
+        match sock.connect(&peer.into()) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(115) => {} // EINPROGRESS
+            Err(e) => return Err(e),
+        }
+        let stream: TcpStream = sock.into();
+        epoll::add(
+            &ep,
+            &stream,
+            epoll::EventData::new_u64((base + k) as u64),
+            epoll::EventFlags::OUT | epoll::EventFlags::IN,
+        )?;
+        Ok(Conn {
+            stream,
+            connecting: true,
+            part: 0,
+            off: 0,
+            got: 0,
+            written: false,
+            armed_out: true,
+            t0,
+        })
+    };
+
+    let mut fail = |k: usize, e: String, conns: &mut Vec<Option<Conn>>, live: &mut usize| {
+        conns[k] = None;
+        *live -= 1;
+        errors.push(FlowError {
+            flow: (base + k) as u32,
+            error: e,
+            after_window: plan.window_closed.load(Relaxed) || plan.stop.load(Relaxed),
+        });
+    };
+
+    for k in 0..n {
+        match open(k) {
+            Ok(c) => conns[k] = Some(c),
+            Err(e) => fail(k, connect_error(&e), &mut conns, &mut live),
+        }
+    }
+
+    while live > 0 && !plan.stop.load(Relaxed) {
+        events.clear();
+        match epoll::wait(&ep, spare_capacity(&mut events), None) {
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+        for ev in &events {
+            let id = ev.data.u64();
+            if id == WAKE {
+                let mut b = [0u8; 8];
+                let _ = rustix::io::read(&*plan.wake, &mut b);
+                continue;
+            }
+            let i = id as usize;
+            let k = i - base;
+            let flags = ev.flags;
+            let c = &plan.counters[i];
+            let Some(conn) = conns[k].as_mut() else {
+                continue;
+            };
+            if conn.connecting {
+                if let Some(e) = conn.stream.take_error()? {
+                    fail(k, connect_error(&e), &mut conns, &mut live);
+                    continue;
+                }
+                if !flags.intersects(epoll::EventFlags::OUT) {
+                    continue;
+                }
+                conn.connecting = false;
+                let _ = apply_connected(&conn.stream, &crr.opts);
+            }
+            let mut outcome: Result<bool, String> = Ok(false);
+            if !conn.written {
+                match write_out(conn, &crr.out_writes, &send_buf) {
+                    Ok((sent, blocked)) => {
+                        c.add_sent(sent);
+                        if blocked != conn.armed_out {
+                            let fl = if blocked {
+                                epoll::EventFlags::IN | epoll::EventFlags::OUT
+                            } else {
+                                epoll::EventFlags::IN
+                            };
+                            epoll::modify(
+                                &ep,
+                                &conn.stream,
+                                epoll::EventData::new_u64(i as u64),
+                                fl,
+                            )?;
+                            conn.armed_out = blocked;
+                        }
+                    }
+                    Err(e) => outcome = Err(plain_io(&e)),
+                }
+            }
+            if outcome.is_ok()
+                && flags.intersects(
+                    epoll::EventFlags::IN | epoll::EventFlags::HUP | epoll::EventFlags::ERR,
+                )
+            {
+                loop {
+                    match (&conn.stream).read(&mut recv_buf) {
+                        Ok(0) => {
+                            outcome = Err("the server closed before its response".into());
+                            break;
+                        }
+                        Ok(got) => {
+                            c.add_received(got as u64);
+                            conn.got += got;
+                            if conn.got >= crr.in_size {
+                                outcome = Ok(true);
+                                break;
+                            }
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => {
+                            outcome = Err(plain_io(&e));
+                            break;
+                        }
+                    }
+                }
+            }
+            match outcome {
+                Ok(false) => {}
+                Ok(true) => {
+                    let now = clock.elapsed().as_nanos() as u64;
+                    local.saturating_record(now.saturating_sub(conn.t0).max(1));
+                    c.add_transaction();
+                    // Dropping the stream closes it: RST with linger 0, else FIN.
+                    conns[k] = None;
+                    match open(k) {
+                        Ok(nc) => conns[k] = Some(nc),
+                        Err(e) => fail(k, connect_error(&e), &mut conns, &mut live),
+                    }
+                }
+                Err(e) => fail(k, e, &mut conns, &mut live),
+            }
+        }
+        let epoch = plan.epoch.load(Acquire);
+        if epoch != epoch_seen {
+            if let Some(slot) = &plan.latency {
+                slot.flush(&mut local, epoch);
+            }
+            epoch_seen = epoch;
+        }
+    }
+    Ok(errors)
+}
+
+fn server(plan: WorkerPlan, crr: CrrPlan) -> io::Result<Vec<FlowError>> {
+    let listener: Arc<TcpListener> = plan
+        .listener
+        .clone()
+        .expect("the crr server has a listener");
+    let ep = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+    epoll::add(
+        &ep,
+        &*plan.wake,
+        epoll::EventData::new_u64(WAKE),
+        epoll::EventFlags::IN,
+    )?;
+    epoll::add(
+        &ep,
+        &*listener,
+        epoll::EventData::new_u64(LISTENER),
+        epoll::EventFlags::IN | epoll::EventFlags::EXCLUSIVE,
+    )?;
+    let largest = crr.out_writes.iter().copied().max().unwrap_or(1);
+    let send_buf: Vec<u8> = (0..largest).map(|i| (i % 251) as u8).collect();
+    let mut recv_buf = vec![0u8; crr.in_size.clamp(4096, 256 * 1024)];
+    let mut conns: Vec<Option<Conn>> = Vec::new();
+    let mut free: Vec<usize> = Vec::new();
+    // Totals go to this worker's first counter: per-connection counters
+    // would mean nothing when connections last one transaction.
+    let c = &plan.counters[plan.range.start];
+    let mut errors = Vec::new();
+    let mut events: Vec<epoll::Event> = Vec::with_capacity(256);
+
+    while !plan.stop.load(Relaxed) {
+        events.clear();
+        match epoll::wait(&ep, spare_capacity(&mut events), None) {
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+        for ev in &events {
+            let id = ev.data.u64();
+            if id == WAKE {
+                let mut b = [0u8; 8];
+                let _ = rustix::io::read(&*plan.wake, &mut b);
+                continue;
+            }
+            if id == LISTENER {
+                for _ in 0..64 {
+                    match listener.accept() {
+                        Ok((stream, _)) => {
+                            stream.set_nonblocking(true)?;
+                            if crr.opts.nodelay {
+                                let _ = stream.set_nodelay(true);
+                            }
+                            let slot = free.pop().unwrap_or_else(|| {
+                                conns.push(None);
+                                conns.len() - 1
+                            });
+                            epoll::add(
+                                &ep,
+                                &stream,
+                                epoll::EventData::new_u64(slot as u64),
+                                epoll::EventFlags::IN,
+                            )?;
+                            conns[slot] = Some(Conn {
+                                stream,
+                                connecting: false,
+                                part: 0,
+                                off: 0,
+                                got: 0,
+                                written: false,
+                                armed_out: false,
+                                t0: 0,
+                            });
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) if matches!(e.raw_os_error(), Some(23) | Some(24)) => {
+                            if errors.is_empty() {
+                                errors.push(FlowError {
+                                    flow: plan.range.start as u32,
+                                    error: connect_error(&e),
+                                    after_window: plan.window_closed.load(Relaxed),
+                                });
+                            }
+                            break;
+                        }
+                        // A connection reset before it was accepted.
+                        Err(_) => break,
+                    }
+                }
+                continue;
+            }
+            let slot = id as usize;
+            let Some(conn) = conns.get_mut(slot).and_then(|c| c.as_mut()) else {
+                continue;
+            };
+            let mut close = false;
+            loop {
+                match (&conn.stream).read(&mut recv_buf) {
+                    Ok(0) => {
+                        close = true;
+                        break;
+                    }
+                    Ok(got) => {
+                        c.add_received(got as u64);
+                        conn.got += got;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    // RST from a client closing with linger 0: the normal end.
+                    Err(_) => {
+                        close = true;
+                        break;
+                    }
+                }
+            }
+            if !close && conn.got >= crr.in_size && !conn.written {
+                match write_out(conn, &crr.out_writes, &send_buf) {
+                    Ok((sent, blocked)) => {
+                        c.add_sent(sent);
+                        if conn.written {
+                            c.add_transaction();
+                        }
+                        if blocked != conn.armed_out {
+                            let fl = if blocked {
+                                epoll::EventFlags::IN | epoll::EventFlags::OUT
+                            } else {
+                                epoll::EventFlags::IN
+                            };
+                            epoll::modify(
+                                &ep,
+                                &conn.stream,
+                                epoll::EventData::new_u64(slot as u64),
+                                fl,
+                            )?;
+                            conn.armed_out = blocked;
+                        }
+                    }
+                    Err(_) => close = true,
+                }
+            }
+            if close {
+                conns[slot] = None;
+                free.push(slot);
+            }
+        }
+    }
+    Ok(errors)
+}
