@@ -80,6 +80,26 @@ fn run_json_validates_against_the_schema() {
             "--close",
             "fin",
         ][..],
+        &[
+            "run",
+            "udp-stream",
+            "--json",
+            "--duration",
+            "1s",
+            "--warmup",
+            "200ms",
+        ][..],
+        &[
+            "run",
+            "udp-rr",
+            "--json",
+            "--duration",
+            "1s",
+            "--warmup",
+            "200ms",
+            "--flows",
+            "3",
+        ][..],
     ] {
         let out = run(args);
         assert!(

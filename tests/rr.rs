@@ -80,6 +80,14 @@ fn a_thousand_flows_agree_on_both_ends() {
     let d = &it["derived"];
     let tps = f(&d["tps"]);
     assert!((tps - ct as f64 / f(&c["window_s"])).abs() < 1.0, "{tps}");
+    // The per-second rates count the same bytes (both ways) as the total.
+    let bps = f(&d["throughput_bps"]);
+    assert!(
+        f(&d["interval_min_bps"]) <= bps * 1.1 && f(&d["interval_max_bps"]) >= bps * 0.9,
+        "{bps} outside the interval range {} to {}",
+        d["interval_min_bps"],
+        d["interval_max_bps"]
+    );
     assert!(f(&d["client_cpu_s_per_tx"]) > 0.0);
     assert!(f(&d["host_cpu_s_per_tx"]) >= f(&d["client_cpu_s_per_tx"]) * 0.5);
     let fair = f(&d["fairness"]);

@@ -222,6 +222,66 @@ pub enum RunCommand {
     /// A new TCP connection per transaction: connect, request, response,
     /// close (netperf TCP_CRR).
     Crr(CrrArgs),
+    /// UDP datagrams from the client as fast as its sockets take them: sent
+    /// and received datagrams and bits on both ends, loss and reordering
+    /// counted by the receiver (netperf UDP_STREAM, iperf3 -u).
+    UdpStream(UdpStreamArgs),
+    /// UDP request/response: a request whose response does not come within
+    /// --timeout is counted as lost and the flow goes on (netperf UDP_RR).
+    UdpRr(UdpRrArgs),
+}
+
+/// Socket options of the UDP workloads.
+#[derive(Args, Debug)]
+pub struct UdpSocketArgs {
+    /// SO_SNDBUF on both ends: a size like 256K, or auto (the kernel default).
+    #[arg(long, default_value = "auto", value_parser = bufsize, value_name = "SIZE|auto")]
+    pub sndbuf: BufSize,
+    /// SO_RCVBUF on both ends: a size like 256K, or auto (the kernel default).
+    #[arg(long, default_value = "auto", value_parser = bufsize, value_name = "SIZE|auto")]
+    pub rcvbuf: BufSize,
+}
+
+#[derive(Args, Debug)]
+pub struct UdpStreamArgs {
+    /// Number of UDP flows (a connected socket each on the client).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub flows: u32,
+    /// Worker threads on each end [default: min(flows, CPUs)].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub threads: Option<u32>,
+    /// Bytes per datagram, plumb's 16-byte header included (16 to 65507);
+    /// 1472 fills a 1500-byte MTU over IPv4.
+    #[arg(long, default_value = "1472", value_parser = size, value_name = "SIZE")]
+    pub msg_size: u64,
+    #[command(flatten)]
+    pub socket: UdpSocketArgs,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct UdpRrArgs {
+    /// Number of UDP flows, each with one request outstanding.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub flows: u32,
+    /// Worker threads on each end [default: min(flows, CPUs)].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub threads: Option<u32>,
+    /// Bytes per request, plumb's 16-byte header included (16 to 65507).
+    #[arg(long, default_value = "16", value_parser = size, value_name = "SIZE")]
+    pub req_size: u64,
+    /// Bytes per response (16 to 65507).
+    #[arg(long, default_value = "16", value_parser = size, value_name = "SIZE")]
+    pub resp_size: u64,
+    /// How long a request waits for its response before it counts as lost
+    /// and the flow sends the next one.
+    #[arg(long, default_value = "200ms", value_parser = duration, value_name = "TIME")]
+    pub timeout: u64,
+    #[command(flatten)]
+    pub socket: UdpSocketArgs,
+    #[command(flatten)]
+    pub common: CommonArgs,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]

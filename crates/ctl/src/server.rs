@@ -6,7 +6,10 @@
 use crate::frame::{read_frame, write_frame, FrameError, MAX_FRAME};
 use crate::message::{software, Frame, Message, PROTOCOL_VERSION};
 use plumb_engine::meter::NoSink;
-use plumb_engine::{plain_io, read_back, Cookie, DataListener, Engine, EngineConfig, Meter};
+use plumb_engine::{
+    plain_io, read_back, read_back_udp, udp_server_sockets, Cookie, DataListener, Engine,
+    EngineConfig, Meter, UdpPlan,
+};
 use plumb_samples::{EndResult, Role};
 use plumb_spec::Spec;
 use std::io::Write;
@@ -139,6 +142,14 @@ fn session(stream: TcpStream) -> Result<(), String> {
     let backlog = spec.flows.min(4096) as i32;
     let listener = DataListener::bind(local_ip, 0, &spec.socket, backlog)
         .map_err(|e| ctrl.fail("setup", e.message))?;
+    // UDP datagrams come to the same port number; the sockets are bound
+    // before the client hears of the port, so its first datagram finds them.
+    let udp_socks = if spec.workload.is_udp() {
+        udp_server_sockets(local_ip, listener.port(), spec.threads, &spec.socket)
+            .map_err(|e| ctrl.fail("setup", e.message))?
+    } else {
+        Vec::new()
+    };
     let cookie = Cookie::random().map_err(|e| plain_io(&e))?;
     ctrl.send(Message::Ready {
         data_port: listener.port(),
@@ -152,15 +163,24 @@ fn session(stream: TcpStream) -> Result<(), String> {
         .map_err(|e| ctrl.fail("setup", e.message))?;
     // crr keeps listening: each of its transactions is a new connection.
     let listener = (spec.workload == plumb_spec::Workload::Crr).then(|| listener.into_inner());
-    let options = read_back(&flows[0], &spec.socket);
+    let options = match udp_socks.first() {
+        Some(u) => read_back_udp(u, &spec.socket),
+        None => read_back(&flows[0], &spec.socket),
+    };
 
     match ctrl.read("start", handshake)? {
         Message::Start => {}
         m => return Err(ctrl.fail("order", format!("expected start, got {}", m.name()))),
     }
-    let engine =
-        Engine::start_with_listener(EngineConfig::for_spec(&spec, Role::Server), flows, listener)
-            .map_err(|e| ctrl.fail("engine", e.to_string()))?;
+    let mut config = EngineConfig::for_spec(&spec, Role::Server);
+    let engine = match config.udp.as_mut() {
+        Some(u) => {
+            u.tag = UdpPlan::tag_of(&cookie);
+            Engine::start_udp(config, flows, udp_socks)
+        }
+        None => Engine::start_with_listener(config, flows, listener),
+    }
+    .map_err(|e| ctrl.fail("engine", e.to_string()))?;
     ctrl.send(Message::Started)?;
 
     let end = measure(&ctrl, &engine, &spec, options);

@@ -10,12 +10,17 @@ pub mod latency;
 pub mod meter;
 mod rr;
 pub mod setup;
+mod udp;
 mod worker;
 
 pub use crr::CrrPlan;
 pub use meter::{Meter, SampleSink};
 pub use rr::RrPlan;
-pub use setup::{connect_flows, plain_io, read_back, Cookie, DataListener, SetupError};
+pub use setup::{
+    connect_flows, plain_io, read_back, read_back_udp, udp_client_sockets, udp_server_sockets,
+    Cookie, DataListener, SetupError,
+};
+pub use udp::UdpPlan;
 pub use worker::FlowError;
 
 use plumb_samples::{Role, TcpInfo};
@@ -42,6 +47,8 @@ pub struct EngineConfig {
     pub rr: Option<RrPlan>,
     /// A connection per transaction; the client fills in `peer`.
     pub crr: Option<CrrPlan>,
+    /// UDP datagrams; the client fills in the tag.
+    pub udp: Option<UdpPlan>,
 }
 
 impl EngineConfig {
@@ -76,27 +83,48 @@ impl EngineConfig {
                     opts: spec.socket.clone(),
                 }
             });
-        let rr = spec.rr.as_ref().filter(|_| crr.is_none()).map(|r| {
-            if server {
-                RrPlan {
-                    client: false,
-                    out_writes: writes(&r.resp_writes, r.resp_size),
-                    in_size: r.req_size as usize,
-                    initial: 0,
-                    depth: 0,
-                    rate: None,
-                }
-            } else {
-                RrPlan {
-                    client: true,
-                    out_writes: writes(&r.req_writes, r.req_size),
-                    in_size: r.resp_size as usize,
-                    initial: if r.rate.is_some() { 0 } else { r.pipeline },
-                    depth: r.pipeline,
-                    rate: r.rate.map(|x| x as f64),
-                }
-            }
+        let udp = spec.workload.is_udp().then(|| UdpPlan {
+            client: !server,
+            rr: spec.workload == plumb_spec::Workload::UdpRr,
+            tag: 0,
+            out_size: match (&spec.rr, server) {
+                (Some(r), true) => r.resp_size as usize,
+                (Some(r), false) => r.req_size as usize,
+                (None, _) => spec.msg_size as usize,
+            },
+            flows: spec.flows as usize,
+            timeout_ns: spec
+                .rr
+                .as_ref()
+                .and_then(|r| r.timeout_ms)
+                .unwrap_or(plumb_spec::UDP_RR_TIMEOUT_MS)
+                * 1_000_000,
         });
+        let rr = spec
+            .rr
+            .as_ref()
+            .filter(|_| crr.is_none() && udp.is_none())
+            .map(|r| {
+                if server {
+                    RrPlan {
+                        client: false,
+                        out_writes: writes(&r.resp_writes, r.resp_size),
+                        in_size: r.req_size as usize,
+                        initial: 0,
+                        depth: 0,
+                        rate: None,
+                    }
+                } else {
+                    RrPlan {
+                        client: true,
+                        out_writes: writes(&r.req_writes, r.req_size),
+                        in_size: r.resp_size as usize,
+                        initial: if r.rate.is_some() { 0 } else { r.pipeline },
+                        depth: r.pipeline,
+                        rate: r.rate.map(|x| x as f64),
+                    }
+                }
+            });
         EngineConfig {
             role,
             sends: sends || spec.rr.is_some(),
@@ -110,6 +138,7 @@ impl EngineConfig {
             },
             rr,
             crr,
+            udp,
         }
     }
 }
@@ -128,6 +157,8 @@ pub struct Counts {
     pub flows: Vec<(u64, u64)>,
     /// Transactions per flow (request/response workloads).
     pub transactions: Vec<u64>,
+    /// Datagram counts summed over the flows (UDP workloads).
+    pub udp: plumb_samples::UdpTotals,
 }
 
 impl Counts {
@@ -153,6 +184,7 @@ pub struct Engine {
     workers: Vec<JoinHandle<std::io::Result<Vec<FlowError>>>>,
     latency: Vec<Arc<latency::LatencySlot>>,
     epoch: Arc<AtomicU64>,
+    strays: Arc<AtomicU64>,
 }
 
 impl Engine {
@@ -169,12 +201,38 @@ impl Engine {
         flows: Vec<TcpStream>,
         listener: Option<std::net::TcpListener>,
     ) -> Result<Engine, EngineError> {
+        Engine::start_inner(config, flows, listener, Vec::new())
+    }
+
+    /// A UDP test: the client's sockets, one per flow, or the server's, one
+    /// per worker. `flows` holds the TCP flow that carried the cookie.
+    pub fn start_udp(
+        config: EngineConfig,
+        flows: Vec<TcpStream>,
+        socks: Vec<std::net::UdpSocket>,
+    ) -> Result<Engine, EngineError> {
+        for s in &socks {
+            s.set_nonblocking(true)
+                .map_err(|e| EngineError::Spawn(e.to_string()))?;
+        }
+        Engine::start_inner(config, flows, None, socks)
+    }
+
+    fn start_inner(
+        config: EngineConfig,
+        flows: Vec<TcpStream>,
+        listener: Option<std::net::TcpListener>,
+        udp_socks: Vec<std::net::UdpSocket>,
+    ) -> Result<Engine, EngineError> {
         // Workers split slots: flows, or for crr the client's concurrent
-        // connections and the server's threads.
-        let n = match &config.crr {
-            Some(c) if c.client => c.slots,
-            Some(_) => config.threads as usize,
-            None => flows.len(),
+        // connections and the server's threads, or the server's UDP sockets.
+        // Counters are per flow in every case.
+        let (n, counted) = match (&config.crr, &config.udp) {
+            (Some(c), _) if c.client => (c.slots, c.slots),
+            (Some(_), _) => (config.threads as usize, config.threads as usize),
+            (None, Some(u)) if u.client => (u.flows, u.flows),
+            (None, Some(u)) => (udp_socks.len(), u.flows),
+            (None, None) => (flows.len(), flows.len()),
         };
         let listener = match listener {
             Some(l) => {
@@ -187,7 +245,9 @@ impl Engine {
         let threads = (config.threads as usize).clamp(1, n.max(1));
         let flows = Arc::new(flows);
         let counters: Arc<Vec<FlowCounters>> =
-            Arc::new((0..n).map(|_| FlowCounters::default()).collect());
+            Arc::new((0..counted).map(|_| FlowCounters::default()).collect());
+        let udp_socks = Arc::new(udp_socks);
+        let strays = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let window_closed = Arc::new(AtomicBool::new(false));
         let mut engine = Engine {
@@ -200,6 +260,7 @@ impl Engine {
             workers: Vec::new(),
             latency: Vec::new(),
             epoch: Arc::new(AtomicU64::new(0)),
+            strays: strays.clone(),
         };
         let clock = std::time::Instant::now();
         let prefix = match config.role {
@@ -225,6 +286,9 @@ impl Engine {
                 rr: config.rr.clone(),
                 crr: config.crr.clone(),
                 listener: listener.clone(),
+                udp: config.udp.clone(),
+                udp_socks: udp_socks.clone(),
+                strays: strays.clone(),
                 latency: None,
                 epoch: engine.epoch.clone(),
                 clock,
@@ -232,6 +296,7 @@ impl Engine {
             let mut plan = plan;
             if config.rr.as_ref().is_some_and(|r| r.client)
                 || config.crr.as_ref().is_some_and(|c| c.client)
+                || config.udp.as_ref().is_some_and(|u| u.client && u.rr)
             {
                 let slot = Arc::new(latency::LatencySlot::new());
                 engine.latency.push(slot.clone());
@@ -240,7 +305,9 @@ impl Engine {
             let handle = std::thread::Builder::new()
                 .name(format!("{prefix}{w}"))
                 .spawn(move || {
-                    if plan.crr.is_some() {
+                    if plan.udp.is_some() {
+                        udp::run(plan)
+                    } else if plan.crr.is_some() {
                         crr::run(plan)
                     } else if plan.rr.is_some() {
                         rr::run(plan)
@@ -288,7 +355,34 @@ impl Engine {
                 .iter()
                 .map(|c| c.transactions.load(Relaxed))
                 .collect(),
+            udp: self.udp_counts(),
         }
+    }
+
+    fn udp_counts(&self) -> plumb_samples::UdpTotals {
+        let mut t = plumb_samples::UdpTotals::default();
+        if self.config.udp.is_none() {
+            return t;
+        }
+        let client = self.config.udp.as_ref().is_some_and(|u| u.client);
+        let (mut gaps, mut late) = (0u64, 0u64);
+        for c in self.counters.iter() {
+            t.packets_sent += c.packets_sent.load(Relaxed);
+            t.packets_received += c.packets_received.load(Relaxed);
+            t.timeouts += c.timeouts.load(Relaxed);
+            gaps += c.gaps.load(Relaxed);
+            late += c.late.load(Relaxed);
+        }
+        if client {
+            t.late_responses = late;
+        } else {
+            // A datagram that arrives after a later one filled a gap that
+            // was counted as lost.
+            t.lost = gaps.saturating_sub(late);
+            t.reordered = late;
+        }
+        t.strays = self.strays.load(Relaxed);
+        t
     }
 
     /// The latencies recorded since the last call, merged over the workers
@@ -333,9 +427,9 @@ impl Engine {
     /// TCP_INFO of every flow, in flow order; a flow whose socket no longer
     /// answers is left out.
     pub fn tcp_info(&self) -> Vec<TcpInfo> {
-        if self.config.crr.is_some() {
+        if self.config.crr.is_some() || self.config.udp.is_some() {
             // The one setup flow sits idle; the test's connections are gone
-            // by the time anyone could ask them.
+            // by the time anyone could ask them, or are not TCP at all.
             return Vec::new();
         }
         self.flows

@@ -200,6 +200,18 @@ impl Meter {
                 .as_ref()
                 .filter(|h| !h.is_empty())
                 .map(crate::latency::summarize),
+            udp: engine.config().udp.as_ref().map(|_| {
+                let (a, b) = (&self.start.udp, &end.udp);
+                plumb_samples::UdpTotals {
+                    packets_sent: b.packets_sent - a.packets_sent,
+                    packets_received: b.packets_received - a.packets_received,
+                    lost: b.lost.saturating_sub(a.lost),
+                    reordered: b.reordered - a.reordered,
+                    timeouts: b.timeouts - a.timeouts,
+                    late_responses: b.late_responses - a.late_responses,
+                    strays: b.strays - a.strays,
+                }
+            }),
         }
     }
 }

@@ -7,7 +7,7 @@ use plumb_samples::{OptionRecord, OptionStatus};
 use plumb_spec::{BufSize, SocketOpts};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
 /// A per-test secret the server hands out over the control connection; every
@@ -198,6 +198,102 @@ pub fn connect_flows(
         flows.push(stream);
     }
     Ok(flows)
+}
+
+/// Connects one UDP socket per flow to the server's data port, with the
+/// buffer sizes asked. Each gets its own local port, so the server's
+/// SO_REUSEPORT group spreads the flows over its workers.
+pub fn udp_client_sockets(
+    addr: SocketAddr,
+    count: u32,
+    opts: &SocketOpts,
+) -> Result<Vec<UdpSocket>, SetupError> {
+    let mut socks = Vec::with_capacity(count as usize);
+    for i in 0..count {
+        let sock = Socket::new(
+            Domain::for_address(addr),
+            Type::DGRAM.cloexec(),
+            Some(Protocol::UDP),
+        )
+        .map_err(|e| resource_error("create a UDP socket", i, e))?;
+        apply_before_connect(&sock, opts)?;
+        sock.connect(&addr.into()).map_err(|e| {
+            // A UDP socket that cannot bind a local port says EAGAIN.
+            let e = if e.raw_os_error() == Some(11) {
+                io::Error::from_raw_os_error(99)
+            } else {
+                e
+            };
+            resource_error(format!("connect UDP flow {i} to {addr}"), i, e)
+        })?;
+        socks.push(sock.into());
+    }
+    Ok(socks)
+}
+
+/// The server's UDP sockets: `count` of them bound to the same port with
+/// SO_REUSEPORT, one per worker.
+pub fn udp_server_sockets(
+    ip: IpAddr,
+    port: u16,
+    count: u32,
+    opts: &SocketOpts,
+) -> Result<Vec<UdpSocket>, SetupError> {
+    let addr = SocketAddr::new(ip, port);
+    let mut socks = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let sock = Socket::new(
+            Domain::for_address(addr),
+            Type::DGRAM.cloexec(),
+            Some(Protocol::UDP),
+        )
+        .map_err(|e| SetupError::io("create a UDP socket", e))?;
+        sock.set_reuse_port(true)
+            .map_err(|e| SetupError::io("set SO_REUSEPORT", e))?;
+        apply_before_connect(&sock, opts)?;
+        sock.bind(&addr.into())
+            .map_err(|e| SetupError::io(format!("cannot receive UDP on {addr}"), e))?;
+        socks.push(sock.into());
+    }
+    Ok(socks)
+}
+
+/// Buffer sizes granted to a UDP socket, as [`read_back`] does for TCP.
+pub fn read_back_udp(sock: &UdpSocket, opts: &SocketOpts) -> Vec<OptionRecord> {
+    let s = SockRef::from(sock);
+    let mut out = Vec::new();
+    for (name, asked, granted) in [
+        ("sndbuf", opts.sndbuf, s.send_buffer_size()),
+        ("rcvbuf", opts.rcvbuf, s.recv_buffer_size()),
+    ] {
+        let set = matches!(asked, BufSize::Bytes(_));
+        let (granted, status) = match granted {
+            Ok(g) => (
+                g.to_string(),
+                if set {
+                    OptionStatus::Applied
+                } else {
+                    OptionStatus::Default
+                },
+            ),
+            Err(e) => (
+                format!("unreadable: {}", plain_io(&e)),
+                OptionStatus::Unsupported,
+            ),
+        };
+        out.push(OptionRecord {
+            name: name.to_string(),
+            asked: asked.to_string(),
+            granted,
+            status,
+            note: Some(if set {
+                "the kernel doubles the value asked for its own bookkeeping".to_string()
+            } else {
+                "the kernel default (net.core.wmem_default / rmem_default)".to_string()
+            }),
+        });
+    }
+    out
 }
 
 fn resource_error(what: impl std::fmt::Display, made: u32, e: io::Error) -> SetupError {

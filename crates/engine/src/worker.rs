@@ -18,6 +18,17 @@ pub struct FlowCounters {
     pub sent: AtomicU64,
     pub received: AtomicU64,
     pub transactions: AtomicU64,
+    /// UDP: datagrams, and the receiver's view of the sequence numbers.
+    pub packets_sent: AtomicU64,
+    pub packets_received: AtomicU64,
+    /// Sequence numbers skipped over (a datagram arriving later takes one
+    /// back as `late`).
+    pub gaps: AtomicU64,
+    pub late: AtomicU64,
+    /// The sequence number the receiver expects next.
+    pub expect: AtomicU64,
+    /// udp-rr client: requests that timed out.
+    pub timeouts: AtomicU64,
 }
 
 impl FlowCounters {
@@ -25,6 +36,10 @@ impl FlowCounters {
     pub(crate) fn add_transaction(&self) {
         self.transactions
             .store(self.transactions.load(Relaxed) + 1, Relaxed);
+    }
+    #[inline]
+    pub(crate) fn bump(c: &AtomicU64, n: u64) {
+        c.store(c.load(Relaxed) + n, Relaxed);
     }
     #[inline]
     pub(crate) fn add_sent(&self, n: u64) {
@@ -60,6 +75,11 @@ pub(crate) struct WorkerPlan {
     pub rr: Option<crate::rr::RrPlan>,
     pub crr: Option<crate::crr::CrrPlan>,
     pub listener: Option<Arc<std::net::TcpListener>>,
+    pub udp: Option<crate::udp::UdpPlan>,
+    /// UDP sockets: one per flow on the client, one per worker on the server.
+    pub udp_socks: Arc<Vec<std::net::UdpSocket>>,
+    /// Datagrams dropped for a wrong tag or length.
+    pub strays: Arc<AtomicU64>,
     pub latency: Option<Arc<crate::latency::LatencySlot>>,
     pub epoch: Arc<AtomicU64>,
     /// The engine's time base for latency stamps.

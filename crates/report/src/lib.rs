@@ -197,12 +197,17 @@ fn iteration(o: &mut String, it: &Iteration, planned_s: f64, transactional: bool
         if t.difference_bytes < 0 { "-" } else { "" },
         format_bytes(diff)
     );
-    let _ = writeln!(
-        o,
-        "            in flight at the window edges: {} and {}",
-        format_bytes(t.in_flight_start_bytes),
-        format_bytes(t.in_flight_end_bytes)
-    );
+    let udp = it.client.udp.as_ref().zip(it.server.udp.as_ref());
+    if let Some((c, s)) = udp {
+        datagrams(o, it, c, s);
+    } else {
+        let _ = writeln!(
+            o,
+            "            in flight at the window edges: {} and {}",
+            format_bytes(t.in_flight_start_bytes),
+            format_bytes(t.in_flight_end_bytes)
+        );
+    }
     let _ = writeln!(o);
 
     let _ = writeln!(
@@ -277,6 +282,93 @@ fn iteration(o: &mut String, it: &Iteration, planned_s: f64, transactional: bool
     let _ = writeln!(o);
     per_cpu(o, it);
 
+    if udp.is_none() {
+        tcp_figures(o, it);
+    }
+    let moved: Vec<String> = [
+        "Tcp.RetransSegs",
+        "TcpExt.DelayedACKs",
+        "TcpExt.TCPRcvCollapsed",
+        "TcpExt.PruneCalled",
+        "TcpExt.TCPBacklogDrop",
+        "TcpExt.TW",
+        "Udp.RcvbufErrors",
+        "Udp.SndbufErrors",
+        "Udp.InErrors",
+    ]
+    .iter()
+    .filter_map(|k| {
+        it.client
+            .counters
+            .get(*k)
+            .map(|v| format!("{} {v}", k.split('.').nth(1).unwrap_or(k)))
+    })
+    .collect();
+    if !moved.is_empty() {
+        let _ = writeln!(o, "host counters  {}", moved.join(", "));
+    }
+    let _ = writeln!(o);
+    options(o, it);
+    for w in it.client.warnings.iter().chain(&it.server.warnings) {
+        let _ = writeln!(o, "warning: {w}");
+    }
+    if !it.complete {
+        let _ = writeln!(
+            o,
+            "INCOMPLETE: interrupted after {} of the {} window",
+            secs(it.window_s),
+            secs(planned_s)
+        );
+    }
+}
+
+/// Datagrams as both ends counted them: what the client sent, what the
+/// server took, and what the sequence numbers say went missing.
+fn datagrams(
+    o: &mut String,
+    it: &Iteration,
+    c: &plumb_samples::UdpTotals,
+    s: &plumb_samples::UdpTotals,
+) {
+    let d = &it.derived;
+    let pct = |x: f64| format!("{:.3} %", x * 100.0);
+    if let Some(loss) = d.loss {
+        let _ = writeln!(
+            o,
+            "datagrams   sent {} by the client, received {} by the server ({}/s)",
+            c.packets_sent,
+            s.packets_received,
+            sig3(d.pps.unwrap_or(0.0))
+        );
+        let _ = writeln!(
+            o,
+            "            lost {} ({}), reordered {} (receiver's sequence numbers)",
+            s.lost,
+            pct(loss),
+            s.reordered
+        );
+    } else {
+        let _ = writeln!(
+            o,
+            "datagrams   requests {} sent, {} answered by the server; {} timed out ({}), {} late",
+            c.packets_sent,
+            s.packets_sent,
+            c.timeouts,
+            pct(d.timeout_ratio.unwrap_or(0.0)),
+            c.late_responses
+        );
+    }
+    if c.strays + s.strays > 0 {
+        let _ = writeln!(
+            o,
+            "            {} datagrams without this test's tag dropped",
+            c.strays + s.strays
+        );
+    }
+}
+
+fn tcp_figures(o: &mut String, it: &Iteration) {
+    let d = &it.derived;
     let summaries: Vec<&plumb_samples::TcpInfoSummary> = senders(it)
         .iter()
         .filter_map(|e| e.tcp_info_summary.as_ref())
@@ -325,38 +417,6 @@ fn iteration(o: &mut String, it: &Iteration, planned_s: f64, transactional: bool
             d.retransmits,
             rtt.map(sig3).unwrap_or_else(|| "-".into()),
             cwnd.map(sig3).unwrap_or_else(|| "-".into()),
-        );
-    }
-    let moved: Vec<String> = [
-        "Tcp.RetransSegs",
-        "TcpExt.DelayedACKs",
-        "TcpExt.TCPRcvCollapsed",
-        "TcpExt.PruneCalled",
-        "TcpExt.TCPBacklogDrop",
-    ]
-    .iter()
-    .filter_map(|k| {
-        it.client
-            .counters
-            .get(*k)
-            .map(|v| format!("{} {v}", k.split('.').nth(1).unwrap_or(k)))
-    })
-    .collect();
-    if !moved.is_empty() {
-        let _ = writeln!(o, "host counters  {}", moved.join(", "));
-    }
-    let _ = writeln!(o);
-    options(o, it);
-
-    for w in it.client.warnings.iter().chain(&it.server.warnings) {
-        let _ = writeln!(o, "warning: {w}");
-    }
-    if !it.complete {
-        let _ = writeln!(
-            o,
-            "INCOMPLETE: interrupted after {} of the {} window",
-            secs(it.window_s),
-            secs(planned_s)
         );
     }
 }

@@ -22,7 +22,13 @@ fn receive_rates(spec: &Spec, client: &EndResult, server: &EndResult) -> Vec<f64
     (0..n)
         .filter_map(|i| {
             let (c, s) = (&client.intervals[i], &server.intervals[i]);
-            let (bytes, dt) = match spec.direction {
+            // Request/response moves data both ways, as `both` does.
+            let direction = if spec.is_transactional() {
+                Direction::Both
+            } else {
+                spec.direction
+            };
+            let (bytes, dt) = match direction {
                 Direction::Send => (s.bytes_received, s.dt_s),
                 Direction::Recv => (c.bytes_received, c.dt_s),
                 Direction::Both => (c.bytes_received + s.bytes_received, c.dt_s),
@@ -114,8 +120,36 @@ pub fn derive(spec: &Spec, client: &EndResult, server: &EndResult) -> Derived {
         host_softirq_s: host_softirq,
         softirq_shares: shares,
         retransmits,
-        ..transactional(spec, client, server, host_busy)
+        ..datagrams(spec, client, server, host_busy)
     }
+}
+
+/// The UDP figures on top of the transactional ones: the server's datagram
+/// rate and loss for a stream, the share of requests that timed out for
+/// request/response.
+fn datagrams(spec: &Spec, client: &EndResult, server: &EndResult, host_busy: f64) -> Derived {
+    let mut d = transactional(spec, client, server, host_busy);
+    if let (Some(c), Some(s)) = (&client.udp, &server.udp) {
+        if spec.is_transactional() {
+            let asked = client.transactions + c.timeouts;
+            d.timeout_ratio = Some(if asked > 0 {
+                c.timeouts as f64 / asked as f64
+            } else {
+                0.0
+            });
+        } else {
+            if server.window_s > 0.0 {
+                d.pps = Some(s.packets_received as f64 / server.window_s);
+            }
+            let seen = s.packets_received + s.lost;
+            d.loss = Some(if seen > 0 {
+                s.lost as f64 / seen as f64
+            } else {
+                0.0
+            });
+        }
+    }
+    d
 }
 
 /// Transactions per second, CPU per transaction and fairness, counted by

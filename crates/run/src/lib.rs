@@ -10,7 +10,10 @@ pub mod env;
 
 use embedded::EmbeddedServer;
 use plumb_ctl::{CtlError, Session};
-use plumb_engine::{connect_flows, read_back, Cookie, Engine, EngineConfig, Meter, SampleSink};
+use plumb_engine::{
+    connect_flows, read_back, read_back_udp, udp_client_sockets, Cookie, Engine, EngineConfig,
+    Meter, SampleSink, UdpPlan,
+};
 use plumb_samples::{Bimodal, Confidence, Iteration, Role, RunRecord, RUN_SCHEMA};
 use plumb_spec::{Family, Spec, SpecError};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -261,14 +264,29 @@ fn run_iteration(
         &cookie,
         Duration::from_secs(5),
     )?;
-    let options = read_back(&flows[0], &spec.socket);
+    let udp_socks = if spec.workload.is_udp() {
+        udp_client_sockets(data, spec.flows, &spec.socket)?
+    } else {
+        Vec::new()
+    };
+    let options = match udp_socks.first() {
+        Some(u) => read_back_udp(u, &spec.socket),
+        None => read_back(&flows[0], &spec.socket),
+    };
     session.start(spec.setup_flows())?;
 
     let mut config = EngineConfig::for_spec(spec, Role::Client);
     if let Some(c) = config.crr.as_mut() {
         c.peer = Some(data);
     }
-    let engine = Engine::start(config, flows).map_err(|e| RunError::Engine(e.to_string()))?;
+    let engine = match config.udp.as_mut() {
+        Some(u) => {
+            u.tag = UdpPlan::tag_of(&cookie);
+            Engine::start_udp(config, flows, udp_socks)
+        }
+        None => Engine::start(config, flows),
+    }
+    .map_err(|e| RunError::Engine(e.to_string()))?;
 
     let t0 = Instant::now();
     let mut complete = wait_until(

@@ -17,6 +17,6 @@ pub use env::{EnvChange, Environment};
 pub use result::{
     Bimodal, Confidence, Derived, EndResult, FlowTotals, IntervalSample, Iteration, KernelCounters,
     Latency, OptionRecord, OptionStatus, Role, RunRecord, SoftirqShare, TcpInfo, TcpInfoSummary,
-    Transfer, RUN_SCHEMA, TCP_INFO_PER_FLOW_MAX,
+    Transfer, UdpTotals, RUN_SCHEMA, TCP_INFO_PER_FLOW_MAX,
 };
 pub use units::{format_bits_per_sec, format_bytes};

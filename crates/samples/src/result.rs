@@ -212,6 +212,28 @@ pub struct EndResult {
     /// Latency of the transactions this end timed (the client).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub latency: Option<Latency>,
+    /// Datagram accounting of the UDP workloads.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub udp: Option<UdpTotals>,
+}
+
+/// Datagrams one end counted over the window.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UdpTotals {
+    pub packets_sent: u64,
+    pub packets_received: u64,
+    /// Receiver of a stream: sequence numbers skipped and never seen later.
+    pub lost: u64,
+    /// Receiver of a stream: datagrams that arrived after a later one.
+    pub reordered: u64,
+    /// udp-rr client: requests whose response did not come within the
+    /// timeout; each was counted and the flow went on.
+    pub timeouts: u64,
+    /// udp-rr client: responses that came after their request had timed out.
+    pub late_responses: u64,
+    /// Datagrams without this test's tag, or too short to carry it: dropped
+    /// and not counted anywhere else.
+    pub strays: u64,
 }
 
 /// Bytes accounted by the sender and by the receiver for the same window.
@@ -274,6 +296,15 @@ pub struct Derived {
     /// flows got the same share).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub fairness: Option<f64>,
+    /// udp-stream: datagrams per second received by the server, and the
+    /// fraction lost (lost / (received + lost)).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub pps: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub loss: Option<f64>,
+    /// udp-rr: the fraction of requests that timed out.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub timeout_ratio: Option<f64>,
 }
 
 /// One execution of a spec with its measurement window on both ends.

@@ -25,7 +25,28 @@ pub enum Workload {
     Rr,
     /// A new TCP connection per transaction (netperf TCP_CRR).
     Crr,
+    /// A stream of UDP datagrams from the client; loss and reordering
+    /// counted at the receiver (netperf UDP_STREAM, iperf3 -u).
+    UdpStream,
+    /// UDP request/response; a lost datagram times out and the flow goes on
+    /// (netperf UDP_RR, which stalls instead).
+    UdpRr,
 }
+
+impl Workload {
+    pub fn is_udp(self) -> bool {
+        matches!(self, Workload::UdpStream | Workload::UdpRr)
+    }
+}
+
+/// Bytes of plumb's own header at the start of every UDP datagram: a tag
+/// from the test's cookie, the flow index and a sequence number. A datagram
+/// cannot be smaller.
+pub const UDP_HEADER: u64 = 16;
+/// The largest UDP payload over IPv4.
+pub const UDP_MAX: u64 = 65507;
+/// How long a udp-rr client waits for a response by default.
+pub const UDP_RR_TIMEOUT_MS: u64 = 200;
 
 impl fmt::Display for Workload {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -33,6 +54,8 @@ impl fmt::Display for Workload {
             Workload::Stream => "stream",
             Workload::Rr => "rr",
             Workload::Crr => "crr",
+            Workload::UdpStream => "udp-stream",
+            Workload::UdpRr => "udp-rr",
         })
     }
 }
@@ -121,6 +144,10 @@ pub struct RrSpec {
     /// send time. None is a closed loop.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub rate: Option<u64>,
+    /// udp-rr: how long a request waits for its response before it counts
+    /// as lost and the flow sends the next one.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub timeout_ms: Option<u64>,
 }
 
 impl Default for RrSpec {
@@ -133,6 +160,7 @@ impl Default for RrSpec {
             resp_writes: Vec::new(),
             close: None,
             rate: None,
+            timeout_ms: None,
         }
     }
 }
@@ -274,11 +302,37 @@ impl Spec {
         s
     }
 
-    /// Flows connected and announced with the cookie before the test starts:
-    /// every flow for stream and rr; one for crr, whose transactions make
-    /// their own connections.
+    /// A udp-stream spec with the defaults of `plumb run udp-stream`: the
+    /// largest datagram that fits a 1500-byte Ethernet MTU over IPv4.
+    pub fn udp_stream() -> Spec {
+        Spec {
+            workload: Workload::UdpStream,
+            msg_size: 1472,
+            ..Spec::stream()
+        }
+    }
+
+    /// A udp-rr spec with the defaults of `plumb run udp-rr`.
+    pub fn udp_rr() -> Spec {
+        Spec {
+            workload: Workload::UdpRr,
+            msg_size: UDP_HEADER,
+            rr: Some(RrSpec {
+                req_size: UDP_HEADER,
+                resp_size: UDP_HEADER,
+                timeout_ms: Some(UDP_RR_TIMEOUT_MS),
+                ..RrSpec::default()
+            }),
+            ..Spec::stream()
+        }
+    }
+
+    /// TCP flows connected and announced with the cookie before the test
+    /// starts: every flow for stream and rr; one for crr, whose transactions
+    /// make their own connections, and for the UDP workloads, whose
+    /// datagrams carry a tag of the cookie instead.
     pub fn setup_flows(&self) -> u32 {
-        if self.workload == Workload::Crr {
+        if self.workload == Workload::Crr || self.workload.is_udp() {
             1
         } else {
             self.flows
@@ -292,6 +346,9 @@ impl Spec {
 
     /// Checks ranges and consistency; names the flag of the first bad field.
     pub fn validate(&self) -> Result<(), SpecError> {
+        if self.workload.is_udp() {
+            self.validate_udp()?;
+        }
         // The rr sizes first: msg_size is derived from them, and the user
         // typed --req-size, not --msg-size.
         if let Some(rr) = &self.rr {
@@ -421,6 +478,80 @@ impl Spec {
         Ok(())
     }
 
+    fn validate_udp(&self) -> Result<(), SpecError> {
+        let sizes: Vec<(&'static str, u64)> = match &self.rr {
+            Some(rr) => vec![("--req-size", rr.req_size), ("--resp-size", rr.resp_size)],
+            None => vec![("--msg-size", self.msg_size)],
+        };
+        for (flag, size) in sizes {
+            if !(UDP_HEADER..=UDP_MAX).contains(&size) {
+                return Err(SpecError::new(
+                    flag,
+                    format!(
+                        "a datagram must be between {UDP_HEADER} bytes (plumb's header: tag, flow, \
+                         sequence) and {UDP_MAX} bytes, got {size}"
+                    ),
+                ));
+            }
+        }
+        if self.direction != Direction::Send {
+            return Err(SpecError::new(
+                "--direction",
+                "UDP datagrams go from the client to the server; swap the hosts to send the other way",
+            ));
+        }
+        let tcp_only = [
+            ("--nodelay", self.socket.nodelay),
+            ("--cork", self.socket.cork),
+            ("--mss", self.socket.mss.is_some()),
+            ("--cc", self.socket.cc.is_some()),
+            ("--pacing-rate", self.socket.pacing_rate_bps.is_some()),
+        ];
+        if let Some((flag, _)) = tcp_only.iter().find(|(_, set)| *set) {
+            return Err(SpecError::new(
+                flag,
+                "a TCP option; UDP workloads do not take it",
+            ));
+        }
+        match (self.workload, &self.rr) {
+            (Workload::UdpRr, Some(rr)) => {
+                if rr.pipeline != 1 || rr.rate.is_some() {
+                    return Err(SpecError::new(
+                        if rr.rate.is_some() {
+                            "--rate"
+                        } else {
+                            "--pipeline"
+                        },
+                        "udp-rr keeps one request outstanding per flow",
+                    ));
+                }
+                if !rr.req_writes.is_empty() || !rr.resp_writes.is_empty() {
+                    return Err(SpecError::new(
+                        "--req-writes",
+                        "a datagram is always one write",
+                    ));
+                }
+                match rr.timeout_ms {
+                    Some(t) if (1..=60_000).contains(&t) => {}
+                    t => {
+                        return Err(SpecError::new(
+                            "--timeout",
+                            format!("must be between 1ms and 60s, got {} ms", t.unwrap_or(0)),
+                        ))
+                    }
+                }
+            }
+            (Workload::UdpStream, None) => {}
+            _ => {
+                return Err(SpecError::new(
+                    "workload",
+                    "udp-rr needs request/response sizes and udp-stream none",
+                ))
+            }
+        }
+        Ok(())
+    }
+
     /// A stable hash of the canonical form of the spec. The label is not part of
     /// a spec, so the same point measured under two labels has the same key.
     pub fn key(&self) -> String {
@@ -433,6 +564,20 @@ impl Spec {
 
     /// One line that says what runs: `stream send 1 flow x 128K, ipv4, 10s`.
     pub fn summary(&self) -> String {
+        if let (Workload::UdpRr, Some(rr)) = (self.workload, &self.rr) {
+            return format!(
+                "udp-rr {} flow{} {}/{}, timeout {} ms, {} thread{}, {}, {}s",
+                self.flows,
+                if self.flows == 1 { "" } else { "s" },
+                units::show_size(rr.req_size),
+                units::show_size(rr.resp_size),
+                rr.timeout_ms.unwrap_or(UDP_RR_TIMEOUT_MS),
+                self.threads,
+                if self.threads == 1 { "" } else { "s" },
+                self.family,
+                self.duration_ms as f64 / 1000.0
+            );
+        }
         if let Some(rr) = &self.rr {
             let writes = |w: &[u64]| {
                 if w.len() > 1 {
@@ -554,6 +699,30 @@ mod tests {
             "{}",
             Spec::rr().summary()
         );
+    }
+
+    #[test]
+    fn udp_specs_check_sizes_and_tcp_options() {
+        assert!(Spec::udp_stream().validate().is_ok());
+        assert!(Spec::udp_rr().validate().is_ok());
+        assert_eq!(Spec::udp_stream().setup_flows(), 1);
+        let mut s = Spec::udp_stream();
+        s.msg_size = 8;
+        assert_eq!(s.validate().unwrap_err().flag, "--msg-size");
+        s.msg_size = 70_000;
+        assert_eq!(s.validate().unwrap_err().flag, "--msg-size");
+        let mut s = Spec::udp_stream();
+        s.socket.nodelay = true;
+        assert_eq!(s.validate().unwrap_err().flag, "--nodelay");
+        let mut s = Spec::udp_rr();
+        s.rr.as_mut().unwrap().resp_size = 1;
+        assert_eq!(s.validate().unwrap_err().flag, "--resp-size");
+        let mut s = Spec::udp_rr();
+        s.rr.as_mut().unwrap().timeout_ms = Some(0);
+        assert_eq!(s.validate().unwrap_err().flag, "--timeout");
+        let json = serde_json::to_string(&Spec::udp_rr()).unwrap();
+        assert!(json.contains("\"udp-rr\""), "{json}");
+        assert!(Spec::udp_rr().summary().starts_with("udp-rr 1 flow 16/16"));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 use crate::args::{
     CloseArg, CommonArgs, CrrArgs, DirectionArg, RrArgs, RunCommand, SocketArgs, StreamArgs,
+    UdpRrArgs, UdpSocketArgs, UdpStreamArgs,
 };
 use crate::Failure;
 use plumb_engine::SampleSink;
@@ -108,6 +109,7 @@ fn rr_spec(a: &RrArgs) -> Result<Spec, Failure> {
             resp_writes: writes("--resp-writes", &a.resp_writes, a.resp_size)?,
             close: None,
             rate: a.rate,
+            timeout_ms: None,
         }),
     })
 }
@@ -143,8 +145,62 @@ fn crr_spec(a: &CrrArgs) -> Result<Spec, Failure> {
                 CloseArg::Fin => plumb_spec::Close::Fin,
             }),
             rate: None,
+            timeout_ms: None,
         }),
     })
+}
+
+fn udp_socket_opts(a: &UdpSocketArgs) -> SocketOpts {
+    SocketOpts {
+        sndbuf: a.sndbuf,
+        rcvbuf: a.rcvbuf,
+        ..SocketOpts::default()
+    }
+}
+
+fn udp_stream_spec(a: &UdpStreamArgs) -> Spec {
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get() as u32)
+        .unwrap_or(1);
+    Spec {
+        workload: Workload::UdpStream,
+        direction: Direction::Send,
+        flows: a.flows,
+        threads: a.threads.unwrap_or_else(|| a.flows.min(cpus)),
+        msg_size: a.msg_size,
+        socket: udp_socket_opts(&a.socket),
+        family: family(&a.common),
+        duration_ms: a.common.duration,
+        warmup_ms: a.common.warmup,
+        client_cpus: a.common.client_cpus.clone(),
+        server_cpus: a.common.server_cpus.clone(),
+        rr: None,
+    }
+}
+
+fn udp_rr_spec(a: &UdpRrArgs) -> Spec {
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get() as u32)
+        .unwrap_or(1);
+    Spec {
+        workload: Workload::UdpRr,
+        direction: Direction::Send,
+        flows: a.flows,
+        threads: a.threads.unwrap_or_else(|| a.flows.min(cpus)),
+        msg_size: a.req_size.max(a.resp_size),
+        socket: udp_socket_opts(&a.socket),
+        family: family(&a.common),
+        duration_ms: a.common.duration,
+        warmup_ms: a.common.warmup,
+        client_cpus: a.common.client_cpus.clone(),
+        server_cpus: a.common.server_cpus.clone(),
+        rr: Some(plumb_spec::RrSpec {
+            req_size: a.req_size,
+            resp_size: a.resp_size,
+            timeout_ms: Some(a.timeout),
+            ..plumb_spec::RrSpec::default()
+        }),
+    }
 }
 
 fn family(c: &CommonArgs) -> Family {
@@ -246,6 +302,8 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
         RunCommand::Stream(a) => (stream_spec(&a), a.common),
         RunCommand::Rr(a) => (rr_spec(&a)?, a.common),
         RunCommand::Crr(a) => (crr_spec(&a)?, a.common),
+        RunCommand::UdpStream(a) => (udp_stream_spec(&a), a.common),
+        RunCommand::UdpRr(a) => (udp_rr_spec(&a), a.common),
     };
     let server = match &a.server {
         Some(s) => Some(super::parse_addr(s, plumb_ctl::DEFAULT_PORT, "--server")?),

@@ -1,0 +1,282 @@
+//! UDP workloads over real sockets: every datagram accounted for on both
+//! ends, the receiver's loss checked against the kernel's own drop counter,
+//! and a udp-rr that loses datagrams on purpose (a packet filter in a
+//! namespace the test creates) and goes on.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::process::Command;
+
+/// The kernel counters are host-wide: tests reading them take turns.
+fn measuring_alone() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn json_of(workload: &str, args: &[&str]) -> Value {
+    let mut all = vec!["run", workload, "--json", "--warmup", "200ms"];
+    all.extend_from_slice(args);
+    let out = run(&all);
+    assert!(
+        out.status.success(),
+        "plumb {all:?} failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
+}
+
+fn counter(end: &Value, key: &str) -> f64 {
+    end["counters"][key].as_f64().unwrap_or(0.0)
+}
+
+/// What the two ends' counts may differ by: the windows open and close a
+/// little apart, so rate times that skew, plus a margin.
+fn edge_allowance(rate: f64, c: &Value, s: &Value, margin: f64) -> f64 {
+    let skew = (f(&c["window_s"]) - f(&s["window_s"])).abs() + 0.01;
+    margin + rate * skew
+}
+
+#[test]
+fn udp_stream_accounts_for_every_datagram() {
+    let _alone = measuring_alone();
+    let rec = json_of("udp-stream", &["--flows", "2", "--duration", "1s"]);
+    assert_eq!(rec["spec"]["workload"], "udp-stream");
+    assert_eq!(rec["spec"]["msg_size"], 1472);
+    let it = &rec["iterations"][0];
+    let (c, s) = (&it["client"], &it["server"]);
+    let (cu, su) = (&c["udp"], &s["udp"]);
+    let sent = u(&cu["packets_sent"]);
+    let got = u(&su["packets_received"]);
+    let lost = u(&su["lost"]);
+    assert!(got > 1000, "{got} datagrams received");
+    // Every datagram is 1472 bytes on both ends (the byte and datagram
+    // counters are read one after the other: a datagram per flow and edge).
+    assert!(u(&c["bytes_sent"]).abs_diff(sent * 1472) <= 4 * 1472);
+    assert!(u(&s["bytes_received"]).abs_diff(got * 1472) <= 4 * 1472);
+    assert_eq!(u(&su["strays"]), 0);
+    // What the client sent either arrived or left a gap in the sequence.
+    let sent_rate = sent as f64 / f(&c["window_s"]);
+    let allowed = edge_allowance(sent_rate, c, s, 64.0);
+    let accounted = (got + lost) as f64;
+    assert!(
+        (sent as f64 - accounted).abs() <= allowed,
+        "sent {sent}, received {got} + lost {lost} (allowed {allowed})"
+    );
+    let loss = f(&it["derived"]["loss"]);
+    assert!((loss - lost as f64 / accounted).abs() < 1e-9, "{loss}");
+    // Goodput is what the server received.
+    let bps = f(&it["derived"]["throughput_bps"]);
+    let expect = got as f64 * 1472.0 * 8.0 / f(&s["window_s"]);
+    assert!((bps - expect).abs() / expect < 1e-3, "{bps} vs {expect}");
+    assert!(it["derived"]["tps"].is_null());
+}
+
+#[test]
+fn a_receiver_outrun_by_its_sender_counts_what_the_kernel_dropped() {
+    let _alone = measuring_alone();
+    // A tiny receive buffer and both ends on one CPU: the sender fills the
+    // buffer while the receiver waits for the CPU.
+    let rec = json_of(
+        "udp-stream",
+        &[
+            "--duration",
+            "1s",
+            "--rcvbuf",
+            "4K",
+            "--client-cpus",
+            "0",
+            "--server-cpus",
+            "0",
+        ],
+    );
+    let it = &rec["iterations"][0];
+    let (c, s) = (&it["client"], &it["server"]);
+    let lost = u(&s["udp"]["lost"]) as f64;
+    assert!(lost > 100.0, "the sender outran the receiver: {}", s["udp"]);
+    assert!(f(&it["derived"]["loss"]) > 0.0);
+    // The kernel counts each datagram it drops for a full receive buffer;
+    // the receiver finds the same ones as gaps in the sequence numbers.
+    let dropped = counter(s, "Udp.RcvbufErrors");
+    let sent_rate = u(&c["udp"]["packets_sent"]) as f64 / f(&c["window_s"]);
+    let allowed = edge_allowance(sent_rate, c, s, 64.0) + 0.05 * dropped;
+    assert!(
+        (lost - dropped).abs() <= allowed,
+        "receiver counted {lost} lost, the kernel dropped {dropped} (allowed {allowed})"
+    );
+    let rcvbuf = s["socket_options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "rcvbuf")
+        .unwrap();
+    assert_eq!(rcvbuf["asked"], "4K");
+    assert_eq!(rcvbuf["granted"], "8192");
+}
+
+#[test]
+fn udp_rr_transactions_agree_and_time_nothing_out_on_loopback() {
+    let _alone = measuring_alone();
+    let rec = json_of(
+        "udp-rr",
+        &["--flows", "50", "--duration", "1s", "--resp-size", "200"],
+    );
+    let it = &rec["iterations"][0];
+    let (c, s) = (&it["client"], &it["server"]);
+    let tx = u(&c["transactions"]) as f64;
+    assert!(tx > 1000.0, "{tx} transactions");
+    let allowed = edge_allowance(f(&it["derived"]["tps"]), c, s, 50.0);
+    assert!(
+        (tx - u(&s["transactions"]) as f64).abs() <= allowed,
+        "client {tx} vs server {} (allowed {allowed})",
+        s["transactions"]
+    );
+    assert_eq!(u(&c["udp"]["timeouts"]), 0, "{}", c["udp"]);
+    assert_eq!(f(&it["derived"]["timeout_ratio"]), 0.0);
+    // Every response is 200 bytes.
+    let responses = u(&c["udp"]["packets_received"]);
+    assert!((responses * 200).abs_diff(u(&c["bytes_received"])) <= 2 * 50 * 200);
+    let timed = u(&c["latency"]["count"]) as f64;
+    assert!((timed - tx).abs() <= allowed, "timed {timed} of {tx}");
+    assert_eq!(c["flows"].as_array().unwrap().len(), 50);
+    assert!(f(&it["derived"]["fairness"]) > 0.5);
+}
+
+#[test]
+fn bad_udp_sizes_name_the_flag() {
+    for (workload, flag, value) in [
+        ("udp-stream", "--msg-size", "8"),
+        ("udp-stream", "--msg-size", "70000"),
+        ("udp-rr", "--req-size", "4"),
+        ("udp-rr", "--timeout", "0s"),
+    ] {
+        let out = run(&["run", workload, flag, value, "--duration", "1s"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{workload} {flag} {value}: {err}"
+        );
+        assert!(err.contains(flag), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    }
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn udp_rr_counts_dropped_datagrams_and_goes_on() {
+    if !is_root() {
+        eprintln!("skipped: needs root to create a network namespace");
+        return;
+    }
+    let Some(iptables) = ["iptables-legacy", "iptables"].into_iter().find(|b| {
+        Command::new(b)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }) else {
+        eprintln!("skipped: no iptables to drop datagrams with");
+        return;
+    };
+    let ns = format!("plumb-udp-{}", std::process::id());
+    let ok = |cmd: &mut Command| cmd.status().is_ok_and(|s| s.success());
+    if !ok(Command::new("ip").args(["netns", "add", &ns])) {
+        eprintln!("skipped: cannot create a network namespace here");
+        return;
+    }
+    struct Cleanup(String);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+        }
+    }
+    let _cleanup = Cleanup(ns.clone());
+    assert!(ok(
+        Command::new("ip").args(["-n", &ns, "link", "set", "lo", "up"])
+    ));
+    // Every 40th UDP datagram that arrives in the namespace is dropped
+    // before any socket sees it, as if lost on the wire.
+    let rule = [
+        "INPUT",
+        "-p",
+        "udp",
+        "-m",
+        "statistic",
+        "--mode",
+        "nth",
+        "--every",
+        "40",
+        "--packet",
+        "0",
+        "-j",
+        "DROP",
+    ];
+    if !ok(Command::new("ip")
+        .args(["netns", "exec", &ns, iptables, "-A"])
+        .args(rule))
+    {
+        eprintln!("skipped: this kernel's packet filter does not take the rule");
+        return;
+    }
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns, env!("CARGO_BIN_EXE_plumb")])
+        .args([
+            "run",
+            "udp-rr",
+            "--json",
+            "--no-store",
+            "--iterations",
+            "1",
+            "--flows",
+            "4",
+            "--timeout",
+            "10ms",
+            "--duration",
+            "1s",
+            "--warmup",
+            "200ms",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rec["complete"], true);
+    let it = &rec["iterations"][0];
+    let c = &it["client"];
+    let tx = u(&c["transactions"]);
+    let timeouts = u(&c["udp"]["timeouts"]);
+    assert!(timeouts > 0, "dropped datagrams time out: {}", c["udp"]);
+    // Each request was answered or timed out; none is left hanging beyond
+    // the one each flow may have outstanding at either edge.
+    let sent = u(&c["udp"]["packets_sent"]);
+    assert!(
+        (tx + timeouts).abs_diff(sent) <= 8,
+        "sent {sent} = answered {tx} + timed out {timeouts}"
+    );
+    // One datagram in 40 goes, so about one transaction in 20 loses its
+    // request or its response; a flow that stalled would show far fewer.
+    let ratio = f(&it["derived"]["timeout_ratio"]);
+    assert!((0.02..0.10).contains(&ratio), "timeout ratio {ratio}");
+    // Every flow went on after its losses.
+    for flow in c["flows"].as_array().unwrap() {
+        assert!(u(&flow["transactions"]) > 5 * timeouts / 4, "{flow}");
+    }
+    assert!(c["warnings"].is_null(), "{}", c["warnings"]);
+    // A stalled flow would have waited out the whole window.
+    assert!(f(&c["latency"]["max_us"]) < 10_000.0, "{}", c["latency"]);
+}
