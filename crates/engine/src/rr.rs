@@ -50,6 +50,9 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
     if let Some(cpu) = plan.cpu {
         plumb_sys::affinity::pin_current_thread(cpu)?;
     }
+    if plan.range.len() == 1 && rr.rate.is_none() {
+        return run_one(&plan, &rr);
+    }
     let ep = epoll::create(epoll::CreateFlags::CLOEXEC)?;
     for i in plan.range.clone() {
         epoll::add(
@@ -308,6 +311,99 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
         }
     }
     Ok(errors)
+}
+
+/// How long a blocking read waits before the worker looks at the stop flag
+/// and the latency epoch.
+const POLL: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// A worker with a single closed-loop flow: blocking reads and writes on
+/// the socket itself. With one flow there is nothing to multiplex, and
+/// leaving out epoll_wait saves a system call per message, which at one
+/// flow is a measurable part of the round trip (as netperf and sockperf
+/// also do). Reads and writes time out after `POLL` so that stop and the
+/// latency hand-over are still seen.
+fn run_one(plan: &WorkerPlan, rr: &RrPlan) -> io::Result<Vec<FlowError>> {
+    let i = plan.range.start;
+    let stream = &plan.flows[i];
+    let c = &plan.counters[i];
+    let fail = |e: String| {
+        Ok(vec![FlowError {
+            flow: i as u32,
+            error: e,
+            after_window: plan.window_closed.load(Relaxed) || plan.stop.load(Relaxed),
+        }])
+    };
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(POLL))?;
+    stream.set_write_timeout(Some(POLL))?;
+    let largest = rr.out_writes.iter().copied().max().unwrap_or(1);
+    let send_buf: Vec<u8> = (0..largest).map(|i| (i % 251) as u8).collect();
+    let mut recv_buf = vec![0u8; rr.in_size.clamp(4096, 256 * 1024)];
+    let clock = plan.clock;
+    let mut started: std::collections::VecDeque<u64> =
+        std::collections::VecDeque::with_capacity(rr.depth.max(1) as usize);
+    let mut owed = rr.initial;
+    let mut partial = 0usize;
+    let mut local = new_histogram();
+    let mut epoch_seen = plan.epoch.load(Acquire);
+    let timed_out = |e: &io::Error| {
+        matches!(
+            e.kind(),
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+        )
+    };
+    'run: while !plan.stop.load(Relaxed) {
+        while owed > 0 {
+            if rr.client {
+                started.push_back(clock.elapsed().as_nanos() as u64);
+            }
+            for &want in &rr.out_writes {
+                let mut off = 0;
+                while off < want {
+                    match (&*stream).write(&send_buf[off..want]) {
+                        Ok(w) => {
+                            c.add_sent(w as u64);
+                            off += w;
+                        }
+                        Err(e) if timed_out(&e) => {
+                            if plan.stop.load(Relaxed) {
+                                break 'run;
+                            }
+                        }
+                        Err(e) => return fail(crate::setup::plain_io(&e)),
+                    }
+                }
+            }
+            owed -= 1;
+        }
+        match (&*stream).read(&mut recv_buf) {
+            Ok(0) => return fail("closed by the peer".to_string()),
+            Ok(got) => {
+                c.add_received(got as u64);
+                partial += got;
+                while partial >= rr.in_size {
+                    partial -= rr.in_size;
+                    c.add_transaction();
+                    owed += 1;
+                    if let Some(t0) = started.pop_front() {
+                        let now = clock.elapsed().as_nanos() as u64;
+                        local.saturating_record(now.saturating_sub(t0).max(1));
+                    }
+                }
+            }
+            Err(e) if timed_out(&e) => {}
+            Err(e) => return fail(crate::setup::plain_io(&e)),
+        }
+        let epoch = plan.epoch.load(Acquire);
+        if epoch != epoch_seen {
+            if let Some(slot) = &plan.latency {
+                slot.flush(&mut local, epoch);
+            }
+            epoch_seen = epoch;
+        }
+    }
+    Ok(Vec::new())
 }
 
 /// For the engine: whether a slot has caught up with an epoch.

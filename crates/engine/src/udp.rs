@@ -169,7 +169,83 @@ fn stream_client(plan: &WorkerPlan, udp: &UdpPlan) -> io::Result<Vec<FlowError>>
     Ok(errors)
 }
 
+/// A udp-rr client worker with one flow blocks in recv on its socket, as
+/// the server does; the receive timeout is a quarter of the request timeout
+/// (at most `POLL`), so a timeout is seen at most that late.
+fn rr_client_one(plan: &WorkerPlan, udp: &UdpPlan) -> io::Result<Vec<FlowError>> {
+    let i = plan.range.start;
+    let sock = &plan.udp_socks[i];
+    let c = &plan.counters[i];
+    let wait = POLL.min(
+        std::time::Duration::from_nanos(udp.timeout_ns / 4)
+            .max(std::time::Duration::from_micros(100)),
+    );
+    sock.set_nonblocking(false)?;
+    sock.set_read_timeout(Some(wait))?;
+    sock.set_write_timeout(Some(POLL))?;
+    let clock = plan.clock;
+    let now_ns = || clock.elapsed().as_nanos() as u64;
+    let mut out: Vec<u8> = (0..udp.out_size).map(|i| (i % 251) as u8).collect();
+    let mut inbuf = vec![0u8; 65536];
+    let mut local = new_histogram();
+    let mut epoch_seen = plan.epoch.load(Acquire);
+    let fail = |e: &io::Error| Ok(vec![flow_error(plan, i, e)]);
+    'run: while !plan.stop.load(Relaxed) {
+        // Send the next request; one the kernel will not take is lost and
+        // times out like one lost on the wire.
+        let seq = c.packets_sent.load(Relaxed);
+        put_header(&mut out, udp.tag, i as u32, seq);
+        let t0 = now_ns();
+        FlowCounters::bump(&c.packets_sent, 1);
+        match sock.send(&out) {
+            Ok(w) => c.add_sent(w as u64),
+            Err(e) if blocked(&e) || filtered(&e) || timed_out(&e) => {}
+            Err(e) => return fail(&e),
+        }
+        loop {
+            let epoch = plan.epoch.load(Acquire);
+            if epoch != epoch_seen {
+                if let Some(slot) = &plan.latency {
+                    slot.flush(&mut local, epoch);
+                }
+                epoch_seen = epoch;
+            }
+            if plan.stop.load(Relaxed) {
+                break 'run;
+            }
+            if now_ns().saturating_sub(t0) >= udp.timeout_ns {
+                FlowCounters::bump(&c.timeouts, 1);
+                continue 'run;
+            }
+            let got = match sock.recv(&mut inbuf) {
+                Ok(got) => got,
+                Err(e) if timed_out(&e) => continue,
+                Err(e) => return fail(&e),
+            };
+            match header(&inbuf[..got], udp.tag) {
+                Some((flow, s)) if flow as usize == i => {
+                    c.add_received(got as u64);
+                    FlowCounters::bump(&c.packets_received, 1);
+                    if s == seq {
+                        local.saturating_record(now_ns().saturating_sub(t0).max(1));
+                        c.add_transaction();
+                        continue 'run;
+                    }
+                    FlowCounters::bump(&c.late, 1);
+                }
+                _ => {
+                    plan.strays.fetch_add(1, Relaxed);
+                }
+            }
+        }
+    }
+    Ok(Vec::new())
+}
+
 fn rr_client(plan: &WorkerPlan, udp: &UdpPlan) -> io::Result<Vec<FlowError>> {
+    if plan.range.len() == 1 {
+        return rr_client_one(plan, udp);
+    }
     let ep = register(plan, epoll::EventFlags::IN)?;
     let n = plan.range.len();
     let base = plan.range.start;
@@ -297,8 +373,10 @@ fn rr_client(plan: &WorkerPlan, udp: &UdpPlan) -> io::Result<Vec<FlowError>> {
                                 dead[k] = true;
                                 live -= 1;
                                 errors.push(flow_error(plan, i, &e));
-                                break;
                             }
+                            // One request is outstanding and it was just
+                            // sent: nothing more to read yet.
+                            break;
                         } else {
                             FlowCounters::bump(&c.late, 1);
                         }
@@ -320,72 +398,69 @@ fn rr_client(plan: &WorkerPlan, udp: &UdpPlan) -> io::Result<Vec<FlowError>> {
     Ok(errors)
 }
 
+/// How long a blocking receive waits before the worker looks at the stop
+/// flag and the latency epoch.
+const POLL: std::time::Duration = std::time::Duration::from_millis(10);
+
+fn timed_out(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
+}
+
+/// Each server worker owns exactly one socket, so it blocks in recvfrom
+/// on it instead of multiplexing: one system call per datagram.
 fn server(plan: &WorkerPlan, udp: &UdpPlan) -> io::Result<Vec<FlowError>> {
-    let ep = register(plan, epoll::EventFlags::IN)?;
+    let sock = &plan.udp_socks[plan.range.start];
+    sock.set_nonblocking(false)?;
+    sock.set_read_timeout(Some(POLL))?;
+    // A response the socket cannot take within this time is dropped, as a
+    // full queue on the wire would.
+    sock.set_write_timeout(Some(POLL))?;
     let mut inbuf = vec![0u8; 65536];
     let mut out: Vec<u8> = (0..udp.out_size).map(|i| (i % 251) as u8).collect();
-    let mut events: Vec<epoll::Event> = Vec::with_capacity(64);
-    let errors = Vec::new();
     while !plan.stop.load(Relaxed) {
-        events.clear();
-        match epoll::wait(&ep, spare_capacity(&mut events), None) {
-            Ok(_) => {}
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(e) => return Err(e.into()),
+        let (got, from) = match sock.recv_from(&mut inbuf) {
+            Ok(r) => r,
+            Err(e) if timed_out(&e) => continue,
+            // ICMP errors from a client that went away land here; they
+            // belong to no flow and stop nothing.
+            Err(_) => continue,
+        };
+        let Some((flow, seq)) =
+            header(&inbuf[..got], udp.tag).filter(|&(flow, _)| (flow as usize) < udp.flows)
+        else {
+            plan.strays.fetch_add(1, Relaxed);
+            continue;
+        };
+        let c = &plan.counters[flow as usize];
+        c.add_received(got as u64);
+        FlowCounters::bump(&c.packets_received, 1);
+        if udp.rr {
+            c.add_transaction();
+            put_header(&mut out, udp.tag, flow, seq);
+            // A response that cannot be sent is lost, as on the wire; the
+            // client's timeout covers it.
+            if let Ok(w) = sock.send_to(&out, from) {
+                c.add_sent(w as u64);
+                FlowCounters::bump(&c.packets_sent, 1);
+            }
+            continue;
         }
-        for ev in &events {
-            let id = ev.data.u64();
-            if id == WAKE {
-                drain_wake(plan);
-                continue;
-            }
-            let sock = &plan.udp_socks[id as usize];
-            // A busy socket is drained further than a client's: it carries
-            // many flows.
-            for _ in 0..BURST * 4 {
-                let (got, from) = match sock.recv_from(&mut inbuf) {
-                    Ok(r) => r,
-                    Err(e) if blocked(&e) => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    // ICMP errors from a client that went away land here;
-                    // they belong to no flow and stop nothing.
-                    Err(_) => continue,
-                };
-                let Some((flow, seq)) =
-                    header(&inbuf[..got], udp.tag).filter(|&(flow, _)| (flow as usize) < udp.flows)
-                else {
-                    plan.strays.fetch_add(1, Relaxed);
-                    continue;
-                };
-                let c = &plan.counters[flow as usize];
-                c.add_received(got as u64);
-                FlowCounters::bump(&c.packets_received, 1);
-                if udp.rr {
-                    c.add_transaction();
-                    put_header(&mut out, udp.tag, flow, seq);
-                    // A response the socket cannot take now is lost, as on
-                    // the wire; the client's timeout covers it.
-                    if let Ok(w) = sock.send_to(&out, from) {
-                        c.add_sent(w as u64);
-                        FlowCounters::bump(&c.packets_sent, 1);
-                    }
-                    continue;
-                }
-                // SO_REUSEPORT hashes a flow's 4-tuple to one socket, so only
-                // this worker writes this flow's sequence state.
-                let expect = c.expect.load(Relaxed);
-                if seq == expect {
-                    c.expect.store(seq + 1, Relaxed);
-                } else if seq > expect {
-                    FlowCounters::bump(&c.gaps, seq - expect);
-                    c.expect.store(seq + 1, Relaxed);
-                } else {
-                    FlowCounters::bump(&c.late, 1);
-                }
-            }
+        // SO_REUSEPORT hashes a flow's 4-tuple to one socket, so only this
+        // worker writes this flow's sequence state.
+        let expect = c.expect.load(Relaxed);
+        if seq == expect {
+            c.expect.store(seq + 1, Relaxed);
+        } else if seq > expect {
+            FlowCounters::bump(&c.gaps, seq - expect);
+            c.expect.store(seq + 1, Relaxed);
+        } else {
+            FlowCounters::bump(&c.late, 1);
         }
     }
-    Ok(errors)
+    Ok(Vec::new())
 }
 
 #[cfg(test)]
