@@ -1,0 +1,320 @@
+#!/usr/bin/env bash
+# plumb against sockperf and qperf on loopback for request/response, the
+# tools alternating so that drift hits all alike. Writes the "rr" section of
+# BENCHMARKS.md.
+#
+#   bench/rr.sh [REPS] [SECONDS]      (defaults: 5 repetitions, 10 s)
+#
+# Cases:
+#   a) one TCP flow, closed loop (one request outstanding), 1-byte request and
+#      response; sockperf ping-pong at its minimum message size, 14 bytes, and
+#      qperf tcp_lat with 1-byte messages. The order of the three tools rotates
+#      with each repetition.
+#   b) one UDP flow, closed loop, 16-byte request and response (plumb's
+#      smallest datagram: its header): plumb udp-rr against sockperf's UDP
+#      ping-pong, alternating.
+#   c) plumb alone at scale: rr with 1000, 10000 and 30000 flows, --threads 2,
+#      1-byte messages, one run each per repetition. A run that plumb refuses
+#      (30000 flows need more file descriptors than RLIMIT_NOFILE allows on a
+#      machine whose limit is 20000) is recorded as "not run: <its error>".
+# Reported per tool: transactions per second, round-trip latency p50 and p99
+# (and mean), medians with min-max. Both sockperf (without --full-rtt) and
+# qperf report half a round trip as "latency"; the figures here are whole
+# round trips throughout, and for qperf, which gives only a mean, transactions
+# per second are 1e6 / round-trip microseconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPS=${1:-5}
+SECS=${2:-10}
+OUT=BENCHMARKS.md
+
+if ! command -v sockperf >/dev/null || ! command -v qperf >/dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq sockperf qperf
+fi
+cargo build --release -q
+PLUMB=target/release/plumb
+work=$(mktemp -d)
+srv=
+cleanup() {
+  if [[ -n $srv ]]; then kill "$srv" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# Round trips from sockperf where it can say so itself (--full-rtt, sockperf
+# 3.7 and later); otherwise the parser doubles its half round trips.
+sp_help=$(sockperf ping-pong --help 2>&1 || true)
+SP_RTT=()
+if [[ $sp_help == *--full-rtt* ]]; then SP_RTT=(--full-rtt); fi
+
+# Listening ports below the ephemeral range (32768-60999 by default), a fresh
+# one for every server so that no TIME_WAIT socket of an earlier run is in
+# the way.
+port=$((20000 + RANDOM % 10000))
+next_port() { port=$((port + 1)); }
+
+plumb_a() {
+  "$PLUMB" run rr --json --iterations 1 --no-store --duration "${SECS}s" --warmup 1s >"$work/plumb-a-$rep.json"
+}
+
+sockperf_a() {
+  next_port
+  sockperf server --tcp -i 127.0.0.1 -p "$port" >/dev/null 2>&1 &
+  srv=$!
+  sleep 0.5
+  sockperf ping-pong --tcp -i 127.0.0.1 -p "$port" -t "$SECS" -m 14 --pps max "${SP_RTT[@]}" \
+    >"$work/sockperf-a-$rep.txt" 2>&1 || true
+  kill "$srv" 2>/dev/null || true
+  wait "$srv" 2>/dev/null || true
+  srv=
+}
+
+qperf_a() {
+  next_port
+  qperf --listen_port "$port" >/dev/null 2>&1 &
+  srv=$!
+  sleep 0.3
+  qperf 127.0.0.1 --listen_port "$port" -t "$SECS" -m 1 -e 6 tcp_lat >"$work/qperf-a-$rep.txt" 2>&1 || true
+  kill "$srv" 2>/dev/null || true
+  wait "$srv" 2>/dev/null || true
+  srv=
+}
+
+plumb_c() {
+  "$PLUMB" run udp-rr --json --iterations 1 --no-store --duration "${SECS}s" --warmup 1s >"$work/plumb-c-$rep.json"
+}
+
+sockperf_c() {
+  next_port
+  sockperf server -i 127.0.0.1 -p "$port" >/dev/null 2>&1 &
+  srv=$!
+  sleep 0.5
+  sockperf ping-pong -i 127.0.0.1 -p "$port" -t "$SECS" -m 16 --pps max "${SP_RTT[@]}" \
+    >"$work/sockperf-c-$rep.txt" 2>&1 || true
+  kill "$srv" 2>/dev/null || true
+  wait "$srv" 2>/dev/null || true
+  srv=
+}
+
+plumb_b() { # flows
+  local f=$1 rc=0 base="$work/plumb-b$1-$rep"
+  "$PLUMB" run rr --json --iterations 1 --no-store --duration "${SECS}s" --warmup 1s --flows "$f" --threads 2 \
+    >"$base.json" 2>"$base.stderr" || rc=$?
+  cat "$base.stderr" >&2
+  if (( rc )); then
+    rm -f "$base.json"
+    { grep -m1 '^plumb: error:' "$base.stderr" || tail -n1 "$base.stderr"; } >"$base.err" || true
+    [[ -s $base.err ]] || echo "exit status $rc" >"$base.err"
+    echo "plumb run rr --flows $f: exit status $rc, recorded as not run" >&2
+  fi
+}
+
+tools=(plumb sockperf qperf)
+for rep in $(seq 1 "$REPS"); do
+  echo "repetition $rep/$REPS" >&2
+  for i in 0 1 2; do
+    case ${tools[$(( (rep - 1 + i) % 3 ))]} in
+      plumb) plumb_a ;;
+      sockperf) sockperf_a ;;
+      qperf) qperf_a ;;
+    esac
+  done
+  if (( rep % 2 )); then plumb_c; sockperf_c; else sockperf_c; plumb_c; fi
+  for flows in 1000 10000 30000; do
+    plumb_b "$flows"
+  done
+done
+
+python3 - "$work" "$REPS" "$SECS" "$OUT" "$("$PLUMB" --version)" "$(sockperf --version 2>&1 | head -1)" \
+  "$(qperf --version 2>&1 | head -1)" "${SP_RTT[*]}" <<'PY'
+import glob, json, os, platform, re, resource, statistics, sys, datetime
+work, reps, secs, out, plumb_v, sockperf_v, qperf_v, sp_rtt = sys.argv[1:]
+
+def med(xs):
+    xs = sorted(xs)
+    return statistics.median(xs), xs[0], xs[-1]
+
+def fmt(xs, unit="", digits=1):
+    if not xs:
+        return "n/a"
+    m, lo, hi = med(xs)
+    u = f" {unit}" if unit else ""
+    return f"{m:.{digits}f}{u} ({lo:.{digits}f}-{hi:.{digits}f})"
+
+def rep_of(path):
+    return int(re.search(r"-(\d+)\.\w+$", path).group(1))
+
+def files(pattern):
+    return sorted(glob.glob(f"{work}/{pattern}"), key=rep_of)
+
+# (a) one flow: transactions/s, p50, p99 and mean round trip in microseconds.
+a = {t: {"tps": [], "p50": [], "p99": [], "mean": []} for t in ("plumb", "sockperf", "qperf")}
+a_failed = {t: 0 for t in a}
+for f in files("plumb-a-*.json"):
+    it = json.load(open(f))["iterations"][0]
+    lat = it["client"]["latency"]
+    a["plumb"]["tps"].append(it["derived"]["tps"])
+    a["plumb"]["p50"].append(lat["p50_us"])
+    a["plumb"]["p99"].append(lat["p99_us"])
+    a["plumb"]["mean"].append(lat["mean_us"])
+
+ansi = re.compile(r"\x1b\[[0-9;]*m")
+def sockperf_into(pattern, into, failed):
+    for f in files(pattern):
+        text = ansi.sub("", open(f, errors="replace").read())
+        dur = re.search(r"\[Valid Duration\] RunTime=([\d.]+) sec", text)
+        obs = re.search(r"Total (\d+) observations", text)
+        summ = re.search(r"Summary: (Round trip|Latency) is ([\d.]+) usec", text)
+        pct = {float(p): float(v) for p, v in re.findall(r"---> percentile ([\d.]+) =\s*([\d.]+)", text)}
+        if not (dur and obs and summ and 50.0 in pct and 99.0 in pct):
+            failed["sockperf"] += 1
+            continue
+        # sockperf prints half round trips ("Latency is") unless run with --full-rtt ("Round trip is").
+        k = 1.0 if summ.group(1) == "Round trip" else 2.0
+        into["tps"].append(int(obs.group(1)) / float(dur.group(1)))
+        into["p50"].append(k * pct[50.0])
+        into["p99"].append(k * pct[99.0])
+        into["mean"].append(k * float(summ.group(2)))
+sockperf_into("sockperf-a-*.txt", a["sockperf"], a_failed)
+
+# (b) one UDP flow.
+c = {t: {"tps": [], "p50": [], "p99": [], "mean": [], "timeouts": []} for t in ("plumb", "sockperf")}
+c_failed = {"plumb": 0, "sockperf": 0}
+for f in files("plumb-c-*.json"):
+    it = json.load(open(f))["iterations"][0]
+    lat = it["client"]["latency"]
+    c["plumb"]["tps"].append(it["derived"]["tps"])
+    c["plumb"]["p50"].append(lat["p50_us"])
+    c["plumb"]["p99"].append(lat["p99_us"])
+    c["plumb"]["mean"].append(lat["mean_us"])
+    c["plumb"]["timeouts"].append(it["client"]["udp"]["timeouts"])
+sockperf_into("sockperf-c-*.txt", c["sockperf"], c_failed)
+
+units = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "sec": 1e6, "s": 1e6}
+for f in files("qperf-a-*.txt"):
+    m = re.search(r"^\s*latency\s*=\s*([\d.]+)\s*(ns|us|ms|sec|s)\b", open(f, errors="replace").read(), re.M)
+    if not m:
+        a_failed["qperf"] += 1
+        continue
+    rtt = 2 * float(m.group(1)) * units[m.group(2)]  # qperf's tcp_lat latency is one way, half a round trip
+    a["qperf"]["tps"].append(1e6 / rtt)
+    a["qperf"]["mean"].append(rtt)
+
+# (c) plumb at scale.
+b = {}
+for flows in (1000, 10000, 30000):
+    r = {"tps": [], "p99": [], "cpu": [], "crss": [], "srss": [], "err": []}
+    for f in files(f"plumb-b{flows}-*.json"):
+        it = json.load(open(f))["iterations"][0]
+        r["tps"].append(it["derived"]["tps"])
+        r["p99"].append(it["client"]["latency"]["p99_us"])
+        r["cpu"].append(1e6 * it["derived"]["client_cpu_s_per_tx"])
+        r["crss"].append(it["client"]["process"]["rss_bytes"] / 2**20)
+        r["srss"].append(it["server"]["process"]["rss_bytes"] / 2**20)
+    for f in files(f"plumb-b{flows}-*.err"):
+        r["err"].append(open(f).read().strip().replace("|", "\\|"))
+    b[flows] = r
+
+cpu_model = ""
+for line in open("/proc/cpuinfo"):
+    if line.startswith("model name"):
+        cpu_model = line.split(":", 1)[1].strip()
+        break
+today = datetime.date.today().isoformat()
+nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+sp_flag = f" {sp_rtt}" if sp_rtt else ""
+cmds_a = [
+    f"plumb run rr --json --iterations 1 --no-store --duration {secs}s --warmup 1s",
+    "sockperf server --tcp -i 127.0.0.1 -p PORT",
+    f"sockperf ping-pong --tcp -i 127.0.0.1 -p PORT -t {secs} -m 14 --pps max{sp_flag}",
+    "qperf --listen_port PORT",
+    f"qperf 127.0.0.1 --listen_port PORT -t {secs} -m 1 -e 6 tcp_lat",
+]
+cmd_b = f"plumb run rr --json --iterations 1 --no-store --duration {secs}s --warmup 1s --flows FLOWS --threads 2"
+
+lines = []
+lines.append("## rr: plumb vs sockperf and qperf on loopback\n")
+lines.append(f"Run by `bench/rr.sh {reps} {secs}` on {today}: {os.cpu_count()} CPUs ({cpu_model}), "
+             f"kernel {platform.release()}, RLIMIT_NOFILE {nofile}, {plumb_v}, {sockperf_v}, {qperf_v}. "
+             f"{reps} repetitions of {secs} s per tool and case, the order of the tools in case (a) rotating "
+             "with each repetition. Medians with min-max in brackets. All latencies are whole round trips "
+             "(request out, response back) in microseconds.\n")
+lines.append("### (a) one TCP flow, closed loop, 1-byte request and response\n")
+lines.append("| tool | message size | transactions/s | p50 round trip (µs) | p99 round trip (µs) | mean round trip (µs) |")
+lines.append("|---|---|---|---|---|---|")
+size = {"plumb": "1 B", "sockperf": "14 B", "qperf": "1 B"}
+for tool in ("plumb", "sockperf", "qperf"):
+    r = a[tool]
+    lines.append(f"| {tool} | {size[tool]} | {fmt(r['tps'], '', 0)} | {fmt(r['p50'])} | {fmt(r['p99'])} | {fmt(r['mean'])} |")
+pt = a["plumb"]["tps"]
+ratios = []
+for other in ("sockperf", "qperf"):
+    if pt and a[other]["tps"]:
+        ratios.append(f"plumb/{other} {med(pt)[0] / med(a[other]['tps'])[0]:.2f}")
+if ratios:
+    lines.append(f"\nRatio of the median transactions/s: {', '.join(ratios)} "
+                 "(the target is that plumb's one-flow rate is at least sockperf's, a ratio of 1.00 or more).\n")
+failed = [f"{t} {n} of {reps}" for t, n in a_failed.items() if n]
+if failed:
+    lines.append(f"Runs whose output could not be parsed, left out: {', '.join(failed)}.\n")
+lines.append("How each tool's figures are taken: plumb from its JSON record (`derived.tps`, "
+             "`client.latency.p50_us`, `p99_us`, `mean_us`, over the window after a 1 s warm-up). "
+             "sockperf's minimum message size is 14 bytes (it carries its own header), so it runs with 14-byte "
+             "messages where the others use 1 byte; its transactions/s are its observations divided by its "
+             "\"[Valid Duration] RunTime\", which is the -t time less its fixed 400 ms warm-up and a little "
+             "at the end; it reports half round trips unless given --full-rtt"
+             + (" (given here)" if sp_rtt else " (not supported by this version, so its figures are doubled)")
+             + ". qperf's tcp_lat reports only a mean one-way latency, half a round trip: the round trip is "
+             "twice that, transactions/s are 1e6 / round-trip µs, and it has no percentiles.\n")
+lines.append("Commands (PORT a fresh port below the ephemeral range for each server):\n")
+for cmd in cmds_a:
+    lines.append(f"    {cmd}")
+lines.append("")
+lines.append("### (b) one UDP flow, closed loop, 16-byte request and response\n")
+lines.append("| tool | transactions/s | p50 round trip (µs) | p99 round trip (µs) | mean round trip (µs) |")
+lines.append("|---|---|---|---|---|")
+for tool in ("plumb", "sockperf"):
+    r = c[tool]
+    lines.append(f"| {tool} | {fmt(r['tps'], '', 0)} | {fmt(r['p50'])} | {fmt(r['p99'])} | {fmt(r['mean'])} |")
+if c["plumb"]["tps"] and c["sockperf"]["tps"]:
+    lines.append(f"\nRatio of the median transactions/s: plumb/sockperf "
+                 f"{med(c['plumb']['tps'])[0] / med(c['sockperf']['tps'])[0]:.2f}. "
+                 f"plumb's requests that timed out (200 ms): {sum(c['plumb']['timeouts'])} over all repetitions.\n")
+failed = [f"{t} {n} of {reps}" for t, n in c_failed.items() if n]
+if failed:
+    lines.append(f"Runs whose output could not be parsed, left out: {', '.join(failed)}.\n")
+lines.append("Commands:\n")
+for cmd in (f"plumb run udp-rr --json --iterations 1 --no-store --duration {secs}s --warmup 1s",
+            "sockperf server -i 127.0.0.1 -p PORT",
+            f"sockperf ping-pong -i 127.0.0.1 -p PORT -t {secs} -m 16 --pps max{sp_flag}"):
+    lines.append(f"    {cmd}")
+lines.append("")
+lines.append("### (c) plumb alone at scale: rr, 1-byte request and response, 2 threads on each end\n")
+lines.append("| flows | transactions/s | p99 round trip (µs) | client CPU per transaction (µs) | client RSS (MiB) | server RSS (MiB) |")
+lines.append("|---|---|---|---|---|---|")
+notes = []
+for flows, r in b.items():
+    if r["tps"]:
+        lines.append(f"| {flows} | {fmt(r['tps'], '', 0)} | {fmt(r['p99'])} | {fmt(r['cpu'], '', 2)} | "
+                     f"{fmt(r['crss'])} | {fmt(r['srss'])} |")
+        if r["err"]:
+            notes.append(f"{flows} flows: {len(r['err'])} of {reps} runs not run: {'; '.join(sorted(set(r['err'])))}")
+    else:
+        why = "; ".join(sorted(set(r["err"]))) or "no result"
+        lines.append(f"| {flows} | not run: {why} | | | | |")
+if notes:
+    lines.append("\n" + "\n".join(f"- {n}" for n in notes))
+lines.append("\nClient CPU per transaction is the client process's user+system time over the window divided by "
+             "its transactions (`derived.client_cpu_s_per_tx`); RSS is each process's resident set at the end "
+             "of the window (`client.process.rss_bytes`, `server.process.rss_bytes`).\n")
+lines.append("Command (FLOWS 1000, 10000, 30000):\n")
+lines.append(f"    {cmd_b}")
+lines.append("")
+section = "\n".join(lines) + "\n"
+
+text = open(out).read() if os.path.exists(out) else "# Benchmarks\n\nEach section is written by the script it names; rerun it to refresh.\n\n"
+pat = re.compile(r"## rr: plumb vs sockperf and qperf on loopback\n.*?(?=\n## |\Z)", re.S)
+text = pat.sub(lambda m: section.rstrip() + "\n", text) if pat.search(text) else text.rstrip() + "\n\n" + section
+open(out, "w").write(text)
+print(section)
+PY
