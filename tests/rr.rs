@@ -5,6 +5,7 @@
 mod common;
 use common::*;
 use serde_json::Value;
+use std::process::Command;
 
 fn rr_json(args: &[&str]) -> Value {
     let mut all = vec!["run", "rr", "--json", "--warmup", "300ms"];
@@ -350,4 +351,78 @@ fn open_loop_keeps_its_schedule_and_shows_queueing() {
     let out = run(&["run", "rr", "--rate", "0"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--rate"));
+}
+
+/// More flows than one address has local ports: on loopback they spread
+/// over 127.0.0.1, 127.0.0.2, ... and all connect. Shown in a namespace
+/// whose port range holds 1000 ports, for rr (TCP) and udp-rr.
+#[test]
+fn flows_beyond_the_local_port_range_spread_over_loopback_sources() {
+    let root = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
+        })
+        .unwrap_or(false);
+    if !root {
+        eprintln!("skipped: needs root to create a network namespace");
+        return;
+    }
+    let ns = format!("plumb-ports-{}", std::process::id());
+    let ok = |cmd: &mut Command| cmd.status().is_ok_and(|s| s.success());
+    if !ok(Command::new("ip").args(["netns", "add", &ns])) {
+        eprintln!("skipped: cannot create a network namespace here");
+        return;
+    }
+    struct Cleanup(String);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+        }
+    }
+    let _cleanup = Cleanup(ns.clone());
+    assert!(ok(
+        Command::new("ip").args(["-n", &ns, "link", "set", "lo", "up"])
+    ));
+    assert!(ok(Command::new("ip").args([
+        "netns",
+        "exec",
+        &ns,
+        "sysctl",
+        "-q",
+        "-w",
+        "net.ipv4.ip_local_port_range=40000 40999",
+    ])));
+    for workload in ["rr", "udp-rr"] {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &ns, env!("CARGO_BIN_EXE_plumb")])
+            .args([
+                "run",
+                workload,
+                "--json",
+                "--no-store",
+                "--iterations",
+                "1",
+                "--flows",
+                "1500",
+                "--duration",
+                "1s",
+                "--warmup",
+                "200ms",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{workload}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let flows = rec["iterations"][0]["client"]["flows"].as_array().unwrap();
+        assert_eq!(flows.len(), 1500);
+        let moved = flows.iter().filter(|f| u(&f["transactions"]) > 0).count();
+        assert_eq!(moved, 1500, "{workload}: every flow moved");
+    }
 }

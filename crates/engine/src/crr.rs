@@ -10,7 +10,7 @@
 //! machine runs out of local ports. Both outcomes are reported by name.
 
 use crate::latency::new_histogram;
-use crate::setup::{apply_before_connect, apply_connected, plain_io};
+use crate::setup::{apply_before_connect, apply_connected, bind_source, plain_io};
 use crate::worker::{FlowError, WorkerPlan};
 use plumb_spec::SocketOpts;
 use rustix::buffer::spare_capacity;
@@ -43,7 +43,7 @@ const LISTENER: u64 = u64::MAX - 1;
 /// Why a connection could not be made, in the words a user acts on.
 fn connect_error(e: &io::Error) -> String {
     match e.raw_os_error() {
-        Some(99) => format!(
+        Some(99) | Some(98) => format!(
             "{}: out of local ports (net.ipv4.ip_local_port_range, TIME_WAIT sockets); --close rst avoids TIME_WAIT",
             plain_io(e)
         ),
@@ -104,6 +104,7 @@ fn write_out(conn: &mut Conn, writes: &[usize], buf: &[u8]) -> io::Result<(u64, 
 
 fn client(plan: WorkerPlan, crr: CrrPlan) -> io::Result<Vec<FlowError>> {
     let peer = crr.peer.expect("the client knows where to connect");
+    let sources = crate::setup::sources_for(peer, crr.slots as u32);
     let ep = epoll::create(epoll::CreateFlags::CLOEXEC)?;
     epoll::add(
         &ep,
@@ -131,6 +132,7 @@ fn client(plan: WorkerPlan, crr: CrrPlan) -> io::Result<Vec<FlowError>> {
             Some(Protocol::TCP),
         )?;
         let _ = apply_before_connect(&sock, &crr.opts);
+        bind_source(&sock, &sources, base + k)?;
         if crr.rst {
             sock.set_linger(Some(std::time::Duration::ZERO))?;
         }

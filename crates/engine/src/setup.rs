@@ -7,7 +7,7 @@ use plumb_samples::{OptionRecord, OptionStatus};
 use plumb_spec::{BufSize, SocketOpts};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
 /// A per-test secret the server hands out over the control connection; every
@@ -161,6 +161,48 @@ pub fn apply_connected(stream: &TcpStream, opts: &SocketOpts) -> Result<(), Setu
     Ok(())
 }
 
+/// Local ports one source address has towards one server port: the size of
+/// net.ipv4.ip_local_port_range (which IPv6 shares).
+pub fn local_port_count() -> u32 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|t| {
+            let mut it = t.split_whitespace().map(|x| x.parse::<u32>().ok());
+            let (lo, hi) = (it.next()??, it.next()??);
+            (hi >= lo).then(|| hi - lo + 1)
+        })
+        .unwrap_or(28232)
+}
+
+/// Source addresses for `flows` connections to `peer`, used in turn. Every
+/// connection to one server port needs its own local port, so one source
+/// address runs out after the local port range. On IPv4 loopback every
+/// 127.0.0.0/8 address is this host's, and flows beyond what one address
+/// holds spread over 127.0.0.1, 127.0.0.2, ... Elsewhere, and when one
+/// address is enough, the list is empty and the kernel picks.
+pub fn sources_for(peer: SocketAddr, flows: u32) -> Vec<IpAddr> {
+    // Room for the connections other programs hold meanwhile.
+    let per_source = (local_port_count() * 7 / 8).max(1);
+    match peer.ip() {
+        IpAddr::V4(v4) if v4.is_loopback() && flows > per_source => {
+            let k = flows.div_ceil(per_source).min(250);
+            (0..k)
+                .map(|j| IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1 + j as u8)))
+                .collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Binds `sock` to the i-th of `sources` (port chosen by the kernel).
+pub(crate) fn bind_source(sock: &Socket, sources: &[IpAddr], i: usize) -> io::Result<()> {
+    if sources.is_empty() {
+        return Ok(());
+    }
+    let ip = sources[i % sources.len()];
+    sock.bind(&SocketAddr::new(ip, 0).into())
+}
+
 fn new_socket(addr: &SocketAddr) -> io::Result<Socket> {
     Socket::new(
         Domain::for_address(*addr),
@@ -179,9 +221,12 @@ pub fn connect_flows(
     timeout: Duration,
 ) -> Result<Vec<TcpStream>, SetupError> {
     let mut flows = Vec::with_capacity(count as usize);
+    let sources = sources_for(addr, count);
     for i in 0..count {
         let sock = new_socket(&addr).map_err(|e| resource_error("create a data socket", i, e))?;
         apply_before_connect(&sock, opts)?;
+        bind_source(&sock, &sources, i as usize)
+            .map_err(|e| resource_error(format!("bind flow {i} to a loopback source"), i, e))?;
         sock.connect_timeout(&addr.into(), timeout)
             .map_err(|e| resource_error(format!("connect flow {i} to {addr}"), i, e))?;
         let stream: TcpStream = sock.into();
@@ -209,6 +254,7 @@ pub fn udp_client_sockets(
     opts: &SocketOpts,
 ) -> Result<Vec<UdpSocket>, SetupError> {
     let mut socks = Vec::with_capacity(count as usize);
+    let sources = sources_for(addr, count);
     for i in 0..count {
         let sock = Socket::new(
             Domain::for_address(addr),
@@ -217,6 +263,8 @@ pub fn udp_client_sockets(
         )
         .map_err(|e| resource_error("create a UDP socket", i, e))?;
         apply_before_connect(&sock, opts)?;
+        bind_source(&sock, &sources, i as usize)
+            .map_err(|e| resource_error(format!("bind UDP flow {i} to a loopback source"), i, e))?;
         sock.connect(&addr.into()).map_err(|e| {
             // A UDP socket that cannot bind a local port says EAGAIN.
             let e = if e.raw_os_error() == Some(11) {
@@ -301,7 +349,8 @@ fn resource_error(what: impl std::fmt::Display, made: u32, e: io::Error) -> Setu
         Some(libc_emfile) if libc_emfile == 24 || libc_emfile == 23 => {
             format!(" after {made} flows: out of file descriptors (raise `ulimit -n`)")
         }
-        Some(99) => {
+        // EADDRNOTAVAIL from connect, EADDRINUSE from a bind to port 0.
+        Some(99) | Some(98) => {
             format!(" after {made} flows: out of local ports (net.ipv4.ip_local_port_range)")
         }
         _ => String::new(),
