@@ -200,6 +200,9 @@ pub(crate) fn bind_source(sock: &Socket, sources: &[IpAddr], i: usize) -> io::Re
         return Ok(());
     }
     let ip = sources[i % sources.len()];
+    if sock.r#type()? == Type::STREAM {
+        plumb_sys::sock::set_bind_address_no_port(sock)?;
+    }
     sock.bind(&SocketAddr::new(ip, 0).into())
 }
 

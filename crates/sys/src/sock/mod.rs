@@ -36,6 +36,19 @@ pub fn set_max_pacing_rate(fd: impl AsFd, bytes_per_sec: u64) -> io::Result<()> 
     )
 }
 
+/// IP_BIND_ADDRESS_NO_PORT: a bind() to port 0 then fixes only the source
+/// address, and the port is chosen at connect() time, where one local port
+/// may serve several connections to different peers. Without it every bind
+/// searches the port range for a port no other socket holds.
+pub fn set_bind_address_no_port(fd: impl AsFd) -> io::Result<()> {
+    raw::setsockopt(
+        fd.as_fd(),
+        libc::IPPROTO_IP,
+        libc::IP_BIND_ADDRESS_NO_PORT,
+        &1i32.to_ne_bytes(),
+    )
+}
+
 /// The pacing cap in bytes per second; `u64::MAX` when there is none.
 pub fn max_pacing_rate(fd: impl AsFd) -> io::Result<u64> {
     let mut buf = [0u8; 8];
