@@ -28,14 +28,6 @@ fn stored_run(db: &TempDb, label: &str, extra: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-/// Tests whose verdict depends on throughput take turns: on a two-CPU
-/// machine a neighbour test's traffic halves a flow's rate at random, and the
-/// comparison would measure the neighbours instead of the pacing.
-fn measuring_alone() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 fn code(out: &std::process::Output) -> i32 {
     out.status.code().unwrap_or(-1)
 }

@@ -5,7 +5,6 @@
 mod common;
 use common::*;
 use serde_json::Value;
-use std::process::Command;
 
 fn rr_json(args: &[&str]) -> Value {
     let mut all = vec!["run", "rr", "--json", "--warmup", "300ms"];
@@ -27,13 +26,6 @@ fn schema() -> jsonschema::Validator {
     ))
     .unwrap();
     jsonschema::validator_for(&serde_json::from_str(&text).unwrap()).unwrap()
-}
-
-/// Tests that read latency take turns: a neighbour's traffic on two CPUs
-/// would be measured as queueing.
-fn measuring_alone() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[test]
@@ -358,46 +350,13 @@ fn open_loop_keeps_its_schedule_and_shows_queueing() {
 /// whose port range holds 1000 ports, for rr (TCP) and udp-rr.
 #[test]
 fn flows_beyond_the_local_port_range_spread_over_loopback_sources() {
-    let root = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
-        })
-        .unwrap_or(false);
-    if !root {
-        eprintln!("skipped: needs root to create a network namespace");
+    let Some(ns) = Netns::new("ports") else {
         return;
-    }
-    let ns = format!("plumb-ports-{}", std::process::id());
-    let ok = |cmd: &mut Command| cmd.status().is_ok_and(|s| s.success());
-    if !ok(Command::new("ip").args(["netns", "add", &ns])) {
-        eprintln!("skipped: cannot create a network namespace here");
-        return;
-    }
-    struct Cleanup(String);
-    impl Drop for Cleanup {
-        fn drop(&mut self) {
-            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-        }
-    }
-    let _cleanup = Cleanup(ns.clone());
-    assert!(ok(
-        Command::new("ip").args(["-n", &ns, "link", "set", "lo", "up"])
-    ));
-    assert!(ok(Command::new("ip").args([
-        "netns",
-        "exec",
-        &ns,
-        "sysctl",
-        "-q",
-        "-w",
-        "net.ipv4.ip_local_port_range=40000 40999",
-    ])));
+    };
+    ns.sysctl("net.ipv4.ip_local_port_range", "40000 40999");
     for workload in ["rr", "udp-rr"] {
-        let out = Command::new("ip")
-            .args(["netns", "exec", &ns, env!("CARGO_BIN_EXE_plumb")])
+        let out = ns
+            .exec(env!("CARGO_BIN_EXE_plumb"))
             .args([
                 "run",
                 workload,

@@ -8,29 +8,6 @@ use common::*;
 use serde_json::Value;
 use std::process::Command;
 
-/// The kernel counters are host-wide: tests reading them take turns.
-fn measuring_alone() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn json_of(workload: &str, args: &[&str]) -> Value {
-    let mut all = vec!["run", workload, "--json", "--warmup", "200ms"];
-    all.extend_from_slice(args);
-    let out = run(&all);
-    assert!(
-        out.status.success(),
-        "plumb {all:?} failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
-}
-
-fn counter(end: &Value, key: &str) -> f64 {
-    end["counters"][key].as_f64().unwrap_or(0.0)
-}
-
 /// What the two ends' counts may differ by: the windows open and close a
 /// little apart, so rate times that skew, plus a margin.
 fn edge_allowance(rate: f64, c: &Value, s: &Value, margin: f64) -> f64 {
@@ -41,7 +18,7 @@ fn edge_allowance(rate: f64, c: &Value, s: &Value, margin: f64) -> f64 {
 #[test]
 fn udp_stream_accounts_for_every_datagram() {
     let _alone = measuring_alone();
-    let rec = json_of("udp-stream", &["--flows", "2", "--duration", "1s"]);
+    let rec = workload_json("udp-stream", &["--flows", "2", "--duration", "1s"]);
     assert_eq!(rec["spec"]["workload"], "udp-stream");
     assert_eq!(rec["spec"]["msg_size"], 1472);
     let it = &rec["iterations"][0];
@@ -78,7 +55,7 @@ fn a_receiver_outrun_by_its_sender_counts_what_the_kernel_dropped() {
     let _alone = measuring_alone();
     // A tiny receive buffer and both ends on one CPU: the sender fills the
     // buffer while the receiver waits for the CPU.
-    let rec = json_of(
+    let rec = workload_json(
         "udp-stream",
         &[
             "--duration",
@@ -118,7 +95,7 @@ fn a_receiver_outrun_by_its_sender_counts_what_the_kernel_dropped() {
 #[test]
 fn udp_rr_transactions_agree_and_time_nothing_out_on_loopback() {
     let _alone = measuring_alone();
-    let rec = json_of(
+    let rec = workload_json(
         "udp-rr",
         &["--flows", "50", "--duration", "1s", "--resp-size", "200"],
     );
@@ -163,23 +140,8 @@ fn bad_udp_sizes_name_the_flag() {
     }
 }
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
-        })
-        .unwrap_or(false)
-}
-
 #[test]
 fn udp_rr_counts_dropped_datagrams_and_goes_on() {
-    if !is_root() {
-        eprintln!("skipped: needs root to create a network namespace");
-        return;
-    }
     let Some(iptables) = ["iptables-legacy", "iptables"].into_iter().find(|b| {
         Command::new(b)
             .arg("--version")
@@ -189,22 +151,9 @@ fn udp_rr_counts_dropped_datagrams_and_goes_on() {
         eprintln!("skipped: no iptables to drop datagrams with");
         return;
     };
-    let ns = format!("plumb-udp-{}", std::process::id());
-    let ok = |cmd: &mut Command| cmd.status().is_ok_and(|s| s.success());
-    if !ok(Command::new("ip").args(["netns", "add", &ns])) {
-        eprintln!("skipped: cannot create a network namespace here");
+    let Some(ns) = Netns::new("udp") else {
         return;
-    }
-    struct Cleanup(String);
-    impl Drop for Cleanup {
-        fn drop(&mut self) {
-            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-        }
-    }
-    let _cleanup = Cleanup(ns.clone());
-    assert!(ok(
-        Command::new("ip").args(["-n", &ns, "link", "set", "lo", "up"])
-    ));
+    };
     // Every 40th UDP datagram that arrives in the namespace is dropped
     // before any socket sees it, as if lost on the wire.
     let rule = [
@@ -222,17 +171,14 @@ fn udp_rr_counts_dropped_datagrams_and_goes_on() {
         "-j",
         "DROP",
     ];
-    if !ok(Command::new("ip")
-        .args(["netns", "exec", &ns, iptables, "-A"])
-        .args(rule))
-    {
+    if !ok(ns.exec(iptables).arg("-A").args(rule)) {
         eprintln!("skipped: this kernel's packet filter does not take the rule");
         return;
     }
     // One flow takes the blocking path, four share an epoll loop per thread.
     for flows in ["1", "4"] {
-        let out = Command::new("ip")
-            .args(["netns", "exec", &ns, env!("CARGO_BIN_EXE_plumb")])
+        let out = ns
+            .exec(env!("CARGO_BIN_EXE_plumb"))
             .args([
                 "run",
                 "udp-rr",

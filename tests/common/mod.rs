@@ -145,3 +145,92 @@ pub fn online_cpus() -> usize {
         .map(|n| n.get())
         .unwrap_or(1)
 }
+
+/// `plumb run WORKLOAD --json --warmup 200ms ARGS`, which must succeed;
+/// returns the record.
+pub fn workload_json(workload: &str, args: &[&str]) -> Value {
+    let mut all = vec!["run", workload, "--json", "--warmup", "200ms"];
+    all.extend_from_slice(args);
+    let out = run(&all);
+    assert!(
+        out.status.success(),
+        "plumb {all:?} failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
+}
+
+/// The kernel counters are host-wide: tests of one file that read them
+/// take turns.
+pub fn measuring_alone() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
+        })
+        .unwrap_or(false)
+}
+
+/// A network namespace of this test process with its loopback up, deleted
+/// (with everything in it) on drop. None, with the reason printed, where
+/// the test cannot have one; the caller then skips.
+pub struct Netns(pub String);
+
+impl Netns {
+    pub fn new(tag: &str) -> Option<Netns> {
+        if !is_root() {
+            eprintln!("skipped: needs root to create a network namespace");
+            return None;
+        }
+        let name = format!("plumb-{tag}-{}", std::process::id());
+        if !ok(Command::new("ip").args(["netns", "add", &name])) {
+            eprintln!("skipped: cannot create a network namespace here");
+            return None;
+        }
+        let ns = Netns(name);
+        assert!(ok(
+            Command::new("ip").args(["-n", &ns.0, "link", "set", "lo", "up"])
+        ));
+        Some(ns)
+    }
+
+    /// A command that runs `program` inside the namespace.
+    pub fn exec(&self, program: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.0, program]);
+        c
+    }
+
+    pub fn sysctl(&self, key: &str, value: &str) {
+        assert!(
+            ok(self
+                .exec("sysctl")
+                .args(["-q", "-w", &format!("{key}={value}")])),
+            "sysctl {key}={value} in {}",
+            self.0
+        );
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+pub fn ok(cmd: &mut Command) -> bool {
+    cmd.status().is_ok_and(|s| s.success())
+}
+
+/// A host counter's change over one end's window (0 when it did not move).
+pub fn counter(end: &Value, key: &str) -> f64 {
+    end["counters"][key].as_f64().unwrap_or(0.0)
+}

@@ -46,9 +46,6 @@ impl SampleSink for Quiet {
 }
 
 fn stream_spec(a: &StreamArgs) -> Spec {
-    let cpus = std::thread::available_parallelism()
-        .map(|n| n.get() as u32)
-        .unwrap_or(1);
     Spec {
         workload: Workload::Stream,
         direction: match a.direction {
@@ -57,7 +54,7 @@ fn stream_spec(a: &StreamArgs) -> Spec {
             DirectionArg::Both => Direction::Both,
         },
         flows: a.flows,
-        threads: a.threads.unwrap_or_else(|| a.flows.min(cpus)),
+        threads: default_threads(a.flows, a.threads),
         msg_size: a.msg_size,
         socket: socket_opts(&a.socket),
         family: family(&a.common),
@@ -81,73 +78,82 @@ fn socket_opts(a: &SocketArgs) -> SocketOpts {
     }
 }
 
-fn rr_spec(a: &RrArgs) -> Result<Spec, Failure> {
+/// Worker threads when not asked: one per flow, at most one per CPU.
+fn default_threads(flows: u32, asked: Option<u32>) -> u32 {
     let cpus = std::thread::available_parallelism()
         .map(|n| n.get() as u32)
         .unwrap_or(1);
-    let writes = |flag, text: &Option<String>, size| {
-        plumb_spec::parse_writes(flag, text.as_deref().unwrap_or(""), size)
-            .map_err(|e| Failure::usage(e.to_string()))
-    };
-    Ok(Spec {
-        workload: Workload::Rr,
+    asked.unwrap_or_else(|| flows.min(cpus))
+}
+
+/// A request/response spec: what rr, crr and udp-rr have in common.
+fn transactional_spec(
+    workload: Workload,
+    flows: u32,
+    threads: Option<u32>,
+    socket: SocketOpts,
+    common: &CommonArgs,
+    rr: plumb_spec::RrSpec,
+) -> Spec {
+    Spec {
+        workload,
         direction: Direction::Send,
-        flows: a.flows,
-        threads: a.threads.unwrap_or_else(|| a.flows.min(cpus)),
-        msg_size: a.req_size.max(a.resp_size),
-        socket: socket_opts(&a.socket),
-        family: family(&a.common),
-        duration_ms: a.common.duration,
-        warmup_ms: a.common.warmup,
-        client_cpus: a.common.client_cpus.clone(),
-        server_cpus: a.common.server_cpus.clone(),
-        rr: Some(plumb_spec::RrSpec {
+        flows,
+        threads: default_threads(flows, threads),
+        msg_size: rr.req_size.max(rr.resp_size),
+        socket,
+        family: family(common),
+        duration_ms: common.duration,
+        warmup_ms: common.warmup,
+        client_cpus: common.client_cpus.clone(),
+        server_cpus: common.server_cpus.clone(),
+        rr: Some(rr),
+    }
+}
+
+fn writes(flag: &'static str, text: &Option<String>, size: u64) -> Result<Vec<u64>, Failure> {
+    plumb_spec::parse_writes(flag, text.as_deref().unwrap_or(""), size)
+        .map_err(|e| Failure::usage(e.to_string()))
+}
+
+fn rr_spec(a: &RrArgs) -> Result<Spec, Failure> {
+    Ok(transactional_spec(
+        Workload::Rr,
+        a.flows,
+        a.threads,
+        socket_opts(&a.socket),
+        &a.common,
+        plumb_spec::RrSpec {
             req_size: a.req_size,
             resp_size: a.resp_size,
             pipeline: a.pipeline,
             req_writes: writes("--req-writes", &a.req_writes, a.req_size)?,
             resp_writes: writes("--resp-writes", &a.resp_writes, a.resp_size)?,
-            close: None,
             rate: a.rate,
-            timeout_ms: None,
-        }),
-    })
+            ..plumb_spec::RrSpec::default()
+        },
+    ))
 }
 
 fn crr_spec(a: &CrrArgs) -> Result<Spec, Failure> {
-    let cpus = std::thread::available_parallelism()
-        .map(|n| n.get() as u32)
-        .unwrap_or(1);
-    let writes = |flag, text: &Option<String>, size| {
-        plumb_spec::parse_writes(flag, text.as_deref().unwrap_or(""), size)
-            .map_err(|e| Failure::usage(e.to_string()))
-    };
-    Ok(Spec {
-        workload: Workload::Crr,
-        direction: Direction::Send,
-        flows: a.flows,
-        threads: a.threads.unwrap_or_else(|| a.flows.min(cpus)),
-        msg_size: a.req_size.max(a.resp_size),
-        socket: socket_opts(&a.socket),
-        family: family(&a.common),
-        duration_ms: a.common.duration,
-        warmup_ms: a.common.warmup,
-        client_cpus: a.common.client_cpus.clone(),
-        server_cpus: a.common.server_cpus.clone(),
-        rr: Some(plumb_spec::RrSpec {
+    Ok(transactional_spec(
+        Workload::Crr,
+        a.flows,
+        a.threads,
+        socket_opts(&a.socket),
+        &a.common,
+        plumb_spec::RrSpec {
             req_size: a.req_size,
             resp_size: a.resp_size,
-            pipeline: 1,
             req_writes: writes("--req-writes", &a.req_writes, a.req_size)?,
             resp_writes: writes("--resp-writes", &a.resp_writes, a.resp_size)?,
             close: Some(match a.close {
                 CloseArg::Rst => plumb_spec::Close::Rst,
                 CloseArg::Fin => plumb_spec::Close::Fin,
             }),
-            rate: None,
-            timeout_ms: None,
-        }),
-    })
+            ..plumb_spec::RrSpec::default()
+        },
+    ))
 }
 
 fn udp_socket_opts(a: &UdpSocketArgs) -> SocketOpts {
@@ -159,14 +165,11 @@ fn udp_socket_opts(a: &UdpSocketArgs) -> SocketOpts {
 }
 
 fn udp_stream_spec(a: &UdpStreamArgs) -> Spec {
-    let cpus = std::thread::available_parallelism()
-        .map(|n| n.get() as u32)
-        .unwrap_or(1);
     Spec {
         workload: Workload::UdpStream,
         direction: Direction::Send,
         flows: a.flows,
-        threads: a.threads.unwrap_or_else(|| a.flows.min(cpus)),
+        threads: default_threads(a.flows, a.threads),
         msg_size: a.msg_size,
         socket: udp_socket_opts(&a.socket),
         family: family(&a.common),
@@ -179,28 +182,19 @@ fn udp_stream_spec(a: &UdpStreamArgs) -> Spec {
 }
 
 fn udp_rr_spec(a: &UdpRrArgs) -> Spec {
-    let cpus = std::thread::available_parallelism()
-        .map(|n| n.get() as u32)
-        .unwrap_or(1);
-    Spec {
-        workload: Workload::UdpRr,
-        direction: Direction::Send,
-        flows: a.flows,
-        threads: a.threads.unwrap_or_else(|| a.flows.min(cpus)),
-        msg_size: a.req_size.max(a.resp_size),
-        socket: udp_socket_opts(&a.socket),
-        family: family(&a.common),
-        duration_ms: a.common.duration,
-        warmup_ms: a.common.warmup,
-        client_cpus: a.common.client_cpus.clone(),
-        server_cpus: a.common.server_cpus.clone(),
-        rr: Some(plumb_spec::RrSpec {
+    transactional_spec(
+        Workload::UdpRr,
+        a.flows,
+        a.threads,
+        udp_socket_opts(&a.socket),
+        &a.common,
+        plumb_spec::RrSpec {
             req_size: a.req_size,
             resp_size: a.resp_size,
             timeout_ms: Some(a.timeout),
             ..plumb_spec::RrSpec::default()
-        }),
-    }
+        },
+    )
 }
 
 fn family(c: &CommonArgs) -> Family {
