@@ -11,9 +11,8 @@
 
 use crate::latency::new_histogram;
 use crate::setup::{apply_before_connect, apply_connected, bind_source, plain_io};
-use crate::worker::{FlowError, WorkerPlan};
+use crate::worker::{wait, FlowError, WorkerPlan, WAKE};
 use plumb_spec::SocketOpts;
-use rustix::buffer::spare_capacity;
 use rustix::event::epoll;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io::{self, Read, Write};
@@ -37,7 +36,6 @@ pub struct CrrPlan {
     pub opts: SocketOpts,
 }
 
-const WAKE: u64 = u64::MAX;
 const LISTENER: u64 = u64::MAX - 1;
 
 /// Why a connection could not be made, in the words a user acts on.
@@ -105,13 +103,7 @@ fn write_out(conn: &mut Conn, writes: &[usize], buf: &[u8]) -> io::Result<(u64, 
 fn client(plan: WorkerPlan, crr: CrrPlan) -> io::Result<Vec<FlowError>> {
     let peer = crr.peer.expect("the client knows where to connect");
     let sources = crate::setup::sources_for(peer, crr.slots as u32);
-    let ep = epoll::create(epoll::CreateFlags::CLOEXEC)?;
-    epoll::add(
-        &ep,
-        &*plan.wake,
-        epoll::EventData::new_u64(WAKE),
-        epoll::EventFlags::IN,
-    )?;
+    let ep = plan.epoll_with_wake()?;
     let base = plan.range.start;
     let n = plan.range.len();
     let largest = crr.out_writes.iter().copied().max().unwrap_or(1);
@@ -167,11 +159,7 @@ fn client(plan: WorkerPlan, crr: CrrPlan) -> io::Result<Vec<FlowError>> {
     let mut fail = |k: usize, e: String, conns: &mut Vec<Option<Conn>>, live: &mut usize| {
         conns[k] = None;
         *live -= 1;
-        errors.push(FlowError {
-            flow: (base + k) as u32,
-            error: e,
-            after_window: plan.window_closed.load(Relaxed) || plan.stop.load(Relaxed),
-        });
+        errors.push(plan.flow_error(base + k, e));
     };
 
     for k in 0..n {
@@ -182,17 +170,13 @@ fn client(plan: WorkerPlan, crr: CrrPlan) -> io::Result<Vec<FlowError>> {
     }
 
     while live > 0 && !plan.stop.load(Relaxed) {
-        events.clear();
-        match epoll::wait(&ep, spare_capacity(&mut events), None) {
-            Ok(_) => {}
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(e) => return Err(e.into()),
+        if !wait(&ep, &mut events, None)? {
+            continue;
         }
         for ev in &events {
             let id = ev.data.u64();
             if id == WAKE {
-                let mut b = [0u8; 8];
-                let _ = rustix::io::read(&*plan.wake, &mut b);
+                plan.drain_wake();
                 continue;
             }
             let i = id as usize;
@@ -280,13 +264,7 @@ fn client(plan: WorkerPlan, crr: CrrPlan) -> io::Result<Vec<FlowError>> {
                 Err(e) => fail(k, e, &mut conns, &mut live),
             }
         }
-        let epoch = plan.epoch.load(Acquire);
-        if epoch != epoch_seen {
-            if let Some(slot) = &plan.latency {
-                slot.flush(&mut local, epoch);
-            }
-            epoch_seen = epoch;
-        }
+        plan.hand_over_latency(&mut local, &mut epoch_seen);
     }
     Ok(errors)
 }
@@ -296,13 +274,7 @@ fn server(plan: WorkerPlan, crr: CrrPlan) -> io::Result<Vec<FlowError>> {
         .listener
         .clone()
         .expect("the crr server has a listener");
-    let ep = epoll::create(epoll::CreateFlags::CLOEXEC)?;
-    epoll::add(
-        &ep,
-        &*plan.wake,
-        epoll::EventData::new_u64(WAKE),
-        epoll::EventFlags::IN,
-    )?;
+    let ep = plan.epoll_with_wake()?;
     epoll::add(
         &ep,
         &*listener,
@@ -321,17 +293,13 @@ fn server(plan: WorkerPlan, crr: CrrPlan) -> io::Result<Vec<FlowError>> {
     let mut events: Vec<epoll::Event> = Vec::with_capacity(256);
 
     while !plan.stop.load(Relaxed) {
-        events.clear();
-        match epoll::wait(&ep, spare_capacity(&mut events), None) {
-            Ok(_) => {}
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(e) => return Err(e.into()),
+        if !wait(&ep, &mut events, None)? {
+            continue;
         }
         for ev in &events {
             let id = ev.data.u64();
             if id == WAKE {
-                let mut b = [0u8; 8];
-                let _ = rustix::io::read(&*plan.wake, &mut b);
+                plan.drain_wake();
                 continue;
             }
             if id == LISTENER {

@@ -6,8 +6,7 @@
 //! Nagle and delayed ACKs interact as they do in real applications.
 
 use crate::latency::{new_histogram, LatencySlot};
-use crate::worker::{FlowError, WorkerPlan};
-use rustix::buffer::spare_capacity;
+use crate::worker::{wait, FlowError, WorkerPlan, WAKE};
 use rustix::event::epoll;
 use std::io::{self, Read, Write};
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
@@ -42,7 +41,6 @@ struct Out {
     armed: bool,
 }
 
-const WAKE: u64 = u64::MAX;
 const READS_PER_EVENT: usize = 8;
 
 pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
@@ -53,21 +51,7 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
     if plan.range.len() == 1 && rr.rate.is_none() {
         return run_one(&plan, &rr);
     }
-    let ep = epoll::create(epoll::CreateFlags::CLOEXEC)?;
-    for i in plan.range.clone() {
-        epoll::add(
-            &ep,
-            &plan.flows[i],
-            epoll::EventData::new_u64(i as u64),
-            epoll::EventFlags::IN,
-        )?;
-    }
-    epoll::add(
-        &ep,
-        &*plan.wake,
-        epoll::EventData::new_u64(WAKE),
-        epoll::EventFlags::IN,
-    )?;
+    let ep = plan.epoll_over(&plan.flows, epoll::EventFlags::IN)?;
 
     let n = plan.range.len();
     let base = plan.range.start;
@@ -167,35 +151,23 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
             if let Err(e) = pump(i, &mut out, &mut started, &mut ring) {
                 dead[i - base] = true;
                 live -= 1;
-                errors.push(FlowError {
-                    flow: i as u32,
-                    error: crate::setup::plain_io(&e),
-                    after_window: false,
-                });
+                errors.push(plan.flow_error(i, crate::setup::plain_io(&e)));
             }
         }
     }
 
     while live > 0 && !plan.stop.load(Relaxed) {
-        events.clear();
-        let timeout = interval_ns.filter(|_| !backlogged).map(|_| {
+        let timeout_ns = interval_ns.filter(|_| !backlogged).map(|_| {
             let now = clock.elapsed().as_nanos() as f64;
-            let wait = (next_due_ns - now).max(0.0) as i64;
-            rustix::time::Timespec {
-                tv_sec: wait / 1_000_000_000,
-                tv_nsec: wait % 1_000_000_000,
-            }
+            (next_due_ns - now).max(0.0) as u64
         });
-        match epoll::wait(&ep, spare_capacity(&mut events), timeout.as_ref()) {
-            Ok(_) => {}
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(e) => return Err(e.into()),
+        if !wait(&ep, &mut events, timeout_ns)? {
+            continue;
         }
         for ev in &events {
             let id = ev.data.u64();
             if id == WAKE {
-                let mut b = [0u8; 8];
-                let _ = rustix::io::read(&*plan.wake, &mut b);
+                plan.drain_wake();
                 continue;
             }
             let i = id as usize;
@@ -258,14 +230,13 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
                 let _ = epoll::delete(&ep, stream);
                 dead[k] = true;
                 live -= 1;
-                errors.push(FlowError {
-                    flow: i as u32,
-                    error: match failed {
+                errors.push(plan.flow_error(
+                    i,
+                    match failed {
                         Some(e) => crate::setup::plain_io(&e),
                         None => "closed by the peer".to_string(),
                     },
-                    after_window: plan.window_closed.load(Relaxed) || plan.stop.load(Relaxed),
-                });
+                ));
             }
         }
         if let Some(iv) = interval_ns {
@@ -294,21 +265,11 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
                     let _ = epoll::delete(&ep, &plan.flows[base + k]);
                     dead[k] = true;
                     live -= 1;
-                    errors.push(FlowError {
-                        flow: (base + k) as u32,
-                        error: crate::setup::plain_io(&e),
-                        after_window: plan.window_closed.load(Relaxed) || plan.stop.load(Relaxed),
-                    });
+                    errors.push(plan.flow_error(base + k, crate::setup::plain_io(&e)));
                 }
             }
         }
-        let epoch = plan.epoch.load(Acquire);
-        if epoch != epoch_seen {
-            if let Some(slot) = &plan.latency {
-                slot.flush(&mut local, epoch);
-            }
-            epoch_seen = epoch;
-        }
+        plan.hand_over_latency(&mut local, &mut epoch_seen);
     }
     Ok(errors)
 }
@@ -327,13 +288,7 @@ fn run_one(plan: &WorkerPlan, rr: &RrPlan) -> io::Result<Vec<FlowError>> {
     let i = plan.range.start;
     let stream = &plan.flows[i];
     let c = &plan.counters[i];
-    let fail = |e: String| {
-        Ok(vec![FlowError {
-            flow: i as u32,
-            error: e,
-            after_window: plan.window_closed.load(Relaxed) || plan.stop.load(Relaxed),
-        }])
-    };
+    let fail = |e: String| Ok(vec![plan.flow_error(i, e)]);
     stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(POLL))?;
     stream.set_write_timeout(Some(POLL))?;
@@ -395,13 +350,7 @@ fn run_one(plan: &WorkerPlan, rr: &RrPlan) -> io::Result<Vec<FlowError>> {
             Err(e) if timed_out(&e) => {}
             Err(e) => return fail(crate::setup::plain_io(&e)),
         }
-        let epoch = plan.epoch.load(Acquire);
-        if epoch != epoch_seen {
-            if let Some(slot) = &plan.latency {
-                slot.flush(&mut local, epoch);
-            }
-            epoch_seen = epoch;
-        }
+        plan.hand_over_latency(&mut local, &mut epoch_seen);
     }
     Ok(Vec::new())
 }

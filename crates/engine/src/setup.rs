@@ -309,6 +309,38 @@ pub fn udp_server_sockets(
     Ok(socks)
 }
 
+/// One option as asked and as the kernel granted it (or why it could not
+/// be read back).
+fn option_record(
+    name: &str,
+    asked: String,
+    granted: io::Result<String>,
+    set: bool,
+    note: Option<String>,
+) -> OptionRecord {
+    let (granted, status) = match granted {
+        Ok(g) => (
+            g,
+            if set {
+                OptionStatus::Applied
+            } else {
+                OptionStatus::Default
+            },
+        ),
+        Err(e) => (
+            format!("unreadable: {}", plain_io(&e)),
+            OptionStatus::Unsupported,
+        ),
+    };
+    OptionRecord {
+        name: name.to_string(),
+        asked,
+        granted,
+        status,
+        note,
+    }
+}
+
 /// Buffer sizes granted to a UDP socket, as [`read_back`] does for TCP.
 pub fn read_back_udp(sock: &UdpSocket, opts: &SocketOpts) -> Vec<OptionRecord> {
     let s = SockRef::from(sock);
@@ -318,31 +350,17 @@ pub fn read_back_udp(sock: &UdpSocket, opts: &SocketOpts) -> Vec<OptionRecord> {
         ("rcvbuf", opts.rcvbuf, s.recv_buffer_size()),
     ] {
         let set = matches!(asked, BufSize::Bytes(_));
-        let (granted, status) = match granted {
-            Ok(g) => (
-                g.to_string(),
-                if set {
-                    OptionStatus::Applied
-                } else {
-                    OptionStatus::Default
-                },
-            ),
-            Err(e) => (
-                format!("unreadable: {}", plain_io(&e)),
-                OptionStatus::Unsupported,
-            ),
-        };
-        out.push(OptionRecord {
-            name: name.to_string(),
-            asked: asked.to_string(),
-            granted,
-            status,
-            note: Some(if set {
+        out.push(option_record(
+            name,
+            asked.to_string(),
+            granted.map(|g| g.to_string()),
+            set,
+            Some(if set {
                 "the kernel doubles the value asked for its own bookkeeping".to_string()
             } else {
                 "the kernel default (net.core.wmem_default / rmem_default)".to_string()
             }),
-        });
+        ));
     }
     out
 }
@@ -480,68 +498,41 @@ fn on_off(b: bool) -> String {
 pub fn read_back(stream: &TcpStream, opts: &SocketOpts) -> Vec<OptionRecord> {
     let s = SockRef::from(stream);
     let mut out = Vec::new();
-    let rec = |name: &str,
-               asked: String,
-               granted: io::Result<String>,
-               set: bool,
-               note: Option<String>| {
-        let (granted, status) = match granted {
-            Ok(g) => (
-                g,
-                if set {
-                    OptionStatus::Applied
-                } else {
-                    OptionStatus::Default
-                },
-            ),
-            Err(e) => (
-                format!("unreadable: {}", plain_io(&e)),
-                OptionStatus::Unsupported,
-            ),
-        };
-        OptionRecord {
-            name: name.to_string(),
-            asked,
-            granted,
-            status,
-            note,
-        }
-    };
     let buf_note = |b: BufSize| match b {
         BufSize::Bytes(_) => {
             Some("the kernel doubles the value asked for its own bookkeeping".to_string())
         }
         BufSize::Auto => Some("autotuned by the kernel; initial value".to_string()),
     };
-    out.push(rec(
+    out.push(option_record(
         "sndbuf",
         opts.sndbuf.to_string(),
         s.send_buffer_size().map(|v| v.to_string()),
         matches!(opts.sndbuf, BufSize::Bytes(_)),
         buf_note(opts.sndbuf),
     ));
-    out.push(rec(
+    out.push(option_record(
         "rcvbuf",
         opts.rcvbuf.to_string(),
         s.recv_buffer_size().map(|v| v.to_string()),
         matches!(opts.rcvbuf, BufSize::Bytes(_)),
         buf_note(opts.rcvbuf),
     ));
-    out.push(rec(
+    out.push(option_record(
         "nodelay",
         on_off(opts.nodelay),
         s.tcp_nodelay().map(on_off),
         opts.nodelay,
         None,
     ));
-    out.push(rec(
+    out.push(option_record(
         "cork",
         on_off(opts.cork),
         s.tcp_cork().map(on_off),
         opts.cork,
         None,
     ));
-    out.push(rec(
+    out.push(option_record(
         "mss",
         opts.mss
             .map(|m| m.to_string())
@@ -550,14 +541,14 @@ pub fn read_back(stream: &TcpStream, opts: &SocketOpts) -> Vec<OptionRecord> {
         opts.mss.is_some(),
         None,
     ));
-    out.push(rec(
+    out.push(option_record(
         "cc",
         opts.cc.clone().unwrap_or_else(|| "default".into()),
         plumb_sys::sock::congestion(stream),
         opts.cc.is_some(),
         None,
     ));
-    out.push(rec(
+    out.push(option_record(
         "pacing_rate",
         opts.pacing_rate_bps
             .map(|r| format!("{r} bit/s"))

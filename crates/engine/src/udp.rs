@@ -13,8 +13,7 @@
 //! so a lost datagram costs one timeout, never the run.
 
 use crate::latency::new_histogram;
-use crate::worker::{FlowCounters, FlowError, WorkerPlan};
-use rustix::buffer::spare_capacity;
+use crate::worker::{wait, FlowCounters, FlowError, WorkerPlan, WAKE};
 use rustix::event::epoll;
 use std::collections::VecDeque;
 use std::io;
@@ -62,7 +61,6 @@ fn header(buf: &[u8], tag: u32) -> Option<(u32, u64)> {
     Some((flow, seq))
 }
 
-const WAKE: u64 = u64::MAX;
 /// Datagrams sent or read for one ready socket before the loop moves on.
 const BURST: usize = 16;
 
@@ -90,55 +88,20 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
     }
 }
 
-fn register(plan: &WorkerPlan, flags: epoll::EventFlags) -> io::Result<std::os::fd::OwnedFd> {
-    let ep = epoll::create(epoll::CreateFlags::CLOEXEC)?;
-    for i in plan.range.clone() {
-        epoll::add(
-            &ep,
-            &plan.udp_socks[i],
-            epoll::EventData::new_u64(i as u64),
-            flags,
-        )?;
-    }
-    epoll::add(
-        &ep,
-        &*plan.wake,
-        epoll::EventData::new_u64(WAKE),
-        epoll::EventFlags::IN,
-    )?;
-    Ok(ep)
-}
-
-fn drain_wake(plan: &WorkerPlan) {
-    let mut b = [0u8; 8];
-    let _ = rustix::io::read(&*plan.wake, &mut b);
-}
-
-fn flow_error(plan: &WorkerPlan, flow: usize, e: &io::Error) -> FlowError {
-    FlowError {
-        flow: flow as u32,
-        error: crate::setup::plain_io(e),
-        after_window: plan.window_closed.load(Relaxed) || plan.stop.load(Relaxed),
-    }
-}
-
 fn stream_client(plan: &WorkerPlan, udp: &UdpPlan) -> io::Result<Vec<FlowError>> {
-    let ep = register(plan, epoll::EventFlags::OUT)?;
+    let ep = plan.epoll_over(&plan.udp_socks, epoll::EventFlags::OUT)?;
     let mut buf: Vec<u8> = (0..udp.out_size).map(|i| (i % 251) as u8).collect();
     let mut events: Vec<epoll::Event> = Vec::with_capacity(256);
     let mut errors = Vec::new();
     let mut live = plan.range.len();
     while live > 0 && !plan.stop.load(Relaxed) {
-        events.clear();
-        match epoll::wait(&ep, spare_capacity(&mut events), None) {
-            Ok(_) => {}
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(e) => return Err(e.into()),
+        if !wait(&ep, &mut events, None)? {
+            continue;
         }
         for ev in &events {
             let id = ev.data.u64();
             if id == WAKE {
-                drain_wake(plan);
+                plan.drain_wake();
                 continue;
             }
             let i = id as usize;
@@ -159,7 +122,7 @@ fn stream_client(plan: &WorkerPlan, udp: &UdpPlan) -> io::Result<Vec<FlowError>>
                         // the end of the test, or a failure inside it.
                         let _ = epoll::delete(&ep, sock);
                         live -= 1;
-                        errors.push(flow_error(plan, i, &e));
+                        errors.push(plan.flow_error(i, crate::setup::plain_io(&e)));
                         break;
                     }
                 }
@@ -189,7 +152,7 @@ fn rr_client_one(plan: &WorkerPlan, udp: &UdpPlan) -> io::Result<Vec<FlowError>>
     let mut inbuf = vec![0u8; 65536];
     let mut local = new_histogram();
     let mut epoch_seen = plan.epoch.load(Acquire);
-    let fail = |e: &io::Error| Ok(vec![flow_error(plan, i, e)]);
+    let fail = |e: &io::Error| Ok(vec![plan.flow_error(i, crate::setup::plain_io(e))]);
     'run: while !plan.stop.load(Relaxed) {
         // Send the next request; one the kernel will not take is lost and
         // times out like one lost on the wire.
@@ -203,13 +166,7 @@ fn rr_client_one(plan: &WorkerPlan, udp: &UdpPlan) -> io::Result<Vec<FlowError>>
             Err(e) => return fail(&e),
         }
         loop {
-            let epoch = plan.epoch.load(Acquire);
-            if epoch != epoch_seen {
-                if let Some(slot) = &plan.latency {
-                    slot.flush(&mut local, epoch);
-                }
-                epoch_seen = epoch;
-            }
+            plan.hand_over_latency(&mut local, &mut epoch_seen);
             if plan.stop.load(Relaxed) {
                 break 'run;
             }
@@ -246,7 +203,7 @@ fn rr_client(plan: &WorkerPlan, udp: &UdpPlan) -> io::Result<Vec<FlowError>> {
     if plan.range.len() == 1 {
         return rr_client_one(plan, udp);
     }
-    let ep = register(plan, epoll::EventFlags::IN)?;
+    let ep = plan.epoll_over(&plan.udp_socks, epoll::EventFlags::IN)?;
     let n = plan.range.len();
     let base = plan.range.start;
     let clock = plan.clock;
@@ -299,7 +256,7 @@ fn rr_client(plan: &WorkerPlan, udp: &UdpPlan) -> io::Result<Vec<FlowError>> {
         if let Err(e) = send(k, &mut waiting, &mut sent_at, &mut deadlines) {
             *dead = true;
             live -= 1;
-            errors.push(flow_error(plan, base + k, &e));
+            errors.push(plan.flow_error(base + k, crate::setup::plain_io(&e)));
         }
     }
 
@@ -319,26 +276,19 @@ fn rr_client(plan: &WorkerPlan, udp: &UdpPlan) -> io::Result<Vec<FlowError>> {
             if let Err(e) = send(k, &mut waiting, &mut sent_at, &mut deadlines) {
                 dead[k] = true;
                 live -= 1;
-                errors.push(flow_error(plan, base + k, &e));
+                errors.push(plan.flow_error(base + k, crate::setup::plain_io(&e)));
             }
         }
-        let timeout = deadlines.front().map(|&(due, _, _)| {
-            let wait = due.saturating_sub(now_ns()) as i64;
-            rustix::time::Timespec {
-                tv_sec: wait / 1_000_000_000,
-                tv_nsec: wait % 1_000_000_000,
-            }
-        });
-        events.clear();
-        match epoll::wait(&ep, spare_capacity(&mut events), timeout.as_ref()) {
-            Ok(_) => {}
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(e) => return Err(e.into()),
+        let timeout_ns = deadlines
+            .front()
+            .map(|&(due, _, _)| due.saturating_sub(now_ns()));
+        if !wait(&ep, &mut events, timeout_ns)? {
+            continue;
         }
         for ev in &events {
             let id = ev.data.u64();
             if id == WAKE {
-                drain_wake(plan);
+                plan.drain_wake();
                 continue;
             }
             let i = id as usize;
@@ -356,7 +306,7 @@ fn rr_client(plan: &WorkerPlan, udp: &UdpPlan) -> io::Result<Vec<FlowError>> {
                         let _ = epoll::delete(&ep, &plan.udp_socks[i]);
                         dead[k] = true;
                         live -= 1;
-                        errors.push(flow_error(plan, i, &e));
+                        errors.push(plan.flow_error(i, crate::setup::plain_io(&e)));
                         break;
                     }
                 };
@@ -372,7 +322,7 @@ fn rr_client(plan: &WorkerPlan, udp: &UdpPlan) -> io::Result<Vec<FlowError>> {
                             if let Err(e) = send(k, &mut waiting, &mut sent_at, &mut deadlines) {
                                 dead[k] = true;
                                 live -= 1;
-                                errors.push(flow_error(plan, i, &e));
+                                errors.push(plan.flow_error(i, crate::setup::plain_io(&e)));
                             }
                             // One request is outstanding and it was just
                             // sent: nothing more to read yet.
@@ -387,13 +337,7 @@ fn rr_client(plan: &WorkerPlan, udp: &UdpPlan) -> io::Result<Vec<FlowError>> {
                 }
             }
         }
-        let epoch = plan.epoch.load(Acquire);
-        if epoch != epoch_seen {
-            if let Some(slot) = &plan.latency {
-                slot.flush(&mut local, epoch);
-            }
-            epoch_seen = epoch;
-        }
+        plan.hand_over_latency(&mut local, &mut epoch_seen);
     }
     Ok(errors)
 }

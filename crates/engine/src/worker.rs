@@ -6,8 +6,8 @@ use rustix::buffer::spare_capacity;
 use rustix::event::epoll;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
-use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Acquire, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// Byte counters of one flow. Written only by the flow's worker, read by the
@@ -86,7 +86,88 @@ pub(crate) struct WorkerPlan {
     pub clock: std::time::Instant,
 }
 
-const WAKE: u64 = u64::MAX;
+/// The epoll token of a worker's wake-up eventfd.
+pub(crate) const WAKE: u64 = u64::MAX;
+
+impl WorkerPlan {
+    /// A flow that failed; after the window when the window or the test has
+    /// already ended, where a reset is the peer tearing down.
+    pub(crate) fn flow_error(&self, flow: usize, error: String) -> FlowError {
+        FlowError {
+            flow: flow as u32,
+            error,
+            after_window: self.window_closed.load(Relaxed) || self.stop.load(Relaxed),
+        }
+    }
+
+    /// Reads the wake-up eventfd so that it stops signalling.
+    pub(crate) fn drain_wake(&self) {
+        let mut b = [0u8; 8];
+        let _ = rustix::io::read(&*self.wake, &mut b);
+    }
+
+    /// Hands the latencies timed so far to the engine when it has asked for
+    /// them since the last call (a new epoch).
+    pub(crate) fn hand_over_latency(
+        &self,
+        local: &mut hdrhistogram::Histogram<u64>,
+        seen: &mut u64,
+    ) {
+        let epoch = self.epoch.load(Acquire);
+        if epoch != *seen {
+            if let Some(slot) = &self.latency {
+                slot.flush(local, epoch);
+            }
+            *seen = epoch;
+        }
+    }
+
+    /// An epoll instance watching the wake-up eventfd.
+    pub(crate) fn epoll_with_wake(&self) -> io::Result<OwnedFd> {
+        let ep = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        epoll::add(
+            &ep,
+            &*self.wake,
+            epoll::EventData::new_u64(WAKE),
+            epoll::EventFlags::IN,
+        )?;
+        Ok(ep)
+    }
+
+    /// As [`WorkerPlan::epoll_with_wake`], also over the sockets of this
+    /// worker's range, each keyed by its index.
+    pub(crate) fn epoll_over<S: AsFd>(
+        &self,
+        socks: &[S],
+        flags: epoll::EventFlags,
+    ) -> io::Result<OwnedFd> {
+        let ep = self.epoll_with_wake()?;
+        for i in self.range.clone() {
+            epoll::add(&ep, &socks[i], epoll::EventData::new_u64(i as u64), flags)?;
+        }
+        Ok(ep)
+    }
+}
+
+/// Waits for events on `ep` into `events` (emptied first), for at most
+/// `timeout_ns` when given; false when a signal cut the wait short.
+pub(crate) fn wait(
+    ep: &OwnedFd,
+    events: &mut Vec<epoll::Event>,
+    timeout_ns: Option<u64>,
+) -> io::Result<bool> {
+    events.clear();
+    let timeout = timeout_ns.map(|ns| rustix::time::Timespec {
+        tv_sec: (ns / 1_000_000_000) as i64,
+        tv_nsec: (ns % 1_000_000_000) as i64,
+    });
+    match epoll::wait(ep, spare_capacity(events), timeout.as_ref()) {
+        Ok(_) => Ok(true),
+        Err(rustix::io::Errno::INTR) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Operations on one ready flow before the loop moves on, so that a flow that
 /// never blocks cannot starve the others.
 const BURST: usize = 8;
@@ -95,26 +176,12 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
     if let Some(cpu) = plan.cpu {
         plumb_sys::affinity::pin_current_thread(cpu)?;
     }
-    let ep = epoll::create(epoll::CreateFlags::CLOEXEC)?;
     let interest = match (plan.sends, plan.receives) {
         (true, true) => epoll::EventFlags::IN | epoll::EventFlags::OUT,
         (true, false) => epoll::EventFlags::OUT,
         _ => epoll::EventFlags::IN,
     };
-    for i in plan.range.clone() {
-        epoll::add(
-            &ep,
-            &plan.flows[i],
-            epoll::EventData::new_u64(i as u64),
-            interest,
-        )?;
-    }
-    epoll::add(
-        &ep,
-        &*plan.wake,
-        epoll::EventData::new_u64(WAKE),
-        epoll::EventFlags::IN,
-    )?;
+    let ep = plan.epoll_over(&plan.flows, interest)?;
 
     let send_buf: Vec<u8> = (0..plan.msg_size).map(|i| (i % 251) as u8).collect();
     let mut recv_buf = vec![0u8; plan.msg_size];
@@ -127,15 +194,13 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
     let mut events: Vec<epoll::Event> = Vec::with_capacity(256);
 
     while live > 0 && !plan.stop.load(Relaxed) {
-        events.clear();
-        match epoll::wait(&ep, spare_capacity(&mut events), None) {
-            Ok(_) => {}
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(e) => return Err(e.into()),
+        if !wait(&ep, &mut events, None)? {
+            continue;
         }
         for ev in &events {
             let id = ev.data.u64();
             if id == WAKE {
+                plan.drain_wake();
                 continue;
             }
             let i = id as usize;
@@ -196,14 +261,13 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
             if failed.is_some() || eof {
                 let _ = epoll::delete(&ep, stream);
                 live -= 1;
-                errors.push(FlowError {
-                    flow: i as u32,
-                    error: match failed {
+                errors.push(plan.flow_error(
+                    i,
+                    match failed {
                         Some(e) => crate::setup::plain_io(&e),
                         None => "closed by the peer".to_string(),
                     },
-                    after_window: plan.window_closed.load(Relaxed) || plan.stop.load(Relaxed),
-                });
+                ));
             }
         }
     }
