@@ -28,7 +28,9 @@ use plumb_spec::CpuList;
 use rustix::event::{eventfd, EventfdFlags};
 use std::net::TcpStream;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::AcqRel, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering::Relaxed,
+};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use worker::{FlowCounters, WorkerPlan};
@@ -342,47 +344,71 @@ impl Engine {
         }
     }
 
-    /// Per-flow counters now.
+    /// Per-flow counters now. A flow's byte and datagram counters are read
+    /// together, and again if a datagram landed in between, so that a
+    /// sampler preempted half-way through cannot pair the bytes of one
+    /// moment with the datagrams of a later one.
     pub fn counts(&self) -> Counts {
-        Counts {
-            flows: self
-                .counters
-                .iter()
-                .map(|c| (c.sent.load(Relaxed), c.received.load(Relaxed)))
-                .collect(),
-            transactions: self
-                .counters
-                .iter()
-                .map(|c| c.transactions.load(Relaxed))
-                .collect(),
-            udp: self.udp_counts(),
-        }
-    }
-
-    fn udp_counts(&self) -> plumb_samples::UdpTotals {
+        let udp = self.config.udp.as_ref();
+        let mut flows = Vec::with_capacity(self.counters.len());
+        let mut transactions = Vec::with_capacity(self.counters.len());
         let mut t = plumb_samples::UdpTotals::default();
-        if self.config.udp.is_none() {
-            return t;
-        }
-        let client = self.config.udp.as_ref().is_some_and(|u| u.client);
         let (mut gaps, mut late) = (0u64, 0u64);
         for c in self.counters.iter() {
-            t.packets_sent += c.packets_sent.load(Relaxed);
-            t.packets_received += c.packets_received.load(Relaxed);
-            t.timeouts += c.timeouts.load(Relaxed);
-            gaps += c.gaps.load(Relaxed);
-            late += c.late.load(Relaxed);
+            if udp.is_none() {
+                flows.push((c.sent.load(Acquire), c.received.load(Acquire)));
+                transactions.push(c.transactions.load(Acquire));
+                continue;
+            }
+            // The worker adds the bytes before the datagram: a pair read
+            // with the bytes unchanged around it is at most one datagram off.
+            let mut attempts = 0;
+            let snap = loop {
+                let (s0, r0) = (c.sent.load(Acquire), c.received.load(Acquire));
+                let (ps, pr) = (
+                    c.packets_sent.load(Acquire),
+                    c.packets_received.load(Acquire),
+                );
+                let snap = (
+                    s0,
+                    r0,
+                    ps,
+                    pr,
+                    c.transactions.load(Acquire),
+                    c.timeouts.load(Acquire),
+                    c.gaps.load(Acquire),
+                    c.late.load(Acquire),
+                );
+                let (s1, r1) = (c.sent.load(Acquire), c.received.load(Acquire));
+                attempts += 1;
+                if (s0, r0) == (s1, r1) || attempts == 8 {
+                    break snap;
+                }
+            };
+            flows.push((snap.0, snap.1));
+            transactions.push(snap.4);
+            t.packets_sent += snap.2;
+            t.packets_received += snap.3;
+            t.timeouts += snap.5;
+            gaps += snap.6;
+            late += snap.7;
         }
-        if client {
-            t.late_responses = late;
-        } else {
-            // A datagram that arrives after a later one filled a gap that
-            // was counted as lost.
-            t.lost = gaps.saturating_sub(late);
-            t.reordered = late;
+        if let Some(u) = udp {
+            if u.client {
+                t.late_responses = late;
+            } else {
+                // A datagram that arrives after a later one filled a gap
+                // that was counted as lost.
+                t.lost = gaps.saturating_sub(late);
+                t.reordered = late;
+            }
+            t.strays = self.strays.load(Relaxed);
         }
-        t.strays = self.strays.load(Relaxed);
-        t
+        Counts {
+            flows,
+            transactions,
+            udp: t,
+        }
     }
 
     /// The latencies recorded since the last call, merged over the workers

@@ -7,7 +7,9 @@ use rustix::event::epoll;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Acquire, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+};
 use std::sync::Arc;
 
 /// Byte counters of one flow. Written only by the flow's worker, read by the
@@ -35,21 +37,21 @@ impl FlowCounters {
     #[inline]
     pub(crate) fn add_transaction(&self) {
         self.transactions
-            .store(self.transactions.load(Relaxed) + 1, Relaxed);
+            .store(self.transactions.load(Relaxed) + 1, Release);
     }
     #[inline]
     pub(crate) fn bump(c: &AtomicU64, n: u64) {
-        c.store(c.load(Relaxed) + n, Relaxed);
+        c.store(c.load(Relaxed) + n, Release);
     }
     #[inline]
     pub(crate) fn add_sent(&self, n: u64) {
         // Single writer: a load and a store, no locked read-modify-write.
-        self.sent.store(self.sent.load(Relaxed) + n, Relaxed);
+        self.sent.store(self.sent.load(Relaxed) + n, Release);
     }
     #[inline]
     pub(crate) fn add_received(&self, n: u64) {
         self.received
-            .store(self.received.load(Relaxed) + n, Relaxed);
+            .store(self.received.load(Relaxed) + n, Release);
     }
 }
 
