@@ -413,9 +413,13 @@ impl Engine {
 
     /// The latencies recorded since the last call, merged over the workers
     /// (None when this end does not time transactions). Workers hand over
-    /// their histograms when they see the new epoch; one busy for longer
-    /// than the wait hands over at the next call instead.
-    pub fn collect_latency(&self) -> Option<hdrhistogram::Histogram<u64>> {
+    /// their histograms when they see the new epoch; one kept off its CPU
+    /// for longer than `wait` hands over at the next call instead, so the
+    /// last call of a window waits longer than the per-second ones.
+    pub fn collect_latency(
+        &self,
+        wait: std::time::Duration,
+    ) -> Option<hdrhistogram::Histogram<u64>> {
         if self.latency.is_empty() {
             return None;
         }
@@ -423,7 +427,7 @@ impl Engine {
         for w in &self.wakes {
             let _ = rustix::io::write(&**w, &1u64.to_ne_bytes());
         }
-        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(50);
+        let deadline = std::time::Instant::now() + wait;
         while !self.latency.iter().all(|s| rr::caught_up(s, epoch))
             && std::time::Instant::now() < deadline
         {

@@ -12,7 +12,14 @@ use plumb_samples::{
 use plumb_sys::proc::{SoftirqRow, StatCpu, TaskSnapshot};
 use plumb_sys::process::Rusage;
 use std::collections::BTreeMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// How long a per-second sample waits for the workers' latencies: what a
+/// worker hands over late goes into the next sample.
+const TICK_WAIT: Duration = Duration::from_millis(50);
+/// The end of the window has no next sample: on a loaded host a worker may
+/// be off its CPU for a while, and its latencies must still be counted.
+const CLOSE_WAIT: Duration = Duration::from_secs(2);
 
 /// Where interval samples go as they are taken (a live display, a log).
 pub trait SampleSink {
@@ -64,7 +71,7 @@ impl Meter {
     pub fn open(engine: &Engine) -> Meter {
         // What was timed during the warm-up is dropped here.
         let latency = engine
-            .collect_latency()
+            .collect_latency(TICK_WAIT)
             .map(|_| crate::latency::new_histogram());
         let opened = Instant::now();
         let start = engine.counts();
@@ -85,9 +92,9 @@ impl Meter {
 
     /// Moves the latencies recorded since the last call into the window's
     /// histogram and returns their 99th percentile in microseconds.
-    fn take_latency(&mut self, engine: &Engine) -> Option<f64> {
+    fn take_latency(&mut self, engine: &Engine, wait: Duration) -> Option<f64> {
         let window = self.latency.as_mut()?;
-        let h = engine.collect_latency()?;
+        let h = engine.collect_latency(wait)?;
         let _ = window.add(&h);
         (!h.is_empty()).then(|| h.value_at_quantile(0.99) as f64 / 1000.0)
     }
@@ -100,7 +107,7 @@ impl Meter {
     pub fn tick(&mut self, engine: &Engine, sink: &mut dyn SampleSink) {
         let now = Instant::now();
         let c = engine.counts();
-        let p99_us = self.take_latency(engine);
+        let p99_us = self.take_latency(engine, TICK_WAIT);
         let s = IntervalSample {
             t_s: (now - self.opened).as_secs_f64(),
             dt_s: (now - self.last_t).as_secs_f64(),
@@ -124,7 +131,7 @@ impl Meter {
     ) -> EndResult {
         let end_t = Instant::now();
         let end = engine.counts();
-        let tail_p99 = self.take_latency(engine);
+        let tail_p99 = self.take_latency(engine, CLOSE_WAIT);
         let queued_end = engine.queued_bytes();
         let host = HostSnapshot::take();
         engine.mark_window_closed();
