@@ -102,7 +102,7 @@ fn write_out(conn: &mut Conn, writes: &[usize], buf: &[u8]) -> io::Result<(u64, 
 
 fn client(plan: WorkerPlan, crr: CrrPlan) -> io::Result<Vec<FlowError>> {
     let peer = crr.peer.expect("the client knows where to connect");
-    let sources = crate::setup::sources_for(peer, crr.slots as u32);
+    let sources = crate::setup::sources_for(peer, crr.slots as u32, true);
     let ep = plan.epoll_with_wake()?;
     let base = plan.range.start;
     let n = plan.range.len();
