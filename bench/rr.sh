@@ -13,10 +13,7 @@
 #   b) one UDP flow, closed loop, 16-byte request and response (plumb's
 #      smallest datagram: its header): plumb udp-rr against sockperf's UDP
 #      ping-pong, alternating.
-#   c) plumb alone at scale: rr with 1000, 10000 and 30000 flows, --threads 2,
-#      1-byte messages, one run each per repetition. A run that plumb refuses
-#      (30000 flows need more file descriptors than RLIMIT_NOFILE allows on a
-#      machine whose limit is 20000) is recorded as "not run: <its error>".
+# plumb alone at thousands of flows (rr and crr) is bench/scale.sh.
 # Reported per tool: transactions per second, round-trip latency p50 and p99
 # (and mean), medians with min-max. Both sockperf (without --full-rtt) and
 # qperf report half a round trip as "latency"; the figures here are whole
@@ -96,19 +93,6 @@ sockperf_c() {
   srv=
 }
 
-plumb_b() { # flows
-  local f=$1 rc=0 base="$work/plumb-b$1-$rep"
-  "$PLUMB" run rr --json --iterations 1 --no-store --duration "${SECS}s" --warmup 1s --flows "$f" --threads 2 \
-    >"$base.json" 2>"$base.stderr" || rc=$?
-  cat "$base.stderr" >&2
-  if (( rc )); then
-    rm -f "$base.json"
-    { grep -m1 '^plumb: error:' "$base.stderr" || tail -n1 "$base.stderr"; } >"$base.err" || true
-    [[ -s $base.err ]] || echo "exit status $rc" >"$base.err"
-    echo "plumb run rr --flows $f: exit status $rc, recorded as not run" >&2
-  fi
-}
-
 tools=(plumb sockperf qperf)
 for rep in $(seq 1 "$REPS"); do
   echo "repetition $rep/$REPS" >&2
@@ -120,9 +104,6 @@ for rep in $(seq 1 "$REPS"); do
     esac
   done
   if (( rep % 2 )); then plumb_c; sockperf_c; else sockperf_c; plumb_c; fi
-  for flows in 1000 10000 30000; do
-    plumb_b "$flows"
-  done
 done
 
 python3 - "$work" "$REPS" "$SECS" "$OUT" "$("$PLUMB" --version)" "$(sockperf --version 2>&1 | head -1)" \
@@ -200,21 +181,6 @@ for f in files("qperf-a-*.txt"):
     a["qperf"]["tps"].append(1e6 / rtt)
     a["qperf"]["mean"].append(rtt)
 
-# (c) plumb at scale.
-b = {}
-for flows in (1000, 10000, 30000):
-    r = {"tps": [], "p99": [], "cpu": [], "crss": [], "srss": [], "err": []}
-    for f in files(f"plumb-b{flows}-*.json"):
-        it = json.load(open(f))["iterations"][0]
-        r["tps"].append(it["derived"]["tps"])
-        r["p99"].append(it["client"]["latency"]["p99_us"])
-        r["cpu"].append(1e6 * it["derived"]["client_cpu_s_per_tx"])
-        r["crss"].append(it["client"]["process"]["rss_bytes"] / 2**20)
-        r["srss"].append(it["server"]["process"]["rss_bytes"] / 2**20)
-    for f in files(f"plumb-b{flows}-*.err"):
-        r["err"].append(open(f).read().strip().replace("|", "\\|"))
-    b[flows] = r
-
 cpu_model = ""
 for line in open("/proc/cpuinfo"):
     if line.startswith("model name"):
@@ -230,7 +196,6 @@ cmds_a = [
     "qperf --listen_port PORT",
     f"qperf 127.0.0.1 --listen_port PORT -t {secs} -m 1 -e 6 tcp_lat",
 ]
-cmd_b = f"plumb run rr --json --iterations 1 --no-store --duration {secs}s --warmup 1s --flows FLOWS --threads 2"
 
 lines = []
 lines.append("## rr: plumb vs sockperf and qperf on loopback\n")
@@ -288,27 +253,6 @@ for cmd in (f"plumb run udp-rr --json --iterations 1 --no-store --duration {secs
             "sockperf server -i 127.0.0.1 -p PORT",
             f"sockperf ping-pong -i 127.0.0.1 -p PORT -t {secs} -m 16 --pps max{sp_flag}"):
     lines.append(f"    {cmd}")
-lines.append("")
-lines.append("### (c) plumb alone at scale: rr, 1-byte request and response, 2 threads on each end\n")
-lines.append("| flows | transactions/s | p99 round trip (µs) | client CPU per transaction (µs) | client RSS (MiB) | server RSS (MiB) |")
-lines.append("|---|---|---|---|---|---|")
-notes = []
-for flows, r in b.items():
-    if r["tps"]:
-        lines.append(f"| {flows} | {fmt(r['tps'], '', 0)} | {fmt(r['p99'])} | {fmt(r['cpu'], '', 2)} | "
-                     f"{fmt(r['crss'])} | {fmt(r['srss'])} |")
-        if r["err"]:
-            notes.append(f"{flows} flows: {len(r['err'])} of {reps} runs not run: {'; '.join(sorted(set(r['err'])))}")
-    else:
-        why = "; ".join(sorted(set(r["err"]))) or "no result"
-        lines.append(f"| {flows} | not run: {why} | | | | |")
-if notes:
-    lines.append("\n" + "\n".join(f"- {n}" for n in notes))
-lines.append("\nClient CPU per transaction is the client process's user+system time over the window divided by "
-             "its transactions (`derived.client_cpu_s_per_tx`); RSS is each process's resident set at the end "
-             "of the window (`client.process.rss_bytes`, `server.process.rss_bytes`).\n")
-lines.append("Command (FLOWS 1000, 10000, 30000):\n")
-lines.append(f"    {cmd_b}")
 lines.append("")
 section = "\n".join(lines) + "\n"
 

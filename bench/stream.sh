@@ -4,6 +4,10 @@
 #
 #   bench/stream.sh [REPS] [SECONDS]      (defaults: 5 repetitions, 10 s)
 #
+# PLUMB=path/to/plumb and IPERF3=path/to/iperf3 use binaries from elsewhere
+# (then nothing is built or installed); OUT=FILE writes the section to another
+# file than BENCHMARKS.md.
+#
 # Cases:
 #   a) one flow of 128K writes, client sends
 #   b) 32 flows of 256-byte writes, 8K buffers, TCP_NODELAY, receive direction
@@ -16,23 +20,26 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${1:-5}
 SECS=${2:-10}
-OUT=BENCHMARKS.md
+OUT=${OUT:-BENCHMARKS.md}
+IPERF3=${IPERF3:-iperf3}
 
-if ! command -v iperf3 >/dev/null; then
+if ! command -v "$IPERF3" >/dev/null; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iperf3
 fi
-cargo build --release -q
-PLUMB=target/release/plumb
+if [[ -z ${PLUMB:-} ]]; then
+  cargo build --release -q
+  PLUMB=target/release/plumb
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 port=$((20000 + RANDOM % 20000))
 iperf3_case() { # case-name, extra iperf3 args...
   local name=$1; shift
-  iperf3 -s -1 -p "$port" >/dev/null 2>&1 &
+  "$IPERF3" -s -1 -p "$port" >/dev/null 2>&1 &
   local spid=$!
   sleep 0.3
-  iperf3 -c 127.0.0.1 -p "$port" -t "$SECS" -O 1 -J "$@" >"$work/iperf3-$name-$rep.json" || true
+  "$IPERF3" -c 127.0.0.1 -p "$port" -t "$SECS" -O 1 -J "$@" >"$work/iperf3-$name-$rep.json" || true
   wait "$spid" 2>/dev/null || true
 }
 
@@ -56,7 +63,7 @@ for rep in $(seq 1 "$REPS"); do
   fi
 done
 
-python3 - "$work" "$REPS" "$SECS" "$OUT" "$("$PLUMB" --version)" "$(iperf3 --version | head -1)" <<'PY'
+python3 - "$work" "$REPS" "$SECS" "$OUT" "$("$PLUMB" --version)" "$("$IPERF3" --version | head -1)" <<'PY'
 import glob, json, os, platform, re, statistics, subprocess, sys, datetime
 work, reps, secs, out, plumb_v, iperf_v = sys.argv[1:]
 
@@ -95,6 +102,8 @@ for case, sender in (("a", "client"), ("b", "server")):
         eff.append(gbps / cpu)
     rows[("iperf3", case)] = (thr, eff, [])
 
+_aff = len(os.sched_getaffinity(0))
+cpu_desc = f"{_aff} CPUs" if _aff == os.cpu_count() else f"{_aff} of {os.cpu_count()} CPUs (the run confined to {_aff} with taskset)"
 cpu_model = ""
 for line in open("/proc/cpuinfo"):
     if line.startswith("model name"):
@@ -113,7 +122,7 @@ cmds = {
 }
 lines = []
 lines.append("## stream: plumb vs iperf3 on loopback\n")
-lines.append(f"Run by `bench/stream.sh {reps} {secs}` on {today}: {os.cpu_count()} CPUs ({cpu_model}), "
+lines.append(f"Run by `bench/stream.sh {reps} {secs}` on {today}: {cpu_desc} ({cpu_model}), "
              f"kernel {platform.release()}, {plumb_v}, {iperf_v}. "
              f"{reps} repetitions per tool and case, the tools alternating. "
              "Medians with min-max in brackets. Gbit/s per CPU-second is the throughput divided by the "

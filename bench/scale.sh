@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# plumb alone at scale: rr and crr with thousands of concurrent flows from two
+# worker threads on each end, 1-byte requests and responses. Writes the
+# "scale" section of BENCHMARKS.md.
+#
+#   bench/scale.sh [REPS] [SECONDS] [FLOWS...]   (defaults: 5, 10, 1000 10000 30000)
+#
+# PLUMB=path/to/plumb uses a binary built elsewhere (the script then builds
+# nothing, so it runs on a machine without a toolchain); OUT=FILE writes the
+# section to another file than BENCHMARKS.md.
+#
+# Every flow holds a descriptor on each end, so 30000 flows need RLIMIT_NOFILE
+# of about 30100 in each process: plumb raises its soft limit to the hard one,
+# and a run the hard limit does not allow is recorded as "not run: <its
+# error>" (raising the hard limit needs CAP_SYS_RESOURCE). Flows beyond one
+# source address's local port range spread over 127.0.0.x sources.
+# Reported per workload and flow count: transactions/s, p99 round trip,
+# client CPU per transaction, and the resident set of each process at the
+# end of the window; medians with min-max over the repetitions, the workloads
+# and flow counts alternating within each repetition.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPS=${1:-5}
+SECS=${2:-10}
+shift $(( $# > 2 ? 2 : $# ))
+FLOWS=("$@")
+(( ${#FLOWS[@]} )) || FLOWS=(1000 10000 30000)
+OUT=${OUT:-BENCHMARKS.md}
+
+if [[ -z ${PLUMB:-} ]]; then
+  cargo build --release -q
+  PLUMB=target/release/plumb
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+one() { # workload flows
+  local w=$1 f=$2 rc=0 base="$work/$1-$2-$rep"
+  "$PLUMB" run "$w" --json --iterations 1 --no-store --duration "${SECS}s" --warmup 1s --flows "$f" --threads 2 \
+    >"$base.json" 2>"$base.stderr" || rc=$?
+  if (( rc )); then
+    rm -f "$base.json"
+    { grep -m1 '^plumb: error:' "$base.stderr" || tail -n1 "$base.stderr"; } >"$base.err" || true
+    [[ -s $base.err ]] || echo "exit status $rc" >"$base.err"
+    echo "plumb run $w --flows $f: exit status $rc, recorded as not run" >&2
+  fi
+}
+
+for rep in $(seq 1 "$REPS"); do
+  echo "repetition $rep/$REPS" >&2
+  for f in "${FLOWS[@]}"; do
+    if (( rep % 2 )); then one rr "$f"; one crr "$f"; else one crr "$f"; one rr "$f"; fi
+  done
+done
+
+python3 - "$work" "$REPS" "$SECS" "$OUT" "$("$PLUMB" --version)" "${FLOWS[@]}" <<'PY'
+import datetime, glob, json, os, platform, re, resource, statistics, sys
+work, reps, secs, out, plumb_v, *flows = sys.argv[1:]
+
+def fmt(xs, digits=1):
+    if not xs:
+        return "n/a"
+    xs = sorted(xs)
+    return f"{statistics.median(xs):.{digits}f} ({xs[0]:.{digits}f}-{xs[-1]:.{digits}f})"
+
+rows = []
+for f in flows:
+    for w in ("rr", "crr"):
+        r = {"tps": [], "p99": [], "cpu": [], "crss": [], "srss": [], "err": []}
+        for p in sorted(glob.glob(f"{work}/{w}-{f}-*.json")):
+            it = json.load(open(p))["iterations"][0]
+            r["tps"].append(it["derived"]["tps"])
+            r["p99"].append(it["client"]["latency"]["p99_us"])
+            r["cpu"].append(1e6 * it["derived"]["client_cpu_s_per_tx"])
+            r["crss"].append(it["client"]["process"]["rss_bytes"] / 2**20)
+            r["srss"].append(it["server"]["process"]["rss_bytes"] / 2**20)
+        for p in sorted(glob.glob(f"{work}/{w}-{f}-*.err")):
+            r["err"].append(open(p).read().strip().replace("|", "\\|"))
+        rows.append((w, f, r))
+
+cpu_model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "")
+_aff = len(os.sched_getaffinity(0))
+cpu_desc = f"{_aff} CPUs" if _aff == os.cpu_count() else f"{_aff} of {os.cpu_count()} CPUs (the run confined to {_aff} with taskset)"
+nofile = resource.getrlimit(resource.RLIMIT_NOFILE)
+lines = ["## scale: rr and crr with thousands of flows\n"]
+lines.append(f"Run by `bench/scale.sh {reps} {secs} {' '.join(flows)}` on {datetime.date.today().isoformat()}: "
+             f"{cpu_desc} ({cpu_model}), kernel {platform.release()}, RLIMIT_NOFILE soft {nofile[0]} "
+             f"hard {nofile[1]}, {plumb_v}. {reps} repetitions of {secs} s per workload and flow count, 2 worker "
+             "threads on each end, 1-byte request and response. Medians with min-max in brackets.\n")
+lines.append("| workload | flows | transactions/s | p99 round trip (µs) | client CPU per transaction (µs) | client RSS (MiB) | server RSS (MiB) |")
+lines.append("|---|---|---|---|---|---|---|")
+notes = []
+for w, f, r in rows:
+    if r["tps"]:
+        lines.append(f"| {w} | {f} | {fmt(r['tps'], 0)} | {fmt(r['p99'])} | {fmt(r['cpu'], 2)} | "
+                     f"{fmt(r['crss'])} | {fmt(r['srss'])} |")
+        if r["err"]:
+            notes.append(f"{w} {f} flows: {len(r['err'])} of {reps} runs not run: {'; '.join(sorted(set(r['err'])))}")
+    else:
+        why = "; ".join(sorted(set(r["err"]))) or "no result"
+        lines.append(f"| {w} | {f} | not run: {why} | | | | |")
+if notes:
+    lines.append("\n" + "\n".join(f"- {n}" for n in notes))
+lines.append("\nClient CPU per transaction is the client process's user+system time over the window divided by "
+             "its transactions (`derived.client_cpu_s_per_tx`); RSS is each process's resident set at the end "
+             "of the window (`client.process.rss_bytes`, `server.process.rss_bytes`). In crr every transaction "
+             "is a new connection (closed with RST, so no TIME_WAIT piles up).\n")
+lines.append("Command (WORKLOAD rr or crr, FLOWS as in the table):\n")
+lines.append(f"    plumb run WORKLOAD --json --iterations 1 --no-store --duration {secs}s --warmup 1s --flows FLOWS --threads 2")
+section = "\n".join(lines) + "\n"
+
+text = open(out).read() if os.path.exists(out) else "# Benchmarks\n\nEach section is written by the script it names; rerun it to refresh.\n\n"
+pat = re.compile(r"## scale: rr and crr with thousands of flows\n.*?(?=\n## |\Z)", re.S)
+text = pat.sub(lambda m: section.rstrip() + "\n", text) if pat.search(text) else text.rstrip() + "\n\n" + section
+open(out, "w").write(text)
+print(section)
+PY
