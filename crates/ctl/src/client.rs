@@ -238,6 +238,14 @@ impl Session {
     }
 }
 
+impl Drop for Session {
+    /// Shuts the connection down, not just this handle: the reader thread's
+    /// clone would otherwise keep it open and the server waiting.
+    fn drop(&mut self) {
+        let _ = self.ctrl.shutdown(std::net::Shutdown::Both);
+    }
+}
+
 fn unexpected(wanted: &str, got: &Message) -> CtlError {
     CtlError::Protocol(format!("expected {wanted}, got {}", got.name()))
 }
