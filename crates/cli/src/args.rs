@@ -17,6 +17,8 @@ pub struct Cli {
     pub command: Command,
 }
 
+// Parsed once per process; boxing the run arguments would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run a workload against an embedded server on loopback, or --server.
@@ -468,6 +470,9 @@ pub struct CommonArgs {
     /// server runs on loopback.
     #[arg(long, value_name = "HOST[:PORT]")]
     pub server: Option<String>,
+    /// The pre-shared key of a `plumb serve --psk-file`.
+    #[arg(long, value_name = "FILE", requires = "server")]
+    pub psk_file: Option<std::path::PathBuf>,
     /// What this run is compared as [default: the kernel release].
     #[arg(long)]
     pub label: Option<String>,
@@ -535,10 +540,57 @@ pub fn confidence(s: &str) -> Result<(f64, f64), String> {
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    /// Address to listen on for control connections: ADDR[:PORT].
-    #[arg(long, default_value = "0.0.0.0:12867", value_name = "ADDR[:PORT]")]
-    pub listen: String,
+    /// Address to listen on for control connections: ADDR[:PORT]
+    /// [default: [::]:12867, which takes IPv4 and IPv6 clients].
+    #[arg(long, value_name = "ADDR[:PORT]")]
+    pub listen: Option<String>,
     /// Serve one test, then exit.
     #[arg(long)]
     pub once: bool,
+    /// Ports for data connections, for firewalls: 50000-50099 [default: any].
+    #[arg(long, value_parser = port_range, value_name = "LOW-HIGH")]
+    pub data_ports: Option<(u16, u16)>,
+    /// Require clients to prove they hold the pre-shared key in FILE.
+    #[arg(long, value_name = "FILE")]
+    pub psk_file: Option<std::path::PathBuf>,
+    /// Refuse tests with more flows than this.
+    #[arg(long, value_name = "N")]
+    pub max_flows: Option<u32>,
+    /// Refuse tests whose window or warm-up is longer than this: 60s, 10m.
+    #[arg(long, value_parser = duration, value_name = "TIME")]
+    pub max_duration: Option<u64>,
+    /// Refuse socket buffers and message sizes above this: 4M.
+    #[arg(long, value_parser = size, value_name = "SIZE")]
+    pub max_buffer: Option<u64>,
+    /// Refuse tests that would send faster than this in total: 1G. Streams
+    /// must then be paced (--pacing-rate).
+    #[arg(long, value_parser = rate, value_name = "RATE")]
+    pub max_rate: Option<u64>,
+    /// Accept control connections only from this block: 10.0.0.0/8,
+    /// 2001:db8::/32 (repeatable) [default: from anywhere].
+    #[arg(long, value_name = "CIDR")]
+    pub allow: Vec<String>,
+    /// Tests run at the same time; more clients are told the server is busy.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64), value_name = "N")]
+    pub concurrent: u32,
+    /// Log lines on stderr as text or as one JSON object each.
+    #[arg(long, value_enum, default_value = "text", value_name = "FORMAT")]
+    pub log: LogArg,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum LogArg {
+    Text,
+    Json,
+}
+
+fn port_range(s: &str) -> Result<(u16, u16), String> {
+    let bad = || format!("'{s}' is not a port range; use LOW-HIGH like 50000-50099");
+    let (lo, hi) = s.split_once('-').unwrap_or((s, s));
+    let lo: u16 = lo.trim().parse().map_err(|_| bad())?;
+    let hi: u16 = hi.trim().parse().map_err(|_| bad())?;
+    if lo == 0 || lo > hi {
+        return Err(bad());
+    }
+    Ok((lo, hi))
 }

@@ -2,8 +2,9 @@
 //! into a channel, so that every wait has a deadline and a vanished server is
 //! noticed at once.
 
+use crate::auth;
 use crate::frame::{read_frame, write_frame, FrameError, MAX_RESULT_FRAME};
-use crate::message::{software, Frame, Message, PROTOCOL_VERSION};
+use crate::message::{software, Frame, Message};
 use plumb_engine::plain_io;
 use plumb_samples::EndResult;
 use plumb_spec::Spec;
@@ -19,6 +20,8 @@ pub enum CtlError {
         error: String,
         hint: &'static str,
     },
+    #[error("authentication failed: {0}")]
+    Auth(String),
     #[error("server lost: {0}")]
     Lost(String),
     #[error("timed out waiting for the server's {0}")]
@@ -48,8 +51,18 @@ pub struct Session {
 const HANDSHAKE: Duration = Duration::from_secs(10);
 
 impl Session {
-    /// Connects and exchanges hello/welcome.
+    /// Connects and exchanges hello/welcome, with no key.
     pub fn connect(addr: SocketAddr, timeout: Duration) -> Result<Session, CtlError> {
+        Session::connect_with_key(addr, timeout, None)
+    }
+
+    /// Connects, exchanges hello/welcome and, when the server asks for it,
+    /// proves this client holds `key` and checks that the server does too.
+    pub fn connect_with_key(
+        addr: SocketAddr,
+        timeout: Duration,
+        key: Option<&[u8]>,
+    ) -> Result<Session, CtlError> {
         let ctrl = TcpStream::connect_timeout(&addr, timeout).map_err(|e| CtlError::Connect {
             addr,
             hint: if e.kind() == std::io::ErrorKind::ConnectionRefused {
@@ -80,20 +93,64 @@ impl Session {
             peer: addr,
             server_software: String::new(),
         };
+        let client_nonce = plumb_engine::Cookie::random()
+            .map_err(|e| CtlError::Protocol(plain_io(&e)))?
+            .to_hex();
         s.send(Message::Hello {
             software: software(),
+            nonce: client_nonce.clone(),
         })?;
-        match s.expect("welcome", HANDSHAKE)? {
-            Message::Welcome { software, auth, .. } => {
-                if auth {
-                    return Err(CtlError::Protocol(
-                        "the server requires authentication, which this client does not support"
-                            .into(),
-                    ));
-                }
-                s.server_software = software;
-            }
+        let (software, server_nonce, wants_auth) = match s.expect("welcome", HANDSHAKE)? {
+            Message::Welcome {
+                software,
+                auth,
+                nonce,
+            } => (software, nonce, auth),
             m => return Err(unexpected("welcome", &m)),
+        };
+        s.server_software = software;
+        match (wants_auth, key) {
+            (false, None) => {}
+            (true, None) => {
+                return Err(CtlError::Auth(
+                    "the server requires a pre-shared key; give it with --psk-file".into(),
+                ))
+            }
+            // A server without the key could be anyone's.
+            (false, Some(_)) => {
+                return Err(CtlError::Auth(
+                    "the server does not ask for the key, so it cannot prove it is the server                      that holds it; give it --psk-file too"
+                        .into(),
+                ))
+            }
+            (true, Some(key)) => {
+                s.send(Message::Auth {
+                    proof: auth::proof(key, auth::CLIENT_LABEL, &server_nonce, &client_nonce),
+                })?;
+                match s.expect("auth_ok", HANDSHAKE) {
+                    Ok(Message::AuthOk { proof }) => {
+                        if !auth::verify(
+                            key,
+                            auth::SERVER_LABEL,
+                            &server_nonce,
+                            &client_nonce,
+                            &proof,
+                        ) {
+                            return Err(CtlError::Auth(
+                                "the server's proof is wrong: it does not hold this key".into(),
+                            ));
+                        }
+                    }
+                    Ok(m) => return Err(unexpected("auth_ok", &m)),
+                    Err(CtlError::Server { code, .. }) if code == "auth" => {
+                        return Err(CtlError::Auth(
+                            "the server refused the key (is it the same file on both hosts?)"
+                                .into(),
+                        ))
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
         }
         Ok(s)
     }
@@ -104,20 +161,15 @@ impl Session {
 
     fn expect(&mut self, what: &'static str, timeout: Duration) -> Result<Message, CtlError> {
         match self.rx.recv_timeout(timeout) {
-            Ok(Ok(f)) => {
-                if f.version != PROTOCOL_VERSION {
-                    return Err(CtlError::Protocol(format!(
-                        "server speaks protocol version {}, this client {}",
-                        f.version, PROTOCOL_VERSION
-                    )));
-                }
-                match f.message {
-                    Message::Error { code, message } => Err(CtlError::Server { code, message }),
-                    m => Ok(m),
-                }
-            }
+            Ok(Ok(f)) => match f.message {
+                Message::Error { code, message } => Err(CtlError::Server { code, message }),
+                m => Ok(m),
+            },
             Ok(Err(FrameError::Closed)) | Err(RecvTimeoutError::Disconnected) => {
                 Err(CtlError::Lost("the control connection closed".into()))
+            }
+            Ok(Err(e @ (FrameError::Version(_) | FrameError::Invalid(_)))) => {
+                Err(CtlError::Protocol(format!("from the server: {e}")))
             }
             Ok(Err(e)) => Err(CtlError::Lost(e.to_string())),
             Err(RecvTimeoutError::Timeout) => Err(CtlError::Timeout(what)),
@@ -183,6 +235,14 @@ impl Session {
                 Some(CtlError::Lost("the control connection closed".into()))
             }
         }
+    }
+}
+
+impl Drop for Session {
+    /// Shuts the connection down, not just this handle: the reader thread's
+    /// clone would otherwise keep it open and the server waiting.
+    fn drop(&mut self) {
+        let _ = self.ctrl.shutdown(std::net::Shutdown::Both);
     }
 }
 

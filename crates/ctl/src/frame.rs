@@ -2,8 +2,10 @@
 //! bytes of JSON. The length is checked against a bound before anything is
 //! allocated, so a hostile length field costs nothing.
 
-use crate::message::Frame;
+use crate::message::{Frame, PROTOCOL_VERSION};
 use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::time::Instant;
 
 /// The largest frame a server accepts from a client.
 pub const MAX_FRAME: usize = 1 << 20;
@@ -21,6 +23,8 @@ pub enum FrameError {
     TooLarge(usize, usize),
     #[error("malformed message: {0}")]
     Invalid(String),
+    #[error("protocol version {0} is not spoken here (this side speaks {PROTOCOL_VERSION})")]
+    Version(u64),
     #[error("{0}")]
     Io(String),
 }
@@ -58,9 +62,58 @@ pub fn read_frame(mut r: impl Read, max: usize) -> Result<Frame, FrameError> {
     if len > max {
         return Err(FrameError::TooLarge(len, max));
     }
-    let mut body = vec![0u8; len];
-    r.read_exact(&mut body)?;
-    serde_json::from_slice(&body).map_err(|e| FrameError::Invalid(e.to_string()))
+    // Read in steps rather than allocating `len` at once: a peer that
+    // announces 1 MiB and sends 10 bytes costs 10 bytes.
+    let mut body = Vec::with_capacity(len.min(64 * 1024));
+    (&mut r).take(len as u64).read_to_end(&mut body)?;
+    if body.len() < len {
+        return Err(FrameError::Closed);
+    }
+    decode_frame(&body)
+}
+
+/// Decodes one frame's body. The version is looked at first, so that a peer
+/// of another version hears that rather than about a field it misnamed.
+pub fn decode_frame(body: &[u8]) -> Result<Frame, FrameError> {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        version: Option<u64>,
+    }
+    let head: Head =
+        serde_json::from_slice(body).map_err(|e| FrameError::Invalid(e.to_string()))?;
+    match head.version {
+        Some(v) if v == PROTOCOL_VERSION as u64 => {}
+        Some(v) => return Err(FrameError::Version(v)),
+        None => return Err(FrameError::Invalid("the frame has no version".into())),
+    }
+    serde_json::from_slice(body).map_err(|e| FrameError::Invalid(e.to_string()))
+}
+
+/// Reads from a socket with a deadline for the whole frame rather than for
+/// each read: a peer that trickles one byte a second still runs out of time.
+pub struct Deadline<'a> {
+    pub stream: &'a TcpStream,
+    pub until: Instant,
+}
+
+impl Read for Deadline<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        self.stream.read(buf)
+    }
+}
+
+/// [`read_frame`] that gives up at `until`.
+pub fn read_frame_until(
+    stream: &TcpStream,
+    max: usize,
+    until: Instant,
+) -> Result<Frame, FrameError> {
+    read_frame(Deadline { stream, until }, max)
 }
 
 #[cfg(test)]
@@ -83,6 +136,48 @@ mod tests {
             read_frame(&buf[..], MAX_FRAME),
             Err(FrameError::TooLarge(_, _))
         ));
+    }
+
+    #[test]
+    fn other_versions_are_named() {
+        let body = br#"{"version":7,"type":"hello","software":"x"}"#;
+        let mut buf = (body.len() as u32).to_be_bytes().to_vec();
+        buf.extend_from_slice(body);
+        assert!(matches!(
+            read_frame(&buf[..], MAX_FRAME),
+            Err(FrameError::Version(7))
+        ));
+        assert!(matches!(
+            decode_frame(br#"{"type":"mark"}"#),
+            Err(FrameError::Invalid(_))
+        ));
+        assert!(matches!(
+            decode_frame(b"[1,2]"),
+            Err(FrameError::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn slow_peer_runs_out_of_time() {
+        use std::net::{TcpListener, TcpStream};
+        use std::time::Duration;
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        let t = std::thread::spawn(move || {
+            for b in 20u32.to_be_bytes().iter().chain(b"{\"version\":1,") {
+                if c.write_all(&[*b]).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let start = Instant::now();
+        let r = read_frame_until(&s, MAX_FRAME, start + Duration::from_millis(500));
+        assert!(matches!(r, Err(FrameError::Timeout)), "{r:?}");
+        assert!(start.elapsed() < Duration::from_secs(3));
+        drop(s);
+        t.join().unwrap();
     }
 
     #[test]

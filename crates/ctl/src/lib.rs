@@ -3,12 +3,18 @@
 //! server role; `client` is the session the run orchestrator drives.
 #![deny(unsafe_code)]
 
+pub mod auth;
 pub mod client;
 pub mod frame;
+pub mod limits;
 pub mod message;
 pub mod server;
 
 pub use client::{CtlError, Ready, Session};
-pub use frame::{read_frame, write_frame, FrameError, MAX_FRAME, MAX_RESULT_FRAME};
+pub use frame::{
+    decode_frame, read_frame, read_frame_until, write_frame, FrameError, MAX_FRAME,
+    MAX_RESULT_FRAME,
+};
+pub use limits::{Cidr, Limits};
 pub use message::{Frame, Message, PROTOCOL_VERSION};
-pub use server::{serve, ServeConfig, ServeError, DEFAULT_PORT};
+pub use server::{serve, LogFormat, ServeConfig, ServeError, DEFAULT_PORT};

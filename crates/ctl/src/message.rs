@@ -2,7 +2,7 @@
 //! version beside its type, so that a peer of another version is told so
 //! instead of misreading fields.
 //!
-//! A test goes: hello → welcome → setup → ready (data port and cookie) →
+//! A test goes: hello → welcome → [auth → auth_ok] → setup → ready (data port and cookie) →
 //! the client connects its flows → start → started → (warm-up) → mark (the
 //! window opens) → stop (the window closes) → results. Either side may send
 //! `error` at any point and close.
@@ -32,8 +32,13 @@ impl Frame {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Message {
-    /// Client → server, first frame.
-    Hello { software: String },
+    /// Client → server, first frame. `nonce` is what the server signs when
+    /// it proves it holds the pre-shared key.
+    Hello {
+        software: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        nonce: String,
+    },
     /// Server → client. `nonce` is what an authenticating client will sign;
     /// `auth` says whether the server requires it.
     Welcome {
@@ -41,6 +46,12 @@ pub enum Message {
         nonce: String,
         auth: bool,
     },
+    /// Client → server: HMAC-SHA256 under the pre-shared key over both
+    /// nonces (see `auth`), in hex.
+    Auth { proof: String },
+    /// Server → client: the key was right; the server's own proof, over the
+    /// same nonces under another label, so the client knows it too.
+    AuthOk { proof: String },
     /// Client → server: the spec of the test, seen from the client.
     Setup { spec: Box<Spec> },
     /// Server → client: where to connect the data flows and the cookie each
@@ -69,6 +80,8 @@ impl Message {
         match self {
             Message::Hello { .. } => "hello",
             Message::Welcome { .. } => "welcome",
+            Message::Auth { .. } => "auth",
+            Message::AuthOk { .. } => "auth_ok",
             Message::Setup { .. } => "setup",
             Message::Ready { .. } => "ready",
             Message::Start => "start",

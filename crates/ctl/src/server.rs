@@ -1,10 +1,13 @@
-//! `plumb serve`: accepts control connections one at a time and runs the
-//! mirror image of each client's spec with the engine in the server role.
-//! A session that goes wrong ends with an error message to the client and a
-//! log line; the server itself goes on.
+//! `plumb serve`: accepts control connections, authenticates them when it
+//! holds a pre-shared key, checks each client's spec against its limits and
+//! runs the mirror image with the engine in the server role. Every read has
+//! a deadline; a session that goes wrong ends with an error message to the
+//! client, a closed connection and a log line; the server itself goes on.
 
-use crate::frame::{read_frame, write_frame, FrameError, MAX_FRAME};
-use crate::message::{software, Frame, Message, PROTOCOL_VERSION};
+use crate::auth;
+use crate::frame::{read_frame, read_frame_until, write_frame, FrameError, MAX_FRAME};
+use crate::limits::{Cidr, Limits};
+use crate::message::{software, Frame, Message};
 use plumb_engine::meter::NoSink;
 use plumb_engine::{
     plain_io, read_back, read_back_udp, udp_server_sockets, Cookie, DataListener, Engine,
@@ -13,18 +16,63 @@ use plumb_engine::{
 use plumb_samples::{EndResult, Role};
 use plumb_spec::Spec;
 use std::io::Write;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The control port `plumb serve` listens on when none is given.
 pub const DEFAULT_PORT: u16 = 12867;
+
+/// How long a client has from connecting to sending its spec, and later to
+/// sending `start`: a whole frame must arrive in that time, however slowly
+/// its bytes trickle in.
+pub const HANDSHAKE: Duration = Duration::from_secs(10);
+
+/// Control connections being served at once (tests and handshakes); more
+/// are closed at once so that a flood of idle connections cannot pile up
+/// threads.
+pub const MAX_SESSIONS: usize = 64;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
 
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
     pub listen: SocketAddr,
     /// Serve one session, then exit (the embedded server).
     pub once: bool,
+    /// The pre-shared key; None serves anyone who may connect.
+    pub psk: Option<Vec<u8>>,
+    pub limits: Limits,
+    /// Peers allowed to connect; empty allows all.
+    pub allow: Vec<Cidr>,
+    /// Data ports to use, for firewalls; None lets the kernel pick.
+    pub data_ports: Option<(u16, u16)>,
+    /// Tests run at the same time.
+    pub concurrent: u32,
+    pub log: LogFormat,
+}
+
+impl ServeConfig {
+    /// No key, no limits, one test at a time.
+    pub fn open(listen: SocketAddr) -> ServeConfig {
+        ServeConfig {
+            listen,
+            once: false,
+            psk: None,
+            limits: Limits::default(),
+            allow: Vec::new(),
+            data_ports: None,
+            concurrent: 1,
+            log: LogFormat::Text,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -35,15 +83,140 @@ pub enum ServeError {
     Session(String),
 }
 
+/// A test in progress, for the `busy` answer.
+struct Running {
+    id: u64,
+    peer: SocketAddr,
+    since: jiff::Timestamp,
+    ends: Instant,
+}
+
+struct Shared {
+    cfg: ServeConfig,
+    tests: Mutex<Vec<Running>>,
+    next_id: AtomicU64,
+    sessions: AtomicUsize,
+}
+
+impl Shared {
+    fn log(&self, event: &str, peer: Option<SocketAddr>, message: &str) {
+        let line = match self.cfg.log {
+            LogFormat::Text => match peer {
+                Some(p) => format!("plumb serve: session from {p}: {message}"),
+                None => format!("plumb serve: {message}"),
+            },
+            LogFormat::Json => {
+                let mut o = serde_json::json!({
+                    "time": jiff::Timestamp::now().to_string(),
+                    "event": event,
+                    "message": message,
+                });
+                if let Some(p) = peer {
+                    o["peer"] = p.to_string().into();
+                }
+                o.to_string()
+            }
+        };
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "{line}");
+    }
+
+    /// Takes a test slot, or says who holds them.
+    fn claim(self: &Arc<Self>, peer: SocketAddr, spec: &Spec) -> Result<Slot, String> {
+        let mut tests = self.tests.lock().unwrap_or_else(|p| p.into_inner());
+        if tests.len() >= self.cfg.concurrent.max(1) as usize {
+            let t = tests
+                .iter()
+                .min_by_key(|t| t.ends)
+                .expect("full means not empty");
+            let left = t.ends.saturating_duration_since(Instant::now()).as_secs();
+            return Err(format!(
+                "busy: running a test for {} since {}, ends in {left} s",
+                t.peer,
+                t.since.round(jiff::Unit::Second).unwrap_or(t.since)
+            ));
+        }
+        let id = self.next_id.fetch_add(1, SeqCst);
+        tests.push(Running {
+            id,
+            peer,
+            since: jiff::Timestamp::now(),
+            ends: Instant::now()
+                + HANDSHAKE
+                + Duration::from_millis(spec.warmup_ms.saturating_add(spec.duration_ms)),
+        });
+        Ok(Slot {
+            shared: Arc::clone(self),
+            id,
+        })
+    }
+}
+
+/// A claimed test slot; given back however the session ends.
+struct Slot {
+    shared: Arc<Shared>,
+    id: u64,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut tests = self.shared.tests.lock().unwrap_or_else(|p| p.into_inner());
+        tests.retain(|t| t.id != self.id);
+    }
+}
+
+struct SessionCount(Arc<Shared>);
+impl Drop for SessionCount {
+    fn drop(&mut self) {
+        self.0.sessions.fetch_sub(1, SeqCst);
+    }
+}
+
+/// A v4 peer on a dual-stack socket shows as ::ffff:a.b.c.d; people and
+/// --allow know it as a.b.c.d.
+fn canonical(a: SocketAddr) -> SocketAddr {
+    SocketAddr::new(a.ip().to_canonical(), a.port())
+}
+
+fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let sock = Socket::new(Domain::for_address(addr), Type::STREAM.cloexec(), None)?;
+    sock.set_reuse_address(true)?;
+    if addr.is_ipv6() && addr.ip().is_unspecified() {
+        // [::] takes IPv4 clients too, whatever net.ipv6.bindv6only says.
+        sock.set_only_v6(false)?;
+    }
+    sock.bind(&addr.into())?;
+    sock.listen(128)?;
+    Ok(sock.into())
+}
+
 /// Binds, prints `plumb serve: listening on ADDR` on stdout (the embedded
 /// client reads the port from it), and serves sessions.
 pub fn serve(cfg: &ServeConfig) -> Result<(), ServeError> {
-    let listener = TcpListener::bind(cfg.listen).map_err(|e| ServeError::Listen {
-        addr: cfg.listen,
-        error: plain_io(&e),
-    })?;
+    let mut listen = cfg.listen;
+    let listener = match bind(listen) {
+        Ok(l) => l,
+        // A host without IPv6 still serves IPv4 on the default address.
+        Err(e)
+            if listen.ip() == IpAddr::V6(Ipv6Addr::UNSPECIFIED)
+                && e.raw_os_error() == Some(libc::EAFNOSUPPORT) =>
+        {
+            listen = SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), listen.port());
+            bind(listen).map_err(|e| ServeError::Listen {
+                addr: listen,
+                error: plain_io(&e),
+            })?
+        }
+        Err(e) => {
+            return Err(ServeError::Listen {
+                addr: listen,
+                error: plain_io(&e),
+            })
+        }
+    };
     let local = listener.local_addr().map_err(|e| ServeError::Listen {
-        addr: cfg.listen,
+        addr: listen,
         error: plain_io(&e),
     })?;
     let _ = plumb_sys::process::raise_nofile_limit(0);
@@ -52,21 +225,61 @@ pub fn serve(cfg: &ServeConfig) -> Result<(), ServeError> {
         let _ = writeln!(out, "plumb serve: listening on {local}");
         let _ = out.flush();
     }
+    let shared = Arc::new(Shared {
+        cfg: cfg.clone(),
+        tests: Mutex::new(Vec::new()),
+        next_id: AtomicU64::new(0),
+        sessions: AtomicUsize::new(0),
+    });
     loop {
         let (ctrl, peer) = match listener.accept() {
-            Ok(c) => c,
+            Ok((c, p)) => (c, canonical(p)),
             Err(e) => {
-                eprintln!("plumb serve: accept failed: {}", plain_io(&e));
+                shared.log(
+                    "accept_failed",
+                    None,
+                    &format!("accept failed: {}", plain_io(&e)),
+                );
                 std::thread::sleep(Duration::from_millis(100));
                 continue;
             }
         };
-        let outcome = session(ctrl);
-        if let Err(e) = &outcome {
-            eprintln!("plumb serve: session from {peer}: {e}");
+        if !cfg.allow.is_empty() && !cfg.allow.iter().any(|c| c.contains(peer.ip())) {
+            shared.log("refused", Some(peer), "refused: not in --allow");
+            continue;
         }
         if cfg.once {
+            let outcome = session(&shared, ctrl, peer);
+            if let Err(e) = &outcome {
+                shared.log("session_failed", Some(peer), e);
+            }
             return outcome.map_err(ServeError::Session);
+        }
+        if shared.sessions.fetch_add(1, SeqCst) >= MAX_SESSIONS {
+            shared.sessions.fetch_sub(1, SeqCst);
+            shared.log(
+                "refused",
+                Some(peer),
+                &format!("refused: {MAX_SESSIONS} control connections are open already"),
+            );
+            continue;
+        }
+        let count = SessionCount(Arc::clone(&shared));
+        let sh = Arc::clone(&shared);
+        let spawned = std::thread::Builder::new()
+            .name("plumb-session".into())
+            .spawn(move || {
+                let _count = count;
+                if let Err(e) = session(&sh, ctrl, peer) {
+                    sh.log("session_failed", Some(peer), &e);
+                }
+            });
+        if let Err(e) = spawned {
+            shared.log(
+                "refused",
+                Some(peer),
+                &format!("refused: cannot start a thread: {e}"),
+            );
         }
     }
 }
@@ -75,8 +288,17 @@ struct Ctrl {
     stream: TcpStream,
 }
 
+impl Drop for Ctrl {
+    /// Shuts the socket down, not just this handle: a reader thread's clone
+    /// then sees the end at once instead of holding the connection open.
+    fn drop(&mut self) {
+        let _ = self.stream.shutdown(Shutdown::Both);
+    }
+}
+
 impl Ctrl {
     fn send(&self, m: Message) -> Result<(), String> {
+        let _ = self.stream.set_write_timeout(Some(HANDSHAKE));
         write_frame(&self.stream, &Frame::new(m)).map_err(|e| format!("sending to the client: {e}"))
     }
 
@@ -86,70 +308,131 @@ impl Ctrl {
         message
     }
 
-    fn read(&self, what: &str, timeout: Duration) -> Result<Message, String> {
-        let _ = self.stream.set_read_timeout(Some(timeout));
-        match read_frame(&self.stream, MAX_FRAME) {
-            Ok(f) if f.version != PROTOCOL_VERSION => Err(self.fail(
-                "version",
-                format!(
-                    "this server speaks protocol version {PROTOCOL_VERSION}, the client {}",
-                    f.version
-                ),
-            )),
+    fn read(&self, what: &str, until: Instant) -> Result<Message, String> {
+        match read_frame_until(&self.stream, MAX_FRAME, until) {
             Ok(f) => Ok(f.message),
             Err(FrameError::Closed) => {
                 Err(format!("the client closed the connection before {what}"))
             }
+            Err(e @ FrameError::Version(_)) => Err(self.fail("version", e.to_string())),
             Err(e @ (FrameError::Invalid(_) | FrameError::TooLarge(..))) => {
                 Err(self.fail("frame", e.to_string()))
             }
+            Err(FrameError::Timeout) => Err(self.fail(
+                "timeout",
+                format!(
+                    "no complete {what} within {} s; closing",
+                    HANDSHAKE.as_secs()
+                ),
+            )),
             Err(e) => Err(format!("waiting for {what}: {e}")),
+        }
+    }
+
+    /// Whether the client is still there: a closed or reset connection ends
+    /// waits that do not read from it.
+    fn alive(&self) -> Result<(), String> {
+        use rustix::net::{recv, RecvFlags};
+        let mut b = [0u8; 1];
+        match recv(&self.stream, &mut b, RecvFlags::PEEK | RecvFlags::DONTWAIT) {
+            Ok((0, _)) => Err("the client closed the control connection".into()),
+            Ok(_) => Ok(()),
+            Err(e) if e == rustix::io::Errno::AGAIN || e == rustix::io::Errno::INTR => Ok(()),
+            Err(e) => Err(format!("the control connection failed: {e}")),
         }
     }
 }
 
-fn session(stream: TcpStream) -> Result<(), String> {
-    let _ = stream.set_nodelay(true);
-    let local_ip = stream.local_addr().map_err(|e| plain_io(&e))?.ip();
-    let ctrl = Ctrl { stream };
-    let handshake = Duration::from_secs(10);
+/// Proves the client holds the key and proves this server does too.
+fn authenticate(
+    sh: &Shared,
+    ctrl: &Ctrl,
+    peer: SocketAddr,
+    key: &[u8],
+    server_nonce: &str,
+    client_nonce: &str,
+    until: Instant,
+) -> Result<(), String> {
+    let why = match ctrl.read("auth", until) {
+        Err(e) => format!("no key ({e})"),
+        Ok(Message::Auth { proof }) => {
+            if !auth::is_nonce(client_nonce) {
+                "the client sent no nonce".to_string()
+            } else if auth::verify(key, auth::CLIENT_LABEL, server_nonce, client_nonce, &proof) {
+                return ctrl.send(Message::AuthOk {
+                    proof: auth::proof(key, auth::SERVER_LABEL, server_nonce, client_nonce),
+                });
+            } else {
+                "wrong key".to_string()
+            }
+        }
+        Ok(m) => format!("no key (the client sent {} instead of auth)", m.name()),
+    };
+    sh.log(
+        "auth_failed",
+        Some(peer),
+        &format!("authentication failed: {why}"),
+    );
+    ctrl.fail("auth", "authentication failed".into());
+    Err(String::new())
+}
 
-    match ctrl.read("hello", handshake)? {
-        Message::Hello { .. } => {}
+fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), String> {
+    let _ = stream.set_nodelay(true);
+    let local_ip = stream
+        .local_addr()
+        .map_err(|e| plain_io(&e))?
+        .ip()
+        .to_canonical();
+    let ctrl = Ctrl { stream };
+    // Everything before the spec is in shares one deadline.
+    let until = Instant::now() + HANDSHAKE;
+
+    let client_nonce = match ctrl.read("hello", until)? {
+        Message::Hello { nonce, .. } => nonce,
         m => return Err(ctrl.fail("order", format!("expected hello, got {}", m.name()))),
-    }
+    };
     let nonce = Cookie::random().map_err(|e| plain_io(&e))?.to_hex();
     ctrl.send(Message::Welcome {
         software: software(),
-        nonce,
-        auth: false,
+        nonce: nonce.clone(),
+        auth: sh.cfg.psk.is_some(),
     })?;
+    if let Some(key) = &sh.cfg.psk {
+        match authenticate(sh, &ctrl, peer, key, &nonce, &client_nonce, until) {
+            // Logged already, with the reason the client is not told.
+            Err(e) if e.is_empty() => return Ok(()),
+            r => r?,
+        }
+    }
 
-    let spec = match ctrl.read("setup", handshake)? {
+    let spec = match ctrl.read("setup", until)? {
         Message::Setup { spec } => *spec,
         m => return Err(ctrl.fail("order", format!("expected setup, got {}", m.name()))),
     };
     if let Err(e) = spec.validate() {
         return Err(ctrl.fail("spec", e.to_string()));
     }
+    if let Err(e) = sh.cfg.limits.check(&spec) {
+        return Err(ctrl.fail("limit", e));
+    }
     if let Some(cpus) = &spec.server_cpus {
         if let Err(msg) = check_cpus(cpus, "--server-cpus", "the server") {
             return Err(ctrl.fail("spec", msg));
         }
     }
+    let _slot = match sh.claim(peer, &spec) {
+        Ok(s) => s,
+        Err(busy) => {
+            sh.log("busy", Some(peer), &format!("refused: {busy}"));
+            ctrl.fail("busy", busy);
+            return Ok(());
+        }
+    };
 
     let _ = plumb_sys::process::raise_nofile_limit(spec.flows as u64 + 256);
-    let backlog = spec.flows.min(4096) as i32;
-    let listener = DataListener::bind(local_ip, 0, &spec.socket, backlog)
-        .map_err(|e| ctrl.fail("setup", e.message))?;
-    // UDP datagrams come to the same port number; the sockets are bound
-    // before the client hears of the port, so its first datagram finds them.
-    let udp_socks = if spec.workload.is_udp() {
-        udp_server_sockets(local_ip, listener.port(), spec.threads, &spec.socket)
-            .map_err(|e| ctrl.fail("setup", e.message))?
-    } else {
-        Vec::new()
-    };
+    let (listener, udp_socks) =
+        data_sockets(&sh.cfg, local_ip, &spec).map_err(|e| ctrl.fail("setup", e))?;
     let cookie = Cookie::random().map_err(|e| plain_io(&e))?;
     ctrl.send(Message::Ready {
         data_port: listener.port(),
@@ -157,9 +440,15 @@ fn session(stream: TcpStream) -> Result<(), String> {
         threads: spec.threads,
     })?;
 
-    let deadline = Instant::now() + handshake + Duration::from_millis(spec.flows as u64);
+    let deadline = Instant::now() + HANDSHAKE + Duration::from_millis(spec.flows as u64);
     let (flows, _rejected) = listener
-        .accept_flows(spec.setup_flows(), &cookie, &spec.socket, deadline)
+        .accept_flows_while(
+            spec.setup_flows(),
+            &cookie,
+            &spec.socket,
+            deadline,
+            &mut || ctrl.alive(),
+        )
         .map_err(|e| ctrl.fail("setup", e.message))?;
     // crr keeps listening: each of its transactions is a new connection.
     let listener = (spec.workload == plumb_spec::Workload::Crr).then(|| listener.into_inner());
@@ -168,7 +457,7 @@ fn session(stream: TcpStream) -> Result<(), String> {
         None => read_back(&flows[0], &spec.socket),
     };
 
-    match ctrl.read("start", handshake)? {
+    match ctrl.read("start", Instant::now() + HANDSHAKE)? {
         Message::Start => {}
         m => return Err(ctrl.fail("order", format!("expected start, got {}", m.name()))),
     }
@@ -197,6 +486,42 @@ fn session(stream: TcpStream) -> Result<(), String> {
     }
     ctrl.send(Message::Results { end: Box::new(end) })?;
     Ok(())
+}
+
+/// The data listener (and for UDP the sockets on the same port number), on
+/// a port of --data-ports when given: the first one free for both.
+fn data_sockets(
+    cfg: &ServeConfig,
+    ip: IpAddr,
+    spec: &Spec,
+) -> Result<(DataListener, Vec<std::net::UdpSocket>), String> {
+    let backlog = spec.flows.min(4096) as i32;
+    let bind_at = |port: u16| -> Result<(DataListener, Vec<std::net::UdpSocket>), String> {
+        let listener =
+            DataListener::bind(ip, port, &spec.socket, backlog).map_err(|e| e.message)?;
+        // UDP datagrams come to the same port number; the sockets are bound
+        // before the client hears of the port, so its first datagram finds them.
+        let udp = if spec.workload.is_udp() {
+            udp_server_sockets(ip, listener.port(), spec.threads, &spec.socket)
+                .map_err(|e| e.message)?
+        } else {
+            Vec::new()
+        };
+        Ok((listener, udp))
+    };
+    let Some((lo, hi)) = cfg.data_ports else {
+        return bind_at(0);
+    };
+    let mut last = String::new();
+    for port in lo..=hi {
+        match bind_at(port) {
+            Ok(s) => return Ok(s),
+            Err(e) => last = e,
+        }
+    }
+    Err(format!(
+        "no free port in --data-ports {lo}-{hi} (last: {last})"
+    ))
 }
 
 /// Runs the server's window: opened by the client's mark, closed by its stop,

@@ -438,6 +438,19 @@ impl DataListener {
         opts: &SocketOpts,
         deadline: Instant,
     ) -> Result<(Vec<TcpStream>, u32), SetupError> {
+        self.accept_flows_while(count, cookie, opts, deadline, &mut || Ok(()))
+    }
+
+    /// [`accept_flows`](Self::accept_flows) that also gives up as soon as
+    /// `go_on` says why (the client that asked for the flows went away).
+    pub fn accept_flows_while(
+        &self,
+        count: u32,
+        cookie: &Cookie,
+        opts: &SocketOpts,
+        deadline: Instant,
+        go_on: &mut dyn FnMut() -> Result<(), String>,
+    ) -> Result<(Vec<TcpStream>, u32), SetupError> {
         let mut slots: Vec<Option<TcpStream>> = (0..count).map(|_| None).collect();
         let mut got = 0u32;
         let mut rejected = 0u32;
@@ -455,6 +468,10 @@ impl DataListener {
             let stream = match self.listener.accept() {
                 Ok((s, _)) => s,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    go_on().map_err(|message| SetupError {
+                        flag: None,
+                        message,
+                    })?;
                     std::thread::sleep(Duration::from_millis(1));
                     continue;
                 }

@@ -58,6 +58,8 @@ pub struct RunOptions {
     pub interrupted: Arc<AtomicBool>,
     /// The binary that runs `serve --once` (this executable).
     pub server_exe: PathBuf,
+    /// The pre-shared key of a `plumb serve --psk-file`.
+    pub psk: Option<Vec<u8>>,
 }
 
 /// The loopback address of a family, for the embedded server.
@@ -252,7 +254,8 @@ fn run_iteration(
         (None, None) => unreachable!("one of the two is set"),
     };
 
-    let mut session = Session::connect(server_addr, Duration::from_secs(5))?;
+    let mut session =
+        Session::connect_with_key(server_addr, Duration::from_secs(5), opts.psk.as_deref())?;
     let ready = session.setup(spec)?;
     let cookie = Cookie::from_hex(&ready.cookie)
         .ok_or_else(|| CtlError::Protocol(format!("malformed cookie '{}'", ready.cookie)))?;
@@ -289,23 +292,41 @@ fn run_iteration(
     .map_err(|e| RunError::Engine(e.to_string()))?;
 
     let t0 = Instant::now();
-    let mut complete = wait_until(
-        t0 + Duration::from_millis(spec.warmup_ms),
-        opts,
-        &mut session,
+    // A server that goes away mid-test leaves the client's figures, which
+    // are kept and marked incomplete.
+    let mut lost: Option<String> = None;
+    let watch = |r: Result<bool, RunError>, lost: &mut Option<String>| match r {
+        Err(RunError::Ctl(CtlError::Lost(why))) => {
+            *lost = Some(why);
+            Ok(false)
+        }
+        r => r,
+    };
+    let mut complete = watch(
+        wait_until(
+            t0 + Duration::from_millis(spec.warmup_ms),
+            opts,
+            &mut session,
+        ),
+        &mut lost,
     )?;
     // The peer is told first, then this end snapshots: both edges are then
     // late on the server by the same one-way delay, so both windows have the
     // same length.
-    session.mark()?;
+    if lost.is_none() {
+        watch(
+            session.mark().map(|_| true).map_err(RunError::from),
+            &mut lost,
+        )?;
+    }
     let mut meter = Meter::open(&engine);
     let opened = Instant::now();
     let window = Duration::from_millis(spec.duration_ms);
-    if complete {
+    if complete && lost.is_none() {
         let mut tick = 1u64;
         loop {
             let next = (opened + Duration::from_secs(tick)).min(opened + window);
-            if !wait_until(next, opts, &mut session)? {
+            if !watch(wait_until(next, opts, &mut session), &mut lost)? {
                 complete = false;
                 break;
             }
@@ -319,10 +340,25 @@ fn run_iteration(
     // The server tears its flows down as soon as it is told to stop; a reset
     // seen from here on is that, not a failure of the run.
     engine.mark_window_closed();
-    session.stop()?;
+    if lost.is_none() {
+        watch(
+            session.stop().map(|_| true).map_err(RunError::from),
+            &mut lost,
+        )?;
+    }
     let mut client = meter.close(&engine, sink, options);
-    let server =
-        session.results(Duration::from_secs(10) + Duration::from_millis(spec.flows as u64))?;
+    let server = match &lost {
+        None => {
+            session.results(Duration::from_secs(10) + Duration::from_millis(spec.flows as u64))?
+        }
+        Some(why) => {
+            client.warnings.push(format!(
+                "server lost: {why}; only the client's figures remain"
+            ));
+            lost_server(spec)
+        }
+    };
+    let complete = complete && lost.is_none();
     let errors = engine.stop().map_err(|e| RunError::Engine(e.to_string()))?;
     client.warnings.extend(
         errors
@@ -344,4 +380,35 @@ fn run_iteration(
         client,
         server,
     })
+}
+
+/// The server's end of an iteration whose server went away: nothing
+/// measured, which the figures derived from it show as zero.
+fn lost_server(spec: &Spec) -> plumb_samples::EndResult {
+    plumb_samples::EndResult {
+        role: Role::Server,
+        hostname: String::new(),
+        kernel: String::new(),
+        online_cpus: 0,
+        threads: spec.threads,
+        pinned_cpus: None,
+        window_s: 0.0,
+        bytes_sent: 0,
+        bytes_received: 0,
+        queued_start_bytes: 0,
+        queued_end_bytes: 0,
+        intervals: Vec::new(),
+        flows: Vec::new(),
+        process: Default::default(),
+        cpus: Vec::new(),
+        softirqs: Vec::new(),
+        counters: Default::default(),
+        tcp_info: Vec::new(),
+        tcp_info_summary: None,
+        socket_options: Vec::new(),
+        warnings: vec!["lost: the server went away during the test".into()],
+        transactions: 0,
+        latency: None,
+        udp: None,
+    }
 }

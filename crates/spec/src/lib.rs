@@ -207,7 +207,13 @@ pub fn parse_writes(flag: &'static str, text: &str, size: u64) -> Result<Vec<u64
             if n == 0 {
                 return Err(SpecError::new(flag, format!("write {} is empty", i + 1)));
             }
-            total += n;
+            // Checked: a hostile list can add past u64 and wrap to `size`.
+            total = total.checked_add(n).filter(|t| *t <= size).ok_or_else(|| {
+                SpecError::new(
+                    flag,
+                    format!("the writes add up to more than a message of {size} bytes"),
+                )
+            })?;
             out.push(n);
         }
     }
@@ -388,8 +394,8 @@ impl Spec {
                 ("--req-writes", &rr.req_writes, rr.req_size),
                 ("--resp-writes", &rr.resp_writes, rr.resp_size),
             ] {
-                if !writes.is_empty() && (writes.contains(&0) || writes.iter().sum::<u64>() != size)
-                {
+                let sum = writes.iter().try_fold(0u64, |a, w| a.checked_add(*w));
+                if !writes.is_empty() && (writes.contains(&0) || sum != Some(size)) {
                     return Err(SpecError::new(
                         flag,
                         format!("the writes must be non-empty and add up to {size} bytes"),
@@ -634,6 +640,16 @@ impl Spec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn writes_that_add_past_u64_are_refused() {
+        assert!(parse_writes("--req-writes", "18446744073709551615,2", 1).is_err());
+        let mut s = Spec::rr();
+        if let Some(rr) = s.rr.as_mut() {
+            rr.req_writes = vec![u64::MAX, 2];
+        }
+        assert!(s.validate().is_err());
+    }
 
     #[test]
     fn key_is_stable_and_sensitive() {

@@ -13,6 +13,11 @@ pub fn parse_addr(s: &str, default_port: u16, flag: &str) -> Result<SocketAddr, 
     if let Ok(ip) = s.parse::<IpAddr>() {
         return Ok(SocketAddr::new(ip, default_port));
     }
+    if let Some(ip) = s.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
+        if let Ok(ip) = ip.parse::<IpAddr>() {
+            return Ok(SocketAddr::new(ip, default_port));
+        }
+    }
     let with_port = if s.contains(':') {
         s.to_string()
     } else {

@@ -205,6 +205,13 @@ fn family(c: &CommonArgs) -> Family {
     }
 }
 
+/// The key of --psk-file, read once: every run of this process uses it.
+static PSK: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+
+fn psk() -> Option<Vec<u8>> {
+    PSK.get().cloned()
+}
+
 /// Installs the Ctrl-C/SIGTERM handlers once and hands out their flag: the
 /// first signal ends the window and reports what was measured, a second one
 /// ends plumb at once.
@@ -238,6 +245,7 @@ pub fn run_and_store(
         interrupted: interrupt_flag(),
         server_exe: std::env::current_exe()
             .map_err(|e| Failure::usage(format!("cannot find the plumb executable: {e}")))?,
+        psk: psk(),
     };
     let live = !json && std::io::stderr().is_terminal();
     let mut sink: Box<dyn SampleSink> = if live {
@@ -272,6 +280,11 @@ pub fn run_and_store(
             RunError::Setup { message, .. } => Failure::usage(message),
             other => Failure::usage(other.to_string()),
         })?;
+    for w in record.iterations.iter().flat_map(|i| &i.client.warnings) {
+        if w.starts_with("server lost") {
+            eprintln!("plumb: {w}; the partial results are marked incomplete");
+        }
+    }
     let ifaces: Vec<String> = match server {
         None => vec!["lo".to_string()],
         Some(a) => plumb_run::env::interfaces_for(a.ip()),
@@ -303,6 +316,10 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
         Some(s) => Some(super::parse_addr(s, plumb_ctl::DEFAULT_PORT, "--server")?),
         None => None,
     };
+    if let Some(p) = &a.psk_file {
+        let key = plumb_ctl::auth::load_key(p, "--psk-file").map_err(Failure::usage)?;
+        let _ = PSK.set(key);
+    }
     let label = a
         .label
         .clone()

@@ -1,0 +1,222 @@
+//! Every protocol message survives encoding and decoding unchanged, and no
+//! byte string makes the decoder panic.
+
+use plumb_ctl::{decode_frame, read_frame, write_frame, Frame, FrameError, Message, MAX_FRAME};
+use plumb_samples::{EndResult, Role};
+use plumb_spec::{BufSize, Close, CpuList, Direction, Family, RrSpec, SocketOpts, Spec, Workload};
+use proptest::prelude::*;
+
+fn bufsize() -> impl Strategy<Value = BufSize> {
+    prop_oneof![
+        Just(BufSize::Auto),
+        (1u64..1 << 30).prop_map(BufSize::Bytes)
+    ]
+}
+
+fn rr() -> impl Strategy<Value = RrSpec> {
+    (
+        1u64..1 << 20,
+        1u64..1 << 20,
+        1u32..1024,
+        proptest::collection::vec(1u64..100, 0..4),
+        proptest::option::of(prop_oneof![Just(Close::Rst), Just(Close::Fin)]),
+        proptest::option::of(1u64..100_000_000),
+        proptest::option::of(1u64..10_000),
+    )
+        .prop_map(
+            |(req, resp, pipeline, writes, close, rate, timeout)| RrSpec {
+                req_size: req,
+                resp_size: resp,
+                pipeline,
+                req_writes: writes.clone(),
+                resp_writes: writes,
+                close,
+                rate,
+                timeout_ms: timeout,
+            },
+        )
+}
+
+fn spec() -> impl Strategy<Value = Spec> {
+    (
+        prop_oneof![
+            Just(Workload::Stream),
+            Just(Workload::Rr),
+            Just(Workload::Crr),
+            Just(Workload::UdpStream),
+            Just(Workload::UdpRr)
+        ],
+        prop_oneof![
+            Just(Direction::Send),
+            Just(Direction::Recv),
+            Just(Direction::Both)
+        ],
+        (1u32..1_000_000, 1u32..4096, 1u64..64 << 20),
+        (bufsize(), bufsize(), any::<bool>(), any::<bool>()),
+        (
+            proptest::option::of(88u32..65535),
+            proptest::option::of("[a-z_]{1,15}"),
+            proptest::option::of(8u64..u64::MAX / 2),
+        ),
+        prop_oneof![Just(Family::V4), Just(Family::V6)],
+        (1u64..86_400_000, 0u64..3_600_000),
+        proptest::option::of(proptest::collection::vec(0u32..256, 1..8)),
+        proptest::option::of(rr()),
+    )
+        .prop_map(
+            |(
+                workload,
+                direction,
+                (flows, threads, msg),
+                (snd, rcv, nodelay, cork),
+                (mss, cc, pacing),
+                family,
+                (d, w),
+                cpus,
+                rr,
+            )| Spec {
+                workload,
+                direction,
+                flows,
+                threads,
+                msg_size: msg,
+                socket: SocketOpts {
+                    sndbuf: snd,
+                    rcvbuf: rcv,
+                    nodelay,
+                    cork,
+                    mss,
+                    cc,
+                    pacing_rate_bps: pacing,
+                },
+                family,
+                duration_ms: d,
+                warmup_ms: w,
+                client_cpus: cpus.clone().map(CpuList::new),
+                server_cpus: cpus.map(CpuList::new),
+                rr,
+            },
+        )
+}
+
+/// An end's result with its free-form and counted fields drawn; floats are
+/// eighths, which JSON carries exactly.
+fn end() -> impl Strategy<Value = EndResult> {
+    (
+        "\\PC{0,20}",
+        any::<u64>(),
+        any::<u64>(),
+        0u32..1_000_000,
+        proptest::collection::vec("\\PC{0,40}", 0..3),
+        proptest::collection::btree_map("[a-z.]{1,12}", any::<i64>(), 0..4),
+    )
+        .prop_map(
+            |(host, sent, received, window8, warnings, counters)| EndResult {
+                role: Role::Server,
+                hostname: host.clone(),
+                kernel: host,
+                online_cpus: 4,
+                threads: 2,
+                pinned_cpus: None,
+                window_s: window8 as f64 / 8.0,
+                bytes_sent: sent,
+                bytes_received: received,
+                queued_start_bytes: sent / 3,
+                queued_end_bytes: received / 5,
+                intervals: Vec::new(),
+                flows: Vec::new(),
+                process: Default::default(),
+                cpus: Vec::new(),
+                softirqs: Vec::new(),
+                counters,
+                tcp_info: Vec::new(),
+                tcp_info_summary: None,
+                socket_options: Vec::new(),
+                warnings,
+                transactions: received % 1000,
+                latency: None,
+                udp: None,
+            },
+        )
+}
+
+fn message() -> impl Strategy<Value = Message> {
+    let text = "\\PC{0,64}";
+    prop_oneof![
+        (text, text).prop_map(|(software, nonce)| Message::Hello { software, nonce }),
+        (text, text, any::<bool>()).prop_map(|(software, nonce, auth)| Message::Welcome {
+            software,
+            nonce,
+            auth
+        }),
+        text.prop_map(|proof| Message::Auth { proof }),
+        text.prop_map(|proof| Message::AuthOk { proof }),
+        spec().prop_map(|s| Message::Setup { spec: Box::new(s) }),
+        (any::<u16>(), text, any::<u32>()).prop_map(|(data_port, cookie, threads)| {
+            Message::Ready {
+                data_port,
+                cookie,
+                threads,
+            }
+        }),
+        Just(Message::Start),
+        Just(Message::Started),
+        Just(Message::Mark),
+        Just(Message::Stop),
+        end().prop_map(|e| Message::Results { end: Box::new(e) }),
+        (text, text).prop_map(|(code, message)| Message::Error { code, message }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn every_message_round_trips(m in message()) {
+        let mut wire = Vec::new();
+        write_frame(&mut wire, &Frame::new(m.clone())).unwrap();
+        let back = read_frame(&wire[..], MAX_FRAME).unwrap();
+        prop_assert_eq!(back.message.name(), m.name());
+        // The same bytes again: nothing was lost or changed on the way.
+        let mut again = Vec::new();
+        write_frame(&mut again, &back).unwrap();
+        prop_assert_eq!(&again, &wire);
+        let json_before = serde_json::to_value(Frame::new(m)).unwrap();
+        let json_after = serde_json::to_value(&back).unwrap();
+        prop_assert_eq!(json_before, json_after);
+    }
+
+    #[test]
+    fn specs_come_back_equal(s in spec()) {
+        let mut wire = Vec::new();
+        write_frame(&mut wire, &Frame::new(Message::Setup { spec: Box::new(s.clone()) })).unwrap();
+        match read_frame(&wire[..], MAX_FRAME).unwrap().message {
+            Message::Setup { spec } => prop_assert_eq!(*spec, s),
+            m => prop_assert!(false, "got {}", m.name()),
+        }
+    }
+
+    #[test]
+    fn results_come_back_equal(e in end()) {
+        let mut wire = Vec::new();
+        write_frame(&mut wire, &Frame::new(Message::Results { end: Box::new(e.clone()) })).unwrap();
+        match read_frame(&wire[..], MAX_FRAME).unwrap().message {
+            Message::Results { end } => prop_assert_eq!(*end, e),
+            m => prop_assert!(false, "got {}", m.name()),
+        }
+    }
+
+    #[test]
+    fn no_bytes_make_the_decoder_panic(b in proptest::collection::vec(any::<u8>(), 0..512)) {
+        let _ = decode_frame(&b);
+        let _ = read_frame(&b[..], MAX_FRAME);
+    }
+
+    #[test]
+    fn a_cut_frame_is_never_taken_for_a_whole_one(m in message(), cut in 0usize..4096) {
+        let mut wire = Vec::new();
+        write_frame(&mut wire, &Frame::new(m)).unwrap();
+        let cut = cut % wire.len();
+        prop_assert!(matches!(read_frame(&wire[..cut], MAX_FRAME), Err(FrameError::Closed)));
+    }
+}

@@ -1,0 +1,17 @@
+//! The /proc parsers, on text a kernel of another version (or a container
+//! runtime's fake /proc) might show.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use plumb_sys::proc::{parse_snmp, parse_softirqs, parse_stat, parse_status, parse_task_stat};
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let _ = parse_stat(text);
+    let _ = parse_softirqs(text);
+    let _ = parse_snmp(text);
+    let _ = parse_task_stat(text);
+    let _ = parse_status(text);
+});
