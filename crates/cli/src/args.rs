@@ -42,6 +42,8 @@ pub enum Command {
     Compare(CompareArgs),
     /// Exit 0 (good), 1 (regression) or 125 (cannot tell), for `git bisect run`.
     Check(CheckArgs),
+    /// Audit this host's settings for network benchmarking, and how busy it is.
+    Doctor(DoctorArgs),
 }
 
 #[derive(Args, Debug)]
@@ -116,6 +118,19 @@ pub struct DeleteArgs {
     pub runs: Vec<String>,
     #[command(flatten)]
     pub db: DbArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct DoctorArgs {
+    /// An interface the tests will use (repeatable; default lo).
+    #[arg(long = "interface", value_name = "NAME")]
+    pub interfaces: Vec<String>,
+    /// How long to watch the CPUs and processes for other work.
+    #[arg(long, default_value = "2s", value_parser = duration, value_name = "TIME")]
+    pub sample: u64,
+    /// Print JSON (schema plumb.doctor/1).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

@@ -38,6 +38,7 @@ pub fn main() -> i32 {
         args::Command::Env(a) => cmd::compare::env(a),
         args::Command::Compare(a) => cmd::compare::compare(a),
         args::Command::Check(a) => cmd::compare::check(a),
+        args::Command::Doctor(a) => cmd::doctor::exec(a),
     };
     match result {
         Ok(code) => code,

@@ -17,8 +17,8 @@ pub use crr::CrrPlan;
 pub use meter::{Meter, SampleSink};
 pub use rr::RrPlan;
 pub use setup::{
-    connect_flows, plain_io, read_back, read_back_udp, udp_client_sockets, udp_server_sockets,
-    Cookie, DataListener, SetupError,
+    connect_flows, local_port_count, plain_io, read_back, read_back_udp, udp_client_sockets,
+    udp_server_sockets, Cookie, DataListener, SetupError,
 };
 pub use udp::UdpPlan;
 pub use worker::FlowError;

@@ -5,6 +5,7 @@
 #![deny(unsafe_code)]
 
 pub mod derive;
+pub mod doctor;
 pub mod embedded;
 pub mod env;
 

@@ -7,11 +7,13 @@
 //! types without depending on each other.
 #![deny(unsafe_code)]
 
+pub mod audit;
 pub mod cpu;
 pub mod env;
 pub mod result;
 pub mod units;
 
+pub use audit::{Audit, BusyProcess, Finding, Status, AUDIT_SCHEMA};
 pub use cpu::{CpuTimes, ProcessCpu, SoftirqCounts, ThreadCpu};
 pub use env::{EnvChange, Environment};
 pub use result::{

@@ -88,6 +88,15 @@ pub fn kill_on_parent_death(cmd: &mut Command) {
     }
 }
 
+/// RLIMIT_NOFILE as (soft, hard), `u64::MAX` meaning unlimited.
+pub fn nofile_limits() -> (u64, u64) {
+    let now = getrlimit(Resource::Nofile);
+    (
+        now.current.unwrap_or(u64::MAX),
+        now.maximum.unwrap_or(u64::MAX),
+    )
+}
+
 /// Raises the soft RLIMIT_NOFILE to the hard limit, for runs with thousands
 /// of flows; when `want` descriptors are more than that and the process may
 /// raise the hard limit too (root, CAP_SYS_RESOURCE), raises both to `want`
