@@ -462,6 +462,9 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
         m => return Err(ctrl.fail("order", format!("expected start, got {}", m.name()))),
     }
     let mut config = EngineConfig::for_spec(&spec, Role::Server);
+    if let Some(c) = config.crr.as_mut() {
+        c.accept_from = Some(peer.ip());
+    }
     let engine = match config.udp.as_mut() {
         Some(u) => {
             u.tag = UdpPlan::tag_of(&cookie);
@@ -473,8 +476,19 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
     ctrl.send(Message::Started)?;
 
     let end = measure(&ctrl, &engine, &spec, options);
+    let strays = engine.strays();
     let errors = engine.stop();
     let mut end = end?;
+    if spec.workload == plumb_spec::Workload::Crr && strays > 0 {
+        sh.log(
+            "strays",
+            Some(peer),
+            &format!("closed {strays} crr connections from other addresses"),
+        );
+        end.warnings.push(format!(
+            "the server closed {strays} connections that came from another address than the client's"
+        ));
+    }
     match errors {
         Ok(errors) => end.warnings.extend(
             errors

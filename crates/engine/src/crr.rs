@@ -16,7 +16,7 @@ use plumb_spec::SocketOpts;
 use rustix::event::epoll;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::sync::Arc;
 
@@ -33,7 +33,22 @@ pub struct CrrPlan {
     pub rst: bool,
     /// Where the client connects.
     pub peer: Option<SocketAddr>,
+    /// Server: the only address connections are served from (the client's,
+    /// as its authenticated control connection came in). A crr connection
+    /// carries no cookie, since announcing each one would add a message to
+    /// every transaction; others are closed unread and counted as strays.
+    pub accept_from: Option<IpAddr>,
     pub opts: SocketOpts,
+}
+
+/// Whether a crr server serves a connection from `from`. A loopback client
+/// spreads its connections over 127.0.0.x sources, all of them this host.
+fn accepts(client: Option<IpAddr>, from: IpAddr) -> bool {
+    let (from, client) = match client {
+        None => return true,
+        Some(c) => (from.to_canonical(), c.to_canonical()),
+    };
+    from == client || (client.is_loopback() && from.is_loopback())
 }
 
 const LISTENER: u64 = u64::MAX - 1;
@@ -305,6 +320,10 @@ fn server(plan: WorkerPlan, crr: CrrPlan) -> io::Result<Vec<FlowError>> {
             if id == LISTENER {
                 for _ in 0..64 {
                     match listener.accept() {
+                        Ok((_, from)) if !accepts(crr.accept_from, from.ip()) => {
+                            // Dropped here: closed without a byte read.
+                            plan.strays.fetch_add(1, Relaxed);
+                        }
                         Ok((stream, _)) => {
                             stream.set_nonblocking(true)?;
                             if crr.opts.nodelay {
@@ -405,4 +424,88 @@ fn server(plan: WorkerPlan, crr: CrrPlan) -> io::Result<Vec<FlowError>> {
         }
     }
     Ok(errors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::accepts;
+    use crate::{Engine, EngineConfig};
+    use plumb_samples::Role;
+    use plumb_spec::{Close, Direction, Family, RrSpec, SocketOpts, Spec, Workload};
+    use std::io::{Read, Write};
+    use std::net::{IpAddr, TcpListener, TcpStream};
+    use std::time::Duration;
+
+    fn crr_server(accept_from: &str) -> (Engine, u16) {
+        let spec = Spec {
+            workload: Workload::Crr,
+            direction: Direction::Send,
+            flows: 1,
+            threads: 1,
+            msg_size: 1,
+            socket: SocketOpts::default(),
+            family: Family::V4,
+            duration_ms: 1000,
+            warmup_ms: 0,
+            client_cpus: None,
+            server_cpus: None,
+            rr: Some(RrSpec {
+                close: Some(Close::Rst),
+                ..RrSpec::default()
+            }),
+        };
+        let mut config = EngineConfig::for_spec(&spec, Role::Server);
+        config.crr.as_mut().unwrap().accept_from = Some(accept_from.parse().unwrap());
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let engine = Engine::start_with_listener(config, Vec::new(), Some(listener)).unwrap();
+        (engine, port)
+    }
+
+    /// One transaction: a byte out, and what came back (None: closed).
+    fn transact(port: u16) -> Option<u8> {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let _ = s.write_all(&[7]);
+        let mut b = [0u8; 1];
+        match s.read(&mut b) {
+            Ok(1) => Some(b[0]),
+            Ok(_) => None,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => None,
+            Err(e) => panic!("neither served nor closed: {e}"),
+        }
+    }
+
+    #[test]
+    fn a_crr_server_serves_only_its_clients_address() {
+        let (engine, port) = crr_server("127.0.0.1");
+        assert!(
+            transact(port).is_some(),
+            "the client's own connection is served"
+        );
+        assert_eq!(engine.strays(), 0);
+        engine.stop().unwrap();
+
+        // A connection from elsewhere is closed unread.
+        let (engine, port) = crr_server("198.18.0.1");
+        assert_eq!(transact(port), None);
+        let t0 = std::time::Instant::now();
+        while engine.strays() == 0 && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(engine.strays(), 1);
+        assert_eq!(engine.counts().transactions(), 0);
+        engine.stop().unwrap();
+    }
+
+    #[test]
+    fn loopback_clients_may_use_any_loopback_source() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert!(accepts(None, ip("198.18.0.9")));
+        assert!(accepts(Some(ip("127.0.0.1")), ip("127.0.0.7")));
+        assert!(accepts(Some(ip("::ffff:198.18.0.1")), ip("198.18.0.1")));
+        assert!(!accepts(Some(ip("198.18.0.1")), ip("198.18.0.2")));
+        assert!(!accepts(Some(ip("198.18.0.1")), ip("127.0.0.1")));
+    }
 }

@@ -82,6 +82,7 @@ impl EngineConfig {
                     in_size,
                     rst: r.close != Some(plumb_spec::Close::Fin),
                     peer: None,
+                    accept_from: None,
                     opts: spec.socket.clone(),
                 }
             });
@@ -342,6 +343,12 @@ impl Engine {
             Role::Client => "plumb-c",
             Role::Server => "plumb-s",
         }
+    }
+
+    /// Datagrams with another test's tag, and crr connections from another
+    /// address than the client's, that this end ignored.
+    pub fn strays(&self) -> u64 {
+        self.strays.load(Relaxed)
     }
 
     /// Per-flow counters now. A flow's byte and datagram counters are read
