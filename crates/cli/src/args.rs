@@ -44,6 +44,9 @@ pub enum Command {
     Check(CheckArgs),
     /// Audit this host's settings for network benchmarking, and how busy it is.
     Doctor(DoctorArgs),
+    /// One process of a flow group (run by `plumb run` itself).
+    #[command(name = "flow-group-member", hide = true)]
+    FlowGroupMember,
 }
 
 #[derive(Args, Debug)]

@@ -39,6 +39,7 @@ pub fn main() -> i32 {
         args::Command::Compare(a) => cmd::compare::compare(a),
         args::Command::Check(a) => cmd::compare::check(a),
         args::Command::Doctor(a) => cmd::doctor::exec(a),
+        args::Command::FlowGroupMember => cmd::run::flow_group_member(),
     };
     match result {
         Ok(code) => code,

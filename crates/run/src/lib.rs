@@ -8,6 +8,7 @@ pub mod derive;
 pub mod doctor;
 pub mod embedded;
 pub mod env;
+pub mod group;
 
 use embedded::EmbeddedServer;
 use plumb_ctl::{CtlError, Session};
@@ -182,8 +183,13 @@ pub fn run(
     // connection, epoll, eventfds and /proc reads.
     const SPARE_FDS: u64 = 64;
     let want = spec.flows as u64 + SPARE_FDS;
+    let mut groups = 1;
     if let Ok((soft, hard)) = plumb_sys::process::raise_nofile_limit(want) {
-        if soft < want {
+        // More flows than one process may hold are spread over a group of
+        // client processes, each with its own embedded server.
+        if soft < want && opts.server.is_none() && soft > 2 * SPARE_FDS {
+            groups = group::groups_needed(spec.flows as u64, soft, SPARE_FDS) as u32;
+        } else if soft < want {
             return Err(RunError::Setup {
                 flag: Some("--flows"),
                 message: format!(
@@ -198,7 +204,11 @@ pub fn run(
     let started_at = jiff::Timestamp::now().to_string();
     let mut iterations: Vec<Iteration> = Vec::new();
     let conf = loop {
-        let mut it = run_iteration(spec, opts, sink)?;
+        let mut it = if groups > 1 {
+            group::run_iteration(spec, opts, groups)?
+        } else {
+            run_iteration(spec, opts, sink)?
+        };
         it.index = iterations.len() as u32;
         let complete = it.complete;
         iterations.push(it);
@@ -242,6 +252,18 @@ fn run_iteration(
     opts: &RunOptions,
     sink: &mut dyn SampleSink,
 ) -> Result<Iteration, RunError> {
+    run_iteration_at(spec, opts, sink, &mut || Ok(()))
+}
+
+/// As [`run_iteration`], calling `all_set` once the flows are up and before
+/// anything is started, so that the processes of a flow group can start
+/// together.
+fn run_iteration_at(
+    spec: &Spec,
+    opts: &RunOptions,
+    sink: &mut dyn SampleSink,
+    all_set: &mut dyn FnMut() -> Result<(), RunError>,
+) -> Result<Iteration, RunError> {
     let mut embedded = match opts.server {
         Some(_) => None,
         None => Some(EmbeddedServer::start(
@@ -277,6 +299,7 @@ fn run_iteration(
         Some(u) => read_back_udp(u, &spec.socket),
         None => read_back(&flows[0], &spec.socket),
     };
+    all_set()?;
     session.start(spec.setup_flows())?;
 
     let mut config = EngineConfig::for_spec(spec, Role::Client);

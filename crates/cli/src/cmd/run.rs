@@ -228,6 +228,25 @@ fn interrupt_flag() -> Arc<AtomicBool> {
     .clone()
 }
 
+/// One process of a flow group: its spec comes on stdin, its iteration goes
+/// to stdout as JSON (see `plumb_run::group`).
+pub fn flow_group_member() -> Result<i32, Failure> {
+    let opts = RunOptions {
+        server: None,
+        label: String::new(),
+        interrupted: interrupt_flag(),
+        server_exe: std::env::current_exe()
+            .map_err(|e| Failure::usage(format!("cannot find the plumb executable: {e}")))?,
+        psk: None,
+    };
+    let it = plumb_run::group::member(&opts).map_err(|e| Failure::usage(e.to_string()))?;
+    println!(
+        "{}",
+        serde_json::to_string(&it).map_err(|e| Failure::usage(e.to_string()))?
+    );
+    Ok(0)
+}
+
 /// Runs `spec` under `label`, prints progress on a terminal, captures the
 /// environment and keeps the record in `store` when one is given (only a
 /// complete run: an interrupted one is printed, never stored).
