@@ -17,6 +17,8 @@ pub struct Cli {
     pub command: Command,
 }
 
+// Parsed once per process: the size of the largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run a workload against an embedded server on loopback, or --server.
@@ -40,6 +42,20 @@ pub enum Command {
     Compare(CompareArgs),
     /// Exit 0 (good), 1 (regression) or 125 (cannot tell), for `git bisect run`.
     Check(CheckArgs),
+    /// Put back host settings a plumb process changed and could not restore
+    /// (it was killed): what the knob journal still holds.
+    Restore(RestoreArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct RestoreArgs {
+    /// The knob journal [default: $PLUMB_JOURNAL, else $XDG_STATE_HOME/plumb/journal].
+    #[arg(long, value_name = "PATH")]
+    pub journal: Option<std::path::PathBuf>,
+}
+
+fn knob_setting(s: &str) -> Result<plumb_run::knob::Setting, String> {
+    s.parse().map_err(|e: plumb_run::knob::KnobError| e.0)
 }
 
 #[derive(Args, Debug)]
@@ -487,6 +503,12 @@ pub struct CommonArgs {
     /// Do not keep the run in the result database.
     #[arg(long)]
     pub no_store: bool,
+    /// Set a host knob for the run and restore it afterwards, KNOB=VALUE:
+    /// sysctl:net.core.rmem_max=8388608, rps:lo=3, mtu:IFACE=1500,
+    /// offload:IFACE:gro=off, gso_max_size:IFACE=65536, qdisc:IFACE=fq maxrate 1gbit
+    /// (KNOB@NETNS acts in a namespace). Repeatable.
+    #[arg(long = "knob", value_parser = knob_setting, value_name = "KNOB=VALUE")]
+    pub knobs: Vec<plumb_run::knob::Setting>,
 }
 
 #[derive(Args, Debug, Clone)]

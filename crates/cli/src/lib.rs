@@ -27,6 +27,10 @@ impl Failure {
 /// Runs plumb with the process's arguments and returns its exit status.
 pub fn main() -> i32 {
     let cli = args::Cli::parse();
+    // The embedded server is a child of a live plumb: its parent recovers.
+    if !matches!(cli.command, args::Command::Serve(_)) {
+        cmd::knob::recover_at_start();
+    }
     let result = match cli.command {
         args::Command::Run(r) => cmd::run::exec(r),
         args::Command::Serve(s) => cmd::serve::exec(s),
@@ -38,6 +42,7 @@ pub fn main() -> i32 {
         args::Command::Env(a) => cmd::compare::env(a),
         args::Command::Compare(a) => cmd::compare::compare(a),
         args::Command::Check(a) => cmd::compare::check(a),
+        args::Command::Restore(a) => cmd::knob::restore(a),
     };
     match result {
         Ok(code) => code,

@@ -7,6 +7,7 @@
 pub mod derive;
 pub mod embedded;
 pub mod env;
+pub mod knob;
 
 use embedded::EmbeddedServer;
 use plumb_ctl::{CtlError, Session};

@@ -1,5 +1,6 @@
 pub mod compare;
 pub mod db;
+pub mod knob;
 pub mod run;
 pub mod serve;
 

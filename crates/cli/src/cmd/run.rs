@@ -313,6 +313,9 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
         level: a.confidence.0,
         target: a.confidence.1,
     };
+    // Restored when this goes out of scope: after the run, on its error, or
+    // after an interrupted run has been reported.
+    let _knobs = super::knob::apply(&a.knobs)?;
     // Opened before the run so a bad --db fails in a second, not after it.
     let mut store = if a.no_store {
         None
