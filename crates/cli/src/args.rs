@@ -45,6 +45,9 @@ pub enum Command {
     /// Put back host settings a plumb process changed and could not restore
     /// (it was killed): what the knob journal still holds.
     Restore(RestoreArgs),
+    /// The namespaces and veth pairs of --topology veth.
+    #[command(subcommand)]
+    Topology(TopologyCommand),
 }
 
 #[derive(Args, Debug)]
@@ -509,6 +512,39 @@ pub struct CommonArgs {
     /// (KNOB@NETNS acts in a namespace). Repeatable.
     #[arg(long = "knob", value_parser = knob_setting, value_name = "KNOB=VALUE")]
     pub knobs: Vec<plumb_run::knob::Setting>,
+    /// Where the ends run: loopback (this host's), or veth (two network
+    /// namespaces joined by a veth pair, client in one, server in the other;
+    /// needs root).
+    #[arg(long, value_enum, default_value = "loopback")]
+    pub topology: TopologyArg,
+    /// MTU of the veth pair (--topology veth).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(68..=65535), value_name = "BYTES")]
+    pub mtu: Option<u32>,
+    /// One-way netem delay on each end of the veth pair: 10ms, 500us.
+    #[arg(long, value_parser = plumb_spec::parse_delay_us, value_name = "TIME")]
+    pub delay: Option<u64>,
+    /// netem loss on each end of the veth pair: 1%, 0.1%.
+    #[arg(long, value_parser = plumb_spec::parse_loss_ppm, value_name = "PERCENT")]
+    pub loss: Option<u32>,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TopologyArg {
+    Loopback,
+    Veth,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TopologyCommand {
+    /// Remove the namespaces of --topology veth runs whose plumb process is
+    /// gone (with --all, also those of running ones).
+    Down(TopologyDownArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct TopologyDownArgs {
+    #[arg(long)]
+    pub all: bool,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -8,6 +8,7 @@ pub mod derive;
 pub mod embedded;
 pub mod env;
 pub mod knob;
+pub mod topology;
 
 use embedded::EmbeddedServer;
 use plumb_ctl::{CtlError, Session};
@@ -193,10 +194,34 @@ pub fn run(
             });
         }
     }
+    // Declared before the namespace guard so that the thread is home again
+    // before the namespaces go.
+    let veth =
+        match (&spec.topology, opts.server) {
+            (Some(plumb_spec::Topology::Veth(v)), None) => {
+                Some(topology::VethPair::up(v, &knob::Journal::open_default())?)
+            }
+            (Some(_), Some(_)) => return Err(RunError::Setup {
+                flag: Some("--topology"),
+                message:
+                    "--topology veth runs both ends on this host; it cannot be used with --server"
+                        .into(),
+            }),
+            (None, _) => None,
+        };
+    // The client's threads and sockets are made by this thread, so they are
+    // born in the client's namespace.
+    let _inside = match &veth {
+        Some(v) => Some(
+            plumb_sys::knob::enter_netns(&v.client_ns)
+                .map_err(|e| RunError::Embedded(format!("--topology veth: {e}")))?,
+        ),
+        None => None,
+    };
     let started_at = jiff::Timestamp::now().to_string();
     let mut iterations: Vec<Iteration> = Vec::new();
     let conf = loop {
-        let mut it = run_iteration(spec, opts, sink)?;
+        let mut it = run_iteration(spec, opts, sink, veth.as_ref())?;
         it.index = iterations.len() as u32;
         let complete = it.complete;
         iterations.push(it);
@@ -239,12 +264,18 @@ fn run_iteration(
     spec: &Spec,
     opts: &RunOptions,
     sink: &mut dyn SampleSink,
+    veth: Option<&topology::VethPair>,
 ) -> Result<Iteration, RunError> {
-    let mut embedded = match opts.server {
-        Some(_) => None,
-        None => Some(EmbeddedServer::start(
+    let mut embedded = match (opts.server, veth) {
+        (Some(_), _) => None,
+        (None, None) => Some(EmbeddedServer::start(
             &opts.server_exe,
             SocketAddr::new(loopback(spec.family), 0),
+        )?),
+        (None, Some(v)) => Some(EmbeddedServer::start_in(
+            &opts.server_exe,
+            SocketAddr::new(topology::VethPair::server_ip(spec.family), 0),
+            Some(&v.server_ns),
         )?),
     };
     let server_addr = match (&embedded, opts.server) {

@@ -323,6 +323,36 @@ pub fn lock_exclusive(file: &std::fs::File) -> io::Result<()> {
     rustix::fs::flock(file, rustix::fs::FlockOperation::LockExclusive).map_err(io::Error::from)
 }
 
+/// The calling thread inside a named network namespace until this is
+/// dropped, when it goes back to the one it was in. Threads it starts
+/// meanwhile are born in the namespace, and so are the sockets it opens.
+pub struct InNetns {
+    home: std::fs::File,
+}
+
+pub fn enter_netns(name: &str) -> io::Result<InNetns> {
+    if name.contains('/') || name.is_empty() {
+        return Err(invalid(format!("'{name}' is not a namespace name")));
+    }
+    let home = std::fs::File::open("/proc/thread-self/ns/net")?;
+    let target = std::fs::File::open(format!("/run/netns/{name}"))
+        .map_err(|e| io::Error::new(e.kind(), format!("network namespace {name}: {e}")))?;
+    rustix::thread::move_into_link_name_space(
+        std::os::fd::AsFd::as_fd(&target),
+        Some(rustix::thread::LinkNameSpaceType::Network),
+    )?;
+    Ok(InNetns { home })
+}
+
+impl Drop for InNetns {
+    fn drop(&mut self) {
+        let _ = rustix::thread::move_into_link_name_space(
+            std::os::fd::AsFd::as_fd(&self.home),
+            Some(rustix::thread::LinkNameSpaceType::Network),
+        );
+    }
+}
+
 /// The start time of a process in clock ticks since boot (field 22 of
 /// /proc/PID/stat), which tells a live process from a later one that got
 /// the same pid.

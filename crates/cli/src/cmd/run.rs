@@ -63,6 +63,7 @@ fn stream_spec(a: &StreamArgs) -> Spec {
         client_cpus: a.common.client_cpus.clone(),
         server_cpus: a.common.server_cpus.clone(),
         rr: None,
+        topology: None,
     }
 }
 
@@ -108,6 +109,7 @@ fn transactional_spec(
         client_cpus: common.client_cpus.clone(),
         server_cpus: common.server_cpus.clone(),
         rr: Some(rr),
+        topology: None,
     }
 }
 
@@ -178,6 +180,7 @@ fn udp_stream_spec(a: &UdpStreamArgs) -> Spec {
         client_cpus: a.common.client_cpus.clone(),
         server_cpus: a.common.server_cpus.clone(),
         rr: None,
+        topology: None,
     }
 }
 
@@ -292,13 +295,14 @@ pub fn run_and_store(
 }
 
 pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
-    let (spec, a) = match cmd {
+    let (mut spec, a) = match cmd {
         RunCommand::Stream(a) => (stream_spec(&a), a.common),
         RunCommand::Rr(a) => (rr_spec(&a)?, a.common),
         RunCommand::Crr(a) => (crr_spec(&a)?, a.common),
         RunCommand::UdpStream(a) => (udp_stream_spec(&a), a.common),
         RunCommand::UdpRr(a) => (udp_rr_spec(&a), a.common),
     };
+    spec.topology = super::knob::topology(&a)?;
     let server = match &a.server {
         Some(s) => Some(super::parse_addr(s, plumb_ctl::DEFAULT_PORT, "--server")?),
         None => None,
