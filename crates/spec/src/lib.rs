@@ -6,6 +6,7 @@
 #![deny(unsafe_code)]
 
 pub mod cpulist;
+pub mod experiment;
 pub mod units;
 
 pub use cpulist::{CpuList, CpuListError};
