@@ -45,9 +45,35 @@ pub enum Command {
     /// Put back host settings a plumb process changed and could not restore
     /// (it was killed): what the knob journal still holds.
     Restore(RestoreArgs),
+    /// Run every point of an experiment file (docs/experiments.md), store
+    /// each, and compare the variants.
+    Sweep(SweepArgs),
     /// The namespaces and veth pairs of --topology veth.
     #[command(subcommand)]
     Topology(TopologyCommand),
+}
+
+#[derive(Args, Debug)]
+pub struct SweepArgs {
+    /// The experiment file (TOML).
+    pub file: std::path::PathBuf,
+    /// Use the file's [quick] profile: short windows, fewer points.
+    #[arg(long)]
+    pub quick: bool,
+    /// Go on with an interrupted experiment: points already stored under
+    /// the label are not run again.
+    #[arg(long)]
+    pub resume: bool,
+    /// Store the runs under this label [default: the file's, else the kernel release].
+    #[arg(long)]
+    pub label: Option<String>,
+    /// Seed of the random order [default: the file's, else drawn and printed].
+    #[arg(long, value_name = "SEED")]
+    pub order_seed: Option<u64>,
+    #[command(flatten)]
+    pub verdict: VerdictArgs,
+    #[command(flatten)]
+    pub db: DbArgs,
 }
 
 #[derive(Args, Debug)]

@@ -7,6 +7,7 @@
 pub mod derive;
 pub mod embedded;
 pub mod env;
+pub mod experiment;
 pub mod knob;
 pub mod topology;
 

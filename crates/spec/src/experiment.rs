@@ -281,20 +281,21 @@ pub fn build_spec(fields: &[&Located]) -> Result<Spec, (usize, String, String)> 
     let fail = |l: &Located, m: String| (l.line, l.key.clone(), m);
     let mut spec = Spec::stream();
     if let Some(w) = fields.iter().rev().find(|l| l.key == "workload") {
-        spec =
-            match w.value.as_str() {
-                "stream" => Spec::stream(),
-                "rr" => Spec::rr(),
-                "crr" => Spec::crr(),
-                "udp-stream" | "udp_stream" => Spec::udp_stream(),
-                "udp-rr" | "udp_rr" => Spec::udp_rr(),
-                other => return Err(fail(
+        spec = match w.value.as_str() {
+            "stream" => Spec::stream(),
+            "rr" => Spec::rr(),
+            "crr" => Spec::crr(),
+            "udp-stream" | "udp_stream" => Spec::udp_stream(),
+            "udp-rr" | "udp_rr" => Spec::udp_rr(),
+            other => {
+                return Err(fail(
                     w,
                     format!(
                         "'{other}' is not a workload; use stream, rr, crr, udp-stream or udp-rr"
                     ),
-                )),
-            };
+                ))
+            }
+        };
     }
     let mut threads = None;
     let mut req_writes = None;
@@ -558,13 +559,15 @@ impl Experiment {
                                     var.set =
                                         cx.fields(cx.table(vv, &vkey)?, &format!("{vkey}."))?
                                 }
-                                other => return Err(cx.err(
-                                    &vk.span(),
-                                    &vkey,
-                                    format!(
+                                other => {
+                                    return Err(cx.err(
+                                        &vk.span(),
+                                        &vkey,
+                                        format!(
                                         "'{other}' is not a variant key; use name, knobs or set"
                                     ),
-                                )),
+                                    ))
+                                }
                             }
                         }
                         if var.name.is_empty() {
@@ -599,13 +602,15 @@ impl Experiment {
                                         .map_err(|m| cx.err(&qv.span(), &qkey, m))?,
                                 );
                             }
-                            other => return Err(cx.err(
-                                &qk.span(),
-                                &qkey,
-                                format!(
+                            other => {
+                                return Err(cx.err(
+                                    &qk.span(),
+                                    &qkey,
+                                    format!(
                                     "'{other}' is not a quick key; use base, matrix or iterations"
                                 ),
-                            )),
+                                ))
+                            }
                         }
                     }
                     exp.quick = Some(q);

@@ -3,6 +3,7 @@ pub mod db;
 pub mod knob;
 pub mod run;
 pub mod serve;
+pub mod sweep;
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 

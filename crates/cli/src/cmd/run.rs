@@ -211,7 +211,7 @@ fn family(c: &CommonArgs) -> Family {
 /// Installs the Ctrl-C/SIGTERM handlers once and hands out their flag: the
 /// first signal ends the window and reports what was measured, a second one
 /// ends plumb at once.
-fn interrupt_flag() -> Arc<AtomicBool> {
+pub(crate) fn interrupt_flag() -> Arc<AtomicBool> {
     static FLAG: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
     FLAG.get_or_init(|| {
         let flag = Arc::new(AtomicBool::new(false));
