@@ -48,9 +48,43 @@ pub enum Command {
     /// Run every point of an experiment file (docs/experiments.md), store
     /// each, and compare the variants.
     Sweep(SweepArgs),
+    /// Report an experiment, or labels and runs: the metric against each
+    /// swept axis, cliffs, CPU, latency, verdicts; --html for a page.
+    Report(ReportArgs),
     /// The namespaces and veth pairs of --topology veth.
     #[command(subcommand)]
     Topology(TopologyCommand),
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReportFormat {
+    Terminal,
+    Markdown,
+}
+
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// Labels or run ids, one line each.
+    pub names: Vec<String>,
+    /// The runs of this experiment (by its name), one line per variant.
+    #[arg(long, value_name = "NAME")]
+    pub experiment: Option<String>,
+    /// With --experiment: only the runs under this label.
+    #[arg(long)]
+    pub label: Option<String>,
+    /// The line the others are compared with [default: the first].
+    #[arg(long, value_name = "LINE")]
+    pub baseline: Option<String>,
+    /// Also write one self-contained HTML page with the plots.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<std::path::PathBuf>,
+    #[arg(long, value_enum, default_value = "terminal")]
+    pub format: ReportFormat,
+    /// Adjacent points whose ratio is at least this are a cliff.
+    #[arg(long, default_value = "4", value_name = "FACTOR")]
+    pub cliff_factor: f64,
+    #[command(flatten)]
+    pub db: DbArgs,
 }
 
 #[derive(Args, Debug)]

@@ -44,6 +44,7 @@ pub fn main() -> i32 {
         args::Command::Check(a) => cmd::compare::check(a),
         args::Command::Restore(a) => cmd::knob::restore(a),
         args::Command::Sweep(a) => cmd::sweep::exec(a),
+        args::Command::Report(a) => cmd::report::exec(a),
         args::Command::Topology(args::TopologyCommand::Down(a)) => cmd::knob::topology_down(a),
     };
     match result {

@@ -4,6 +4,7 @@
 #![deny(unsafe_code)]
 
 pub mod compare;
+pub mod sweep;
 
 use plumb_samples::units::sig3;
 use plumb_samples::{

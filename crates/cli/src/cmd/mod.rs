@@ -1,6 +1,7 @@
 pub mod compare;
 pub mod db;
 pub mod knob;
+pub mod report;
 pub mod run;
 pub mod serve;
 pub mod sweep;
