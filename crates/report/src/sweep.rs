@@ -126,7 +126,12 @@ fn point_name(series: &str, c: &[(String, String)]) -> String {
 /// A value the way the axis values were written: "1448" is a number, "8K"
 /// a size; used only to say "bytes" after plain sizes.
 fn unit_of(axis: &str) -> &'static str {
-    if axis.ends_with("size") || axis.ends_with("buf") || axis == "mtu" || axis == "mss" {
+    if ["size", "buf", "payload", "header", "buffers"]
+        .iter()
+        .any(|s| axis.ends_with(s))
+        || axis == "mtu"
+        || axis == "mss"
+    {
         " bytes"
     } else {
         ""
@@ -161,6 +166,14 @@ pub fn build(
                 }
                 None => axes.push((k.clone(), vec![v.clone()])),
             }
+        }
+    }
+    // Runs are made in random order: values that are sizes or numbers go
+    // in numeric order ("auto" and other words after them, as first seen).
+    for (_, vals) in axes.iter_mut() {
+        let key = |v: &String| plumb_spec::parse_size(v).ok();
+        if vals.iter().any(|v| key(v).is_some()) {
+            vals.sort_by_key(|v| (key(v).is_none(), key(v).unwrap_or(0)));
         }
     }
     // Every (series, coords) with its metric values, pooled over runs.
@@ -1076,7 +1089,10 @@ mod tests {
 
     #[test]
     fn cliffs_are_found_and_named_on_their_line() {
-        let r = build("t", &sweep(), Vec::new(), Vec::new(), 4.0);
+        // Made in any order, reported in the axis's order.
+        let mut runs = sweep();
+        runs.reverse();
+        let r = build("t", &runs, Vec::new(), Vec::new(), 4.0);
         assert_eq!(r.plots.len(), 1);
         assert_eq!(r.plots[0].lines.len(), 2);
         assert_eq!(r.plots[0].lines[0].points[2].x, "1448");

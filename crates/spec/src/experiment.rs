@@ -231,10 +231,15 @@ pub const FIELDS: &[&str] = &[
     "rate",
     "req_writes",
     "resp_writes",
+    "req_header",
+    "req_payload",
+    "resp_header",
+    "resp_payload",
     "close",
     "timeout",
     "sndbuf",
     "rcvbuf",
+    "buffers",
     "nodelay",
     "cork",
     "mss",
@@ -302,6 +307,9 @@ pub fn build_spec(fields: &[&Located]) -> Result<Spec, (usize, String, String)> 
     let mut resp_writes = None;
     let mut veth: Option<Veth> = None;
     let mut veth_fields = Vec::new();
+    // A message written as a header then a payload: the size is their sum,
+    // and the writes are the two.
+    let mut split_fields: Vec<&Located> = Vec::new();
     for l in fields {
         let v = l.value.as_str();
         let r: Result<(), String> = (|| {
@@ -338,14 +346,25 @@ pub fn build_spec(fields: &[&Located]) -> Result<Spec, (usize, String, String)> 
                         _ => rr.timeout_ms = Some(parse_duration(v).map_err(|e| e.to_string())?),
                     }
                 }
+                "req_header" | "req_payload" | "resp_header" | "resp_payload" => {
+                    parse_size(v).map_err(|e| e.to_string())?;
+                    split_fields.push(*l);
+                }
                 "req_writes" => req_writes = Some(*l),
                 "resp_writes" => resp_writes = Some(*l),
                 "sndbuf" => spec.socket.sndbuf = v.parse::<BufSize>().map_err(|e| e.to_string())?,
+                // Both buffers at once: the usual sweep, one axis not two.
+                "buffers" => {
+                    let b = v.parse::<BufSize>().map_err(|e| e.to_string())?;
+                    spec.socket.sndbuf = b;
+                    spec.socket.rcvbuf = b;
+                }
                 "rcvbuf" => spec.socket.rcvbuf = v.parse::<BufSize>().map_err(|e| e.to_string())?,
                 "nodelay" => spec.socket.nodelay = boolean(v)?,
                 "cork" => spec.socket.cork = boolean(v)?,
                 "mss" => spec.socket.mss = Some(uint(v)?),
                 "cc" => spec.socket.cc = Some(v.to_string()),
+                "pacing_rate" if v == "none" => spec.socket.pacing_rate_bps = None,
                 "pacing_rate" => {
                     spec.socket.pacing_rate_bps = Some(parse_rate(v).map_err(|e| e.to_string())?)
                 }
@@ -386,6 +405,10 @@ pub fn build_spec(fields: &[&Located]) -> Result<Spec, (usize, String, String)> 
         r.map_err(|m| fail(l, m))?;
     }
     for l in veth_fields {
+        // "none" leaves the path as it is, on any topology.
+        if l.value == "none" {
+            continue;
+        }
         let v = veth.as_mut().ok_or_else(|| {
             fail(
                 l,
@@ -403,6 +426,52 @@ pub fn build_spec(fields: &[&Located]) -> Result<Spec, (usize, String, String)> 
         r.map_err(|m| fail(l, m))?;
     }
     spec.topology = veth.map(Topology::Veth);
+    if let Some(first) = split_fields.first() {
+        let rr = spec
+            .rr
+            .as_mut()
+            .ok_or_else(|| fail(first, "applies to rr and crr only".into()))?;
+        for side in ["req", "resp"] {
+            let get = |k: &str| {
+                split_fields
+                    .iter()
+                    .rev()
+                    .find(|l| l.key == format!("{side}_{k}"))
+                    .copied()
+            };
+            match (get("header"), get("payload")) {
+                (None, None) => {}
+                (Some(h), Some(p)) => {
+                    let (h, p) = (
+                        parse_size(&h.value).unwrap_or(0),
+                        parse_size(&p.value).unwrap_or(0),
+                    );
+                    let size = h + p;
+                    let text = format!("{h},{p}");
+                    let loc = Located {
+                        key: format!("{side}_writes"),
+                        value: text,
+                        line: first.line,
+                    };
+                    if side == "req" {
+                        rr.req_size = size;
+                        rr.req_writes = parse_writes("writes", &loc.value, size)
+                            .map_err(|e| fail(&loc, e.message))?;
+                    } else {
+                        rr.resp_size = size;
+                        rr.resp_writes = parse_writes("writes", &loc.value, size)
+                            .map_err(|e| fail(&loc, e.message))?;
+                    }
+                }
+                (Some(l), None) | (None, Some(l)) => {
+                    return Err(fail(
+                        l,
+                        format!("{side}_header and {side}_payload go together"),
+                    ))
+                }
+            }
+        }
+    }
     if let Some(rr) = spec.rr.as_mut() {
         for (w, size, dest) in [(req_writes, rr.req_size, 0), (resp_writes, rr.resp_size, 1)] {
             if let Some(l) = w {
@@ -666,6 +735,7 @@ impl Experiment {
     pub fn quick_profile(&self) -> Experiment {
         let mut e = self.clone();
         if let Some(q) = self.quick.clone() {
+            e.base.retain(|l| !q.base.iter().any(|x| x.key == l.key));
             e.base.extend(q.base);
             for a in q.axes {
                 if let Some(x) = e.axes.iter_mut().find(|x| x.key == a.key) {
@@ -818,6 +888,17 @@ nodelay = [false, true]
 "#,
         )
         .unwrap();
+        let e2 = Experiment::parse(
+            "name = \"p\"\n[base]\nworkload = \"rr\"\nresp_header = 8\n[matrix]\nresp_payload = [1447, 1448]\n",
+        )
+        .unwrap();
+        let p2 = e2.points().unwrap();
+        let rr = p2[1].spec.rr.as_ref().unwrap();
+        assert_eq!(
+            (rr.resp_size, rr.resp_writes.clone()),
+            (1456, vec![8, 1448])
+        );
+        assert_eq!(p2[1].id, "resp_payload=1448");
         let p = e.points().unwrap();
         assert_eq!(p[0].spec.rr.as_ref().unwrap().req_writes, vec![8, 92]);
         assert_eq!(p[2].spec.rr.as_ref().unwrap().req_writes, vec![8, 1440]);
