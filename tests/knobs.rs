@@ -364,3 +364,43 @@ fn an_unsupported_knob_is_refused_before_anything_changes() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("'fan:lo' is not a knob"));
 }
+
+#[test]
+fn plumb_restore_puts_back_what_a_killed_run_left() {
+    let Some(ns) = veth_ns("knob-restore") else {
+        return;
+    };
+    let j = TempJournal::new("restore");
+    let rps = "/sys/class/net/plumb-ka/queues/rx-0/rps_cpus";
+    let before = read_in(&ns, rps);
+    let mut child = with_journal(&j)
+        .args([
+            "run",
+            "stream",
+            "--duration",
+            "60s",
+            "--no-store",
+            "--knob",
+            &format!("rps:plumb-ka@{}=1", ns.0),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while read_in(&ns, rps).trim_start_matches('0') != "1" {
+        assert!(Instant::now() < deadline, "rps never set");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let out = with_journal(&j).arg("restore").output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        said.contains(&format!("restored rps:plumb-ka@{}", ns.0)),
+        "{said}"
+    );
+    assert_eq!(read_in(&ns, rps), before);
+    assert_eq!(j.text().trim(), "");
+}

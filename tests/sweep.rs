@@ -205,3 +205,32 @@ fn errors_in_the_file_name_the_line_and_key() {
         assert_eq!(err.lines().count(), 1, "{err}");
     }
 }
+
+#[test]
+fn a_variant_with_an_unsupported_knob_is_refused_before_any_run() {
+    let (file, _f) = write(
+        "badknob",
+        r#"
+name = "sweep-badknob"
+iterations = 1
+[base]
+workload = "rr"
+duration = "300ms"
+[[variant]]
+name = "plain"
+[[variant]]
+name = "lro"
+knobs = { "offload:lo:lro" = "on" }
+"#,
+    );
+    let db = TempDb::new("sweep-badknob");
+    let out = plumb()
+        .env("PLUMB_JOURNAL", journal("badknob"))
+        .args(["sweep", file.to_str().unwrap(), "--db", db.path()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("variant 'lro': knob offload:lo:lro"), "{err}");
+    assert!(out.stdout.is_empty(), "nothing ran");
+}

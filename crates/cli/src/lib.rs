@@ -28,7 +28,11 @@ impl Failure {
 pub fn main() -> i32 {
     let cli = args::Cli::parse();
     // The embedded server is a child of a live plumb: its parent recovers.
-    if !matches!(cli.command, args::Command::Serve(_)) {
+    // `plumb restore` does the same itself, and says so on stdout.
+    if !matches!(
+        cli.command,
+        args::Command::Serve(_) | args::Command::Restore(_)
+    ) {
         cmd::knob::recover_at_start();
     }
     let result = match cli.command {

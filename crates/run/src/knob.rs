@@ -644,9 +644,27 @@ fn restore_one(knob: &Knob, old: &str) -> Result<(), KnobError> {
     knob.set_verified(old)
 }
 
+/// Checks settings without changing anything: each knob exists on this
+/// host, its value is well-formed and the kernel takes it, and plumb may
+/// write it (root).
+pub fn check(settings: &[Setting]) -> Result<(), KnobError> {
+    if !settings.is_empty() && !plumb_sys::process::is_root() {
+        return Err(err(format!(
+            "knob {}: setting host knobs needs root",
+            settings[0].knob
+        )));
+    }
+    for s in settings {
+        let current = s.knob.read()?;
+        s.knob.check(&s.value, &current)?;
+    }
+    Ok(())
+}
+
 /// Checks every setting, then makes them one by one. Nothing is changed
 /// when a check fails; when a change fails, those already made are undone.
 pub fn apply(journal: &Journal, settings: &[Setting]) -> Result<(Applied, Vec<Change>), KnobError> {
+    check(settings)?;
     let mut plan = Vec::new();
     for s in settings {
         let current = s.knob.read()?;

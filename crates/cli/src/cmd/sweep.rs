@@ -120,6 +120,19 @@ pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
             .map(|i| knobs[i].clone())
             .unwrap_or_default()
     };
+    // Found out now, not an hour into the sweep.
+    for (v, settings) in exp.variants.iter().zip(&knobs) {
+        knob::check(settings)
+            .map_err(|e| Failure::usage(format!("variant '{}': {}", v.name, e.0)))?;
+    }
+    if let Some(p) = points.iter().find(|p| p.spec.topology.is_some()) {
+        if !plumb_sys::process::is_root() {
+            return Err(Failure::usage(format!(
+                "{}: topology veth needs root (it creates network namespaces)",
+                p.id
+            )));
+        }
+    }
     let todo: Vec<usize> = (0..points.len())
         .filter(|i| !stored.iter().any(|(t, _)| t.point == points[*i].id))
         .collect();
