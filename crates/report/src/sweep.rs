@@ -418,7 +418,9 @@ fn entries_series_count(entries: &[Entry]) -> usize {
 impl SweepReport {
     pub fn show(&self, v: f64) -> String {
         if self.transactional {
-            if v >= 10_000.0 {
+            if v >= 1e6 {
+                format!("{:.2}M tx/s", v / 1e6)
+            } else if v >= 10_000.0 {
                 format!("{:.1}k tx/s", v / 1000.0)
             } else {
                 format!("{v:.0} tx/s")
