@@ -47,6 +47,83 @@ pub enum Command {
     /// One process of a flow group (run by `plumb run` itself).
     #[command(name = "flow-group-member", hide = true)]
     FlowGroupMember,
+    /// Put back host settings a plumb process changed and could not restore
+    /// (it was killed): what the knob journal still holds.
+    Restore(RestoreArgs),
+    /// Run every point of an experiment file (docs/experiments.md), store
+    /// each, and compare the variants.
+    Sweep(SweepArgs),
+    /// Report an experiment, or labels and runs: the metric against each
+    /// swept axis, cliffs, CPU, latency, verdicts; --html for a page.
+    Report(ReportArgs),
+    /// The namespaces and veth pairs of --topology veth.
+    #[command(subcommand)]
+    Topology(TopologyCommand),
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReportFormat {
+    Terminal,
+    Markdown,
+}
+
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// Labels or run ids, one line each.
+    pub names: Vec<String>,
+    /// The runs of this experiment (by its name), one line per variant.
+    #[arg(long, value_name = "NAME")]
+    pub experiment: Option<String>,
+    /// With --experiment: only the runs under this label.
+    #[arg(long)]
+    pub label: Option<String>,
+    /// The line the others are compared with [default: the first].
+    #[arg(long, value_name = "LINE")]
+    pub baseline: Option<String>,
+    /// Also write one self-contained HTML page with the plots.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<std::path::PathBuf>,
+    #[arg(long, value_enum, default_value = "terminal")]
+    pub format: ReportFormat,
+    /// Adjacent points whose ratio is at least this are a cliff.
+    #[arg(long, default_value = "4", value_name = "FACTOR")]
+    pub cliff_factor: f64,
+    #[command(flatten)]
+    pub db: DbArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct SweepArgs {
+    /// The experiment file (TOML).
+    pub file: std::path::PathBuf,
+    /// Use the file's [quick] profile: short windows, fewer points.
+    #[arg(long)]
+    pub quick: bool,
+    /// Go on with an interrupted experiment: points already stored under
+    /// the label are not run again.
+    #[arg(long)]
+    pub resume: bool,
+    /// Store the runs under this label [default: the file's, else the kernel release].
+    #[arg(long)]
+    pub label: Option<String>,
+    /// Seed of the random order [default: the file's, else drawn and printed].
+    #[arg(long, value_name = "SEED")]
+    pub order_seed: Option<u64>,
+    #[command(flatten)]
+    pub verdict: VerdictArgs,
+    #[command(flatten)]
+    pub db: DbArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct RestoreArgs {
+    /// The knob journal [default: $PLUMB_JOURNAL, else $XDG_STATE_HOME/plumb/journal].
+    #[arg(long, value_name = "PATH")]
+    pub journal: Option<std::path::PathBuf>,
+}
+
+fn knob_setting(s: &str) -> Result<plumb_run::knob::Setting, String> {
+    s.parse().map_err(|e: plumb_run::knob::KnobError| e.0)
 }
 
 #[derive(Args, Debug)]
@@ -510,6 +587,45 @@ pub struct CommonArgs {
     /// Do not keep the run in the result database.
     #[arg(long)]
     pub no_store: bool,
+    /// Set a host knob for the run and restore it afterwards, KNOB=VALUE:
+    /// sysctl:net.core.rmem_max=8388608, rps:lo=3, mtu:IFACE=1500,
+    /// offload:IFACE:gro=off, gso_max_size:IFACE=65536, qdisc:IFACE=fq maxrate 1gbit
+    /// (KNOB@NETNS acts in a namespace). Repeatable.
+    #[arg(long = "knob", value_parser = knob_setting, value_name = "KNOB=VALUE")]
+    pub knobs: Vec<plumb_run::knob::Setting>,
+    /// Where the ends run: loopback (this host's), or veth (two network
+    /// namespaces joined by a veth pair, client in one, server in the other;
+    /// needs root).
+    #[arg(long, value_enum, default_value = "loopback")]
+    pub topology: TopologyArg,
+    /// MTU of the veth pair (--topology veth).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(68..=65535), value_name = "BYTES")]
+    pub mtu: Option<u32>,
+    /// One-way netem delay on each end of the veth pair: 10ms, 500us.
+    #[arg(long, value_parser = plumb_spec::parse_delay_us, value_name = "TIME")]
+    pub delay: Option<u64>,
+    /// netem loss on each end of the veth pair: 1%, 0.1%.
+    #[arg(long, value_parser = plumb_spec::parse_loss_ppm, value_name = "PERCENT")]
+    pub loss: Option<u32>,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TopologyArg {
+    Loopback,
+    Veth,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TopologyCommand {
+    /// Remove the namespaces of --topology veth runs whose plumb process is
+    /// gone (with --all, also those of running ones).
+    Down(TopologyDownArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct TopologyDownArgs {
+    #[arg(long)]
+    pub all: bool,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -27,6 +27,14 @@ impl Failure {
 /// Runs plumb with the process's arguments and returns its exit status.
 pub fn main() -> i32 {
     let cli = args::Cli::parse();
+    // The embedded server is a child of a live plumb: its parent recovers.
+    // `plumb restore` does the same itself, and says so on stdout.
+    if !matches!(
+        cli.command,
+        args::Command::Serve(_) | args::Command::Restore(_)
+    ) {
+        cmd::knob::recover_at_start();
+    }
     let result = match cli.command {
         args::Command::Run(r) => cmd::run::exec(r),
         args::Command::Serve(s) => cmd::serve::exec(s),
@@ -40,6 +48,10 @@ pub fn main() -> i32 {
         args::Command::Check(a) => cmd::compare::check(a),
         args::Command::Doctor(a) => cmd::doctor::exec(a),
         args::Command::FlowGroupMember => cmd::run::flow_group_member(),
+        args::Command::Restore(a) => cmd::knob::restore(a),
+        args::Command::Sweep(a) => cmd::sweep::exec(a),
+        args::Command::Report(a) => cmd::report::exec(a),
+        args::Command::Topology(args::TopologyCommand::Down(a)) => cmd::knob::topology_down(a),
     };
     match result {
         Ok(code) => code,

@@ -95,6 +95,7 @@ fn spec() -> impl Strategy<Value = Spec> {
                 client_cpus: cpus.clone().map(CpuList::new),
                 server_cpus: cpus.map(CpuList::new),
                 rr,
+                topology: None,
             },
         )
 }

@@ -431,29 +431,21 @@ mod tests {
     use super::accepts;
     use crate::{Engine, EngineConfig};
     use plumb_samples::Role;
-    use plumb_spec::{Close, Direction, Family, RrSpec, SocketOpts, Spec, Workload};
+    use plumb_spec::{Close, RrSpec, Spec};
     use std::io::{Read, Write};
     use std::net::{IpAddr, TcpListener, TcpStream};
     use std::time::Duration;
 
     fn crr_server(accept_from: &str) -> (Engine, u16) {
-        let spec = Spec {
-            workload: Workload::Crr,
-            direction: Direction::Send,
-            flows: 1,
-            threads: 1,
-            msg_size: 1,
-            socket: SocketOpts::default(),
-            family: Family::V4,
-            duration_ms: 1000,
-            warmup_ms: 0,
-            client_cpus: None,
-            server_cpus: None,
-            rr: Some(RrSpec {
-                close: Some(Close::Rst),
-                ..RrSpec::default()
-            }),
-        };
+        let mut spec = Spec::crr();
+        spec.flows = 1;
+        spec.threads = 1;
+        spec.duration_ms = 1000;
+        spec.warmup_ms = 0;
+        spec.rr = Some(RrSpec {
+            close: Some(Close::Rst),
+            ..RrSpec::default()
+        });
         let mut config = EngineConfig::for_spec(&spec, Role::Server);
         config.crr.as_mut().unwrap().accept_from = Some(accept_from.parse().unwrap());
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();

@@ -5,6 +5,7 @@
 
 pub mod compare;
 pub mod doctor;
+pub mod sweep;
 
 use plumb_samples::units::sig3;
 use plumb_samples::{

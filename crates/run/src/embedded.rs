@@ -23,8 +23,26 @@ pub struct EmbeddedServer {
 
 impl EmbeddedServer {
     pub fn start(exe: &Path, listen: SocketAddr) -> Result<EmbeddedServer, RunError> {
+        EmbeddedServer::start_in(exe, listen, None)
+    }
+
+    /// Starts the server inside network namespace `netns` (through `ip
+    /// netns exec`, which execs plumb in place, so the parent-death signal
+    /// and the pid carry over).
+    pub fn start_in(
+        exe: &Path,
+        listen: SocketAddr,
+        netns: Option<&str>,
+    ) -> Result<EmbeddedServer, RunError> {
         use std::os::unix::process::CommandExt;
-        let mut cmd = Command::new(exe);
+        let mut cmd = match netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(exe);
+                c
+            }
+            None => Command::new(exe),
+        };
         cmd.args(["serve", "--once", "--listen", &listen.to_string()])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

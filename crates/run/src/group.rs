@@ -156,7 +156,7 @@ pub fn member(opts: &RunOptions) -> Result<Iteration, RunError> {
             Err(group_err("the flow group was called off".into()))
         }
     };
-    run_iteration_at(&spec, opts, &mut NoSink, &mut ready)
+    run_iteration_at(&spec, opts, &mut NoSink, None, &mut ready)
 }
 
 /// How many processes the flows need, given the descriptors one process may

@@ -8,7 +8,10 @@ pub mod derive;
 pub mod doctor;
 pub mod embedded;
 pub mod env;
+pub mod experiment;
 pub mod group;
+pub mod knob;
+pub mod topology;
 
 use embedded::EmbeddedServer;
 use plumb_ctl::{CtlError, Session};
@@ -187,7 +190,8 @@ pub fn run(
     if let Ok((soft, hard)) = plumb_sys::process::raise_nofile_limit(want) {
         // More flows than one process may hold are spread over a group of
         // client processes, each with its own embedded server.
-        if soft < want && opts.server.is_none() && soft > 2 * SPARE_FDS {
+        // (Over veth the namespaces are this run's own: one process only.)
+        if soft < want && opts.server.is_none() && spec.topology.is_none() && soft > 2 * SPARE_FDS {
             groups = group::groups_needed(spec.flows as u64, soft, SPARE_FDS) as u32;
         } else if soft < want {
             return Err(RunError::Setup {
@@ -201,13 +205,37 @@ pub fn run(
             });
         }
     }
+    // Declared before the namespace guard so that the thread is home again
+    // before the namespaces go.
+    let veth =
+        match (&spec.topology, opts.server) {
+            (Some(plumb_spec::Topology::Veth(v)), None) => {
+                Some(topology::VethPair::up(v, &knob::Journal::open_default())?)
+            }
+            (Some(_), Some(_)) => return Err(RunError::Setup {
+                flag: Some("--topology"),
+                message:
+                    "--topology veth runs both ends on this host; it cannot be used with --server"
+                        .into(),
+            }),
+            (None, _) => None,
+        };
+    // The client's threads and sockets are made by this thread, so they are
+    // born in the client's namespace.
+    let _inside = match &veth {
+        Some(v) => Some(
+            plumb_sys::knob::enter_netns(&v.client_ns)
+                .map_err(|e| RunError::Embedded(format!("--topology veth: {e}")))?,
+        ),
+        None => None,
+    };
     let started_at = jiff::Timestamp::now().to_string();
     let mut iterations: Vec<Iteration> = Vec::new();
     let conf = loop {
         let mut it = if groups > 1 {
             group::run_iteration(spec, opts, groups)?
         } else {
-            run_iteration(spec, opts, sink)?
+            run_iteration(spec, opts, sink, veth.as_ref())?
         };
         it.index = iterations.len() as u32;
         let complete = it.complete;
@@ -251,8 +279,9 @@ fn run_iteration(
     spec: &Spec,
     opts: &RunOptions,
     sink: &mut dyn SampleSink,
+    veth: Option<&topology::VethPair>,
 ) -> Result<Iteration, RunError> {
-    run_iteration_at(spec, opts, sink, &mut || Ok(()))
+    run_iteration_at(spec, opts, sink, veth, &mut || Ok(()))
 }
 
 /// As [`run_iteration`], calling `all_set` once the flows are up and before
@@ -262,13 +291,19 @@ fn run_iteration_at(
     spec: &Spec,
     opts: &RunOptions,
     sink: &mut dyn SampleSink,
+    veth: Option<&topology::VethPair>,
     all_set: &mut dyn FnMut() -> Result<(), RunError>,
 ) -> Result<Iteration, RunError> {
-    let mut embedded = match opts.server {
-        Some(_) => None,
-        None => Some(EmbeddedServer::start(
+    let mut embedded = match (opts.server, veth) {
+        (Some(_), _) => None,
+        (None, None) => Some(EmbeddedServer::start(
             &opts.server_exe,
             SocketAddr::new(loopback(spec.family), 0),
+        )?),
+        (None, Some(v)) => Some(EmbeddedServer::start_in(
+            &opts.server_exe,
+            SocketAddr::new(topology::VethPair::server_ip(spec.family), 0),
+            Some(&v.server_ns),
         )?),
     };
     let server_addr = match (&embedded, opts.server) {

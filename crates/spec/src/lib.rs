@@ -6,6 +6,7 @@
 #![deny(unsafe_code)]
 
 pub mod cpulist;
+pub mod experiment;
 pub mod units;
 
 pub use cpulist::{CpuList, CpuListError};
@@ -245,6 +246,81 @@ pub struct Spec {
     /// their keys stay what they were.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub rr: Option<RrSpec>,
+    /// Where the two ends run: absent for this host's loopback (so the keys
+    /// of loopback specs stay what they were).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub topology: Option<Topology>,
+}
+
+/// Two network namespaces joined by a veth pair, the client in one and the
+/// server in the other, with the path's MTU and netem delay and loss.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Veth {
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub mtu: Option<u32>,
+    /// One-way delay netem adds on each end, in microseconds (the round
+    /// trip gains twice this).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub delay_us: Option<u64>,
+    /// Loss netem applies on each end, in parts per million.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub loss_ppm: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Topology {
+    Veth(Veth),
+}
+
+/// A netem delay: `10ms`, `500us`, `0.2s` → microseconds (at most 10 s).
+pub fn parse_delay_us(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, per) = if let Some(n) = t.strip_suffix("us") {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1e6)
+    } else {
+        (t, 1e3)
+    };
+    num.trim()
+        .parse::<f64>()
+        .ok()
+        .map(|v| v * per)
+        .filter(|us| us.is_finite() && (0.0..=10e6).contains(us))
+        .map(|us| us.round() as u64)
+        .ok_or_else(|| format!("'{s}' is not a delay; use a time like 10ms or 500us (at most 10s)"))
+}
+
+/// A netem loss: `1%`, `0.5%`, `0.01` (percent) → parts per million.
+pub fn parse_loss_ppm(s: &str) -> Result<u32, String> {
+    s.trim()
+        .trim_end_matches('%')
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|p| p.is_finite() && (0.0..=100.0).contains(p))
+        .map(|p| (p * 10_000.0).round() as u32)
+        .ok_or_else(|| format!("'{s}' is not a loss; use a percentage like 1% or 0.5%"))
+}
+
+impl fmt::Display for Topology {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Topology::Veth(v) = self;
+        write!(f, "veth")?;
+        if let Some(m) = v.mtu {
+            write!(f, " mtu {m}")?;
+        }
+        if let Some(d) = v.delay_us {
+            write!(f, " delay {}ms", d as f64 / 1000.0)?;
+        }
+        if let Some(l) = v.loss_ppm {
+            write!(f, " loss {}%", l as f64 / 10_000.0)?;
+        }
+        Ok(())
+    }
 }
 
 /// Limits that keep a spec meaningful; the server enforces its own on top.
@@ -285,6 +361,7 @@ impl Spec {
             client_cpus: None,
             server_cpus: None,
             rr: None,
+            topology: None,
         }
     }
 
@@ -570,6 +647,13 @@ impl Spec {
 
     /// One line that says what runs: `stream send 1 flow x 128K, ipv4, 10s`.
     pub fn summary(&self) -> String {
+        match &self.topology {
+            Some(t) => format!("{}, {t}", self.summary_on_loopback()),
+            None => self.summary_on_loopback(),
+        }
+    }
+
+    fn summary_on_loopback(&self) -> String {
         if let (Workload::UdpRr, Some(rr)) = (self.workload, &self.rr) {
             return format!(
                 "udp-rr {} flow{} {}/{}, timeout {} ms, {} thread{}, {}, {}s",

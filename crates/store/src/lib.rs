@@ -54,6 +54,9 @@ pub enum StoreError {
     Import { index: usize, message: String },
 }
 
+mod tags;
+pub use tags::RunTag;
+
 pub type Result<T> = std::result::Result<T, StoreError>;
 
 /// Which runs `list` and `export` return. Empty fields do not filter.
@@ -178,6 +181,15 @@ const MIGRATIONS: &[&str] = &[
     // v3: request/response runs list their transaction rate. Older rows are
     // all streams, so nothing to fill in.
     "ALTER TABLE runs ADD COLUMN tps REAL;",
+    // v4: the experiment, point and variant a run was made for (tags.rs).
+    "CREATE TABLE run_tags (
+        run_id INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+        experiment TEXT NOT NULL,
+        point TEXT NOT NULL,
+        variant TEXT,
+        seed INTEGER
+    );
+    CREATE INDEX run_tags_experiment ON run_tags(experiment, point);",
 ];
 
 /// The schema version this plumb writes.

@@ -15,6 +15,7 @@
 pub mod affinity;
 mod error;
 pub mod host;
+pub mod knob;
 pub mod proc;
 pub mod process;
 pub mod sock;

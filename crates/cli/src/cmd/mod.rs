@@ -1,8 +1,11 @@
 pub mod compare;
 pub mod db;
 pub mod doctor;
+pub mod knob;
+pub mod report;
 pub mod run;
 pub mod serve;
+pub mod sweep;
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 

@@ -63,6 +63,7 @@ fn stream_spec(a: &StreamArgs) -> Spec {
         client_cpus: a.common.client_cpus.clone(),
         server_cpus: a.common.server_cpus.clone(),
         rr: None,
+        topology: None,
     }
 }
 
@@ -108,6 +109,7 @@ fn transactional_spec(
         client_cpus: common.client_cpus.clone(),
         server_cpus: common.server_cpus.clone(),
         rr: Some(rr),
+        topology: None,
     }
 }
 
@@ -178,6 +180,7 @@ fn udp_stream_spec(a: &UdpStreamArgs) -> Spec {
         client_cpus: a.common.client_cpus.clone(),
         server_cpus: a.common.server_cpus.clone(),
         rr: None,
+        topology: None,
     }
 }
 
@@ -215,7 +218,7 @@ fn psk() -> Option<Vec<u8>> {
 /// Installs the Ctrl-C/SIGTERM handlers once and hands out their flag: the
 /// first signal ends the window and reports what was measured, a second one
 /// ends plumb at once.
-fn interrupt_flag() -> Arc<AtomicBool> {
+pub(crate) fn interrupt_flag() -> Arc<AtomicBool> {
     static FLAG: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
     FLAG.get_or_init(|| {
         let flag = Arc::new(AtomicBool::new(false));
@@ -324,13 +327,14 @@ pub fn run_and_store(
 }
 
 pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
-    let (spec, a) = match cmd {
+    let (mut spec, a) = match cmd {
         RunCommand::Stream(a) => (stream_spec(&a), a.common),
         RunCommand::Rr(a) => (rr_spec(&a)?, a.common),
         RunCommand::Crr(a) => (crr_spec(&a)?, a.common),
         RunCommand::UdpStream(a) => (udp_stream_spec(&a), a.common),
         RunCommand::UdpRr(a) => (udp_rr_spec(&a), a.common),
     };
+    spec.topology = super::knob::topology(&a)?;
     let server = match &a.server {
         Some(s) => Some(super::parse_addr(s, plumb_ctl::DEFAULT_PORT, "--server")?),
         None => None,
@@ -349,6 +353,9 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
         level: a.confidence.0,
         target: a.confidence.1,
     };
+    // Restored when this goes out of scope: after the run, on its error, or
+    // after an interrupted run has been reported.
+    let _knobs = super::knob::apply(&a.knobs)?;
     // Opened before the run so a bad --db fails in a second, not after it.
     let mut store = if a.no_store {
         None

@@ -1,0 +1,123 @@
+//! Knobs from the command line: `--knob KNOB=VALUE` on a run, `plumb
+//! restore`, and the recovery every start of plumb makes of changes left by
+//! a plumb process that died.
+
+use crate::args::{CommonArgs, RestoreArgs, TopologyArg, TopologyDownArgs};
+use crate::Failure;
+use plumb_run::knob::{self, Applied, Journal, Setting};
+
+/// Restores what dead plumb processes left changed. A start that cannot
+/// (not root, say) says so and goes on: the entries stay for later.
+pub fn recover_at_start() {
+    let journal = Journal::open_default();
+    match knob::recover(&journal) {
+        Ok(said) => {
+            for line in said {
+                eprintln!("plumb: {line}");
+            }
+        }
+        Err(e) => eprintln!(
+            "plumb: warning: cannot read the knob journal {}: {e}",
+            journal.path.display()
+        ),
+    }
+}
+
+/// Sets the knobs of a run, saying what changed; the returned guard puts
+/// them back when dropped.
+pub fn apply(settings: &[Setting]) -> Result<Applied, Failure> {
+    let journal = Journal::open_default();
+    if settings.is_empty() {
+        return Ok(Applied::empty(&journal));
+    }
+    let (applied, changes) = knob::apply(&journal, settings).map_err(|e| Failure::usage(e.0))?;
+    for c in changes {
+        if c.old == c.new {
+            eprintln!("knob {} is already {}", c.knob, c.new);
+        } else {
+            eprintln!("knob {}: {} -> {}", c.knob, c.old, c.new);
+        }
+    }
+    Ok(applied)
+}
+
+pub fn restore(a: RestoreArgs) -> Result<i32, Failure> {
+    let journal = a
+        .journal
+        .map(Journal::at)
+        .unwrap_or_else(Journal::open_default);
+    let said = knob::recover(&journal).map_err(|e| {
+        Failure::usage(format!(
+            "cannot read the knob journal {}: {e}",
+            journal.path.display()
+        ))
+    })?;
+    let left = journal
+        .entries()
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    let mut failed = false;
+    for line in &said {
+        failed |= line.starts_with("could not");
+        println!("{line}");
+    }
+    for e in left
+        .iter()
+        .filter(|e| !said.iter().any(|s| s.contains(&e.knob)))
+    {
+        println!(
+            "{} is held by running plumb process {}, which restores it itself",
+            e.knob, e.pid
+        );
+    }
+    if said.is_empty() && left.is_empty() {
+        println!("nothing to restore ({})", journal.path.display());
+    }
+    Ok(if failed { 1 } else { 0 })
+}
+
+/// The spec's topology from --topology, --mtu, --delay and --loss.
+pub fn topology(a: &CommonArgs) -> Result<Option<plumb_spec::Topology>, Failure> {
+    if a.topology == TopologyArg::Loopback {
+        for (set, flag) in [
+            (a.mtu.is_some(), "--mtu"),
+            (a.delay.is_some(), "--delay"),
+            (a.loss.is_some(), "--loss"),
+        ] {
+            if set {
+                return Err(Failure::usage(format!(
+                    "{flag}: applies to the veth pair; add --topology veth"
+                )));
+            }
+        }
+        return Ok(None);
+    }
+    if a.server.is_some() {
+        return Err(Failure::usage(
+            "--topology veth runs both ends on this host; it cannot be used with --server",
+        ));
+    }
+    Ok(Some(plumb_spec::Topology::Veth(plumb_spec::Veth {
+        mtu: a.mtu,
+        delay_us: a.delay,
+        loss_ppm: a.loss,
+    })))
+}
+
+pub fn topology_down(a: TopologyDownArgs) -> Result<i32, Failure> {
+    if !plumb_sys::process::is_root() {
+        return Err(Failure::usage(
+            "topology down: needs root to remove network namespaces",
+        ));
+    }
+    let (removed, failed) = plumb_run::topology::down(a.all);
+    for ns in &removed {
+        println!("removed network namespace {ns}");
+    }
+    for f in &failed {
+        eprintln!("plumb: could not remove {f}");
+    }
+    if removed.is_empty() && failed.is_empty() {
+        println!("no plumb topology left over");
+    }
+    Ok(if failed.is_empty() { 0 } else { 1 })
+}

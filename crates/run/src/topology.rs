@@ -1,0 +1,179 @@
+//! `--topology veth`: two network namespaces, `plumb-PID-client` and
+//! `plumb-PID-server`, joined by a veth pair and addressed inside
+//! 198.18.0.0/15 and 2001:2::/48, with the path's MTU and netem delay and
+//! loss. Each namespace is journaled before it is made, so it is removed
+//! when the run ends, fails or is interrupted, and at the next start of
+//! plumb if the process died; `plumb topology down` removes leftovers.
+
+use crate::knob::{self, Applied, Journal, Knob, Setting, Target};
+use crate::RunError;
+use plumb_spec::{Family, Veth};
+use plumb_sys::knob as raw;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+pub const CLIENT_V4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+pub const SERVER_V4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+pub const CLIENT_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 1);
+pub const SERVER_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 2);
+/// The interface names inside each namespace.
+pub const CLIENT_IF: &str = "plumb-c";
+pub const SERVER_IF: &str = "plumb-s";
+
+fn setup(message: impl Into<String>) -> RunError {
+    RunError::Setup {
+        flag: Some("--topology"),
+        message: message.into(),
+    }
+}
+
+/// A live veth topology; dropping it removes it (netem first, then the
+/// namespaces, which take the veth pair with them).
+pub struct VethPair {
+    pub client_ns: String,
+    pub server_ns: String,
+    netem: Option<Applied>,
+    namespaces: Applied,
+}
+
+impl VethPair {
+    pub fn up(v: &Veth, journal: &Journal) -> Result<VethPair, RunError> {
+        if !plumb_sys::process::is_root() {
+            return Err(setup(
+                "--topology veth: needs root (it creates two network namespaces and a veth pair); \
+                 run plumb as root or use --topology loopback",
+            ));
+        }
+        let pid = std::process::id();
+        let mut pair = VethPair {
+            client_ns: format!("plumb-{pid}-client"),
+            server_ns: format!("plumb-{pid}-server"),
+            netem: None,
+            namespaces: Applied::empty(journal),
+        };
+        for ns in [pair.client_ns.clone(), pair.server_ns.clone()] {
+            let knob = Knob {
+                target: Target::Netns(ns.clone()),
+                netns: None,
+            };
+            pair.namespaces
+                .change(&knob, "absent", "present")
+                .map_err(|e| setup(e.0))?;
+            ip(None, &["netns", "add", &ns])?;
+        }
+        let (c, s) = (pair.client_ns.as_str(), pair.server_ns.as_str());
+        ip(
+            None,
+            &[
+                "link", "add", CLIENT_IF, "netns", c, "type", "veth", "peer", "name", SERVER_IF,
+                "netns", s,
+            ],
+        )?;
+        for (ns, ifname, v4, v6) in [
+            (c, CLIENT_IF, CLIENT_V4, CLIENT_V6),
+            (s, SERVER_IF, SERVER_V4, SERVER_V6),
+        ] {
+            ip(Some(ns), &["link", "set", "lo", "up"])?;
+            if let Some(mtu) = v.mtu {
+                ip(Some(ns), &["link", "set", ifname, "mtu", &mtu.to_string()])
+                    .map_err(|e| setup(format!("--mtu {mtu}: {e}")))?;
+            }
+            ip(
+                Some(ns),
+                &["addr", "add", &format!("{v4}/30"), "dev", ifname],
+            )?;
+            ip(
+                Some(ns),
+                &["addr", "add", &format!("{v6}/64"), "dev", ifname, "nodad"],
+            )?;
+            ip(Some(ns), &["link", "set", ifname, "up"])?;
+        }
+        if v.delay_us.is_some() || v.loss_ppm.is_some() {
+            let mut netem = "netem".to_string();
+            if let Some(d) = v.delay_us {
+                netem.push_str(&format!(" delay {d}us"));
+            }
+            if let Some(l) = v.loss_ppm {
+                netem.push_str(&format!(" loss {}%", l as f64 / 10_000.0));
+            }
+            let settings = [
+                Setting::new(&format!("qdisc:{CLIENT_IF}@{c}"), &netem),
+                Setting::new(&format!("qdisc:{SERVER_IF}@{s}"), &netem),
+            ]
+            .into_iter()
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| setup(e.0))?;
+            let (applied, _) = knob::apply(journal, &settings)
+                .map_err(|e| setup(format!("--delay/--loss: {}", e.0)))?;
+            pair.netem = Some(applied);
+        }
+        Ok(pair)
+    }
+
+    pub fn server_ip(family: Family) -> IpAddr {
+        match family {
+            Family::V4 => IpAddr::V4(SERVER_V4),
+            Family::V6 => IpAddr::V6(SERVER_V6),
+        }
+    }
+}
+
+impl Drop for VethPair {
+    fn drop(&mut self) {
+        self.netem.take();
+        for f in self.namespaces.restore() {
+            eprintln!("plumb: warning: {f}");
+        }
+    }
+}
+
+fn ip(ns: Option<&str>, args: &[&str]) -> Result<(), RunError> {
+    let mut all: Vec<&str> = Vec::new();
+    if let Some(n) = ns {
+        all.extend(["-n", n]);
+    }
+    all.extend_from_slice(args);
+    raw::command(None, "ip", &all)
+        .map(|_| ())
+        .map_err(|e| setup(format!("--topology veth: {e}")))
+}
+
+/// The namespaces `--topology veth` made whose plumb process is gone (or all
+/// of them with `all`), and whose owner, by the pid in the name.
+pub fn leftovers(all: bool) -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir("/run/netns") else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = dir
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| {
+            let Some(rest) = n.strip_prefix("plumb-") else {
+                return false;
+            };
+            let Some((pid, end)) = rest.split_once('-') else {
+                return false;
+            };
+            let Ok(pid) = pid.parse::<u32>() else {
+                return false;
+            };
+            (end == "client" || end == "server")
+                && (all || (pid != std::process::id() && raw::process_start(pid).is_none()))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Removes the namespaces `leftovers` names; returns those removed and the
+/// errors.
+pub fn down(all: bool) -> (Vec<String>, Vec<String>) {
+    let mut removed = Vec::new();
+    let mut failed = Vec::new();
+    for ns in leftovers(all) {
+        match raw::command(None, "ip", &["netns", "del", &ns]) {
+            Ok(_) => removed.push(ns),
+            Err(e) => failed.push(format!("{ns}: {e}")),
+        }
+    }
+    (removed, failed)
+}

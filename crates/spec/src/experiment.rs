@@ -1,0 +1,940 @@
+//! Experiment files: a base spec, a matrix of axes over any spec field,
+//! variants (a name, knob settings and spec fields), a label, the repetition
+//! policy and the order of execution, in TOML. See docs/experiments.md.
+//!
+//! Spec fields are named as the flags of `plumb run` are (`msg_size` for
+//! `--msg-size`) and take the same values, so a point of an experiment is
+//! what one `plumb run` would measure. Every error names the file's line and
+//! the key at fault.
+
+use crate::{
+    parse_delay_us, parse_duration, parse_loss_ppm, parse_rate, parse_size, parse_writes, BufSize,
+    Close, CpuList, Direction, Family, Spec, Topology, Veth,
+};
+use std::fmt;
+use std::ops::Range;
+use toml::de::{DeTable, DeValue};
+use toml::Spanned;
+
+/// An error in an experiment file, at a line and key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExperimentError {
+    pub line: usize,
+    pub key: String,
+    pub message: String,
+}
+
+impl fmt::Display for ExperimentError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.key.is_empty() {
+            write!(f, "line {}: {}", self.line, self.message)
+        } else {
+            write!(f, "line {}: {}: {}", self.line, self.key, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ExperimentError {}
+
+/// How the runs of an experiment are ordered, to spread the drift of a
+/// machine over every point instead of onto the last ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// Each round takes one iteration of every unfinished point in an order
+    /// shuffled with the experiment's seed (the default).
+    Random,
+    /// Each round takes one iteration of every point in file order, variants
+    /// alternating: A/B/A/B.
+    Interleaved,
+    /// All iterations of one point, then the next.
+    Sequential,
+}
+
+impl fmt::Display for Order {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Order::Random => "random",
+            Order::Interleaved => "interleaved",
+            Order::Sequential => "sequential",
+        })
+    }
+}
+
+/// A value as written, with the line it is on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located {
+    pub key: String,
+    pub value: String,
+    pub line: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Axis {
+    pub key: String,
+    pub values: Vec<Located>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Variant {
+    pub name: String,
+    /// KNOB = VALUE, checked by the run crate (which knows knobs).
+    pub knobs: Vec<Located>,
+    /// Spec fields this variant sets over the base and the matrix.
+    pub set: Vec<Located>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Experiment {
+    pub name: String,
+    pub description: Option<String>,
+    pub label: Option<String>,
+    pub base: Vec<Located>,
+    pub axes: Vec<Axis>,
+    pub variants: Vec<Variant>,
+    /// Iterations per point: MIN..MAX (more until the confidence target).
+    pub iterations: (u32, u32),
+    /// Level and relative half-width of the confidence target.
+    pub confidence: (f64, f64),
+    pub order: Order,
+    /// The seed of a random order; None when the file gave none (the
+    /// caller draws one and stores it with the runs).
+    pub seed: Option<u64>,
+    /// The --quick profile: fields over the base, axes replaced, iterations.
+    pub quick: Option<Quick>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Quick {
+    pub base: Vec<Located>,
+    pub axes: Vec<Axis>,
+    pub iterations: Option<(u32, u32)>,
+}
+
+/// One point of the experiment: its coordinates on the axes, its variant
+/// and the spec it runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    /// Stable within the experiment: axis values then the variant, so a
+    /// resumed experiment finds its stored points again.
+    pub id: String,
+    pub coords: Vec<(String, String)>,
+    pub variant: Option<String>,
+    pub spec: Spec,
+}
+
+fn line_of(text: &str, span: &Range<usize>) -> usize {
+    text[..span.start.min(text.len())].matches('\n').count() + 1
+}
+
+struct Ctx<'a> {
+    text: &'a str,
+}
+
+impl Ctx<'_> {
+    fn err(&self, span: &Range<usize>, key: &str, message: impl Into<String>) -> ExperimentError {
+        ExperimentError {
+            line: line_of(self.text, span),
+            key: key.to_string(),
+            message: message.into(),
+        }
+    }
+
+    /// A scalar as the text a flag would take.
+    fn scalar(&self, v: &Spanned<DeValue<'_>>, key: &str) -> Result<Located, ExperimentError> {
+        let value = match v.get_ref() {
+            DeValue::String(s) => s.to_string(),
+            DeValue::Integer(i) => {
+                let digits = i.as_str().replace('_', "");
+                i64::from_str_radix(&digits, i.radix())
+                    .map_err(|_| self.err(&v.span(), key, "not an integer"))?
+                    .to_string()
+            }
+            DeValue::Float(f) => f.as_str().replace('_', ""),
+            DeValue::Boolean(b) => b.to_string(),
+            _ => return Err(self.err(&v.span(), key, "expected a string, number or boolean")),
+        };
+        Ok(Located {
+            key: key.to_string(),
+            value,
+            line: line_of(self.text, &v.span()),
+        })
+    }
+
+    fn table<'t>(
+        &self,
+        v: &'t Spanned<DeValue<'_>>,
+        key: &str,
+    ) -> Result<&'t DeTable<'t>, ExperimentError> {
+        match v.get_ref() {
+            DeValue::Table(t) => Ok(t),
+            _ => Err(self.err(&v.span(), key, "expected a table")),
+        }
+    }
+
+    fn string(&self, v: &Spanned<DeValue<'_>>, key: &str) -> Result<String, ExperimentError> {
+        match v.get_ref() {
+            DeValue::String(s) => Ok(s.to_string()),
+            _ => Err(self.err(&v.span(), key, "expected a string")),
+        }
+    }
+
+    fn fields(&self, t: &DeTable<'_>, prefix: &str) -> Result<Vec<Located>, ExperimentError> {
+        let mut out = Vec::new();
+        for (k, v) in t {
+            let key = format!("{prefix}{}", k.get_ref());
+            let loc = self.scalar(v, &key)?;
+            check_field_name(k.get_ref()).map_err(|m| self.err(&k.span(), &key, m))?;
+            out.push(Located {
+                key: k.get_ref().to_string(),
+                ..loc
+            });
+        }
+        Ok(out)
+    }
+
+    fn axes(&self, t: &DeTable<'_>, prefix: &str) -> Result<Vec<Axis>, ExperimentError> {
+        let mut out = Vec::new();
+        for (k, v) in t {
+            let key = format!("{prefix}{}", k.get_ref());
+            check_field_name(k.get_ref()).map_err(|m| self.err(&k.span(), &key, m))?;
+            let DeValue::Array(items) = v.get_ref() else {
+                return Err(self.err(&v.span(), &key, "an axis is a list of values"));
+            };
+            if items.is_empty() {
+                return Err(self.err(&v.span(), &key, "an axis needs at least one value"));
+            }
+            let mut values = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                let mut loc = self.scalar(item, &format!("{key}[{i}]"))?;
+                loc.key = k.get_ref().to_string();
+                values.push(loc);
+            }
+            out.push(Axis {
+                key: k.get_ref().to_string(),
+                values,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// The spec fields an experiment may set, as `plumb run` flags name them.
+pub const FIELDS: &[&str] = &[
+    "workload",
+    "direction",
+    "flows",
+    "threads",
+    "msg_size",
+    "req_size",
+    "resp_size",
+    "pipeline",
+    "rate",
+    "req_writes",
+    "resp_writes",
+    "req_header",
+    "req_payload",
+    "resp_header",
+    "resp_payload",
+    "close",
+    "timeout",
+    "sndbuf",
+    "rcvbuf",
+    "buffers",
+    "nodelay",
+    "cork",
+    "mss",
+    "cc",
+    "pacing_rate",
+    "family",
+    "duration",
+    "warmup",
+    "client_cpus",
+    "server_cpus",
+    "topology",
+    "mtu",
+    "delay",
+    "loss",
+];
+
+fn check_field_name(key: &str) -> Result<(), String> {
+    if FIELDS.contains(&key) {
+        Ok(())
+    } else {
+        Err(format!(
+            "'{key}' is not a spec field; use one of {}",
+            FIELDS.join(", ")
+        ))
+    }
+}
+
+fn boolean(v: &str) -> Result<bool, String> {
+    match v {
+        "true" | "on" | "yes" => Ok(true),
+        "false" | "off" | "no" => Ok(false),
+        _ => Err(format!("'{v}' is not true or false")),
+    }
+}
+
+fn uint<T: std::str::FromStr>(v: &str) -> Result<T, String> {
+    v.parse::<T>()
+        .map_err(|_| format!("'{v}' is not a whole number"))
+}
+
+/// Builds a spec from fields in order; `workload` is applied first, since it
+/// picks the defaults the others change.
+pub fn build_spec(fields: &[&Located]) -> Result<Spec, (usize, String, String)> {
+    let fail = |l: &Located, m: String| (l.line, l.key.clone(), m);
+    let mut spec = Spec::stream();
+    if let Some(w) = fields.iter().rev().find(|l| l.key == "workload") {
+        spec = match w.value.as_str() {
+            "stream" => Spec::stream(),
+            "rr" => Spec::rr(),
+            "crr" => Spec::crr(),
+            "udp-stream" | "udp_stream" => Spec::udp_stream(),
+            "udp-rr" | "udp_rr" => Spec::udp_rr(),
+            other => {
+                return Err(fail(
+                    w,
+                    format!(
+                        "'{other}' is not a workload; use stream, rr, crr, udp-stream or udp-rr"
+                    ),
+                ))
+            }
+        };
+    }
+    let mut threads = None;
+    let mut req_writes = None;
+    let mut resp_writes = None;
+    let mut veth: Option<Veth> = None;
+    let mut veth_fields = Vec::new();
+    // A message written as a header then a payload: the size is their sum,
+    // and the writes are the two.
+    let mut split_fields: Vec<&Located> = Vec::new();
+    for l in fields {
+        let v = l.value.as_str();
+        let r: Result<(), String> = (|| {
+            match l.key.as_str() {
+                "workload" => {}
+                "direction" => {
+                    spec.direction = match v {
+                        "send" => Direction::Send,
+                        "recv" => Direction::Recv,
+                        "both" => Direction::Both,
+                        _ => return Err(format!("'{v}' is not send, recv or both")),
+                    }
+                }
+                "flows" => spec.flows = uint(v)?,
+                "threads" => threads = Some(uint(v)?),
+                "msg_size" => spec.msg_size = parse_size(v).map_err(|e| e.to_string())?,
+                "req_size" | "resp_size" | "pipeline" | "rate" | "close" | "timeout" => {
+                    let rr = spec
+                        .rr
+                        .as_mut()
+                        .ok_or_else(|| format!("{} applies to rr, crr and udp-rr only", l.key))?;
+                    match l.key.as_str() {
+                        "req_size" => rr.req_size = parse_size(v).map_err(|e| e.to_string())?,
+                        "resp_size" => rr.resp_size = parse_size(v).map_err(|e| e.to_string())?,
+                        "pipeline" => rr.pipeline = uint(v)?,
+                        "rate" => rr.rate = Some(uint(v)?),
+                        "close" => {
+                            rr.close = Some(match v {
+                                "rst" => Close::Rst,
+                                "fin" => Close::Fin,
+                                _ => return Err(format!("'{v}' is not rst or fin")),
+                            })
+                        }
+                        _ => rr.timeout_ms = Some(parse_duration(v).map_err(|e| e.to_string())?),
+                    }
+                }
+                "req_header" | "req_payload" | "resp_header" | "resp_payload" => {
+                    parse_size(v).map_err(|e| e.to_string())?;
+                    split_fields.push(*l);
+                }
+                "req_writes" => req_writes = Some(*l),
+                "resp_writes" => resp_writes = Some(*l),
+                "sndbuf" => spec.socket.sndbuf = v.parse::<BufSize>().map_err(|e| e.to_string())?,
+                // Both buffers at once: the usual sweep, one axis not two.
+                "buffers" => {
+                    let b = v.parse::<BufSize>().map_err(|e| e.to_string())?;
+                    spec.socket.sndbuf = b;
+                    spec.socket.rcvbuf = b;
+                }
+                "rcvbuf" => spec.socket.rcvbuf = v.parse::<BufSize>().map_err(|e| e.to_string())?,
+                "nodelay" => spec.socket.nodelay = boolean(v)?,
+                "cork" => spec.socket.cork = boolean(v)?,
+                "mss" => spec.socket.mss = Some(uint(v)?),
+                "cc" => spec.socket.cc = Some(v.to_string()),
+                "pacing_rate" if v == "none" => spec.socket.pacing_rate_bps = None,
+                "pacing_rate" => {
+                    spec.socket.pacing_rate_bps = Some(parse_rate(v).map_err(|e| e.to_string())?)
+                }
+                "family" => {
+                    spec.family = match v {
+                        "ipv4" | "4" | "v4" => Family::V4,
+                        "ipv6" | "6" | "v6" => Family::V6,
+                        _ => return Err(format!("'{v}' is not ipv4 or ipv6")),
+                    }
+                }
+                "duration" => spec.duration_ms = parse_duration(v).map_err(|e| e.to_string())?,
+                "warmup" => spec.warmup_ms = parse_duration(v).map_err(|e| e.to_string())?,
+                "client_cpus" | "server_cpus" => {
+                    let c = if v == "none" {
+                        None
+                    } else {
+                        Some(
+                            v.parse::<CpuList>()
+                                .map_err(|e| format!("{e}; use a CPU list like 0, 2-3 or 0-3,6"))?,
+                        )
+                    };
+                    if l.key == "client_cpus" {
+                        spec.client_cpus = c
+                    } else {
+                        spec.server_cpus = c
+                    }
+                }
+                "topology" => match v {
+                    "loopback" => veth = None,
+                    "veth" => veth = Some(veth.take().unwrap_or_default()),
+                    _ => return Err(format!("'{v}' is not loopback or veth")),
+                },
+                "mtu" | "delay" | "loss" => veth_fields.push(*l),
+                other => return Err(format!("'{other}' is not a spec field")),
+            }
+            Ok(())
+        })();
+        r.map_err(|m| fail(l, m))?;
+    }
+    for l in veth_fields {
+        // "none" leaves the path as it is, on any topology.
+        if l.value == "none" {
+            continue;
+        }
+        let v = veth.as_mut().ok_or_else(|| {
+            fail(
+                l,
+                format!(
+                    "{} applies to the veth pair; set topology = \"veth\"",
+                    l.key
+                ),
+            )
+        })?;
+        let r: Result<(), String> = match l.key.as_str() {
+            "mtu" => uint(&l.value).map(|m| v.mtu = Some(m)),
+            "delay" => parse_delay_us(&l.value).map(|d| v.delay_us = Some(d)),
+            _ => parse_loss_ppm(&l.value).map(|p| v.loss_ppm = Some(p)),
+        };
+        r.map_err(|m| fail(l, m))?;
+    }
+    spec.topology = veth.map(Topology::Veth);
+    if let Some(first) = split_fields.first() {
+        let rr = spec
+            .rr
+            .as_mut()
+            .ok_or_else(|| fail(first, "applies to rr and crr only".into()))?;
+        for side in ["req", "resp"] {
+            let get = |k: &str| {
+                split_fields
+                    .iter()
+                    .rev()
+                    .find(|l| l.key == format!("{side}_{k}"))
+                    .copied()
+            };
+            match (get("header"), get("payload")) {
+                (None, None) => {}
+                (Some(h), Some(p)) => {
+                    let (h, p) = (
+                        parse_size(&h.value).unwrap_or(0),
+                        parse_size(&p.value).unwrap_or(0),
+                    );
+                    let size = h + p;
+                    let text = format!("{h},{p}");
+                    let loc = Located {
+                        key: format!("{side}_writes"),
+                        value: text,
+                        line: first.line,
+                    };
+                    if side == "req" {
+                        rr.req_size = size;
+                        rr.req_writes = parse_writes("writes", &loc.value, size)
+                            .map_err(|e| fail(&loc, e.message))?;
+                    } else {
+                        rr.resp_size = size;
+                        rr.resp_writes = parse_writes("writes", &loc.value, size)
+                            .map_err(|e| fail(&loc, e.message))?;
+                    }
+                }
+                (Some(l), None) | (None, Some(l)) => {
+                    return Err(fail(
+                        l,
+                        format!("{side}_header and {side}_payload go together"),
+                    ))
+                }
+            }
+        }
+    }
+    if let Some(rr) = spec.rr.as_mut() {
+        for (w, size, dest) in [(req_writes, rr.req_size, 0), (resp_writes, rr.resp_size, 1)] {
+            if let Some(l) = w {
+                let parsed =
+                    parse_writes("writes", &l.value, size).map_err(|e| fail(l, e.message))?;
+                if dest == 0 {
+                    rr.req_writes = parsed;
+                } else {
+                    rr.resp_writes = parsed;
+                }
+            }
+        }
+        spec.msg_size = rr.req_size.max(rr.resp_size);
+    } else if let Some(l) = req_writes.or(resp_writes) {
+        return Err(fail(l, "applies to rr and crr only".into()));
+    }
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get() as u32)
+        .unwrap_or(1);
+    spec.threads = threads.unwrap_or_else(|| spec.flows.min(cpus));
+    spec.validate().map_err(|e| {
+        let at = fields.last().map(|l| l.line).unwrap_or(1);
+        (
+            at,
+            e.flag.trim_start_matches("--").replace('-', "_"),
+            e.message,
+        )
+    })?;
+    Ok(spec)
+}
+
+fn iterations(s: &str) -> Result<(u32, u32), String> {
+    let num = |t: &str| {
+        t.trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=1000).contains(n))
+    };
+    let bad = || format!("'{s}' is not N or MIN..MAX like 3..10 (1 to 1000)");
+    match s.split_once("..") {
+        Some((a, b)) => {
+            let (a, b) = (num(a).ok_or_else(bad)?, num(b).ok_or_else(bad)?);
+            if a > b {
+                return Err(bad());
+            }
+            Ok((a, b))
+        }
+        None => num(s).map(|n| (n, n)).ok_or_else(bad),
+    }
+}
+
+fn confidence(s: &str) -> Result<(f64, f64), String> {
+    let bad = || format!("'{s}' is not LEVEL:WIDTH in percent like 95:2.5");
+    let (l, w) = s.split_once(':').ok_or_else(bad)?;
+    let level: f64 = l.trim().trim_end_matches('%').parse().map_err(|_| bad())?;
+    let width: f64 = w.trim().trim_end_matches('%').parse().map_err(|_| bad())?;
+    if !((50.0..=99.9).contains(&level) && width > 0.0 && width <= 100.0) {
+        return Err(bad());
+    }
+    Ok((level / 100.0, width / 100.0))
+}
+
+impl Experiment {
+    /// Parses an experiment file and builds every point once, so an error
+    /// anywhere (a bad size on an axis, a field a workload does not have)
+    /// is found before anything runs.
+    pub fn parse(text: &str) -> Result<Experiment, ExperimentError> {
+        let cx = Ctx { text };
+        let doc = DeTable::parse(text).map_err(|e| ExperimentError {
+            line: e.span().map(|s| line_of(text, &s)).unwrap_or(1),
+            key: String::new(),
+            message: e.message().trim().to_string(),
+        })?;
+        let mut exp = Experiment {
+            name: String::new(),
+            description: None,
+            label: None,
+            base: Vec::new(),
+            axes: Vec::new(),
+            variants: Vec::new(),
+            iterations: (3, 10),
+            confidence: (0.95, 0.025),
+            order: Order::Random,
+            seed: None,
+            quick: None,
+        };
+        let mut name_line = None;
+        for (k, v) in doc.get_ref() {
+            let key = k.get_ref().as_ref();
+            match key {
+                "name" => {
+                    exp.name = cx.string(v, key)?;
+                    name_line = Some(v.span());
+                }
+                "description" => exp.description = Some(cx.string(v, key)?),
+                "label" => exp.label = Some(cx.string(v, key)?),
+                "iterations" => {
+                    let l = cx.scalar(v, key)?;
+                    exp.iterations = iterations(&l.value).map_err(|m| cx.err(&v.span(), key, m))?;
+                }
+                "confidence" => {
+                    let l = cx.scalar(v, key)?;
+                    exp.confidence = confidence(&l.value).map_err(|m| cx.err(&v.span(), key, m))?;
+                }
+                "order" => {
+                    exp.order = match cx.string(v, key)?.as_str() {
+                        "random" => Order::Random,
+                        "interleaved" => Order::Interleaved,
+                        "sequential" => Order::Sequential,
+                        o => {
+                            return Err(cx.err(
+                                &v.span(),
+                                key,
+                                format!("'{o}' is not random, interleaved or sequential"),
+                            ))
+                        }
+                    }
+                }
+                "seed" => {
+                    let l = cx.scalar(v, key)?;
+                    exp.seed = Some(
+                        l.value
+                            .parse()
+                            .map_err(|_| cx.err(&v.span(), key, "not a whole number"))?,
+                    );
+                }
+                "base" => exp.base = cx.fields(cx.table(v, key)?, "base.")?,
+                "matrix" => exp.axes = cx.axes(cx.table(v, key)?, "matrix.")?,
+                "variant" => {
+                    let DeValue::Array(items) = v.get_ref() else {
+                        return Err(cx.err(&v.span(), key, "write variants as [[variant]] blocks"));
+                    };
+                    for (i, item) in items.iter().enumerate() {
+                        let at = format!("variant[{i}]");
+                        let t = cx.table(item, &at)?;
+                        let mut var = Variant {
+                            name: String::new(),
+                            knobs: Vec::new(),
+                            set: Vec::new(),
+                        };
+                        for (vk, vv) in t {
+                            let vkey = format!("{at}.{}", vk.get_ref());
+                            match vk.get_ref().as_ref() {
+                                "name" => var.name = cx.string(vv, &vkey)?,
+                                "knobs" => {
+                                    for (kk, kv) in cx.table(vv, &vkey)? {
+                                        let mut l =
+                                            cx.scalar(kv, &format!("{vkey}.{}", kk.get_ref()))?;
+                                        l.key = kk.get_ref().to_string();
+                                        var.knobs.push(l);
+                                    }
+                                }
+                                "set" => {
+                                    var.set =
+                                        cx.fields(cx.table(vv, &vkey)?, &format!("{vkey}."))?
+                                }
+                                other => {
+                                    return Err(cx.err(
+                                        &vk.span(),
+                                        &vkey,
+                                        format!(
+                                        "'{other}' is not a variant key; use name, knobs or set"
+                                    ),
+                                    ))
+                                }
+                            }
+                        }
+                        if var.name.is_empty() {
+                            return Err(cx.err(&item.span(), &at, "a variant needs a name"));
+                        }
+                        if exp.variants.iter().any(|x| x.name == var.name) {
+                            return Err(cx.err(
+                                &item.span(),
+                                &format!("{at}.name"),
+                                format!("variant '{}' is named twice", var.name),
+                            ));
+                        }
+                        exp.variants.push(var);
+                    }
+                }
+                "quick" => {
+                    let t = cx.table(v, key)?;
+                    let mut q = Quick {
+                        base: Vec::new(),
+                        axes: Vec::new(),
+                        iterations: None,
+                    };
+                    for (qk, qv) in t {
+                        let qkey = format!("quick.{}", qk.get_ref());
+                        match qk.get_ref().as_ref() {
+                            "base" => q.base = cx.fields(cx.table(qv, &qkey)?, "quick.base.")?,
+                            "matrix" => q.axes = cx.axes(cx.table(qv, &qkey)?, "quick.matrix.")?,
+                            "iterations" => {
+                                let l = cx.scalar(qv, &qkey)?;
+                                q.iterations = Some(
+                                    iterations(&l.value)
+                                        .map_err(|m| cx.err(&qv.span(), &qkey, m))?,
+                                );
+                            }
+                            other => {
+                                return Err(cx.err(
+                                    &qk.span(),
+                                    &qkey,
+                                    format!(
+                                    "'{other}' is not a quick key; use base, matrix or iterations"
+                                ),
+                                ))
+                            }
+                        }
+                    }
+                    exp.quick = Some(q);
+                }
+                other => {
+                    return Err(cx.err(
+                        &k.span(),
+                        other,
+                        format!(
+                            "'{other}' is not an experiment key; use name, description, label, \
+                             base, matrix, variant, iterations, confidence, order, seed or quick"
+                        ),
+                    ))
+                }
+            }
+        }
+        if exp.name.is_empty() {
+            return Err(ExperimentError {
+                line: 1,
+                key: "name".into(),
+                message: "an experiment needs a name".into(),
+            });
+        }
+        if !exp
+            .name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return Err(cx.err(
+                &name_line.unwrap_or(0..0),
+                "name",
+                "use letters, digits, '-', '_' and '.' only",
+            ));
+        }
+        if let Some(q) = &exp.quick {
+            for a in &q.axes {
+                if !exp.axes.iter().any(|x| x.key == a.key) {
+                    return Err(ExperimentError {
+                        line: a.values[0].line,
+                        key: format!("quick.matrix.{}", a.key),
+                        message: format!("the matrix has no axis '{}'", a.key),
+                    });
+                }
+            }
+            exp.quick_profile().points()?;
+        }
+        exp.points()?;
+        Ok(exp)
+    }
+
+    /// The experiment with its quick profile applied (itself when it has
+    /// none).
+    pub fn quick_profile(&self) -> Experiment {
+        let mut e = self.clone();
+        if let Some(q) = self.quick.clone() {
+            e.base.retain(|l| !q.base.iter().any(|x| x.key == l.key));
+            e.base.extend(q.base);
+            for a in q.axes {
+                if let Some(x) = e.axes.iter_mut().find(|x| x.key == a.key) {
+                    x.values = a.values;
+                }
+            }
+            if let Some(i) = q.iterations {
+                e.iterations = i;
+            }
+        }
+        e.quick = None;
+        e
+    }
+
+    /// Every point: the product of the axes (the first axis outermost), and
+    /// for each, every variant (innermost, so interleaving alternates them).
+    pub fn points(&self) -> Result<Vec<Point>, ExperimentError> {
+        let mut combos: Vec<Vec<&Located>> = vec![Vec::new()];
+        for a in &self.axes {
+            let mut next = Vec::new();
+            for c in &combos {
+                for v in &a.values {
+                    let mut c2 = c.clone();
+                    c2.push(v);
+                    next.push(c2);
+                }
+            }
+            combos = next;
+        }
+        let variants: Vec<Option<&Variant>> = if self.variants.is_empty() {
+            vec![None]
+        } else {
+            self.variants.iter().map(Some).collect()
+        };
+        let mut out = Vec::new();
+        for c in &combos {
+            for v in &variants {
+                let mut fields: Vec<&Located> = self.base.iter().collect();
+                fields.extend(c.iter().copied());
+                if let Some(v) = v {
+                    fields.extend(v.set.iter());
+                }
+                let spec = build_spec(&fields).map_err(|(line, key, message)| ExperimentError {
+                    line,
+                    key,
+                    message,
+                })?;
+                let coords: Vec<(String, String)> =
+                    c.iter().map(|l| (l.key.clone(), l.value.clone())).collect();
+                let mut id: Vec<String> = coords.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                if let Some(v) = v {
+                    id.push(format!("variant={}", v.name));
+                }
+                out.push(Point {
+                    id: if id.is_empty() {
+                        "base".into()
+                    } else {
+                        id.join(",")
+                    },
+                    coords,
+                    variant: v.map(|v| v.name.clone()),
+                    spec,
+                });
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FILE: &str = r#"
+name = "s1"
+label = "small-buffers"
+iterations = "2..4"
+order = "interleaved"
+seed = 7
+
+[base]
+workload = "stream"
+direction = "recv"
+msg_size = 256
+flows = 32
+nodelay = true
+duration = "5s"
+
+[matrix]
+sndbuf = ["8K", "16K", "auto"]
+flows = [1, 32]
+
+[[variant]]
+name = "plain"
+
+[[variant]]
+name = "rps"
+knobs = { "rps:lo" = "3", "sysctl:net.core.rmem_max" = 8388608 }
+set = { client_cpus = "0" }
+
+[quick]
+iterations = 1
+base = { duration = "1s" }
+matrix = { sndbuf = ["8K", "auto"] }
+"#;
+
+    #[test]
+    fn parses_a_full_file_and_expands_the_matrix() {
+        let e = Experiment::parse(FILE).unwrap();
+        assert_eq!(e.name, "s1");
+        assert_eq!(e.order, Order::Interleaved);
+        assert_eq!(e.seed, Some(7));
+        assert_eq!(e.iterations, (2, 4));
+        assert_eq!(e.axes.len(), 2);
+        assert_eq!(e.axes[0].key, "sndbuf", "axes keep file order");
+        let points = e.points().unwrap();
+        assert_eq!(points.len(), 3 * 2 * 2);
+        assert_eq!(points[0].id, "sndbuf=8K,flows=1,variant=plain");
+        assert_eq!(points[1].variant.as_deref(), Some("rps"));
+        assert_eq!(
+            points[1].spec.client_cpus.as_ref().unwrap().to_string(),
+            "0"
+        );
+        assert_eq!(points[0].spec.socket.sndbuf, BufSize::Bytes(8192));
+        assert_eq!(points[0].spec.flows, 1);
+        assert_eq!(points[2].spec.flows, 32);
+        assert!(points[0].spec.socket.nodelay);
+        assert_eq!(points[0].spec.msg_size, 256);
+        assert_eq!(e.variants[1].knobs[1].value, "8388608");
+        let q = e.quick_profile();
+        assert_eq!(q.iterations, (1, 1));
+        let qp = q.points().unwrap();
+        assert_eq!(qp.len(), 2 * 2 * 2);
+        assert_eq!(qp[0].spec.duration_ms, 1000);
+    }
+
+    #[test]
+    fn rr_writes_resolve_against_each_size_and_veth_fields_apply() {
+        let e = Experiment::parse(
+            r#"
+name = "s5"
+[base]
+workload = "rr"
+req_writes = "8,rest"
+topology = "veth"
+mtu = 1500
+[matrix]
+req_size = [100, 1448]
+nodelay = [false, true]
+"#,
+        )
+        .unwrap();
+        let e2 = Experiment::parse(
+            "name = \"p\"\n[base]\nworkload = \"rr\"\nresp_header = 8\n[matrix]\nresp_payload = [1447, 1448]\n",
+        )
+        .unwrap();
+        let p2 = e2.points().unwrap();
+        let rr = p2[1].spec.rr.as_ref().unwrap();
+        assert_eq!(
+            (rr.resp_size, rr.resp_writes.clone()),
+            (1456, vec![8, 1448])
+        );
+        assert_eq!(p2[1].id, "resp_payload=1448");
+        let p = e.points().unwrap();
+        assert_eq!(p[0].spec.rr.as_ref().unwrap().req_writes, vec![8, 92]);
+        assert_eq!(p[2].spec.rr.as_ref().unwrap().req_writes, vec![8, 1440]);
+        assert_eq!(
+            p[0].spec.topology,
+            Some(Topology::Veth(Veth {
+                mtu: Some(1500),
+                ..Veth::default()
+            }))
+        );
+    }
+
+    #[test]
+    fn errors_point_at_the_line_and_key() {
+        let cases = [
+            (
+                "name = \"x\"\n[matrix]\nsndbuf = [\"8K\", \"8Q\"]\n",
+                3,
+                "sndbuf",
+            ),
+            ("name = \"x\"\n[base]\nwarp = 1\n", 3, "base.warp"),
+            ("name = \"x\"\n\norder = \"shuffled\"\n", 3, "order"),
+            (
+                "name = \"x\"\n[base]\nworkload = \"stream\"\nreq_size = 5\n",
+                4,
+                "req_size",
+            ),
+            ("name = \"x\"\n[base]\nmtu = 1500\n", 3, "mtu"),
+            ("name = \"x\"\n[[variant]]\nknobs = {}\n", 2, "variant[0]"),
+            ("name = \"x\"\nmatrix = 3\n", 2, "matrix"),
+            ("name = \"x\"\n[base\n", 2, ""),
+            ("[base]\nflows = 2\n", 1, "name"),
+        ];
+        for (text, line, key) in cases {
+            let e = Experiment::parse(text).unwrap_err();
+            assert_eq!((e.line, e.key.as_str()), (line, key), "{text}: {e}");
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! Runs made by an experiment carry its name, the point and the variant, so
+//! `plumb sweep --resume` finds the points already stored and `plumb report
+//! --experiment` finds all of them again.
+
+use super::{insert_in, RunId, Store, StoreError, StoredRun};
+use plumb_samples::{Environment, RunRecord};
+use rusqlite::params;
+
+/// Where a run belongs in an experiment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunTag {
+    pub experiment: String,
+    /// The point's id: its axis values and variant, `sndbuf=8K,variant=rps`.
+    pub point: String,
+    pub variant: Option<String>,
+    /// The seed the experiment's order was drawn with.
+    pub seed: Option<u64>,
+}
+
+impl Store {
+    /// Writes a run and its tag in one transaction.
+    pub fn insert_tagged_run(
+        &mut self,
+        record: &RunRecord,
+        env: Option<&Environment>,
+        tag: &RunTag,
+    ) -> super::Result<RunId> {
+        let path = self.path.clone();
+        let wrap = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let tx = self.conn.transaction().map_err(wrap)?;
+        let id = insert_in(&tx, record, env).map_err(wrap)?;
+        tx.execute(
+            "INSERT INTO run_tags (run_id, experiment, point, variant, seed) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![id.0, tag.experiment, tag.point, tag.variant, tag.seed.map(|s| s as i64)],
+        )
+        .map_err(wrap)?;
+        tx.commit().map_err(wrap)?;
+        Ok(id)
+    }
+
+    /// The runs of an experiment (under `label` when given), oldest first.
+    pub fn experiment_runs(
+        &self,
+        experiment: &str,
+        label: Option<&str>,
+    ) -> super::Result<Vec<(RunTag, StoredRun)>> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT t.run_id, t.point, t.variant, t.seed FROM run_tags t JOIN runs r ON r.id = t.run_id
+                 WHERE t.experiment = ?1 AND (?2 IS NULL OR r.label = ?2)
+                 ORDER BY r.started_at, r.id",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map(params![experiment, label], |r| {
+                Ok((
+                    RunId(r.get(0)?),
+                    RunTag {
+                        experiment: experiment.to_string(),
+                        point: r.get(1)?,
+                        variant: r.get(2)?,
+                        seed: r.get::<_, Option<i64>>(3)?.map(|s| s as u64),
+                    },
+                ))
+            })
+            .map_err(|e| self.err(e))?
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::with_capacity(rows.len());
+        for (id, tag) in rows {
+            if let Some(run) = self.get(id)? {
+                out.push((tag, run));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The experiments with stored runs and their number of runs.
+    pub fn experiments(&self) -> super::Result<Vec<(String, u64)>> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT experiment, COUNT(*) FROM run_tags GROUP BY experiment ORDER BY experiment",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))
+            .map_err(|e| self.err(e))?;
+        rows.collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| self.err(e))
+    }
+}

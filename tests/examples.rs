@@ -1,0 +1,176 @@
+//! Every example experiment in its --quick profile, and what its report
+//! must show (SCENARIOS.md). The sweeps take turns: they measure the host.
+
+mod common;
+use common::{is_root, measuring_alone, plumb, TempDb};
+
+/// Runs examples/NAME.toml --quick into a fresh database; returns the
+/// terminal report, the Markdown report and the HTML page.
+fn sweep_and_report(name: &str) -> (String, String, String) {
+    let file = format!("{}/examples/{name}.toml", env!("CARGO_MANIFEST_DIR"));
+    let db = TempDb::new(&format!("example-{name}"));
+    let journal = std::env::temp_dir().join(format!("plumb-example-{}-{name}", std::process::id()));
+    let out = plumb()
+        .env("PLUMB_JOURNAL", &journal)
+        .args(["sweep", &file, "--quick", "--db", db.path()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page =
+        std::env::temp_dir().join(format!("plumb-example-{}-{name}.html", std::process::id()));
+    let report = |format: &str| {
+        let out = plumb()
+            .args([
+                "report",
+                "--experiment",
+                name,
+                "--format",
+                format,
+                "--db",
+                db.path(),
+            ])
+            .arg("--html")
+            .arg(&page)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let text = report("terminal");
+    let md = report("markdown");
+    let html = std::fs::read_to_string(&page).unwrap();
+    let _ = std::fs::remove_file(&page);
+    let _ = std::fs::remove_file(&journal);
+    (text, md, html)
+}
+
+/// "213 Mbit/s" or "9.84 Gbit/s" in bits per second.
+fn bits(s: &str) -> f64 {
+    let mut w = s.split_whitespace();
+    let v: f64 = w.next().unwrap().parse().unwrap();
+    let mul = match w.next().unwrap() {
+        "bit/s" => 1.0,
+        "kbit/s" | "Kbit/s" => 1e3,
+        "Mbit/s" => 1e6,
+        "Gbit/s" => 1e9,
+        "Tbit/s" => 1e12,
+        u => panic!("unit {u}"),
+    };
+    v * mul
+}
+
+/// The mean at `x` on line `line` of the Markdown table of an axis.
+fn md_mean(md: &str, line: &str, x: &str) -> String {
+    md.lines()
+        .find_map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            (cells.len() > 4 && cells[1] == line && cells[2] == x).then(|| cells[3].to_string())
+        })
+        .unwrap_or_else(|| panic!("no row {line} {x} in\n{md}"))
+}
+
+#[test]
+fn s1_throughput_rises_with_the_buffer_size() {
+    let _alone = measuring_alone();
+    let (text, md, html) = sweep_and_report("s1-small-buffers");
+    assert!(text.contains("throughput by buffers"), "{text}");
+    let label = md
+        .lines()
+        .find(|l| l.starts_with("| ") && l.contains("| 8K |"))
+        .and_then(|l| l.split('|').nth(1))
+        .unwrap()
+        .trim()
+        .to_string();
+    let small = bits(&md_mean(&md, &label, "8K"));
+    let large = bits(&md_mean(&md, &label, "64K"));
+    assert!(large > small * 1.5, "8K {small} vs 64K {large}");
+    assert!(html.contains("throughput by buffers"));
+}
+
+#[test]
+fn s2_shows_the_softirq_time_of_each_cpu_per_variant() {
+    if !is_root() {
+        eprintln!("skipped: s2 sets RPS on lo and builds a veth pair, which needs root");
+        return;
+    }
+    let _alone = measuring_alone();
+    let (text, _md, html) = sweep_and_report("s2-loopback-cpu");
+    let section = text
+        .split("softirq share of each CPU")
+        .nth(1)
+        .expect("a per-CPU softirq section");
+    for variant in ["two-cpus", "same-cpu", "rps", "veth"] {
+        for workload in ["stream", "udp-stream"] {
+            let row = section
+                .lines()
+                .find(|l| {
+                    l.trim_start()
+                        .starts_with(&format!("{variant} workload={workload} "))
+                })
+                .unwrap_or_else(|| panic!("no {variant} {workload} row:\n{section}"));
+            assert!(row.contains("cpu0 ") && row.contains("cpu1 "), "{row}");
+        }
+    }
+    assert!(html.contains("Softirq share of each CPU"));
+}
+
+#[test]
+fn s3_reports_rate_latency_and_cpu_per_flow_count_and_family() {
+    let _alone = measuring_alone();
+    let (text, _md, html) = sweep_and_report("s3-many-flows");
+    for want in [
+        "transactions/s by flows",
+        "transactions/s by family",
+        "latency percentiles (us)",
+        "flows=1000 family=ipv6",
+    ] {
+        assert!(text.contains(want), "no '{want}' in\n{text}");
+    }
+    assert!(html.contains("Latency percentiles"));
+}
+
+#[test]
+fn s4_pacing_caps_each_congestion_control() {
+    let _alone = measuring_alone();
+    let (text, md, _html) = sweep_and_report("s4-transfer-tuning");
+    assert!(text.contains("throughput by pacing_rate"), "{text}");
+    for cc in ["cubic", "bbr"] {
+        let line = format!("{cc} delay=none");
+        let paced = bits(&md_mean(&md, &line, "2G"));
+        let free = bits(&md_mean(&md, &line, "none"));
+        assert!(paced < 2.3e9, "{cc} paced at 2G ran {paced}");
+        assert!(free > paced, "{cc}: unpaced {free} vs paced {paced}");
+    }
+}
+
+#[test]
+fn s5_finds_and_names_the_cliff_at_the_mss() {
+    if !is_root() {
+        eprintln!("skipped: s5 runs over a veth pair, which needs root");
+        return;
+    }
+    let _alone = measuring_alone();
+    let (text, md, html) = sweep_and_report("s5-magic-length");
+    let cliff = "between resp_payload 1447 and 1448 bytes (nagle)";
+    assert!(
+        text.contains("transactions/s rise") && text.contains(cliff),
+        "{text}"
+    );
+    assert!(md.contains(cliff) && html.contains(cliff));
+    assert!(
+        !text.contains("between resp_payload 1447 and 1448 bytes (nodelay)"),
+        "no cliff at the MSS without Nagle:\n{text}"
+    );
+    assert!(
+        html.contains("stroke-dasharray"),
+        "the cliff is marked on the plot"
+    );
+}
