@@ -184,8 +184,10 @@ fn session(stream: TcpStream) -> Result<(), String> {
     ctrl.send(Message::Started)?;
 
     let end = measure(&ctrl, &engine, &spec, options);
+    let zerocopy = engine.zerocopy_probe();
     let errors = engine.stop();
     let mut end = end?;
+    zerocopy.fill(&mut end);
     match errors {
         Ok(errors) => end.warnings.extend(
             errors

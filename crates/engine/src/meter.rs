@@ -212,6 +212,7 @@ impl Meter {
                     strays: b.strays - a.strays,
                 }
             }),
+            zerocopy: None,
         }
     }
 }

@@ -2,9 +2,11 @@
 //! takes no lock and allocates nothing: per-flow counters are plain loads and
 //! stores to atomics that only this thread writes.
 
+use crate::transfer::{self, Sender, Step};
+use plumb_spec::ZeroCopy;
 use rustix::buffer::spare_capacity;
 use rustix::event::epoll;
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::TcpStream;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{
@@ -31,6 +33,19 @@ pub struct FlowCounters {
     pub expect: AtomicU64,
     /// udp-rr client: requests that timed out.
     pub timeouts: AtomicU64,
+    /// MSG_ZEROCOPY: successful sends, completions read, completions the
+    /// kernel flagged as copied, sends refused with ENOBUFS, and pieces
+    /// written as plain copies after an ENOBUFS with nothing outstanding.
+    pub zc_sends: AtomicU64,
+    pub zc_completions: AtomicU64,
+    pub zc_copied: AtomicU64,
+    pub zc_enobufs: AtomicU64,
+    pub zc_fallback: AtomicU64,
+    /// Of the completions, those read while the test was stopping: mostly
+    /// data the kernel freed unsent when the peer reset the flow, which it
+    /// reports as not copied although it never went anywhere.
+    pub zc_close_completions: AtomicU64,
+    pub zc_close_copied: AtomicU64,
 }
 
 impl FlowCounters {
@@ -70,6 +85,8 @@ pub(crate) struct WorkerPlan {
     pub sends: bool,
     pub receives: bool,
     pub msg_size: usize,
+    pub zerocopy: plumb_spec::ZeroCopy,
+    pub rx: plumb_spec::RxMode,
     pub stop: Arc<AtomicBool>,
     pub window_closed: Arc<AtomicBool>,
     pub wake: Arc<OwnedFd>,
@@ -187,10 +204,23 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
 
     let send_buf: Vec<u8> = (0..plan.msg_size).map(|i| (i % 251) as u8).collect();
     let mut recv_buf = vec![0u8; plan.msg_size];
-    // Bytes of the current message already written, per flow: a short write is
-    // finished before the next message starts, so every write boundary is a
-    // message boundary as with a blocking sender.
-    let mut offset = vec![0usize; plan.range.len()];
+    // Every write boundary is a message boundary as with a blocking sender:
+    // a short write is finished before the next message starts.
+    let mut senders = Vec::with_capacity(plan.range.len());
+    if plan.sends {
+        for _ in plan.range.clone() {
+            senders.push(Sender::new(plan.zerocopy, &send_buf)?);
+        }
+    }
+    let file = match plan.zerocopy {
+        ZeroCopy::Sendfile | ZeroCopy::Splice if plan.sends => {
+            Some(crate::transfer::message_file(&send_buf)?)
+        }
+        _ => None,
+    };
+    // MSG_ZEROCOPY flows waiting for completions are watched for the error
+    // queue only (EPOLLERR is always reported), not for room to write.
+    let mut parked = vec![false; plan.range.len()];
     let mut errors = Vec::new();
     let mut live = plan.range.len();
     let mut events: Vec<epoll::Event> = Vec::with_capacity(256);
@@ -218,13 +248,13 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
                 )
             {
                 for _ in 0..BURST {
-                    match (&*stream).read(&mut recv_buf) {
-                        Ok(0) => {
+                    match transfer::receive(stream, plan.rx, &mut recv_buf) {
+                        Ok(Step::Moved(0)) => {
                             eof = true;
                             break;
                         }
-                        Ok(n) => c.add_received(n as u64),
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Ok(Step::Moved(n)) => c.add_received(n as u64),
+                        Ok(_) => break,
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                         Err(e) => {
                             failed = Some(e);
@@ -233,22 +263,46 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
                     }
                 }
             }
+            let k = i - plan.range.start;
+            if plan.sends && failed.is_none() && !eof && flags.contains(epoll::EventFlags::ERR) {
+                if let Some(z) = senders[k].zerocopy() {
+                    if let Err(e) = z.reap(stream, c) {
+                        failed = Some(e);
+                    }
+                }
+            }
             if plan.sends
                 && failed.is_none()
                 && !eof
                 && flags.intersects(epoll::EventFlags::OUT | epoll::EventFlags::ERR)
             {
-                let off = &mut offset[i - plan.range.start];
                 for _ in 0..BURST {
-                    match (&*stream).write(&send_buf[*off..]) {
-                        Ok(n) => {
+                    match senders[k].send(stream, c, &send_buf, file.as_ref()) {
+                        Ok(Step::Moved(n)) => {
                             c.add_sent(n as u64);
-                            *off += n;
-                            if *off == send_buf.len() {
-                                *off = 0;
+                            if parked[k] {
+                                parked[k] = false;
+                                epoll::modify(
+                                    &ep,
+                                    stream,
+                                    epoll::EventData::new_u64(i as u64),
+                                    interest,
+                                )?;
                             }
                         }
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Ok(Step::WouldBlock) => break,
+                        Ok(Step::Parked) => {
+                            if !parked[k] {
+                                parked[k] = true;
+                                epoll::modify(
+                                    &ep,
+                                    stream,
+                                    epoll::EventData::new_u64(i as u64),
+                                    interest - epoll::EventFlags::OUT,
+                                )?;
+                            }
+                            break;
+                        }
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                         Err(e) => {
                             failed = Some(e);
@@ -273,5 +327,35 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
             }
         }
     }
+    drain_completions(&plan, &mut senders);
     Ok(errors)
+}
+
+/// How long a stopping worker waits for the completions of the zero-copy
+/// sends still outstanding; the peer is reading or resetting meanwhile.
+const DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Reads the completions of the sends still outstanding so that the counts
+/// balance, for at most [`DRAIN`]. What is left is reported as outstanding.
+fn drain_completions(plan: &WorkerPlan, senders: &mut [Sender]) {
+    let deadline = std::time::Instant::now() + DRAIN;
+    loop {
+        let mut left = 0;
+        for (k, s) in senders.iter_mut().enumerate() {
+            if let Some(z) = s.zerocopy() {
+                let i = plan.range.start + k;
+                let c = &plan.counters[i];
+                let (n0, c0) = (c.zc_completions.load(Relaxed), c.zc_copied.load(Relaxed));
+                if z.outstanding() > 0 && z.reap(&plan.flows[i], c).is_ok() {
+                    left += z.outstanding();
+                }
+                FlowCounters::bump(&c.zc_close_completions, c.zc_completions.load(Relaxed) - n0);
+                FlowCounters::bump(&c.zc_close_copied, c.zc_copied.load(Relaxed) - c0);
+            }
+        }
+        if left == 0 || std::time::Instant::now() >= deadline {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
 }

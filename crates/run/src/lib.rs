@@ -323,7 +323,9 @@ fn run_iteration(
     let mut client = meter.close(&engine, sink, options);
     let server =
         session.results(Duration::from_secs(10) + Duration::from_millis(spec.flows as u64))?;
+    let zerocopy = engine.zerocopy_probe();
     let errors = engine.stop().map_err(|e| RunError::Engine(e.to_string()))?;
+    zerocopy.fill(&mut client);
     client.warnings.extend(
         errors
             .into_iter()

@@ -14,6 +14,7 @@ pub mod units;
 
 pub use cpu::{CpuTimes, ProcessCpu, SoftirqCounts, ThreadCpu};
 pub use env::{EnvChange, Environment};
+pub use result::ZeroCopyTotals;
 pub use result::{
     Bimodal, Confidence, Derived, EndResult, FlowTotals, IntervalSample, Iteration, KernelCounters,
     Latency, OptionRecord, OptionStatus, Role, RunRecord, SoftirqShare, TcpInfo, TcpInfoSummary,

@@ -63,6 +63,8 @@ fn stream_spec(a: &StreamArgs) -> Spec {
         client_cpus: a.common.client_cpus.clone(),
         server_cpus: a.common.server_cpus.clone(),
         rr: None,
+        zerocopy: a.zerocopy.into(),
+        rx: a.rx.into(),
     }
 }
 
@@ -108,6 +110,8 @@ fn transactional_spec(
         client_cpus: common.client_cpus.clone(),
         server_cpus: common.server_cpus.clone(),
         rr: Some(rr),
+        zerocopy: Default::default(),
+        rx: Default::default(),
     }
 }
 
@@ -178,6 +182,8 @@ fn udp_stream_spec(a: &UdpStreamArgs) -> Spec {
         client_cpus: a.common.client_cpus.clone(),
         server_cpus: a.common.server_cpus.clone(),
         rr: None,
+        zerocopy: Default::default(),
+        rx: Default::default(),
     }
 }
 

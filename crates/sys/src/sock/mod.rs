@@ -5,6 +5,7 @@ mod raw;
 mod tcp_info;
 #[cfg(test)]
 mod tests;
+pub mod zerocopy;
 
 pub use tcp_info::tcp_info;
 
