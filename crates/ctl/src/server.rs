@@ -7,7 +7,7 @@ use crate::frame::{read_frame, write_frame, FrameError, MAX_FRAME};
 use crate::message::{software, Frame, Message, PROTOCOL_VERSION};
 use plumb_engine::meter::NoSink;
 use plumb_engine::{
-    plain_io, read_back, read_back_udp, udp_server_sockets, Cookie, DataListener, Engine,
+    plain_io, read_back_flows, read_back_udp, udp_server_sockets, Cookie, DataListener, Engine,
     EngineConfig, Meter, UdpPlan,
 };
 use plumb_samples::{EndResult, Role};
@@ -163,9 +163,10 @@ fn session(stream: TcpStream) -> Result<(), String> {
         .map_err(|e| ctrl.fail("setup", e.message))?;
     // crr keeps listening: each of its transactions is a new connection.
     let listener = (spec.workload == plumb_spec::Workload::Crr).then(|| listener.into_inner());
+    plumb_engine::check_rx_mode(&flows, spec.rx).map_err(|e| ctrl.fail("setup", e.message))?;
     let options = match udp_socks.first() {
         Some(u) => read_back_udp(u, &spec.socket),
-        None => read_back(&flows[0], &spec.socket),
+        None => read_back_flows(&flows, &spec.socket),
     };
 
     match ctrl.read("start", handshake)? {

@@ -18,8 +18,8 @@ pub use crr::CrrPlan;
 pub use meter::{Meter, SampleSink};
 pub use rr::RrPlan;
 pub use setup::{
-    connect_flows, plain_io, read_back, read_back_udp, udp_client_sockets, udp_server_sockets,
-    Cookie, DataListener, SetupError,
+    check_rx_mode, connect_flows, plain_io, read_back, read_back_flows, read_back_udp,
+    udp_client_sockets, udp_server_sockets, Cookie, DataListener, SetupError,
 };
 pub use udp::UdpPlan;
 pub use worker::FlowError;
@@ -185,6 +185,7 @@ impl Counts {
 /// The MSG_ZEROCOPY counts of an engine, read once its workers are done.
 pub struct ZeroCopyProbe {
     active: bool,
+    rx_mapped: bool,
     counters: Arc<Vec<FlowCounters>>,
 }
 
@@ -213,6 +214,23 @@ impl ZeroCopyProbe {
 
     /// The totals, and the warnings they call for, into `end`.
     pub fn fill(&self, end: &mut plumb_samples::EndResult) {
+        if self.rx_mapped {
+            let (mut mapped, mut copied) = (0, 0);
+            for c in self.counters.iter() {
+                mapped += c.rx_mapped.load(Acquire);
+                copied += c.rx_copied.load(Acquire);
+            }
+            if mapped == 0 && copied > 0 {
+                end.warnings.push(
+                    "rx zerocopy: TCP_ZEROCOPY_RECEIVE mapped nothing; every byte was copied"
+                        .to_string(),
+                );
+            }
+            end.rx_zerocopy = Some(plumb_samples::RxZeroCopyTotals {
+                mapped_bytes: mapped,
+                copied_bytes: copied,
+            });
+        }
         let Some(t) = self.totals() else { return };
         end.warnings.extend(zerocopy_warnings(&t));
         end.zerocopy = Some(t);
@@ -225,11 +243,19 @@ impl ZeroCopyProbe {
 pub fn zerocopy_warnings(t: &plumb_samples::ZeroCopyTotals) -> Vec<String> {
     let mut w = Vec::new();
     if t.all_copied() {
+        let (done, copied) = t.running();
         w.push(format!(
-            "zerocopy msg: the kernel copied the data of every send completed while the flows \
-             ran ({}), as it does on loopback and veth: this measured the overhead of \
-             MSG_ZEROCOPY, not its gain",
-            t.completions - t.at_close
+            "zerocopy msg: the kernel copied the data of {} sends completed while the flows \
+             ran, as it does on loopback and veth: this measured the overhead of MSG_ZEROCOPY, \
+             not its gain",
+            if copied == done {
+                format!("every one of the {done}")
+            } else {
+                format!(
+                    "{copied} of the {done} ({:.2} %)",
+                    copied as f64 * 100.0 / done as f64
+                )
+            }
         ));
     }
     if t.enobufs > 0 {
@@ -569,6 +595,7 @@ impl Engine {
     pub fn zerocopy_probe(&self) -> ZeroCopyProbe {
         ZeroCopyProbe {
             active: self.config.sends && self.config.zerocopy == plumb_spec::ZeroCopy::Msg,
+            rx_mapped: self.config.receives && self.config.rx == plumb_spec::RxMode::Zerocopy,
             counters: self.counters.clone(),
         }
     }

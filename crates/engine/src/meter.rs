@@ -213,6 +213,7 @@ impl Meter {
                 }
             }),
             zerocopy: None,
+            rx_zerocopy: None,
         }
     }
 }

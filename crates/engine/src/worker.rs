@@ -2,7 +2,7 @@
 //! takes no lock and allocates nothing: per-flow counters are plain loads and
 //! stores to atomics that only this thread writes.
 
-use crate::transfer::{self, Sender, Step};
+use crate::transfer::{Receiver, Sender, Step};
 use plumb_spec::ZeroCopy;
 use rustix::buffer::spare_capacity;
 use rustix::event::epoll;
@@ -46,6 +46,10 @@ pub struct FlowCounters {
     /// reports as not copied although it never went anywhere.
     pub zc_close_completions: AtomicU64,
     pub zc_close_copied: AtomicU64,
+    /// TCP_ZEROCOPY_RECEIVE: bytes mapped, and bytes read the ordinary way
+    /// because the kernel could not map them.
+    pub rx_mapped: AtomicU64,
+    pub rx_copied: AtomicU64,
 }
 
 impl FlowCounters {
@@ -212,6 +216,12 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
             senders.push(Sender::new(plan.zerocopy, &send_buf)?);
         }
     }
+    let mut receivers = Vec::with_capacity(plan.range.len());
+    if plan.receives {
+        for i in plan.range.clone() {
+            receivers.push(Receiver::new(plan.rx, &plan.flows[i])?);
+        }
+    }
     let file = match plan.zerocopy {
         ZeroCopy::Sendfile | ZeroCopy::Splice if plan.sends => {
             Some(crate::transfer::message_file(&send_buf)?)
@@ -242,13 +252,14 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
             let mut failed: Option<io::Error> = None;
             let mut eof = false;
 
+            let k = i - plan.range.start;
             if plan.receives
                 && flags.intersects(
                     epoll::EventFlags::IN | epoll::EventFlags::HUP | epoll::EventFlags::ERR,
                 )
             {
                 for _ in 0..BURST {
-                    match transfer::receive(stream, plan.rx, &mut recv_buf) {
+                    match receivers[k].receive(stream, c, &mut recv_buf) {
                         Ok(Step::Moved(0)) => {
                             eof = true;
                             break;
@@ -263,7 +274,6 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
                     }
                 }
             }
-            let k = i - plan.range.start;
             if plan.sends && failed.is_none() && !eof && flags.contains(epoll::EventFlags::ERR) {
                 if let Some(z) = senders[k].zerocopy() {
                     if let Err(e) = z.reap(stream, c) {

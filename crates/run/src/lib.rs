@@ -11,8 +11,8 @@ pub mod env;
 use embedded::EmbeddedServer;
 use plumb_ctl::{CtlError, Session};
 use plumb_engine::{
-    connect_flows, read_back, read_back_udp, udp_client_sockets, Cookie, Engine, EngineConfig,
-    Meter, SampleSink, UdpPlan,
+    connect_flows, read_back_flows, read_back_udp, udp_client_sockets, Cookie, Engine,
+    EngineConfig, Meter, SampleSink, UdpPlan,
 };
 use plumb_samples::{Bimodal, Confidence, Iteration, Role, RunRecord, RUN_SCHEMA};
 use plumb_spec::{Family, Spec, SpecError};
@@ -269,9 +269,10 @@ fn run_iteration(
     } else {
         Vec::new()
     };
+    plumb_engine::check_rx_mode(&flows, spec.rx)?;
     let options = match udp_socks.first() {
         Some(u) => read_back_udp(u, &spec.socket),
-        None => read_back(&flows[0], &spec.socket),
+        None => read_back_flows(&flows, &spec.socket),
     };
     session.start(spec.setup_flows())?;
 

@@ -14,10 +14,10 @@ pub mod units;
 
 pub use cpu::{CpuTimes, ProcessCpu, SoftirqCounts, ThreadCpu};
 pub use env::{EnvChange, Environment};
-pub use result::ZeroCopyTotals;
 pub use result::{
     Bimodal, Confidence, Derived, EndResult, FlowTotals, IntervalSample, Iteration, KernelCounters,
     Latency, OptionRecord, OptionStatus, Role, RunRecord, SoftirqShare, TcpInfo, TcpInfoSummary,
     Transfer, UdpTotals, RUN_SCHEMA, TCP_INFO_PER_FLOW_MAX,
 };
+pub use result::{RxZeroCopyTotals, ZeroCopyTotals};
 pub use units::{format_bits_per_sec, format_bytes};

@@ -218,6 +218,18 @@ pub struct EndResult {
     /// MSG_ZEROCOPY accounting of a sending end, over the whole test.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub zerocopy: Option<ZeroCopyTotals>,
+    /// TCP_ZEROCOPY_RECEIVE accounting of a receiving end, whole test.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub rx_zerocopy: Option<RxZeroCopyTotals>,
+}
+
+/// What TCP_ZEROCOPY_RECEIVE did on one receiving end.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RxZeroCopyTotals {
+    /// Bytes whose pages were mapped into user space.
+    pub mapped_bytes: u64,
+    /// Bytes the kernel could not map, read by copying.
+    pub copied_bytes: u64,
 }
 
 /// What the kernel did with one end's MSG_ZEROCOPY sends, counted over the
@@ -259,11 +271,21 @@ impl ZeroCopyTotals {
         self.completions.saturating_sub(self.copied)
     }
 
-    /// Every completion read while the flows ran was flagged copied: the
-    /// mode measured only its overhead.
+    /// Completions read while the flows ran, and how many of them the
+    /// kernel flagged copied.
+    pub fn running(&self) -> (u64, u64) {
+        (
+            self.completions.saturating_sub(self.at_close),
+            self.copied.saturating_sub(self.copied_at_close),
+        )
+    }
+
+    /// (Nearly) every completion read while the flows ran was flagged
+    /// copied: the mode measured only its overhead. Loopback flags a few
+    /// sends in ten thousand as not copied, so 99 % counts as all.
     pub fn all_copied(&self) -> bool {
-        let running = self.completions.saturating_sub(self.at_close);
-        running > 0 && self.copied.saturating_sub(self.copied_at_close) == running
+        let (done, copied) = self.running();
+        done > 0 && copied * 100 >= done * 99
     }
 }
 

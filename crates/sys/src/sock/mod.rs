@@ -2,6 +2,7 @@
 //! the way the kernel actually answers (lengths vary across kernel versions).
 
 mod raw;
+pub mod rxzc;
 mod tcp_info;
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,494 @@
+//! Zero-copy send modes, receive modes, pacing and congestion control of
+//! `plumb run stream`, over loopback and over a veth pair between two
+//! namespaces the test creates (198.18.0.0/30).
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+/// The sender's and receiver's counts for the window agree up to what was
+/// in flight at the edges (plus 1 % for the control message's trip).
+fn assert_counts_agree(rec: &Value, what: &str) {
+    let t = &rec["iterations"][0]["transfer"];
+    let sent = u(&t["sent_bytes"]);
+    let received = u(&t["received_bytes"]);
+    let in_flight = u(&t["in_flight_start_bytes"]) + u(&t["in_flight_end_bytes"]);
+    assert!(sent > 0 && received > 0, "{what}: nothing moved: {t}");
+    assert!(
+        sent.abs_diff(received) <= in_flight + sent / 100,
+        "{what}: sender and receiver disagree beyond the {in_flight} bytes in flight: {t}"
+    );
+}
+
+/// The end that sends in `direction`.
+fn sender<'a>(rec: &'a Value, direction: &str) -> &'a Value {
+    let it = &rec["iterations"][0];
+    if direction == "recv" {
+        &it["server"]
+    } else {
+        &it["client"]
+    }
+}
+
+fn warnings(end: &Value) -> Vec<String> {
+    end["warnings"]
+        .as_array()
+        .map(|w| w.iter().map(|s| s.as_str().unwrap().to_string()).collect())
+        .unwrap_or_default()
+}
+
+/// MSG_ZEROCOPY accounting balances: every send completed, copied plus
+/// zero-copied is the completions; on loopback and veth the kernel copies
+/// (nearly) everything and the sender says so.
+fn assert_zerocopy_balances(end: &Value, what: &str) {
+    let z = &end["zerocopy"];
+    assert!(z.is_object(), "{what}: no zerocopy accounting: {end}");
+    let (sends, done, copied) = (u(&z["sends"]), u(&z["completions"]), u(&z["copied"]));
+    assert!(sends > 0, "{what}: no zero-copy sends: {z}");
+    assert_eq!(
+        u(&z["outstanding"]),
+        0,
+        "{what}: sends left without completion: {z}"
+    );
+    assert_eq!(done, sends, "{what}: every send completed: {z}");
+    assert!(copied <= done, "{what}: {z}");
+    // Loopback and veth copy at delivery; only sends freed unsent when the
+    // peer reset the flow at the end may come back as not copied.
+    let running = done - u(&z["at_close"]);
+    let copied_running = copied - u(&z["copied_at_close"]);
+    assert!(
+        copied_running * 100 >= running * 99,
+        "{what}: this path copies: {z}"
+    );
+    assert!(
+        warnings(end)
+            .iter()
+            .any(|w| w.contains("copied the data of") && w.contains("overhead")),
+        "{what}: no all-copied warning: {:?}",
+        warnings(end)
+    );
+}
+
+const MODES: [&str; 4] = ["none", "msg", "sendfile", "splice"];
+
+fn check_mode(rec: &Value, mode: &str, direction: &str, what: &str) {
+    assert_counts_agree(rec, what);
+    let spec = &rec["spec"];
+    if mode == "none" {
+        assert!(spec.get("zerocopy").is_none(), "{what}: {spec}");
+    } else {
+        assert_eq!(spec["zerocopy"], mode, "{what}");
+    }
+    let s = sender(rec, direction);
+    if mode == "msg" {
+        assert_zerocopy_balances(s, what);
+    } else {
+        assert!(s.get("zerocopy").is_none(), "{what}: {s}");
+    }
+    // The receiving end never sends MSG_ZEROCOPY.
+    let other = if direction == "recv" {
+        "client"
+    } else {
+        "server"
+    };
+    assert!(rec["iterations"][0][other].get("zerocopy").is_none());
+}
+
+#[test]
+fn each_send_mode_moves_what_it_claims_on_loopback_both_ways() {
+    for direction in ["send", "recv"] {
+        for mode in MODES {
+            let rec = stream_json(&[
+                "--zerocopy",
+                mode,
+                "--direction",
+                direction,
+                "--flows",
+                "2",
+                "--msg-size",
+                "64K",
+                "--duration",
+                "1s",
+                "--warmup",
+                "200ms",
+            ]);
+            check_mode(
+                &rec,
+                mode,
+                direction,
+                &format!("loopback {mode} {direction}"),
+            );
+        }
+    }
+}
+
+#[test]
+fn odd_message_sizes_keep_message_boundaries_in_every_mode() {
+    // A message that is not a multiple of a page nor of the pipe's size:
+    // the file offset and pipe fill must wrap at the message, not drift.
+    for mode in MODES {
+        let rec = stream_json(&[
+            "--zerocopy",
+            mode,
+            "--msg-size",
+            "100001",
+            "--duration",
+            "1s",
+            "--warmup",
+            "200ms",
+        ]);
+        check_mode(&rec, mode, "send", &format!("100001-byte {mode}"));
+    }
+}
+
+#[test]
+fn rx_skip_receives_the_bytes_without_copying_them_out() {
+    for direction in ["send", "recv", "both"] {
+        let rec = stream_json(&[
+            "--rx",
+            "skip",
+            "--direction",
+            direction,
+            "--duration",
+            "1s",
+            "--warmup",
+            "200ms",
+        ]);
+        assert_eq!(rec["spec"]["rx"], "skip");
+        assert_counts_agree(&rec, &format!("rx skip {direction}"));
+    }
+}
+
+#[test]
+fn zerocopy_receive_is_refused_with_the_reason_on_loopback() {
+    let out = run(&[
+        "run",
+        "stream",
+        "--rx",
+        "zerocopy",
+        "--duration",
+        "1s",
+        "--warmup",
+        "200ms",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--rx: cannot use zerocopy here")
+            && err.contains("TCP_ZEROCOPY_RECEIVE")
+            && err.contains("over lo"),
+        "{err}"
+    );
+}
+
+#[test]
+fn modes_are_refused_for_workloads_without_them() {
+    let out = run(&["run", "rr", "--zerocopy", "msg"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// A veth pair between two namespaces of this test: 198.18.0.1 in `a`,
+/// 198.18.0.2 in `b`. Deleting the namespaces removes the veth.
+struct Veth {
+    a: Netns,
+    b: Netns,
+}
+
+impl Veth {
+    fn new(tag: &str) -> Option<Veth> {
+        let a = Netns::new(&format!("{tag}a"))?;
+        let b = Netns::new(&format!("{tag}b"))?;
+        let pid = std::process::id();
+        let (va, vb) = (format!("plumb-{pid}a"), format!("plumb-{pid}b"));
+        assert!(
+            ok(Command::new("ip").args([
+                "link", "add", &va, "netns", &a.0, "type", "veth", "peer", "name", &vb, "netns",
+                &b.0,
+            ])),
+            "create the veth pair"
+        );
+        for (ns, dev, addr) in [(&a, &va, "198.18.0.1/30"), (&b, &vb, "198.18.0.2/30")] {
+            assert!(ok(
+                Command::new("ip").args(["-n", &ns.0, "addr", "add", addr, "dev", dev])
+            ));
+            assert!(ok(
+                Command::new("ip").args(["-n", &ns.0, "link", "set", dev, "up"])
+            ));
+        }
+        Some(Veth { a, b })
+    }
+
+    /// `plumb run stream --json ARGS` from `a` against a `plumb serve
+    /// --once` in `b`.
+    fn stream(&self, args: &[&str]) -> Value {
+        let mut server = ServeOnce::start(&self.b, "198.18.0.2");
+        let mut c = self.a.exec(env!("CARGO_BIN_EXE_plumb"));
+        c.args(["run", "stream", "--json", "--iterations", "1", "--no-store"])
+            .args(["--server", &server.addr])
+            .args(args);
+        let out = c.output().expect("plumb runs");
+        server.finish();
+        assert!(
+            out.status.success(),
+            "plumb {args:?} over veth failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("stdout is JSON")
+    }
+}
+
+/// A `plumb serve --once` in a namespace, ended by PID if it outlives its
+/// test.
+struct ServeOnce {
+    child: Child,
+    addr: String,
+}
+
+impl ServeOnce {
+    fn start(ns: &Netns, ip: &str) -> ServeOnce {
+        let mut child = ns
+            .exec(env!("CARGO_BIN_EXE_plumb"))
+            .args(["serve", "--once", "--listen", &format!("{ip}:0")])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start plumb serve");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("plumb serve: listening on ")
+            .unwrap_or_else(|| panic!("serve said {line:?}"))
+            .to_string();
+        ServeOnce { child, addr }
+    }
+
+    fn finish(&mut self) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ServeOnce {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+#[test]
+fn each_send_mode_moves_what_it_claims_over_veth() {
+    let Some(veth) = Veth::new("zc") else { return };
+    for (mode, direction) in MODES
+        .iter()
+        .map(|m| (*m, "send"))
+        .chain([("msg", "recv"), ("splice", "recv")])
+    {
+        let rec = veth.stream(&[
+            "--zerocopy",
+            mode,
+            "--direction",
+            direction,
+            "--msg-size",
+            "64K",
+            "--duration",
+            "1s",
+            "--warmup",
+            "200ms",
+        ]);
+        check_mode(&rec, mode, direction, &format!("veth {mode} {direction}"));
+    }
+    let rec = veth.stream(&["--rx", "skip", "--duration", "1s", "--warmup", "200ms"]);
+    assert_counts_agree(&rec, "veth rx skip");
+    let mut server = ServeOnce::start(&veth.b, "198.18.0.2");
+    let out = veth
+        .a
+        .exec(env!("CARGO_BIN_EXE_plumb"))
+        .args([
+            "run",
+            "stream",
+            "--iterations",
+            "1",
+            "--no-store",
+            "--rx",
+            "zerocopy",
+        ])
+        .args(["--server", &server.addr, "--duration", "1s"])
+        .output()
+        .unwrap();
+    server.finish();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("TCP_ZEROCOPY_RECEIVE") && err.contains("virtual device"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_tiny_optmem_max_is_reported_as_enobufs_not_a_failure() {
+    let Some(ns) = Netns::new("optmem") else {
+        return;
+    };
+    let host_before = std::fs::read_to_string("/proc/sys/net/core/optmem_max").unwrap();
+    // optmem_max is per network namespace: the namespace holds the tiny
+    // value and takes it away when it is deleted.
+    ns.sysctl("net.core.optmem_max", "1000");
+    let out = ns
+        .exec(env!("CARGO_BIN_EXE_plumb"))
+        .args(["run", "stream", "--json", "--iterations", "1", "--no-store"])
+        .args(["--zerocopy", "msg", "--duration", "1s", "--warmup", "200ms"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_counts_agree(&rec, "optmem 1000");
+    let c = &rec["iterations"][0]["client"];
+    let z = &c["zerocopy"];
+    assert!(u(&z["enobufs"]) > 0, "no ENOBUFS at optmem_max 1000: {z}");
+    assert_eq!(u(&z["optmem_max"]), 1000);
+    assert_eq!(u(&z["sends"]), u(&z["completions"]) + u(&z["outstanding"]));
+    assert!(
+        warnings(c)
+            .iter()
+            .any(|w| w.contains("ENOBUFS") && w.contains("sysctl -w net.core.optmem_max=")),
+        "{:?}",
+        warnings(c)
+    );
+    drop(ns);
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/net/core/optmem_max").unwrap(),
+        host_before,
+        "the host's optmem_max was left alone"
+    );
+}
+
+/// Each flow's rate over the window, bits per second, as its receiver
+/// counted it.
+fn flow_rates(rec: &Value, receiver: &str) -> Vec<f64> {
+    let end = &rec["iterations"][0][receiver];
+    let w = f(&end["window_s"]);
+    end["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|fl| u(&fl["bytes_received"]) as f64 * 8.0 / w)
+        .collect()
+}
+
+fn assert_paced(rates: &[f64], asked: f64, what: &str) {
+    for (i, r) in rates.iter().enumerate() {
+        assert!(
+            (r / asked - 1.0).abs() <= 0.05,
+            "{what}: flow {i} ran at {:.1} Mbit/s, asked {:.1}",
+            r / 1e6,
+            asked / 1e6
+        );
+    }
+}
+
+#[test]
+fn pacing_holds_each_flow_within_five_percent_on_loopback() {
+    // Loopback moves several Gbit/s per flow here; 300M is far below.
+    let rec = stream_json(&[
+        "--pacing-rate",
+        "300M",
+        "--flows",
+        "2",
+        "--duration",
+        "3s",
+        "--warmup",
+        "500ms",
+    ]);
+    let rates = flow_rates(&rec, "server");
+    assert_eq!(rates.len(), 2);
+    assert_paced(&rates, 300e6, "loopback");
+    let opt = rec["iterations"][0]["client"]["socket_options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "pacing_rate")
+        .unwrap()
+        .clone();
+    assert_eq!(opt["granted"], "300000000 bit/s", "{opt}");
+}
+
+#[test]
+fn pacing_holds_each_flow_within_five_percent_over_veth() {
+    let Some(veth) = Veth::new("pace") else {
+        return;
+    };
+    let rec = veth.stream(&[
+        "--pacing-rate",
+        "200M",
+        "--flows",
+        "2",
+        "--direction",
+        "recv",
+        "--duration",
+        "3s",
+        "--warmup",
+        "500ms",
+    ]);
+    assert_paced(&flow_rates(&rec, "client"), 200e6, "veth");
+}
+
+#[test]
+fn congestion_control_is_read_back_from_every_flow_and_refused_when_missing() {
+    let avail = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        .unwrap_or_default();
+    for cc in ["cubic", "reno"] {
+        if !avail.split_whitespace().any(|a| a == cc) && !is_root() {
+            eprintln!("skipped {cc}: not loaded and not root to load it");
+            continue;
+        }
+        let rec = stream_json(&[
+            "--cc",
+            cc,
+            "--flows",
+            "3",
+            "--duration",
+            "1s",
+            "--warmup",
+            "200ms",
+        ]);
+        for end in ["client", "server"] {
+            let o = rec["iterations"][0][end]["socket_options"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|o| o["name"] == "cc")
+                .unwrap()
+                .clone();
+            assert_eq!(o["granted"], cc, "{end}: {o}");
+            assert_eq!(
+                o["note"], "read back from each of the 3 flows",
+                "{end}: {o}"
+            );
+        }
+    }
+    let out = run(&["run", "stream", "--cc", "plumbnone", "--duration", "1s"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--cc") && err.contains("plumbnone") && err.contains("available here"),
+        "{err}"
+    );
+}
