@@ -286,31 +286,13 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
                 && !eof
                 && flags.intersects(epoll::EventFlags::OUT | epoll::EventFlags::ERR)
             {
+                let mut park = false;
                 for _ in 0..BURST {
                     match senders[k].send(stream, c, &send_buf, file.as_ref()) {
-                        Ok(Step::Moved(n)) => {
-                            c.add_sent(n as u64);
-                            if parked[k] {
-                                parked[k] = false;
-                                epoll::modify(
-                                    &ep,
-                                    stream,
-                                    epoll::EventData::new_u64(i as u64),
-                                    interest,
-                                )?;
-                            }
-                        }
+                        Ok(Step::Moved(n)) => c.add_sent(n as u64),
                         Ok(Step::WouldBlock) => break,
                         Ok(Step::Parked) => {
-                            if !parked[k] {
-                                parked[k] = true;
-                                epoll::modify(
-                                    &ep,
-                                    stream,
-                                    epoll::EventData::new_u64(i as u64),
-                                    interest - epoll::EventFlags::OUT,
-                                )?;
-                            }
+                            park = true;
                             break;
                         }
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -319,6 +301,21 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
                             break;
                         }
                     }
+                }
+                // Parked: completions are due, and EPOLLERR will say when.
+                // Otherwise room to write is what the flow waits for.
+                if park != parked[k] && failed.is_none() {
+                    parked[k] = park;
+                    epoll::modify(
+                        &ep,
+                        stream,
+                        epoll::EventData::new_u64(i as u64),
+                        if park {
+                            interest - epoll::EventFlags::OUT
+                        } else {
+                            interest
+                        },
+                    )?;
                 }
             }
             if !plan.receives && flags.contains(epoll::EventFlags::HUP) && failed.is_none() {
