@@ -492,3 +492,36 @@ fn congestion_control_is_read_back_from_every_flow_and_refused_when_missing() {
         "{err}"
     );
 }
+
+#[test]
+fn the_summary_shows_the_zerocopy_accounting_within_80_columns() {
+    let out = run(&[
+        "run",
+        "stream",
+        "--zerocopy",
+        "msg",
+        "--duration",
+        "1s",
+        "--warmup",
+        "200ms",
+    ]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("zerocopy msg"), "{text}");
+    let at = text.find("zerocopy    client: ").expect("a zerocopy line");
+    let mut lines = text[at..].lines();
+    let first = lines.next().unwrap();
+    let second = lines.next().unwrap();
+    assert!(
+        first.contains(" sends, ") && first.contains(" completions, "),
+        "{first}"
+    );
+    assert!(second.contains("copied by the kernel"), "{second}");
+    for line in text.lines().filter(|l| !l.starts_with("warning:")) {
+        assert!(line.chars().count() <= 80, "line over 80 columns: {line:?}");
+    }
+    assert!(
+        text.contains("warning: zerocopy msg: the kernel copied"),
+        "{text}"
+    );
+}

@@ -330,23 +330,23 @@ fn zerocopy(o: &mut String, it: &Iteration) {
         let Some(z) = &end.zerocopy else { continue };
         let _ = writeln!(
             o,
-            "zerocopy    {name} sends {}, completed {} (copied {}, zero-copy {}{}){}{}",
+            "zerocopy    {name}: {} sends, {} completions, {} outstanding{}",
             z.sends,
             z.completions,
+            z.outstanding,
+            if z.enobufs > 0 {
+                format!(", ENOBUFS {}", z.enobufs)
+            } else {
+                String::new()
+            }
+        );
+        let _ = writeln!(
+            o,
+            "            {} copied by the kernel, {} zero-copy{}",
             z.copied,
             z.zero_copied(),
             if z.at_close > 0 {
-                format!("; {} at close", z.at_close)
-            } else {
-                String::new()
-            },
-            if z.outstanding > 0 {
-                format!(", outstanding {}", z.outstanding)
-            } else {
-                String::new()
-            },
-            if z.enobufs > 0 {
-                format!(", ENOBUFS {}", z.enobufs)
+                format!("; {} read at close", z.at_close)
             } else {
                 String::new()
             }

@@ -106,6 +106,8 @@ pub fn read_errqueue(fd: impl AsFd) -> io::Result<Option<ErrQueueEntry>> {
             _ => Err(e),
         };
     }
+    // socklen_t-sized on musl, size_t on glibc.
+    #[allow(clippy::unnecessary_cast)]
     let len = (msg.msg_controllen as usize).min(control.0.len());
     Ok(parse_errqueue_cmsgs(&control.0[..len]))
 }
