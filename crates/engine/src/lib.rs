@@ -232,7 +232,15 @@ impl ZeroCopyProbe {
             });
         }
         let Some(t) = self.totals() else { return };
-        end.warnings.extend(zerocopy_warnings(&t));
+        let who = match end.role {
+            Role::Client => "client",
+            Role::Server => "server",
+        };
+        end.warnings.extend(
+            zerocopy_warnings(&t)
+                .into_iter()
+                .map(|w| format!("{who} {w}")),
+        );
         end.zerocopy = Some(t);
     }
 }

@@ -136,7 +136,7 @@ impl ZcFlow {
                 self.advance(n);
                 Ok(Step::Moved(n))
             }
-            Err(e) if e.raw_os_error() == Some(libc_enobufs()) => {
+            Err(e) if e.raw_os_error() == Some(enobufs()) => {
                 FlowCounters::bump(&c.zc_enobufs, 1);
                 self.reap(stream, c)?;
                 if self.outstanding > 0 {
@@ -173,7 +173,7 @@ impl ZcFlow {
     }
 }
 
-fn libc_enobufs() -> i32 {
+fn enobufs() -> i32 {
     rustix::io::Errno::NOBUFS.raw_os_error()
 }
 
