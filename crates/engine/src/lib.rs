@@ -371,6 +371,11 @@ impl Engine {
                 })?;
             }
         }
+        if config.sends && config.zerocopy == plumb_spec::ZeroCopy::Splice {
+            // Each flow splices through a pipe of its own: two more
+            // descriptors per flow than the caller planned for.
+            let _ = plumb_sys::process::raise_nofile_limit(flows.len() as u64 * 3 + 256);
+        }
         let flows = Arc::new(flows);
         let counters: Arc<Vec<FlowCounters>> =
             Arc::new((0..counted).map(|_| FlowCounters::default()).collect());

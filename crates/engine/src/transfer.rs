@@ -12,8 +12,10 @@ use std::net::TcpStream;
 use std::os::fd::OwnedFd;
 
 /// Bytes of send buffers a MSG_ZEROCOPY flow cycles through: enough to keep
-/// an autotuned send buffer full while completions come back.
+/// an autotuned send buffer full while completions come back...
 const POOL_BYTES: usize = 8 << 20;
+/// ...and what all the flows of one worker share when they are many.
+const WORKER_POOL_BYTES: usize = 64 << 20;
 /// The most zero-copy sends one flow keeps outstanding (the size of its
 /// send-number to buffer map).
 const MAX_OUTSTANDING: usize = 4096;
@@ -58,9 +60,11 @@ pub(crate) struct ZcFlow {
 }
 
 impl ZcFlow {
-    pub(crate) fn new(pattern: &[u8]) -> ZcFlow {
+    /// A pool for one of `flows` flows of a worker.
+    pub(crate) fn new(pattern: &[u8], flows: usize) -> ZcFlow {
         let size = pattern.len().max(1);
-        let buffers = (POOL_BYTES / size).clamp(2, 256);
+        let budget = POOL_BYTES.min(WORKER_POOL_BYTES / flows.max(1));
+        let buffers = (budget / size).clamp(2, 256);
         let mut pool = Vec::with_capacity(buffers * size);
         for _ in 0..buffers {
             pool.extend_from_slice(pattern);
@@ -200,10 +204,11 @@ pub(crate) enum Sender {
 }
 
 impl Sender {
-    pub(crate) fn new(mode: ZeroCopy, pattern: &[u8]) -> io::Result<Sender> {
+    /// How one of a worker's `flows` flows sends in `mode`.
+    pub(crate) fn new(mode: ZeroCopy, pattern: &[u8], flows: usize) -> io::Result<Sender> {
         Ok(match mode {
             ZeroCopy::None => Sender::Copy { offset: 0 },
-            ZeroCopy::Msg => Sender::Zc(Box::new(ZcFlow::new(pattern))),
+            ZeroCopy::Msg => Sender::Zc(Box::new(ZcFlow::new(pattern, flows))),
             ZeroCopy::Sendfile => Sender::Sendfile { offset: 0 },
             ZeroCopy::Splice => {
                 let (read, write) = zc::pipe()?;
@@ -428,7 +433,7 @@ mod tests {
             }
             let file = message_file(&pattern).unwrap();
             let c = FlowCounters::default();
-            let mut s = Sender::new(mode, &pattern).unwrap();
+            let mut s = Sender::new(mode, &pattern, 1).unwrap();
             let want = pattern.len() * 7 + 123;
             let reader = std::thread::spawn(move || {
                 let mut got = vec![0u8; want];

@@ -213,7 +213,7 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
     let mut senders = Vec::with_capacity(plan.range.len());
     if plan.sends {
         for _ in plan.range.clone() {
-            senders.push(Sender::new(plan.zerocopy, &send_buf)?);
+            senders.push(Sender::new(plan.zerocopy, &send_buf, plan.range.len())?);
         }
     }
     let mut receivers = Vec::with_capacity(plan.range.len());
