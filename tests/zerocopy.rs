@@ -264,8 +264,12 @@ impl Veth {
     fn new(tag: &str) -> Option<Veth> {
         let a = Netns::new(&format!("{tag}a"))?;
         let b = Netns::new(&format!("{tag}b"))?;
+        // Names unique on the host as well, whatever netns they start in:
+        // pid and a count of this process's pairs (15 characters at most).
+        static PAIRS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = PAIRS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 10;
         let pid = std::process::id();
-        let (va, vb) = (format!("plumb-{pid}a"), format!("plumb-{pid}b"));
+        let (va, vb) = (format!("plumb-{pid}{n}a"), format!("plumb-{pid}{n}b"));
         assert!(
             ok(Command::new("ip").args([
                 "link", "add", &va, "netns", &a.0, "type", "veth", "peer", "name", &vb, "netns",
