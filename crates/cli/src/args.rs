@@ -474,10 +474,55 @@ pub struct StreamArgs {
     /// Bytes per write (and per read): 256, 8K, 128K, 1M, 1MiB.
     #[arg(long, default_value = "128K", value_parser = size, value_name = "SIZE")]
     pub msg_size: u64,
+    /// How the sending end hands data to the kernel: none (write), msg
+    /// (MSG_ZEROCOPY with completions), sendfile or splice (from an
+    /// in-memory file of --msg-size).
+    #[arg(long, value_enum, default_value = "none")]
+    pub zerocopy: ZeroCopyArg,
+    /// How the receiving end takes data: copy (read), skip (MSG_TRUNC, not
+    /// copied to user space) or zerocopy (TCP_ZEROCOPY_RECEIVE).
+    #[arg(long, value_enum, default_value = "copy")]
+    pub rx: RxArg,
     #[command(flatten)]
     pub socket: SocketArgs,
     #[command(flatten)]
     pub common: CommonArgs,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ZeroCopyArg {
+    None,
+    Msg,
+    Sendfile,
+    Splice,
+}
+
+impl From<ZeroCopyArg> for plumb_spec::ZeroCopy {
+    fn from(a: ZeroCopyArg) -> Self {
+        match a {
+            ZeroCopyArg::None => plumb_spec::ZeroCopy::None,
+            ZeroCopyArg::Msg => plumb_spec::ZeroCopy::Msg,
+            ZeroCopyArg::Sendfile => plumb_spec::ZeroCopy::Sendfile,
+            ZeroCopyArg::Splice => plumb_spec::ZeroCopy::Splice,
+        }
+    }
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RxArg {
+    Copy,
+    Skip,
+    Zerocopy,
+}
+
+impl From<RxArg> for plumb_spec::RxMode {
+    fn from(a: RxArg) -> Self {
+        match a {
+            RxArg::Copy => plumb_spec::RxMode::Copy,
+            RxArg::Skip => plumb_spec::RxMode::Skip,
+            RxArg::Zerocopy => plumb_spec::RxMode::Zerocopy,
+        }
+    }
 }
 
 /// Socket options applied on both ends of every flow.

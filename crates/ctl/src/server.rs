@@ -10,7 +10,7 @@ use crate::limits::{Cidr, Limits};
 use crate::message::{software, Frame, Message};
 use plumb_engine::meter::NoSink;
 use plumb_engine::{
-    plain_io, read_back, read_back_udp, udp_server_sockets, Cookie, DataListener, Engine,
+    plain_io, read_back_flows, read_back_udp, udp_server_sockets, Cookie, DataListener, Engine,
     EngineConfig, Meter, UdpPlan,
 };
 use plumb_samples::{EndResult, Role};
@@ -452,9 +452,10 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
         .map_err(|e| ctrl.fail("setup", e.message))?;
     // crr keeps listening: each of its transactions is a new connection.
     let listener = (spec.workload == plumb_spec::Workload::Crr).then(|| listener.into_inner());
+    plumb_engine::check_rx_mode(&flows, spec.rx).map_err(|e| ctrl.fail("setup", e.message))?;
     let options = match udp_socks.first() {
         Some(u) => read_back_udp(u, &spec.socket),
-        None => read_back(&flows[0], &spec.socket),
+        None => read_back_flows(&flows, &spec.socket),
     };
 
     match ctrl.read("start", Instant::now() + HANDSHAKE)? {
@@ -476,9 +477,11 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
     ctrl.send(Message::Started)?;
 
     let end = measure(&ctrl, &engine, &spec, options);
+    let zerocopy = engine.zerocopy_probe();
     let strays = engine.strays();
     let errors = engine.stop();
     let mut end = end?;
+    zerocopy.fill(&mut end);
     if spec.workload == plumb_spec::Workload::Crr && strays > 0 {
         sh.log(
             "strays",

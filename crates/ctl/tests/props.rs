@@ -96,6 +96,8 @@ fn spec() -> impl Strategy<Value = Spec> {
                 server_cpus: cpus.map(CpuList::new),
                 rr,
                 topology: None,
+                zerocopy: Default::default(),
+                rx: Default::default(),
             },
         )
 }
@@ -137,6 +139,8 @@ fn end() -> impl Strategy<Value = EndResult> {
                 transactions: received % 1000,
                 latency: None,
                 udp: None,
+                zerocopy: None,
+                rx_zerocopy: None,
             },
         )
 }

@@ -10,6 +10,7 @@ pub mod latency;
 pub mod meter;
 mod rr;
 pub mod setup;
+mod transfer;
 mod udp;
 mod worker;
 
@@ -17,8 +18,8 @@ pub use crr::CrrPlan;
 pub use meter::{Meter, SampleSink};
 pub use rr::RrPlan;
 pub use setup::{
-    connect_flows, local_port_count, plain_io, read_back, read_back_udp, udp_client_sockets,
-    udp_server_sockets, Cookie, DataListener, SetupError,
+    check_rx_mode, connect_flows, local_port_count, plain_io, read_back, read_back_flows,
+    read_back_udp, udp_client_sockets, udp_server_sockets, Cookie, DataListener, SetupError,
 };
 pub use udp::UdpPlan;
 pub use worker::FlowError;
@@ -42,6 +43,10 @@ pub struct EngineConfig {
     pub sends: bool,
     pub receives: bool,
     pub msg_size: usize,
+    /// Stream: how the sending end hands data to the kernel.
+    pub zerocopy: plumb_spec::ZeroCopy,
+    /// Stream: how the receiving end takes it.
+    pub rx: plumb_spec::RxMode,
     pub threads: u32,
     /// Worker i runs on cpus[i % len]; None leaves placement to the scheduler.
     pub cpus: Option<CpuList>,
@@ -133,6 +138,8 @@ impl EngineConfig {
             sends: sends || spec.rr.is_some(),
             receives: receives || spec.rr.is_some(),
             msg_size: spec.msg_size as usize,
+            zerocopy: spec.zerocopy,
+            rx: spec.rx,
             threads: spec.threads,
             cpus: if server {
                 spec.server_cpus.clone()
@@ -174,6 +181,115 @@ impl Counts {
     pub fn received(&self) -> u64 {
         self.flows.iter().map(|f| f.1).sum()
     }
+}
+
+/// The MSG_ZEROCOPY counts of an engine, read once its workers are done.
+pub struct ZeroCopyProbe {
+    active: bool,
+    rx_mapped: bool,
+    counters: Arc<Vec<FlowCounters>>,
+}
+
+impl ZeroCopyProbe {
+    /// The totals over all flows; None when this end sent no MSG_ZEROCOPY.
+    pub fn totals(&self) -> Option<plumb_samples::ZeroCopyTotals> {
+        if !self.active {
+            return None;
+        }
+        let mut t = plumb_samples::ZeroCopyTotals {
+            optmem_max: plumb_sys::sock::zerocopy::optmem_max(),
+            ..Default::default()
+        };
+        for c in self.counters.iter() {
+            t.sends += c.zc_sends.load(Acquire);
+            t.completions += c.zc_completions.load(Acquire);
+            t.copied += c.zc_copied.load(Acquire);
+            t.enobufs += c.zc_enobufs.load(Acquire);
+            t.fallback_copies += c.zc_fallback.load(Acquire);
+            t.at_close += c.zc_close_completions.load(Acquire);
+            t.copied_at_close += c.zc_close_copied.load(Acquire);
+        }
+        t.outstanding = t.sends.saturating_sub(t.completions);
+        Some(t)
+    }
+
+    /// The totals, and the warnings they call for, into `end`.
+    pub fn fill(&self, end: &mut plumb_samples::EndResult) {
+        if self.rx_mapped {
+            let (mut mapped, mut copied) = (0, 0);
+            for c in self.counters.iter() {
+                mapped += c.rx_mapped.load(Acquire);
+                copied += c.rx_copied.load(Acquire);
+            }
+            if mapped == 0 && copied > 0 {
+                end.warnings.push(
+                    "rx zerocopy: TCP_ZEROCOPY_RECEIVE mapped nothing; every byte was copied"
+                        .to_string(),
+                );
+            }
+            end.rx_zerocopy = Some(plumb_samples::RxZeroCopyTotals {
+                mapped_bytes: mapped,
+                copied_bytes: copied,
+            });
+        }
+        let Some(t) = self.totals() else { return };
+        let who = match end.role {
+            Role::Client => "client",
+            Role::Server => "server",
+        };
+        end.warnings.extend(
+            zerocopy_warnings(&t)
+                .into_iter()
+                .map(|w| format!("{who} {w}")),
+        );
+        end.zerocopy = Some(t);
+    }
+}
+
+/// What a person must know about a MSG_ZEROCOPY result: that nothing was
+/// zero-copy, that optmem_max held the sends back, that completions are
+/// missing.
+pub fn zerocopy_warnings(t: &plumb_samples::ZeroCopyTotals) -> Vec<String> {
+    let mut w = Vec::new();
+    if t.all_copied() {
+        let (done, copied) = t.running();
+        w.push(format!(
+            "zerocopy msg: the kernel copied the data of {} sends completed while the flows \
+             ran, as it does on loopback and veth: this measured the overhead of MSG_ZEROCOPY, \
+             not its gain",
+            if copied == done {
+                format!("every one of the {done}")
+            } else {
+                format!(
+                    "{copied} of the {done} ({:.2} %)",
+                    copied as f64 * 100.0 / done as f64
+                )
+            }
+        ));
+    }
+    if t.enobufs > 0 {
+        w.push(format!(
+            "zerocopy msg: {} sends were refused with ENOBUFS{}: net.core.optmem_max{} limits \
+             the zero-copy sends a socket may have outstanding; raise it, e.g. \
+             sysctl -w net.core.optmem_max=1048576",
+            t.enobufs,
+            if t.fallback_copies > 0 {
+                format!(" ({} written as plain copies instead)", t.fallback_copies)
+            } else {
+                String::new()
+            },
+            t.optmem_max
+                .map(|m| format!(" ({m} bytes)"))
+                .unwrap_or_default()
+        ));
+    }
+    if t.outstanding > 0 {
+        w.push(format!(
+            "zerocopy msg: {} of {} sends had no completion when the flows closed",
+            t.outstanding, t.sends
+        ));
+    }
+    w
 }
 
 /// A running engine: flows moving data until [`Engine::stop`].
@@ -246,6 +362,21 @@ impl Engine {
             None => None,
         };
         let threads = (config.threads as usize).clamp(1, n.max(1));
+        if config.sends && config.zerocopy == plumb_spec::ZeroCopy::Msg {
+            for f in &flows {
+                plumb_sys::sock::zerocopy::set_zerocopy(f).map_err(|e| {
+                    EngineError::Spawn(format!(
+                        "--zerocopy msg: the kernel refused SO_ZEROCOPY ({}); it needs Linux 4.14",
+                        plain_io(&e)
+                    ))
+                })?;
+            }
+        }
+        if config.sends && config.zerocopy == plumb_spec::ZeroCopy::Splice {
+            // Each flow splices through a pipe of its own: two more
+            // descriptors per flow than the caller planned for.
+            let _ = plumb_sys::process::raise_nofile_limit(flows.len() as u64 * 3 + 256);
+        }
         let flows = Arc::new(flows);
         let counters: Arc<Vec<FlowCounters>> =
             Arc::new((0..counted).map(|_| FlowCounters::default()).collect());
@@ -282,6 +413,8 @@ impl Engine {
                 sends: config.sends,
                 receives: config.receives,
                 msg_size: config.msg_size,
+                zerocopy: config.zerocopy,
+                rx: config.rx,
                 stop: stop.clone(),
                 window_closed: window_closed.clone(),
                 wake: wake.clone(),
@@ -479,6 +612,16 @@ impl Engine {
                 })
             })
             .collect()
+    }
+
+    /// A handle on the MSG_ZEROCOPY counts that outlives [`Engine::stop`],
+    /// whose workers read the last completions before they return.
+    pub fn zerocopy_probe(&self) -> ZeroCopyProbe {
+        ZeroCopyProbe {
+            active: self.config.sends && self.config.zerocopy == plumb_spec::ZeroCopy::Msg,
+            rx_mapped: self.config.receives && self.config.rx == plumb_spec::RxMode::Zerocopy,
+            counters: self.counters.clone(),
+        }
     }
 
     /// From now on a failing flow is the peer tearing down, not a problem.

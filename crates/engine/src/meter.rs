@@ -219,6 +219,8 @@ impl Meter {
                     strays: b.strays - a.strays,
                 }
             }),
+            zerocopy: None,
+            rx_zerocopy: None,
         }
     }
 }

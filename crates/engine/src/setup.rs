@@ -519,6 +519,56 @@ fn on_off(b: bool) -> String {
     if b { "on" } else { "off" }.to_string()
 }
 
+/// Refuses `--rx zerocopy` on a path whose device cannot hand over whole
+/// payload pages, which TCP_ZEROCOPY_RECEIVE needs: it would map nothing
+/// and copy everything, measuring only its own overhead.
+pub fn check_rx_mode(flows: &[TcpStream], rx: plumb_spec::RxMode) -> Result<(), SetupError> {
+    if rx != plumb_spec::RxMode::Zerocopy {
+        return Ok(());
+    }
+    let Some(local) = flows.first().and_then(|f| f.local_addr().ok()) else {
+        return Ok(());
+    };
+    match plumb_sys::sock::rxzc::rx_zerocopy_obstacle(local.ip()) {
+        Some(dev) => Err(SetupError::option(
+            "--rx",
+            format!(
+                "cannot use zerocopy here: TCP_ZEROCOPY_RECEIVE maps only whole, unshared payload pages, \
+                 which a NIC that splits headers from payloads delivers; this path runs over \
+                 {dev}, whose data sits in shared page fragments, so every byte would be \
+                 copied. Use --rx skip to avoid the copy to user space here"
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// As [`read_back`] from the first flow, with the congestion control read
+/// back from every flow: flows that run another algorithm than asked are
+/// named in the record's note.
+pub fn read_back_flows(flows: &[TcpStream], opts: &SocketOpts) -> Vec<OptionRecord> {
+    let Some(first) = flows.first() else {
+        return Vec::new();
+    };
+    let mut out = read_back(first, opts);
+    if let Some(rec) = out.iter_mut().find(|r| r.name == "cc") {
+        let mut odd = Vec::new();
+        for (i, f) in flows.iter().enumerate() {
+            let got = plumb_sys::sock::congestion(f).unwrap_or_else(|e| plain_io(&e));
+            let want = opts.cc.as_deref().unwrap_or(&rec.granted);
+            if got != want && odd.len() < 8 {
+                odd.push(format!("flow {i} runs {got}"));
+            }
+        }
+        rec.note = Some(if odd.is_empty() {
+            format!("read back from each of the {} flows", flows.len())
+        } else {
+            format!("not on every flow: {}", odd.join(", "))
+        });
+    }
+    out
+}
+
 /// What the kernel granted for each option, read back from one flow.
 pub fn read_back(stream: &TcpStream, opts: &SocketOpts) -> Vec<OptionRecord> {
     let s = SockRef::from(stream);

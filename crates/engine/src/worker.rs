@@ -2,9 +2,11 @@
 //! takes no lock and allocates nothing: per-flow counters are plain loads and
 //! stores to atomics that only this thread writes.
 
+use crate::transfer::{Receiver, Sender, Step};
+use plumb_spec::ZeroCopy;
 use rustix::buffer::spare_capacity;
 use rustix::event::epoll;
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::TcpStream;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{
@@ -31,6 +33,23 @@ pub struct FlowCounters {
     pub expect: AtomicU64,
     /// udp-rr client: requests that timed out.
     pub timeouts: AtomicU64,
+    /// MSG_ZEROCOPY: successful sends, completions read, completions the
+    /// kernel flagged as copied, sends refused with ENOBUFS, and pieces
+    /// written as plain copies after an ENOBUFS with nothing outstanding.
+    pub zc_sends: AtomicU64,
+    pub zc_completions: AtomicU64,
+    pub zc_copied: AtomicU64,
+    pub zc_enobufs: AtomicU64,
+    pub zc_fallback: AtomicU64,
+    /// Of the completions, those read while the test was stopping: mostly
+    /// data the kernel freed unsent when the peer reset the flow, which it
+    /// reports as not copied although it never went anywhere.
+    pub zc_close_completions: AtomicU64,
+    pub zc_close_copied: AtomicU64,
+    /// TCP_ZEROCOPY_RECEIVE: bytes mapped, and bytes read the ordinary way
+    /// because the kernel could not map them.
+    pub rx_mapped: AtomicU64,
+    pub rx_copied: AtomicU64,
 }
 
 impl FlowCounters {
@@ -70,6 +89,8 @@ pub(crate) struct WorkerPlan {
     pub sends: bool,
     pub receives: bool,
     pub msg_size: usize,
+    pub zerocopy: plumb_spec::ZeroCopy,
+    pub rx: plumb_spec::RxMode,
     pub stop: Arc<AtomicBool>,
     pub window_closed: Arc<AtomicBool>,
     pub wake: Arc<OwnedFd>,
@@ -187,10 +208,29 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
 
     let send_buf: Vec<u8> = (0..plan.msg_size).map(|i| (i % 251) as u8).collect();
     let mut recv_buf = vec![0u8; plan.msg_size];
-    // Bytes of the current message already written, per flow: a short write is
-    // finished before the next message starts, so every write boundary is a
-    // message boundary as with a blocking sender.
-    let mut offset = vec![0usize; plan.range.len()];
+    // Every write boundary is a message boundary as with a blocking sender:
+    // a short write is finished before the next message starts.
+    let mut senders = Vec::with_capacity(plan.range.len());
+    if plan.sends {
+        for _ in plan.range.clone() {
+            senders.push(Sender::new(plan.zerocopy, &send_buf, plan.range.len())?);
+        }
+    }
+    let mut receivers = Vec::with_capacity(plan.range.len());
+    if plan.receives {
+        for i in plan.range.clone() {
+            receivers.push(Receiver::new(plan.rx, &plan.flows[i])?);
+        }
+    }
+    let file = match plan.zerocopy {
+        ZeroCopy::Sendfile | ZeroCopy::Splice if plan.sends => {
+            Some(crate::transfer::message_file(&send_buf)?)
+        }
+        _ => None,
+    };
+    // MSG_ZEROCOPY flows waiting for completions are watched for the error
+    // queue only (EPOLLERR is always reported), not for room to write.
+    let mut parked = vec![false; plan.range.len()];
     let mut errors = Vec::new();
     let mut live = plan.range.len();
     let mut events: Vec<epoll::Event> = Vec::with_capacity(256);
@@ -212,19 +252,20 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
             let mut failed: Option<io::Error> = None;
             let mut eof = false;
 
+            let k = i - plan.range.start;
             if plan.receives
                 && flags.intersects(
                     epoll::EventFlags::IN | epoll::EventFlags::HUP | epoll::EventFlags::ERR,
                 )
             {
                 for _ in 0..BURST {
-                    match (&*stream).read(&mut recv_buf) {
-                        Ok(0) => {
+                    match receivers[k].receive(stream, c, &mut recv_buf) {
+                        Ok(Step::Moved(0)) => {
                             eof = true;
                             break;
                         }
-                        Ok(n) => c.add_received(n as u64),
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Ok(Step::Moved(n)) => c.add_received(n as u64),
+                        Ok(_) => break,
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                         Err(e) => {
                             failed = Some(e);
@@ -233,28 +274,48 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
                     }
                 }
             }
+            if plan.sends && failed.is_none() && !eof && flags.contains(epoll::EventFlags::ERR) {
+                if let Some(z) = senders[k].zerocopy() {
+                    if let Err(e) = z.reap(stream, c) {
+                        failed = Some(e);
+                    }
+                }
+            }
             if plan.sends
                 && failed.is_none()
                 && !eof
                 && flags.intersects(epoll::EventFlags::OUT | epoll::EventFlags::ERR)
             {
-                let off = &mut offset[i - plan.range.start];
+                let mut park = false;
                 for _ in 0..BURST {
-                    match (&*stream).write(&send_buf[*off..]) {
-                        Ok(n) => {
-                            c.add_sent(n as u64);
-                            *off += n;
-                            if *off == send_buf.len() {
-                                *off = 0;
-                            }
+                    match senders[k].send(stream, c, &send_buf, file.as_ref()) {
+                        Ok(Step::Moved(n)) => c.add_sent(n as u64),
+                        Ok(Step::WouldBlock) => break,
+                        Ok(Step::Parked) => {
+                            park = true;
+                            break;
                         }
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                         Err(e) => {
                             failed = Some(e);
                             break;
                         }
                     }
+                }
+                // Parked: completions are due, and EPOLLERR will say when.
+                // Otherwise room to write is what the flow waits for.
+                if park != parked[k] && failed.is_none() {
+                    parked[k] = park;
+                    epoll::modify(
+                        &ep,
+                        stream,
+                        epoll::EventData::new_u64(i as u64),
+                        if park {
+                            interest - epoll::EventFlags::OUT
+                        } else {
+                            interest
+                        },
+                    )?;
                 }
             }
             if !plan.receives && flags.contains(epoll::EventFlags::HUP) && failed.is_none() {
@@ -273,5 +334,35 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
             }
         }
     }
+    drain_completions(&plan, &mut senders);
     Ok(errors)
+}
+
+/// How long a stopping worker waits for the completions of the zero-copy
+/// sends still outstanding; the peer is reading or resetting meanwhile.
+const DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Reads the completions of the sends still outstanding so that the counts
+/// balance, for at most [`DRAIN`]. What is left is reported as outstanding.
+fn drain_completions(plan: &WorkerPlan, senders: &mut [Sender]) {
+    let deadline = std::time::Instant::now() + DRAIN;
+    loop {
+        let mut left = 0;
+        for (k, s) in senders.iter_mut().enumerate() {
+            if let Some(z) = s.zerocopy() {
+                let i = plan.range.start + k;
+                let c = &plan.counters[i];
+                let (n0, c0) = (c.zc_completions.load(Relaxed), c.zc_copied.load(Relaxed));
+                if z.outstanding() > 0 && z.reap(&plan.flows[i], c).is_ok() {
+                    left += z.outstanding();
+                }
+                FlowCounters::bump(&c.zc_close_completions, c.zc_completions.load(Relaxed) - n0);
+                FlowCounters::bump(&c.zc_close_copied, c.zc_copied.load(Relaxed) - c0);
+            }
+        }
+        if left == 0 || std::time::Instant::now() >= deadline {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
 }

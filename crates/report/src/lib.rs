@@ -210,6 +210,7 @@ fn iteration(o: &mut String, it: &Iteration, planned_s: f64, transactional: bool
             format_bytes(t.in_flight_end_bytes)
         );
     }
+    zerocopy(o, it);
     let _ = writeln!(o);
 
     let _ = writeln!(
@@ -320,6 +321,37 @@ fn iteration(o: &mut String, it: &Iteration, planned_s: f64, transactional: bool
             "INCOMPLETE: interrupted after {} of the {} window",
             secs(it.window_s),
             secs(planned_s)
+        );
+    }
+}
+
+/// MSG_ZEROCOPY accounting of each sending end: sends, completions, and
+/// how many of those the kernel copied after all.
+fn zerocopy(o: &mut String, it: &Iteration) {
+    for (name, end) in [("client", &it.client), ("server", &it.server)] {
+        let Some(z) = &end.zerocopy else { continue };
+        let _ = writeln!(
+            o,
+            "zerocopy    {name}: {} sends, {} completions, {} outstanding{}",
+            z.sends,
+            z.completions,
+            z.outstanding,
+            if z.enobufs > 0 {
+                format!(", ENOBUFS {}", z.enobufs)
+            } else {
+                String::new()
+            }
+        );
+        let _ = writeln!(
+            o,
+            "            {} copied by the kernel, {} zero-copy{}",
+            z.copied,
+            z.zero_copied(),
+            if z.at_close > 0 {
+                format!("; {} read at close", z.at_close)
+            } else {
+                String::new()
+            }
         );
     }
 }

@@ -281,6 +281,22 @@ pub fn merge_ends(parts: &[EndResult]) -> Option<EndResult> {
         out.latency = Some(summarize(&h));
     }
 
+    for p in rest {
+        if let (Some(z), Some(v)) = (out.zerocopy.as_mut(), &p.zerocopy) {
+            z.sends += v.sends;
+            z.completions += v.completions;
+            z.copied += v.copied;
+            z.outstanding += v.outstanding;
+            z.at_close += v.at_close;
+            z.copied_at_close += v.copied_at_close;
+            z.enobufs += v.enobufs;
+        }
+        if let (Some(z), Some(v)) = (out.rx_zerocopy.as_mut(), &p.rx_zerocopy) {
+            z.mapped_bytes += v.mapped_bytes;
+            z.copied_bytes += v.copied_bytes;
+        }
+    }
+
     if let Some(u) = out.udp.as_mut() {
         for p in rest {
             if let Some(v) = &p.udp {

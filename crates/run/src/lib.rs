@@ -16,8 +16,8 @@ pub mod topology;
 use embedded::EmbeddedServer;
 use plumb_ctl::{CtlError, Session};
 use plumb_engine::{
-    connect_flows, read_back, read_back_udp, udp_client_sockets, Cookie, Engine, EngineConfig,
-    Meter, SampleSink, UdpPlan,
+    connect_flows, read_back_flows, read_back_udp, udp_client_sockets, Cookie, Engine,
+    EngineConfig, Meter, SampleSink, UdpPlan,
 };
 use plumb_samples::{Bimodal, Confidence, Iteration, Role, RunRecord, RUN_SCHEMA};
 use plumb_spec::{Family, Spec, SpecError};
@@ -330,9 +330,10 @@ fn run_iteration_at(
     } else {
         Vec::new()
     };
+    plumb_engine::check_rx_mode(&flows, spec.rx)?;
     let options = match udp_socks.first() {
         Some(u) => read_back_udp(u, &spec.socket),
-        None => read_back(&flows[0], &spec.socket),
+        None => read_back_flows(&flows, &spec.socket),
     };
     all_set()?;
     session.start(spec.setup_flows())?;
@@ -418,7 +419,9 @@ fn run_iteration_at(
         }
     };
     let complete = complete && lost.is_none();
+    let zerocopy = engine.zerocopy_probe();
     let errors = engine.stop().map_err(|e| RunError::Engine(e.to_string()))?;
+    zerocopy.fill(&mut client);
     client.warnings.extend(
         errors
             .into_iter()
@@ -469,5 +472,7 @@ fn lost_server(spec: &Spec) -> plumb_samples::EndResult {
         transactions: 0,
         latency: None,
         udp: None,
+        zerocopy: None,
+        rx_zerocopy: None,
     }
 }

@@ -215,6 +215,78 @@ pub struct EndResult {
     /// Datagram accounting of the UDP workloads.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub udp: Option<UdpTotals>,
+    /// MSG_ZEROCOPY accounting of a sending end, over the whole test.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub zerocopy: Option<ZeroCopyTotals>,
+    /// TCP_ZEROCOPY_RECEIVE accounting of a receiving end, whole test.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub rx_zerocopy: Option<RxZeroCopyTotals>,
+}
+
+/// What TCP_ZEROCOPY_RECEIVE did on one receiving end.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RxZeroCopyTotals {
+    /// Bytes whose pages were mapped into user space.
+    pub mapped_bytes: u64,
+    /// Bytes the kernel could not map, read by copying.
+    pub copied_bytes: u64,
+}
+
+/// What the kernel did with one end's MSG_ZEROCOPY sends, counted over the
+/// whole test (warm-up and the completions drained at the end included),
+/// so that the counts balance: every send is completed or outstanding.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ZeroCopyTotals {
+    /// Successful send(MSG_ZEROCOPY) calls.
+    pub sends: u64,
+    /// Sends whose completion was read from the error queue.
+    pub completions: u64,
+    /// Completions the kernel flagged SO_EE_CODE_ZEROCOPY_COPIED: the data
+    /// was copied after all. completions - copied were really zero-copy.
+    pub copied: u64,
+    /// Sends with no completion read when the flows closed.
+    pub outstanding: u64,
+    /// Of the completions, those read while the test was stopping, and how
+    /// many of them were flagged copied. Most are data the kernel freed
+    /// unsent when the peer reset the flow: it reports them as not copied
+    /// though they never left, so they say nothing about zero-copy.
+    #[serde(default)]
+    pub at_close: u64,
+    #[serde(default)]
+    pub copied_at_close: u64,
+    /// Sends refused with ENOBUFS: net.core.optmem_max bounds the
+    /// zero-copy sends a socket may have outstanding.
+    pub enobufs: u64,
+    /// Sends made as plain copies because ENOBUFS came with nothing
+    /// outstanding to wait for.
+    pub fallback_copies: u64,
+    /// net.core.optmem_max on this end, bytes.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub optmem_max: Option<u64>,
+}
+
+impl ZeroCopyTotals {
+    /// Completions the kernel did not have to copy.
+    pub fn zero_copied(&self) -> u64 {
+        self.completions.saturating_sub(self.copied)
+    }
+
+    /// Completions read while the flows ran, and how many of them the
+    /// kernel flagged copied.
+    pub fn running(&self) -> (u64, u64) {
+        (
+            self.completions.saturating_sub(self.at_close),
+            self.copied.saturating_sub(self.copied_at_close),
+        )
+    }
+
+    /// (Nearly) every completion read while the flows ran was flagged
+    /// copied: the mode measured only its overhead. Loopback flags a few
+    /// sends in ten thousand as not copied, so 99 % counts as all.
+    pub fn all_copied(&self) -> bool {
+        let (done, copied) = self.running();
+        done > 0 && copied * 100 >= done * 99
+    }
 }
 
 /// Datagrams one end counted over the window.

@@ -125,6 +125,69 @@ pub struct SocketOpts {
     pub pacing_rate_bps: Option<u64>,
 }
 
+/// How the sending end of a stream hands its data to the kernel.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ZeroCopy {
+    /// write(): the kernel copies every byte from user space.
+    #[default]
+    None,
+    /// send(MSG_ZEROCOPY) with SO_ZEROCOPY: pages pinned, buffers reused only
+    /// after the kernel's completion notification.
+    Msg,
+    /// sendfile() from an in-memory file of the message size (iperf3 -Z).
+    Sendfile,
+    /// splice() from that file into a pipe and from the pipe to the socket.
+    Splice,
+}
+
+impl ZeroCopy {
+    pub fn is_none(&self) -> bool {
+        *self == ZeroCopy::None
+    }
+}
+
+impl fmt::Display for ZeroCopy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ZeroCopy::None => "none",
+            ZeroCopy::Msg => "msg",
+            ZeroCopy::Sendfile => "sendfile",
+            ZeroCopy::Splice => "splice",
+        })
+    }
+}
+
+/// How the receiving end of a stream takes its data.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RxMode {
+    /// read() into a user buffer.
+    #[default]
+    Copy,
+    /// recv(MSG_TRUNC): the kernel drops the data without copying it to user
+    /// space (iperf3 --skip-rx-copy).
+    Skip,
+    /// TCP_ZEROCOPY_RECEIVE: received pages mapped into user space.
+    Zerocopy,
+}
+
+impl RxMode {
+    pub fn is_copy(&self) -> bool {
+        *self == RxMode::Copy
+    }
+}
+
+impl fmt::Display for RxMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RxMode::Copy => "copy",
+            RxMode::Skip => "skip",
+            RxMode::Zerocopy => "zerocopy",
+        })
+    }
+}
+
 /// Request/response parameters.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct RrSpec {
@@ -246,6 +309,13 @@ pub struct Spec {
     /// their keys stay what they were.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub rr: Option<RrSpec>,
+    /// Stream senders: how data reaches the kernel. Left out when plain
+    /// writes, so the keys of older specs stay what they were.
+    #[serde(skip_serializing_if = "ZeroCopy::is_none", default)]
+    pub zerocopy: ZeroCopy,
+    /// Stream receivers: how data leaves the kernel.
+    #[serde(skip_serializing_if = "RxMode::is_copy", default)]
+    pub rx: RxMode,
     /// Where the two ends run: absent for this host's loopback (so the keys
     /// of loopback specs stay what they were).
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -362,6 +432,8 @@ impl Spec {
             server_cpus: None,
             rr: None,
             topology: None,
+            zerocopy: ZeroCopy::None,
+            rx: RxMode::Copy,
         }
     }
 
@@ -478,6 +550,20 @@ impl Spec {
                         format!("the writes must be non-empty and add up to {size} bytes"),
                     ));
                 }
+            }
+        }
+        if self.workload != Workload::Stream {
+            if !self.zerocopy.is_none() {
+                return Err(SpecError::new(
+                    "--zerocopy",
+                    "only the stream workload has zero-copy send modes",
+                ));
+            }
+            if !self.rx.is_copy() {
+                return Err(SpecError::new(
+                    "--rx",
+                    "only the stream workload has receive modes",
+                ));
             }
         }
         if self.flows == 0 || self.flows > MAX_FLOWS {
@@ -708,11 +794,21 @@ impl Spec {
             format!("{} flows", self.flows)
         };
         format!(
-            "{} {} {} x {}, {} thread{}, {}, {}s",
+            "{} {} {} x {}{}{}, {} thread{}, {}, {}s",
             self.workload,
             self.direction,
             flows,
             units::show_size(self.msg_size),
+            if self.zerocopy.is_none() {
+                String::new()
+            } else {
+                format!(", zerocopy {}", self.zerocopy)
+            },
+            if self.rx.is_copy() {
+                String::new()
+            } else {
+                format!(", rx {}", self.rx)
+            },
             self.threads,
             if self.threads == 1 { "" } else { "s" },
             self.family,
@@ -823,6 +919,35 @@ mod tests {
         let json = serde_json::to_string(&Spec::udp_rr()).unwrap();
         assert!(json.contains("\"udp-rr\""), "{json}");
         assert!(Spec::udp_rr().summary().starts_with("udp-rr 1 flow 16/16"));
+    }
+
+    #[test]
+    fn zero_copy_modes_keep_old_keys_and_only_stream_takes_them() {
+        let plain = serde_json::to_string(&Spec::stream()).unwrap();
+        assert!(
+            !plain.contains("zerocopy") && !plain.contains("\"rx\""),
+            "{plain}"
+        );
+        let mut z = Spec::stream();
+        z.zerocopy = ZeroCopy::Msg;
+        z.rx = RxMode::Skip;
+        assert_ne!(z.key(), Spec::stream().key());
+        assert!(z.validate().is_ok());
+        assert!(
+            z.summary().contains(", zerocopy msg, rx skip"),
+            "{}",
+            z.summary()
+        );
+        let back: Spec = serde_json::from_str(&serde_json::to_string(&z).unwrap()).unwrap();
+        assert_eq!(back, z);
+        let old: Spec = serde_json::from_str(&plain).unwrap();
+        assert_eq!(old, Spec::stream());
+        let mut r = Spec::rr();
+        r.zerocopy = ZeroCopy::Sendfile;
+        assert_eq!(r.validate().unwrap_err().flag, "--zerocopy");
+        let mut r = Spec::udp_stream();
+        r.rx = RxMode::Skip;
+        assert_eq!(r.validate().unwrap_err().flag, "--rx");
     }
 
     #[test]

@@ -64,6 +64,8 @@ fn stream_spec(a: &StreamArgs) -> Spec {
         server_cpus: a.common.server_cpus.clone(),
         rr: None,
         topology: None,
+        zerocopy: a.zerocopy.into(),
+        rx: a.rx.into(),
     }
 }
 
@@ -110,6 +112,8 @@ fn transactional_spec(
         server_cpus: common.server_cpus.clone(),
         rr: Some(rr),
         topology: None,
+        zerocopy: Default::default(),
+        rx: Default::default(),
     }
 }
 
@@ -181,6 +185,8 @@ fn udp_stream_spec(a: &UdpStreamArgs) -> Spec {
         server_cpus: a.common.server_cpus.clone(),
         rr: None,
         topology: None,
+        zerocopy: Default::default(),
+        rx: Default::default(),
     }
 }
 

@@ -2,9 +2,11 @@
 //! the way the kernel actually answers (lengths vary across kernel versions).
 
 mod raw;
+pub mod rxzc;
 mod tcp_info;
 #[cfg(test)]
 mod tests;
+pub mod zerocopy;
 
 pub use tcp_info::tcp_info;
 

@@ -1,0 +1,456 @@
+//! How a stream flow hands data to the kernel and takes it back: plain
+//! write/read, MSG_ZEROCOPY with a buffer pool recycled by completion
+//! notifications, sendfile or splice from an in-memory file, and receives
+//! that discard in the kernel (MSG_TRUNC). Everything a flow needs is
+//! allocated when the worker starts; sending and receiving allocate nothing.
+
+use crate::worker::FlowCounters;
+use plumb_spec::{RxMode, ZeroCopy};
+use plumb_sys::sock::zerocopy::{self as zc, ErrQueueEntry};
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::os::fd::OwnedFd;
+
+/// Bytes of send buffers a MSG_ZEROCOPY flow cycles through: enough to keep
+/// an autotuned send buffer full while completions come back...
+const POOL_BYTES: usize = 8 << 20;
+/// ...and what all the flows of one worker share when they are many.
+const WORKER_POOL_BYTES: usize = 64 << 20;
+/// The most zero-copy sends one flow keeps outstanding (the size of its
+/// send-number to buffer map).
+const MAX_OUTSTANDING: usize = 4096;
+
+/// The result of one attempt to move bytes on a flow.
+pub(crate) enum Step {
+    /// Moved this many bytes; 0 on a receive is the end of the stream.
+    Moved(usize),
+    /// The socket would block.
+    WouldBlock,
+    /// MSG_ZEROCOPY: every buffer waits for its completion (or the kernel
+    /// refused more outstanding sends); wait for the error queue.
+    Parked,
+}
+
+/// A worker's in-memory file of one message, the source of sendfile and
+/// splice.
+pub(crate) fn message_file(pattern: &[u8]) -> io::Result<OwnedFd> {
+    let fd = rustix::fs::memfd_create("plumb-stream", rustix::fs::MemfdFlags::CLOEXEC)?;
+    let mut f = std::fs::File::from(fd);
+    f.write_all(pattern)?;
+    Ok(f.into())
+}
+
+/// MSG_ZEROCOPY state of one flow.
+pub(crate) struct ZcFlow {
+    /// `buffers` buffers of `size` bytes each, back to back.
+    pool: Vec<u8>,
+    size: usize,
+    /// Sends not yet completed that reference each buffer.
+    refs: Vec<u32>,
+    /// Buffers with no send outstanding and not being sent.
+    free: Vec<u16>,
+    /// The buffer being sent and how far.
+    current: Option<(u16, usize)>,
+    /// Buffer of each outstanding send, indexed by send number modulo
+    /// MAX_OUTSTANDING.
+    owner: Vec<u16>,
+    /// The number the kernel gives the next successful send.
+    next_id: u32,
+    outstanding: usize,
+}
+
+impl ZcFlow {
+    /// A pool for one of `flows` flows of a worker.
+    pub(crate) fn new(pattern: &[u8], flows: usize) -> ZcFlow {
+        let size = pattern.len().max(1);
+        let budget = POOL_BYTES.min(WORKER_POOL_BYTES / flows.max(1));
+        let buffers = (budget / size).clamp(2, 256);
+        let mut pool = Vec::with_capacity(buffers * size);
+        for _ in 0..buffers {
+            pool.extend_from_slice(pattern);
+        }
+        ZcFlow {
+            pool,
+            size,
+            refs: vec![0; buffers],
+            free: (0..buffers as u16).rev().collect(),
+            current: None,
+            owner: vec![0; MAX_OUTSTANDING],
+            next_id: 0,
+            outstanding: 0,
+        }
+    }
+
+    pub(crate) fn outstanding(&self) -> usize {
+        self.outstanding
+    }
+
+    /// Reads every completion waiting in the error queue and releases the
+    /// buffers whose sends are all done.
+    pub(crate) fn reap(&mut self, stream: &TcpStream, c: &FlowCounters) -> io::Result<()> {
+        loop {
+            match zc::read_errqueue(stream)? {
+                None => return Ok(()),
+                Some(ErrQueueEntry::Other { .. }) => continue,
+                Some(e @ ErrQueueEntry::ZeroCopy { lo, copied, .. }) => {
+                    let n = e.sends();
+                    for k in 0..n {
+                        let id = lo.wrapping_add(k as u32);
+                        let b = self.owner[id as usize % MAX_OUTSTANDING] as usize;
+                        self.refs[b] = self.refs[b].saturating_sub(1);
+                        if self.refs[b] == 0 && self.current.map(|(cb, _)| cb as usize) != Some(b) {
+                            self.free.push(b as u16);
+                        }
+                    }
+                    self.outstanding = self.outstanding.saturating_sub(n as usize);
+                    FlowCounters::bump(&c.zc_completions, n);
+                    if copied {
+                        FlowCounters::bump(&c.zc_copied, n);
+                    }
+                }
+            }
+        }
+    }
+
+    fn send(&mut self, stream: &TcpStream, c: &FlowCounters) -> io::Result<Step> {
+        if self.current.is_none() || self.outstanding >= MAX_OUTSTANDING {
+            if self.free.is_empty() || self.outstanding >= MAX_OUTSTANDING {
+                self.reap(stream, c)?;
+            }
+            if self.outstanding >= MAX_OUTSTANDING {
+                return Ok(Step::Parked);
+            }
+            if self.current.is_none() {
+                match self.free.pop() {
+                    Some(b) => self.current = Some((b, 0)),
+                    None => return Ok(Step::Parked),
+                }
+            }
+        }
+        let (b, off) = self.current.expect("a buffer was chosen");
+        let start = b as usize * self.size;
+        let piece = start + off..start + self.size;
+        match zc::send_zerocopy(stream, &self.pool[piece.clone()]) {
+            Ok(n) => {
+                self.owner[self.next_id as usize % MAX_OUTSTANDING] = b;
+                self.next_id = self.next_id.wrapping_add(1);
+                self.refs[b as usize] += 1;
+                self.outstanding += 1;
+                FlowCounters::bump(&c.zc_sends, 1);
+                self.advance(n);
+                Ok(Step::Moved(n))
+            }
+            Err(e) if e.raw_os_error() == Some(enobufs()) => {
+                FlowCounters::bump(&c.zc_enobufs, 1);
+                self.reap(stream, c)?;
+                if self.outstanding > 0 {
+                    return Ok(Step::Parked);
+                }
+                // Nothing outstanding to wait for: optmem_max is below what
+                // even one notification needs. Copy this piece and go on.
+                match (&*stream).write(&self.pool[piece]) {
+                    Ok(n) => {
+                        FlowCounters::bump(&c.zc_fallback, 1);
+                        self.advance(n);
+                        Ok(Step::Moved(n))
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Step::WouldBlock),
+                    Err(e) => Err(e),
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Step::WouldBlock),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn advance(&mut self, n: usize) {
+        if let Some((b, off)) = self.current.as_mut() {
+            *off += n;
+            if *off >= self.size {
+                let b = *b as usize;
+                self.current = None;
+                if self.refs[b] == 0 {
+                    self.free.push(b as u16);
+                }
+            }
+        }
+    }
+}
+
+fn enobufs() -> i32 {
+    rustix::io::Errno::NOBUFS.raw_os_error()
+}
+
+/// How one flow sends.
+pub(crate) enum Sender {
+    /// write() of `pattern[offset..]`.
+    Copy {
+        offset: usize,
+    },
+    Zc(Box<ZcFlow>),
+    /// sendfile() from the worker's message file at `offset`.
+    Sendfile {
+        offset: u64,
+    },
+    /// splice() from the message file (at `offset`) into the flow's pipe,
+    /// then from the pipe to the socket.
+    Splice {
+        offset: u64,
+        read: OwnedFd,
+        write: OwnedFd,
+        in_pipe: usize,
+        capacity: usize,
+    },
+}
+
+impl Sender {
+    /// How one of a worker's `flows` flows sends in `mode`.
+    pub(crate) fn new(mode: ZeroCopy, pattern: &[u8], flows: usize) -> io::Result<Sender> {
+        Ok(match mode {
+            ZeroCopy::None => Sender::Copy { offset: 0 },
+            ZeroCopy::Msg => Sender::Zc(Box::new(ZcFlow::new(pattern, flows))),
+            ZeroCopy::Sendfile => Sender::Sendfile { offset: 0 },
+            ZeroCopy::Splice => {
+                let (read, write) = zc::pipe()?;
+                // A pipe holds at most what its capacity says; a message
+                // larger than the capacity goes in several splices.
+                let capacity = zc::set_pipe_size(&write, pattern.len().max(4096))
+                    .or_else(|_| zc::set_pipe_size(&write, 1 << 20))
+                    .unwrap_or(64 * 1024);
+                Sender::Splice {
+                    offset: 0,
+                    read,
+                    write,
+                    in_pipe: 0,
+                    capacity,
+                }
+            }
+        })
+    }
+
+    /// One send on `stream`. `pattern` is the message; `file` the worker's
+    /// message file (sendfile and splice).
+    pub(crate) fn send(
+        &mut self,
+        stream: &TcpStream,
+        c: &FlowCounters,
+        pattern: &[u8],
+        file: Option<&OwnedFd>,
+    ) -> io::Result<Step> {
+        let len = pattern.len();
+        let r = match self {
+            Sender::Copy { offset } => (&*stream).write(&pattern[*offset..]).map(|n| {
+                *offset += n;
+                if *offset == len {
+                    *offset = 0;
+                }
+                Step::Moved(n)
+            }),
+            Sender::Zc(z) => return z.send(stream, c),
+            Sender::Sendfile { offset } => {
+                let file = file.expect("sendfile has its message file");
+                let want = len - *offset as usize;
+                rustix::fs::sendfile(stream, file, Some(offset), want)
+                    .map_err(io::Error::from)
+                    .map(|n| {
+                        if *offset as usize >= len {
+                            *offset = 0;
+                        }
+                        Step::Moved(n)
+                    })
+            }
+            Sender::Splice {
+                offset,
+                read,
+                write,
+                in_pipe,
+                capacity,
+            } => {
+                if *in_pipe == 0 {
+                    let file = file.expect("splice has its message file");
+                    let want = (len - *offset as usize).min(*capacity);
+                    match zc::splice(file, Some(offset), &*write, want) {
+                        Ok(n) => {
+                            *in_pipe = n;
+                            if *offset as usize >= len {
+                                *offset = 0;
+                            }
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                zc::splice(&*read, None, stream, *in_pipe).map(|n| {
+                    *in_pipe -= n;
+                    Step::Moved(n)
+                })
+            }
+        };
+        match r {
+            Ok(s) => Ok(s),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Step::WouldBlock),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(crate) fn zerocopy(&mut self) -> Option<&mut ZcFlow> {
+        match self {
+            Sender::Zc(z) => Some(z),
+            _ => None,
+        }
+    }
+}
+
+/// How one flow receives.
+pub(crate) enum Receiver {
+    Copy,
+    Skip,
+    /// TCP_ZEROCOPY_RECEIVE into the flow's mapping of its socket; what
+    /// the kernel cannot map is read the ordinary way.
+    Mapped(plumb_sys::sock::rxzc::ReceiveMap),
+}
+
+/// Bytes of socket mapping each TCP_ZEROCOPY_RECEIVE flow has.
+const RX_MAP_BYTES: usize = 2 << 20;
+
+impl Receiver {
+    pub(crate) fn new(mode: RxMode, stream: &TcpStream) -> io::Result<Receiver> {
+        Ok(match mode {
+            RxMode::Copy => Receiver::Copy,
+            RxMode::Skip => Receiver::Skip,
+            RxMode::Zerocopy => Receiver::Mapped(plumb_sys::sock::rxzc::ReceiveMap::new(
+                stream,
+                RX_MAP_BYTES,
+            )?),
+        })
+    }
+
+    /// One receive on `stream` into `buf` (or discarded in the kernel, or
+    /// mapped).
+    pub(crate) fn receive(
+        &mut self,
+        stream: &TcpStream,
+        c: &FlowCounters,
+        buf: &mut [u8],
+    ) -> io::Result<Step> {
+        let r = match self {
+            Receiver::Skip => zc::recv_discard(stream, buf),
+            Receiver::Copy => (&*stream).read(buf),
+            Receiver::Mapped(map) => match map.receive(stream) {
+                Ok((mapped, _)) if mapped > 0 => {
+                    FlowCounters::bump(&c.rx_mapped, mapped as u64);
+                    Ok(mapped)
+                }
+                // Unmappable bytes first, or nothing queued: an ordinary
+                // read takes them, and tells end of stream from no data.
+                Ok((_, skip)) => {
+                    let n = if skip > 0 {
+                        skip.min(buf.len())
+                    } else {
+                        buf.len()
+                    };
+                    let r = (&*stream).read(&mut buf[..n]);
+                    if let Ok(k) = r {
+                        FlowCounters::bump(&c.rx_copied, k as u64);
+                    }
+                    r
+                }
+                Err(e) => Err(e),
+            },
+        };
+        match r {
+            Ok(n) => Ok(Step::Moved(n)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Step::WouldBlock),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    /// Drives `receiver` until end of stream; returns the bytes it took.
+    fn drain(receiver: &mut Receiver, rx: &TcpStream, c: &FlowCounters) -> u64 {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut total = 0u64;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            assert!(std::time::Instant::now() < deadline, "no end of stream");
+            match receiver.receive(rx, c, &mut buf).unwrap() {
+                Step::Moved(0) => return total,
+                Step::Moved(n) => total += n as u64,
+                _ => std::thread::sleep(std::time::Duration::from_micros(200)),
+            }
+        }
+    }
+
+    #[test]
+    fn every_receive_mode_takes_exactly_what_was_sent() {
+        for mode in [RxMode::Copy, RxMode::Skip, RxMode::Zerocopy] {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = l.local_addr().unwrap();
+            let writer = std::thread::spawn(move || {
+                let mut tx = TcpStream::connect(addr).unwrap();
+                let chunk = vec![9u8; 100_003];
+                for _ in 0..30 {
+                    tx.write_all(&chunk).unwrap();
+                }
+            });
+            let (rx, _) = l.accept().unwrap();
+            rx.set_nonblocking(true).unwrap();
+            let c = FlowCounters::default();
+            let mut r = Receiver::new(mode, &rx).unwrap();
+            let got = drain(&mut r, &rx, &c);
+            writer.join().unwrap();
+            assert_eq!(got, 30 * 100_003, "{mode}");
+            if mode == RxMode::Zerocopy {
+                // Loopback pages cannot be mapped: all of it was copied.
+                let mapped = c.rx_mapped.load(std::sync::atomic::Ordering::Relaxed);
+                let copied = c.rx_copied.load(std::sync::atomic::Ordering::Relaxed);
+                assert_eq!((mapped, copied), (0, got));
+            }
+        }
+    }
+
+    #[test]
+    fn send_modes_keep_message_boundaries() {
+        // Each mode writes the pattern over and over; the receiver sees the
+        // same bytes at the same offsets whatever the mode.
+        let pattern: Vec<u8> = (0..10_007).map(|i| (i % 251) as u8).collect();
+        for mode in [
+            ZeroCopy::None,
+            ZeroCopy::Msg,
+            ZeroCopy::Sendfile,
+            ZeroCopy::Splice,
+        ] {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            let tx = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+            let (mut rx, _) = l.accept().unwrap();
+            tx.set_nonblocking(true).unwrap();
+            if mode == ZeroCopy::Msg {
+                zc::set_zerocopy(&tx).unwrap();
+            }
+            let file = message_file(&pattern).unwrap();
+            let c = FlowCounters::default();
+            let mut s = Sender::new(mode, &pattern, 1).unwrap();
+            let want = pattern.len() * 7 + 123;
+            let reader = std::thread::spawn(move || {
+                let mut got = vec![0u8; want];
+                rx.read_exact(&mut got).unwrap();
+                got
+            });
+            let mut sent = 0;
+            while sent < want {
+                match s.send(&tx, &c, &pattern, Some(&file)).unwrap() {
+                    Step::Moved(n) => sent += n,
+                    _ => std::thread::sleep(std::time::Duration::from_micros(200)),
+                }
+            }
+            let got = reader.join().unwrap();
+            for (i, b) in got.iter().enumerate() {
+                assert_eq!(*b, pattern[i % pattern.len()], "{mode} byte {i}");
+            }
+        }
+    }
+}
