@@ -385,3 +385,78 @@ fn flows_beyond_the_local_port_range_spread_over_loopback_sources() {
         assert_eq!(moved, 1500, "{workload}: every flow moved");
     }
 }
+
+/// Every `plumb flow-group-member` process alive now.
+fn flow_group_members() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| {
+            let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            String::from_utf8_lossy(&cmd)
+                .contains("flow-group-member")
+                .then_some(pid)
+        })
+        .collect()
+}
+
+#[test]
+fn flows_beyond_one_process_run_as_a_flow_group_and_add_up() {
+    let _alone = measuring_alone();
+    // 400 descriptors hold about 336 flows: 600 need two processes a side.
+    let out = std::process::Command::new("bash")
+        .args([
+            "-c",
+            "ulimit -n 400 && exec \"$0\" run rr --no-store --iterations 1 --json \
+             --flows 600 --threads 2 --duration 2s",
+        ])
+        .arg(env!("CARGO_BIN_EXE_plumb"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let it = &rec["iterations"][0];
+    let (c, s) = (&it["client"], &it["server"]);
+    assert_eq!(rec["spec"]["flows"], 600, "the spec is the one asked for");
+    assert_eq!(c["flows"].as_array().unwrap().len(), 600);
+    assert_eq!(s["flows"].as_array().unwrap().len(), 600);
+    let ids: Vec<u64> = c["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| u(&f["flow"]))
+        .collect();
+    assert_eq!(ids, (0..600).collect::<Vec<u64>>(), "flows numbered on");
+    assert_eq!(u(&c["threads"]), 2);
+    let warned = s["warnings"].as_array().unwrap().iter().any(|w| {
+        w.as_str()
+            .unwrap()
+            .contains("600 flows ran in 2 client processes")
+    });
+    assert!(warned, "{}", s["warnings"]);
+    // Every flow moved, and the two ends agree up to one request a flow in
+    // flight plus what the window edges' skew allows.
+    assert!(c["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|f| u(&f["transactions"]) > 0));
+    let tx = u(&c["transactions"]) as f64;
+    let skew = (f(&c["window_s"]) - f(&s["window_s"])).abs() + 0.05;
+    let allowed = 600.0 + f(&it["derived"]["tps"]) * skew;
+    assert!(tx > 1000.0, "{tx}");
+    assert!(
+        (tx - u(&s["transactions"]) as f64).abs() <= allowed,
+        "client {tx} vs server {} (allowed {allowed})",
+        s["transactions"]
+    );
+    // The latency histograms of both processes are merged, one entry a
+    // transaction.
+    let timed = u(&c["latency"]["count"]) as f64;
+    assert!((timed - tx).abs() <= allowed, "timed {timed} of {tx}");
+    // CPU and memory are those of both processes: more than either alone.
+    assert!(u(&c["process"]["rss_bytes"]) > 0);
+    assert!(f(&it["derived"]["client_cpu_s_per_tx"]) > 0.0);
+    assert!(flow_group_members().is_empty(), "no member is left behind");
+}
