@@ -9,11 +9,12 @@
 # nothing, so it runs on a machine without a toolchain); OUT=FILE writes the
 # section to another file than BENCHMARKS.md.
 #
-# Every flow holds a descriptor on each end, so 30000 flows need RLIMIT_NOFILE
-# of about 30100 in each process: plumb raises its soft limit to the hard one,
-# and a run the hard limit does not allow is recorded as "not run: <its
-# error>" (raising the hard limit needs CAP_SYS_RESOURCE). Flows beyond one
-# source address's local port range spread over 127.0.0.x sources.
+# Every flow holds a descriptor on each end: plumb raises its soft
+# RLIMIT_NOFILE to the hard one, and flows beyond what one process may then
+# open run as a flow group, several client processes each with its own
+# embedded server, started together and added up (a run plumb refuses is
+# recorded as "not run: <its error>"). Flows beyond a share of one source
+# address's local port range spread over 127.0.0.x sources.
 # Reported per workload and flow count: transactions/s, p99 round trip,
 # client CPU per transaction, and the resident set of each process at the
 # end of the window; medians with min-max over the repetitions, the workloads
@@ -104,7 +105,9 @@ if notes:
 lines.append("\nClient CPU per transaction is the client process's user+system time over the window divided by "
              "its transactions (`derived.client_cpu_s_per_tx`); RSS is each process's resident set at the end "
              "of the window (`client.process.rss_bytes`, `server.process.rss_bytes`). In crr every transaction "
-             "is a new connection (closed with RST, so no TIME_WAIT piles up).\n")
+             "is a new connection (closed with RST, so no TIME_WAIT piles up). Where the flows need more descriptors "
+             "than RLIMIT_NOFILE lets one process open, plumb runs them as a flow group of several client processes, "
+             "each with its own embedded server; CPU and RSS are then the sums over the group's processes.\n")
 lines.append("Command (WORKLOAD rr or crr, FLOWS as in the table):\n")
 lines.append(f"    plumb run WORKLOAD --json --iterations 1 --no-store --duration {secs}s --warmup 1s --flows FLOWS --threads 2")
 section = "\n".join(lines) + "\n"
