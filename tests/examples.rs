@@ -173,4 +173,13 @@ fn s5_finds_and_names_the_cliff_at_the_mss() {
         html.contains("stroke-dasharray"),
         "the cliff is marked on the plot"
     );
+    // The known cause is named with the cliff, in every rendering.
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("likely cause: each transaction waits about")
+            && flat.contains("Nagle's algorithm")
+            && flat.contains("TCP_QUICKACK"),
+        "{text}"
+    );
+    assert!(md.contains("likely cause:") && html.contains("likely cause:"));
 }

@@ -195,6 +195,35 @@ fn split_responses_stall_on_delayed_acks_until_nodelay() {
     ]);
     let p50 = f(&nodelay["iterations"][0]["client"]["latency"]["p50_us"]);
     assert!(p50 < 2_000.0, "with --nodelay p50 is {p50} us");
+
+    // The summary names the cause of the stall and the remedies, and only
+    // when there is one.
+    let text = |args: &[&str]| {
+        let mut all = vec![
+            "run",
+            "rr",
+            "--resp-size",
+            "1008",
+            "--resp-writes",
+            "8,rest",
+        ];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--duration", "1s"]);
+        let out = run(&all);
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let stalled = text(&[]);
+    let flat = stalled.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("diagnosis: each transaction waits about"),
+        "{stalled}"
+    );
+    assert!(
+        flat.contains("Nagle's algorithm") && flat.contains("--nodelay"),
+        "{stalled}"
+    );
+    assert!(!text(&["--nodelay"]).contains("diagnosis"));
 }
 
 #[test]

@@ -87,12 +87,73 @@ pub fn run_summary(rec: &RunRecord) -> String {
             spec.is_transactional(),
         );
     }
+    if let Some(hint) = delayed_ack_hint(rec) {
+        let _ = writeln!(o);
+        for line in wrap_words(&format!("diagnosis: {hint}"), 80, "           ") {
+            let _ = writeln!(o, "{line}");
+        }
+    }
     if let Some(c) = &rec.confidence {
         if let Some(line) = c.shortfall(rec.iterations.iter().filter(|i| i.complete).count()) {
             let _ = writeln!(o, "\n{line}");
         }
     }
     o
+}
+
+/// The known cause of a TCP request/response test whose transactions each
+/// wait about a delayed-ACK timeout (tens to hundreds of milliseconds): a
+/// message written in several writes with Nagle on holds its last write until
+/// the first is acknowledged, and the peer delays that ACK. None when the
+/// run does not look like that.
+pub fn delayed_ack_hint(rec: &RunRecord) -> Option<String> {
+    let spec = &rec.spec;
+    let rr = spec.rr.as_ref()?;
+    if spec.workload.is_udp() || spec.socket.nodelay {
+        return None;
+    }
+    if rr.req_writes.len() < 2 && rr.resp_writes.len() < 2 {
+        return None;
+    }
+    let mut p50: Vec<f64> = rec
+        .iterations
+        .iter()
+        .filter_map(|i| i.client.latency.as_ref().map(|l| l.p50_us))
+        .collect();
+    p50.sort_by(f64::total_cmp);
+    let median = *p50.get(p50.len().checked_sub(1)? / 2)?;
+    // Linux delays an ACK by 40 ms at least and 200 ms at most.
+    if !(20_000.0..=600_000.0).contains(&median) {
+        return None;
+    }
+    Some(format!(
+        "each transaction waits about {:.0} ms, a delayed-ACK timeout: with Nagle's \
+         algorithm on, the last write of a message waits until the first is \
+         acknowledged, and the peer delays that ACK. Try --nodelay (TCP_NODELAY), \
+         TCP_QUICKACK on the receiving end, or one write per message (writev, or TCP_CORK \
+         around the writes).",
+        median / 1000.0
+    ))
+}
+
+/// Splits `text` at spaces into lines of at most `width` columns, the
+/// continuation lines starting with `indent`.
+fn wrap_words(text: &str, width: usize, indent: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.trim().is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::replace(&mut line, indent.to_string()));
+        }
+        if !line.trim().is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.trim().is_empty() {
+        lines.push(line);
+    }
+    lines
 }
 
 fn iterations_table(o: &mut String, rec: &RunRecord) {

@@ -26,6 +26,8 @@ pub struct SeriesPoint {
     pub lo: f64,
     pub hi: f64,
     pub n: usize,
+    /// What is known to cause what the point's runs show, if anything.
+    pub hint: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -51,6 +53,8 @@ pub struct CliffNote {
     pub ratio: f64,
     pub falls: bool,
     pub text: String,
+    /// The known cause of the slow side, when its runs show one.
+    pub cause: Option<String>,
 }
 
 /// CPU of one end of one point, in CPU-seconds per second of window.
@@ -233,6 +237,7 @@ pub fn build(
                 lo,
                 hi,
                 n,
+                hint: rs.iter().find_map(|r| crate::delayed_ack_hint(r)),
             };
             match lines.iter_mut().find(|l| l.name == name) {
                 Some(l) => l.points.push(p),
@@ -277,6 +282,7 @@ pub fn build(
                         format!(" ({})", l.name)
                     }
                 );
+                let slow = if falls { b } else { a };
                 cliffs.push(CliffNote {
                     axis: axis.clone(),
                     line: l.name.clone(),
@@ -285,6 +291,7 @@ pub fn build(
                     ratio,
                     falls,
                     text,
+                    cause: slow.hint.clone(),
                 });
             }
         }
@@ -307,6 +314,7 @@ pub fn build(
                         lo,
                         hi,
                         n,
+                        hint: None,
                     }],
                 }
             })
@@ -459,6 +467,12 @@ pub fn terminal(r: &SweepReport) -> String {
         let _ = writeln!(o, "cliffs:");
         for c in &r.cliffs {
             let _ = writeln!(o, "  {}", c.text);
+            if let Some(cause) = &c.cause {
+                let text = format!("    likely cause: {cause}");
+                for line in crate::wrap_words(&text, 80, "      ") {
+                    let _ = writeln!(o, "{line}");
+                }
+            }
         }
         o.push('\n');
     }
@@ -571,6 +585,9 @@ pub fn markdown(r: &SweepReport) -> String {
     }
     for c in &r.cliffs {
         let _ = writeln!(o, "- {}", c.text);
+        if let Some(cause) = &c.cause {
+            let _ = writeln!(o, "  - likely cause: {cause}");
+        }
     }
     let _ = writeln!(
         o,
@@ -920,7 +937,19 @@ pub fn html(r: &SweepReport) -> String {
     } else {
         let _ = writeln!(o, "<ul>");
         for c in &r.cliffs {
-            let _ = writeln!(o, "<li class=\"cliff\">{}</li>", esc(&c.text));
+            match &c.cause {
+                Some(cause) => {
+                    let _ = writeln!(
+                        o,
+                        "<li class=\"cliff\">{}<br><small>likely cause: {}</small></li>",
+                        esc(&c.text),
+                        esc(cause)
+                    );
+                }
+                None => {
+                    let _ = writeln!(o, "<li class=\"cliff\">{}</li>", esc(&c.text));
+                }
+            }
         }
         let _ = writeln!(o, "</ul>");
     }
