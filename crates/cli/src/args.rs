@@ -278,7 +278,7 @@ pub struct CheckArgs {
     pub label: Option<String>,
     #[arg(long, default_value = "3..10", value_parser = iterations, value_name = "MIN..MAX")]
     pub iterations: (u32, u32),
-    #[arg(long, default_value = "95:2.5", value_parser = confidence, value_name = "LEVEL:WIDTH")]
+    #[arg(long, default_value = "95:2.5", value_parser = plumb_spec::parse_confidence, value_name = "LEVEL:WIDTH")]
     pub confidence: (f64, f64),
     /// Do not keep the runs made now.
     #[arg(long)]
@@ -625,7 +625,7 @@ pub struct CommonArgs {
     pub iterations: (u32, u32),
     /// Target for the interval of the mean: LEVEL:WIDTH in percent, 95:2.5
     /// meaning the 95 % interval within ±2.5 % of the mean.
-    #[arg(long, default_value = "95:2.5", value_parser = confidence, value_name = "LEVEL:WIDTH")]
+    #[arg(long, default_value = "95:2.5", value_parser = plumb_spec::parse_confidence, value_name = "LEVEL:WIDTH")]
     pub confidence: (f64, f64),
     #[command(flatten)]
     pub db: DbArgs,
@@ -702,19 +702,6 @@ pub fn iterations(s: &str) -> Result<(u32, u32), String> {
         ));
     }
     Ok((min, max))
-}
-
-pub fn confidence(s: &str) -> Result<(f64, f64), String> {
-    let bad = || {
-        format!("'{s}' is not a confidence target; use LEVEL:WIDTH in percent like 95:2.5 (level 50-99.9, width above 0)")
-    };
-    let (l, w) = s.split_once(':').ok_or_else(bad)?;
-    let level: f64 = l.trim().trim_end_matches('%').parse().map_err(|_| bad())?;
-    let width: f64 = w.trim().trim_end_matches('%').parse().map_err(|_| bad())?;
-    if !((50.0..=99.9).contains(&level) && width > 0.0 && width <= 100.0) {
-        return Err(bad());
-    }
-    Ok((level / 100.0, width / 100.0))
 }
 
 #[derive(Args, Debug)]

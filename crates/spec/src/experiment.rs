@@ -523,17 +523,6 @@ fn iterations(s: &str) -> Result<(u32, u32), String> {
     }
 }
 
-fn confidence(s: &str) -> Result<(f64, f64), String> {
-    let bad = || format!("'{s}' is not LEVEL:WIDTH in percent like 95:2.5");
-    let (l, w) = s.split_once(':').ok_or_else(bad)?;
-    let level: f64 = l.trim().trim_end_matches('%').parse().map_err(|_| bad())?;
-    let width: f64 = w.trim().trim_end_matches('%').parse().map_err(|_| bad())?;
-    if !((50.0..=99.9).contains(&level) && width > 0.0 && width <= 100.0) {
-        return Err(bad());
-    }
-    Ok((level / 100.0, width / 100.0))
-}
-
 impl Experiment {
     /// Parses an experiment file and builds every point once, so an error
     /// anywhere (a bad size on an axis, a field a workload does not have)
@@ -574,7 +563,8 @@ impl Experiment {
                 }
                 "confidence" => {
                     let l = cx.scalar(v, key)?;
-                    exp.confidence = confidence(&l.value).map_err(|m| cx.err(&v.span(), key, m))?;
+                    exp.confidence =
+                        crate::parse_confidence(&l.value).map_err(|m| cx.err(&v.span(), key, m))?;
                 }
                 "order" => {
                     exp.order = match cx.string(v, key)?.as_str() {

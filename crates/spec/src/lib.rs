@@ -10,7 +10,7 @@ pub mod experiment;
 pub mod units;
 
 pub use cpulist::{CpuList, CpuListError};
-pub use units::{parse_duration, parse_rate, parse_size, BufSize, UnitError};
+pub use units::{parse_confidence, parse_duration, parse_rate, parse_size, BufSize, UnitError};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};

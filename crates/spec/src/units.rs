@@ -171,6 +171,21 @@ impl From<BufSize> for String {
     }
 }
 
+/// A confidence target `LEVEL:WIDTH` in percent (`95:2.5`: the 95 % interval
+/// of the mean within ±2.5 %) → (level, half-width) as fractions.
+pub fn parse_confidence(s: &str) -> Result<(f64, f64), String> {
+    let bad = || {
+        format!("'{s}' is not a confidence target; use LEVEL:WIDTH in percent like 95:2.5 (level 50-99.9, width above 0)")
+    };
+    let (l, w) = s.split_once(':').ok_or_else(bad)?;
+    let level: f64 = l.trim().trim_end_matches('%').parse().map_err(|_| bad())?;
+    let width: f64 = w.trim().trim_end_matches('%').parse().map_err(|_| bad())?;
+    if !((50.0..=99.9).contains(&level) && width > 0.0 && width <= 100.0) {
+        return Err(bad());
+    }
+    Ok((level / 100.0, width / 100.0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -426,12 +426,14 @@ impl Store {
 
     /// Labels with their number of runs, most recently used first.
     pub fn labels(&self) -> Result<Vec<(String, u64)>> {
-        let mut stmt = self
-            .conn
-            .prepare(
-                "SELECT label, COUNT(*) FROM runs GROUP BY label ORDER BY MAX(started_at) DESC",
-            )
-            .map_err(|e| self.err(e))?;
+        self.counted(
+            "SELECT label, COUNT(*) FROM runs GROUP BY label ORDER BY MAX(started_at) DESC",
+        )
+    }
+
+    /// The rows of a `SELECT name, COUNT(*) ...` query.
+    fn counted(&self, sql: &str) -> Result<Vec<(String, u64)>> {
+        let mut stmt = self.conn.prepare(sql).map_err(|e| self.err(e))?;
         let rows = stmt
             .query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))
             .map_err(|e| self.err(e))?;

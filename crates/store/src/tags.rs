@@ -81,16 +81,8 @@ impl Store {
 
     /// The experiments with stored runs and their number of runs.
     pub fn experiments(&self) -> super::Result<Vec<(String, u64)>> {
-        let mut stmt = self
-            .conn
-            .prepare(
-                "SELECT experiment, COUNT(*) FROM run_tags GROUP BY experiment ORDER BY experiment",
-            )
-            .map_err(|e| self.err(e))?;
-        let rows = stmt
-            .query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))
-            .map_err(|e| self.err(e))?;
-        rows.collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| self.err(e))
+        self.counted(
+            "SELECT experiment, COUNT(*) FROM run_tags GROUP BY experiment ORDER BY experiment",
+        )
     }
 }
