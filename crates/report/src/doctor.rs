@@ -1,6 +1,7 @@
 //! The terminal rendering of `plumb doctor`: one block per check, within 80
 //! columns, warnings first so that what needs doing is read first.
 
+use crate::wrap;
 use plumb_samples::{Audit, Status};
 use std::fmt::Write;
 
@@ -65,48 +66,4 @@ pub fn render(a: &Audit) -> String {
         let _ = writeln!(out, "{line}");
     }
     out
-}
-
-/// Splits `text` at spaces into lines of at most `width` columns, the
-/// continuation lines starting with `indent`. A word longer than a line
-/// stands alone on its line.
-fn wrap(text: &str, width: usize, indent: &str) -> Vec<String> {
-    let mut lines = Vec::new();
-    let lead: String = text.chars().take_while(|c| *c == ' ').collect();
-    let mut line = lead;
-    let mut empty = true;
-    for word in text.split(' ').filter(|w| !w.is_empty()) {
-        let add = if empty { 0 } else { 1 } + word.chars().count();
-        if !empty && line.chars().count() + add > width {
-            lines.push(std::mem::replace(&mut line, indent.to_string()));
-            empty = true;
-        }
-        if !empty {
-            line.push(' ');
-        }
-        line.push_str(word);
-        empty = false;
-    }
-    if !empty {
-        lines.push(line);
-    }
-    lines
-}
-
-#[cfg(test)]
-mod tests {
-    use super::wrap;
-
-    #[test]
-    fn wrap_keeps_lines_within_width_and_indents_the_rest() {
-        let text = format!("      {}", "word ".repeat(40));
-        let lines = wrap(&text, 30, "      ");
-        assert!(lines.len() > 5);
-        for l in &lines {
-            assert!(l.chars().count() <= 30, "{l:?}");
-            assert!(l.starts_with("      word"), "{l:?}");
-        }
-        let words: usize = lines.iter().map(|l| l.split_whitespace().count()).sum();
-        assert_eq!(words, 40);
-    }
 }

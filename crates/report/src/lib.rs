@@ -89,7 +89,7 @@ pub fn run_summary(rec: &RunRecord) -> String {
     }
     if let Some(hint) = delayed_ack_hint(rec) {
         let _ = writeln!(o);
-        for line in wrap_words(&format!("diagnosis: {hint}"), 80, "           ") {
+        for line in wrap(&format!("diagnosis: {hint}"), 80, "           ") {
             let _ = writeln!(o, "{line}");
         }
     }
@@ -137,20 +137,26 @@ pub fn delayed_ack_hint(rec: &RunRecord) -> Option<String> {
 }
 
 /// Splits `text` at spaces into lines of at most `width` columns, the
-/// continuation lines starting with `indent`.
-fn wrap_words(text: &str, width: usize, indent: &str) -> Vec<String> {
+/// continuation lines starting with `indent`. A word longer than a line
+/// stands alone on its line.
+pub(crate) fn wrap(text: &str, width: usize, indent: &str) -> Vec<String> {
     let mut lines = Vec::new();
-    let mut line = String::new();
-    for word in text.split_whitespace() {
-        if !line.trim().is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+    let lead: String = text.chars().take_while(|c| *c == ' ').collect();
+    let mut line = lead;
+    let mut empty = true;
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        let add = if empty { 0 } else { 1 } + word.chars().count();
+        if !empty && line.chars().count() + add > width {
             lines.push(std::mem::replace(&mut line, indent.to_string()));
+            empty = true;
         }
-        if !line.trim().is_empty() {
+        if !empty {
             line.push(' ');
         }
         line.push_str(word);
+        empty = false;
     }
-    if !line.trim().is_empty() {
+    if !empty {
         lines.push(line);
     }
     lines
@@ -647,5 +653,23 @@ fn options(o: &mut String, it: &Iteration) {
             show(c),
             s.map(show).unwrap_or_else(|| "-".into())
         );
+    }
+}
+
+#[cfg(test)]
+mod wrap_tests {
+    use super::wrap;
+
+    #[test]
+    fn wrap_keeps_lines_within_width_and_indents_the_rest() {
+        let text = format!("      {}", "word ".repeat(40));
+        let lines = wrap(&text, 30, "      ");
+        assert!(lines.len() > 5);
+        for l in &lines {
+            assert!(l.chars().count() <= 30, "{l:?}");
+            assert!(l.starts_with("      word"), "{l:?}");
+        }
+        let words: usize = lines.iter().map(|l| l.split_whitespace().count()).sum();
+        assert_eq!(words, 40);
     }
 }

@@ -469,7 +469,7 @@ pub fn terminal(r: &SweepReport) -> String {
             let _ = writeln!(o, "  {}", c.text);
             if let Some(cause) = &c.cause {
                 let text = format!("    likely cause: {cause}");
-                for line in crate::wrap_words(&text, 80, "      ") {
+                for line in crate::wrap(&text, 80, "      ") {
                     let _ = writeln!(o, "{line}");
                 }
             }
