@@ -93,6 +93,26 @@ impl Server {
     }
 
     /// `plumb run stream` against this server.
+    /// A one-iteration stream run against this server that goes on in the
+    /// background for `duration`.
+    fn stream_in_background(&self, duration: &str) -> std::process::Child {
+        plumb()
+            .args([
+                "run",
+                "stream",
+                "--no-store",
+                "--iterations",
+                "1",
+                "--server",
+            ])
+            .arg(self.addr.to_string())
+            .args(["--duration", duration, "--warmup", "200ms"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
     fn run(&self, extra: &[&str]) -> Output {
         let addr = self.addr.to_string();
         let mut args = vec![
@@ -594,25 +614,7 @@ fn each_limit_refuses_before_anything_starts() {
 #[test]
 fn a_second_client_hears_who_keeps_the_server_busy() {
     let server = Server::start(&[]);
-    let addr = server.addr.to_string();
-    let first = plumb()
-        .args([
-            "run",
-            "stream",
-            "--no-store",
-            "--iterations",
-            "1",
-            "--server",
-            &addr,
-            "--duration",
-            "4s",
-            "--warmup",
-            "200ms",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let first = server.stream_in_background("4s");
     std::thread::sleep(Duration::from_millis(1000));
     let o = server.run(&[]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
@@ -635,25 +637,7 @@ fn a_second_client_hears_who_keeps_the_server_busy() {
 #[test]
 fn concurrent_tests_are_allowed_when_asked() {
     let server = Server::start(&["--concurrent", "2"]);
-    let addr = server.addr.to_string();
-    let first = plumb()
-        .args([
-            "run",
-            "stream",
-            "--no-store",
-            "--iterations",
-            "1",
-            "--server",
-            &addr,
-            "--duration",
-            "3s",
-            "--warmup",
-            "200ms",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let first = server.stream_in_background("3s");
     std::thread::sleep(Duration::from_millis(800));
     assert_runs(&server.run(&[]));
     assert!(first.wait_with_output().unwrap().status.success());
