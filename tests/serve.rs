@@ -92,10 +92,9 @@ impl Server {
             .unwrap()
     }
 
-    /// `plumb run stream` against this server.
     /// A one-iteration stream run against this server that goes on in the
-    /// background for `duration`.
-    fn stream_in_background(&self, duration: &str) -> std::process::Child {
+    /// background for `duration`, with `extra` flags.
+    fn stream_in_background(&self, duration: &str, extra: &[&str]) -> std::process::Child {
         plumb()
             .args([
                 "run",
@@ -107,12 +106,14 @@ impl Server {
             ])
             .arg(self.addr.to_string())
             .args(["--duration", duration, "--warmup", "200ms"])
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap()
     }
 
+    /// `plumb run stream` against this server.
     fn run(&self, extra: &[&str]) -> Output {
         let addr = self.addr.to_string();
         let mut args = vec![
@@ -614,7 +615,7 @@ fn each_limit_refuses_before_anything_starts() {
 #[test]
 fn a_second_client_hears_who_keeps_the_server_busy() {
     let server = Server::start(&[]);
-    let first = server.stream_in_background("4s");
+    let first = server.stream_in_background("4s", &[]);
     std::thread::sleep(Duration::from_millis(1000));
     let o = server.run(&[]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
@@ -637,7 +638,7 @@ fn a_second_client_hears_who_keeps_the_server_busy() {
 #[test]
 fn concurrent_tests_are_allowed_when_asked() {
     let server = Server::start(&["--concurrent", "2"]);
-    let first = server.stream_in_background("3s");
+    let first = server.stream_in_background("3s", &[]);
     std::thread::sleep(Duration::from_millis(800));
     assert_runs(&server.run(&[]));
     assert!(first.wait_with_output().unwrap().status.success());
@@ -692,27 +693,7 @@ fn a_vanished_client_frees_the_server_within_two_seconds() {
     assert_runs(&server.run(&[]));
     std::thread::sleep(Duration::from_millis(300));
     let fds0 = server.fds();
-    let addr = server.addr.to_string();
-    let mut client = plumb()
-        .args([
-            "run",
-            "stream",
-            "--no-store",
-            "--iterations",
-            "1",
-            "--flows",
-            "4",
-            "--server",
-            &addr,
-            "--duration",
-            "30s",
-            "--warmup",
-            "200ms",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut client = server.stream_in_background("30s", &["--flows", "4"]);
     std::thread::sleep(Duration::from_millis(1500));
     assert!(server.fds() >= fds0 + 4, "the test is not running");
     client.kill().unwrap();
@@ -750,26 +731,7 @@ fn a_vanished_client_frees_the_server_within_two_seconds() {
 #[test]
 fn a_killed_server_is_reported_lost_within_two_seconds_with_partial_results() {
     let mut server = Server::start(&[]);
-    let addr = server.addr.to_string();
-    let client = plumb()
-        .args([
-            "run",
-            "stream",
-            "--no-store",
-            "--iterations",
-            "1",
-            "--json",
-            "--server",
-            &addr,
-            "--duration",
-            "30s",
-            "--warmup",
-            "200ms",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let client = server.stream_in_background("30s", &["--json"]);
     std::thread::sleep(Duration::from_millis(2500));
     server.child.kill().unwrap();
     let t0 = Instant::now();
