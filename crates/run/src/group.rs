@@ -283,31 +283,13 @@ pub fn merge_ends(parts: &[EndResult]) -> Option<EndResult> {
 
     for p in rest {
         if let (Some(z), Some(v)) = (out.zerocopy.as_mut(), &p.zerocopy) {
-            z.sends += v.sends;
-            z.completions += v.completions;
-            z.copied += v.copied;
-            z.outstanding += v.outstanding;
-            z.at_close += v.at_close;
-            z.copied_at_close += v.copied_at_close;
-            z.enobufs += v.enobufs;
+            z.merge(v);
         }
         if let (Some(z), Some(v)) = (out.rx_zerocopy.as_mut(), &p.rx_zerocopy) {
-            z.mapped_bytes += v.mapped_bytes;
-            z.copied_bytes += v.copied_bytes;
+            z.merge(v);
         }
-    }
-
-    if let Some(u) = out.udp.as_mut() {
-        for p in rest {
-            if let Some(v) = &p.udp {
-                u.packets_sent += v.packets_sent;
-                u.packets_received += v.packets_received;
-                u.lost += v.lost;
-                u.reordered += v.reordered;
-                u.timeouts += v.timeouts;
-                u.late_responses += v.late_responses;
-                u.strays += v.strays;
-            }
+        if let (Some(u), Some(v)) = (out.udp.as_mut(), &p.udp) {
+            u.merge(v);
         }
     }
     Some(out)
@@ -403,6 +385,25 @@ mod tests {
         assert!((l.mean_us - 3.0).abs() < 0.01, "{}", l.mean_us);
         assert!((l.max_us - 5.0).abs() < 0.01);
         assert!((l.p50_us - 3.0).abs() < 0.01);
+        // Datagram and zero-copy counts add up over the processes too.
+        let (mut a2, mut b2) = (a.clone(), b.clone());
+        for (e, n) in [(&mut a2, 3u64), (&mut b2, 4)] {
+            e.udp = Some(plumb_samples::UdpTotals {
+                packets_sent: n,
+                lost: 1,
+                ..Default::default()
+            });
+            e.zerocopy = Some(plumb_samples::ZeroCopyTotals {
+                sends: n,
+                fallback_copies: 1,
+                ..Default::default()
+            });
+        }
+        let m2 = merge_ends(&[a2, b2]).unwrap();
+        assert_eq!(m2.udp.as_ref().unwrap().packets_sent, 7);
+        assert_eq!(m2.udp.as_ref().unwrap().lost, 2);
+        assert_eq!(m2.zerocopy.as_ref().unwrap().sends, 7);
+        assert_eq!(m2.zerocopy.as_ref().unwrap().fallback_copies, 2);
         // One part is itself.
         assert_eq!(merge_ends(std::slice::from_ref(&a)).unwrap(), a);
         assert!(merge_ends(&[]).is_none());

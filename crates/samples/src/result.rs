@@ -232,6 +232,18 @@ pub struct RxZeroCopyTotals {
     pub copied_bytes: u64,
 }
 
+impl RxZeroCopyTotals {
+    /// Adds another process's counts of the same end (a flow group).
+    pub fn merge(&mut self, o: &RxZeroCopyTotals) {
+        let RxZeroCopyTotals {
+            mapped_bytes,
+            copied_bytes,
+        } = o;
+        self.mapped_bytes += mapped_bytes;
+        self.copied_bytes += copied_bytes;
+    }
+}
+
 /// What the kernel did with one end's MSG_ZEROCOPY sends, counted over the
 /// whole test (warm-up and the completions drained at the end included),
 /// so that the counts balance: every send is completed or outstanding.
@@ -266,6 +278,31 @@ pub struct ZeroCopyTotals {
 }
 
 impl ZeroCopyTotals {
+    /// Adds another process's counts of the same end (a flow group); the
+    /// sysctl is the host's, the same for both.
+    pub fn merge(&mut self, o: &ZeroCopyTotals) {
+        // Named one by one so that a new count cannot be left out.
+        let ZeroCopyTotals {
+            sends,
+            completions,
+            copied,
+            outstanding,
+            at_close,
+            copied_at_close,
+            enobufs,
+            fallback_copies,
+            optmem_max: _,
+        } = o;
+        self.sends += sends;
+        self.completions += completions;
+        self.copied += copied;
+        self.outstanding += outstanding;
+        self.at_close += at_close;
+        self.copied_at_close += copied_at_close;
+        self.enobufs += enobufs;
+        self.fallback_copies += fallback_copies;
+    }
+
     /// Completions the kernel did not have to copy.
     pub fn zero_copied(&self) -> u64 {
         self.completions.saturating_sub(self.copied)
@@ -306,6 +343,28 @@ pub struct UdpTotals {
     /// Datagrams without this test's tag, or too short to carry it: dropped
     /// and not counted anywhere else.
     pub strays: u64,
+}
+
+impl UdpTotals {
+    /// Adds another process's counts of the same end (a flow group).
+    pub fn merge(&mut self, o: &UdpTotals) {
+        let UdpTotals {
+            packets_sent,
+            packets_received,
+            lost,
+            reordered,
+            timeouts,
+            late_responses,
+            strays,
+        } = o;
+        self.packets_sent += packets_sent;
+        self.packets_received += packets_received;
+        self.lost += lost;
+        self.reordered += reordered;
+        self.timeouts += timeouts;
+        self.late_responses += late_responses;
+        self.strays += strays;
+    }
 }
 
 /// Bytes accounted by the sender and by the receiver for the same window.
