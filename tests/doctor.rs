@@ -191,3 +191,55 @@ fn bad_doctor_flags_are_named() {
         assert!(first.contains(needle), "{args:?}: {err}");
     }
 }
+
+/// A process that burned CPU before the sample and renames itself during it
+/// (as kernel workers do) used nothing during the sample: it must not be
+/// charged its whole lifetime, and the host verdict must agree with the
+/// CPU figure beside it.
+#[test]
+fn a_process_renamed_during_the_sample_is_not_charged_its_lifetime() {
+    let script = "i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done; echo ready; \
+                  sleep 0.7; echo plumb-renamed > /proc/$$/comm; sleep 30";
+    let mut child = Command::new("sh")
+        .args(["-c", script])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    use std::io::BufRead;
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut ready)
+        .unwrap();
+    let spinner = Spinner(child);
+    let pid = spinner.0.id();
+    let lifetime_ticks: u64 = {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let rest: Vec<&str> = stat[stat.rfind(')').unwrap() + 1..]
+            .split_whitespace()
+            .collect();
+        rest[11].parse::<u64>().unwrap() + rest[12].parse::<u64>().unwrap()
+    };
+    assert!(lifetime_ticks >= 20, "the loop used {lifetime_ticks} ticks");
+    let a = doctor_json(plumb().args(["doctor", "--json", "--sample", "1500ms"]));
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
+    assert_eq!(comm.trim(), "plumb-renamed", "renamed during the sample");
+    let busy = a["busy_processes"].as_array().unwrap();
+    assert!(
+        !busy.iter().any(|p| p["pid"] == pid),
+        "pid {pid} (idle while sampled) counted as busy: {busy:?}"
+    );
+    // What the processes used fits in what the CPUs were busy for (a tick
+    // of slack per process for sampling at tick granularity).
+    let cpus = std::fs::read_to_string("/proc/stat")
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("cpu") && l.as_bytes()[3].is_ascii_digit())
+        .count() as f64;
+    let others: f64 = busy.iter().map(|p| f(&p["cpu_percent"])).sum();
+    let host = f(&a["busy_percent"]) * cpus;
+    assert!(
+        others <= host + 10.0 * busy.len() as f64,
+        "processes {others:.0} % of a CPU, host busy {host:.0} % of a CPU: {busy:?}"
+    );
+    drop(spinner);
+}

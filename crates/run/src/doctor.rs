@@ -493,6 +493,11 @@ struct Load {
 struct Proc {
     pid: u32,
     name: String,
+    /// With the pid, what identifies a process across two readings: pids are
+    /// reused, and names change (kernel workers rename themselves as they
+    /// take on work), so a name match would charge a renamed process's whole
+    /// lifetime to the sample.
+    start_ticks: u64,
     ticks: u64,
 }
 
@@ -506,14 +511,25 @@ fn processes() -> Vec<Proc> {
         let e = e.ok()?;
         let pid: u32 = e.file_name().to_str()?.parse().ok()?;
         let text = std::fs::read_to_string(e.path().join("stat")).ok()?;
-        let (name, utime, stime, _) = plumb_sys::proc::parse_task_stat(&text).ok()?;
+        let stat = plumb_sys::proc::parse_task_stat(&text).ok()?;
         Some(Proc {
             pid,
-            name,
-            ticks: utime + stime,
+            name: stat.comm,
+            start_ticks: stat.start_ticks,
+            ticks: stat.utime_ticks + stat.stime_ticks,
         })
     })
     .collect()
+}
+
+/// The CPU ticks `p` used since `before` was read: all of its ticks when it
+/// started after that reading, for it used them all during the sample.
+fn ticks_since(p: &Proc, before: &BTreeMap<u32, Proc>) -> u64 {
+    let earlier = before
+        .get(&p.pid)
+        .filter(|q| q.start_ticks == p.start_ticks)
+        .map_or(0, |q| q.ticks);
+    p.ticks.saturating_sub(earlier)
 }
 
 fn sample_load(sample: Duration) -> Load {
@@ -549,12 +565,7 @@ fn sample_load(sample: Duration) -> Load {
         .into_iter()
         .filter(|p| p.pid != me)
         .filter_map(|p| {
-            // A process that started during the sample counts from zero.
-            let before = procs0
-                .get(&p.pid)
-                .filter(|q| q.name == p.name)
-                .map_or(0, |q| q.ticks);
-            let cpu_percent = 100.0 * p.ticks.saturating_sub(before) as f64 / hz / sample_s;
+            let cpu_percent = 100.0 * ticks_since(&p, &procs0) as f64 / hz / sample_s;
             (cpu_percent >= BUSY_PROCESS_PERCENT).then_some(BusyProcess {
                 pid: p.pid,
                 name: p.name,
@@ -568,5 +579,31 @@ fn sample_load(sample: Duration) -> Load {
         steal_percent: pct(steal),
         busy_percent: pct(total.saturating_sub(idle).saturating_sub(steal)),
         busy,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn proc(pid: u32, name: &str, start_ticks: u64, ticks: u64) -> Proc {
+        Proc {
+            pid,
+            name: name.to_string(),
+            start_ticks,
+            ticks,
+        }
+    }
+
+    #[test]
+    fn a_renamed_process_counts_only_what_it_used_during_the_sample() {
+        let before: BTreeMap<u32, Proc> = [(7, proc(7, "kworker/0:1", 100, 5000))].into();
+        assert_eq!(
+            ticks_since(&proc(7, "kworker/0:1-events", 100, 5003), &before),
+            3
+        );
+        // The pid reused by a process started since: all its ticks are new.
+        assert_eq!(ticks_since(&proc(7, "kworker/0:1", 900, 40), &before), 40);
+        assert_eq!(ticks_since(&proc(8, "new", 950, 12), &before), 12);
     }
 }

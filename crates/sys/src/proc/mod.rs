@@ -12,7 +12,7 @@ pub use host::{clock_ticks_per_sec, hostname, kernel_release, online_cpus, rss_b
 pub use snmp::{parse_snmp, read_net_counters};
 pub use softirqs::{parse_softirqs, read_softirqs, SoftirqRow};
 pub use stat::{parse_stat, read_stat, StatCpu};
-pub use task::{parse_status, parse_task_stat, read_tasks, StatusFields, TaskSnapshot};
+pub use task::{parse_status, parse_task_stat, read_tasks, StatusFields, TaskSnapshot, TaskStat};
 
 use crate::ParseError;
 

@@ -22,10 +22,25 @@ pub struct TaskSnapshot {
 const FIELD_STATE: usize = 3;
 const FIELD_UTIME: usize = 14;
 const FIELD_STIME: usize = 15;
+const FIELD_STARTTIME: usize = 22;
 const FIELD_PROCESSOR: usize = 39;
 
-/// `(comm, utime, stime, processor)` of a /proc/<pid>/task/<tid>/stat line.
-pub fn parse_task_stat(text: &str) -> Result<(String, u64, u64, u32), ParseError> {
+/// The fields plumb uses from a /proc/<pid>[/task/<tid>]/stat line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskStat {
+    /// What the task calls itself now: a task may rename itself at any time,
+    /// so with the pid it does not identify a task over time; the start time
+    /// does.
+    pub comm: String,
+    pub utime_ticks: u64,
+    pub stime_ticks: u64,
+    /// Clock ticks after boot at which the task started.
+    pub start_ticks: u64,
+    /// The CPU the task last ran on.
+    pub processor: u32,
+}
+
+pub fn parse_task_stat(text: &str) -> Result<TaskStat, ParseError> {
     let err = |m: &str| ParseError::new(TASK_STAT, 1, m);
     // comm is whatever the thread named itself, spaces and parentheses
     // included, so only the first '(' and the last ')' delimit it.
@@ -41,10 +56,13 @@ pub fn parse_task_stat(text: &str) -> Result<(String, u64, u64, u32), ParseError
             .copied()
             .ok_or_else(|| err(&format!("only {} fields", rest.len() + FIELD_STATE - 1)))
     };
-    let utime = num(TASK_STAT, 1, "utime", field(FIELD_UTIME)?)?;
-    let stime = num(TASK_STAT, 1, "stime", field(FIELD_STIME)?)?;
-    let processor = num(TASK_STAT, 1, "processor", field(FIELD_PROCESSOR)?)?;
-    Ok((comm, utime, stime, processor))
+    Ok(TaskStat {
+        comm,
+        utime_ticks: num(TASK_STAT, 1, "utime", field(FIELD_UTIME)?)?,
+        stime_ticks: num(TASK_STAT, 1, "stime", field(FIELD_STIME)?)?,
+        start_ticks: num(TASK_STAT, 1, "starttime", field(FIELD_STARTTIME)?)?,
+        processor: num(TASK_STAT, 1, "processor", field(FIELD_PROCESSOR)?)?,
+    })
 }
 
 /// The fields plumb uses from /proc/<pid>[/task/<tid>]/status.
@@ -109,14 +127,14 @@ pub fn read_tasks(pid: Option<u32>) -> io::Result<Vec<TaskSnapshot>> {
 fn read_task(dir: &str, tid: u32) -> io::Result<TaskSnapshot> {
     let stat = std::fs::read_to_string(format!("{dir}/{tid}/stat"))?;
     let status = std::fs::read_to_string(format!("{dir}/{tid}/status"))?;
-    let (name, utime_ticks, stime_ticks, last_cpu) = parse_task_stat(&stat)?;
+    let stat = parse_task_stat(&stat)?;
     let status = parse_status(&status);
     Ok(TaskSnapshot {
         tid,
-        name,
-        utime_ticks,
-        stime_ticks,
-        last_cpu,
+        name: stat.comm,
+        utime_ticks: stat.utime_ticks,
+        stime_ticks: stat.stime_ticks,
+        last_cpu: stat.processor,
         voluntary_csw: status.voluntary_csw,
         involuntary_csw: status.involuntary_csw,
         cpus_allowed_list: status.cpus_allowed_list,
@@ -139,9 +157,12 @@ mod tests {
         let line = "4242 ((a) b)) S 4200 4200 4200 34817 4200 4194368 171 0 0 0 \
                     17 23 0 0 20 0 3 0 123456 10485760 500 18446744073709551615 \
                     1 1 0 0 0 0 0 4096 1260 0 0 0 -1 5 0 0 0 0 0 0 0 0 0 0 0 0 0\n";
-        let (comm, utime, stime, cpu) = parse_task_stat(line).unwrap();
-        assert_eq!(comm, "(a) b)");
-        assert_eq!((utime, stime, cpu), (17, 23, 5));
+        let s = parse_task_stat(line).unwrap();
+        assert_eq!(s.comm, "(a) b)");
+        assert_eq!(
+            (s.utime_ticks, s.stime_ticks, s.start_ticks, s.processor),
+            (17, 23, 123456, 5)
+        );
     }
 
     #[test]
