@@ -112,6 +112,13 @@ impl Facts {
         }
     }
 
+    /// The facts under `prefix` could not be read, for `reason`.
+    fn unknown(&mut self, prefix: &str, reason: &str) {
+        if !self.full() {
+            self.env.set_unknown(prefix, reason);
+        }
+    }
+
     /// The file's text, whitespace collapsed, when it can be read.
     fn put_file(&mut self, key: impl Into<String>, path: impl AsRef<Path>) {
         if let Some(v) = read(path.as_ref()) {
@@ -320,16 +327,24 @@ fn interface_facts(f: &mut Facts, name: &str, ethtool: Option<&Path>, tc: Option
             format!("/proc/irq/{irq}/smp_affinity_list"),
         );
     }
-    if let Some(out) = ethtool.and_then(|e| run_quietly(e, &["-k", name])) {
-        for (feature, state) in parse_ethtool_features(&out) {
-            f.put(key(&format!("offload.{feature}")), state);
+    match ethtool.map(|e| run_quietly(e, &["-k", name])) {
+        Some(Some(out)) => {
+            for (feature, state) in parse_ethtool_features(&out) {
+                f.put(key(&format!("offload.{feature}")), state);
+            }
         }
+        Some(None) => f.unknown(&key("offload"), "ethtool -k failed"),
+        None => f.unknown(&key("offload"), "ethtool not installed"),
     }
-    if let Some(out) = tc.and_then(|t| run_quietly(t, &["qdisc", "show", "dev", name])) {
-        let qdisc = parse_qdiscs(&out);
-        if !qdisc.is_empty() {
-            f.put(key("qdisc"), qdisc);
+    match tc.map(|t| run_quietly(t, &["qdisc", "show", "dev", name])) {
+        Some(Some(out)) => {
+            let qdisc = parse_qdiscs(&out);
+            if !qdisc.is_empty() {
+                f.put(key("qdisc"), qdisc);
+            }
         }
+        Some(None) => f.unknown(&key("qdisc"), "tc qdisc show failed"),
+        None => f.unknown(&key("qdisc"), "tc not installed"),
     }
 }
 

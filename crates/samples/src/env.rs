@@ -25,7 +25,34 @@ pub struct EnvChange {
     pub b: Option<String>,
 }
 
+/// Facts a capture could not read are recorded under this prefix, keyed by
+/// the prefix of the facts they stand for ("unknown.if.lo.offload"), with the
+/// reason as the value ("ethtool not installed"). A fact that is absent on
+/// one side because it was unknown there is not a difference: the host may
+/// well have had the same setting.
+pub const UNKNOWN: &str = "unknown.";
+
 impl Environment {
+    /// Records that the facts under `prefix` could not be read, and why.
+    pub fn set_unknown(&mut self, prefix: &str, reason: impl Into<String>) {
+        self.set(format!("{UNKNOWN}{prefix}"), reason);
+    }
+
+    /// The facts that could not be read: (prefix, reason).
+    pub fn unknowns(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.facts
+            .range(UNKNOWN.to_string()..)
+            .take_while(|(k, _)| k.starts_with(UNKNOWN))
+            .map(|(k, v)| (&k[UNKNOWN.len()..], v.as_str()))
+    }
+
+    /// Why `key` could not be read, when it is covered by an unknown prefix.
+    pub fn unknown_reason(&self, key: &str) -> Option<&str> {
+        self.unknowns().find_map(|(prefix, why)| {
+            (key == prefix || key.strip_prefix(prefix)?.starts_with('.')).then_some(why)
+        })
+    }
+
     pub fn set(&mut self, key: impl Into<String>, value: impl Into<String>) {
         self.facts.insert(key.into(), value.into());
     }
@@ -50,15 +77,20 @@ impl Environment {
     }
 
     /// What differs from `self` (side a) to `other` (side b), sorted by key.
+    /// Facts that one side could not read are not differences (see
+    /// [`UNKNOWN`]); [`Environment::unknowns`] says which those were.
     pub fn diff(&self, other: &Environment) -> Vec<EnvChange> {
         let mut keys: Vec<&String> = self.facts.keys().chain(other.facts.keys()).collect();
         keys.sort();
         keys.dedup();
         keys.into_iter()
+            .filter(|k| !k.starts_with(UNKNOWN))
             .filter_map(|k| {
                 let a = self.facts.get(k);
                 let b = other.facts.get(k);
-                (a != b).then(|| EnvChange {
+                let unknown = (a.is_none() && self.unknown_reason(k).is_some())
+                    || (b.is_none() && other.unknown_reason(k).is_some());
+                (a != b && !unknown).then(|| EnvChange {
                     key: k.clone(),
                     a: a.cloned(),
                     b: b.cloned(),
@@ -95,5 +127,39 @@ mod tests {
         assert_ne!(a.hash(), b.hash());
         assert_eq!(a.hash(), a.clone().hash());
         assert_eq!(a.hash().len(), 16);
+    }
+
+    #[test]
+    fn facts_one_side_could_not_read_are_not_differences() {
+        let mut a = Environment::default();
+        a.set("kernel.release", "6.6.0");
+        a.set_unknown("if.lo.offload", "ethtool not installed");
+        let mut b = a.clone();
+        b.facts.remove("unknown.if.lo.offload");
+        b.set("if.lo.offload.tso", "on");
+        b.set("if.lo.offloaded", "x");
+        b.set("if.lo.mtu", "65536");
+        let keys: Vec<String> = a.diff(&b).into_iter().map(|c| c.key).collect();
+        // The unknown marker and what it covers are not differences; a key
+        // that merely starts with the same letters is.
+        assert_eq!(keys, ["if.lo.mtu", "if.lo.offloaded"]);
+        assert_eq!(
+            keys,
+            b.diff(&a).into_iter().map(|c| c.key).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            a.unknowns().collect::<Vec<_>>(),
+            [("if.lo.offload", "ethtool not installed")]
+        );
+        assert_eq!(
+            a.unknown_reason("if.lo.offload.tso"),
+            Some("ethtool not installed")
+        );
+        assert_eq!(a.unknown_reason("if.lo.offloaded"), None);
+        // A value read on both sides still differs even when one side also
+        // lost others under the prefix.
+        a.set("if.lo.offload.gso", "off");
+        b.set("if.lo.offload.gso", "on");
+        assert!(a.diff(&b).iter().any(|c| c.key == "if.lo.offload.gso"));
     }
 }
