@@ -35,6 +35,8 @@ pub enum StoreError {
         found: i64,
         known: i64,
     },
+    #[error("result database {path} does not exist; check --db or PLUMB_DB, or store a run there first with `plumb run`")]
+    Missing { path: String },
     #[error("result database {path}: cannot create {dir}: {source}")]
     Dir {
         path: String,
@@ -207,6 +209,18 @@ impl Store {
         Self::open_at_version(path, SCHEMA_VERSION)
     }
 
+    /// Opens the database at `path` for a command that only reads: one that
+    /// does not exist is an error (a mistyped --db would otherwise become a
+    /// new, empty database that "has no runs").
+    pub fn open_existing(path: &Path) -> Result<Store> {
+        if !path.exists() {
+            return Err(StoreError::Missing {
+                path: path.display().to_string(),
+            });
+        }
+        Self::open(path)
+    }
+
     /// Opens and migrates only up to `version`: how tests build a database
     /// of an older schema.
     #[doc(hidden)]
@@ -262,26 +276,40 @@ impl Store {
                 known: SCHEMA_VERSION,
             });
         }
-        for version in found..target {
-            let path = self.path.clone();
+        if found >= target {
+            return Ok(());
+        }
+        let path = self.path.clone();
+        loop {
+            // Another plumb may be migrating the same file right now (two
+            // first runs on a new database): each step takes the write lock
+            // first and reads the version under it, so a step is done once.
             let tx = self
                 .conn
-                .transaction()
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
                 .map_err(|source| StoreError::Sqlite {
                     path: path.clone(),
                     source,
                 })?;
             let step = (|| {
+                let version: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
+                if version >= target {
+                    return Ok(false);
+                }
                 tx.execute_batch(MIGRATIONS[version as usize])?;
                 if version == 1 {
                     backfill_interval_samples(&tx)?;
                 }
                 tx.pragma_update(None, "user_version", version + 1)?;
-                tx.commit()
+                tx.commit()?;
+                Ok(true)
             })();
-            step.map_err(|source| StoreError::Sqlite { path, source })?;
+            match step {
+                Ok(true) => continue,
+                Ok(false) => return Ok(()),
+                Err(source) => return Err(StoreError::Sqlite { path, source }),
+            }
         }
-        Ok(())
     }
 
     pub fn schema_version(&self) -> Result<i64> {

@@ -274,3 +274,50 @@ fn an_uncommitted_run_leaves_nothing() {
     assert_eq!(count(&db.0, "SELECT COUNT(*) FROM runs"), 1);
     assert!(s.runs_with_label("broken").unwrap().is_empty());
 }
+
+/// Two plumb processes storing their first runs on a new database at once
+/// both migrate it: each step is taken under the write lock, so neither
+/// fails with "table already exists".
+#[test]
+fn many_first_opens_of_a_new_database_race_safely() {
+    for round in 0..5 {
+        let db = TempDb::new(&format!("race{round}"));
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(4));
+        let threads: Vec<_> = (0..4)
+            .map(|i| {
+                let (path, barrier) = (db.0.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    let mut s = Store::open(&path).map_err(|e| e.to_string())?;
+                    let r = record(&format!("t{i}"), "2026-11-20T10:00:00Z");
+                    s.insert_run(&r, Some(&env("6.6.0")))
+                        .map_err(|e| e.to_string())
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join()
+                .unwrap()
+                .expect("every first open migrates or waits");
+        }
+        assert_eq!(count(&db.0, "SELECT COUNT(*) FROM runs"), 4);
+        assert_eq!(count(&db.0, "PRAGMA user_version"), SCHEMA_VERSION);
+    }
+}
+
+#[test]
+fn a_reading_command_does_not_create_a_missing_database() {
+    let dir = std::env::temp_dir().join(format!("plumb-store-missing-{}", std::process::id()));
+    let path = dir.join("nope.db");
+    match Store::open_existing(&path) {
+        Err(e @ StoreError::Missing { .. }) => {
+            assert!(e.to_string().contains("does not exist"), "{e}")
+        }
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("opened a database that does not exist"),
+    }
+    assert!(!dir.exists(), "its directory was created");
+    let db = TempDb::new("existing");
+    Store::open(&db.0).unwrap();
+    Store::open_existing(&db.0).expect("an existing database opens");
+}
