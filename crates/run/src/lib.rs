@@ -4,6 +4,7 @@
 //! a [`RunRecord`].
 #![deny(unsafe_code)]
 
+pub mod activity;
 pub mod derive;
 pub mod doctor;
 pub mod embedded;
