@@ -7,7 +7,7 @@ use plumb_spec::{BufSize, CpuList};
 #[derive(Parser, Debug)]
 #[command(
     name = "plumb",
-    version,
+    version = env!("PLUMB_BUILD"),
     about = "A network performance regression lab for Linux",
     long_about = "plumb runs TCP workloads with its own traffic engine, accounts CPU and kernel \
                   counters on both ends, and reports what it measured."
@@ -59,6 +59,28 @@ pub enum Command {
     /// The namespaces and veth pairs of --topology veth.
     #[command(subcommand)]
     Topology(TopologyCommand),
+    /// Print a shell completion script (bash, zsh or fish) on stdout.
+    Completions(CompletionsArgs),
+    /// Write one man page per command (plumb.1, plumb-run.1, ...) into DIR.
+    Man(ManArgs),
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    pub shell: Shell,
+}
+
+#[derive(Args, Debug)]
+pub struct ManArgs {
+    /// The directory to write the pages into (created if missing).
+    pub dir: std::path::PathBuf,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,6 +5,7 @@
 
 mod args;
 mod cmd;
+pub mod out;
 
 use clap::Parser;
 
@@ -26,12 +27,16 @@ impl Failure {
 
 /// Runs plumb with the process's arguments and returns its exit status.
 pub fn main() -> i32 {
+    plumb_run::env::set_build(env!("PLUMB_BUILD"));
     let cli = args::Cli::parse();
     // The embedded server is a child of a live plumb: its parent recovers.
     // `plumb restore` does the same itself, and says so on stdout.
     if !matches!(
         cli.command,
-        args::Command::Serve(_) | args::Command::Restore(_)
+        args::Command::Serve(_)
+            | args::Command::Restore(_)
+            | args::Command::Completions(_)
+            | args::Command::Man(_)
     ) {
         cmd::knob::recover_at_start();
     }
@@ -52,6 +57,8 @@ pub fn main() -> i32 {
         args::Command::Sweep(a) => cmd::sweep::exec(a),
         args::Command::Report(a) => cmd::report::exec(a),
         args::Command::Topology(args::TopologyCommand::Down(a)) => cmd::knob::topology_down(a),
+        args::Command::Completions(a) => cmd::docs::completions(a),
+        args::Command::Man(a) => cmd::docs::man(a),
     };
     match result {
         Ok(code) => code,

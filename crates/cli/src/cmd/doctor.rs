@@ -34,12 +34,12 @@ pub fn exec(a: DoctorArgs) -> Result<i32, Failure> {
     }
     let audit = plumb_run::doctor::audit(&interfaces, Duration::from_millis(a.sample));
     if a.json {
-        println!(
+        crate::outln!(
             "{}",
             serde_json::to_string_pretty(&audit).map_err(|e| Failure::usage(e.to_string()))?
         );
     } else {
-        print!("{}", plumb_report::doctor::render(&audit));
+        crate::out!("{}", plumb_report::doctor::render(&audit));
     }
     Ok(0)
 }

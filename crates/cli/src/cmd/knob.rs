@@ -58,19 +58,20 @@ pub fn restore(a: RestoreArgs) -> Result<i32, Failure> {
     let mut failed = false;
     for line in &said {
         failed |= line.starts_with("could not");
-        println!("{line}");
+        crate::outln!("{line}");
     }
     for e in left
         .iter()
         .filter(|e| !said.iter().any(|s| s.contains(&e.knob)))
     {
-        println!(
+        crate::outln!(
             "{} is held by running plumb process {}, which restores it itself",
-            e.knob, e.pid
+            e.knob,
+            e.pid
         );
     }
     if said.is_empty() && left.is_empty() {
-        println!("nothing to restore ({})", journal.path.display());
+        crate::outln!("nothing to restore ({})", journal.path.display());
     }
     Ok(if failed { 1 } else { 0 })
 }
@@ -111,13 +112,13 @@ pub fn topology_down(a: TopologyDownArgs) -> Result<i32, Failure> {
     }
     let (removed, failed) = plumb_run::topology::down(a.all);
     for ns in &removed {
-        println!("removed network namespace {ns}");
+        crate::outln!("removed network namespace {ns}");
     }
     for f in &failed {
         eprintln!("plumb: could not remove {f}");
     }
     if removed.is_empty() && failed.is_empty() {
-        println!("no plumb topology left over");
+        crate::outln!("no plumb topology left over");
     }
     Ok(if failed.is_empty() { 0 } else { 1 })
 }

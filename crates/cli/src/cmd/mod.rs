@@ -1,5 +1,6 @@
 pub mod compare;
 pub mod db;
+pub mod docs;
 pub mod doctor;
 pub mod knob;
 pub mod report;
