@@ -276,7 +276,7 @@ pub struct CheckArgs {
     /// Label for the runs made now [default: the kernel release].
     #[arg(long)]
     pub label: Option<String>,
-    #[arg(long, default_value = "3..10", value_parser = iterations, value_name = "MIN..MAX")]
+    #[arg(long, default_value = "3..10", value_parser = plumb_spec::parse_iterations, value_name = "MIN..MAX")]
     pub iterations: (u32, u32),
     #[arg(long, default_value = "95:2.5", value_parser = plumb_spec::parse_confidence, value_name = "LEVEL:WIDTH")]
     pub confidence: (f64, f64),
@@ -418,21 +418,6 @@ pub struct CrrArgs {
     pub common: CommonArgs,
 }
 
-/// A count with an optional k/M suffix (powers of 1000): 500, 10k, 1M.
-fn count(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (num, mul) = match t.chars().last() {
-        Some('k' | 'K') => (&t[..t.len() - 1], 1_000.0),
-        Some('M') => (&t[..t.len() - 1], 1_000_000.0),
-        _ => (t, 1.0),
-    };
-    num.parse::<f64>()
-        .ok()
-        .filter(|v| v.is_finite() && *v >= 0.0)
-        .map(|v| (v * mul).round() as u64)
-        .ok_or_else(|| format!("'{s}' is not a count like 500, 10k or 1M"))
-}
-
 fn size(s: &str) -> Result<u64, String> {
     plumb_spec::parse_size(s).map_err(|e| e.to_string())
 }
@@ -572,7 +557,7 @@ pub struct RrArgs {
     /// fixed schedule (10k, 1M); latency counts from the planned send time,
     /// so queueing is not hidden. --pipeline caps what each flow may have
     /// outstanding.
-    #[arg(long, value_parser = count, value_name = "PER_SEC")]
+    #[arg(long, value_parser = plumb_spec::parse_count, value_name = "PER_SEC")]
     pub rate: Option<u64>,
     /// Write each request in pieces: 8,rest is an 8-byte write, then the rest.
     #[arg(long, value_name = "LIST")]
@@ -621,7 +606,7 @@ pub struct CommonArgs {
     pub json: bool,
     /// Iterations of the test: MIN..MAX runs at least MIN and stops at the
     /// confidence target or MAX; N runs exactly N.
-    #[arg(long, default_value = "3..10", value_parser = iterations, value_name = "MIN..MAX")]
+    #[arg(long, default_value = "3..10", value_parser = plumb_spec::parse_iterations, value_name = "MIN..MAX")]
     pub iterations: (u32, u32),
     /// Target for the interval of the mean: LEVEL:WIDTH in percent, 95:2.5
     /// meaning the 95 % interval within ±2.5 % of the mean.
@@ -678,30 +663,6 @@ pub struct DbArgs {
     /// The result database [default: $PLUMB_DB, else $XDG_DATA_HOME/plumb/plumb.db].
     #[arg(long, value_name = "PATH")]
     pub db: Option<std::path::PathBuf>,
-}
-
-pub fn iterations(s: &str) -> Result<(u32, u32), String> {
-    let bad =
-        || format!("'{s}' is not an iteration count; use N or MIN..MAX like 3..10 (1 to 1000)");
-    let num = |t: &str| {
-        t.trim()
-            .parse::<u32>()
-            .ok()
-            .filter(|n| (1..=1000).contains(n))
-    };
-    let (min, max) = match s.split_once("..") {
-        Some((a, b)) => (num(a).ok_or_else(bad)?, num(b).ok_or_else(bad)?),
-        None => {
-            let n = num(s).ok_or_else(bad)?;
-            (n, n)
-        }
-    };
-    if min > max {
-        return Err(format!(
-            "'{s}': MIN is larger than MAX; use MIN..MAX like 3..10"
-        ));
-    }
-    Ok((min, max))
 }
 
 #[derive(Args, Debug)]

@@ -420,8 +420,12 @@ pub fn build_spec(fields: &[&Located]) -> Result<Spec, (usize, String, String)> 
         })?;
         let r: Result<(), String> = match l.key.as_str() {
             "mtu" => uint(&l.value).map(|m| v.mtu = Some(m)),
-            "delay" => parse_delay_us(&l.value).map(|d| v.delay_us = Some(d)),
-            _ => parse_loss_ppm(&l.value).map(|p| v.loss_ppm = Some(p)),
+            "delay" => parse_delay_us(&l.value)
+                .map(|d| v.delay_us = Some(d))
+                .map_err(|e| e.to_string()),
+            _ => parse_loss_ppm(&l.value)
+                .map(|p| v.loss_ppm = Some(p))
+                .map_err(|e| e.to_string()),
         };
         r.map_err(|m| fail(l, m))?;
     }
@@ -503,26 +507,6 @@ pub fn build_spec(fields: &[&Located]) -> Result<Spec, (usize, String, String)> 
     Ok(spec)
 }
 
-fn iterations(s: &str) -> Result<(u32, u32), String> {
-    let num = |t: &str| {
-        t.trim()
-            .parse::<u32>()
-            .ok()
-            .filter(|n| (1..=1000).contains(n))
-    };
-    let bad = || format!("'{s}' is not N or MIN..MAX like 3..10 (1 to 1000)");
-    match s.split_once("..") {
-        Some((a, b)) => {
-            let (a, b) = (num(a).ok_or_else(bad)?, num(b).ok_or_else(bad)?);
-            if a > b {
-                return Err(bad());
-            }
-            Ok((a, b))
-        }
-        None => num(s).map(|n| (n, n)).ok_or_else(bad),
-    }
-}
-
 impl Experiment {
     /// Parses an experiment file and builds every point once, so an error
     /// anywhere (a bad size on an axis, a field a workload does not have)
@@ -559,7 +543,8 @@ impl Experiment {
                 "label" => exp.label = Some(cx.string(v, key)?),
                 "iterations" => {
                     let l = cx.scalar(v, key)?;
-                    exp.iterations = iterations(&l.value).map_err(|m| cx.err(&v.span(), key, m))?;
+                    exp.iterations =
+                        crate::parse_iterations(&l.value).map_err(|m| cx.err(&v.span(), key, m))?;
                 }
                 "confidence" => {
                     let l = cx.scalar(v, key)?;
@@ -657,7 +642,7 @@ impl Experiment {
                             "iterations" => {
                                 let l = cx.scalar(qv, &qkey)?;
                                 q.iterations = Some(
-                                    iterations(&l.value)
+                                    crate::parse_iterations(&l.value)
                                         .map_err(|m| cx.err(&qv.span(), &qkey, m))?,
                                 );
                             }

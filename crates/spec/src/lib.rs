@@ -10,7 +10,10 @@ pub mod experiment;
 pub mod units;
 
 pub use cpulist::{CpuList, CpuListError};
-pub use units::{parse_confidence, parse_duration, parse_rate, parse_size, BufSize, UnitError};
+pub use units::{
+    parse_confidence, parse_count, parse_delay_us, parse_duration, parse_iterations,
+    parse_loss_ppm, parse_rate, parse_size, BufSize, UnitError,
+};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -341,39 +344,6 @@ pub struct Veth {
 #[serde(rename_all = "snake_case")]
 pub enum Topology {
     Veth(Veth),
-}
-
-/// A netem delay: `10ms`, `500us`, `0.2s` → microseconds (at most 10 s).
-pub fn parse_delay_us(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (num, per) = if let Some(n) = t.strip_suffix("us") {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix("ms") {
-        (n, 1e3)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1e6)
-    } else {
-        (t, 1e3)
-    };
-    num.trim()
-        .parse::<f64>()
-        .ok()
-        .map(|v| v * per)
-        .filter(|us| us.is_finite() && (0.0..=10e6).contains(us))
-        .map(|us| us.round() as u64)
-        .ok_or_else(|| format!("'{s}' is not a delay; use a time like 10ms or 500us (at most 10s)"))
-}
-
-/// A netem loss: `1%`, `0.5%`, `0.01` (percent) → parts per million.
-pub fn parse_loss_ppm(s: &str) -> Result<u32, String> {
-    s.trim()
-        .trim_end_matches('%')
-        .trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|p| p.is_finite() && (0.0..=100.0).contains(p))
-        .map(|p| (p * 10_000.0).round() as u32)
-        .ok_or_else(|| format!("'{s}' is not a loss; use a percentage like 1% or 0.5%"))
 }
 
 impl fmt::Display for Topology {
