@@ -231,6 +231,33 @@ pub fn show_size(bytes: u64) -> String {
     bytes.to_string()
 }
 
+/// `10G` for 10^10 bit/s, `2500K` for 2.5 Mbit/s, `999` for 999: the
+/// shortest form [`parse_rate`] reads back to the same rate.
+pub fn show_rate(bps: u64) -> String {
+    for (div, unit) in [
+        (1_000_000_000_000, "T"),
+        (1_000_000_000, "G"),
+        (1_000_000, "M"),
+        (1000, "K"),
+    ] {
+        if bps >= div && bps.is_multiple_of(div) {
+            return format!("{}{unit}", bps / div);
+        }
+    }
+    bps.to_string()
+}
+
+/// `10s`, `1h`, `2m`, `500ms`: a time in milliseconds as [`parse_duration`]
+/// reads it.
+pub fn show_ms(ms: u64) -> String {
+    for (div, unit) in [(3_600_000, "h"), (60_000, "m"), (1000, "s")] {
+        if ms >= div && ms.is_multiple_of(div) {
+            return format!("{}{unit}", ms / div);
+        }
+    }
+    format!("{ms}ms")
+}
+
 /// A socket buffer size: a fixed number of bytes, or left to the kernel's
 /// autotuning.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -379,6 +406,18 @@ mod tests {
         assert_eq!(parse_iterations("4").unwrap(), (4, 4));
         assert!(parse_iterations("10..3").is_err());
         assert!(parse_iterations("0").is_err());
+    }
+
+    #[test]
+    fn shown_values_read_back() {
+        for bps in [1, 999, 1000, 2_500_000, 10_000_000_000, 8_000_000_000_000] {
+            assert_eq!(parse_rate(&show_rate(bps)).unwrap(), bps);
+        }
+        for ms in [0, 1, 200, 1000, 90_000, 120_000, 3_600_000] {
+            assert_eq!(parse_duration(&show_ms(ms)).unwrap(), ms);
+        }
+        assert_eq!(show_ms(10_000), "10s");
+        assert_eq!(show_rate(10_000_000_000), "10G");
     }
 
     #[test]
