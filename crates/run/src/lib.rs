@@ -20,7 +20,7 @@ use plumb_engine::{
     EngineConfig, Meter, SampleSink, UdpPlan,
 };
 use plumb_samples::{Bimodal, Confidence, Iteration, Role, RunRecord, RUN_SCHEMA};
-use plumb_spec::{Family, Spec, SpecError};
+use plumb_spec::{Family, Field, Spec, SpecError};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -175,12 +175,12 @@ pub fn run(
 ) -> Result<RunRecord, RunError> {
     spec.validate()?;
     if let Some(cpus) = &spec.client_cpus {
-        plumb_ctl::server::check_cpus(cpus, "--client-cpus", "the client").map_err(|message| {
-            RunError::Setup {
-                flag: Some("--client-cpus"),
+        plumb_ctl::server::check_cpus(cpus, Field::ClientCpus.flag(), "the client").map_err(
+            |message| RunError::Setup {
+                flag: Some(Field::ClientCpus.flag()),
                 message,
-            }
-        })?;
+            },
+        )?;
     }
     // Every flow is a descriptor; a few dozen more go to the control
     // connection, epoll, eventfds and /proc reads.
@@ -195,10 +195,11 @@ pub fn run(
             groups = group::groups_needed(spec.flows as u64, soft, SPARE_FDS) as u32;
         } else if soft < want {
             return Err(RunError::Setup {
-                flag: Some("--flows"),
+                flag: Some(Field::Flows.flag()),
                 message: format!(
-                    "--flows: {} flows need about {want} file descriptors but this process may open {soft} \
+                    "{}: {} flows need about {want} file descriptors but this process may open {soft} \
                      (hard limit {hard}; raising it needs root or CAP_SYS_RESOURCE): at most {} flows fit",
+                    Field::Flows.flag(),
                     spec.flows,
                     soft.saturating_sub(SPARE_FDS)
                 ),
@@ -213,7 +214,7 @@ pub fn run(
                 Some(topology::VethPair::up(v, &knob::Journal::open_default())?)
             }
             (Some(_), Some(_)) => return Err(RunError::Setup {
-                flag: Some("--topology"),
+                flag: Some(Field::Topology.flag()),
                 message:
                     "--topology veth runs both ends on this host; it cannot be used with --server"
                         .into(),
