@@ -239,11 +239,14 @@ pub fn run(
             run_iteration(spec, opts, sink, veth.as_ref())?
         };
         it.index = iterations.len() as u32;
-        let complete = it.complete;
+        // More iterations of a starved spec would starve alike.
+        let starved = derive::starved(spec, &it);
+        it.client.warnings.extend(starved.clone());
+        let go_on = it.complete && starved.is_none();
         iterations.push(it);
         let values: Vec<f64> = iterations
             .iter()
-            .filter(|i| i.complete)
+            .filter(|i| derive::counts(spec, i))
             .map(|i| i.derived.metric())
             .collect();
         let mut conf = confidence(&values, repeat);
@@ -252,7 +255,7 @@ pub fn run(
         }
         progress(iterations.last().expect("just pushed"), &conf);
         let n = iterations.len() as u32;
-        if !complete
+        if !go_on
             || n >= repeat.max
             || (n >= repeat.min && conf.reached)
             || opts.interrupted.load(Relaxed)

@@ -259,6 +259,11 @@ pub fn run_and_store(
             eprintln!("plumb: {w}; the partial results are marked incomplete");
         }
     }
+    for it in &record.iterations {
+        if let Some(w) = plumb_run::derive::starved(spec, it) {
+            eprintln!("plumb: warning: iteration {}: {w}", it.index + 1);
+        }
+    }
     let ifaces: Vec<String> = match server {
         None => vec!["lo".to_string()],
         Some(a) => plumb_run::env::interfaces_for(a.ip()),
