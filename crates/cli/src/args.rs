@@ -332,24 +332,24 @@ pub enum RunCommand {
 #[derive(Args, Debug)]
 pub struct UdpSocketArgs {
     /// SO_SNDBUF on both ends: a size like 256K, or auto (the kernel default).
-    #[arg(long = Field::Sndbuf.long(), allow_hyphen_values = true, value_name = "SIZE|auto")]
+    #[arg(long = Field::Sndbuf.long(), value_name = "SIZE|auto")]
     pub sndbuf: Option<String>,
     /// SO_RCVBUF on both ends: a size like 256K, or auto (the kernel default).
-    #[arg(long = Field::Rcvbuf.long(), allow_hyphen_values = true, value_name = "SIZE|auto")]
+    #[arg(long = Field::Rcvbuf.long(), value_name = "SIZE|auto")]
     pub rcvbuf: Option<String>,
 }
 
 #[derive(Args, Debug)]
 pub struct UdpStreamArgs {
     /// Number of UDP flows (a connected socket each on the client).
-    #[arg(long = Field::Flows.long(), allow_hyphen_values = true, value_name = "N")]
+    #[arg(long = Field::Flows.long(), value_name = "N")]
     pub flows: Option<String>,
     /// Worker threads on each end [default: min(flows, CPUs)].
-    #[arg(long = Field::Threads.long(), allow_hyphen_values = true, value_name = "N")]
+    #[arg(long = Field::Threads.long(), value_name = "N")]
     pub threads: Option<String>,
     /// Bytes per datagram, plumb's 16-byte header included (16 to 65507);
     /// 1472 fills a 1500-byte MTU over IPv4.
-    #[arg(long = Field::MsgSize.long(), allow_hyphen_values = true, value_name = "SIZE")]
+    #[arg(long = Field::MsgSize.long(), value_name = "SIZE")]
     pub msg_size: Option<String>,
     #[command(flatten)]
     pub socket: UdpSocketArgs,
@@ -360,20 +360,20 @@ pub struct UdpStreamArgs {
 #[derive(Args, Debug)]
 pub struct UdpRrArgs {
     /// Number of UDP flows, each with one request outstanding.
-    #[arg(long = Field::Flows.long(), allow_hyphen_values = true, value_name = "N")]
+    #[arg(long = Field::Flows.long(), value_name = "N")]
     pub flows: Option<String>,
     /// Worker threads on each end [default: min(flows, CPUs)].
-    #[arg(long = Field::Threads.long(), allow_hyphen_values = true, value_name = "N")]
+    #[arg(long = Field::Threads.long(), value_name = "N")]
     pub threads: Option<String>,
     /// Bytes per request, plumb's 16-byte header included (16 to 65507).
-    #[arg(long = Field::ReqSize.long(), allow_hyphen_values = true, value_name = "SIZE")]
+    #[arg(long = Field::ReqSize.long(), value_name = "SIZE")]
     pub req_size: Option<String>,
     /// Bytes per response (16 to 65507).
-    #[arg(long = Field::RespSize.long(), allow_hyphen_values = true, value_name = "SIZE")]
+    #[arg(long = Field::RespSize.long(), value_name = "SIZE")]
     pub resp_size: Option<String>,
     /// How long a request waits for its response before it counts as lost
     /// and the flow sends the next one.
-    #[arg(long = Field::Timeout.long(), allow_hyphen_values = true, value_name = "TIME")]
+    #[arg(long = Field::Timeout.long(), value_name = "TIME")]
     pub timeout: Option<String>,
     #[command(flatten)]
     pub socket: UdpSocketArgs,
@@ -392,25 +392,25 @@ pub enum CloseArg {
 #[derive(Args, Debug)]
 pub struct CrrArgs {
     /// Connections in progress at once.
-    #[arg(long = Field::Flows.long(), allow_hyphen_values = true, value_name = "N")]
+    #[arg(long = Field::Flows.long(), value_name = "N")]
     pub flows: Option<String>,
     /// Worker threads on each end [default: min(flows, CPUs)].
-    #[arg(long = Field::Threads.long(), allow_hyphen_values = true, value_name = "N")]
+    #[arg(long = Field::Threads.long(), value_name = "N")]
     pub threads: Option<String>,
     /// Bytes per request.
-    #[arg(long = Field::ReqSize.long(), allow_hyphen_values = true, value_name = "SIZE")]
+    #[arg(long = Field::ReqSize.long(), value_name = "SIZE")]
     pub req_size: Option<String>,
     /// Bytes per response.
-    #[arg(long = Field::RespSize.long(), allow_hyphen_values = true, value_name = "SIZE")]
+    #[arg(long = Field::RespSize.long(), value_name = "SIZE")]
     pub resp_size: Option<String>,
     /// How the client ends each connection.
-    #[arg(long = Field::Close.long(), value_enum, allow_hyphen_values = true)]
+    #[arg(long = Field::Close.long(), value_enum)]
     pub close: Option<CloseArg>,
     /// Write each request in pieces: 8,rest is an 8-byte write, then the rest.
-    #[arg(long = Field::ReqWrites.long(), allow_hyphen_values = true, value_name = "LIST")]
+    #[arg(long = Field::ReqWrites.long(), value_name = "LIST")]
     pub req_writes: Option<String>,
     /// Write each response in pieces: 8,rest is an 8-byte write, then the rest.
-    #[arg(long = Field::RespWrites.long(), allow_hyphen_values = true, value_name = "LIST")]
+    #[arg(long = Field::RespWrites.long(), value_name = "LIST")]
     pub resp_writes: Option<String>,
     #[command(flatten)]
     pub socket: SocketArgs,
@@ -440,25 +440,25 @@ pub enum DirectionArg {
 #[derive(Args, Debug)]
 pub struct StreamArgs {
     /// Which way the data flows, seen from the client.
-    #[arg(long = Field::Direction.long(), value_enum, allow_hyphen_values = true)]
+    #[arg(long = Field::Direction.long(), value_enum)]
     pub direction: Option<DirectionArg>,
     /// Number of TCP connections.
-    #[arg(long = Field::Flows.long(), allow_hyphen_values = true, value_name = "N")]
+    #[arg(long = Field::Flows.long(), value_name = "N")]
     pub flows: Option<String>,
     /// Worker threads on each end [default: min(flows, CPUs)].
-    #[arg(long = Field::Threads.long(), allow_hyphen_values = true, value_name = "N")]
+    #[arg(long = Field::Threads.long(), value_name = "N")]
     pub threads: Option<String>,
     /// Bytes per write (and per read): 256, 8K, 128K, 1M, 1MiB.
-    #[arg(long = Field::MsgSize.long(), allow_hyphen_values = true, value_name = "SIZE")]
+    #[arg(long = Field::MsgSize.long(), value_name = "SIZE")]
     pub msg_size: Option<String>,
     /// How the sending end hands data to the kernel: none (write), msg
     /// (MSG_ZEROCOPY with completions), sendfile or splice (from an
     /// in-memory file of --msg-size).
-    #[arg(long = Field::ZeroCopy.long(), value_enum, allow_hyphen_values = true)]
+    #[arg(long = Field::ZeroCopy.long(), value_enum)]
     pub zerocopy: Option<ZeroCopyArg>,
     /// How the receiving end takes data: copy (read), skip (MSG_TRUNC, not
     /// copied to user space) or zerocopy (TCP_ZEROCOPY_RECEIVE).
-    #[arg(long = Field::Rx.long(), value_enum, allow_hyphen_values = true)]
+    #[arg(long = Field::Rx.long(), value_enum)]
     pub rx: Option<RxArg>,
     #[command(flatten)]
     pub socket: SocketArgs,
@@ -485,10 +485,10 @@ pub enum RxArg {
 #[derive(Args, Debug)]
 pub struct SocketArgs {
     /// SO_SNDBUF on both ends: a size like 8K, or auto (kernel autotuning).
-    #[arg(long = Field::Sndbuf.long(), allow_hyphen_values = true, value_name = "SIZE|auto")]
+    #[arg(long = Field::Sndbuf.long(), value_name = "SIZE|auto")]
     pub sndbuf: Option<String>,
     /// SO_RCVBUF on both ends: a size like 8K, or auto (kernel autotuning).
-    #[arg(long = Field::Rcvbuf.long(), allow_hyphen_values = true, value_name = "SIZE|auto")]
+    #[arg(long = Field::Rcvbuf.long(), value_name = "SIZE|auto")]
     pub rcvbuf: Option<String>,
     /// Set TCP_NODELAY (disable Nagle) on every flow.
     #[arg(long = Field::Nodelay.long())]
@@ -497,44 +497,44 @@ pub struct SocketArgs {
     #[arg(long = Field::Cork.long())]
     pub cork: bool,
     /// TCP_MAXSEG asked before connecting, in bytes.
-    #[arg(long = Field::Mss.long(), allow_hyphen_values = true, value_name = "BYTES")]
+    #[arg(long = Field::Mss.long(), value_name = "BYTES")]
     pub mss: Option<String>,
     /// Congestion control (TCP_CONGESTION), e.g. cubic or bbr.
-    #[arg(long = Field::Cc.long(), allow_hyphen_values = true, value_name = "NAME")]
+    #[arg(long = Field::Cc.long(), value_name = "NAME")]
     pub cc: Option<String>,
     /// Per-flow pacing with SO_MAX_PACING_RATE, in bits/s: 500M, 10G.
-    #[arg(long = Field::PacingRate.long(), allow_hyphen_values = true, value_name = "RATE")]
+    #[arg(long = Field::PacingRate.long(), value_name = "RATE")]
     pub pacing_rate: Option<String>,
 }
 
 #[derive(Args, Debug)]
 pub struct RrArgs {
     /// Number of TCP connections.
-    #[arg(long = Field::Flows.long(), allow_hyphen_values = true, value_name = "N")]
+    #[arg(long = Field::Flows.long(), value_name = "N")]
     pub flows: Option<String>,
     /// Worker threads on each end [default: min(flows, CPUs)].
-    #[arg(long = Field::Threads.long(), allow_hyphen_values = true, value_name = "N")]
+    #[arg(long = Field::Threads.long(), value_name = "N")]
     pub threads: Option<String>,
     /// Bytes per request: 1, 64, 8K.
-    #[arg(long = Field::ReqSize.long(), allow_hyphen_values = true, value_name = "SIZE")]
+    #[arg(long = Field::ReqSize.long(), value_name = "SIZE")]
     pub req_size: Option<String>,
     /// Bytes per response.
-    #[arg(long = Field::RespSize.long(), allow_hyphen_values = true, value_name = "SIZE")]
+    #[arg(long = Field::RespSize.long(), value_name = "SIZE")]
     pub resp_size: Option<String>,
     /// Requests outstanding per flow (netperf -b); 1 is a closed loop.
-    #[arg(long = Field::Pipeline.long(), allow_hyphen_values = true, value_name = "N")]
+    #[arg(long = Field::Pipeline.long(), value_name = "N")]
     pub pipeline: Option<String>,
     /// Open loop: issue this many transactions per second over all flows on a
     /// fixed schedule (10k, 1M); latency counts from the planned send time,
     /// so queueing is not hidden. --pipeline caps what each flow may have
     /// outstanding.
-    #[arg(long = Field::Rate.long(), allow_hyphen_values = true, value_name = "PER_SEC")]
+    #[arg(long = Field::Rate.long(), value_name = "PER_SEC")]
     pub rate: Option<String>,
     /// Write each request in pieces: 8,rest is an 8-byte write, then the rest.
-    #[arg(long = Field::ReqWrites.long(), allow_hyphen_values = true, value_name = "LIST")]
+    #[arg(long = Field::ReqWrites.long(), value_name = "LIST")]
     pub req_writes: Option<String>,
     /// Write each response in pieces: 8,rest is an 8-byte write, then the rest.
-    #[arg(long = Field::RespWrites.long(), allow_hyphen_values = true, value_name = "LIST")]
+    #[arg(long = Field::RespWrites.long(), value_name = "LIST")]
     pub resp_writes: Option<String>,
     #[command(flatten)]
     pub socket: SocketArgs,
@@ -551,16 +551,16 @@ pub struct CommonArgs {
     #[arg(short = '6', long = "ipv6")]
     pub ipv6: bool,
     /// Length of the measurement window: 10s, 500ms, 2m.
-    #[arg(long = Field::Duration.long(), allow_hyphen_values = true, value_name = "TIME")]
+    #[arg(long = Field::Duration.long(), value_name = "TIME")]
     pub duration: Option<String>,
     /// Traffic before the window opens, not measured.
-    #[arg(long = Field::Warmup.long(), allow_hyphen_values = true, value_name = "TIME")]
+    #[arg(long = Field::Warmup.long(), value_name = "TIME")]
     pub warmup: Option<String>,
     /// Pin the client's worker threads, one CPU each in turn: 0, 0-3,6.
-    #[arg(long = Field::ClientCpus.long(), allow_hyphen_values = true, value_name = "LIST")]
+    #[arg(long = Field::ClientCpus.long(), value_name = "LIST")]
     pub client_cpus: Option<String>,
     /// Pin the server's worker threads, one CPU each in turn: 1, 4-7.
-    #[arg(long = Field::ServerCpus.long(), allow_hyphen_values = true, value_name = "LIST")]
+    #[arg(long = Field::ServerCpus.long(), value_name = "LIST")]
     pub server_cpus: Option<String>,
     /// A `plumb serve` to test against, HOST[:PORT]; without it an embedded
     /// server runs on loopback.
@@ -597,16 +597,16 @@ pub struct CommonArgs {
     /// Where the ends run: loopback (this host's), or veth (two network
     /// namespaces joined by a veth pair, client in one, server in the other;
     /// needs root).
-    #[arg(long = Field::Topology.long(), value_enum, allow_hyphen_values = true)]
+    #[arg(long = Field::Topology.long(), value_enum)]
     pub topology: Option<TopologyArg>,
     /// MTU of the veth pair (--topology veth).
-    #[arg(long = Field::Mtu.long(), allow_hyphen_values = true, value_name = "BYTES")]
+    #[arg(long = Field::Mtu.long(), value_name = "BYTES")]
     pub mtu: Option<String>,
     /// One-way netem delay on each end of the veth pair: 10ms, 500us.
-    #[arg(long = Field::Delay.long(), allow_hyphen_values = true, value_name = "TIME")]
+    #[arg(long = Field::Delay.long(), value_name = "TIME")]
     pub delay: Option<String>,
     /// netem loss on each end of the veth pair: 1%, 0.1%.
-    #[arg(long = Field::Loss.long(), allow_hyphen_values = true, value_name = "PERCENT")]
+    #[arg(long = Field::Loss.long(), value_name = "PERCENT")]
     pub loss: Option<String>,
 }
 
@@ -697,7 +697,7 @@ fn port_range(s: &str) -> Result<(u16, u16), String> {
 /// help taken from the spec the workload starts from, so it is defined once.
 pub fn command() -> clap::Command {
     use clap::CommandFactory;
-    Cli::command().mut_subcommand("run", |run| {
+    values_may_start_with_a_hyphen(Cli::command()).mut_subcommand("run", |run| {
         let workloads: Vec<String> = run
             .get_subcommands()
             .map(|c| c.get_name().to_string())
@@ -706,13 +706,36 @@ pub fn command() -> clap::Command {
             run.mut_subcommand(w, |c| with_spec_defaults(c, w))
         })
     })
-    .after_help("Sizes are bytes (K, M, G = 1024), rates bits/s (K, M, G = 1000), times take ns to h; see docs/units.md.")
+}
+
+/// Every flag that takes a value takes the next word as it, so `--sndbuf -5`
+/// is refused by the flag's own parser, naming the flag, rather than read
+/// as an unknown flag `-5`.
+fn values_may_start_with_a_hyphen(cmd: clap::Command) -> clap::Command {
+    let cmd = cmd.mut_args(|a| {
+        if a.get_long().is_some() && a.get_action().takes_values() {
+            a.allow_hyphen_values(true)
+        } else {
+            a
+        }
+    });
+    let subcommands: Vec<String> = cmd
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
+    subcommands.iter().fold(cmd, |cmd, name| {
+        cmd.mut_subcommand(name, values_may_start_with_a_hyphen)
+    })
 }
 
 fn with_spec_defaults(cmd: clap::Command, workload: &str) -> clap::Command {
     let Some(spec) = plumb_spec::build::defaults(workload) else {
         return cmd;
     };
+    let cmd = cmd.after_help(
+        "Sizes are bytes (K, M, G = 1024), rates bit/s (K, M, G = 1000), times ns to h, \
+         letters in any case; see docs/units.md.",
+    );
     let ids: Vec<String> = cmd
         .get_arguments()
         .map(|a| a.get_id().to_string())
@@ -762,8 +785,11 @@ pub fn parse() -> Result<Cli, i32> {
                 _ => None,
             };
             match (arg, value, why) {
-                (Some(flag), Some(value), Some(why)) if value.is_empty() => {
-                    eprintln!("plumb: error: {flag}: needs a value; {why}");
+                (Some(flag), Some(value), why) if value.is_empty() => {
+                    match why.filter(|w| w != "use ") {
+                        Some(why) => eprintln!("plumb: error: {flag}: needs a value; {why}"),
+                        None => eprintln!("plumb: error: {flag}: needs a value"),
+                    }
                     2
                 }
                 (Some(flag), Some(value), Some(why)) if why.contains(&format!("'{value}'")) => {

@@ -43,6 +43,19 @@ pub fn default_threads(flows: u32) -> u32 {
     flows.min(cpus)
 }
 
+/// Sets a field of the veth path from its text.
+fn path_value(field: Field, value: &str, v: &mut Veth) -> Result<(), String> {
+    match field {
+        Field::Mtu => size(value).map(|m| v.mtu = Some(m)),
+        Field::Delay => parse_delay_us(value)
+            .map(|d| v.delay_us = Some(d))
+            .map_err(|e| e.to_string()),
+        _ => parse_loss_ppm(value)
+            .map(|p| v.loss_ppm = Some(p))
+            .map_err(|e| e.to_string()),
+    }
+}
+
 fn rr_only(workload: crate::Workload) -> String {
     format!("applies to rr, crr and udp-rr only, not to {workload}")
 }
@@ -210,10 +223,12 @@ pub fn build(settings: &[(Field, &str)], names: Names) -> Result<Spec, BuildErro
                     let c = if v.eq_ignore_ascii_case("none") {
                         None
                     } else {
-                        Some(
-                            v.parse::<CpuList>()
-                                .map_err(|e| format!("{e}; use a CPU list like 0, 2-3 or 0-3,6"))?,
-                        )
+                        Some(v.parse::<CpuList>().map_err(|e| {
+                            format!(
+                                "'{v}' is not a CPU list ({e}); use a list like 0, 2-3 \
+                                         or 0-3,6"
+                            )
+                        })?)
                     };
                     if field == Field::ClientCpus {
                         spec.client_cpus = c
@@ -229,7 +244,13 @@ pub fn build(settings: &[(Field, &str)], names: Names) -> Result<Spec, BuildErro
                         Some(veth.take().unwrap_or_default())
                     };
                 }
-                Field::Mtu | Field::Delay | Field::Loss => veth_fields.push(at),
+                Field::Mtu | Field::Delay | Field::Loss => {
+                    // A malformed value is named before where it applies.
+                    if !v.eq_ignore_ascii_case("none") {
+                        path_value(field, v, &mut Veth::default())?;
+                    }
+                    veth_fields.push(at)
+                }
             }
             Ok(())
         })();
@@ -250,16 +271,7 @@ pub fn build(settings: &[(Field, &str)], names: Names) -> Result<Spec, BuildErro
                 ),
             )
         })?;
-        let r: Result<(), String> = match field {
-            Field::Mtu => size(value).map(|m| v.mtu = Some(m)),
-            Field::Delay => parse_delay_us(value)
-                .map(|d| v.delay_us = Some(d))
-                .map_err(|e| e.to_string()),
-            _ => parse_loss_ppm(value)
-                .map(|p| v.loss_ppm = Some(p))
-                .map_err(|e| e.to_string()),
-        };
-        r.map_err(|m| fail(at, m))?;
+        path_value(field, value, v).map_err(|m| fail(at, m))?;
     }
     spec.topology = veth.map(Topology::Veth);
     if let Some(&first) = split_fields.first() {
