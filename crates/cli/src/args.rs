@@ -2,7 +2,7 @@
 //! bad value is reported by clap with the flag's name and the accepted forms.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use plumb_spec::{BufSize, CpuList};
+use plumb_spec::Field;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -298,7 +298,7 @@ pub struct CheckArgs {
     /// Label for the runs made now [default: the kernel release].
     #[arg(long)]
     pub label: Option<String>,
-    #[arg(long, default_value = "3..10", value_parser = iterations, value_name = "MIN..MAX")]
+    #[arg(long, default_value = "3..10", value_parser = plumb_spec::parse_iterations, value_name = "MIN..MAX")]
     pub iterations: (u32, u32),
     #[arg(long, default_value = "95:2.5", value_parser = plumb_spec::parse_confidence, value_name = "LEVEL:WIDTH")]
     pub confidence: (f64, f64),
@@ -354,25 +354,25 @@ pub enum RunCommand {
 #[derive(Args, Debug)]
 pub struct UdpSocketArgs {
     /// SO_SNDBUF on both ends: a size like 256K, or auto (the kernel default).
-    #[arg(long, default_value = "auto", value_parser = bufsize, value_name = "SIZE|auto")]
-    pub sndbuf: BufSize,
+    #[arg(long = Field::Sndbuf.long(), value_name = "SIZE|auto")]
+    pub sndbuf: Option<String>,
     /// SO_RCVBUF on both ends: a size like 256K, or auto (the kernel default).
-    #[arg(long, default_value = "auto", value_parser = bufsize, value_name = "SIZE|auto")]
-    pub rcvbuf: BufSize,
+    #[arg(long = Field::Rcvbuf.long(), value_name = "SIZE|auto")]
+    pub rcvbuf: Option<String>,
 }
 
 #[derive(Args, Debug)]
 pub struct UdpStreamArgs {
     /// Number of UDP flows (a connected socket each on the client).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    pub flows: u32,
+    #[arg(long = Field::Flows.long(), value_name = "N")]
+    pub flows: Option<String>,
     /// Worker threads on each end [default: min(flows, CPUs)].
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    pub threads: Option<u32>,
+    #[arg(long = Field::Threads.long(), value_name = "N")]
+    pub threads: Option<String>,
     /// Bytes per datagram, plumb's 16-byte header included (16 to 65507);
     /// 1472 fills a 1500-byte MTU over IPv4.
-    #[arg(long, default_value = "1472", value_parser = size, value_name = "SIZE")]
-    pub msg_size: u64,
+    #[arg(long = Field::MsgSize.long(), value_name = "SIZE")]
+    pub msg_size: Option<String>,
     #[command(flatten)]
     pub socket: UdpSocketArgs,
     #[command(flatten)]
@@ -382,21 +382,21 @@ pub struct UdpStreamArgs {
 #[derive(Args, Debug)]
 pub struct UdpRrArgs {
     /// Number of UDP flows, each with one request outstanding.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    pub flows: u32,
+    #[arg(long = Field::Flows.long(), value_name = "N")]
+    pub flows: Option<String>,
     /// Worker threads on each end [default: min(flows, CPUs)].
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    pub threads: Option<u32>,
+    #[arg(long = Field::Threads.long(), value_name = "N")]
+    pub threads: Option<String>,
     /// Bytes per request, plumb's 16-byte header included (16 to 65507).
-    #[arg(long, default_value = "16", value_parser = size, value_name = "SIZE")]
-    pub req_size: u64,
+    #[arg(long = Field::ReqSize.long(), value_name = "SIZE")]
+    pub req_size: Option<String>,
     /// Bytes per response (16 to 65507).
-    #[arg(long, default_value = "16", value_parser = size, value_name = "SIZE")]
-    pub resp_size: u64,
+    #[arg(long = Field::RespSize.long(), value_name = "SIZE")]
+    pub resp_size: Option<String>,
     /// How long a request waits for its response before it counts as lost
     /// and the flow sends the next one.
-    #[arg(long, default_value = "200ms", value_parser = duration, value_name = "TIME")]
-    pub timeout: u64,
+    #[arg(long = Field::Timeout.long(), value_name = "TIME")]
+    pub timeout: Option<String>,
     #[command(flatten)]
     pub socket: UdpSocketArgs,
     #[command(flatten)]
@@ -414,25 +414,25 @@ pub enum CloseArg {
 #[derive(Args, Debug)]
 pub struct CrrArgs {
     /// Connections in progress at once.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    pub flows: u32,
+    #[arg(long = Field::Flows.long(), value_name = "N")]
+    pub flows: Option<String>,
     /// Worker threads on each end [default: min(flows, CPUs)].
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    pub threads: Option<u32>,
+    #[arg(long = Field::Threads.long(), value_name = "N")]
+    pub threads: Option<String>,
     /// Bytes per request.
-    #[arg(long, default_value = "1", value_parser = size, value_name = "SIZE")]
-    pub req_size: u64,
+    #[arg(long = Field::ReqSize.long(), value_name = "SIZE")]
+    pub req_size: Option<String>,
     /// Bytes per response.
-    #[arg(long, default_value = "1", value_parser = size, value_name = "SIZE")]
-    pub resp_size: u64,
+    #[arg(long = Field::RespSize.long(), value_name = "SIZE")]
+    pub resp_size: Option<String>,
     /// How the client ends each connection.
-    #[arg(long, value_enum, default_value = "rst")]
-    pub close: CloseArg,
+    #[arg(long = Field::Close.long(), value_enum)]
+    pub close: Option<CloseArg>,
     /// Write each request in pieces: 8,rest is an 8-byte write, then the rest.
-    #[arg(long, value_name = "LIST")]
+    #[arg(long = Field::ReqWrites.long(), value_name = "LIST")]
     pub req_writes: Option<String>,
     /// Write each response in pieces: 8,rest is an 8-byte write, then the rest.
-    #[arg(long, value_name = "LIST")]
+    #[arg(long = Field::RespWrites.long(), value_name = "LIST")]
     pub resp_writes: Option<String>,
     #[command(flatten)]
     pub socket: SocketArgs,
@@ -440,26 +440,8 @@ pub struct CrrArgs {
     pub common: CommonArgs,
 }
 
-/// A count with an optional k/M suffix (powers of 1000): 500, 10k, 1M.
-fn count(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (num, mul) = match t.chars().last() {
-        Some('k' | 'K') => (&t[..t.len() - 1], 1_000.0),
-        Some('M') => (&t[..t.len() - 1], 1_000_000.0),
-        _ => (t, 1.0),
-    };
-    num.parse::<f64>()
-        .ok()
-        .filter(|v| v.is_finite() && *v >= 0.0)
-        .map(|v| (v * mul).round() as u64)
-        .ok_or_else(|| format!("'{s}' is not a count like 500, 10k or 1M"))
-}
-
 fn size(s: &str) -> Result<u64, String> {
     plumb_spec::parse_size(s).map_err(|e| e.to_string())
-}
-fn bufsize(s: &str) -> Result<BufSize, String> {
-    s.parse::<BufSize>().map_err(|e| e.to_string())
 }
 fn rate(s: &str) -> Result<u64, String> {
     plumb_spec::parse_rate(s).map_err(|e| e.to_string())
@@ -467,11 +449,6 @@ fn rate(s: &str) -> Result<u64, String> {
 fn duration(s: &str) -> Result<u64, String> {
     plumb_spec::parse_duration(s).map_err(|e| e.to_string())
 }
-fn cpulist(s: &str) -> Result<CpuList, String> {
-    s.parse::<CpuList>()
-        .map_err(|e| format!("{e}; use a CPU list like 0, 2-3 or 0-3,6"))
-}
-
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DirectionArg {
     /// The client sends, the server receives.
@@ -485,26 +462,26 @@ pub enum DirectionArg {
 #[derive(Args, Debug)]
 pub struct StreamArgs {
     /// Which way the data flows, seen from the client.
-    #[arg(long, value_enum, default_value = "send")]
-    pub direction: DirectionArg,
+    #[arg(long = Field::Direction.long(), value_enum)]
+    pub direction: Option<DirectionArg>,
     /// Number of TCP connections.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    pub flows: u32,
+    #[arg(long = Field::Flows.long(), value_name = "N")]
+    pub flows: Option<String>,
     /// Worker threads on each end [default: min(flows, CPUs)].
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    pub threads: Option<u32>,
+    #[arg(long = Field::Threads.long(), value_name = "N")]
+    pub threads: Option<String>,
     /// Bytes per write (and per read): 256, 8K, 128K, 1M, 1MiB.
-    #[arg(long, default_value = "128K", value_parser = size, value_name = "SIZE")]
-    pub msg_size: u64,
+    #[arg(long = Field::MsgSize.long(), value_name = "SIZE")]
+    pub msg_size: Option<String>,
     /// How the sending end hands data to the kernel: none (write), msg
     /// (MSG_ZEROCOPY with completions), sendfile or splice (from an
     /// in-memory file of --msg-size).
-    #[arg(long, value_enum, default_value = "none")]
-    pub zerocopy: ZeroCopyArg,
+    #[arg(long = Field::ZeroCopy.long(), value_enum)]
+    pub zerocopy: Option<ZeroCopyArg>,
     /// How the receiving end takes data: copy (read), skip (MSG_TRUNC, not
     /// copied to user space) or zerocopy (TCP_ZEROCOPY_RECEIVE).
-    #[arg(long, value_enum, default_value = "copy")]
-    pub rx: RxArg,
+    #[arg(long = Field::Rx.long(), value_enum)]
+    pub rx: Option<RxArg>,
     #[command(flatten)]
     pub socket: SocketArgs,
     #[command(flatten)]
@@ -519,17 +496,6 @@ pub enum ZeroCopyArg {
     Splice,
 }
 
-impl From<ZeroCopyArg> for plumb_spec::ZeroCopy {
-    fn from(a: ZeroCopyArg) -> Self {
-        match a {
-            ZeroCopyArg::None => plumb_spec::ZeroCopy::None,
-            ZeroCopyArg::Msg => plumb_spec::ZeroCopy::Msg,
-            ZeroCopyArg::Sendfile => plumb_spec::ZeroCopy::Sendfile,
-            ZeroCopyArg::Splice => plumb_spec::ZeroCopy::Splice,
-        }
-    }
-}
-
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RxArg {
     Copy,
@@ -537,70 +503,60 @@ pub enum RxArg {
     Zerocopy,
 }
 
-impl From<RxArg> for plumb_spec::RxMode {
-    fn from(a: RxArg) -> Self {
-        match a {
-            RxArg::Copy => plumb_spec::RxMode::Copy,
-            RxArg::Skip => plumb_spec::RxMode::Skip,
-            RxArg::Zerocopy => plumb_spec::RxMode::Zerocopy,
-        }
-    }
-}
-
 /// Socket options applied on both ends of every flow.
 #[derive(Args, Debug)]
 pub struct SocketArgs {
     /// SO_SNDBUF on both ends: a size like 8K, or auto (kernel autotuning).
-    #[arg(long, default_value = "auto", value_parser = bufsize, value_name = "SIZE|auto")]
-    pub sndbuf: BufSize,
+    #[arg(long = Field::Sndbuf.long(), value_name = "SIZE|auto")]
+    pub sndbuf: Option<String>,
     /// SO_RCVBUF on both ends: a size like 8K, or auto (kernel autotuning).
-    #[arg(long, default_value = "auto", value_parser = bufsize, value_name = "SIZE|auto")]
-    pub rcvbuf: BufSize,
+    #[arg(long = Field::Rcvbuf.long(), value_name = "SIZE|auto")]
+    pub rcvbuf: Option<String>,
     /// Set TCP_NODELAY (disable Nagle) on every flow.
-    #[arg(long)]
+    #[arg(long = Field::Nodelay.long())]
     pub nodelay: bool,
     /// Set TCP_CORK on every flow.
-    #[arg(long)]
+    #[arg(long = Field::Cork.long())]
     pub cork: bool,
     /// TCP_MAXSEG asked before connecting, in bytes.
-    #[arg(long, value_name = "BYTES")]
-    pub mss: Option<u32>,
+    #[arg(long = Field::Mss.long(), value_name = "BYTES")]
+    pub mss: Option<String>,
     /// Congestion control (TCP_CONGESTION), e.g. cubic or bbr.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long = Field::Cc.long(), value_name = "NAME")]
     pub cc: Option<String>,
     /// Per-flow pacing with SO_MAX_PACING_RATE, in bits/s: 500M, 10G.
-    #[arg(long, value_parser = rate, value_name = "RATE")]
-    pub pacing_rate: Option<u64>,
+    #[arg(long = Field::PacingRate.long(), value_name = "RATE")]
+    pub pacing_rate: Option<String>,
 }
 
 #[derive(Args, Debug)]
 pub struct RrArgs {
     /// Number of TCP connections.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    pub flows: u32,
+    #[arg(long = Field::Flows.long(), value_name = "N")]
+    pub flows: Option<String>,
     /// Worker threads on each end [default: min(flows, CPUs)].
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    pub threads: Option<u32>,
+    #[arg(long = Field::Threads.long(), value_name = "N")]
+    pub threads: Option<String>,
     /// Bytes per request: 1, 64, 8K.
-    #[arg(long, default_value = "1", value_parser = size, value_name = "SIZE")]
-    pub req_size: u64,
+    #[arg(long = Field::ReqSize.long(), value_name = "SIZE")]
+    pub req_size: Option<String>,
     /// Bytes per response.
-    #[arg(long, default_value = "1", value_parser = size, value_name = "SIZE")]
-    pub resp_size: u64,
+    #[arg(long = Field::RespSize.long(), value_name = "SIZE")]
+    pub resp_size: Option<String>,
     /// Requests outstanding per flow (netperf -b); 1 is a closed loop.
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    pub pipeline: u32,
+    #[arg(long = Field::Pipeline.long(), value_name = "N")]
+    pub pipeline: Option<String>,
     /// Open loop: issue this many transactions per second over all flows on a
     /// fixed schedule (10k, 1M); latency counts from the planned send time,
     /// so queueing is not hidden. --pipeline caps what each flow may have
     /// outstanding.
-    #[arg(long, value_parser = count, value_name = "PER_SEC")]
-    pub rate: Option<u64>,
+    #[arg(long = Field::Rate.long(), value_name = "PER_SEC")]
+    pub rate: Option<String>,
     /// Write each request in pieces: 8,rest is an 8-byte write, then the rest.
-    #[arg(long, value_name = "LIST")]
+    #[arg(long = Field::ReqWrites.long(), value_name = "LIST")]
     pub req_writes: Option<String>,
     /// Write each response in pieces: 8,rest is an 8-byte write, then the rest.
-    #[arg(long, value_name = "LIST")]
+    #[arg(long = Field::RespWrites.long(), value_name = "LIST")]
     pub resp_writes: Option<String>,
     #[command(flatten)]
     pub socket: SocketArgs,
@@ -617,17 +573,17 @@ pub struct CommonArgs {
     #[arg(short = '6', long = "ipv6")]
     pub ipv6: bool,
     /// Length of the measurement window: 10s, 500ms, 2m.
-    #[arg(long, default_value = "10s", value_parser = duration, value_name = "TIME")]
-    pub duration: u64,
+    #[arg(long = Field::Duration.long(), value_name = "TIME")]
+    pub duration: Option<String>,
     /// Traffic before the window opens, not measured.
-    #[arg(long, default_value = "1s", value_parser = duration, value_name = "TIME")]
-    pub warmup: u64,
+    #[arg(long = Field::Warmup.long(), value_name = "TIME")]
+    pub warmup: Option<String>,
     /// Pin the client's worker threads, one CPU each in turn: 0, 0-3,6.
-    #[arg(long, value_parser = cpulist, value_name = "LIST")]
-    pub client_cpus: Option<CpuList>,
+    #[arg(long = Field::ClientCpus.long(), value_name = "LIST")]
+    pub client_cpus: Option<String>,
     /// Pin the server's worker threads, one CPU each in turn: 1, 4-7.
-    #[arg(long, value_parser = cpulist, value_name = "LIST")]
-    pub server_cpus: Option<CpuList>,
+    #[arg(long = Field::ServerCpus.long(), value_name = "LIST")]
+    pub server_cpus: Option<String>,
     /// A `plumb serve` to test against, HOST[:PORT]; without it an embedded
     /// server runs on loopback.
     #[arg(long, value_name = "HOST[:PORT]")]
@@ -643,7 +599,7 @@ pub struct CommonArgs {
     pub json: bool,
     /// Iterations of the test: MIN..MAX runs at least MIN and stops at the
     /// confidence target or MAX; N runs exactly N.
-    #[arg(long, default_value = "3..10", value_parser = iterations, value_name = "MIN..MAX")]
+    #[arg(long, default_value = "3..10", value_parser = plumb_spec::parse_iterations, value_name = "MIN..MAX")]
     pub iterations: (u32, u32),
     /// Target for the interval of the mean: LEVEL:WIDTH in percent, 95:2.5
     /// meaning the 95 % interval within ±2.5 % of the mean.
@@ -663,17 +619,17 @@ pub struct CommonArgs {
     /// Where the ends run: loopback (this host's), or veth (two network
     /// namespaces joined by a veth pair, client in one, server in the other;
     /// needs root).
-    #[arg(long, value_enum, default_value = "loopback")]
-    pub topology: TopologyArg,
+    #[arg(long = Field::Topology.long(), value_enum)]
+    pub topology: Option<TopologyArg>,
     /// MTU of the veth pair (--topology veth).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(68..=65535), value_name = "BYTES")]
-    pub mtu: Option<u32>,
+    #[arg(long = Field::Mtu.long(), value_name = "BYTES")]
+    pub mtu: Option<String>,
     /// One-way netem delay on each end of the veth pair: 10ms, 500us.
-    #[arg(long, value_parser = plumb_spec::parse_delay_us, value_name = "TIME")]
-    pub delay: Option<u64>,
+    #[arg(long = Field::Delay.long(), value_name = "TIME")]
+    pub delay: Option<String>,
     /// netem loss on each end of the veth pair: 1%, 0.1%.
-    #[arg(long, value_parser = plumb_spec::parse_loss_ppm, value_name = "PERCENT")]
-    pub loss: Option<u32>,
+    #[arg(long = Field::Loss.long(), value_name = "PERCENT")]
+    pub loss: Option<String>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -700,30 +656,6 @@ pub struct DbArgs {
     /// The result database [default: $PLUMB_DB, else $XDG_DATA_HOME/plumb/plumb.db].
     #[arg(long, value_name = "PATH")]
     pub db: Option<std::path::PathBuf>,
-}
-
-pub fn iterations(s: &str) -> Result<(u32, u32), String> {
-    let bad =
-        || format!("'{s}' is not an iteration count; use N or MIN..MAX like 3..10 (1 to 1000)");
-    let num = |t: &str| {
-        t.trim()
-            .parse::<u32>()
-            .ok()
-            .filter(|n| (1..=1000).contains(n))
-    };
-    let (min, max) = match s.split_once("..") {
-        Some((a, b)) => (num(a).ok_or_else(bad)?, num(b).ok_or_else(bad)?),
-        None => {
-            let n = num(s).ok_or_else(bad)?;
-            (n, n)
-        }
-    };
-    if min > max {
-        return Err(format!(
-            "'{s}': MIN is larger than MAX; use MIN..MAX like 3..10"
-        ));
-    }
-    Ok((min, max))
 }
 
 #[derive(Args, Debug)]
@@ -781,4 +713,119 @@ fn port_range(s: &str) -> Result<(u16, u16), String> {
         return Err(bad());
     }
     Ok((lo, hi))
+}
+
+/// The command line, with the default of every spec field in `plumb run`'s
+/// help taken from the spec the workload starts from, so it is defined once.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    values_may_start_with_a_hyphen(Cli::command()).mut_subcommand("run", |run| {
+        let workloads: Vec<String> = run
+            .get_subcommands()
+            .map(|c| c.get_name().to_string())
+            .collect();
+        workloads.iter().fold(run, |run, w| {
+            run.mut_subcommand(w, |c| with_spec_defaults(c, w))
+        })
+    })
+}
+
+/// Every flag that takes a value takes the next word as it, so `--sndbuf -5`
+/// is refused by the flag's own parser, naming the flag, rather than read
+/// as an unknown flag `-5`.
+fn values_may_start_with_a_hyphen(cmd: clap::Command) -> clap::Command {
+    let cmd = cmd.mut_args(|a| {
+        if a.get_long().is_some() && a.get_action().takes_values() {
+            a.allow_hyphen_values(true)
+        } else {
+            a
+        }
+    });
+    let subcommands: Vec<String> = cmd
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
+    subcommands.iter().fold(cmd, |cmd, name| {
+        cmd.mut_subcommand(name, values_may_start_with_a_hyphen)
+    })
+}
+
+fn with_spec_defaults(cmd: clap::Command, workload: &str) -> clap::Command {
+    let Some(spec) = plumb_spec::build::defaults(workload) else {
+        return cmd;
+    };
+    let cmd = cmd.after_help(
+        "Sizes are bytes (K, M, G = 1024), rates bit/s (K, M, G = 1000), times ns to h, \
+         letters in any case; see docs/units.md.",
+    );
+    let ids: Vec<String> = cmd
+        .get_arguments()
+        .map(|a| a.get_id().to_string())
+        .collect();
+    ids.iter().fold(cmd, |cmd, id| {
+        let Some(default) = Field::from_key(id).and_then(|f| spec.value_of(f)) else {
+            return cmd;
+        };
+        if default.is_empty() || default == "none" || default == "false" {
+            return cmd;
+        }
+        cmd.mut_arg(id, |a| {
+            let help = a.get_help().map(|h| h.to_string()).unwrap_or_default();
+            if help.contains("[default") {
+                a
+            } else {
+                a.help(format!("{help} [default: {default}]"))
+            }
+        })
+    })
+}
+
+/// Parses the process's arguments; on a bad one, says so on one line that
+/// names the flag and returns the exit status.
+pub fn parse() -> Result<Cli, i32> {
+    use clap::FromArgMatches;
+    command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m))
+        .map_err(|e| {
+            use clap::error::{ContextKind, ContextValue, ErrorKind};
+            let arg = match e.get(ContextKind::InvalidArg) {
+                Some(ContextValue::String(a)) => a.split([' ', '=']).next().map(str::to_string),
+                _ => None,
+            };
+            let value = match e.get(ContextKind::InvalidValue) {
+                Some(ContextValue::String(v)) => Some(v.clone()),
+                _ => None,
+            };
+            let why = match (e.kind(), e.get(ContextKind::ValidValue)) {
+                (ErrorKind::InvalidValue, Some(ContextValue::Strings(valid))) => {
+                    Some(format!("use {}", valid.join(", ")))
+                }
+                (ErrorKind::ValueValidation, _) => {
+                    std::error::Error::source(&e).map(|s| s.to_string())
+                }
+                _ => None,
+            };
+            match (arg, value, why) {
+                (Some(flag), Some(value), why) if value.is_empty() => {
+                    match why.filter(|w| w != "use ") {
+                        Some(why) => eprintln!("plumb: error: {flag}: needs a value; {why}"),
+                        None => eprintln!("plumb: error: {flag}: needs a value"),
+                    }
+                    2
+                }
+                (Some(flag), Some(value), Some(why)) if why.contains(&format!("'{value}'")) => {
+                    eprintln!("plumb: error: {flag}: {why}");
+                    2
+                }
+                (Some(flag), Some(value), Some(why)) => {
+                    eprintln!("plumb: error: {flag}: '{value}' is not valid; {why}");
+                    2
+                }
+                _ => {
+                    let _ = e.print();
+                    e.exit_code()
+                }
+            }
+        })
 }

@@ -7,8 +7,6 @@ mod args;
 mod cmd;
 pub mod out;
 
-use clap::Parser;
-
 /// A failure to report: one line on stderr and an exit status.
 #[derive(Debug)]
 pub struct Failure {
@@ -28,7 +26,10 @@ impl Failure {
 /// Runs plumb with the process's arguments and returns its exit status.
 pub fn main() -> i32 {
     plumb_run::env::set_build(env!("PLUMB_BUILD"));
-    let cli = args::Cli::parse();
+    let cli = match args::parse() {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
     // The embedded server is a child of a live plumb: its parent recovers.
     // `plumb restore` does the same itself, and says so on stdout.
     if !matches!(

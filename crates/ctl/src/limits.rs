@@ -2,8 +2,8 @@
 //! before anything starts, and the networks allowed to connect.
 
 use plumb_samples::format_bits_per_sec;
-use plumb_spec::units::show_size;
-use plumb_spec::{BufSize, Spec, Workload};
+use plumb_spec::units::{show_ms, show_size};
+use plumb_spec::{BufSize, Field, Spec, Workload};
 use std::net::IpAddr;
 
 /// Bounds on a client's spec; None is no bound.
@@ -18,14 +18,6 @@ pub struct Limits {
     pub max_rate_bps: Option<u64>,
 }
 
-fn show_ms(ms: u64) -> String {
-    if ms.is_multiple_of(1000) {
-        format!("{}s", ms / 1000)
-    } else {
-        format!("{ms}ms")
-    }
-}
-
 impl Limits {
     /// The first limit `spec` is beyond, named with its allowed value.
     pub fn check(&self, spec: &Spec) -> Result<(), String> {
@@ -37,7 +29,7 @@ impl Limits {
         if let Some(max) = self.max_flows {
             if spec.flows > max {
                 return over(
-                    "--flows",
+                    Field::Flows.flag(),
                     spec.flows.to_string(),
                     "--max-flows",
                     max.to_string(),
@@ -46,8 +38,8 @@ impl Limits {
         }
         if let Some(max) = self.max_duration_ms {
             for (flag, ms) in [
-                ("--duration", spec.duration_ms),
-                ("--warmup", spec.warmup_ms),
+                (Field::Duration.flag(), spec.duration_ms),
+                (Field::Warmup.flag(), spec.warmup_ms),
             ] {
                 if ms > max {
                     return over(flag, show_ms(ms), "--max-duration", show_ms(max));
@@ -57,8 +49,8 @@ impl Limits {
         if let Some(max) = self.max_buffer {
             let mut sizes: Vec<(&str, u64)> = Vec::new();
             for (flag, b) in [
-                ("--sndbuf", spec.socket.sndbuf),
-                ("--rcvbuf", spec.socket.rcvbuf),
+                (Field::Sndbuf.flag(), spec.socket.sndbuf),
+                (Field::Rcvbuf.flag(), spec.socket.rcvbuf),
             ] {
                 if let BufSize::Bytes(n) = b {
                     sizes.push((flag, n));
@@ -66,10 +58,10 @@ impl Limits {
             }
             match &spec.rr {
                 Some(rr) => {
-                    sizes.push(("--req-size", rr.req_size));
-                    sizes.push(("--resp-size", rr.resp_size));
+                    sizes.push((Field::ReqSize.flag(), rr.req_size));
+                    sizes.push((Field::RespSize.flag(), rr.resp_size));
                 }
-                None => sizes.push(("--msg-size", spec.msg_size)),
+                None => sizes.push((Field::MsgSize.flag(), spec.msg_size)),
             }
             for (flag, n) in sizes {
                 if n > max {
@@ -85,15 +77,16 @@ impl Limits {
                     let Some(pacing) = spec.socket.pacing_rate_bps else {
                         return Err(format!(
                             "an unpaced stream is over this server's limit --max-rate {}: \
-                             ask for --pacing-rate of at most {} per flow",
+                             ask for {} of at most {} per flow",
                             show(max),
+                            Field::PacingRate.flag(),
                             show((max / flows.max(1)).max(8))
                         ));
                     };
                     let total = pacing.saturating_mul(flows);
                     if total > max {
                         return over(
-                            "--pacing-rate",
+                            Field::PacingRate.flag(),
                             format!("{} x {flows} flows = {}", show(pacing), show(total)),
                             "--max-rate",
                             show(max),
@@ -113,7 +106,7 @@ impl Limits {
                             .saturating_mul(8);
                         if total > max {
                             return over(
-                                "--rate",
+                                Field::Rate.flag(),
                                 format!("{tps}/s ({})", show(total)),
                                 "--max-rate",
                                 show(max),

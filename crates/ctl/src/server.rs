@@ -417,7 +417,7 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
         return Err(ctrl.fail("limit", e));
     }
     if let Some(cpus) = &spec.server_cpus {
-        if let Err(msg) = check_cpus(cpus, "--server-cpus", "the server") {
+        if let Err(msg) = check_cpus(cpus, plumb_spec::Field::ServerCpus.flag(), "the server") {
             return Err(ctrl.fail("spec", msg));
         }
     }

@@ -4,7 +4,7 @@
 //! counted as a flow.
 
 use plumb_samples::{OptionRecord, OptionStatus};
-use plumb_spec::{BufSize, SocketOpts};
+use plumb_spec::{BufSize, Field, SocketOpts};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -88,7 +88,7 @@ pub(crate) fn apply_before_connect(sock: &Socket, opts: &SocketOpts) -> Result<(
     if let BufSize::Bytes(n) = opts.sndbuf {
         sock.set_send_buffer_size(n as usize).map_err(|e| {
             SetupError::option(
-                "--sndbuf",
+                Field::Sndbuf.flag(),
                 format!("the kernel refused SO_SNDBUF {n}: {}", plain_io(&e)),
             )
         })?;
@@ -96,7 +96,7 @@ pub(crate) fn apply_before_connect(sock: &Socket, opts: &SocketOpts) -> Result<(
     if let BufSize::Bytes(n) = opts.rcvbuf {
         sock.set_recv_buffer_size(n as usize).map_err(|e| {
             SetupError::option(
-                "--rcvbuf",
+                Field::Rcvbuf.flag(),
                 format!("the kernel refused SO_RCVBUF {n}: {}", plain_io(&e)),
             )
         })?;
@@ -104,7 +104,7 @@ pub(crate) fn apply_before_connect(sock: &Socket, opts: &SocketOpts) -> Result<(
     if let Some(mss) = opts.mss {
         sock.set_tcp_mss(mss).map_err(|e| {
             SetupError::option(
-                "--mss",
+                Field::Mss.flag(),
                 format!("the kernel refused TCP_MAXSEG {mss}: {}", plain_io(&e)),
             )
         })?;
@@ -119,7 +119,7 @@ pub fn apply_connected(stream: &TcpStream, opts: &SocketOpts) -> Result<(), Setu
     if opts.nodelay {
         s.set_tcp_nodelay(true).map_err(|e| {
             SetupError::option(
-                "--nodelay",
+                Field::Nodelay.flag(),
                 format!("the kernel refused TCP_NODELAY: {}", plain_io(&e)),
             )
         })?;
@@ -127,7 +127,7 @@ pub fn apply_connected(stream: &TcpStream, opts: &SocketOpts) -> Result<(), Setu
     if opts.cork {
         s.set_tcp_cork(true).map_err(|e| {
             SetupError::option(
-                "--cork",
+                Field::Cork.flag(),
                 format!("the kernel refused TCP_CORK: {}", plain_io(&e)),
             )
         })?;
@@ -136,7 +136,7 @@ pub fn apply_connected(stream: &TcpStream, opts: &SocketOpts) -> Result<(), Setu
         plumb_sys::sock::set_congestion(stream, cc).map_err(|e| {
             let avail = plumb_sys::sock::available_congestion_controls();
             SetupError::option(
-                "--cc",
+                Field::Cc.flag(),
                 format!(
                     "the kernel refused congestion control '{cc}' ({}); available here: {}",
                     plain_io(&e),
@@ -153,7 +153,7 @@ pub fn apply_connected(stream: &TcpStream, opts: &SocketOpts) -> Result<(), Setu
         // SO_MAX_PACING_RATE is in bytes per second.
         plumb_sys::sock::set_max_pacing_rate(stream, bps / 8).map_err(|e| {
             SetupError::option(
-                "--pacing-rate",
+                Field::PacingRate.flag(),
                 format!("the kernel refused SO_MAX_PACING_RATE: {}", plain_io(&e)),
             )
         })?;
@@ -354,8 +354,8 @@ pub fn read_back_udp(sock: &UdpSocket, opts: &SocketOpts) -> Vec<OptionRecord> {
     let s = SockRef::from(sock);
     let mut out = Vec::new();
     for (name, asked, granted) in [
-        ("sndbuf", opts.sndbuf, s.send_buffer_size()),
-        ("rcvbuf", opts.rcvbuf, s.recv_buffer_size()),
+        (Field::Sndbuf.key(), opts.sndbuf, s.send_buffer_size()),
+        (Field::Rcvbuf.key(), opts.rcvbuf, s.recv_buffer_size()),
     ] {
         let set = matches!(asked, BufSize::Bytes(_));
         out.push(option_record(
@@ -531,7 +531,7 @@ pub fn check_rx_mode(flows: &[TcpStream], rx: plumb_spec::RxMode) -> Result<(), 
     };
     match plumb_sys::sock::rxzc::rx_zerocopy_obstacle(local.ip()) {
         Some(dev) => Err(SetupError::option(
-            "--rx",
+            Field::Rx.flag(),
             format!(
                 "cannot use zerocopy here: TCP_ZEROCOPY_RECEIVE maps only whole, unshared payload pages, \
                  which a NIC that splits headers from payloads delivers; this path runs over \
@@ -551,7 +551,7 @@ pub fn read_back_flows(flows: &[TcpStream], opts: &SocketOpts) -> Vec<OptionReco
         return Vec::new();
     };
     let mut out = read_back(first, opts);
-    if let Some(rec) = out.iter_mut().find(|r| r.name == "cc") {
+    if let Some(rec) = out.iter_mut().find(|r| r.name == Field::Cc.key()) {
         let mut odd = Vec::new();
         for (i, f) in flows.iter().enumerate() {
             let got = plumb_sys::sock::congestion(f).unwrap_or_else(|e| plain_io(&e));
@@ -580,35 +580,35 @@ pub fn read_back(stream: &TcpStream, opts: &SocketOpts) -> Vec<OptionRecord> {
         BufSize::Auto => Some("autotuned by the kernel; initial value".to_string()),
     };
     out.push(option_record(
-        "sndbuf",
+        Field::Sndbuf.key(),
         opts.sndbuf.to_string(),
         s.send_buffer_size().map(|v| v.to_string()),
         matches!(opts.sndbuf, BufSize::Bytes(_)),
         buf_note(opts.sndbuf),
     ));
     out.push(option_record(
-        "rcvbuf",
+        Field::Rcvbuf.key(),
         opts.rcvbuf.to_string(),
         s.recv_buffer_size().map(|v| v.to_string()),
         matches!(opts.rcvbuf, BufSize::Bytes(_)),
         buf_note(opts.rcvbuf),
     ));
     out.push(option_record(
-        "nodelay",
+        Field::Nodelay.key(),
         on_off(opts.nodelay),
         s.tcp_nodelay().map(on_off),
         opts.nodelay,
         None,
     ));
     out.push(option_record(
-        "cork",
+        Field::Cork.key(),
         on_off(opts.cork),
         s.tcp_cork().map(on_off),
         opts.cork,
         None,
     ));
     out.push(option_record(
-        "mss",
+        Field::Mss.key(),
         opts.mss
             .map(|m| m.to_string())
             .unwrap_or_else(|| "auto".into()),
@@ -617,14 +617,14 @@ pub fn read_back(stream: &TcpStream, opts: &SocketOpts) -> Vec<OptionRecord> {
         None,
     ));
     out.push(option_record(
-        "cc",
+        Field::Cc.key(),
         opts.cc.clone().unwrap_or_else(|| "default".into()),
         plumb_sys::sock::congestion(stream),
         opts.cc.is_some(),
         None,
     ));
     out.push(option_record(
-        "pacing_rate",
+        Field::PacingRate.key(),
         opts.pacing_rate_bps
             .map(|r| format!("{r} bit/s"))
             .unwrap_or_else(|| "none".into()),

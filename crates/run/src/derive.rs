@@ -1,8 +1,54 @@
 //! Figures that need both ends side by side: what was sent against what was
-//! received, throughput, CPU cost per GB, the softirq share of pinned CPUs.
+//! received, throughput, CPU cost per GB, the softirq share of pinned CPUs,
+//! and whether an iteration moved enough to count as a measurement.
 
-use plumb_samples::{Derived, EndResult, Role, SoftirqShare, Transfer};
-use plumb_spec::{Direction, Spec};
+use plumb_samples::{Derived, EndResult, Iteration, Role, SoftirqShare, Transfer};
+use plumb_spec::units::show_rate;
+use plumb_spec::{Direction, Field, Spec};
+
+/// Below this many messages (or transactions) per second over all flows an
+/// iteration measured its own stall, not the path: a pacing rate far under
+/// the message size, say, leaves a throughput near zero that would
+/// otherwise read as a result.
+const STARVED_PER_S: f64 = 0.5;
+
+/// Why a complete iteration is not a measurement: its flows moved no data,
+/// or less than half a message per second. None when it measured.
+pub fn starved(spec: &Spec, it: &Iteration) -> Option<String> {
+    if !it.complete || it.window_s <= 0.0 {
+        return None;
+    }
+    let (what, per_s) = if spec.is_transactional() {
+        ("transactions", it.derived.tps.unwrap_or(0.0))
+    } else {
+        (
+            "messages",
+            it.transfer.received_bytes as f64 / spec.msg_size.max(1) as f64 / it.window_s,
+        )
+    };
+    if per_s >= STARVED_PER_S {
+        return None;
+    }
+    let cause = match spec.socket.pacing_rate_bps {
+        Some(bps) => format!(
+            " ({} {} lets a flow send {} bytes per second)",
+            Field::PacingRate.flag(),
+            show_rate(bps),
+            bps / 8
+        ),
+        None => String::new(),
+    };
+    Some(format!(
+        "the flows moved {} bytes in the {:.1} s window, {per_s:.3} {what} per second{cause}; \
+         this iteration is not a measurement and is not counted",
+        it.transfer.received_bytes, it.window_s
+    ))
+}
+
+/// The iteration counts towards the run's mean: complete, and not starved.
+pub fn counts(spec: &Spec, it: &Iteration) -> bool {
+    it.complete && starved(spec, it).is_none()
+}
 
 pub fn transfer(client: &EndResult, server: &EndResult) -> Transfer {
     let sent = client.bytes_sent + server.bytes_sent;

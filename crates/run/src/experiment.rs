@@ -46,7 +46,7 @@ pub fn merge(parts: &[RunRecord], repeat: &Repeat) -> Option<RunRecord> {
     let values: Vec<f64> = rec
         .iterations
         .iter()
-        .filter(|i| i.complete)
+        .filter(|i| crate::derive::counts(&rec.spec, i))
         .map(|i| i.derived.metric())
         .collect();
     let mut conf = confidence(&values, repeat);

@@ -40,7 +40,7 @@ impl Drop for Members {
 
 fn group_err(message: String) -> RunError {
     RunError::Setup {
-        flag: Some("--flows"),
+        flag: Some(plumb_spec::Field::Flows.flag()),
         message,
     }
 }

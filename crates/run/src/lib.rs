@@ -21,7 +21,7 @@ use plumb_engine::{
     EngineConfig, Meter, SampleSink, UdpPlan,
 };
 use plumb_samples::{Bimodal, Confidence, Iteration, Role, RunRecord, RUN_SCHEMA};
-use plumb_spec::{Family, Spec, SpecError};
+use plumb_spec::{Family, Field, Spec, SpecError};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -176,12 +176,12 @@ pub fn run(
 ) -> Result<RunRecord, RunError> {
     spec.validate()?;
     if let Some(cpus) = &spec.client_cpus {
-        plumb_ctl::server::check_cpus(cpus, "--client-cpus", "the client").map_err(|message| {
-            RunError::Setup {
-                flag: Some("--client-cpus"),
+        plumb_ctl::server::check_cpus(cpus, Field::ClientCpus.flag(), "the client").map_err(
+            |message| RunError::Setup {
+                flag: Some(Field::ClientCpus.flag()),
                 message,
-            }
-        })?;
+            },
+        )?;
     }
     // Every flow is a descriptor; a few dozen more go to the control
     // connection, epoll, eventfds and /proc reads.
@@ -196,10 +196,11 @@ pub fn run(
             groups = group::groups_needed(spec.flows as u64, soft, SPARE_FDS) as u32;
         } else if soft < want {
             return Err(RunError::Setup {
-                flag: Some("--flows"),
+                flag: Some(Field::Flows.flag()),
                 message: format!(
-                    "--flows: {} flows need about {want} file descriptors but this process may open {soft} \
+                    "{}: {} flows need about {want} file descriptors but this process may open {soft} \
                      (hard limit {hard}; raising it needs root or CAP_SYS_RESOURCE): at most {} flows fit",
+                    Field::Flows.flag(),
                     spec.flows,
                     soft.saturating_sub(SPARE_FDS)
                 ),
@@ -214,7 +215,7 @@ pub fn run(
                 Some(topology::VethPair::up(v, &knob::Journal::open_default())?)
             }
             (Some(_), Some(_)) => return Err(RunError::Setup {
-                flag: Some("--topology"),
+                flag: Some(Field::Topology.flag()),
                 message:
                     "--topology veth runs both ends on this host; it cannot be used with --server"
                         .into(),
@@ -239,11 +240,14 @@ pub fn run(
             run_iteration(spec, opts, sink, veth.as_ref())?
         };
         it.index = iterations.len() as u32;
-        let complete = it.complete;
+        // More iterations of a starved spec would starve alike.
+        let starved = derive::starved(spec, &it);
+        it.client.warnings.extend(starved.clone());
+        let go_on = it.complete && starved.is_none();
         iterations.push(it);
         let values: Vec<f64> = iterations
             .iter()
-            .filter(|i| i.complete)
+            .filter(|i| derive::counts(spec, i))
             .map(|i| i.derived.metric())
             .collect();
         let mut conf = confidence(&values, repeat);
@@ -252,7 +256,7 @@ pub fn run(
         }
         progress(iterations.last().expect("just pushed"), &conf);
         let n = iterations.len() as u32;
-        if !complete
+        if !go_on
             || n >= repeat.max
             || (n >= repeat.min && conf.reached)
             || opts.interrupted.load(Relaxed)

@@ -7,7 +7,7 @@
 
 use crate::knob::{self, Applied, Journal, Knob, Setting, Target};
 use crate::RunError;
-use plumb_spec::{Family, Veth};
+use plumb_spec::{Family, Field, Veth};
 use plumb_sys::knob as raw;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -21,7 +21,7 @@ pub const SERVER_IF: &str = "plumb-s";
 
 fn setup(message: impl Into<String>) -> RunError {
     RunError::Setup {
-        flag: Some("--topology"),
+        flag: Some(Field::Topology.flag()),
         message: message.into(),
     }
 }
@@ -75,7 +75,7 @@ impl VethPair {
             ip(Some(ns), &["link", "set", "lo", "up"])?;
             if let Some(mtu) = v.mtu {
                 ip(Some(ns), &["link", "set", ifname, "mtu", &mtu.to_string()])
-                    .map_err(|e| setup(format!("--mtu {mtu}: {e}")))?;
+                    .map_err(|e| setup(format!("{} {mtu}: {e}", Field::Mtu.flag())))?;
             }
             ip(
                 Some(ns),
@@ -102,8 +102,14 @@ impl VethPair {
             .into_iter()
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| setup(e.0))?;
-            let (applied, _) = knob::apply(journal, &settings)
-                .map_err(|e| setup(format!("--delay/--loss: {}", e.0)))?;
+            let (applied, _) = knob::apply(journal, &settings).map_err(|e| {
+                setup(format!(
+                    "{}/{}: {}",
+                    Field::Delay.flag(),
+                    Field::Loss.flag(),
+                    e.0
+                ))
+            })?;
             pair.netem = Some(applied);
         }
         Ok(pair)

@@ -7,10 +7,7 @@
 //! what one `plumb run` would measure. Every error names the file's line and
 //! the key at fault.
 
-use crate::{
-    parse_delay_us, parse_duration, parse_loss_ppm, parse_rate, parse_size, parse_writes, BufSize,
-    Close, CpuList, Direction, Family, Spec, Topology, Veth,
-};
+use crate::{Field, Names, Spec};
 use std::fmt;
 use std::ops::Range;
 use toml::de::{DeTable, DeValue};
@@ -218,309 +215,36 @@ impl Ctx<'_> {
     }
 }
 
-/// The spec fields an experiment may set, as `plumb run` flags name them.
-pub const FIELDS: &[&str] = &[
-    "workload",
-    "direction",
-    "flows",
-    "threads",
-    "msg_size",
-    "req_size",
-    "resp_size",
-    "pipeline",
-    "rate",
-    "req_writes",
-    "resp_writes",
-    "req_header",
-    "req_payload",
-    "resp_header",
-    "resp_payload",
-    "close",
-    "timeout",
-    "sndbuf",
-    "rcvbuf",
-    "buffers",
-    "nodelay",
-    "cork",
-    "mss",
-    "cc",
-    "pacing_rate",
-    "family",
-    "duration",
-    "warmup",
-    "client_cpus",
-    "server_cpus",
-    "topology",
-    "mtu",
-    "delay",
-    "loss",
-];
-
 fn check_field_name(key: &str) -> Result<(), String> {
-    if FIELDS.contains(&key) {
-        Ok(())
-    } else {
-        Err(format!(
-            "'{key}' is not a spec field; use one of {}",
-            FIELDS.join(", ")
-        ))
+    match Field::from_key(key) {
+        Some(_) => Ok(()),
+        None => {
+            let keys: Vec<&str> = Field::ALL.iter().map(|f| f.key()).collect();
+            Err(format!(
+                "'{key}' is not a spec field; use one of {}",
+                keys.join(", ")
+            ))
+        }
     }
 }
 
-fn boolean(v: &str) -> Result<bool, String> {
-    match v {
-        "true" | "on" | "yes" => Ok(true),
-        "false" | "off" | "no" => Ok(false),
-        _ => Err(format!("'{v}' is not true or false")),
-    }
-}
-
-fn uint<T: std::str::FromStr>(v: &str) -> Result<T, String> {
-    v.parse::<T>()
-        .map_err(|_| format!("'{v}' is not a whole number"))
-}
-
-/// Builds a spec from fields in order; `workload` is applied first, since it
-/// picks the defaults the others change.
+/// Builds a spec from fields in order, through the same path as `plumb
+/// run` (see [`crate::build`]); an error comes with the line and key at
+/// fault (for a spec that cannot run as a whole, the last field's line).
 pub fn build_spec(fields: &[&Located]) -> Result<Spec, (usize, String, String)> {
-    let fail = |l: &Located, m: String| (l.line, l.key.clone(), m);
-    let mut spec = Spec::stream();
-    if let Some(w) = fields.iter().rev().find(|l| l.key == "workload") {
-        spec = match w.value.as_str() {
-            "stream" => Spec::stream(),
-            "rr" => Spec::rr(),
-            "crr" => Spec::crr(),
-            "udp-stream" | "udp_stream" => Spec::udp_stream(),
-            "udp-rr" | "udp_rr" => Spec::udp_rr(),
-            other => {
-                return Err(fail(
-                    w,
-                    format!(
-                        "'{other}' is not a workload; use stream, rr, crr, udp-stream or udp-rr"
-                    ),
-                ))
-            }
-        };
-    }
-    let mut threads = None;
-    let mut req_writes = None;
-    let mut resp_writes = None;
-    let mut veth: Option<Veth> = None;
-    let mut veth_fields = Vec::new();
-    // A message written as a header then a payload: the size is their sum,
-    // and the writes are the two.
-    let mut split_fields: Vec<&Located> = Vec::new();
+    let mut settings = Vec::with_capacity(fields.len());
     for l in fields {
-        let v = l.value.as_str();
-        let r: Result<(), String> = (|| {
-            match l.key.as_str() {
-                "workload" => {}
-                "direction" => {
-                    spec.direction = match v {
-                        "send" => Direction::Send,
-                        "recv" => Direction::Recv,
-                        "both" => Direction::Both,
-                        _ => return Err(format!("'{v}' is not send, recv or both")),
-                    }
-                }
-                "flows" => spec.flows = uint(v)?,
-                "threads" => threads = Some(uint(v)?),
-                "msg_size" => spec.msg_size = parse_size(v).map_err(|e| e.to_string())?,
-                "req_size" | "resp_size" | "pipeline" | "rate" | "close" | "timeout" => {
-                    let rr = spec
-                        .rr
-                        .as_mut()
-                        .ok_or_else(|| format!("{} applies to rr, crr and udp-rr only", l.key))?;
-                    match l.key.as_str() {
-                        "req_size" => rr.req_size = parse_size(v).map_err(|e| e.to_string())?,
-                        "resp_size" => rr.resp_size = parse_size(v).map_err(|e| e.to_string())?,
-                        "pipeline" => rr.pipeline = uint(v)?,
-                        "rate" => rr.rate = Some(uint(v)?),
-                        "close" => {
-                            rr.close = Some(match v {
-                                "rst" => Close::Rst,
-                                "fin" => Close::Fin,
-                                _ => return Err(format!("'{v}' is not rst or fin")),
-                            })
-                        }
-                        _ => rr.timeout_ms = Some(parse_duration(v).map_err(|e| e.to_string())?),
-                    }
-                }
-                "req_header" | "req_payload" | "resp_header" | "resp_payload" => {
-                    parse_size(v).map_err(|e| e.to_string())?;
-                    split_fields.push(*l);
-                }
-                "req_writes" => req_writes = Some(*l),
-                "resp_writes" => resp_writes = Some(*l),
-                "sndbuf" => spec.socket.sndbuf = v.parse::<BufSize>().map_err(|e| e.to_string())?,
-                // Both buffers at once: the usual sweep, one axis not two.
-                "buffers" => {
-                    let b = v.parse::<BufSize>().map_err(|e| e.to_string())?;
-                    spec.socket.sndbuf = b;
-                    spec.socket.rcvbuf = b;
-                }
-                "rcvbuf" => spec.socket.rcvbuf = v.parse::<BufSize>().map_err(|e| e.to_string())?,
-                "nodelay" => spec.socket.nodelay = boolean(v)?,
-                "cork" => spec.socket.cork = boolean(v)?,
-                "mss" => spec.socket.mss = Some(uint(v)?),
-                "cc" => spec.socket.cc = Some(v.to_string()),
-                "pacing_rate" if v == "none" => spec.socket.pacing_rate_bps = None,
-                "pacing_rate" => {
-                    spec.socket.pacing_rate_bps = Some(parse_rate(v).map_err(|e| e.to_string())?)
-                }
-                "family" => {
-                    spec.family = match v {
-                        "ipv4" | "4" | "v4" => Family::V4,
-                        "ipv6" | "6" | "v6" => Family::V6,
-                        _ => return Err(format!("'{v}' is not ipv4 or ipv6")),
-                    }
-                }
-                "duration" => spec.duration_ms = parse_duration(v).map_err(|e| e.to_string())?,
-                "warmup" => spec.warmup_ms = parse_duration(v).map_err(|e| e.to_string())?,
-                "client_cpus" | "server_cpus" => {
-                    let c = if v == "none" {
-                        None
-                    } else {
-                        Some(
-                            v.parse::<CpuList>()
-                                .map_err(|e| format!("{e}; use a CPU list like 0, 2-3 or 0-3,6"))?,
-                        )
-                    };
-                    if l.key == "client_cpus" {
-                        spec.client_cpus = c
-                    } else {
-                        spec.server_cpus = c
-                    }
-                }
-                "topology" => match v {
-                    "loopback" => veth = None,
-                    "veth" => veth = Some(veth.take().unwrap_or_default()),
-                    _ => return Err(format!("'{v}' is not loopback or veth")),
-                },
-                "mtu" | "delay" | "loss" => veth_fields.push(*l),
-                other => return Err(format!("'{other}' is not a spec field")),
-            }
-            Ok(())
-        })();
-        r.map_err(|m| fail(l, m))?;
+        let field = Field::from_key(&l.key)
+            .ok_or_else(|| (l.line, l.key.clone(), check_field_name(&l.key).unwrap_err()))?;
+        settings.push((field, l.value.as_str()));
     }
-    for l in veth_fields {
-        // "none" leaves the path as it is, on any topology.
-        if l.value == "none" {
-            continue;
-        }
-        let v = veth.as_mut().ok_or_else(|| {
-            fail(
-                l,
-                format!(
-                    "{} applies to the veth pair; set topology = \"veth\"",
-                    l.key
-                ),
-            )
-        })?;
-        let r: Result<(), String> = match l.key.as_str() {
-            "mtu" => uint(&l.value).map(|m| v.mtu = Some(m)),
-            "delay" => parse_delay_us(&l.value).map(|d| v.delay_us = Some(d)),
-            _ => parse_loss_ppm(&l.value).map(|p| v.loss_ppm = Some(p)),
+    crate::build(&settings, Names::Keys).map_err(|e| {
+        let line = match e.at {
+            Some(at) => fields[at].line,
+            None => fields.last().map(|l| l.line).unwrap_or(1),
         };
-        r.map_err(|m| fail(l, m))?;
-    }
-    spec.topology = veth.map(Topology::Veth);
-    if let Some(first) = split_fields.first() {
-        let rr = spec
-            .rr
-            .as_mut()
-            .ok_or_else(|| fail(first, "applies to rr and crr only".into()))?;
-        for side in ["req", "resp"] {
-            let get = |k: &str| {
-                split_fields
-                    .iter()
-                    .rev()
-                    .find(|l| l.key == format!("{side}_{k}"))
-                    .copied()
-            };
-            match (get("header"), get("payload")) {
-                (None, None) => {}
-                (Some(h), Some(p)) => {
-                    let (h, p) = (
-                        parse_size(&h.value).unwrap_or(0),
-                        parse_size(&p.value).unwrap_or(0),
-                    );
-                    let size = h + p;
-                    let text = format!("{h},{p}");
-                    let loc = Located {
-                        key: format!("{side}_writes"),
-                        value: text,
-                        line: first.line,
-                    };
-                    if side == "req" {
-                        rr.req_size = size;
-                        rr.req_writes = parse_writes("writes", &loc.value, size)
-                            .map_err(|e| fail(&loc, e.message))?;
-                    } else {
-                        rr.resp_size = size;
-                        rr.resp_writes = parse_writes("writes", &loc.value, size)
-                            .map_err(|e| fail(&loc, e.message))?;
-                    }
-                }
-                (Some(l), None) | (None, Some(l)) => {
-                    return Err(fail(
-                        l,
-                        format!("{side}_header and {side}_payload go together"),
-                    ))
-                }
-            }
-        }
-    }
-    if let Some(rr) = spec.rr.as_mut() {
-        for (w, size, dest) in [(req_writes, rr.req_size, 0), (resp_writes, rr.resp_size, 1)] {
-            if let Some(l) = w {
-                let parsed =
-                    parse_writes("writes", &l.value, size).map_err(|e| fail(l, e.message))?;
-                if dest == 0 {
-                    rr.req_writes = parsed;
-                } else {
-                    rr.resp_writes = parsed;
-                }
-            }
-        }
-        spec.msg_size = rr.req_size.max(rr.resp_size);
-    } else if let Some(l) = req_writes.or(resp_writes) {
-        return Err(fail(l, "applies to rr and crr only".into()));
-    }
-    let cpus = std::thread::available_parallelism()
-        .map(|n| n.get() as u32)
-        .unwrap_or(1);
-    spec.threads = threads.unwrap_or_else(|| spec.flows.min(cpus));
-    spec.validate().map_err(|e| {
-        let at = fields.last().map(|l| l.line).unwrap_or(1);
-        (
-            at,
-            e.flag.trim_start_matches("--").replace('-', "_"),
-            e.message,
-        )
-    })?;
-    Ok(spec)
-}
-
-fn iterations(s: &str) -> Result<(u32, u32), String> {
-    let num = |t: &str| {
-        t.trim()
-            .parse::<u32>()
-            .ok()
-            .filter(|n| (1..=1000).contains(n))
-    };
-    let bad = || format!("'{s}' is not N or MIN..MAX like 3..10 (1 to 1000)");
-    match s.split_once("..") {
-        Some((a, b)) => {
-            let (a, b) = (num(a).ok_or_else(bad)?, num(b).ok_or_else(bad)?);
-            if a > b {
-                return Err(bad());
-            }
-            Ok((a, b))
-        }
-        None => num(s).map(|n| (n, n)).ok_or_else(bad),
-    }
+        (line, e.field.key().to_string(), e.message)
+    })
 }
 
 impl Experiment {
@@ -559,7 +283,8 @@ impl Experiment {
                 "label" => exp.label = Some(cx.string(v, key)?),
                 "iterations" => {
                     let l = cx.scalar(v, key)?;
-                    exp.iterations = iterations(&l.value).map_err(|m| cx.err(&v.span(), key, m))?;
+                    exp.iterations =
+                        crate::parse_iterations(&l.value).map_err(|m| cx.err(&v.span(), key, m))?;
                 }
                 "confidence" => {
                     let l = cx.scalar(v, key)?;
@@ -657,7 +382,7 @@ impl Experiment {
                             "iterations" => {
                                 let l = cx.scalar(qv, &qkey)?;
                                 q.iterations = Some(
-                                    iterations(&l.value)
+                                    crate::parse_iterations(&l.value)
                                         .map_err(|m| cx.err(&qv.span(), &qkey, m))?,
                                 );
                             }
@@ -798,6 +523,7 @@ impl Experiment {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{BufSize, Topology, Veth};
 
     const FILE: &str = r#"
 name = "s1"

@@ -5,12 +5,20 @@
 //! labels. No I/O happens here.
 #![deny(unsafe_code)]
 
+pub mod build;
 pub mod cpulist;
 pub mod experiment;
+pub mod field;
 pub mod units;
 
+pub use build::{build, BuildError};
+pub use field::{Field, Names};
+
 pub use cpulist::{CpuList, CpuListError};
-pub use units::{parse_confidence, parse_duration, parse_rate, parse_size, BufSize, UnitError};
+pub use units::{
+    parse_confidence, parse_count, parse_delay_us, parse_duration, parse_iterations,
+    parse_loss_ppm, parse_rate, parse_size, BufSize, UnitError,
+};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -239,42 +247,47 @@ pub enum Close {
     Fin,
 }
 
-/// The most requests a flow may keep outstanding.
-pub const MAX_PIPELINE: u32 = 1024;
-
 /// Resolves `8,rest` against a message of `size` bytes into write sizes that
 /// add up to it: `[8, 1000]` for 1008. Empty input means one write.
-pub fn parse_writes(flag: &'static str, text: &str, size: u64) -> Result<Vec<u64>, SpecError> {
+pub fn parse_writes(field: Field, text: &str, size: u64) -> Result<Vec<u64>, SpecError> {
     let text = text.trim();
     if text.is_empty() {
         return Ok(Vec::new());
     }
     let parts: Vec<&str> = text.split(',').map(str::trim).collect();
+    // A malformed write is named before any sum of the others is judged.
+    if let Some(Err(e)) = parts
+        .iter()
+        .filter(|p| !p.eq_ignore_ascii_case("rest"))
+        .map(|p| units::parse_size(p))
+        .find(Result::is_err)
+    {
+        return Err(SpecError::new(field, e.to_string()));
+    }
     let mut out = Vec::with_capacity(parts.len());
     let mut total = 0u64;
     for (i, part) in parts.iter().enumerate() {
         if part.eq_ignore_ascii_case("rest") {
             if i + 1 != parts.len() {
-                return Err(SpecError::new(flag, "'rest' may only be the last write"));
+                return Err(SpecError::new(field, "'rest' may only be the last write"));
             }
             if total >= size {
                 return Err(SpecError::new(
-                    flag,
+                    field,
                     format!("the writes before 'rest' already make {total} of {size} bytes"),
                 ));
             }
             out.push(size - total);
             total = size;
         } else {
-            let n = units::parse_size(part)
-                .map_err(|e| SpecError::new(flag, format!("'{part}': {e}")))?;
+            let n = units::parse_size(part).map_err(|e| SpecError::new(field, e.to_string()))?;
             if n == 0 {
-                return Err(SpecError::new(flag, format!("write {} is empty", i + 1)));
+                return Err(SpecError::new(field, format!("write {} is empty", i + 1)));
             }
             // Checked: a hostile list can add past u64 and wrap to `size`.
             total = total.checked_add(n).filter(|t| *t <= size).ok_or_else(|| {
                 SpecError::new(
-                    flag,
+                    field,
                     format!("the writes add up to more than a message of {size} bytes"),
                 )
             })?;
@@ -283,7 +296,7 @@ pub fn parse_writes(flag: &'static str, text: &str, size: u64) -> Result<Vec<u64
     }
     if total != size {
         return Err(SpecError::new(
-            flag,
+            field,
             format!("the writes add up to {total} bytes but a message is {size}; end with 'rest'"),
         ));
     }
@@ -343,39 +356,6 @@ pub enum Topology {
     Veth(Veth),
 }
 
-/// A netem delay: `10ms`, `500us`, `0.2s` → microseconds (at most 10 s).
-pub fn parse_delay_us(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (num, per) = if let Some(n) = t.strip_suffix("us") {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix("ms") {
-        (n, 1e3)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1e6)
-    } else {
-        (t, 1e3)
-    };
-    num.trim()
-        .parse::<f64>()
-        .ok()
-        .map(|v| v * per)
-        .filter(|us| us.is_finite() && (0.0..=10e6).contains(us))
-        .map(|us| us.round() as u64)
-        .ok_or_else(|| format!("'{s}' is not a delay; use a time like 10ms or 500us (at most 10s)"))
-}
-
-/// A netem loss: `1%`, `0.5%`, `0.01` (percent) → parts per million.
-pub fn parse_loss_ppm(s: &str) -> Result<u32, String> {
-    s.trim()
-        .trim_end_matches('%')
-        .trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|p| p.is_finite() && (0.0..=100.0).contains(p))
-        .map(|p| (p * 10_000.0).round() as u32)
-        .ok_or_else(|| format!("'{s}' is not a loss; use a percentage like 1% or 0.5%"))
-}
-
 impl fmt::Display for Topology {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let Topology::Veth(v) = self;
@@ -393,25 +373,54 @@ impl fmt::Display for Topology {
     }
 }
 
-/// Limits that keep a spec meaningful; the server enforces its own on top.
-pub const MAX_FLOWS: u32 = 1_000_000;
-pub const MAX_MSG_SIZE: u64 = 64 << 20;
-pub const MAX_BUF: u64 = 1 << 30;
-
-/// A spec field whose value cannot be run, with the flag that set it.
+/// A spec field whose value cannot be run, with the field that set it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{flag}: {message}")]
+#[error("{}: {message}", field.flag())]
 pub struct SpecError {
-    pub flag: &'static str,
+    pub field: Field,
     pub message: String,
 }
 
 impl SpecError {
-    pub fn new(flag: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(field: Field, message: impl Into<String>) -> Self {
         SpecError {
-            flag,
+            field,
             message: message.into(),
         }
+    }
+
+    /// The flag of `plumb run` that sets the field: `--flows`.
+    pub fn flag(&self) -> &'static str {
+        self.field.flag()
+    }
+}
+
+/// `field` holds `value`, or an error that names the field, its bounds
+/// and the value, each shown by `show`.
+fn within(field: Field, value: u64, show: impl Fn(u64) -> String) -> Result<(), SpecError> {
+    match field.bounds() {
+        Some((lo, hi)) if !(lo..=hi).contains(&value) => Err(SpecError::new(
+            field,
+            if hi == u64::MAX {
+                format!("must be at least {}, got {}", show(lo), show(value))
+            } else {
+                format!(
+                    "must be between {} and {}, got {}",
+                    show(lo),
+                    show(hi),
+                    show(value)
+                )
+            },
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn show_bytes(n: u64) -> String {
+    if n == 1 {
+        "1 byte".into()
+    } else {
+        units::show_size(n)
     }
 }
 
@@ -499,7 +508,7 @@ impl Spec {
         self.rr.is_some()
     }
 
-    /// Checks ranges and consistency; names the flag of the first bad field.
+    /// Checks ranges and consistency; names the field of the first bad one.
     pub fn validate(&self) -> Result<(), SpecError> {
         if self.workload.is_udp() {
             self.validate_udp()?;
@@ -507,46 +516,40 @@ impl Spec {
         // The rr sizes first: msg_size is derived from them, and the user
         // typed --req-size, not --msg-size.
         if let Some(rr) = &self.rr {
-            for (flag, size) in [("--req-size", rr.req_size), ("--resp-size", rr.resp_size)] {
-                if size == 0 || size > MAX_MSG_SIZE {
-                    return Err(SpecError::new(
-                        flag,
-                        format!("must be between 1 byte and 64M, got {size}"),
-                    ));
-                }
-            }
+            within(Field::ReqSize, rr.req_size, show_bytes)?;
+            within(Field::RespSize, rr.resp_size, show_bytes)?;
             if self.workload == Workload::Crr && (rr.pipeline != 1 || rr.rate.is_some()) {
                 return Err(SpecError::new(
                     if rr.rate.is_some() {
-                        "--rate"
+                        Field::Rate
                     } else {
-                        "--pipeline"
+                        Field::Pipeline
                     },
                     "crr makes one transaction per connection; it has no pipeline or open loop",
                 ));
             }
             if let Some(r) = rr.rate {
-                if r == 0 || r > 100_000_000 {
-                    return Err(SpecError::new(
-                        "--rate",
-                        format!("must be between 1 and 100M transactions per second, got {r}"),
-                    ));
-                }
+                within(Field::Rate, r, |n| {
+                    if n >= 1_000_000 && n.is_multiple_of(1_000_000) {
+                        format!("{}M", n / 1_000_000)
+                    } else {
+                        n.to_string()
+                    }
+                })
+                .map_err(|e| SpecError {
+                    message: format!("{} transactions per second", e.message),
+                    ..e
+                })?;
             }
-            if rr.pipeline == 0 || rr.pipeline > MAX_PIPELINE {
-                return Err(SpecError::new(
-                    "--pipeline",
-                    format!("must be between 1 and {MAX_PIPELINE}, got {}", rr.pipeline),
-                ));
-            }
-            for (flag, writes, size) in [
-                ("--req-writes", &rr.req_writes, rr.req_size),
-                ("--resp-writes", &rr.resp_writes, rr.resp_size),
+            within(Field::Pipeline, rr.pipeline.into(), |n| n.to_string())?;
+            for (field, writes, size) in [
+                (Field::ReqWrites, &rr.req_writes, rr.req_size),
+                (Field::RespWrites, &rr.resp_writes, rr.resp_size),
             ] {
                 let sum = writes.iter().try_fold(0u64, |a, w| a.checked_add(*w));
                 if !writes.is_empty() && (writes.contains(&0) || sum != Some(size)) {
                     return Err(SpecError::new(
-                        flag,
+                        field,
                         format!("the writes must be non-empty and add up to {size} bytes"),
                     ));
                 }
@@ -555,66 +558,45 @@ impl Spec {
         if self.workload != Workload::Stream {
             if !self.zerocopy.is_none() {
                 return Err(SpecError::new(
-                    "--zerocopy",
+                    Field::ZeroCopy,
                     "only the stream workload has zero-copy send modes",
                 ));
             }
             if !self.rx.is_copy() {
                 return Err(SpecError::new(
-                    "--rx",
+                    Field::Rx,
                     "only the stream workload has receive modes",
                 ));
             }
         }
-        if self.flows == 0 || self.flows > MAX_FLOWS {
-            return Err(SpecError::new(
-                "--flows",
-                format!("must be between 1 and {MAX_FLOWS}, got {}", self.flows),
-            ));
-        }
-        if self.threads == 0 {
-            return Err(SpecError::new("--threads", "must be at least 1"));
-        }
+        within(Field::Flows, self.flows.into(), |n| n.to_string())?;
+        within(Field::Threads, self.threads.into(), |n| n.to_string())?;
         if self.threads > self.flows {
             return Err(SpecError::new(
-                "--threads",
+                Field::Threads,
                 format!(
                     "{} threads for {} flows would leave threads idle; use at most {}",
                     self.threads, self.flows, self.flows
                 ),
             ));
         }
-        if self.msg_size == 0 || self.msg_size > MAX_MSG_SIZE {
-            return Err(SpecError::new(
-                "--msg-size",
-                format!(
-                    "must be between 1 byte and 64M, got {}",
-                    units::show_size(self.msg_size)
-                ),
-            ));
-        }
-        for (flag, b) in [
-            ("--sndbuf", self.socket.sndbuf),
-            ("--rcvbuf", self.socket.rcvbuf),
+        within(Field::MsgSize, self.msg_size, show_bytes)?;
+        for (field, b) in [
+            (Field::Sndbuf, self.socket.sndbuf),
+            (Field::Rcvbuf, self.socket.rcvbuf),
         ] {
             if let BufSize::Bytes(n) = b {
-                if n == 0 || n > MAX_BUF {
-                    return Err(SpecError::new(
-                        flag,
-                        format!("must be 'auto' or between 1 byte and 1G, got {n}"),
-                    ));
-                }
+                within(field, n, show_bytes).map_err(|e| SpecError {
+                    message: format!(
+                        "must be 'auto' or {}",
+                        e.message.trim_start_matches("must be ")
+                    ),
+                    ..e
+                })?;
             }
         }
         if let Some(m) = self.socket.mss {
-            // The kernel clamps TCP_MAXSEG to [88, 32767]; outside that range a
-            // request can only mean a typo.
-            if !(88..=65535).contains(&m) {
-                return Err(SpecError::new(
-                    "--mss",
-                    format!("must be between 88 and 65535 bytes, got {m}"),
-                ));
-            }
+            within(Field::Mss, m.into(), |n| format!("{n} bytes"))?;
         }
         if let Some(cc) = &self.socket.cc {
             if cc.is_empty()
@@ -622,40 +604,42 @@ impl Spec {
                 || !cc.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
             {
                 return Err(SpecError::new(
-                    "--cc",
+                    Field::Cc,
                     format!("'{cc}' is not a congestion control name (like cubic or bbr)"),
                 ));
             }
         }
         if let Some(r) = self.socket.pacing_rate_bps {
-            if r < 8 {
-                return Err(SpecError::new(
-                    "--pacing-rate",
-                    "must be at least 8 bit/s (the kernel paces in bytes per second)",
-                ));
+            within(Field::PacingRate, r, |n| format!("{n} bit/s")).map_err(|e| SpecError {
+                message: format!("{} (the kernel paces in bytes per second)", e.message),
+                ..e
+            })?;
+        }
+        within(Field::Duration, self.duration_ms, units::show_ms)?;
+        within(Field::Warmup, self.warmup_ms, units::show_ms)?;
+        if let Some(Topology::Veth(v)) = &self.topology {
+            if let Some(m) = v.mtu {
+                within(Field::Mtu, m.into(), |n| n.to_string())?;
             }
-        }
-        if self.duration_ms == 0 {
-            return Err(SpecError::new("--duration", "must be longer than zero"));
-        }
-        if self.duration_ms > 24 * 3600 * 1000 {
-            return Err(SpecError::new("--duration", "must be at most 24h"));
-        }
-        if self.warmup_ms > 3600 * 1000 {
-            return Err(SpecError::new("--warmup", "must be at most 1h"));
+            if let Some(d) = v.delay_us {
+                within(Field::Delay, d, |us| format!("{}ms", us as f64 / 1000.0))?;
+            }
         }
         Ok(())
     }
 
     fn validate_udp(&self) -> Result<(), SpecError> {
-        let sizes: Vec<(&'static str, u64)> = match &self.rr {
-            Some(rr) => vec![("--req-size", rr.req_size), ("--resp-size", rr.resp_size)],
-            None => vec![("--msg-size", self.msg_size)],
+        let sizes: Vec<(Field, u64)> = match &self.rr {
+            Some(rr) => vec![
+                (Field::ReqSize, rr.req_size),
+                (Field::RespSize, rr.resp_size),
+            ],
+            None => vec![(Field::MsgSize, self.msg_size)],
         };
-        for (flag, size) in sizes {
+        for (field, size) in sizes {
             if !(UDP_HEADER..=UDP_MAX).contains(&size) {
                 return Err(SpecError::new(
-                    flag,
+                    field,
                     format!(
                         "a datagram must be between {UDP_HEADER} bytes (plumb's header: tag, flow, \
                          sequence) and {UDP_MAX} bytes, got {size}"
@@ -665,20 +649,20 @@ impl Spec {
         }
         if self.direction != Direction::Send {
             return Err(SpecError::new(
-                "--direction",
+                Field::Direction,
                 "UDP datagrams go from the client to the server; swap the hosts to send the other way",
             ));
         }
         let tcp_only = [
-            ("--nodelay", self.socket.nodelay),
-            ("--cork", self.socket.cork),
-            ("--mss", self.socket.mss.is_some()),
-            ("--cc", self.socket.cc.is_some()),
-            ("--pacing-rate", self.socket.pacing_rate_bps.is_some()),
+            (Field::Nodelay, self.socket.nodelay),
+            (Field::Cork, self.socket.cork),
+            (Field::Mss, self.socket.mss.is_some()),
+            (Field::Cc, self.socket.cc.is_some()),
+            (Field::PacingRate, self.socket.pacing_rate_bps.is_some()),
         ];
-        if let Some((flag, _)) = tcp_only.iter().find(|(_, set)| *set) {
+        if let Some((field, _)) = tcp_only.iter().find(|(_, set)| *set) {
             return Err(SpecError::new(
-                flag,
+                *field,
                 "a TCP option; UDP workloads do not take it",
             ));
         }
@@ -687,33 +671,31 @@ impl Spec {
                 if rr.pipeline != 1 || rr.rate.is_some() {
                     return Err(SpecError::new(
                         if rr.rate.is_some() {
-                            "--rate"
+                            Field::Rate
                         } else {
-                            "--pipeline"
+                            Field::Pipeline
                         },
                         "udp-rr keeps one request outstanding per flow",
                     ));
                 }
                 if !rr.req_writes.is_empty() || !rr.resp_writes.is_empty() {
                     return Err(SpecError::new(
-                        "--req-writes",
+                        Field::ReqWrites,
                         "a datagram is always one write",
                     ));
                 }
-                match rr.timeout_ms {
-                    Some(t) if (1..=60_000).contains(&t) => {}
-                    t => {
-                        return Err(SpecError::new(
-                            "--timeout",
-                            format!("must be between 1ms and 60s, got {} ms", t.unwrap_or(0)),
-                        ))
+                within(Field::Timeout, rr.timeout_ms.unwrap_or(0), |ms| {
+                    if ms > 0 && ms.is_multiple_of(1000) {
+                        format!("{}s", ms / 1000)
+                    } else {
+                        format!("{ms}ms")
                     }
-                }
+                })?;
             }
             (Workload::UdpStream, None) => {}
             _ => {
                 return Err(SpecError::new(
-                    "workload",
+                    Field::Workload,
                     "udp-rr needs request/response sizes and udp-stream none",
                 ))
             }
@@ -731,11 +713,109 @@ impl Spec {
         digest[..8].iter().map(|b| format!("{b:02x}")).collect()
     }
 
-    /// One line that says what runs: `stream send 1 flow x 128K, ipv4, 10s`.
+    /// A field's value as [`build`] reads it (`8K`, `auto`, `10G`, `10s`,
+    /// `true`; `none` where unset), or None where the field has no value of
+    /// its own in this spec (request fields of a stream, the path of
+    /// loopback, fields that only set others).
+    pub fn value_of(&self, field: Field) -> Option<String> {
+        let or_none = |v: Option<String>| Some(v.unwrap_or_else(|| "none".into()));
+        let rr = self.rr.as_ref();
+        let veth = self.topology.as_ref().map(|Topology::Veth(v)| v);
+        let writes = |w: &[u64]| {
+            let parts: Vec<String> = w.iter().map(|n| n.to_string()).collect();
+            parts.join(",")
+        };
+        match field {
+            Field::Workload => Some(self.workload.to_string()),
+            Field::Direction => Some(self.direction.to_string()),
+            Field::Flows => Some(self.flows.to_string()),
+            Field::Threads => Some(self.threads.to_string()),
+            Field::MsgSize => rr.is_none().then(|| units::show_size(self.msg_size)),
+            Field::ReqSize => rr.map(|r| units::show_size(r.req_size)),
+            Field::RespSize => rr.map(|r| units::show_size(r.resp_size)),
+            Field::Pipeline => rr.map(|r| r.pipeline.to_string()),
+            Field::Rate => rr.and_then(|r| or_none(r.rate.map(|n| n.to_string()))),
+            Field::ReqWrites => rr.map(|r| writes(&r.req_writes)),
+            Field::RespWrites => rr.map(|r| writes(&r.resp_writes)),
+            Field::Close => rr.and_then(|r| {
+                r.close.map(|c| match c {
+                    Close::Rst => "rst".to_string(),
+                    Close::Fin => "fin".to_string(),
+                })
+            }),
+            Field::Timeout => rr.and_then(|r| r.timeout_ms).map(units::show_ms),
+            Field::ReqHeader
+            | Field::ReqPayload
+            | Field::RespHeader
+            | Field::RespPayload
+            | Field::Buffers => None,
+            Field::Sndbuf => Some(self.socket.sndbuf.to_string()),
+            Field::Rcvbuf => Some(self.socket.rcvbuf.to_string()),
+            Field::Nodelay => Some(self.socket.nodelay.to_string()),
+            Field::Cork => Some(self.socket.cork.to_string()),
+            Field::Mss => or_none(self.socket.mss.map(|m| m.to_string())),
+            Field::Cc => or_none(self.socket.cc.clone()),
+            Field::PacingRate => or_none(self.socket.pacing_rate_bps.map(units::show_rate)),
+            Field::ZeroCopy => Some(self.zerocopy.to_string()),
+            Field::Rx => Some(self.rx.to_string()),
+            Field::Family => Some(self.family.to_string()),
+            Field::Duration => Some(units::show_ms(self.duration_ms)),
+            Field::Warmup => Some(units::show_ms(self.warmup_ms)),
+            Field::ClientCpus => or_none(self.client_cpus.as_ref().map(|c| c.to_string())),
+            Field::ServerCpus => or_none(self.server_cpus.as_ref().map(|c| c.to_string())),
+            Field::Topology => Some(if veth.is_some() { "veth" } else { "loopback" }.into()),
+            Field::Mtu => veth.and_then(|v| or_none(v.mtu.map(|m| m.to_string()))),
+            Field::Delay => veth.and_then(|v| or_none(v.delay_us.map(|d| format!("{d}us")))),
+            Field::Loss => {
+                veth.and_then(|v| or_none(v.loss_ppm.map(|p| format!("{}%", p as f64 / 10_000.0))))
+            }
+        }
+    }
+
+    /// One line that says what runs: `stream send 1 flow x 128K, ipv4, 10s`,
+    /// then every other field that differs from the workload's default
+    /// (`, sndbuf 64K, cc bbr, pacing 1G`).
     pub fn summary(&self) -> String {
-        match &self.topology {
+        let mut line = match &self.topology {
             Some(t) => format!("{}, {t}", self.summary_on_loopback()),
             None => self.summary_on_loopback(),
+        };
+        let Some(defaults) = build::defaults(&self.workload.to_string()) else {
+            return line;
+        };
+        for &field in Field::ALL {
+            if self.in_headline(field) {
+                continue;
+            }
+            let (Some(v), d) = (self.value_of(field), defaults.value_of(field)) else {
+                continue;
+            };
+            if Some(&v) == d.as_ref() {
+                continue;
+            }
+            match v.as_str() {
+                "true" => line += &format!(", {}", field.label()),
+                "false" => line += &format!(", no {}", field.label()),
+                _ => line += &format!(", {} {v}", field.label()),
+            }
+        }
+        line
+    }
+
+    /// Fields the first part of the summary shows already, and the warm-up,
+    /// which changes when the window opens, not what it measures.
+    fn in_headline(&self, field: Field) -> bool {
+        match field {
+            Field::Nodelay => self.rr.is_some(),
+            Field::Sndbuf
+            | Field::Rcvbuf
+            | Field::Cork
+            | Field::Mss
+            | Field::Cc
+            | Field::PacingRate
+            | Field::ClientCpus
+            | Field::ServerCpus => false,
+            _ => true,
         }
     }
 
@@ -823,7 +903,7 @@ mod tests {
 
     #[test]
     fn writes_that_add_past_u64_are_refused() {
-        assert!(parse_writes("--req-writes", "18446744073709551615,2", 1).is_err());
+        assert!(parse_writes(Field::ReqWrites, "18446744073709551615,2", 1).is_err());
         let mut s = Spec::rr();
         if let Some(rr) = s.rr.as_mut() {
             rr.req_writes = vec![u64::MAX, 2];
@@ -845,40 +925,40 @@ mod tests {
     fn validation_names_the_flag() {
         let mut s = Spec::stream();
         s.flows = 0;
-        assert_eq!(s.validate().unwrap_err().flag, "--flows");
+        assert_eq!(s.validate().unwrap_err().flag(), "--flows");
         let mut s = Spec::stream();
         s.threads = 4;
-        assert_eq!(s.validate().unwrap_err().flag, "--threads");
+        assert_eq!(s.validate().unwrap_err().flag(), "--threads");
         let mut s = Spec::stream();
         s.socket.cc = Some("no such".into());
-        assert_eq!(s.validate().unwrap_err().flag, "--cc");
+        assert_eq!(s.validate().unwrap_err().flag(), "--cc");
         let mut s = Spec::stream();
         s.socket.mss = Some(10);
-        assert_eq!(s.validate().unwrap_err().flag, "--mss");
+        assert_eq!(s.validate().unwrap_err().flag(), "--mss");
         assert!(Spec::stream().validate().is_ok());
     }
 
     #[test]
     fn writes_resolve_rest_and_name_the_flag() {
         assert_eq!(
-            parse_writes("--resp-writes", "8,rest", 1008).unwrap(),
+            parse_writes(Field::RespWrites, "8,rest", 1008).unwrap(),
             vec![8, 1000]
         );
         assert_eq!(
-            parse_writes("--resp-writes", "", 1008).unwrap(),
+            parse_writes(Field::RespWrites, "", 1008).unwrap(),
             Vec::<u64>::new()
         );
         assert_eq!(
-            parse_writes("--req-writes", "1,2,3", 6).unwrap(),
+            parse_writes(Field::ReqWrites, "1,2,3", 6).unwrap(),
             vec![1, 2, 3]
         );
-        let e = parse_writes("--resp-writes", "8,100", 1008).unwrap_err();
-        assert_eq!(e.flag, "--resp-writes");
+        let e = parse_writes(Field::RespWrites, "8,100", 1008).unwrap_err();
+        assert_eq!(e.flag(), "--resp-writes");
         assert!(e.message.contains("rest"), "{e}");
-        assert!(parse_writes("--resp-writes", "rest,8", 1008).is_err());
-        assert!(parse_writes("--resp-writes", "2000,rest", 1008).is_err());
-        assert!(parse_writes("--resp-writes", "0,rest", 1008).is_err());
-        assert!(parse_writes("--resp-writes", "x,rest", 1008).is_err());
+        assert!(parse_writes(Field::RespWrites, "rest,8", 1008).is_err());
+        assert!(parse_writes(Field::RespWrites, "2000,rest", 1008).is_err());
+        assert!(parse_writes(Field::RespWrites, "0,rest", 1008).is_err());
+        assert!(parse_writes(Field::RespWrites, "x,rest", 1008).is_err());
     }
 
     #[test]
@@ -889,7 +969,7 @@ mod tests {
         assert!(r.validate().is_ok());
         assert_ne!(r.key(), Spec::stream().key());
         r.rr.as_mut().unwrap().pipeline = 0;
-        assert_eq!(r.validate().unwrap_err().flag, "--pipeline");
+        assert_eq!(r.validate().unwrap_err().flag(), "--pipeline");
         assert!(
             Spec::rr().summary().starts_with("rr 1 flow 1/1"),
             "{}",
@@ -904,18 +984,18 @@ mod tests {
         assert_eq!(Spec::udp_stream().setup_flows(), 1);
         let mut s = Spec::udp_stream();
         s.msg_size = 8;
-        assert_eq!(s.validate().unwrap_err().flag, "--msg-size");
+        assert_eq!(s.validate().unwrap_err().flag(), "--msg-size");
         s.msg_size = 70_000;
-        assert_eq!(s.validate().unwrap_err().flag, "--msg-size");
+        assert_eq!(s.validate().unwrap_err().flag(), "--msg-size");
         let mut s = Spec::udp_stream();
         s.socket.nodelay = true;
-        assert_eq!(s.validate().unwrap_err().flag, "--nodelay");
+        assert_eq!(s.validate().unwrap_err().flag(), "--nodelay");
         let mut s = Spec::udp_rr();
         s.rr.as_mut().unwrap().resp_size = 1;
-        assert_eq!(s.validate().unwrap_err().flag, "--resp-size");
+        assert_eq!(s.validate().unwrap_err().flag(), "--resp-size");
         let mut s = Spec::udp_rr();
         s.rr.as_mut().unwrap().timeout_ms = Some(0);
-        assert_eq!(s.validate().unwrap_err().flag, "--timeout");
+        assert_eq!(s.validate().unwrap_err().flag(), "--timeout");
         let json = serde_json::to_string(&Spec::udp_rr()).unwrap();
         assert!(json.contains("\"udp-rr\""), "{json}");
         assert!(Spec::udp_rr().summary().starts_with("udp-rr 1 flow 16/16"));
@@ -944,10 +1024,54 @@ mod tests {
         assert_eq!(old, Spec::stream());
         let mut r = Spec::rr();
         r.zerocopy = ZeroCopy::Sendfile;
-        assert_eq!(r.validate().unwrap_err().flag, "--zerocopy");
+        assert_eq!(r.validate().unwrap_err().flag(), "--zerocopy");
         let mut r = Spec::udp_stream();
         r.rx = RxMode::Skip;
-        assert_eq!(r.validate().unwrap_err().flag, "--rx");
+        assert_eq!(r.validate().unwrap_err().flag(), "--rx");
+    }
+
+    #[test]
+    fn the_summary_names_every_field_off_its_default() {
+        let base = Spec::stream();
+        assert_eq!(
+            base.summary(),
+            "stream send 1 flow x 128K, 1 thread, ipv4, 10s"
+        );
+        let mut paced = Spec::stream();
+        paced.socket.pacing_rate_bps = Some(1_000_000_000);
+        paced.socket.cc = Some("bbr".into());
+        paced.socket.sndbuf = BufSize::Bytes(64 << 10);
+        paced.socket.nodelay = true;
+        assert_eq!(
+            paced.summary(),
+            "stream send 1 flow x 128K, 1 thread, ipv4, 10s, sndbuf 64K, nodelay, cc bbr, \
+             pacing 1G"
+        );
+        let mut rr = Spec::rr();
+        rr.socket.nodelay = true;
+        assert_eq!(rr.summary(), "rr 1 flow 1/1, nodelay, 1 thread, ipv4, 10s");
+    }
+
+    #[test]
+    fn values_shown_build_the_same_spec() {
+        let mut s = Spec::crr();
+        s.flows = 4;
+        s.threads = 2;
+        s.socket.pacing_rate_bps = Some(2_500_000);
+        s.socket.sndbuf = BufSize::Bytes(8192);
+        s.client_cpus = Some("0-1".parse().unwrap());
+        s.topology = Some(Topology::Veth(Veth {
+            mtu: Some(1500),
+            delay_us: Some(2500),
+            loss_ppm: Some(5000),
+        }));
+        let shown: Vec<(Field, String)> = Field::ALL
+            .iter()
+            .filter_map(|f| s.value_of(*f).map(|v| (*f, v)))
+            .filter(|(_, v)| v != "none" && !v.is_empty())
+            .collect();
+        let settings: Vec<(Field, &str)> = shown.iter().map(|(f, v)| (*f, v.as_str())).collect();
+        assert_eq!(build(&settings, Names::Keys).unwrap(), s);
     }
 
     #[test]

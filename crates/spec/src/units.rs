@@ -1,6 +1,18 @@
-//! Parsers for the values users type. Sizes are binary (8K = 8192, as netperf
-//! and iperf3 read them); rates are decimal bits per second (10G = 10^10 bit/s);
-//! durations take s, ms, us, m and h.
+//! Parsers for the values users type, one per unit, shared by every flag
+//! and experiment key that takes that unit. The rule (docs/units.md):
+//!
+//! - sizes are bytes; K, M, G are powers of 1024 (8K = 8192, as netperf and
+//!   iperf3 read them), with an optional B or iB: `256`, `8k`, `64KiB`,
+//!   `128KB`, `1MB`;
+//! - rates are bits per second; K, M, G, T are powers of 1000
+//!   (10G = 10^10 bit/s), with an optional `bit`, `bit/s`, `bps` or `b/s`:
+//!   `500M`, `10Gbps`, `100Mbit`. A capital B alone (`Bps`, `B/s`) would be
+//!   bytes and is refused;
+//! - times take ns, us (µs), ms, s (sec), m (min) and h;
+//! - counts (transactions per second, flows) take K and M, powers of 1000.
+//!
+//! Letters are read case-insensitively everywhere, and a number may be
+//! separated from its unit by spaces.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -15,9 +27,11 @@ pub struct UnitError {
     pub accepted: &'static str,
 }
 
-const SIZE_FORMS: &str = "use bytes like 256, or 8K, 64KiB, 1M, 1MiB, 1G";
-const RATE_FORMS: &str = "use bits per second like 500M, 10G, 2.5G, 100Mbit";
+const SIZE_FORMS: &str = "use bytes like 256, or 8K, 64KiB, 128KB, 1M, 1G (powers of 1024)";
+const RATE_FORMS: &str = "use bits per second like 500M, 10G, 2.5Gbps, 100Mbit (powers of 1000)";
 const DURATION_FORMS: &str = "use 10s, 500ms, 2m, 1h (a bare number is seconds)";
+const DELAY_FORMS: &str = "use a time like 10ms or 500us (a bare number is ms; at most 10s)";
+const COUNT_FORMS: &str = "use a whole number like 500, 10k or 1M (powers of 1000)";
 
 fn split_number(s: &str) -> (&str, &str) {
     let idx = s
@@ -26,26 +40,36 @@ fn split_number(s: &str) -> (&str, &str) {
     (&s[..idx], s[idx..].trim())
 }
 
-/// `256`, `8K`, `8k`, `64KiB`, `1M`, `1MiB`, `1G` → bytes (binary multiples).
+/// The number and the lower-cased unit of `s`, or None without a number.
+fn number_and_unit(s: &str) -> Option<(f64, String)> {
+    let (num, unit) = split_number(s.trim());
+    if num.is_empty() {
+        return None;
+    }
+    Some((num.parse().ok()?, unit.to_ascii_lowercase()))
+}
+
+/// `256`, `8K`, `8k`, `64KiB`, `128KB`, `1M`, `1MiB`, `1G` → bytes (binary
+/// multiples).
 pub fn parse_size(s: &str) -> Result<u64, UnitError> {
     let err = || UnitError {
         value: s.to_string(),
         what: "a size",
         accepted: SIZE_FORMS,
     };
-    let t = s.trim();
-    let (num, suffix) = split_number(t);
-    if num.is_empty() {
-        return Err(err());
-    }
-    let mult: u64 = match suffix {
-        "" | "B" | "b" => 1,
-        "K" | "k" | "KiB" | "Ki" | "KB" | "kB" => 1 << 10,
-        "M" | "m" | "MiB" | "Mi" | "MB" => 1 << 20,
-        "G" | "g" | "GiB" | "Gi" | "GB" => 1 << 30,
+    let (v, unit) = number_and_unit(s).ok_or_else(err)?;
+    let unit = unit.strip_suffix('b').unwrap_or(&unit);
+    let unit = unit
+        .strip_suffix('i')
+        .filter(|u| !u.is_empty())
+        .unwrap_or(unit);
+    let mult: u64 = match unit {
+        "" => 1,
+        "k" => 1 << 10,
+        "m" => 1 << 20,
+        "g" => 1 << 30,
         _ => return Err(err()),
     };
-    let v: f64 = num.parse().map_err(|_| err())?;
     let bytes = v * mult as f64;
     if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 || bytes.fract() != 0.0 {
         return Err(err());
@@ -53,33 +77,35 @@ pub fn parse_size(s: &str) -> Result<u64, UnitError> {
     Ok(bytes as u64)
 }
 
-/// `500M`, `10G`, `2.5G`, `100Mbit`, `1e9` → bits per second (decimal).
+/// `500M`, `10G`, `2.5G`, `100Mbit`, `10Gbps` → bits per second (decimal).
 pub fn parse_rate(s: &str) -> Result<u64, UnitError> {
     let err = || UnitError {
         value: s.to_string(),
         what: "a rate",
         accepted: RATE_FORMS,
     };
-    let t = s.trim();
-    let (num, mut suffix) = split_number(t);
-    if num.is_empty() {
+    let (_, raw) = split_number(s.trim());
+    // Bytes per second written the usual way: a bit rate of that number
+    // would be eight times off.
+    if ["B", "Bps", "B/s"].iter().any(|b| raw.ends_with(b)) {
         return Err(err());
     }
-    for tail in ["bit/s", "bps", "bit", "b/s"] {
-        if let Some(rest) = suffix.strip_suffix(tail) {
-            suffix = rest;
+    let (v, unit) = number_and_unit(s).ok_or_else(err)?;
+    let mut unit = unit.as_str();
+    for tail in ["bit/s", "bits", "bps", "bit", "b/s"] {
+        if let Some(rest) = unit.strip_suffix(tail) {
+            unit = rest;
             break;
         }
     }
-    let mult = match suffix {
+    let mult = match unit {
         "" => 1e0,
-        "K" | "k" => 1e3,
-        "M" | "m" => 1e6,
-        "G" | "g" => 1e9,
-        "T" | "t" => 1e12,
+        "k" => 1e3,
+        "m" => 1e6,
+        "g" => 1e9,
+        "t" => 1e12,
         _ => return Err(err()),
     };
-    let v: f64 = num.parse().map_err(|_| err())?;
     let bps = v * mult;
     if !bps.is_finite() || bps < 1.0 || bps > u64::MAX as f64 {
         return Err(err());
@@ -87,32 +113,112 @@ pub fn parse_rate(s: &str) -> Result<u64, UnitError> {
     Ok(bps.round() as u64)
 }
 
+/// A time in nanoseconds; a bare number is in `bare_ns` units.
+fn parse_time_ns(s: &str, bare_ns: f64) -> Option<f64> {
+    let (v, unit) = number_and_unit(s)?;
+    let per: f64 = match unit.as_str() {
+        "" => bare_ns,
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" | "sec" | "secs" => 1e9,
+        "m" | "min" | "mins" => 60e9,
+        "h" | "hr" | "hour" | "hours" => 3600e9,
+        _ => return None,
+    };
+    Some(v * per).filter(|ns| ns.is_finite() && *ns >= 0.0)
+}
+
 /// `10s`, `500ms`, `250us`, `2m`, `1h`, `10` → milliseconds.
 pub fn parse_duration(s: &str) -> Result<u64, UnitError> {
+    parse_time_ns(s, 1e9)
+        .map(|ns| ns / 1e6)
+        .filter(|ms| *ms <= 1e15)
+        .map(|ms| ms.round() as u64)
+        .ok_or_else(|| UnitError {
+            value: s.to_string(),
+            what: "a duration",
+            accepted: DURATION_FORMS,
+        })
+}
+
+/// The longest netem delay plumb asks for, in microseconds.
+pub const MAX_DELAY_US: u64 = 10_000_000;
+
+/// A netem delay: `10ms`, `500us`, `0.2s`, `10` (ms) → microseconds (at
+/// most 10 s).
+pub fn parse_delay_us(s: &str) -> Result<u64, UnitError> {
+    parse_time_ns(s, 1e6)
+        .map(|ns| ns / 1e3)
+        .filter(|us| *us <= MAX_DELAY_US as f64)
+        .map(|us| us.round() as u64)
+        .ok_or_else(|| UnitError {
+            value: s.to_string(),
+            what: "a delay",
+            accepted: DELAY_FORMS,
+        })
+}
+
+/// A loss: `1%`, `0.5%`, `0.01` (percent) → parts per million.
+pub fn parse_loss_ppm(s: &str) -> Result<u32, UnitError> {
+    s.trim()
+        .trim_end_matches('%')
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|p| p.is_finite() && (0.0..=100.0).contains(p))
+        .map(|p| (p * 10_000.0).round() as u32)
+        .ok_or_else(|| UnitError {
+            value: s.to_string(),
+            what: "a loss",
+            accepted: "use a percentage like 1% or 0.5%",
+        })
+}
+
+/// `500`, `10k`, `1M`, `2.5k` → a whole count (decimal multiples).
+pub fn parse_count(s: &str) -> Result<u64, UnitError> {
     let err = || UnitError {
         value: s.to_string(),
-        what: "a duration",
-        accepted: DURATION_FORMS,
+        what: "a count",
+        accepted: COUNT_FORMS,
     };
-    let t = s.trim();
-    let (num, suffix) = split_number(t);
-    if num.is_empty() {
-        return Err(err());
-    }
-    let ms_per: f64 = match suffix {
-        "" | "s" | "sec" => 1000.0,
-        "ms" => 1.0,
-        "us" | "µs" => 0.001,
-        "m" | "min" => 60_000.0,
-        "h" => 3_600_000.0,
+    let (v, unit) = number_and_unit(s).ok_or_else(err)?;
+    let mult = match unit.as_str() {
+        "" => 1e0,
+        "k" => 1e3,
+        "m" => 1e6,
         _ => return Err(err()),
     };
-    let v: f64 = num.parse().map_err(|_| err())?;
-    let ms = v * ms_per;
-    if !ms.is_finite() || !(0.0..=1e15).contains(&ms) {
+    let n = v * mult;
+    if !n.is_finite() || n > u64::MAX as f64 || n.fract() != 0.0 {
         return Err(err());
     }
-    Ok(ms.round() as u64)
+    Ok(n as u64)
+}
+
+/// Iterations of a test point: `N`, or `MIN..MAX` (1 to 1000 each).
+pub fn parse_iterations(s: &str) -> Result<(u32, u32), String> {
+    let bad =
+        || format!("'{s}' is not an iteration count; use N or MIN..MAX like 3..10 (1 to 1000)");
+    let num = |t: &str| {
+        t.trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=1000).contains(n))
+    };
+    let (min, max) = match s.split_once("..") {
+        Some((a, b)) => (num(a).ok_or_else(bad)?, num(b).ok_or_else(bad)?),
+        None => {
+            let n = num(s).ok_or_else(bad)?;
+            (n, n)
+        }
+    };
+    if min > max {
+        return Err(format!(
+            "'{s}': MIN is larger than MAX; use MIN..MAX like 3..10"
+        ));
+    }
+    Ok((min, max))
 }
 
 /// `8K` for 8192, `1M` for 1 MiB, `1000` for 1000.
@@ -123,6 +229,33 @@ pub fn show_size(bytes: u64) -> String {
         }
     }
     bytes.to_string()
+}
+
+/// `10G` for 10^10 bit/s, `2500K` for 2.5 Mbit/s, `999` for 999: the
+/// shortest form [`parse_rate`] reads back to the same rate.
+pub fn show_rate(bps: u64) -> String {
+    for (div, unit) in [
+        (1_000_000_000_000, "T"),
+        (1_000_000_000, "G"),
+        (1_000_000, "M"),
+        (1000, "K"),
+    ] {
+        if bps >= div && bps.is_multiple_of(div) {
+            return format!("{}{unit}", bps / div);
+        }
+    }
+    bps.to_string()
+}
+
+/// `10s`, `1h`, `2m`, `500ms`: a time in milliseconds as [`parse_duration`]
+/// reads it.
+pub fn show_ms(ms: u64) -> String {
+    for (div, unit) in [(3_600_000, "h"), (60_000, "m"), (1000, "s")] {
+        if ms >= div && ms.is_multiple_of(div) {
+            return format!("{}{unit}", ms / div);
+        }
+    }
+    format!("{ms}ms")
 }
 
 /// A socket buffer size: a fixed number of bytes, or left to the kernel's
@@ -204,6 +337,18 @@ mod tests {
         assert!(parse_size("8X").is_err());
         assert!(parse_size("-1").is_err());
         assert!(parse_size("0.3").is_err());
+        for (text, bytes) in [
+            ("64kb", 64 << 10),
+            ("128KB", 128 << 10),
+            ("1MB", 1 << 20),
+            ("1mib", 1 << 20),
+            ("2 G", 2 << 30),
+            ("100b", 100),
+        ] {
+            assert_eq!(parse_size(text).unwrap(), bytes, "{text}");
+        }
+        assert!(parse_size("-5").is_err());
+        assert!(parse_size("8i").is_err());
         let e = parse_size("8Q").unwrap_err().to_string();
         assert!(e.contains("'8Q'") && e.contains("8K"), "{e}");
     }
@@ -217,6 +362,14 @@ mod tests {
         assert_eq!(parse_rate("1000").unwrap(), 1000);
         assert!(parse_rate("fast").is_err());
         assert!(parse_rate("0").is_err());
+        assert_eq!(parse_rate("10Gbps").unwrap(), 10_000_000_000);
+        assert_eq!(parse_rate("10gbit/s").unwrap(), 10_000_000_000);
+        assert_eq!(parse_rate("1K").unwrap(), 1000);
+        assert_eq!(parse_rate("100 MBIT").unwrap(), 100_000_000);
+        for bytes in ["10GB", "10GB/s", "1MBps"] {
+            assert!(parse_rate(bytes).is_err(), "{bytes}");
+        }
+        assert!(parse_rate("-1G").is_err());
     }
 
     #[test]
@@ -227,6 +380,44 @@ mod tests {
         assert_eq!(parse_duration("2m").unwrap(), 120_000);
         assert_eq!(parse_duration("0").unwrap(), 0);
         assert!(parse_duration("10 parsecs").is_err());
+        assert_eq!(parse_duration("1sec").unwrap(), 1000);
+        assert_eq!(parse_duration("1S").unwrap(), 1000);
+        assert_eq!(parse_duration("10MS").unwrap(), 10);
+        assert_eq!(parse_duration("2min").unwrap(), 120_000);
+        assert_eq!(parse_duration("1500000ns").unwrap(), 2);
+        assert!(parse_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn delays_losses_counts_and_iterations() {
+        assert_eq!(parse_delay_us("10ms").unwrap(), 10_000);
+        assert_eq!(parse_delay_us("10").unwrap(), 10_000);
+        assert_eq!(parse_delay_us("500us").unwrap(), 500);
+        assert_eq!(parse_delay_us("0.2s").unwrap(), 200_000);
+        assert!(parse_delay_us("11s").is_err());
+        assert_eq!(parse_loss_ppm("0.5%").unwrap(), 5000);
+        assert!(parse_loss_ppm("101%").is_err());
+        assert_eq!(parse_count("10k").unwrap(), 10_000);
+        assert_eq!(parse_count("1M").unwrap(), 1_000_000);
+        assert_eq!(parse_count("2.5K").unwrap(), 2500);
+        assert!(parse_count("1.5").is_err());
+        assert!(parse_count("-1").is_err());
+        assert_eq!(parse_iterations("3..10").unwrap(), (3, 10));
+        assert_eq!(parse_iterations("4").unwrap(), (4, 4));
+        assert!(parse_iterations("10..3").is_err());
+        assert!(parse_iterations("0").is_err());
+    }
+
+    #[test]
+    fn shown_values_read_back() {
+        for bps in [1, 999, 1000, 2_500_000, 10_000_000_000, 8_000_000_000_000] {
+            assert_eq!(parse_rate(&show_rate(bps)).unwrap(), bps);
+        }
+        for ms in [0, 1, 200, 1000, 90_000, 120_000, 3_600_000] {
+            assert_eq!(parse_duration(&show_ms(ms)).unwrap(), ms);
+        }
+        assert_eq!(show_ms(10_000), "10s");
+        assert_eq!(show_rate(10_000_000_000), "10G");
     }
 
     #[test]

@@ -1,12 +1,11 @@
 //! Shell completions and man pages, generated from the same clap definitions
 //! as --help so that they never disagree with it.
 
-use crate::args::{Cli, CompletionsArgs, ManArgs, Shell};
+use crate::args::{command, CompletionsArgs, ManArgs, Shell};
 use crate::Failure;
-use clap::CommandFactory;
 
 pub fn completions(a: CompletionsArgs) -> Result<i32, Failure> {
-    let mut cmd = Cli::command();
+    let mut cmd = command();
     let mut out = Vec::new();
     match a.shell {
         Shell::Bash => {
@@ -28,7 +27,7 @@ pub fn man(a: ManArgs) -> Result<i32, Failure> {
         Failure::usage(format!("plumb man: {what} {}: {e}", a.dir.display()))
     };
     std::fs::create_dir_all(&a.dir).map_err(|e| fail("cannot create", e))?;
-    let mut cmd = Cli::command();
+    let mut cmd = command();
     cmd.build();
     let mut written = 0;
     write_pages(&cmd, "plumb", &a.dir, &mut written).map_err(|e| fail("cannot write into", e))?;

@@ -2,7 +2,7 @@
 //! restore`, and the recovery every start of plumb makes of changes left by
 //! a plumb process that died.
 
-use crate::args::{CommonArgs, RestoreArgs, TopologyArg, TopologyDownArgs};
+use crate::args::{RestoreArgs, TopologyDownArgs};
 use crate::Failure;
 use plumb_run::knob::{self, Applied, Journal, Setting};
 
@@ -74,34 +74,6 @@ pub fn restore(a: RestoreArgs) -> Result<i32, Failure> {
         crate::outln!("nothing to restore ({})", journal.path.display());
     }
     Ok(if failed { 1 } else { 0 })
-}
-
-/// The spec's topology from --topology, --mtu, --delay and --loss.
-pub fn topology(a: &CommonArgs) -> Result<Option<plumb_spec::Topology>, Failure> {
-    if a.topology == TopologyArg::Loopback {
-        for (set, flag) in [
-            (a.mtu.is_some(), "--mtu"),
-            (a.delay.is_some(), "--delay"),
-            (a.loss.is_some(), "--loss"),
-        ] {
-            if set {
-                return Err(Failure::usage(format!(
-                    "{flag}: applies to the veth pair; add --topology veth"
-                )));
-            }
-        }
-        return Ok(None);
-    }
-    if a.server.is_some() {
-        return Err(Failure::usage(
-            "--topology veth runs both ends on this host; it cannot be used with --server",
-        ));
-    }
-    Ok(Some(plumb_spec::Topology::Veth(plumb_spec::Veth {
-        mtu: a.mtu,
-        delay_us: a.delay,
-        loss_ppm: a.loss,
-    })))
 }
 
 pub fn topology_down(a: TopologyDownArgs) -> Result<i32, Failure> {

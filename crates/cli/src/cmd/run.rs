@@ -1,12 +1,10 @@
-use crate::args::{
-    CloseArg, CommonArgs, CrrArgs, DirectionArg, RrArgs, RunCommand, SocketArgs, StreamArgs,
-    UdpRrArgs, UdpSocketArgs, UdpStreamArgs,
-};
+use crate::args::{CommonArgs, RunCommand, SocketArgs, UdpSocketArgs};
 use crate::Failure;
+use clap::ValueEnum;
 use plumb_engine::SampleSink;
 use plumb_run::{RunError, RunOptions};
 use plumb_samples::{format_bits_per_sec, IntervalSample, Role};
-use plumb_spec::{Direction, Family, SocketOpts, Spec, Workload};
+use plumb_spec::{Family, Field, Names, Spec, Workload};
 use std::io::IsTerminal;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -45,173 +43,121 @@ impl SampleSink for Quiet {
     fn interval(&mut self, _: Role, _: &IntervalSample) {}
 }
 
-fn stream_spec(a: &StreamArgs) -> Spec {
-    Spec {
-        workload: Workload::Stream,
-        direction: match a.direction {
-            DirectionArg::Send => Direction::Send,
-            DirectionArg::Recv => Direction::Recv,
-            DirectionArg::Both => Direction::Both,
-        },
-        flows: a.flows,
-        threads: default_threads(a.flows, a.threads),
-        msg_size: a.msg_size,
-        socket: socket_opts(&a.socket),
-        family: family(&a.common),
-        duration_ms: a.common.duration,
-        warmup_ms: a.common.warmup,
-        client_cpus: a.common.client_cpus.clone(),
-        server_cpus: a.common.server_cpus.clone(),
-        rr: None,
-        topology: None,
-        zerocopy: a.zerocopy.into(),
-        rx: a.rx.into(),
+/// The fields a command line sets, as typed, in the order `plumb_spec::build`
+/// takes them: the same path an experiment file's fields take.
+#[derive(Default)]
+struct Settings(Vec<(Field, String)>);
+
+impl Settings {
+    fn text(&mut self, field: Field, value: &Option<String>) {
+        if let Some(v) = value {
+            self.0.push((field, v.clone()));
+        }
+    }
+    fn choice<T: ValueEnum>(&mut self, field: Field, value: &Option<T>) {
+        if let Some(v) = value.as_ref().and_then(ValueEnum::to_possible_value) {
+            self.0.push((field, v.get_name().to_string()));
+        }
+    }
+    fn switch(&mut self, field: Field, on: bool) {
+        if on {
+            self.0.push((field, "true".into()));
+        }
+    }
+    fn workload(workload: Workload, flows: &Option<String>, threads: &Option<String>) -> Settings {
+        let mut s = Settings(vec![(Field::Workload, workload.to_string())]);
+        s.text(Field::Flows, flows);
+        s.text(Field::Threads, threads);
+        s
+    }
+    fn socket(&mut self, a: &SocketArgs) {
+        self.text(Field::Sndbuf, &a.sndbuf);
+        self.text(Field::Rcvbuf, &a.rcvbuf);
+        self.switch(Field::Nodelay, a.nodelay);
+        self.switch(Field::Cork, a.cork);
+        self.text(Field::Mss, &a.mss);
+        self.text(Field::Cc, &a.cc);
+        self.text(Field::PacingRate, &a.pacing_rate);
+    }
+    fn udp_socket(&mut self, a: &UdpSocketArgs) {
+        self.text(Field::Sndbuf, &a.sndbuf);
+        self.text(Field::Rcvbuf, &a.rcvbuf);
+    }
+    fn common(&mut self, a: &CommonArgs) {
+        if a.ipv6 {
+            self.0.push((Field::Family, Family::V6.to_string()));
+        }
+        self.text(Field::Duration, &a.duration);
+        self.text(Field::Warmup, &a.warmup);
+        self.text(Field::ClientCpus, &a.client_cpus);
+        self.text(Field::ServerCpus, &a.server_cpus);
+        self.choice(Field::Topology, &a.topology);
+        self.text(Field::Mtu, &a.mtu);
+        self.text(Field::Delay, &a.delay);
+        self.text(Field::Loss, &a.loss);
     }
 }
 
-fn socket_opts(a: &SocketArgs) -> SocketOpts {
-    SocketOpts {
-        sndbuf: a.sndbuf,
-        rcvbuf: a.rcvbuf,
-        nodelay: a.nodelay,
-        cork: a.cork,
-        mss: a.mss,
-        cc: a.cc.clone(),
-        pacing_rate_bps: a.pacing_rate,
+/// The spec a `plumb run` command line asks for, and its common arguments.
+fn spec_of(cmd: RunCommand) -> Result<(Spec, CommonArgs), Failure> {
+    let (s, common) = match cmd {
+        RunCommand::Stream(a) => {
+            let mut s = Settings::workload(Workload::Stream, &a.flows, &a.threads);
+            s.choice(Field::Direction, &a.direction);
+            s.text(Field::MsgSize, &a.msg_size);
+            s.choice(Field::ZeroCopy, &a.zerocopy);
+            s.choice(Field::Rx, &a.rx);
+            s.socket(&a.socket);
+            (s, a.common)
+        }
+        RunCommand::Rr(a) => {
+            let mut s = Settings::workload(Workload::Rr, &a.flows, &a.threads);
+            s.text(Field::ReqSize, &a.req_size);
+            s.text(Field::RespSize, &a.resp_size);
+            s.text(Field::Pipeline, &a.pipeline);
+            s.text(Field::Rate, &a.rate);
+            s.text(Field::ReqWrites, &a.req_writes);
+            s.text(Field::RespWrites, &a.resp_writes);
+            s.socket(&a.socket);
+            (s, a.common)
+        }
+        RunCommand::Crr(a) => {
+            let mut s = Settings::workload(Workload::Crr, &a.flows, &a.threads);
+            s.text(Field::ReqSize, &a.req_size);
+            s.text(Field::RespSize, &a.resp_size);
+            s.choice(Field::Close, &a.close);
+            s.text(Field::ReqWrites, &a.req_writes);
+            s.text(Field::RespWrites, &a.resp_writes);
+            s.socket(&a.socket);
+            (s, a.common)
+        }
+        RunCommand::UdpStream(a) => {
+            let mut s = Settings::workload(Workload::UdpStream, &a.flows, &a.threads);
+            s.text(Field::MsgSize, &a.msg_size);
+            s.udp_socket(&a.socket);
+            (s, a.common)
+        }
+        RunCommand::UdpRr(a) => {
+            let mut s = Settings::workload(Workload::UdpRr, &a.flows, &a.threads);
+            s.text(Field::ReqSize, &a.req_size);
+            s.text(Field::RespSize, &a.resp_size);
+            s.text(Field::Timeout, &a.timeout);
+            s.udp_socket(&a.socket);
+            (s, a.common)
+        }
+    };
+    let mut s = s;
+    s.common(&common);
+    let settings: Vec<(Field, &str)> = s.0.iter().map(|(f, v)| (*f, v.as_str())).collect();
+    let spec = plumb_spec::build(&settings, Names::Flags)
+        .map_err(|e| Failure::usage(format!("{}: {}", e.field.flag(), e.message)))?;
+    if spec.topology.is_some() && common.server.is_some() {
+        return Err(Failure::usage(format!(
+            "{} veth runs both ends on this host; it cannot be used with --server",
+            Field::Topology.flag()
+        )));
     }
-}
-
-/// Worker threads when not asked: one per flow, at most one per CPU.
-fn default_threads(flows: u32, asked: Option<u32>) -> u32 {
-    let cpus = std::thread::available_parallelism()
-        .map(|n| n.get() as u32)
-        .unwrap_or(1);
-    asked.unwrap_or_else(|| flows.min(cpus))
-}
-
-/// A request/response spec: what rr, crr and udp-rr have in common.
-fn transactional_spec(
-    workload: Workload,
-    flows: u32,
-    threads: Option<u32>,
-    socket: SocketOpts,
-    common: &CommonArgs,
-    rr: plumb_spec::RrSpec,
-) -> Spec {
-    Spec {
-        workload,
-        direction: Direction::Send,
-        flows,
-        threads: default_threads(flows, threads),
-        msg_size: rr.req_size.max(rr.resp_size),
-        socket,
-        family: family(common),
-        duration_ms: common.duration,
-        warmup_ms: common.warmup,
-        client_cpus: common.client_cpus.clone(),
-        server_cpus: common.server_cpus.clone(),
-        rr: Some(rr),
-        topology: None,
-        zerocopy: Default::default(),
-        rx: Default::default(),
-    }
-}
-
-fn writes(flag: &'static str, text: &Option<String>, size: u64) -> Result<Vec<u64>, Failure> {
-    plumb_spec::parse_writes(flag, text.as_deref().unwrap_or(""), size)
-        .map_err(|e| Failure::usage(e.to_string()))
-}
-
-fn rr_spec(a: &RrArgs) -> Result<Spec, Failure> {
-    Ok(transactional_spec(
-        Workload::Rr,
-        a.flows,
-        a.threads,
-        socket_opts(&a.socket),
-        &a.common,
-        plumb_spec::RrSpec {
-            req_size: a.req_size,
-            resp_size: a.resp_size,
-            pipeline: a.pipeline,
-            req_writes: writes("--req-writes", &a.req_writes, a.req_size)?,
-            resp_writes: writes("--resp-writes", &a.resp_writes, a.resp_size)?,
-            rate: a.rate,
-            ..plumb_spec::RrSpec::default()
-        },
-    ))
-}
-
-fn crr_spec(a: &CrrArgs) -> Result<Spec, Failure> {
-    Ok(transactional_spec(
-        Workload::Crr,
-        a.flows,
-        a.threads,
-        socket_opts(&a.socket),
-        &a.common,
-        plumb_spec::RrSpec {
-            req_size: a.req_size,
-            resp_size: a.resp_size,
-            req_writes: writes("--req-writes", &a.req_writes, a.req_size)?,
-            resp_writes: writes("--resp-writes", &a.resp_writes, a.resp_size)?,
-            close: Some(match a.close {
-                CloseArg::Rst => plumb_spec::Close::Rst,
-                CloseArg::Fin => plumb_spec::Close::Fin,
-            }),
-            ..plumb_spec::RrSpec::default()
-        },
-    ))
-}
-
-fn udp_socket_opts(a: &UdpSocketArgs) -> SocketOpts {
-    SocketOpts {
-        sndbuf: a.sndbuf,
-        rcvbuf: a.rcvbuf,
-        ..SocketOpts::default()
-    }
-}
-
-fn udp_stream_spec(a: &UdpStreamArgs) -> Spec {
-    Spec {
-        workload: Workload::UdpStream,
-        direction: Direction::Send,
-        flows: a.flows,
-        threads: default_threads(a.flows, a.threads),
-        msg_size: a.msg_size,
-        socket: udp_socket_opts(&a.socket),
-        family: family(&a.common),
-        duration_ms: a.common.duration,
-        warmup_ms: a.common.warmup,
-        client_cpus: a.common.client_cpus.clone(),
-        server_cpus: a.common.server_cpus.clone(),
-        rr: None,
-        topology: None,
-        zerocopy: Default::default(),
-        rx: Default::default(),
-    }
-}
-
-fn udp_rr_spec(a: &UdpRrArgs) -> Spec {
-    transactional_spec(
-        Workload::UdpRr,
-        a.flows,
-        a.threads,
-        udp_socket_opts(&a.socket),
-        &a.common,
-        plumb_spec::RrSpec {
-            req_size: a.req_size,
-            resp_size: a.resp_size,
-            timeout_ms: Some(a.timeout),
-            ..plumb_spec::RrSpec::default()
-        },
-    )
-}
-
-fn family(c: &CommonArgs) -> Family {
-    if c.ipv6 {
-        Family::V6
-    } else {
-        Family::V4
-    }
+    Ok((spec, common))
 }
 
 /// The key of --psk-file, read once: every run of this process uses it.
@@ -313,6 +259,11 @@ pub fn run_and_store(
             eprintln!("plumb: {w}; the partial results are marked incomplete");
         }
     }
+    for it in &record.iterations {
+        if let Some(w) = plumb_run::derive::starved(spec, it) {
+            eprintln!("plumb: warning: iteration {}: {w}", it.index + 1);
+        }
+    }
     let ifaces: Vec<String> = match server {
         None => vec!["lo".to_string()],
         Some(a) => plumb_run::env::interfaces_for(a.ip()),
@@ -333,14 +284,7 @@ pub fn run_and_store(
 }
 
 pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
-    let (mut spec, a) = match cmd {
-        RunCommand::Stream(a) => (stream_spec(&a), a.common),
-        RunCommand::Rr(a) => (rr_spec(&a)?, a.common),
-        RunCommand::Crr(a) => (crr_spec(&a)?, a.common),
-        RunCommand::UdpStream(a) => (udp_stream_spec(&a), a.common),
-        RunCommand::UdpRr(a) => (udp_rr_spec(&a), a.common),
-    };
-    spec.topology = super::knob::topology(&a)?;
+    let (spec, a) = spec_of(cmd)?;
     let server = match &a.server {
         Some(s) => Some(super::parse_addr(s, plumb_ctl::DEFAULT_PORT, "--server")?),
         None => None,

@@ -1,0 +1,350 @@
+//! A spec from fields set to values as the user wrote them: the one path
+//! by which both `plumb run` and experiment files make a spec, so both take
+//! the same values, start from the same defaults and refuse the same
+//! things in the same words.
+
+use crate::field::{Field, Names};
+use crate::units::{
+    parse_count, parse_delay_us, parse_duration, parse_loss_ppm, parse_rate, parse_size,
+};
+use crate::{
+    parse_writes, BufSize, Close, CpuList, Direction, Family, RxMode, Spec, Topology, Veth,
+    ZeroCopy,
+};
+
+/// A field that could not be set, or a spec that cannot run. `at` is the
+/// index of the setting at fault; None when the spec as a whole is (the
+/// last setting made it so).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildError {
+    pub at: Option<usize>,
+    pub field: Field,
+    pub message: String,
+}
+
+/// The spec of `workload` with its defaults: what `plumb run WORKLOAD`
+/// runs without flags. Threads are left at 1; [`build`] sets them.
+pub fn defaults(workload: &str) -> Option<Spec> {
+    Some(match workload.to_ascii_lowercase().as_str() {
+        "stream" => Spec::stream(),
+        "rr" => Spec::rr(),
+        "crr" => Spec::crr(),
+        "udp-stream" | "udp_stream" => Spec::udp_stream(),
+        "udp-rr" | "udp_rr" => Spec::udp_rr(),
+        _ => return None,
+    })
+}
+
+/// Worker threads when not asked: one per flow, at most one per CPU.
+pub fn default_threads(flows: u32) -> u32 {
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get() as u32)
+        .unwrap_or(1);
+    flows.min(cpus)
+}
+
+/// Sets a field of the veth path from its text.
+fn path_value(field: Field, value: &str, v: &mut Veth) -> Result<(), String> {
+    match field {
+        Field::Mtu => size(value).map(|m| v.mtu = Some(m)),
+        Field::Delay => parse_delay_us(value)
+            .map(|d| v.delay_us = Some(d))
+            .map_err(|e| e.to_string()),
+        _ => parse_loss_ppm(value)
+            .map(|p| v.loss_ppm = Some(p))
+            .map_err(|e| e.to_string()),
+    }
+}
+
+fn rr_only(workload: crate::Workload) -> String {
+    format!("applies to rr, crr and udp-rr only, not to {workload}")
+}
+
+fn boolean(v: &str) -> Result<bool, String> {
+    match v.to_ascii_lowercase().as_str() {
+        "true" | "on" | "yes" => Ok(true),
+        "false" | "off" | "no" => Ok(false),
+        _ => Err(format!("'{v}' is not true or false")),
+    }
+}
+
+fn count<T: TryFrom<u64>>(v: &str) -> Result<T, String> {
+    let n = parse_count(v).map_err(|e| e.to_string())?;
+    T::try_from(n).map_err(|_| format!("'{v}' is too large"))
+}
+
+fn size<T: TryFrom<u64>>(v: &str) -> Result<T, String> {
+    let n = parse_size(v).map_err(|e| e.to_string())?;
+    T::try_from(n).map_err(|_| format!("'{v}' is too large"))
+}
+
+fn choice<T: Copy>(v: &str, options: &[(&str, T)]) -> Result<T, String> {
+    let lower = v.to_ascii_lowercase();
+    options
+        .iter()
+        .find(|(name, _)| *name == lower)
+        .map(|(_, t)| *t)
+        .ok_or_else(|| {
+            let names: Vec<&str> = options.iter().map(|(n, _)| *n).collect();
+            let (last, rest) = names.split_last().expect("a choice has options");
+            format!("'{v}' is not {} or {last}", rest.join(", "))
+        })
+}
+
+/// Builds a spec from `settings` in order (a later setting of a field wins);
+/// `workload` is applied first, since it picks the defaults the others
+/// change. Errors name fields as `names` does.
+pub fn build(settings: &[(Field, &str)], names: Names) -> Result<Spec, BuildError> {
+    let fail = |at: usize, message: String| BuildError {
+        at: Some(at),
+        field: settings[at].0,
+        message,
+    };
+    let mut spec = Spec::stream();
+    if let Some(at) = settings.iter().rposition(|(f, _)| *f == Field::Workload) {
+        spec = defaults(settings[at].1).ok_or_else(|| {
+            fail(
+                at,
+                format!(
+                    "'{}' is not a workload; use stream, rr, crr, udp-stream or udp-rr",
+                    settings[at].1
+                ),
+            )
+        })?;
+    }
+    let mut threads = None;
+    let mut req_writes = None;
+    let mut resp_writes = None;
+    let mut veth: Option<Veth> = None;
+    let mut veth_fields = Vec::new();
+    // A message written as a header then a payload: the size is their sum,
+    // and the writes are the two.
+    let mut split_fields: Vec<usize> = Vec::new();
+    for (at, &(field, v)) in settings.iter().enumerate() {
+        let r: Result<(), String> = (|| {
+            match field {
+                Field::Workload => {}
+                Field::Direction => {
+                    spec.direction = choice(
+                        v,
+                        &[
+                            ("send", Direction::Send),
+                            ("recv", Direction::Recv),
+                            ("both", Direction::Both),
+                        ],
+                    )?
+                }
+                Field::Flows => spec.flows = count(v)?,
+                Field::Threads => threads = Some(count::<u32>(v)?),
+                Field::MsgSize => spec.msg_size = size(v)?,
+                Field::ReqSize
+                | Field::RespSize
+                | Field::Pipeline
+                | Field::Rate
+                | Field::Close
+                | Field::Timeout => {
+                    let workload = spec.workload;
+                    let rr = spec.rr.as_mut().ok_or_else(|| rr_only(workload))?;
+                    match field {
+                        Field::ReqSize => rr.req_size = size(v)?,
+                        Field::RespSize => rr.resp_size = size(v)?,
+                        Field::Pipeline => rr.pipeline = count(v)?,
+                        Field::Rate => rr.rate = Some(count(v)?),
+                        Field::Close => {
+                            rr.close = Some(choice(v, &[("rst", Close::Rst), ("fin", Close::Fin)])?)
+                        }
+                        _ => rr.timeout_ms = Some(parse_duration(v).map_err(|e| e.to_string())?),
+                    }
+                }
+                Field::ReqHeader | Field::ReqPayload | Field::RespHeader | Field::RespPayload => {
+                    size::<u64>(v)?;
+                    split_fields.push(at);
+                }
+                Field::ReqWrites => req_writes = Some(at),
+                Field::RespWrites => resp_writes = Some(at),
+                Field::Sndbuf | Field::Rcvbuf | Field::Buffers => {
+                    let b = v.parse::<BufSize>().map_err(|e| e.to_string())?;
+                    if field != Field::Rcvbuf {
+                        spec.socket.sndbuf = b;
+                    }
+                    if field != Field::Sndbuf {
+                        spec.socket.rcvbuf = b;
+                    }
+                }
+                Field::Nodelay => spec.socket.nodelay = boolean(v)?,
+                Field::Cork => spec.socket.cork = boolean(v)?,
+                Field::Mss => spec.socket.mss = Some(size(v)?),
+                Field::Cc => spec.socket.cc = Some(v.to_string()),
+                Field::PacingRate if v.eq_ignore_ascii_case("none") => {
+                    spec.socket.pacing_rate_bps = None
+                }
+                Field::PacingRate => {
+                    spec.socket.pacing_rate_bps = Some(parse_rate(v).map_err(|e| e.to_string())?)
+                }
+                Field::ZeroCopy => {
+                    spec.zerocopy = choice(
+                        v,
+                        &[
+                            ("none", ZeroCopy::None),
+                            ("msg", ZeroCopy::Msg),
+                            ("sendfile", ZeroCopy::Sendfile),
+                            ("splice", ZeroCopy::Splice),
+                        ],
+                    )?
+                }
+                Field::Rx => {
+                    spec.rx = choice(
+                        v,
+                        &[
+                            ("copy", RxMode::Copy),
+                            ("skip", RxMode::Skip),
+                            ("zerocopy", RxMode::Zerocopy),
+                        ],
+                    )?
+                }
+                Field::Family => {
+                    spec.family = choice(
+                        v,
+                        &[
+                            ("ipv4", Family::V4),
+                            ("4", Family::V4),
+                            ("v4", Family::V4),
+                            ("ipv6", Family::V6),
+                            ("6", Family::V6),
+                            ("v6", Family::V6),
+                        ],
+                    )?
+                }
+                Field::Duration => {
+                    spec.duration_ms = parse_duration(v).map_err(|e| e.to_string())?
+                }
+                Field::Warmup => spec.warmup_ms = parse_duration(v).map_err(|e| e.to_string())?,
+                Field::ClientCpus | Field::ServerCpus => {
+                    let c = if v.eq_ignore_ascii_case("none") {
+                        None
+                    } else {
+                        Some(v.parse::<CpuList>().map_err(|e| {
+                            format!(
+                                "'{v}' is not a CPU list ({e}); use a list like 0, 2-3 \
+                                         or 0-3,6"
+                            )
+                        })?)
+                    };
+                    if field == Field::ClientCpus {
+                        spec.client_cpus = c
+                    } else {
+                        spec.server_cpus = c
+                    }
+                }
+                Field::Topology => {
+                    let loopback = choice(v, &[("loopback", true), ("veth", false)])?;
+                    veth = if loopback {
+                        None
+                    } else {
+                        Some(veth.take().unwrap_or_default())
+                    };
+                }
+                Field::Mtu | Field::Delay | Field::Loss => {
+                    // A malformed value is named before where it applies.
+                    if !v.eq_ignore_ascii_case("none") {
+                        path_value(field, v, &mut Veth::default())?;
+                    }
+                    veth_fields.push(at)
+                }
+            }
+            Ok(())
+        })();
+        r.map_err(|m| fail(at, m))?;
+    }
+    for at in veth_fields {
+        let (field, value) = settings[at];
+        // "none" leaves the path as it is, on any topology.
+        if value.eq_ignore_ascii_case("none") {
+            continue;
+        }
+        let v = veth.as_mut().ok_or_else(|| {
+            fail(
+                at,
+                format!(
+                    "applies to the veth pair; add {} veth",
+                    names.of(Field::Topology)
+                ),
+            )
+        })?;
+        path_value(field, value, v).map_err(|m| fail(at, m))?;
+    }
+    spec.topology = veth.map(Topology::Veth);
+    if let Some(&first) = split_fields.first() {
+        let Some(rr) = spec.rr.as_mut() else {
+            return Err(fail(first, rr_only(spec.workload)));
+        };
+        for (header, payload, writes) in [
+            (Field::ReqHeader, Field::ReqPayload, Field::ReqWrites),
+            (Field::RespHeader, Field::RespPayload, Field::RespWrites),
+        ] {
+            let get = |f: Field| {
+                split_fields
+                    .iter()
+                    .rev()
+                    .find(|&&at| settings[at].0 == f)
+                    .copied()
+            };
+            match (get(header), get(payload)) {
+                (None, None) => {}
+                (Some(h), Some(p)) => {
+                    let (h, p) = (
+                        parse_size(settings[h].1).unwrap_or(0),
+                        parse_size(settings[p].1).unwrap_or(0),
+                    );
+                    let size = h.saturating_add(p);
+                    let parsed = parse_writes(writes, &format!("{h},{p}"), size).map_err(|e| {
+                        BuildError {
+                            at: Some(first),
+                            field: writes,
+                            message: e.message,
+                        }
+                    })?;
+                    if writes == Field::ReqWrites {
+                        rr.req_size = size;
+                        rr.req_writes = parsed;
+                    } else {
+                        rr.resp_size = size;
+                        rr.resp_writes = parsed;
+                    }
+                }
+                (Some(at), None) | (None, Some(at)) => {
+                    return Err(fail(
+                        at,
+                        format!("{} and {} go together", names.of(header), names.of(payload)),
+                    ))
+                }
+            }
+        }
+    }
+    if let Some(rr) = spec.rr.as_mut() {
+        for at in [req_writes, resp_writes].into_iter().flatten() {
+            let (field, text) = settings[at];
+            let size = if field == Field::ReqWrites {
+                rr.req_size
+            } else {
+                rr.resp_size
+            };
+            let parsed = parse_writes(field, text, size).map_err(|e| fail(at, e.message))?;
+            if field == Field::ReqWrites {
+                rr.req_writes = parsed;
+            } else {
+                rr.resp_writes = parsed;
+            }
+        }
+        spec.msg_size = rr.req_size.max(rr.resp_size);
+    } else if let Some(at) = req_writes.or(resp_writes) {
+        return Err(fail(at, rr_only(spec.workload)));
+    }
+    spec.threads = threads.unwrap_or_else(|| default_threads(spec.flows));
+    spec.validate().map_err(|e| BuildError {
+        at: None,
+        field: e.field,
+        message: e.message,
+    })?;
+    Ok(spec)
+}

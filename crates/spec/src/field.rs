@@ -1,0 +1,161 @@
+//! The vocabulary of a spec: every field a user can set, named once with
+//! its flag of `plumb run`, its key in an experiment file, the label the
+//! one-line summary gives it and its bounds. Argument parsing, experiment
+//! files, validation, server limits, socket option errors and read-back all
+//! name a field through this table.
+
+use std::fmt;
+
+/// Where a value came from decides how a field is named back to the user:
+/// `--msg-size` on the command line, `msg_size` in an experiment file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Names {
+    Flags,
+    Keys,
+}
+
+impl Names {
+    pub fn of(self, field: Field) -> &'static str {
+        match self {
+            Names::Flags => field.flag(),
+            Names::Keys => field.key(),
+        }
+    }
+}
+
+macro_rules! fields {
+    ($( $(#[doc = $doc:literal])* $name:ident = $key:literal, $long:literal, $label:literal; )*) => {
+        /// A settable field of a spec.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Field {
+            $( $(#[doc = $doc])* $name, )*
+        }
+
+        impl Field {
+            /// Every field, in the order `plumb run --help` and the summary
+            /// list them.
+            pub const ALL: &'static [Field] = &[$(Field::$name),*];
+
+            /// The key in an experiment file: `msg_size`.
+            pub const fn key(self) -> &'static str {
+                match self { $(Field::$name => $key),* }
+            }
+
+            /// The long flag of `plumb run` without its dashes: `msg-size`.
+            pub const fn long(self) -> &'static str {
+                match self { $(Field::$name => $long),* }
+            }
+
+            /// The flag as typed: `--msg-size`.
+            pub const fn flag(self) -> &'static str {
+                match self { $(Field::$name => concat!("--", $long)),* }
+            }
+
+            /// What the one-line summary and reports call it: `sndbuf`.
+            pub const fn label(self) -> &'static str {
+                match self { $(Field::$name => $label),* }
+            }
+        }
+    };
+}
+
+fields! {
+    /// stream, rr, crr, udp-stream or udp-rr (the subcommand of `plumb run`).
+    Workload = "workload", "workload", "workload";
+    Direction = "direction", "direction", "direction";
+    Flows = "flows", "flows", "flows";
+    Threads = "threads", "threads", "threads";
+    MsgSize = "msg_size", "msg-size", "message";
+    ReqSize = "req_size", "req-size", "request";
+    RespSize = "resp_size", "resp-size", "response";
+    Pipeline = "pipeline", "pipeline", "pipeline";
+    /// Open-loop transactions per second.
+    Rate = "rate", "rate", "open loop";
+    ReqWrites = "req_writes", "req-writes", "request writes";
+    RespWrites = "resp_writes", "resp-writes", "response writes";
+    /// A request written as a header then a payload (experiment files).
+    ReqHeader = "req_header", "req-header", "request header";
+    ReqPayload = "req_payload", "req-payload", "request payload";
+    RespHeader = "resp_header", "resp-header", "response header";
+    RespPayload = "resp_payload", "resp-payload", "response payload";
+    Close = "close", "close", "close";
+    Timeout = "timeout", "timeout", "timeout";
+    Sndbuf = "sndbuf", "sndbuf", "sndbuf";
+    Rcvbuf = "rcvbuf", "rcvbuf", "rcvbuf";
+    /// Both socket buffers at once (experiment files).
+    Buffers = "buffers", "buffers", "buffers";
+    Nodelay = "nodelay", "nodelay", "nodelay";
+    Cork = "cork", "cork", "cork";
+    Mss = "mss", "mss", "mss";
+    Cc = "cc", "cc", "cc";
+    PacingRate = "pacing_rate", "pacing-rate", "pacing";
+    ZeroCopy = "zerocopy", "zerocopy", "zerocopy";
+    Rx = "rx", "rx", "rx";
+    /// ipv4 or ipv6 (`-4`, `-6` on the command line).
+    Family = "family", "family", "family";
+    Duration = "duration", "duration", "window";
+    Warmup = "warmup", "warmup", "warmup";
+    ClientCpus = "client_cpus", "client-cpus", "client cpus";
+    ServerCpus = "server_cpus", "server-cpus", "server cpus";
+    Topology = "topology", "topology", "topology";
+    Mtu = "mtu", "mtu", "mtu";
+    Delay = "delay", "delay", "delay";
+    Loss = "loss", "loss", "loss";
+}
+
+impl Field {
+    /// The field an experiment key names.
+    pub fn from_key(key: &str) -> Option<Field> {
+        Field::ALL.iter().copied().find(|f| f.key() == key)
+    }
+
+    /// The smallest and largest value a numeric field takes, in the unit
+    /// the spec stores it in (bytes, milliseconds, microseconds, bit/s);
+    /// None for fields bounded otherwise or not at all.
+    pub const fn bounds(self) -> Option<(u64, u64)> {
+        Some(match self {
+            Field::Flows => (1, 1_000_000),
+            Field::Threads => (1, 4096),
+            Field::MsgSize | Field::ReqSize | Field::RespSize => (1, 64 << 20),
+            Field::Sndbuf | Field::Rcvbuf | Field::Buffers => (1, 1 << 30),
+            Field::Pipeline => (1, 1024),
+            Field::Rate => (1, 100_000_000),
+            Field::Timeout => (1, 60_000),
+            // The kernel clamps TCP_MAXSEG to [88, 32767]; outside this
+            // range a request can only mean a typo.
+            Field::Mss => (88, 65535),
+            // The kernel paces in bytes per second.
+            Field::PacingRate => (8, u64::MAX),
+            Field::Duration => (1, 24 * 3600 * 1000),
+            Field::Warmup => (0, 3600 * 1000),
+            Field::Mtu => (68, 65535),
+            Field::Delay => (0, crate::units::MAX_DELAY_US),
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for Field {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.flag())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_field_has_one_key_and_one_flag() {
+        let mut keys: Vec<&str> = Field::ALL.iter().map(|f| f.key()).collect();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys.len(), Field::ALL.len());
+        for f in Field::ALL {
+            assert_eq!(f.key().replace('_', "-"), f.long(), "{f:?}");
+            assert_eq!(Field::from_key(f.key()), Some(*f));
+        }
+        assert_eq!(Field::Sndbuf.flag(), "--sndbuf");
+        assert_eq!(Field::PacingRate.key(), "pacing_rate");
+    }
+}
