@@ -1,5 +1,8 @@
-//! Arguments of every subcommand. Value parsers reuse the spec crate's, so a
-//! bad value is reported by clap with the flag's name and the accepted forms.
+//! Arguments of every subcommand. The spec fields of `plumb run` are taken
+//! as typed, named after `plumb_spec::Field`, and turned into a spec by
+//! `plumb_spec::build` as an experiment file's fields are; other values go
+//! through the spec crate's parser for their unit. A bad value is refused
+//! on one line that names the flag and the accepted forms.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use plumb_spec::Field;

@@ -628,6 +628,29 @@ nodelay = [false, true]
     }
 
     #[test]
+    fn fields_take_the_units_and_defaults_of_plumb_run() {
+        let e = Experiment::parse(
+            "name = \"u\"\n[base]\nmsg_size = \"64kb\"\npacing_rate = \"10Gbps\"\n\
+             zerocopy = \"msg\"\nrx = \"skip\"\nduration = \"2sec\"\nflows = \"2k\"\n",
+        )
+        .unwrap();
+        let s = &e.points().unwrap()[0].spec;
+        assert_eq!(s.msg_size, 64 << 10);
+        assert_eq!(s.socket.pacing_rate_bps, Some(10_000_000_000));
+        assert_eq!(
+            (s.zerocopy, s.rx),
+            (crate::ZeroCopy::Msg, crate::RxMode::Skip)
+        );
+        assert_eq!((s.duration_ms, s.flows), (2000, 2000));
+        assert_eq!(s.warmup_ms, Spec::stream().warmup_ms);
+        let bad = Experiment::parse("name = \"u\"\n[base]\nsndbuf = \"-5\"\n").unwrap_err();
+        assert_eq!((bad.line, bad.key.as_str()), (3, "sndbuf"));
+        assert!(bad.message.contains("'-5'"), "{bad}");
+        let veth = Experiment::parse("name = \"u\"\n[base]\ndelay = \"5ms\"\n").unwrap_err();
+        assert!(veth.message.contains("topology veth"), "{veth}");
+    }
+
+    #[test]
     fn errors_point_at_the_line_and_key() {
         let cases = [
             (

@@ -959,6 +959,9 @@ mod tests {
         assert!(parse_writes(Field::RespWrites, "2000,rest", 1008).is_err());
         assert!(parse_writes(Field::RespWrites, "0,rest", 1008).is_err());
         assert!(parse_writes(Field::RespWrites, "x,rest", 1008).is_err());
+        // The malformed write is named, not the sum the others make.
+        let e = parse_writes(Field::RespWrites, "8,banana", 1).unwrap_err();
+        assert!(e.message.contains("'banana'"), "{e}");
     }
 
     #[test]
