@@ -96,6 +96,7 @@ fn spec() -> impl Strategy<Value = Spec> {
                 server_cpus: cpus.map(CpuList::new),
                 rr,
                 topology: None,
+                server_host: None,
                 zerocopy: Default::default(),
                 rx: Default::default(),
             },

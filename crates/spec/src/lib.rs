@@ -333,6 +333,13 @@ pub struct Spec {
     /// of loopback specs stay what they were).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub topology: Option<Topology>,
+    /// The host of a server plumb did not start on this host (`--server`),
+    /// as the user named it, without its port: absent for the embedded
+    /// server. Another path between the ends is another test point, so it
+    /// is part of the spec key; the port is not (it is where the server
+    /// listens, not what the traffic crosses).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub server_host: Option<String>,
 }
 
 /// Two network namespaces joined by a veth pair, the client in one and the
@@ -441,6 +448,7 @@ impl Spec {
             server_cpus: None,
             rr: None,
             topology: None,
+            server_host: None,
             zerocopy: ZeroCopy::None,
             rx: RxMode::Copy,
         }
@@ -776,9 +784,10 @@ impl Spec {
     /// then every other field that differs from the workload's default
     /// (`, sndbuf 64K, cc bbr, pacing 1G`).
     pub fn summary(&self) -> String {
-        let mut line = match &self.topology {
-            Some(t) => format!("{}, {t}", self.summary_on_loopback()),
-            None => self.summary_on_loopback(),
+        let mut line = match (&self.topology, &self.server_host) {
+            (Some(t), _) => format!("{}, {t}", self.summary_on_loopback()),
+            (None, Some(host)) => format!("{}, to {host}", self.summary_on_loopback()),
+            (None, None) => self.summary_on_loopback(),
         };
         let Some(defaults) = build::defaults(&self.workload.to_string()) else {
             return line;
@@ -919,6 +928,23 @@ mod tests {
         assert_eq!(a.key().len(), 16);
         b.socket.sndbuf = BufSize::Bytes(8192);
         assert_ne!(a.key(), b.key());
+    }
+
+    #[test]
+    fn a_remote_server_is_another_test_point_than_loopback() {
+        let local = Spec::stream();
+        let mut remote = Spec::stream();
+        remote.server_host = Some("hostb".into());
+        assert_ne!(local.key(), remote.key());
+        assert!(
+            remote.summary().contains(", to hostb"),
+            "{}",
+            remote.summary()
+        );
+        // Records made before the field keep their keys.
+        assert!(!serde_json::to_string(&local)
+            .unwrap()
+            .contains("server_host"));
     }
 
     #[test]

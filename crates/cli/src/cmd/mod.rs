@@ -12,6 +12,39 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 
 /// `127.0.0.1`, `127.0.0.1:5000`, `::1`, `[::1]:5000`, `localhost:5000`.
 pub fn parse_addr(s: &str, default_port: u16, flag: &str) -> Result<SocketAddr, crate::Failure> {
+    parse_addr_of(s, default_port, flag, None)
+}
+
+/// As [`parse_addr`], of family `want` when given: a name with addresses of
+/// both families gives the one asked for, and a literal of the other family
+/// is refused rather than silently used.
+pub fn parse_addr_of(
+    s: &str,
+    default_port: u16,
+    flag: &str,
+    want: Option<plumb_spec::Family>,
+) -> Result<SocketAddr, crate::Failure> {
+    let fits = |a: &SocketAddr| match want {
+        Some(plumb_spec::Family::V4) => a.is_ipv4(),
+        Some(plumb_spec::Family::V6) => a.is_ipv6(),
+        None => true,
+    };
+    let any = parse_any_addr(s, default_port, flag, &fits)?;
+    if !fits(&any) {
+        return Err(crate::Failure::usage(format!(
+            "{flag}: '{s}' is not an {} address; leave out -4/-6 or name the server by an address of that family",
+            want.map(|f| f.to_string()).unwrap_or_default()
+        )));
+    }
+    Ok(any)
+}
+
+fn parse_any_addr(
+    s: &str,
+    default_port: u16,
+    flag: &str,
+    fits: &dyn Fn(&SocketAddr) -> bool,
+) -> Result<SocketAddr, crate::Failure> {
     if let Ok(a) = s.parse::<SocketAddr>() {
         return Ok(a);
     }
@@ -28,10 +61,14 @@ pub fn parse_addr(s: &str, default_port: u16, flag: &str) -> Result<SocketAddr, 
     } else {
         format!("{s}:{default_port}")
     };
-    with_port
+    let all: Vec<SocketAddr> = with_port
         .to_socket_addrs()
-        .ok()
-        .and_then(|mut it| it.next())
+        .map(|it| it.collect())
+        .unwrap_or_default();
+    all.iter()
+        .find(|a| fits(a))
+        .or(all.first())
+        .copied()
         .ok_or_else(|| {
             crate::Failure::usage(format!(
                 "{flag}: '{s}' is not an address; use HOST, HOST:PORT, IP or [IPv6]:PORT"

@@ -284,9 +284,25 @@ pub fn run_and_store(
 }
 
 pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
-    let (spec, a) = spec_of(cmd)?;
+    let (mut spec, a) = spec_of(cmd)?;
     let server = match &a.server {
-        Some(s) => Some(super::parse_addr(s, plumb_ctl::DEFAULT_PORT, "--server")?),
+        Some(s) => {
+            let asked = match (a.ipv4, a.ipv6) {
+                (true, _) => Some(Family::V4),
+                (_, true) => Some(Family::V6),
+                _ => None,
+            };
+            let addr = super::parse_addr_of(s, plumb_ctl::DEFAULT_PORT, "--server", asked)?;
+            // The flows go to the server's address, so it decides the
+            // family the record says they used.
+            spec.family = if addr.is_ipv6() {
+                Family::V6
+            } else {
+                Family::V4
+            };
+            spec.server_host = Some(host_part(s));
+            Some(addr)
+        }
         None => None,
     };
     if let Some(p) = &a.psk_file {
@@ -321,4 +337,37 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
         print!("{}", plumb_report::run_summary(&record));
     }
     Ok(if record.complete { 0 } else { 130 })
+}
+
+/// The host of a `--server` value as the user wrote it, without its port or
+/// brackets: `hostb:5201` → `hostb`, `[2001:2::12]:5201` → `2001:2::12`.
+fn host_part(s: &str) -> String {
+    if let Some(rest) = s.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or(rest).to_string();
+    }
+    if s.parse::<std::net::IpAddr>().is_ok() {
+        return s.to_string();
+    }
+    s.rsplit_once(':')
+        .map_or(s, |(host, port)| {
+            if port.bytes().all(|b| b.is_ascii_digit()) {
+                host
+            } else {
+                s
+            }
+        })
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn host_part_leaves_out_the_port() {
+        use super::host_part;
+        assert_eq!(host_part("hostb"), "hostb");
+        assert_eq!(host_part("hostb:5201"), "hostb");
+        assert_eq!(host_part("198.18.0.2:5201"), "198.18.0.2");
+        assert_eq!(host_part("2001:2::12"), "2001:2::12");
+        assert_eq!(host_part("[2001:2::12]:5201"), "2001:2::12");
+    }
 }

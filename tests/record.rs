@@ -1,0 +1,79 @@
+//! What a record says about where it ran: the family the flows used, and
+//! the path between the ends, which is part of the test point.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+
+/// A `plumb serve` on a free port of `listen`, killed (by PID) on drop.
+struct Server(Child, String);
+
+impl Server {
+    fn start(listen: &str) -> Server {
+        let mut child = plumb()
+            .args(["serve", "--listen", listen])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("plumb serve starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("plumb serve: listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_string();
+        Server(child, addr)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn record(args: &[&str]) -> Value {
+    let out = run(args);
+    assert!(
+        out.status.success(),
+        "plumb {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
+}
+
+#[test]
+fn an_ipv6_server_address_makes_an_ipv6_record_without_a_flag() {
+    let server = Server::start("[::1]:0");
+    assert!(server.1.starts_with("[::1]:"), "{}", server.1);
+    let args = ["--duration", "1s", "--warmup", "200ms", "--json"];
+    let mut remote = vec!["run", "udp-rr", "--server", &server.1];
+    remote.extend(args);
+    let v6 = record(&remote);
+    assert_eq!(v6["spec"]["family"], "v6", "{}", v6["spec"]);
+    assert_eq!(v6["spec"]["server_host"], "::1");
+    // The flows really were IPv6: the server saw an IPv6 peer.
+    let tx = v6["iterations"][0]["derived"]["tps"].clone();
+    assert!(tx.as_f64().unwrap_or(0.0) > 0.0, "{tx}");
+    // -4 against an IPv6 literal is refused, naming the flag.
+    let mut v4 = vec!["run", "udp-rr", "-4", "--server", &server.1];
+    v4.extend(args);
+    let out = run(&v4);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--server") && err.contains("ipv4"), "{err}");
+    // The same options on the embedded server: another test point.
+    let mut local = vec!["run", "udp-rr", "-6"];
+    local.extend(args);
+    let embedded = record(&local);
+    assert_eq!(embedded["spec"]["family"], "v6");
+    assert!(embedded["spec"].get("server_host").is_none());
+    assert_ne!(embedded["spec_key"], v6["spec_key"]);
+}
