@@ -195,7 +195,7 @@ pub fn flow_group_member() -> Result<i32, Failure> {
         psk: None,
     };
     let it = plumb_run::group::member(&opts).map_err(|e| Failure::usage(e.to_string()))?;
-    println!(
+    crate::outln!(
         "{}",
         serde_json::to_string(&it).map_err(|e| Failure::usage(e.to_string()))?
     );
@@ -332,9 +332,9 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
     if a.json {
         let text = serde_json::to_string_pretty(&record)
             .map_err(|e| Failure::usage(format!("cannot encode the record: {e}")))?;
-        println!("{text}");
+        crate::outln!("{text}");
     } else {
-        print!("{}", plumb_report::run_summary(&record));
+        crate::out!("{}", plumb_report::run_summary(&record));
     }
     Ok(if record.complete { 0 } else { 130 })
 }
