@@ -11,7 +11,7 @@ use crate::message::{software, Frame, Message};
 use plumb_engine::meter::NoSink;
 use plumb_engine::{
     plain_io, read_back_flows, read_back_udp, udp_server_sockets, Cookie, DataListener, Engine,
-    EngineConfig, Meter, UdpPlan,
+    EngineConfig, Meter, UdpPlan, Workload,
 };
 use plumb_samples::{EndResult, Role};
 use plumb_spec::Spec;
@@ -463,15 +463,15 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
         m => return Err(ctrl.fail("order", format!("expected start, got {}", m.name()))),
     }
     let mut config = EngineConfig::for_spec(&spec, Role::Server);
-    if let Some(c) = config.crr.as_mut() {
+    if let Workload::Crr(c) = &mut config.workload {
         c.accept_from = Some(peer.ip());
     }
-    let engine = match config.udp.as_mut() {
-        Some(u) => {
+    let engine = match &mut config.workload {
+        Workload::Udp(u) => {
             u.tag = UdpPlan::tag_of(&cookie);
             Engine::start_udp(config, flows, udp_socks)
         }
-        None => Engine::start_with_listener(config, flows, listener),
+        _ => Engine::start_with_listener(config, flows, listener),
     }
     .map_err(|e| ctrl.fail("engine", e.to_string()))?;
     ctrl.send(Message::Started)?;

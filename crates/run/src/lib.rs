@@ -17,7 +17,7 @@ use embedded::EmbeddedServer;
 use plumb_ctl::{CtlError, Session};
 use plumb_engine::{
     connect_flows, read_back_flows, read_back_udp, udp_client_sockets, Cookie, Engine,
-    EngineConfig, Meter, SampleSink, UdpPlan,
+    EngineConfig, Meter, SampleSink, UdpPlan, Workload,
 };
 use plumb_samples::{Bimodal, Confidence, Iteration, Role, RunRecord, RUN_SCHEMA};
 use plumb_spec::{Family, Spec, SpecError};
@@ -339,15 +339,16 @@ fn run_iteration_at(
     session.start(spec.setup_flows())?;
 
     let mut config = EngineConfig::for_spec(spec, Role::Client);
-    if let Some(c) = config.crr.as_mut() {
-        c.peer = Some(data);
-    }
-    let engine = match config.udp.as_mut() {
-        Some(u) => {
+    let engine = match &mut config.workload {
+        Workload::Crr(c) => {
+            c.peer = Some(data);
+            Engine::start(config, flows)
+        }
+        Workload::Udp(u) => {
             u.tag = UdpPlan::tag_of(&cookie);
             Engine::start_udp(config, flows, udp_socks)
         }
-        None => Engine::start(config, flows),
+        _ => Engine::start(config, flows),
     }
     .map_err(|e| RunError::Engine(e.to_string()))?;
 
