@@ -10,8 +10,9 @@
 //! machine runs out of local ports. Both outcomes are reported by name.
 
 use crate::flow::{pattern, FlowError, Handler, Loop, Next, Shared};
-use crate::setup::{apply_before_connect, apply_connected, bind_source, plain_io};
+use crate::setup::{apply_before_connect, apply_connected, bind_source};
 use plumb_spec::SocketOpts;
+use plumb_sys::plain_io;
 use rustix::event::epoll;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io::{self, Read, Write};
@@ -465,11 +466,11 @@ mod tests {
             close: Some(Close::Rst),
             ..RrSpec::default()
         });
-        let mut config = EngineConfig::for_spec(&spec, Role::Server);
-        let crate::Workload::Crr(c) = &mut config.workload else {
-            panic!("a crr spec makes a crr workload")
+        let link = crate::Link {
+            cookie: plumb_sys::Cookie([0; 16]),
+            peer: std::net::SocketAddr::new(accept_from.parse().unwrap(), 0),
         };
-        c.accept_from = Some(accept_from.parse().unwrap());
+        let config = EngineConfig::for_spec(&spec, Role::Server, &link);
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let port = listener.local_addr().unwrap().port();

@@ -6,6 +6,7 @@
 #![deny(unsafe_code)]
 
 mod crr;
+pub mod end;
 mod flow;
 pub mod latency;
 pub mod meter;
@@ -16,12 +17,13 @@ mod udp;
 mod worker;
 
 pub use crr::CrrPlan;
+pub use end::{ReadyEnd, RunningEnd, Sockets, Stopped};
 pub use flow::FlowError;
 pub use meter::{Meter, SampleSink};
 pub use rr::RrPlan;
 pub use setup::{
-    check_rx_mode, connect_flows, local_port_count, plain_io, read_back, read_back_flows,
-    read_back_udp, udp_client_sockets, udp_server_sockets, Cookie, DataListener, SetupError,
+    check_rx_mode, connect_flows, local_port_count, read_back, read_back_flows, read_back_udp,
+    udp_client_sockets, udp_server_sockets, DataListener, SetupError,
 };
 pub use transfer::StreamPlan;
 pub use udp::UdpPlan;
@@ -30,6 +32,7 @@ pub use worker::Workload;
 use flow::{FlowCounters, Shared};
 use plumb_samples::{Role, TcpInfo};
 use plumb_spec::CpuList;
+use plumb_sys::plain_io;
 use rustix::event::{eventfd, EventfdFlags};
 use std::net::TcpStream;
 use std::os::fd::OwnedFd;
@@ -47,13 +50,23 @@ pub struct EngineConfig {
     pub threads: u32,
     /// Worker i runs on cpus[i % len]; None leaves placement to the scheduler.
     pub cpus: Option<CpuList>,
-    /// What the flows do. A crr client fills in `peer`, a UDP end the tag.
     pub workload: Workload,
 }
 
+/// What an end knows of the other before its engine starts.
+#[derive(Debug, Clone, Copy)]
+pub struct Link {
+    /// The test's cookie; UDP datagrams carry its first bytes as their tag.
+    pub cookie: plumb_sys::Cookie,
+    /// On the client the server's data address, where crr connects; on the
+    /// server the client's address, the only one crr connections are served
+    /// from.
+    pub peer: std::net::SocketAddr,
+}
+
 impl EngineConfig {
-    /// How `role` drives the flows of `spec`.
-    pub fn for_spec(spec: &plumb_spec::Spec, role: Role) -> EngineConfig {
+    /// How `role` drives the flows of `spec` with the other end `link`.
+    pub fn for_spec(spec: &plumb_spec::Spec, role: Role, link: &Link) -> EngineConfig {
         let server = role == Role::Server;
         let (sends, receives) = spec.direction.activity(server);
         let writes = |w: &[u64], size: u64| -> Vec<usize> {
@@ -79,15 +92,15 @@ impl EngineConfig {
                     out_writes,
                     in_size,
                     rst: r.close != Some(plumb_spec::Close::Fin),
-                    peer: None,
-                    accept_from: None,
+                    peer: (!server).then_some(link.peer),
+                    accept_from: server.then(|| link.peer.ip()),
                     opts: spec.socket.clone(),
                 }
             });
         let udp = spec.workload.is_udp().then(|| UdpPlan {
             client: !server,
             rr: spec.workload == plumb_spec::Workload::UdpRr,
-            tag: 0,
+            tag: UdpPlan::tag_of(&link.cookie),
             out_size: match (&spec.rr, server) {
                 (Some(r), true) => r.resp_size as usize,
                 (Some(r), false) => r.req_size as usize,

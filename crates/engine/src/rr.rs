@@ -202,7 +202,7 @@ impl RrFlows {
 
     fn pump_or_end(&mut self, lp: &mut Loop, k: usize) {
         if let Err(e) = self.pump(lp, k) {
-            self.end(lp, k, crate::setup::plain_io(&e));
+            self.end(lp, k, plumb_sys::plain_io(&e));
         }
     }
 }
@@ -268,7 +268,7 @@ impl Handler for RrFlows {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    end = Some(crate::setup::plain_io(&e));
+                    end = Some(plumb_sys::plain_io(&e));
                     break;
                 }
             }

@@ -128,7 +128,7 @@ impl Handler for StreamFlows {
                 Ok(_) => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    end = Some(crate::setup::plain_io(&e));
+                    end = Some(plumb_sys::plain_io(&e));
                     break;
                 }
             }
@@ -151,7 +151,7 @@ impl Handler for StreamFlows {
             if flags.contains(epoll::EventFlags::ERR) {
                 if let Some(z) = self.senders[k].zerocopy() {
                     if let Err(e) = z.reap(stream, c) {
-                        lp.end_tcp_flow(i, crate::setup::plain_io(&e));
+                        lp.end_tcp_flow(i, plumb_sys::plain_io(&e));
                         return Ok(());
                     }
                 }
@@ -167,7 +167,7 @@ impl Handler for StreamFlows {
                     }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     Err(e) => {
-                        lp.end_tcp_flow(i, crate::setup::plain_io(&e));
+                        lp.end_tcp_flow(i, plumb_sys::plain_io(&e));
                         return Ok(());
                     }
                 }

@@ -26,8 +26,8 @@ pub struct UdpPlan {
     pub client: bool,
     /// Request/response rather than a stream.
     pub rr: bool,
-    /// The first four bytes of the cookie; the client fills it in, the
-    /// server checks it.
+    /// The first four bytes of the cookie: the client sends it, the server
+    /// checks it.
     pub tag: u32,
     /// Bytes of each datagram this end sends: the stream's message, the
     /// request or the response.
@@ -39,7 +39,7 @@ pub struct UdpPlan {
 }
 
 impl UdpPlan {
-    pub fn tag_of(cookie: &crate::Cookie) -> u32 {
+    pub fn tag_of(cookie: &plumb_sys::Cookie) -> u32 {
         u32::from_le_bytes([cookie.0[0], cookie.0[1], cookie.0[2], cookie.0[3]])
     }
 }
@@ -125,7 +125,7 @@ impl Handler for UdpStreamClient {
                 Err(e) => {
                     // A refused send means the server's socket is gone:
                     // the end of the test, or a failure inside it.
-                    lp.end_flow(i, sock, crate::setup::plain_io(&e));
+                    lp.end_flow(i, sock, plumb_sys::plain_io(&e));
                     break;
                 }
             }
@@ -204,7 +204,7 @@ impl UdpRrClient {
 
     fn send_or_end(&mut self, lp: &mut Loop, k: usize) {
         if let Err(e) = self.send(lp, k) {
-            self.end(lp, k, crate::setup::plain_io(&e));
+            self.end(lp, k, plumb_sys::plain_io(&e));
         }
     }
 }
@@ -267,7 +267,7 @@ impl Handler for UdpRrClient {
                 Err(e) if blocked(&e) => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    self.end(lp, k, crate::setup::plain_io(&e));
+                    self.end(lp, k, plumb_sys::plain_io(&e));
                     return Ok(Next::Done);
                 }
             };
