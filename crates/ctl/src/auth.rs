@@ -72,7 +72,7 @@ pub fn load_key(path: &Path, flag: &str) -> Result<Vec<u8>, String> {
         format!(
             "{flag}: cannot read {}: {}",
             path.display(),
-            plumb_engine::plain_io(&e)
+            plumb_sys::plain_io(&e)
         )
     })?;
     if meta.permissions().mode() & 0o007 != 0 {
@@ -85,7 +85,7 @@ pub fn load_key(path: &Path, flag: &str) -> Result<Vec<u8>, String> {
         format!(
             "{flag}: cannot read {}: {}",
             path.display(),
-            plumb_engine::plain_io(&e)
+            plumb_sys::plain_io(&e)
         )
     })?;
     while key.last().is_some_and(|b| b.is_ascii_whitespace()) {

@@ -5,9 +5,10 @@
 use crate::auth;
 use crate::frame::{read_frame, write_frame, FrameError, MAX_RESULT_FRAME};
 use crate::message::{software, Frame, Message};
-use plumb_engine::plain_io;
+use crate::order::{Order, IN_ORDER};
 use plumb_samples::EndResult;
 use plumb_spec::Spec;
+use plumb_sys::plain_io;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::Duration;
@@ -43,6 +44,8 @@ pub struct Ready {
 
 pub struct Session {
     ctrl: TcpStream,
+    /// Every frame either way steps it.
+    order: Order,
     rx: Receiver<Result<Frame, FrameError>>,
     pub peer: SocketAddr,
     pub server_software: String,
@@ -89,24 +92,25 @@ impl Session {
             .map_err(|e| CtlError::Protocol(e.to_string()))?;
         let mut s = Session {
             ctrl,
+            order: Order::new(),
             rx,
             peer: addr,
             server_software: String::new(),
         };
-        let client_nonce = plumb_engine::Cookie::random()
+        let client_nonce = plumb_sys::Cookie::random()
             .map_err(|e| CtlError::Protocol(plain_io(&e)))?
             .to_hex();
         s.send(Message::Hello {
             software: software(),
             nonce: client_nonce.clone(),
         })?;
-        let (software, server_nonce, wants_auth) = match s.expect("welcome", HANDSHAKE)? {
-            Message::Welcome {
-                software,
-                auth,
-                nonce,
-            } => (software, nonce, auth),
-            m => return Err(unexpected("welcome", &m)),
+        let Message::Welcome {
+            software,
+            auth: wants_auth,
+            nonce: server_nonce,
+        } = s.expect(HANDSHAKE)?
+        else {
+            unreachable!("{IN_ORDER}")
         };
         s.server_software = software;
         match (wants_auth, key) {
@@ -127,7 +131,7 @@ impl Session {
                 s.send(Message::Auth {
                     proof: auth::proof(key, auth::CLIENT_LABEL, &server_nonce, &client_nonce),
                 })?;
-                match s.expect("auth_ok", HANDSHAKE) {
+                match s.expect(HANDSHAKE) {
                     Ok(Message::AuthOk { proof }) => {
                         if !auth::verify(
                             key,
@@ -141,7 +145,7 @@ impl Session {
                             ));
                         }
                     }
-                    Ok(m) => return Err(unexpected("auth_ok", &m)),
+                    Ok(_) => unreachable!("{IN_ORDER}"),
                     Err(CtlError::Server { code, .. }) if code == "auth" => {
                         return Err(CtlError::Auth(
                             "the server refused the key (is it the same file on both hosts?)"
@@ -156,14 +160,21 @@ impl Session {
     }
 
     fn send(&mut self, m: Message) -> Result<(), CtlError> {
+        self.order.take(&m).map_err(CtlError::Protocol)?;
         write_frame(&self.ctrl, &Frame::new(m)).map_err(|e| CtlError::Lost(e.to_string()))
     }
 
-    fn expect(&mut self, what: &'static str, timeout: Duration) -> Result<Message, CtlError> {
+    /// The next message from the server, which must be the one the order
+    /// says is due.
+    fn expect(&mut self, timeout: Duration) -> Result<Message, CtlError> {
+        let what = self.order.due();
         match self.rx.recv_timeout(timeout) {
             Ok(Ok(f)) => match f.message {
                 Message::Error { code, message } => Err(CtlError::Server { code, message }),
-                m => Ok(m),
+                m => {
+                    self.order.take(&m).map_err(CtlError::Protocol)?;
+                    Ok(m)
+                }
             },
             Ok(Err(FrameError::Closed)) | Err(RecvTimeoutError::Disconnected) => {
                 Err(CtlError::Lost("the control connection closed".into()))
@@ -181,18 +192,19 @@ impl Session {
         self.send(Message::Setup {
             spec: Box::new(spec.clone()),
         })?;
-        match self.expect("ready", HANDSHAKE)? {
-            Message::Ready {
-                data_port,
-                cookie,
-                threads,
-            } => Ok(Ready {
-                data_port,
-                cookie,
-                threads,
-            }),
-            m => Err(unexpected("ready", &m)),
-        }
+        let Message::Ready {
+            data_port,
+            cookie,
+            threads,
+        } = self.expect(HANDSHAKE)?
+        else {
+            unreachable!("{IN_ORDER}")
+        };
+        Ok(Ready {
+            data_port,
+            cookie,
+            threads,
+        })
     }
 
     /// Tells the server every flow is connected; returns once its workers run.
@@ -200,10 +212,7 @@ impl Session {
     pub fn start(&mut self, flows: u32) -> Result<(), CtlError> {
         self.send(Message::Start)?;
         let wait = HANDSHAKE + Duration::from_millis(flows as u64);
-        match self.expect("started", wait)? {
-            Message::Started => Ok(()),
-            m => Err(unexpected("started", &m)),
-        }
+        self.expect(wait).map(|_| ())
     }
 
     pub fn mark(&mut self) -> Result<(), CtlError> {
@@ -215,10 +224,10 @@ impl Session {
     }
 
     pub fn results(&mut self, timeout: Duration) -> Result<EndResult, CtlError> {
-        match self.expect("results", timeout)? {
-            Message::Results { end } => Ok(*end),
-            m => Err(unexpected("results", &m)),
-        }
+        let Message::Results { end } = self.expect(timeout)? else {
+            unreachable!("{IN_ORDER}")
+        };
+        Ok(*end)
     }
 
     /// True when the server has said something unasked (an error) or gone.

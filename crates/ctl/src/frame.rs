@@ -37,7 +37,7 @@ impl From<io::Error> for FrameError {
             | io::ErrorKind::ConnectionAborted
             | io::ErrorKind::BrokenPipe => FrameError::Closed,
             io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => FrameError::Timeout,
-            _ => FrameError::Io(plumb_engine::plain_io(&e)),
+            _ => FrameError::Io(plumb_sys::plain_io(&e)),
         }
     }
 }

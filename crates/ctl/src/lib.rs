@@ -8,6 +8,7 @@ pub mod client;
 pub mod frame;
 pub mod limits;
 pub mod message;
+pub mod order;
 pub mod server;
 
 pub use client::{CtlError, Ready, Session};
@@ -17,4 +18,5 @@ pub use frame::{
 };
 pub use limits::{Cidr, Limits};
 pub use message::{Frame, Message, PROTOCOL_VERSION};
+pub use order::Order;
 pub use server::{serve, LogFormat, ServeConfig, ServeError, DEFAULT_PORT};

@@ -5,7 +5,8 @@
 //! A test goes: hello → welcome → [auth → auth_ok] → setup → ready (data port and cookie) →
 //! the client connects its flows → start → started → (warm-up) → mark (the
 //! window opens) → stop (the window closes) → results. Either side may send
-//! `error` at any point and close.
+//! `error` at any point and close. Both sides keep to it through
+//! [`crate::order::Order`].
 
 use plumb_samples::EndResult;
 use plumb_spec::Spec;

@@ -8,13 +8,13 @@ use crate::auth;
 use crate::frame::{read_frame, read_frame_until, write_frame, FrameError, MAX_FRAME};
 use crate::limits::{Cidr, Limits};
 use crate::message::{software, Frame, Message};
+use crate::order::{Order, IN_ORDER};
 use plumb_engine::meter::NoSink;
-use plumb_engine::{
-    plain_io, read_back_flows, read_back_udp, udp_server_sockets, Cookie, DataListener, Engine,
-    EngineConfig, Meter, UdpPlan,
-};
+use plumb_engine::{udp_server_sockets, DataListener, Link, ReadyEnd, RunningEnd, Sockets};
 use plumb_samples::{EndResult, Role};
 use plumb_spec::Spec;
+use plumb_sys::{plain_io, Cookie};
+use std::cell::RefCell;
 use std::io::Write;
 use std::net::{IpAddr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
@@ -286,6 +286,8 @@ pub fn serve(cfg: &ServeConfig) -> Result<(), ServeError> {
 
 struct Ctrl {
     stream: TcpStream,
+    /// Every frame either way steps it.
+    order: RefCell<Order>,
 }
 
 impl Drop for Ctrl {
@@ -298,6 +300,10 @@ impl Drop for Ctrl {
 
 impl Ctrl {
     fn send(&self, m: Message) -> Result<(), String> {
+        self.order
+            .borrow_mut()
+            .take(&m)
+            .map_err(|e| format!("sending to the client out of order: {e}"))?;
         let _ = self.stream.set_write_timeout(Some(HANDSHAKE));
         write_frame(&self.stream, &Frame::new(m)).map_err(|e| format!("sending to the client: {e}"))
     }
@@ -308,7 +314,31 @@ impl Ctrl {
         message
     }
 
-    fn read(&self, what: &str, until: Instant) -> Result<Message, String> {
+    /// The next message, which must be the one the order says is due.
+    fn next(&self, until: Instant) -> Result<Message, String> {
+        let m = self.read(until)?;
+        self.take(&m)?;
+        Ok(m)
+    }
+
+    /// Steps the order with a message received; one out of place ends the
+    /// session.
+    fn take(&self, m: &Message) -> Result<(), String> {
+        let taken = match m {
+            // A client has no error to report: one is out of place too.
+            Message::Error { .. } => Err(format!(
+                "expected {}, got {}",
+                self.order.borrow().due(),
+                m.name()
+            )),
+            _ => self.order.borrow_mut().take(m),
+        };
+        taken.map_err(|e| self.fail("order", e))
+    }
+
+    /// The next message, whatever it is.
+    fn read(&self, until: Instant) -> Result<Message, String> {
+        let what = self.order.borrow().due();
         match read_frame_until(&self.stream, MAX_FRAME, until) {
             Ok(f) => Ok(f.message),
             Err(FrameError::Closed) => {
@@ -353,7 +383,11 @@ fn authenticate(
     client_nonce: &str,
     until: Instant,
 ) -> Result<(), String> {
-    let why = match ctrl.read("auth", until) {
+    let m = ctrl.read(until);
+    if let Ok(m @ Message::Auth { .. }) = &m {
+        ctrl.take(m)?;
+    }
+    let why = match m {
         Err(e) => format!("no key ({e})"),
         Ok(Message::Auth { proof }) => {
             if !auth::is_nonce(client_nonce) {
@@ -384,13 +418,19 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
         .map_err(|e| plain_io(&e))?
         .ip()
         .to_canonical();
-    let ctrl = Ctrl { stream };
+    let ctrl = Ctrl {
+        stream,
+        order: RefCell::new(Order::new()),
+    };
     // Everything before the spec is in shares one deadline.
     let until = Instant::now() + HANDSHAKE;
 
-    let client_nonce = match ctrl.read("hello", until)? {
-        Message::Hello { nonce, .. } => nonce,
-        m => return Err(ctrl.fail("order", format!("expected hello, got {}", m.name()))),
+    let Message::Hello {
+        nonce: client_nonce,
+        ..
+    } = ctrl.next(until)?
+    else {
+        unreachable!("{IN_ORDER}")
     };
     let nonce = Cookie::random().map_err(|e| plain_io(&e))?.to_hex();
     ctrl.send(Message::Welcome {
@@ -406,10 +446,10 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
         }
     }
 
-    let spec = match ctrl.read("setup", until)? {
-        Message::Setup { spec } => *spec,
-        m => return Err(ctrl.fail("order", format!("expected setup, got {}", m.name()))),
+    let Message::Setup { spec } = ctrl.next(until)? else {
+        unreachable!("{IN_ORDER}")
     };
+    let spec = *spec;
     if let Err(e) = spec.validate() {
         return Err(ctrl.fail("spec", e.to_string()));
     }
@@ -417,7 +457,11 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
         return Err(ctrl.fail("limit", e));
     }
     if let Some(cpus) = &spec.server_cpus {
-        if let Err(msg) = check_cpus(cpus, plumb_spec::Field::ServerCpus.flag(), "the server") {
+        if let Err(msg) = plumb_sys::affinity::check_cpus(
+            cpus,
+            plumb_spec::Field::ServerCpus.flag(),
+            "the server",
+        ) {
             return Err(ctrl.fail("spec", msg));
         }
     }
@@ -452,55 +496,41 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
         .map_err(|e| ctrl.fail("setup", e.message))?;
     // crr keeps listening: each of its transactions is a new connection.
     let listener = (spec.workload == plumb_spec::Workload::Crr).then(|| listener.into_inner());
-    plumb_engine::check_rx_mode(&flows, spec.rx).map_err(|e| ctrl.fail("setup", e.message))?;
-    let options = match udp_socks.first() {
-        Some(u) => read_back_udp(u, &spec.socket),
-        None => read_back_flows(&flows, &spec.socket),
-    };
+    let link = Link { cookie, peer };
+    let end = ReadyEnd::new(
+        &spec,
+        Role::Server,
+        &link,
+        Sockets {
+            flows,
+            udp: udp_socks,
+            listener,
+        },
+    )
+    .map_err(|e| ctrl.fail("setup", e.message))?;
 
-    match ctrl.read("start", Instant::now() + HANDSHAKE)? {
-        Message::Start => {}
-        m => return Err(ctrl.fail("order", format!("expected start, got {}", m.name()))),
-    }
-    let mut config = EngineConfig::for_spec(&spec, Role::Server);
-    if let Some(c) = config.crr.as_mut() {
-        c.accept_from = Some(peer.ip());
-    }
-    let engine = match config.udp.as_mut() {
-        Some(u) => {
-            u.tag = UdpPlan::tag_of(&cookie);
-            Engine::start_udp(config, flows, udp_socks)
-        }
-        None => Engine::start_with_listener(config, flows, listener),
-    }
-    .map_err(|e| ctrl.fail("engine", e.to_string()))?;
+    ctrl.next(Instant::now() + HANDSHAKE)?;
+    let mut end = end
+        .start()
+        .map_err(|e| ctrl.fail("engine", e.to_string()))?;
     ctrl.send(Message::Started)?;
 
-    let end = measure(&ctrl, &engine, &spec, options);
-    let zerocopy = engine.zerocopy_probe();
-    let strays = engine.strays();
-    let errors = engine.stop();
-    let mut end = end?;
-    zerocopy.fill(&mut end);
-    if spec.workload == plumb_spec::Workload::Crr && strays > 0 {
+    // A session that fails here drops the end, which stops its engine.
+    let mut result = measure(&ctrl, &mut end, &spec)?;
+    let stopped = end
+        .stop(&mut result)
+        .map_err(|e| ctrl.fail("engine", e.to_string()))?;
+    if spec.workload == plumb_spec::Workload::Crr && stopped.strays > 0 {
         sh.log(
             "strays",
             Some(peer),
-            &format!("closed {strays} crr connections from other addresses"),
+            &format!(
+                "closed {} crr connections from other addresses",
+                stopped.strays
+            ),
         );
-        end.warnings.push(format!(
-            "the server closed {strays} connections that came from another address than the client's"
-        ));
     }
-    match errors {
-        Ok(errors) => end.warnings.extend(
-            errors
-                .into_iter()
-                .filter(|e| !e.after_window)
-                .map(|e| format!("server flow {}: {}", e.flow, e.error)),
-        ),
-        Err(e) => return Err(ctrl.fail("engine", e.to_string())),
-    }
+    let end = result;
     ctrl.send(Message::Results { end: Box::new(end) })?;
     Ok(())
 }
@@ -544,12 +574,7 @@ fn data_sockets(
 /// Runs the server's window: opened by the client's mark, closed by its stop,
 /// one interval sample per second in between. A client that goes silent for
 /// longer than the spec allows ends the session.
-fn measure(
-    ctrl: &Ctrl,
-    engine: &Engine,
-    spec: &Spec,
-    options: Vec<plumb_samples::OptionRecord>,
-) -> Result<EndResult, String> {
+fn measure(ctrl: &Ctrl, end: &mut RunningEnd, spec: &Spec) -> Result<EndResult, String> {
     let reader = ctrl.stream.try_clone().map_err(|e| plain_io(&e))?;
     let _ = reader.set_read_timeout(None);
     let (tx, rx) = mpsc::channel();
@@ -564,9 +589,10 @@ fn measure(
         })
         .map_err(|e| e.to_string())?;
     let grace = Duration::from_secs(10);
-    let next = |what: &str, timeout: Duration| -> Result<Option<Message>, String> {
+    let next = |timeout: Duration| -> Result<Option<Message>, String> {
+        let what = ctrl.order.borrow().due();
         match rx.recv_timeout(timeout) {
-            Ok(Ok(f)) => Ok(Some(f.message)),
+            Ok(Ok(f)) => ctrl.take(&f.message).map(|_| Some(f.message)),
             Ok(Err(e)) => Err(format!("client lost while waiting for {what}: {e}")),
             Err(RecvTimeoutError::Timeout) => Ok(None),
             Err(RecvTimeoutError::Disconnected) => {
@@ -576,14 +602,11 @@ fn measure(
     };
 
     let warmup = Duration::from_millis(spec.warmup_ms);
-    let mut meter = match next("mark", warmup + grace)? {
-        Some(Message::Mark) => Meter::open(engine),
+    match next(warmup + grace)? {
+        Some(Message::Mark) => end.open_window(),
         // A client interrupted during warm-up may stop without a mark.
-        Some(Message::Stop) => {
-            let m = Meter::open(engine);
-            return Ok(m.close(engine, &mut NoSink, options));
-        }
-        Some(m) => return Err(ctrl.fail("order", format!("expected mark, got {}", m.name()))),
+        Some(Message::Stop) => return Ok(end.close_window(&mut NoSink)),
+        Some(_) => unreachable!("{IN_ORDER}"),
         None => return Err("client sent no mark in time".into()),
     };
     let window = Duration::from_millis(spec.duration_ms);
@@ -595,34 +618,13 @@ fn measure(
             return Err("client sent no stop in time".into());
         }
         let wait = next_tick.saturating_duration_since(now);
-        match next("stop", wait)? {
-            Some(Message::Stop) => return Ok(meter.close(engine, &mut NoSink, options)),
-            Some(m) => return Err(ctrl.fail("order", format!("expected stop, got {}", m.name()))),
+        match next(wait)? {
+            Some(Message::Stop) => return Ok(end.close_window(&mut NoSink)),
+            Some(_) => unreachable!("{IN_ORDER}"),
             None => {
-                meter.tick(engine, &mut NoSink);
+                end.tick(&mut NoSink);
                 next_tick += Duration::from_secs(1);
             }
         }
     }
-}
-
-/// Refuses CPUs this machine does not have or this process may not use.
-pub fn check_cpus(cpus: &plumb_spec::CpuList, flag: &str, whose: &str) -> Result<(), String> {
-    let online = plumb_sys::proc::online_cpus()
-        .map_err(|e| format!("{flag}: cannot read the online CPUs: {e}"))?;
-    let allowed = plumb_sys::affinity::allowed_cpus().unwrap_or_default();
-    for &c in cpus.cpus() {
-        if !online.contains(c) {
-            return Err(format!(
-                "{flag}: CPU {c} does not exist on {whose} (online: {online})"
-            ));
-        }
-        if !allowed.is_empty() && !allowed.contains(&c) {
-            return Err(format!(
-                "{flag}: CPU {c} is not available to plumb on {whose} (allowed: {})",
-                plumb_spec::CpuList::new(allowed.clone())
-            ));
-        }
-    }
-    Ok(())
 }

@@ -9,15 +9,15 @@
 //! transaction on the side that closes first (the client), which is how a
 //! machine runs out of local ports. Both outcomes are reported by name.
 
-use crate::latency::new_histogram;
-use crate::setup::{apply_before_connect, apply_connected, bind_source, plain_io};
-use crate::worker::{wait, FlowError, WorkerPlan, WAKE};
+use crate::flow::{pattern, FlowError, Handler, Loop, Next, Shared};
+use crate::setup::{apply_before_connect, apply_connected, bind_source};
 use plumb_spec::SocketOpts;
+use plumb_sys::plain_io;
 use rustix::event::epoll;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 #[derive(Debug, Clone)]
@@ -78,18 +78,8 @@ struct Conn {
     t0: u64,
 }
 
-pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
-    let crr = plan.crr.clone().expect("a crr worker has a crr plan");
-    if let Some(cpu) = plan.cpu {
-        plumb_sys::affinity::pin_current_thread(cpu)?;
-    }
-    if crr.client {
-        client(plan, crr)
-    } else {
-        server(plan, crr)
-    }
-}
-
+/// Writes what is left of the outgoing message; returns the bytes written
+/// and whether the socket would block before the message was done.
 fn write_out(conn: &mut Conn, writes: &[usize], buf: &[u8]) -> io::Result<(u64, bool)> {
     let mut sent = 0u64;
     while !conn.written {
@@ -115,48 +105,82 @@ fn write_out(conn: &mut Conn, writes: &[usize], buf: &[u8]) -> io::Result<(u64, 
     Ok((sent, false))
 }
 
-fn client(plan: WorkerPlan, crr: CrrPlan) -> io::Result<Vec<FlowError>> {
-    let peer = crr.peer.expect("the client knows where to connect");
-    let sources = crate::setup::sources_for(peer, crr.slots as u32, true);
-    let ep = plan.epoll_with_wake()?;
-    let base = plan.range.start;
-    let n = plan.range.len();
-    let largest = crr.out_writes.iter().copied().max().unwrap_or(1);
-    let send_buf: Vec<u8> = (0..largest).map(|i| (i % 251) as u8).collect();
-    let mut recv_buf = vec![0u8; crr.in_size.clamp(4096, 256 * 1024)];
-    let mut conns: Vec<Option<Conn>> = (0..n).map(|_| None).collect();
-    let mut local = new_histogram();
-    let mut epoch_seen = plan.epoch.load(Acquire);
-    let clock = plan.clock;
-    let mut errors = Vec::new();
-    let mut live = n;
-    let mut events: Vec<epoll::Event> = Vec::with_capacity(256);
+/// Arms EPOLLOUT on a connection whose write would block, disarms it once
+/// the write went through.
+fn arm(lp: &Loop, conn: &mut Conn, id: u64, blocked: bool) -> io::Result<()> {
+    if blocked != conn.armed_out {
+        let fl = if blocked {
+            epoll::EventFlags::IN | epoll::EventFlags::OUT
+        } else {
+            epoll::EventFlags::IN
+        };
+        lp.rewatch(&conn.stream, id, fl)?;
+        conn.armed_out = blocked;
+    }
+    Ok(())
+}
 
-    let open = |k: usize| -> io::Result<Conn> {
+/// Where a client connection stands after a step.
+enum Step {
+    Pending,
+    /// The response is in: the transaction is done.
+    Complete,
+    Failed(String),
+}
+
+/// The client's connection slots of one worker. A connection's state
+/// machine (connect, write the request, read the response) takes any
+/// readiness the same way: one step per event.
+pub(crate) struct CrrClient {
+    plan: CrrPlan,
+    peer: SocketAddr,
+    sources: Vec<IpAddr>,
+    base: usize,
+    send_buf: Vec<u8>,
+    recv_buf: Vec<u8>,
+    conns: Vec<Option<Conn>>,
+}
+
+impl CrrClient {
+    pub(crate) fn new(plan: CrrPlan, sh: &Shared) -> CrrClient {
+        let peer = plan.peer.expect("the client knows where to connect");
+        let largest = plan.out_writes.iter().copied().max().unwrap_or(1);
+        CrrClient {
+            peer,
+            sources: crate::setup::sources_for(peer, plan.slots as u32, true),
+            base: sh.range.start,
+            send_buf: pattern(largest),
+            recv_buf: vec![0u8; plan.in_size.clamp(4096, 256 * 1024)],
+            conns: (0..sh.range.len()).map(|_| None).collect(),
+            plan,
+        }
+    }
+
+    /// Starts slot `k`'s next connection.
+    fn open(&self, lp: &Loop, k: usize) -> io::Result<Conn> {
         let sock = Socket::new(
-            Domain::for_address(peer),
+            Domain::for_address(self.peer),
             Type::STREAM.nonblocking().cloexec(),
             Some(Protocol::TCP),
         )?;
-        let _ = apply_before_connect(&sock, &crr.opts);
-        bind_source(&sock, &sources, base + k)?;
-        if crr.rst {
+        let _ = apply_before_connect(&sock, &self.plan.opts);
+        bind_source(&sock, &self.sources, self.base + k)?;
+        if self.plan.rst {
             sock.set_linger(Some(std::time::Duration::ZERO))?;
         }
-        if crr.opts.nodelay {
+        if self.plan.opts.nodelay {
             sock.set_tcp_nodelay(true)?;
         }
-        let t0 = clock.elapsed().as_nanos() as u64;
-        match sock.connect(&peer.into()) {
+        let t0 = lp.now_ns();
+        match sock.connect(&self.peer.into()) {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(115) => {} // EINPROGRESS
             Err(e) => return Err(e),
         }
         let stream: TcpStream = sock.into();
-        epoll::add(
-            &ep,
+        lp.watch(
             &stream,
-            epoll::EventData::new_u64((base + k) as u64),
+            (self.base + k) as u64,
             epoll::EventFlags::OUT | epoll::EventFlags::IN,
         )?;
         Ok(Conn {
@@ -169,261 +193,257 @@ fn client(plan: WorkerPlan, crr: CrrPlan) -> io::Result<Vec<FlowError>> {
             armed_out: true,
             t0,
         })
-    };
+    }
 
-    let mut fail = |k: usize, e: String, conns: &mut Vec<Option<Conn>>, live: &mut usize| {
-        conns[k] = None;
-        *live -= 1;
-        errors.push(plan.flow_error(base + k, e));
-    };
-
-    for k in 0..n {
-        match open(k) {
-            Ok(c) => conns[k] = Some(c),
-            Err(e) => fail(k, connect_error(&e), &mut conns, &mut live),
+    fn open_or_fail(&mut self, lp: &mut Loop, k: usize) {
+        match self.open(lp, k) {
+            Ok(c) => self.conns[k] = Some(c),
+            Err(e) => self.fail(lp, k, connect_error(&e)),
         }
     }
 
-    while live > 0 && !plan.stop.load(Relaxed) {
-        if !wait(&ep, &mut events, None)? {
-            continue;
-        }
-        for ev in &events {
-            let id = ev.data.u64();
-            if id == WAKE {
-                plan.drain_wake();
-                continue;
-            }
-            let i = id as usize;
-            let k = i - base;
-            let flags = ev.flags;
-            let c = &plan.counters[i];
-            let Some(conn) = conns[k].as_mut() else {
-                continue;
-            };
-            if conn.connecting {
-                if let Some(e) = conn.stream.take_error()? {
-                    fail(k, connect_error(&e), &mut conns, &mut live);
-                    continue;
-                }
-                if !flags.intersects(epoll::EventFlags::OUT) {
-                    continue;
-                }
-                conn.connecting = false;
-                let _ = apply_connected(&conn.stream, &crr.opts);
-            }
-            let mut outcome: Result<bool, String> = Ok(false);
-            if !conn.written {
-                match write_out(conn, &crr.out_writes, &send_buf) {
-                    Ok((sent, blocked)) => {
-                        c.add_sent(sent);
-                        if blocked != conn.armed_out {
-                            let fl = if blocked {
-                                epoll::EventFlags::IN | epoll::EventFlags::OUT
-                            } else {
-                                epoll::EventFlags::IN
-                            };
-                            epoll::modify(
-                                &ep,
-                                &conn.stream,
-                                epoll::EventData::new_u64(i as u64),
-                                fl,
-                            )?;
-                            conn.armed_out = blocked;
-                        }
-                    }
-                    Err(e) => outcome = Err(plain_io(&e)),
-                }
-            }
-            if outcome.is_ok()
-                && flags.intersects(
-                    epoll::EventFlags::IN | epoll::EventFlags::HUP | epoll::EventFlags::ERR,
-                )
-            {
-                loop {
-                    match (&conn.stream).read(&mut recv_buf) {
-                        Ok(0) => {
-                            outcome = Err("the server closed before its response".into());
-                            break;
-                        }
-                        Ok(got) => {
-                            c.add_received(got as u64);
-                            conn.got += got;
-                            if conn.got >= crr.in_size {
-                                outcome = Ok(true);
-                                break;
-                            }
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(e) => {
-                            outcome = Err(plain_io(&e));
-                            break;
-                        }
-                    }
-                }
-            }
-            match outcome {
-                Ok(false) => {}
-                Ok(true) => {
-                    let now = clock.elapsed().as_nanos() as u64;
-                    local.saturating_record(now.saturating_sub(conn.t0).max(1));
-                    c.add_transaction();
-                    // Dropping the stream closes it: RST with linger 0, else FIN.
-                    conns[k] = None;
-                    match open(k) {
-                        Ok(nc) => conns[k] = Some(nc),
-                        Err(e) => fail(k, connect_error(&e), &mut conns, &mut live),
-                    }
-                }
-                Err(e) => fail(k, e, &mut conns, &mut live),
-            }
-        }
-        plan.hand_over_latency(&mut local, &mut epoch_seen);
+    fn fail(&mut self, lp: &mut Loop, k: usize, why: String) {
+        self.conns[k] = None;
+        lp.flow_failed(self.base + k, why);
     }
-    Ok(errors)
-}
 
-fn server(plan: WorkerPlan, crr: CrrPlan) -> io::Result<Vec<FlowError>> {
-    let listener: Arc<TcpListener> = plan
-        .listener
-        .clone()
-        .expect("the crr server has a listener");
-    let ep = plan.epoll_with_wake()?;
-    epoll::add(
-        &ep,
-        &*listener,
-        epoll::EventData::new_u64(LISTENER),
-        epoll::EventFlags::IN | epoll::EventFlags::EXCLUSIVE,
-    )?;
-    let largest = crr.out_writes.iter().copied().max().unwrap_or(1);
-    let send_buf: Vec<u8> = (0..largest).map(|i| (i % 251) as u8).collect();
-    let mut recv_buf = vec![0u8; crr.in_size.clamp(4096, 256 * 1024)];
-    let mut conns: Vec<Option<Conn>> = Vec::new();
-    let mut free: Vec<usize> = Vec::new();
-    // Totals go to this worker's first counter: per-connection counters
-    // would mean nothing when connections last one transaction.
-    let c = &plan.counters[plan.range.start];
-    let mut errors = Vec::new();
-    let mut events: Vec<epoll::Event> = Vec::with_capacity(256);
-
-    while !plan.stop.load(Relaxed) {
-        if !wait(&ep, &mut events, None)? {
-            continue;
+    /// Moves slot `k`'s connection on as far as the socket allows.
+    fn advance(&mut self, lp: &Loop, k: usize, flags: epoll::EventFlags) -> io::Result<Step> {
+        let i = self.base + k;
+        let c = &lp.sh.counters[i];
+        let Some(conn) = self.conns[k].as_mut() else {
+            return Ok(Step::Pending);
+        };
+        if conn.connecting {
+            if let Some(e) = conn.stream.take_error()? {
+                return Ok(Step::Failed(connect_error(&e)));
+            }
+            if !flags.intersects(epoll::EventFlags::OUT) {
+                return Ok(Step::Pending);
+            }
+            conn.connecting = false;
+            let _ = apply_connected(&conn.stream, &self.plan.opts);
         }
-        for ev in &events {
-            let id = ev.data.u64();
-            if id == WAKE {
-                plan.drain_wake();
-                continue;
-            }
-            if id == LISTENER {
-                for _ in 0..64 {
-                    match listener.accept() {
-                        Ok((_, from)) if !accepts(crr.accept_from, from.ip()) => {
-                            // Dropped here: closed without a byte read.
-                            plan.strays.fetch_add(1, Relaxed);
-                        }
-                        Ok((stream, _)) => {
-                            stream.set_nonblocking(true)?;
-                            if crr.opts.nodelay {
-                                let _ = stream.set_nodelay(true);
-                            }
-                            let slot = free.pop().unwrap_or_else(|| {
-                                conns.push(None);
-                                conns.len() - 1
-                            });
-                            epoll::add(
-                                &ep,
-                                &stream,
-                                epoll::EventData::new_u64(slot as u64),
-                                epoll::EventFlags::IN,
-                            )?;
-                            conns[slot] = Some(Conn {
-                                stream,
-                                connecting: false,
-                                part: 0,
-                                off: 0,
-                                got: 0,
-                                written: false,
-                                armed_out: false,
-                                t0: 0,
-                            });
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(e) if matches!(e.raw_os_error(), Some(23) | Some(24)) => {
-                            if errors.is_empty() {
-                                errors.push(FlowError {
-                                    flow: plan.range.start as u32,
-                                    error: connect_error(&e),
-                                    after_window: plan.window_closed.load(Relaxed),
-                                });
-                            }
-                            break;
-                        }
-                        // A connection reset before it was accepted.
-                        Err(_) => break,
-                    }
+        if !conn.written {
+            match write_out(conn, &self.plan.out_writes, &self.send_buf) {
+                Ok((sent, blocked)) => {
+                    c.add_sent(sent);
+                    arm(lp, conn, i as u64, blocked)?;
                 }
-                continue;
+                Err(e) => return Ok(Step::Failed(plain_io(&e))),
             }
-            let slot = id as usize;
-            let Some(conn) = conns.get_mut(slot).and_then(|c| c.as_mut()) else {
-                continue;
-            };
-            let mut close = false;
+        }
+        if flags.intersects(epoll::EventFlags::IN | epoll::EventFlags::HUP | epoll::EventFlags::ERR)
+        {
             loop {
-                match (&conn.stream).read(&mut recv_buf) {
+                match (&conn.stream).read(&mut self.recv_buf) {
                     Ok(0) => {
-                        close = true;
-                        break;
+                        return Ok(Step::Failed("the server closed before its response".into()))
                     }
                     Ok(got) => {
                         c.add_received(got as u64);
                         conn.got += got;
+                        if conn.got >= self.plan.in_size {
+                            return Ok(Step::Complete);
+                        }
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    // RST from a client closing with linger 0: the normal end.
-                    Err(_) => {
-                        close = true;
-                        break;
-                    }
+                    Err(e) => return Ok(Step::Failed(plain_io(&e))),
                 }
-            }
-            if !close && conn.got >= crr.in_size && !conn.written {
-                match write_out(conn, &crr.out_writes, &send_buf) {
-                    Ok((sent, blocked)) => {
-                        c.add_sent(sent);
-                        if conn.written {
-                            c.add_transaction();
-                        }
-                        if blocked != conn.armed_out {
-                            let fl = if blocked {
-                                epoll::EventFlags::IN | epoll::EventFlags::OUT
-                            } else {
-                                epoll::EventFlags::IN
-                            };
-                            epoll::modify(
-                                &ep,
-                                &conn.stream,
-                                epoll::EventData::new_u64(slot as u64),
-                                fl,
-                            )?;
-                            conn.armed_out = blocked;
-                        }
-                    }
-                    Err(_) => close = true,
-                }
-            }
-            if close {
-                conns[slot] = None;
-                free.push(slot);
             }
         }
+        Ok(Step::Pending)
     }
-    Ok(errors)
+
+    fn step(&mut self, lp: &mut Loop, id: u64, flags: epoll::EventFlags) -> io::Result<()> {
+        let i = id as usize;
+        let k = i - self.base;
+        match self.advance(lp, k, flags)? {
+            Step::Pending => {}
+            Step::Complete => {
+                let t0 = self.conns[k].as_ref().map_or(0, |c| c.t0);
+                lp.timings.record_since(t0);
+                lp.sh.counters[i].add_transaction();
+                // Dropping the stream closes it: RST with linger 0, else FIN.
+                self.conns[k] = None;
+                self.open_or_fail(lp, k);
+            }
+            Step::Failed(why) => self.fail(lp, k, why),
+        }
+        Ok(())
+    }
+}
+
+impl Handler for CrrClient {
+    fn start(&mut self, lp: &mut Loop) -> io::Result<()> {
+        lp.live = self.conns.len();
+        for k in 0..self.conns.len() {
+            self.open_or_fail(lp, k);
+        }
+        Ok(())
+    }
+
+    fn on_readable(
+        &mut self,
+        lp: &mut Loop,
+        id: u64,
+        flags: epoll::EventFlags,
+    ) -> io::Result<Next> {
+        self.step(lp, id, flags)?;
+        Ok(Next::Done)
+    }
+
+    fn on_writable(&mut self, lp: &mut Loop, id: u64, flags: epoll::EventFlags) -> io::Result<()> {
+        self.step(lp, id, flags)
+    }
+}
+
+/// The server side of one worker: the shared listener, and the connections
+/// it accepted, in slots that are reused as connections close.
+pub(crate) struct CrrServer {
+    plan: CrrPlan,
+    listener: Arc<TcpListener>,
+    send_buf: Vec<u8>,
+    recv_buf: Vec<u8>,
+    conns: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    /// Totals go to this worker's first counter: per-connection counters
+    /// would mean nothing when connections last one transaction.
+    counter: usize,
+}
+
+impl CrrServer {
+    pub(crate) fn new(plan: CrrPlan, sh: &Shared) -> CrrServer {
+        let largest = plan.out_writes.iter().copied().max().unwrap_or(1);
+        CrrServer {
+            listener: sh.listener.clone().expect("the crr server has a listener"),
+            send_buf: pattern(largest),
+            recv_buf: vec![0u8; plan.in_size.clamp(4096, 256 * 1024)],
+            conns: Vec::new(),
+            free: Vec::new(),
+            counter: sh.range.start,
+            plan,
+        }
+    }
+
+    fn accept(&mut self, lp: &mut Loop) -> io::Result<()> {
+        for _ in 0..64 {
+            match self.listener.accept() {
+                Ok((_, from)) if !accepts(self.plan.accept_from, from.ip()) => {
+                    // Dropped here: closed without a byte read.
+                    lp.sh.strays.fetch_add(1, Relaxed);
+                }
+                Ok((stream, _)) => {
+                    stream.set_nonblocking(true)?;
+                    if self.plan.opts.nodelay {
+                        let _ = stream.set_nodelay(true);
+                    }
+                    let slot = self.free.pop().unwrap_or_else(|| {
+                        self.conns.push(None);
+                        self.conns.len() - 1
+                    });
+                    lp.watch(&stream, slot as u64, epoll::EventFlags::IN)?;
+                    self.conns[slot] = Some(Conn {
+                        stream,
+                        connecting: false,
+                        part: 0,
+                        off: 0,
+                        got: 0,
+                        written: false,
+                        armed_out: false,
+                        t0: 0,
+                    });
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if matches!(e.raw_os_error(), Some(23) | Some(24)) => {
+                    if lp.errors.is_empty() {
+                        lp.errors.push(FlowError {
+                            flow: self.counter as u32,
+                            error: connect_error(&e),
+                            after_window: lp.sh.window_closed.load(Relaxed),
+                        });
+                    }
+                    break;
+                }
+                // A connection reset before it was accepted.
+                Err(_) => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the request on connection `slot` and answers it once whole.
+    fn serve(&mut self, lp: &Loop, slot: usize) -> io::Result<()> {
+        let c = &lp.sh.counters[self.counter];
+        let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
+            return Ok(());
+        };
+        let mut close = false;
+        loop {
+            match (&conn.stream).read(&mut self.recv_buf) {
+                Ok(0) => {
+                    close = true;
+                    break;
+                }
+                Ok(got) => {
+                    c.add_received(got as u64);
+                    conn.got += got;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // RST from a client closing with linger 0: the normal end.
+                Err(_) => {
+                    close = true;
+                    break;
+                }
+            }
+        }
+        if !close && conn.got >= self.plan.in_size && !conn.written {
+            match write_out(conn, &self.plan.out_writes, &self.send_buf) {
+                Ok((sent, blocked)) => {
+                    c.add_sent(sent);
+                    if conn.written {
+                        c.add_transaction();
+                    }
+                    arm(lp, conn, slot as u64, blocked)?;
+                }
+                Err(_) => close = true,
+            }
+        }
+        if close {
+            self.conns[slot] = None;
+            self.free.push(slot);
+        }
+        Ok(())
+    }
+}
+
+impl Handler for CrrServer {
+    fn start(&mut self, lp: &mut Loop) -> io::Result<()> {
+        lp.watch(
+            &*self.listener,
+            LISTENER,
+            epoll::EventFlags::IN | epoll::EventFlags::EXCLUSIVE,
+        )?;
+        // The server runs until stopped, whatever its connections do.
+        lp.live = 1;
+        Ok(())
+    }
+
+    fn on_readable(&mut self, lp: &mut Loop, id: u64, _: epoll::EventFlags) -> io::Result<Next> {
+        if id == LISTENER {
+            self.accept(lp)?;
+        } else {
+            self.serve(lp, id as usize)?;
+        }
+        Ok(Next::Done)
+    }
+
+    fn on_writable(&mut self, lp: &mut Loop, id: u64, _: epoll::EventFlags) -> io::Result<()> {
+        self.serve(lp, id as usize)
+    }
 }
 
 #[cfg(test)]
@@ -446,8 +466,11 @@ mod tests {
             close: Some(Close::Rst),
             ..RrSpec::default()
         });
-        let mut config = EngineConfig::for_spec(&spec, Role::Server);
-        config.crr.as_mut().unwrap().accept_from = Some(accept_from.parse().unwrap());
+        let link = crate::Link {
+            cookie: plumb_sys::Cookie([0; 16]),
+            peer: std::net::SocketAddr::new(accept_from.parse().unwrap(), 0),
+        };
+        let config = EngineConfig::for_spec(&spec, Role::Server, &link);
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let port = listener.local_addr().unwrap().port();
@@ -499,5 +522,37 @@ mod tests {
         assert!(accepts(Some(ip("::ffff:198.18.0.1")), ip("198.18.0.1")));
         assert!(!accepts(Some(ip("198.18.0.1")), ip("198.18.0.2")));
         assert!(!accepts(Some(ip("198.18.0.1")), ip("127.0.0.1")));
+    }
+}
+
+#[cfg(test)]
+mod flow_tests {
+    use super::*;
+
+    #[test]
+    fn a_message_goes_out_in_its_writes_once() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let stream = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut peer, _) = l.accept().unwrap();
+        stream.set_nonblocking(true).unwrap();
+        let mut conn = Conn {
+            stream,
+            connecting: false,
+            part: 0,
+            off: 0,
+            got: 0,
+            written: false,
+            armed_out: false,
+            t0: 0,
+        };
+        let buf = pattern(100);
+        assert_eq!(write_out(&mut conn, &[1, 99], &buf).unwrap(), (100, false));
+        assert!(conn.written);
+        // Written is written: nothing more goes out until the next connection.
+        assert_eq!(write_out(&mut conn, &[1, 99], &buf).unwrap(), (0, false));
+        let mut got = [0u8; 100];
+        peer.read_exact(&mut got).unwrap();
+        drop(conn);
+        assert_eq!(peer.read(&mut got).unwrap(), 0, "nothing after the message");
     }
 }

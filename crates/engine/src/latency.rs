@@ -39,6 +39,11 @@ impl LatencySlot {
     }
 }
 
+/// Whether a worker's slot has caught up with the engine's epoch.
+pub(crate) fn caught_up(slot: &LatencySlot, epoch: u64) -> bool {
+    slot.seen.load(Ordering::Acquire) >= epoch
+}
+
 /// The summary `plumb` reports, from a histogram of nanoseconds.
 pub fn summarize(h: &Histogram<u64>) -> Latency {
     let us = |ns: u64| ns as f64 / 1000.0;

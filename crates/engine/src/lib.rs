@@ -6,6 +6,8 @@
 #![deny(unsafe_code)]
 
 mod crr;
+pub mod end;
+mod flow;
 pub mod latency;
 pub mod meter;
 mod rr;
@@ -15,17 +17,22 @@ mod udp;
 mod worker;
 
 pub use crr::CrrPlan;
+pub use end::{ReadyEnd, RunningEnd, Sockets, Stopped};
+pub use flow::FlowError;
 pub use meter::{Meter, SampleSink};
 pub use rr::RrPlan;
 pub use setup::{
-    check_rx_mode, connect_flows, local_port_count, plain_io, read_back, read_back_flows,
-    read_back_udp, udp_client_sockets, udp_server_sockets, Cookie, DataListener, SetupError,
+    check_rx_mode, connect_flows, local_port_count, read_back, read_back_flows, read_back_udp,
+    udp_client_sockets, udp_server_sockets, DataListener, SetupError,
 };
+pub use transfer::StreamPlan;
 pub use udp::UdpPlan;
-pub use worker::FlowError;
+pub use worker::Workload;
 
+use flow::{FlowCounters, Shared};
 use plumb_samples::{Role, TcpInfo};
 use plumb_spec::CpuList;
+use plumb_sys::plain_io;
 use rustix::event::{eventfd, EventfdFlags};
 use std::net::TcpStream;
 use std::os::fd::OwnedFd;
@@ -34,33 +41,32 @@ use std::sync::atomic::{
 };
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use worker::{FlowCounters, WorkerPlan};
+use worker::WorkerPlan;
 
 /// How one end drives its flows.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
     pub role: Role,
-    pub sends: bool,
-    pub receives: bool,
-    pub msg_size: usize,
-    /// Stream: how the sending end hands data to the kernel.
-    pub zerocopy: plumb_spec::ZeroCopy,
-    /// Stream: how the receiving end takes it.
-    pub rx: plumb_spec::RxMode,
     pub threads: u32,
     /// Worker i runs on cpus[i % len]; None leaves placement to the scheduler.
     pub cpus: Option<CpuList>,
-    /// Request/response instead of streaming.
-    pub rr: Option<RrPlan>,
-    /// A connection per transaction; the client fills in `peer`.
-    pub crr: Option<CrrPlan>,
-    /// UDP datagrams; the client fills in the tag.
-    pub udp: Option<UdpPlan>,
+    pub workload: Workload,
+}
+
+/// What an end knows of the other before its engine starts.
+#[derive(Debug, Clone, Copy)]
+pub struct Link {
+    /// The test's cookie; UDP datagrams carry its first bytes as their tag.
+    pub cookie: plumb_sys::Cookie,
+    /// On the client the server's data address, where crr connects; on the
+    /// server the client's address, the only one crr connections are served
+    /// from.
+    pub peer: std::net::SocketAddr,
 }
 
 impl EngineConfig {
-    /// How `role` drives the flows of `spec`.
-    pub fn for_spec(spec: &plumb_spec::Spec, role: Role) -> EngineConfig {
+    /// How `role` drives the flows of `spec` with the other end `link`.
+    pub fn for_spec(spec: &plumb_spec::Spec, role: Role, link: &Link) -> EngineConfig {
         let server = role == Role::Server;
         let (sends, receives) = spec.direction.activity(server);
         let writes = |w: &[u64], size: u64| -> Vec<usize> {
@@ -86,15 +92,15 @@ impl EngineConfig {
                     out_writes,
                     in_size,
                     rst: r.close != Some(plumb_spec::Close::Fin),
-                    peer: None,
-                    accept_from: None,
+                    peer: (!server).then_some(link.peer),
+                    accept_from: server.then(|| link.peer.ip()),
                     opts: spec.socket.clone(),
                 }
             });
         let udp = spec.workload.is_udp().then(|| UdpPlan {
             client: !server,
             rr: spec.workload == plumb_spec::Workload::UdpRr,
-            tag: 0,
+            tag: UdpPlan::tag_of(&link.cookie),
             out_size: match (&spec.rr, server) {
                 (Some(r), true) => r.resp_size as usize,
                 (Some(r), false) => r.req_size as usize,
@@ -133,22 +139,45 @@ impl EngineConfig {
                     }
                 }
             });
+        let workload = match (crr, udp, rr) {
+            (Some(c), _, _) => Workload::Crr(c),
+            (None, Some(u), _) => Workload::Udp(u),
+            (None, None, Some(r)) => Workload::Rr(r),
+            (None, None, None) => Workload::Stream(StreamPlan {
+                sends,
+                receives,
+                msg_size: spec.msg_size as usize,
+                zerocopy: spec.zerocopy,
+                rx: spec.rx,
+            }),
+        };
         EngineConfig {
             role,
-            sends: sends || spec.rr.is_some(),
-            receives: receives || spec.rr.is_some(),
-            msg_size: spec.msg_size as usize,
-            zerocopy: spec.zerocopy,
-            rx: spec.rx,
             threads: spec.threads,
             cpus: if server {
                 spec.server_cpus.clone()
             } else {
                 spec.client_cpus.clone()
             },
-            rr,
-            crr,
-            udp,
+            workload,
+        }
+    }
+
+    /// Stream: MSG_ZEROCOPY sends from this end.
+    fn sends_zerocopy(&self) -> bool {
+        matches!(&self.workload, Workload::Stream(s) if s.sends && s.zerocopy == plumb_spec::ZeroCopy::Msg)
+    }
+
+    /// Stream: TCP_ZEROCOPY_RECEIVE on this end.
+    fn receives_mapped(&self) -> bool {
+        matches!(&self.workload, Workload::Stream(s) if s.receives && s.rx == plumb_spec::RxMode::Zerocopy)
+    }
+
+    /// The UDP plan, for a UDP workload.
+    pub fn udp(&self) -> Option<&UdpPlan> {
+        match &self.workload {
+            Workload::Udp(u) => Some(u),
+            _ => None,
         }
     }
 }
@@ -346,12 +375,12 @@ impl Engine {
         // Workers split slots: flows, or for crr the client's concurrent
         // connections and the server's threads, or the server's UDP sockets.
         // Counters are per flow in every case.
-        let (n, counted) = match (&config.crr, &config.udp) {
-            (Some(c), _) if c.client => (c.slots, c.slots),
-            (Some(_), _) => (config.threads as usize, config.threads as usize),
-            (None, Some(u)) if u.client => (u.flows, u.flows),
-            (None, Some(u)) => (udp_socks.len(), u.flows),
-            (None, None) => (flows.len(), flows.len()),
+        let (n, counted) = match &config.workload {
+            Workload::Crr(c) if c.client => (c.slots, c.slots),
+            Workload::Crr(_) => (config.threads as usize, config.threads as usize),
+            Workload::Udp(u) if u.client => (u.flows, u.flows),
+            Workload::Udp(u) => (udp_socks.len(), u.flows),
+            Workload::Stream(_) | Workload::Rr(_) => (flows.len(), flows.len()),
         };
         let listener = match listener {
             Some(l) => {
@@ -362,7 +391,7 @@ impl Engine {
             None => None,
         };
         let threads = (config.threads as usize).clamp(1, n.max(1));
-        if config.sends && config.zerocopy == plumb_spec::ZeroCopy::Msg {
+        if config.sends_zerocopy() {
             for f in &flows {
                 plumb_sys::sock::zerocopy::set_zerocopy(f).map_err(|e| {
                     EngineError::Spawn(format!(
@@ -372,7 +401,8 @@ impl Engine {
                 })?;
             }
         }
-        if config.sends && config.zerocopy == plumb_spec::ZeroCopy::Splice {
+        if matches!(&config.workload, Workload::Stream(s) if s.sends && s.zerocopy == plumb_spec::ZeroCopy::Splice)
+        {
             // Each flow splices through a pipe of its own: two more
             // descriptors per flow than the caller planned for.
             let _ = plumb_sys::process::raise_nofile_limit(flows.len() as u64 * 3 + 256);
@@ -406,51 +436,32 @@ impl Engine {
                 eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)
                     .map_err(|e| EngineError::Spawn(e.to_string()))?,
             );
-            let plan = WorkerPlan {
-                flows: flows.clone(),
-                counters: counters.clone(),
-                range: (w * n / threads)..((w + 1) * n / threads),
-                sends: config.sends,
-                receives: config.receives,
-                msg_size: config.msg_size,
-                zerocopy: config.zerocopy,
-                rx: config.rx,
-                stop: stop.clone(),
-                window_closed: window_closed.clone(),
-                wake: wake.clone(),
-                cpu: config.cpus.as_ref().map(|c| c.cpus()[w % c.len()]),
-                rr: config.rr.clone(),
-                crr: config.crr.clone(),
-                listener: listener.clone(),
-                udp: config.udp.clone(),
-                udp_socks: udp_socks.clone(),
-                strays: strays.clone(),
-                latency: None,
-                epoch: engine.epoch.clone(),
-                clock,
-            };
-            let mut plan = plan;
-            if config.rr.as_ref().is_some_and(|r| r.client)
-                || config.crr.as_ref().is_some_and(|c| c.client)
-                || config.udp.as_ref().is_some_and(|u| u.client && u.rr)
-            {
+            let latency = config.workload.timed().then(|| {
                 let slot = Arc::new(latency::LatencySlot::new());
                 engine.latency.push(slot.clone());
-                plan.latency = Some(slot);
-            }
+                slot
+            });
+            let plan = WorkerPlan {
+                shared: Shared {
+                    flows: flows.clone(),
+                    counters: counters.clone(),
+                    range: (w * n / threads)..((w + 1) * n / threads),
+                    stop: stop.clone(),
+                    window_closed: window_closed.clone(),
+                    wake: wake.clone(),
+                    listener: listener.clone(),
+                    udp_socks: udp_socks.clone(),
+                    strays: strays.clone(),
+                    latency,
+                    epoch: engine.epoch.clone(),
+                    clock,
+                },
+                workload: config.workload.clone(),
+                cpu: config.cpus.as_ref().map(|c| c.cpus()[w % c.len()]),
+            };
             let handle = std::thread::Builder::new()
                 .name(format!("{prefix}{w}"))
-                .spawn(move || {
-                    if plan.udp.is_some() {
-                        udp::run(plan)
-                    } else if plan.crr.is_some() {
-                        crr::run(plan)
-                    } else if plan.rr.is_some() {
-                        rr::run(plan)
-                    } else {
-                        worker::run(plan)
-                    }
-                })
+                .spawn(move || worker::run(plan))
                 .map_err(|e| EngineError::Spawn(e.to_string()))?;
             engine.wakes.push(wake);
             engine.workers.push(handle);
@@ -489,7 +500,7 @@ impl Engine {
     /// sampler preempted half-way through cannot pair the bytes of one
     /// moment with the datagrams of a later one.
     pub fn counts(&self) -> Counts {
-        let udp = self.config.udp.as_ref();
+        let udp = self.config.udp();
         let mut flows = Vec::with_capacity(self.counters.len());
         let mut transactions = Vec::with_capacity(self.counters.len());
         let mut t = plumb_samples::UdpTotals::default();
@@ -568,7 +579,7 @@ impl Engine {
             let _ = rustix::io::write(&**w, &1u64.to_ne_bytes());
         }
         let deadline = std::time::Instant::now() + wait;
-        while !self.latency.iter().all(|s| rr::caught_up(s, epoch))
+        while !self.latency.iter().all(|s| latency::caught_up(s, epoch))
             && std::time::Instant::now() < deadline
         {
             std::thread::sleep(std::time::Duration::from_micros(100));
@@ -597,7 +608,7 @@ impl Engine {
     /// TCP_INFO of every flow, in flow order; a flow whose socket no longer
     /// answers is left out.
     pub fn tcp_info(&self) -> Vec<TcpInfo> {
-        if self.config.crr.is_some() || self.config.udp.is_some() {
+        if matches!(self.config.workload, Workload::Crr(_) | Workload::Udp(_)) {
             // The one setup flow sits idle; the test's connections are gone
             // by the time anyone could ask them, or are not TCP at all.
             return Vec::new();
@@ -618,8 +629,8 @@ impl Engine {
     /// whose workers read the last completions before they return.
     pub fn zerocopy_probe(&self) -> ZeroCopyProbe {
         ZeroCopyProbe {
-            active: self.config.sends && self.config.zerocopy == plumb_spec::ZeroCopy::Msg,
-            rx_mapped: self.config.receives && self.config.rx == plumb_spec::RxMode::Zerocopy,
+            active: self.config.sends_zerocopy(),
+            rx_mapped: self.config.receives_mapped(),
             counters: self.counters.clone(),
         }
     }

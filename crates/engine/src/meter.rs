@@ -207,7 +207,7 @@ impl Meter {
                 .as_ref()
                 .filter(|h| !h.is_empty())
                 .map(crate::latency::summarize),
-            udp: engine.config().udp.as_ref().map(|_| {
+            udp: engine.config().udp().map(|_| {
                 let (a, b) = (&self.start.udp, &end.udp);
                 plumb_samples::UdpTotals {
                     packets_sent: b.packets_sent - a.packets_sent,

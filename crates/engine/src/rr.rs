@@ -1,15 +1,15 @@
-//! One request/response worker: an epoll loop over its flows. The client
-//! keeps `pipeline` requests outstanding per flow and times each from the
-//! moment its first byte is written to the moment the last byte of its
-//! response is read; the server answers every complete request. A message
-//! may go out in several writes (`8,rest`), each its own `write()`, so that
-//! Nagle and delayed ACKs interact as they do in real applications.
+//! Request/response flows. The client keeps `pipeline` requests outstanding
+//! per flow and times each from the moment its first byte is written to the
+//! moment the last byte of its response is read; the server answers every
+//! complete request. A message may go out in several writes (`8,rest`), each
+//! its own `write()`, so that Nagle and delayed ACKs interact as they do in
+//! real applications. In an open loop (`rate`) the client issues requests
+//! on a fixed schedule instead, and a late one shows in its latency.
 
-use crate::latency::{new_histogram, LatencySlot};
-use crate::worker::{wait, FlowError, WorkerPlan, WAKE};
+use crate::flow::{pattern, FlowCounters, Handler, Loop, Next, Shared};
 use rustix::event::epoll;
 use std::io::{self, Read, Write};
-use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::net::TcpStream;
 
 /// What one end of a request/response flow writes and expects.
 #[derive(Debug, Clone)]
@@ -30,7 +30,7 @@ pub struct RrPlan {
 }
 
 /// The outgoing side of one flow.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
 struct Out {
     /// Messages still to write, the current one included.
     pending: u32,
@@ -41,321 +41,373 @@ struct Out {
     armed: bool,
 }
 
-const READS_PER_EVENT: usize = 8;
-
-pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
-    let rr = plan.rr.clone().expect("an rr worker has an rr plan");
-    if let Some(cpu) = plan.cpu {
-        plumb_sys::affinity::pin_current_thread(cpu)?;
-    }
-    if plan.range.len() == 1 && rr.rate.is_none() {
-        return run_one(&plan, &rr);
-    }
-    let ep = plan.epoll_over(&plan.flows, epoll::EventFlags::IN)?;
-
-    let n = plan.range.len();
-    let base = plan.range.start;
-    let depth = rr.depth.max(1) as usize;
-    // Open loop: this worker's share of the rate, as a fixed schedule of
-    // planned send times, handed to its flows in turn.
-    let interval_ns = rr
-        .rate
-        .filter(|_| rr.client)
-        .map(|r| 1e9 * plan.flows.len() as f64 / (r * n.max(1) as f64));
-    let mut next_due_ns: f64 = plan.clock.elapsed().as_nanos() as f64;
-    let mut turn = 0usize;
-    // Every flow has `depth` requests outstanding: the schedule waits for a
-    // response, and the wait shows in the latency of what is issued late.
-    let mut backlogged = false;
-    let largest = rr.out_writes.iter().copied().max().unwrap_or(1);
-    let send_buf: Vec<u8> = (0..largest).map(|i| (i % 251) as u8).collect();
-    let mut recv_buf = vec![0u8; rr.in_size.clamp(4096, 256 * 1024)];
-    let mut out = vec![
-        Out {
-            pending: rr.initial,
-            ..Out::default()
-        };
-        n
-    ];
-    let mut partial = vec![0usize; n];
-    // Start times of the outstanding requests of each flow, a ring of
-    // `depth` slots per flow: (head, len) index it.
-    let mut started = vec![0u64; if rr.client { n * depth } else { 0 }];
-    let mut ring = vec![(0u32, 0u32); if rr.client { n } else { 0 }];
-    let mut local = new_histogram();
-    let mut epoch_seen = plan.epoch.load(Acquire);
-    let clock = plan.clock;
-    let mut errors = Vec::new();
-    let mut live = n;
-    let mut events: Vec<epoll::Event> = Vec::with_capacity(256);
-
-    // One step of the state machine for flow i: write what is owed, arm or
-    // disarm EPOLLOUT. Err is a flow failure.
-    let pump = |i: usize,
-                out: &mut [Out],
-                started: &mut [u64],
-                ring: &mut [(u32, u32)]|
-     -> io::Result<()> {
-        let k = i - base;
-        let stream = &plan.flows[i];
-        let c = &plan.counters[i];
-        let o = &mut out[k];
-        let mut blocked = false;
-        while o.pending > 0 {
-            if rr.client && interval_ns.is_none() && o.part == 0 && o.off == 0 {
-                let (head, len) = ring[k];
-                if (len as usize) < depth {
-                    let slot = k * depth + (head as usize + len as usize) % depth;
-                    started[slot] = clock.elapsed().as_nanos() as u64;
-                    ring[k].1 = len + 1;
-                }
+impl Out {
+    /// Writes the messages owed, each as its `writes`, until none is left
+    /// (false) or the socket would block (true). `starting` is called as
+    /// each message is about to start.
+    fn write_owed(
+        &mut self,
+        stream: &TcpStream,
+        writes: &[usize],
+        buf: &[u8],
+        c: &FlowCounters,
+        mut starting: impl FnMut(),
+    ) -> io::Result<bool> {
+        while self.pending > 0 {
+            if self.part == 0 && self.off == 0 {
+                starting();
             }
-            let want = rr.out_writes[o.part as usize] - o.off as usize;
-            match (&*stream).write(&send_buf[..want]) {
+            let want = writes[self.part as usize] - self.off as usize;
+            match (&*stream).write(&buf[..want]) {
                 Ok(w) => {
                     c.add_sent(w as u64);
-                    o.off += w as u32;
-                    if o.off as usize == rr.out_writes[o.part as usize] {
-                        o.off = 0;
-                        o.part += 1;
-                        if o.part as usize == rr.out_writes.len() {
-                            o.part = 0;
-                            o.pending -= 1;
+                    self.off += w as u32;
+                    if self.off as usize == writes[self.part as usize] {
+                        self.off = 0;
+                        self.part += 1;
+                        if self.part as usize == writes.len() {
+                            self.part = 0;
+                            self.pending -= 1;
                         }
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    blocked = true;
-                    break;
-                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             }
         }
-        if blocked != o.armed {
+        Ok(false)
+    }
+}
+
+/// Messages of `size` bytes completed by `got` more bytes; what is left of
+/// an incomplete one stays in `partial`.
+fn complete(partial: &mut usize, got: usize, size: usize) -> u32 {
+    *partial += got;
+    let n = *partial / size;
+    *partial -= n * size;
+    n as u32
+}
+
+/// Reads per readable event before the loop moves on.
+const READS_PER_EVENT: usize = 8;
+
+/// How long a blocking read or write waits before the worker looks at the
+/// stop flag and the latency epoch.
+const POLL: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// The request/response flows of one worker.
+pub(crate) struct RrFlows {
+    plan: RrPlan,
+    depth: usize,
+    base: usize,
+    /// Open loop: this worker's share of the rate, as a fixed schedule of
+    /// planned send times, handed to its flows in turn.
+    interval_ns: Option<f64>,
+    next_due_ns: f64,
+    turn: usize,
+    /// Every flow has `depth` requests outstanding: the schedule waits for
+    /// a response, and the wait shows in the latency of what is issued late.
+    backlogged: bool,
+    reads: usize,
+    send_buf: Vec<u8>,
+    recv_buf: Vec<u8>,
+    // Per-flow state in parallel vectors indexed by the flow's place in the
+    // worker's range rather than a struct per flow: the open-loop schedule
+    // scans `dead` and `ring` of every flow for each request it places, and
+    // the start times, a ring of `depth` per flow, are client-only.
+    out: Vec<Out>,
+    partial: Vec<usize>,
+    /// Start times of the outstanding requests of each flow, `depth` slots
+    /// per flow, indexed by (head, len) in `ring`.
+    started: Vec<u64>,
+    ring: Vec<(u32, u32)>,
+    dead: Vec<bool>,
+}
+
+impl RrFlows {
+    pub(crate) fn new(plan: RrPlan, sh: &Shared) -> RrFlows {
+        let n = sh.range.len();
+        let depth = plan.depth.max(1) as usize;
+        let interval_ns = plan
+            .rate
+            .filter(|_| plan.client)
+            .map(|r| 1e9 * sh.flows.len() as f64 / (r * n.max(1) as f64));
+        let largest = plan.out_writes.iter().copied().max().unwrap_or(1);
+        RrFlows {
+            depth,
+            base: sh.range.start,
+            interval_ns,
+            next_due_ns: sh.clock.elapsed().as_nanos() as f64,
+            turn: 0,
+            backlogged: false,
+            reads: READS_PER_EVENT,
+            send_buf: pattern(largest),
+            recv_buf: vec![0u8; plan.in_size.clamp(4096, 256 * 1024)],
+            out: vec![
+                Out {
+                    pending: plan.initial,
+                    ..Out::default()
+                };
+                n
+            ],
+            partial: vec![0; n],
+            started: vec![0; if plan.client { n * depth } else { 0 }],
+            ring: vec![(0, 0); if plan.client { n } else { 0 }],
+            dead: vec![false; n],
+            plan,
+        }
+    }
+
+    /// Writes what flow `k` owes and arms or disarms EPOLLOUT. Any error
+    /// is the flow's failure.
+    fn pump(&mut self, lp: &Loop, k: usize) -> io::Result<()> {
+        let i = self.base + k;
+        let stream = &lp.sh.flows[i];
+        let stamp = self.plan.client && self.interval_ns.is_none();
+        let depth = self.depth;
+        let (ring, started) = (&mut self.ring, &mut self.started);
+        let blocked = self.out[k].write_owed(
+            stream,
+            &self.plan.out_writes,
+            &self.send_buf,
+            &lp.sh.counters[i],
+            || {
+                if stamp {
+                    let (head, len) = ring[k];
+                    if (len as usize) < depth {
+                        started[k * depth + (head as usize + len as usize) % depth] = lp.now_ns();
+                        ring[k].1 = len + 1;
+                    }
+                }
+            },
+        )?;
+        let o = &mut self.out[k];
+        if lp.blocking.is_none() && blocked != o.armed {
             let flags = if blocked {
                 epoll::EventFlags::IN | epoll::EventFlags::OUT
             } else {
                 epoll::EventFlags::IN
             };
-            epoll::modify(&ep, stream, epoll::EventData::new_u64(i as u64), flags)?;
+            lp.rewatch(stream, i as u64, flags)?;
             o.armed = blocked;
         }
         Ok(())
-    };
-
-    // The client starts its pipelines.
-    let mut dead = vec![false; n];
-    if rr.client {
-        for i in plan.range.clone() {
-            if let Err(e) = pump(i, &mut out, &mut started, &mut ring) {
-                dead[i - base] = true;
-                live -= 1;
-                errors.push(plan.flow_error(i, crate::setup::plain_io(&e)));
-            }
-        }
     }
 
-    while live > 0 && !plan.stop.load(Relaxed) {
-        let timeout_ns = interval_ns.filter(|_| !backlogged).map(|_| {
-            let now = clock.elapsed().as_nanos() as f64;
-            (next_due_ns - now).max(0.0) as u64
-        });
-        if !wait(&ep, &mut events, timeout_ns)? {
-            continue;
+    fn end(&mut self, lp: &mut Loop, k: usize, why: String) {
+        self.dead[k] = true;
+        lp.end_tcp_flow(self.base + k, why);
+    }
+
+    fn pump_or_end(&mut self, lp: &mut Loop, k: usize) {
+        if let Err(e) = self.pump(lp, k) {
+            self.end(lp, k, plumb_sys::plain_io(&e));
         }
-        for ev in &events {
-            let id = ev.data.u64();
-            if id == WAKE {
-                plan.drain_wake();
-                continue;
+    }
+}
+
+impl Handler for RrFlows {
+    fn start(&mut self, lp: &mut Loop) -> io::Result<()> {
+        let n = lp.sh.range.len();
+        if n == 1 && self.interval_ns.is_none() {
+            let stream = &lp.sh.flows[self.base];
+            stream.set_nonblocking(false)?;
+            stream.set_read_timeout(Some(POLL))?;
+            stream.set_write_timeout(Some(POLL))?;
+            lp.blocking = Some(self.base as u64);
+            // A second read would block for POLL with requests owed.
+            self.reads = 1;
+        } else {
+            lp.watch_range(&lp.sh.flows, epoll::EventFlags::IN)?;
+        }
+        lp.live = n;
+        if self.plan.client {
+            for k in 0..n {
+                self.pump_or_end(lp, k);
             }
-            let i = id as usize;
-            let k = i - base;
-            if dead[k] {
-                continue;
-            }
-            let stream = &plan.flows[i];
-            let c = &plan.counters[i];
-            let mut failed: Option<io::Error> = None;
-            let mut eof = false;
-            let flags = ev.flags;
-            if flags
-                .intersects(epoll::EventFlags::IN | epoll::EventFlags::HUP | epoll::EventFlags::ERR)
-            {
-                for _ in 0..READS_PER_EVENT {
-                    match (&*stream).read(&mut recv_buf) {
-                        Ok(0) => {
-                            eof = true;
-                            break;
+        }
+        Ok(())
+    }
+
+    fn on_readable(&mut self, lp: &mut Loop, id: u64, _: epoll::EventFlags) -> io::Result<Next> {
+        let i = id as usize;
+        let k = i - self.base;
+        if self.dead[k] {
+            return Ok(Next::Done);
+        }
+        let stream = &lp.sh.flows[i];
+        let c = &lp.sh.counters[i];
+        let mut end = None;
+        for _ in 0..self.reads {
+            match (&*stream).read(&mut self.recv_buf) {
+                Ok(0) => {
+                    end = Some("closed by the peer".to_string());
+                    break;
+                }
+                Ok(got) => {
+                    c.add_received(got as u64);
+                    for _ in 0..complete(&mut self.partial[k], got, self.plan.in_size) {
+                        c.add_transaction();
+                        if self.interval_ns.is_none() {
+                            self.out[k].pending += 1;
                         }
-                        Ok(got) => {
-                            c.add_received(got as u64);
-                            partial[k] += got;
-                            while partial[k] >= rr.in_size {
-                                partial[k] -= rr.in_size;
-                                c.add_transaction();
-                                if interval_ns.is_none() {
-                                    out[k].pending += 1;
-                                }
-                                if rr.client {
-                                    let (head, len) = ring[k];
-                                    if len > 0 {
-                                        let t0 = started[k * depth + head as usize];
-                                        let now = clock.elapsed().as_nanos() as u64;
-                                        local.saturating_record(now.saturating_sub(t0).max(1));
-                                        ring[k] = ((head + 1) % depth as u32, len - 1);
-                                    }
-                                }
+                        if self.plan.client {
+                            let (head, len) = self.ring[k];
+                            if len > 0 {
+                                lp.timings
+                                    .record_since(self.started[k * self.depth + head as usize]);
+                                self.ring[k] = ((head + 1) % self.depth as u32, len - 1);
                             }
-                            if got < recv_buf.len() {
-                                break;
-                            }
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                        Err(e) => {
-                            failed = Some(e);
-                            break;
                         }
                     }
-                }
-            }
-            if failed.is_none() && !eof {
-                if let Err(e) = pump(i, &mut out, &mut started, &mut ring) {
-                    failed = Some(e);
-                }
-            }
-            if failed.is_some() || eof {
-                let _ = epoll::delete(&ep, stream);
-                dead[k] = true;
-                live -= 1;
-                errors.push(plan.flow_error(
-                    i,
-                    match failed {
-                        Some(e) => crate::setup::plain_io(&e),
-                        None => "closed by the peer".to_string(),
-                    },
-                ));
-            }
-        }
-        if let Some(iv) = interval_ns {
-            let now = clock.elapsed().as_nanos() as f64;
-            backlogged = false;
-            while next_due_ns <= now && live > 0 {
-                let mut placed = None;
-                for _ in 0..n {
-                    let k = turn;
-                    turn = (turn + 1) % n;
-                    if !dead[k] && (ring[k].1 as usize) < depth {
-                        placed = Some(k);
+                    if got < self.recv_buf.len() {
                         break;
                     }
                 }
-                let Some(k) = placed else {
-                    backlogged = true;
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    end = Some(plumb_sys::plain_io(&e));
                     break;
-                };
-                let (head, len) = ring[k];
-                started[k * depth + (head as usize + len as usize) % depth] = next_due_ns as u64;
-                ring[k].1 = len + 1;
-                out[k].pending += 1;
-                next_due_ns += iv;
-                if let Err(e) = pump(base + k, &mut out, &mut started, &mut ring) {
-                    let _ = epoll::delete(&ep, &plan.flows[base + k]);
-                    dead[k] = true;
-                    live -= 1;
-                    errors.push(plan.flow_error(base + k, crate::setup::plain_io(&e)));
                 }
             }
         }
-        plan.hand_over_latency(&mut local, &mut epoch_seen);
+        match end {
+            Some(why) => {
+                self.end(lp, k, why);
+                Ok(Next::Done)
+            }
+            // A response owes the next request, a request its response.
+            None => Ok(Next::Write),
+        }
     }
-    Ok(errors)
+
+    fn on_writable(&mut self, lp: &mut Loop, id: u64, _: epoll::EventFlags) -> io::Result<()> {
+        let k = id as usize - self.base;
+        if !self.dead[k] {
+            self.pump_or_end(lp, k);
+        }
+        Ok(())
+    }
+
+    fn on_timer(&mut self, lp: &mut Loop) -> io::Result<Option<u64>> {
+        let Some(iv) = self.interval_ns else {
+            return Ok(None);
+        };
+        let n = self.out.len();
+        let now = lp.now_ns() as f64;
+        self.backlogged = false;
+        while self.next_due_ns <= now && lp.live > 0 {
+            let mut placed = None;
+            for _ in 0..n {
+                let k = self.turn;
+                self.turn = (self.turn + 1) % n;
+                if !self.dead[k] && (self.ring[k].1 as usize) < self.depth {
+                    placed = Some(k);
+                    break;
+                }
+            }
+            let Some(k) = placed else {
+                self.backlogged = true;
+                break;
+            };
+            let (head, len) = self.ring[k];
+            self.started[k * self.depth + (head as usize + len as usize) % self.depth] =
+                self.next_due_ns as u64;
+            self.ring[k].1 = len + 1;
+            self.out[k].pending += 1;
+            self.next_due_ns += iv;
+            self.pump_or_end(lp, k);
+        }
+        if self.backlogged {
+            return Ok(None);
+        }
+        let now = lp.now_ns() as f64;
+        Ok(Some((self.next_due_ns - now).max(0.0) as u64))
+    }
 }
 
-/// How long a blocking read waits before the worker looks at the stop flag
-/// and the latency epoch.
-const POLL: std::time::Duration = std::time::Duration::from_millis(10);
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// A worker with a single closed-loop flow: blocking reads and writes on
-/// the socket itself. With one flow there is nothing to multiplex, and
-/// leaving out epoll_wait saves a system call per message, which at one
-/// flow is a measurable part of the round trip (as netperf and sockperf
-/// also do). Reads and writes time out after `POLL` so that stop and the
-/// latency hand-over are still seen.
-fn run_one(plan: &WorkerPlan, rr: &RrPlan) -> io::Result<Vec<FlowError>> {
-    let i = plan.range.start;
-    let stream = &plan.flows[i];
-    let c = &plan.counters[i];
-    let fail = |e: String| Ok(vec![plan.flow_error(i, e)]);
-    stream.set_nonblocking(false)?;
-    stream.set_read_timeout(Some(POLL))?;
-    stream.set_write_timeout(Some(POLL))?;
-    let largest = rr.out_writes.iter().copied().max().unwrap_or(1);
-    let send_buf: Vec<u8> = (0..largest).map(|i| (i % 251) as u8).collect();
-    let mut recv_buf = vec![0u8; rr.in_size.clamp(4096, 256 * 1024)];
-    let clock = plan.clock;
-    let mut started: std::collections::VecDeque<u64> =
-        std::collections::VecDeque::with_capacity(rr.depth.max(1) as usize);
-    let mut owed = rr.initial;
-    let mut partial = 0usize;
-    let mut local = new_histogram();
-    let mut epoch_seen = plan.epoch.load(Acquire);
-    let timed_out = |e: &io::Error| {
-        matches!(
-            e.kind(),
-            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
-        )
-    };
-    'run: while !plan.stop.load(Relaxed) {
-        while owed > 0 {
-            if rr.client {
-                started.push_back(clock.elapsed().as_nanos() as u64);
-            }
-            for &want in &rr.out_writes {
-                let mut off = 0;
-                while off < want {
-                    match (&*stream).write(&send_buf[off..want]) {
-                        Ok(w) => {
-                            c.add_sent(w as u64);
-                            off += w;
-                        }
-                        Err(e) if timed_out(&e) => {
-                            if plan.stop.load(Relaxed) {
-                                break 'run;
-                            }
-                        }
-                        Err(e) => return fail(crate::setup::plain_io(&e)),
-                    }
-                }
-            }
-            owed -= 1;
-        }
-        match (&*stream).read(&mut recv_buf) {
-            Ok(0) => return fail("closed by the peer".to_string()),
-            Ok(got) => {
-                c.add_received(got as u64);
-                partial += got;
-                while partial >= rr.in_size {
-                    partial -= rr.in_size;
-                    c.add_transaction();
-                    owed += 1;
-                    if let Some(t0) = started.pop_front() {
-                        let now = clock.elapsed().as_nanos() as u64;
-                        local.saturating_record(now.saturating_sub(t0).max(1));
-                    }
-                }
-            }
-            Err(e) if timed_out(&e) => {}
-            Err(e) => return fail(crate::setup::plain_io(&e)),
-        }
-        plan.hand_over_latency(&mut local, &mut epoch_seen);
+    /// A connected TCP pair on loopback: (writer side non-blocking, reader).
+    fn pair() -> (TcpStream, TcpStream) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (b, _) = l.accept().unwrap();
+        a.set_nonblocking(true).unwrap();
+        (a, b)
     }
-    Ok(Vec::new())
-}
 
-/// For the engine: whether a slot has caught up with an epoch.
-pub(crate) fn caught_up(slot: &LatencySlot, epoch: u64) -> bool {
-    slot.seen.load(Acquire) >= epoch
+    #[test]
+    fn owed_messages_go_out_whole_in_their_writes_and_resume_after_blocking() {
+        let (tx, mut rx) = pair();
+        socket2::SockRef::from(&tx)
+            .set_send_buffer_size(4096)
+            .unwrap();
+        let writes = [8usize, 70_000];
+        let buf = pattern(70_000);
+        let c = FlowCounters::default();
+        let mut out = Out {
+            pending: 5,
+            ..Out::default()
+        };
+        let mut starts = 0;
+        let total = 5 * 70_008;
+        let reader = std::thread::spawn(move || {
+            let mut got = vec![0u8; total];
+            rx.read_exact(&mut got).unwrap();
+            got.len()
+        });
+        let mut blocked_once = false;
+        while out.pending > 0 {
+            let blocked = out
+                .write_owed(&tx, &writes, &buf, &c, || starts += 1)
+                .unwrap();
+            blocked_once |= blocked;
+            if blocked {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+        assert!(
+            blocked_once,
+            "a 4 KiB send buffer cannot take 350 KB at once"
+        );
+        assert_eq!(reader.join().unwrap(), total);
+        assert_eq!(
+            c.sent.load(std::sync::atomic::Ordering::Relaxed),
+            total as u64
+        );
+        assert_eq!((out.part, out.off), (0, 0));
+        // Every message was announced as it started, a blocked one at most
+        // once more when its first write found no room.
+        assert!((5..=10).contains(&starts), "{starts}");
+    }
+
+    #[test]
+    fn a_closed_peer_fails_the_write() {
+        let (tx, rx) = pair();
+        drop(rx);
+        let c = FlowCounters::default();
+        let mut out = Out {
+            pending: u32::MAX,
+            ..Out::default()
+        };
+        let buf = pattern(1000);
+        let r = (0..1000).find_map(|_| out.write_owed(&tx, &[1000], &buf, &c, || {}).err());
+        assert!(r.is_some(), "writing to a closed peer never failed");
+    }
+
+    #[test]
+    fn incoming_bytes_complete_messages_across_reads() {
+        let mut partial = 0;
+        assert_eq!(complete(&mut partial, 3, 10), 0);
+        assert_eq!(complete(&mut partial, 7, 10), 1);
+        assert_eq!(complete(&mut partial, 25, 10), 2);
+        assert_eq!(partial, 5);
+        assert_eq!(complete(&mut partial, 5, 10), 1);
+        assert_eq!(partial, 0);
+    }
 }

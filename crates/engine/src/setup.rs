@@ -5,40 +5,11 @@
 
 use plumb_samples::{OptionRecord, OptionStatus};
 use plumb_spec::{BufSize, Field, SocketOpts};
+use plumb_sys::{plain_io, Cookie};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
-
-/// A per-test secret the server hands out over the control connection; every
-/// data connection must open with it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cookie(pub [u8; 16]);
-
-impl Cookie {
-    /// A fresh random cookie (from the kernel's CSPRNG).
-    pub fn random() -> io::Result<Cookie> {
-        let mut b = [0u8; 16];
-        std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
-        Ok(Cookie(b))
-    }
-
-    pub fn to_hex(&self) -> String {
-        self.0.iter().map(|b| format!("{b:02x}")).collect()
-    }
-
-    pub fn from_hex(s: &str) -> Option<Cookie> {
-        if s.len() != 32 || !s.is_ascii() {
-            return None;
-        }
-        let mut b = [0u8; 16];
-        for (i, chunk) in s.as_bytes().chunks(2).enumerate() {
-            let hex = std::str::from_utf8(chunk).ok()?;
-            b[i] = u8::from_str_radix(hex, 16).ok()?;
-        }
-        Some(Cookie(b))
-    }
-}
 
 /// Bytes a data connection opens with: 16 of cookie, 4 of flow index (BE).
 pub const ANNOUNCE_LEN: usize = 20;
@@ -64,21 +35,6 @@ impl SetupError {
             flag: Some(flag),
             message: format!("{flag}: {message}"),
         }
-    }
-}
-
-/// An io::Error as a person reads it: "connection refused", not
-/// "Connection refused (os error 111)".
-pub fn plain_io(e: &io::Error) -> String {
-    let s = e.to_string();
-    let s = match s.find(" (os error") {
-        Some(i) => s[..i].to_string(),
-        None => s,
-    };
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_lowercase().collect::<String>() + c.as_str(),
-        None => s,
     }
 }
 
@@ -657,14 +613,6 @@ mod tests {
         // Nothing to spread over off loopback or on IPv6.
         let v6: SocketAddr = "[::1]:5001".parse().unwrap();
         assert!(sources_for(v6, range * 2, true).is_empty());
-    }
-
-    #[test]
-    fn cookie_hex_round_trip() {
-        let c = Cookie::random().unwrap();
-        assert_eq!(Cookie::from_hex(&c.to_hex()), Some(c));
-        assert_eq!(Cookie::from_hex("zz"), None);
-        assert_eq!(Cookie::from_hex(&"g".repeat(32)), None);
     }
 
     #[test]

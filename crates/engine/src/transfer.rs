@@ -4,12 +4,225 @@
 //! that discard in the kernel (MSG_TRUNC). Everything a flow needs is
 //! allocated when the worker starts; sending and receiving allocate nothing.
 
-use crate::worker::FlowCounters;
+use crate::flow::{pattern, FlowCounters, Handler, Loop, Next, Shared};
 use plumb_spec::{RxMode, ZeroCopy};
 use plumb_sys::sock::zerocopy::{self as zc, ErrQueueEntry};
+use rustix::event::epoll;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::os::fd::OwnedFd;
+use std::sync::atomic::Ordering::Relaxed;
+
+/// What one end of a stream test does.
+#[derive(Debug, Clone)]
+pub struct StreamPlan {
+    pub sends: bool,
+    pub receives: bool,
+    pub msg_size: usize,
+    /// How the sending end hands data to the kernel.
+    pub zerocopy: ZeroCopy,
+    /// How the receiving end takes it.
+    pub rx: RxMode,
+}
+
+/// Operations on one ready flow before the loop moves on, so that a flow that
+/// never blocks cannot starve the others.
+const BURST: usize = 8;
+
+/// The stream flows of one worker.
+pub(crate) struct StreamFlows {
+    plan: StreamPlan,
+    interest: epoll::EventFlags,
+    send_buf: Vec<u8>,
+    recv_buf: Vec<u8>,
+    /// The message as a file, for sendfile and splice.
+    file: Option<OwnedFd>,
+    base: usize,
+    // Per-flow state in parallel vectors indexed by the flow's place in the
+    // worker's range, rather than one struct per flow: a flow that only
+    // sends has no receiver and one that only receives no sender, so the
+    // unused side costs neither memory nor cache lines.
+    senders: Vec<Sender>,
+    receivers: Vec<Receiver>,
+    /// MSG_ZEROCOPY flows waiting for completions are watched for the error
+    /// queue only (EPOLLERR is always reported), not for room to write.
+    parked: Vec<bool>,
+}
+
+impl StreamFlows {
+    pub(crate) fn new(plan: StreamPlan, sh: &Shared) -> io::Result<StreamFlows> {
+        let interest = match (plan.sends, plan.receives) {
+            (true, true) => epoll::EventFlags::IN | epoll::EventFlags::OUT,
+            (true, false) => epoll::EventFlags::OUT,
+            _ => epoll::EventFlags::IN,
+        };
+        let n = sh.range.len();
+        let send_buf = pattern(plan.msg_size);
+        // Every write boundary is a message boundary as with a blocking
+        // sender: a short write is finished before the next message starts.
+        let mut senders = Vec::with_capacity(n);
+        if plan.sends {
+            for _ in sh.range.clone() {
+                senders.push(Sender::new(plan.zerocopy, &send_buf, n)?);
+            }
+        }
+        let mut receivers = Vec::with_capacity(n);
+        if plan.receives {
+            for i in sh.range.clone() {
+                receivers.push(Receiver::new(plan.rx, &sh.flows[i])?);
+            }
+        }
+        let file = match plan.zerocopy {
+            ZeroCopy::Sendfile | ZeroCopy::Splice if plan.sends => Some(message_file(&send_buf)?),
+            _ => None,
+        };
+        Ok(StreamFlows {
+            interest,
+            recv_buf: vec![0u8; plan.msg_size],
+            send_buf,
+            file,
+            base: sh.range.start,
+            senders,
+            receivers,
+            parked: vec![false; n],
+            plan,
+        })
+    }
+}
+
+impl Handler for StreamFlows {
+    fn start(&mut self, lp: &mut Loop) -> io::Result<()> {
+        lp.watch_range(&lp.sh.flows, self.interest)?;
+        lp.live = lp.sh.range.len();
+        Ok(())
+    }
+
+    fn on_readable(
+        &mut self,
+        lp: &mut Loop,
+        id: u64,
+        flags: epoll::EventFlags,
+    ) -> io::Result<Next> {
+        let i = id as usize;
+        if !self.plan.receives {
+            // A sender hung up on with nothing to try writing.
+            if flags.contains(epoll::EventFlags::HUP)
+                && !flags.intersects(epoll::EventFlags::OUT | epoll::EventFlags::ERR)
+            {
+                lp.end_tcp_flow(i, "closed by the peer".into());
+                return Ok(Next::Done);
+            }
+            return Ok(Next::Wait);
+        }
+        let stream = &lp.sh.flows[i];
+        let c = &lp.sh.counters[i];
+        let k = i - self.base;
+        let mut end = None;
+        for _ in 0..BURST {
+            match self.receivers[k].receive(stream, c, &mut self.recv_buf) {
+                Ok(Step::Moved(0)) => {
+                    end = Some("closed by the peer".to_string());
+                    break;
+                }
+                Ok(Step::Moved(n)) => c.add_received(n as u64),
+                Ok(_) => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    end = Some(plumb_sys::plain_io(&e));
+                    break;
+                }
+            }
+        }
+        match end {
+            Some(why) => {
+                lp.end_tcp_flow(i, why);
+                Ok(Next::Done)
+            }
+            None => Ok(Next::Wait),
+        }
+    }
+
+    fn on_writable(&mut self, lp: &mut Loop, id: u64, flags: epoll::EventFlags) -> io::Result<()> {
+        let i = id as usize;
+        let k = i - self.base;
+        if self.plan.sends {
+            let stream = &lp.sh.flows[i];
+            let c = &lp.sh.counters[i];
+            if flags.contains(epoll::EventFlags::ERR) {
+                if let Some(z) = self.senders[k].zerocopy() {
+                    if let Err(e) = z.reap(stream, c) {
+                        lp.end_tcp_flow(i, plumb_sys::plain_io(&e));
+                        return Ok(());
+                    }
+                }
+            }
+            let mut park = false;
+            for _ in 0..BURST {
+                match self.senders[k].send(stream, c, &self.send_buf, self.file.as_ref()) {
+                    Ok(Step::Moved(n)) => c.add_sent(n as u64),
+                    Ok(Step::WouldBlock) => break,
+                    Ok(Step::Parked) => {
+                        park = true;
+                        break;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => {
+                        lp.end_tcp_flow(i, plumb_sys::plain_io(&e));
+                        return Ok(());
+                    }
+                }
+            }
+            // Parked: completions are due, and EPOLLERR will say when.
+            // Otherwise room to write is what the flow waits for.
+            if park != self.parked[k] {
+                self.parked[k] = park;
+                let interest = if park {
+                    self.interest - epoll::EventFlags::OUT
+                } else {
+                    self.interest
+                };
+                lp.rewatch(stream, id, interest)?;
+            }
+        }
+        if !self.plan.receives && flags.contains(epoll::EventFlags::HUP) {
+            lp.end_tcp_flow(i, "closed by the peer".into());
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, lp: &mut Loop) {
+        drain_completions(lp, &mut self.senders);
+    }
+}
+
+/// How long a stopping worker waits for the completions of the zero-copy
+/// sends still outstanding; the peer is reading or resetting meanwhile.
+const DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Reads the completions of the sends still outstanding so that the counts
+/// balance, for at most [`DRAIN`]. What is left is reported as outstanding.
+fn drain_completions(lp: &Loop, senders: &mut [Sender]) {
+    let deadline = std::time::Instant::now() + DRAIN;
+    loop {
+        let mut left = 0;
+        for (k, s) in senders.iter_mut().enumerate() {
+            if let Some(z) = s.zerocopy() {
+                let i = lp.sh.range.start + k;
+                let c = &lp.sh.counters[i];
+                let (n0, c0) = (c.zc_completions.load(Relaxed), c.zc_copied.load(Relaxed));
+                if z.outstanding() > 0 && z.reap(&lp.sh.flows[i], c).is_ok() {
+                    left += z.outstanding();
+                }
+                FlowCounters::bump(&c.zc_close_completions, c.zc_completions.load(Relaxed) - n0);
+                FlowCounters::bump(&c.zc_close_copied, c.zc_copied.load(Relaxed) - c0);
+            }
+        }
+        if left == 0 || std::time::Instant::now() >= deadline {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
 
 /// Bytes of send buffers a MSG_ZEROCOPY flow cycles through: enough to keep
 /// an autotuned send buffer full while completions come back...

@@ -12,12 +12,11 @@
 //! response within the timeout is counted and the flow sends the next one,
 //! so a lost datagram costs one timeout, never the run.
 
-use crate::latency::new_histogram;
-use crate::worker::{wait, FlowCounters, FlowError, WorkerPlan, WAKE};
+use crate::flow::{pattern, FlowCounters, Handler, Loop, Next, Shared};
 use rustix::event::epoll;
 use std::collections::VecDeque;
 use std::io;
-use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 
 pub const HEADER: usize = plumb_spec::UDP_HEADER as usize;
 
@@ -27,8 +26,8 @@ pub struct UdpPlan {
     pub client: bool,
     /// Request/response rather than a stream.
     pub rr: bool,
-    /// The first four bytes of the cookie; the client fills it in, the
-    /// server checks it.
+    /// The first four bytes of the cookie: the client sends it, the server
+    /// checks it.
     pub tag: u32,
     /// Bytes of each datagram this end sends: the stream's message, the
     /// request or the response.
@@ -40,7 +39,7 @@ pub struct UdpPlan {
 }
 
 impl UdpPlan {
-    pub fn tag_of(cookie: &crate::Cookie) -> u32 {
+    pub fn tag_of(cookie: &plumb_sys::Cookie) -> u32 {
         u32::from_le_bytes([cookie.0[0], cookie.0[1], cookie.0[2], cookie.0[3]])
     }
 }
@@ -76,171 +75,116 @@ fn filtered(e: &io::Error) -> bool {
     e.raw_os_error() == Some(1)
 }
 
-pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
-    if let Some(cpu) = plan.cpu {
-        plumb_sys::affinity::pin_current_thread(cpu)?;
-    }
-    let udp = plan.udp.clone().expect("a UDP worker has a UDP plan");
-    match (udp.client, udp.rr) {
-        (true, false) => stream_client(&plan, &udp),
-        (true, true) => rr_client(&plan, &udp),
-        (false, _) => server(&plan, &udp),
+/// How long a blocking receive waits before the worker looks at the stop
+/// flag and the latency epoch.
+const POLL: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// udp-stream client flows: each sends as fast as its socket takes
+/// datagrams.
+pub(crate) struct UdpStreamClient {
+    plan: UdpPlan,
+    buf: Vec<u8>,
+}
+
+impl UdpStreamClient {
+    pub(crate) fn new(plan: UdpPlan) -> UdpStreamClient {
+        UdpStreamClient {
+            buf: pattern(plan.out_size),
+            plan,
+        }
     }
 }
 
-fn stream_client(plan: &WorkerPlan, udp: &UdpPlan) -> io::Result<Vec<FlowError>> {
-    let ep = plan.epoll_over(&plan.udp_socks, epoll::EventFlags::OUT)?;
-    let mut buf: Vec<u8> = (0..udp.out_size).map(|i| (i % 251) as u8).collect();
-    let mut events: Vec<epoll::Event> = Vec::with_capacity(256);
-    let mut errors = Vec::new();
-    let mut live = plan.range.len();
-    while live > 0 && !plan.stop.load(Relaxed) {
-        if !wait(&ep, &mut events, None)? {
-            continue;
-        }
-        for ev in &events {
-            let id = ev.data.u64();
-            if id == WAKE {
-                plan.drain_wake();
-                continue;
-            }
-            let i = id as usize;
-            let sock = &plan.udp_socks[i];
-            let c = &plan.counters[i];
-            for _ in 0..BURST {
-                let seq = c.packets_sent.load(Relaxed);
-                put_header(&mut buf, udp.tag, i as u32, seq);
-                match sock.send(&buf) {
-                    Ok(n) => {
-                        c.add_sent(n as u64);
-                        FlowCounters::bump(&c.packets_sent, 1);
-                    }
-                    Err(e) if blocked(&e) => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted || filtered(&e) => continue,
-                    Err(e) => {
-                        // A refused send means the server's socket is gone:
-                        // the end of the test, or a failure inside it.
-                        let _ = epoll::delete(&ep, sock);
-                        live -= 1;
-                        errors.push(plan.flow_error(i, crate::setup::plain_io(&e)));
-                        break;
-                    }
+impl Handler for UdpStreamClient {
+    fn start(&mut self, lp: &mut Loop) -> io::Result<()> {
+        lp.watch_range(&lp.sh.udp_socks, epoll::EventFlags::OUT)?;
+        lp.live = lp.sh.range.len();
+        Ok(())
+    }
+
+    fn on_readable(&mut self, _: &mut Loop, _: u64, _: epoll::EventFlags) -> io::Result<Next> {
+        // Watched for room only: whatever woke it, try sending.
+        Ok(Next::Write)
+    }
+
+    fn on_writable(&mut self, lp: &mut Loop, id: u64, _: epoll::EventFlags) -> io::Result<()> {
+        let i = id as usize;
+        let socks = lp.sh.udp_socks.clone();
+        let sock = &socks[i];
+        let c = &lp.sh.counters[i];
+        for _ in 0..BURST {
+            let seq = c.packets_sent.load(Relaxed);
+            put_header(&mut self.buf, self.plan.tag, i as u32, seq);
+            match sock.send(&self.buf) {
+                Ok(n) => {
+                    c.add_sent(n as u64);
+                    FlowCounters::bump(&c.packets_sent, 1);
+                }
+                Err(e) if blocked(&e) => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted || filtered(&e) => continue,
+                Err(e) => {
+                    // A refused send means the server's socket is gone:
+                    // the end of the test, or a failure inside it.
+                    lp.end_flow(i, sock, plumb_sys::plain_io(&e));
+                    break;
                 }
             }
         }
+        Ok(())
     }
-    Ok(errors)
 }
 
-/// A udp-rr client worker with one flow blocks in recv on its socket, as
-/// the server does; the receive timeout is a quarter of the request timeout
-/// (at most `POLL`), so a timeout is seen at most that late.
-fn rr_client_one(plan: &WorkerPlan, udp: &UdpPlan) -> io::Result<Vec<FlowError>> {
-    let i = plan.range.start;
-    let sock = &plan.udp_socks[i];
-    let c = &plan.counters[i];
-    let wait = POLL.min(
-        std::time::Duration::from_nanos(udp.timeout_ns / 4)
-            .max(std::time::Duration::from_micros(100)),
-    );
-    sock.set_nonblocking(false)?;
-    sock.set_read_timeout(Some(wait))?;
-    sock.set_write_timeout(Some(POLL))?;
-    let clock = plan.clock;
-    let now_ns = || clock.elapsed().as_nanos() as u64;
-    let mut out: Vec<u8> = (0..udp.out_size).map(|i| (i % 251) as u8).collect();
-    let mut inbuf = vec![0u8; 65536];
-    let mut local = new_histogram();
-    let mut epoch_seen = plan.epoch.load(Acquire);
-    let fail = |e: &io::Error| Ok(vec![plan.flow_error(i, crate::setup::plain_io(e))]);
-    'run: while !plan.stop.load(Relaxed) {
-        // Send the next request; one the kernel will not take is lost and
-        // times out like one lost on the wire.
+/// udp-rr client flows: each keeps one request outstanding. A worker with
+/// one flow blocks in recv on its socket, as the server does; the receive
+/// timeout is a quarter of the request timeout (at most `POLL`), so a
+/// timeout is seen at most that late.
+pub(crate) struct UdpRrClient {
+    plan: UdpPlan,
+    base: usize,
+    out: Vec<u8>,
+    inbuf: Vec<u8>,
+    // Per-flow state in parallel vectors indexed by the flow's place in the
+    // worker's range: the timeout sweep checks `dead` and `waiting` of the
+    // flows whose deadlines passed, and nothing else.
+    /// The sequence number each flow waits for and when it was sent.
+    waiting: Vec<u64>,
+    sent_at: Vec<u64>,
+    dead: Vec<bool>,
+    /// Deadlines in send order: every request waits the same timeout, so
+    /// the queue is sorted by construction.
+    deadlines: VecDeque<(u64, u32, u64)>,
+}
+
+impl UdpRrClient {
+    pub(crate) fn new(plan: UdpPlan, sh: &Shared) -> UdpRrClient {
+        let n = sh.range.len();
+        UdpRrClient {
+            base: sh.range.start,
+            out: pattern(plan.out_size),
+            inbuf: vec![0u8; 65536],
+            waiting: vec![0; n],
+            sent_at: vec![0; n],
+            dead: vec![false; n],
+            deadlines: VecDeque::with_capacity(n),
+            plan,
+        }
+    }
+
+    /// Sends flow k's next request; a send that fails for want of buffer
+    /// space is a lost request and times out like one.
+    fn send(&mut self, lp: &Loop, k: usize) -> io::Result<()> {
+        let i = self.base + k;
+        let c = &lp.sh.counters[i];
         let seq = c.packets_sent.load(Relaxed);
-        put_header(&mut out, udp.tag, i as u32, seq);
-        let t0 = now_ns();
-        FlowCounters::bump(&c.packets_sent, 1);
-        match sock.send(&out) {
-            Ok(w) => c.add_sent(w as u64),
-            Err(e) if blocked(&e) || filtered(&e) || timed_out(&e) => {}
-            Err(e) => return fail(&e),
-        }
-        loop {
-            plan.hand_over_latency(&mut local, &mut epoch_seen);
-            if plan.stop.load(Relaxed) {
-                break 'run;
-            }
-            if now_ns().saturating_sub(t0) >= udp.timeout_ns {
-                FlowCounters::bump(&c.timeouts, 1);
-                continue 'run;
-            }
-            let got = match sock.recv(&mut inbuf) {
-                Ok(got) => got,
-                Err(e) if timed_out(&e) => continue,
-                Err(e) => return fail(&e),
-            };
-            match header(&inbuf[..got], udp.tag) {
-                Some((flow, s)) if flow as usize == i => {
-                    c.add_received(got as u64);
-                    FlowCounters::bump(&c.packets_received, 1);
-                    if s == seq {
-                        local.saturating_record(now_ns().saturating_sub(t0).max(1));
-                        c.add_transaction();
-                        continue 'run;
-                    }
-                    FlowCounters::bump(&c.late, 1);
-                }
-                _ => {
-                    plan.strays.fetch_add(1, Relaxed);
-                }
-            }
-        }
-    }
-    Ok(Vec::new())
-}
-
-fn rr_client(plan: &WorkerPlan, udp: &UdpPlan) -> io::Result<Vec<FlowError>> {
-    if plan.range.len() == 1 {
-        return rr_client_one(plan, udp);
-    }
-    let ep = plan.epoll_over(&plan.udp_socks, epoll::EventFlags::IN)?;
-    let n = plan.range.len();
-    let base = plan.range.start;
-    let clock = plan.clock;
-    let now_ns = || clock.elapsed().as_nanos() as u64;
-    let mut out: Vec<u8> = (0..udp.out_size).map(|i| (i % 251) as u8).collect();
-    let mut inbuf = vec![0u8; 65536];
-    // The sequence number each flow waits for and when it was sent.
-    let mut waiting = vec![0u64; n];
-    let mut sent_at = vec![0u64; n];
-    // Deadlines in send order: every request waits the same timeout, so
-    // the queue is sorted by construction.
-    let mut deadlines: VecDeque<(u64, u32, u64)> = VecDeque::with_capacity(n);
-    let mut local = new_histogram();
-    let mut epoch_seen = plan.epoch.load(Acquire);
-    let mut events: Vec<epoll::Event> = Vec::with_capacity(256);
-    let mut errors = Vec::new();
-    let mut dead = vec![false; n];
-    let mut live = n;
-
-    // Sends flow k's next request; a send that fails for want of buffer
-    // space is a lost request and times out like one.
-    let mut send = |k: usize,
-                    waiting: &mut [u64],
-                    sent_at: &mut [u64],
-                    deadlines: &mut VecDeque<(u64, u32, u64)>|
-     -> io::Result<()> {
-        let i = base + k;
-        let c = &plan.counters[i];
-        let seq = c.packets_sent.load(Relaxed);
-        put_header(&mut out, udp.tag, i as u32, seq);
-        let t = now_ns();
-        waiting[k] = seq;
-        sent_at[k] = t;
-        deadlines.push_back((t + udp.timeout_ns, k as u32, seq));
+        put_header(&mut self.out, self.plan.tag, i as u32, seq);
+        let t = lp.now_ns();
+        self.waiting[k] = seq;
+        self.sent_at[k] = t;
+        self.deadlines
+            .push_back((t + self.plan.timeout_ns, k as u32, seq));
         FlowCounters::bump(&c.packets_sent, 1);
         loop {
-            match plan.udp_socks[i].send(&out) {
+            match lp.sh.udp_socks[i].send(&self.out) {
                 Ok(w) => {
                     c.add_sent(w as u64);
                     return Ok(());
@@ -250,147 +194,174 @@ fn rr_client(plan: &WorkerPlan, udp: &UdpPlan) -> io::Result<Vec<FlowError>> {
                 Err(e) => return Err(e),
             }
         }
-    };
-
-    for (k, dead) in dead.iter_mut().enumerate() {
-        if let Err(e) = send(k, &mut waiting, &mut sent_at, &mut deadlines) {
-            *dead = true;
-            live -= 1;
-            errors.push(plan.flow_error(base + k, crate::setup::plain_io(&e)));
-        }
     }
 
-    while live > 0 && !plan.stop.load(Relaxed) {
+    fn end(&mut self, lp: &mut Loop, k: usize, why: String) {
+        self.dead[k] = true;
+        let socks = lp.sh.udp_socks.clone();
+        lp.end_flow(self.base + k, &socks[self.base + k], why);
+    }
+
+    fn send_or_end(&mut self, lp: &mut Loop, k: usize) {
+        if let Err(e) = self.send(lp, k) {
+            self.end(lp, k, plumb_sys::plain_io(&e));
+        }
+    }
+}
+
+impl Handler for UdpRrClient {
+    fn start(&mut self, lp: &mut Loop) -> io::Result<()> {
+        let n = lp.sh.range.len();
+        if n == 1 {
+            let sock = &lp.sh.udp_socks[self.base];
+            let wait = POLL.min(
+                std::time::Duration::from_nanos(self.plan.timeout_ns / 4)
+                    .max(std::time::Duration::from_micros(100)),
+            );
+            sock.set_nonblocking(false)?;
+            sock.set_read_timeout(Some(wait))?;
+            sock.set_write_timeout(Some(POLL))?;
+            lp.blocking = Some(self.base as u64);
+        } else {
+            lp.watch_range(&lp.sh.udp_socks, epoll::EventFlags::IN)?;
+        }
+        lp.live = n;
+        for k in 0..n {
+            self.send_or_end(lp, k);
+        }
+        Ok(())
+    }
+
+    fn on_timer(&mut self, lp: &mut Loop) -> io::Result<Option<u64>> {
         // Requests whose time is up: counted, and the flow goes on.
-        let now = now_ns();
-        while let Some(&(due, k, seq)) = deadlines.front() {
+        let now = lp.now_ns();
+        while let Some(&(due, k, seq)) = self.deadlines.front() {
             if due > now {
                 break;
             }
-            deadlines.pop_front();
+            self.deadlines.pop_front();
             let k = k as usize;
-            if dead[k] || waiting[k] != seq {
+            if self.dead[k] || self.waiting[k] != seq {
                 continue;
             }
-            FlowCounters::bump(&plan.counters[base + k].timeouts, 1);
-            if let Err(e) = send(k, &mut waiting, &mut sent_at, &mut deadlines) {
-                dead[k] = true;
-                live -= 1;
-                errors.push(plan.flow_error(base + k, crate::setup::plain_io(&e)));
-            }
+            FlowCounters::bump(&lp.sh.counters[self.base + k].timeouts, 1);
+            self.send_or_end(lp, k);
         }
-        let timeout_ns = deadlines
+        Ok(self
+            .deadlines
             .front()
-            .map(|&(due, _, _)| due.saturating_sub(now_ns()));
-        if !wait(&ep, &mut events, timeout_ns)? {
-            continue;
+            .map(|&(due, _, _)| due.saturating_sub(lp.now_ns())))
+    }
+
+    fn on_readable(&mut self, lp: &mut Loop, id: u64, _: epoll::EventFlags) -> io::Result<Next> {
+        let i = id as usize;
+        let k = i - self.base;
+        if self.dead[k] {
+            return Ok(Next::Done);
         }
-        for ev in &events {
-            let id = ev.data.u64();
-            if id == WAKE {
-                plan.drain_wake();
-                continue;
-            }
-            let i = id as usize;
-            let k = i - base;
-            if dead[k] {
-                continue;
-            }
-            let c = &plan.counters[i];
-            for _ in 0..BURST {
-                let got = match plan.udp_socks[i].recv(&mut inbuf) {
-                    Ok(got) => got,
-                    Err(e) if blocked(&e) => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) => {
-                        let _ = epoll::delete(&ep, &plan.udp_socks[i]);
-                        dead[k] = true;
-                        live -= 1;
-                        errors.push(plan.flow_error(i, crate::setup::plain_io(&e)));
+        // One datagram per call in blocking mode: a second recv would wait.
+        let burst = if lp.blocking.is_some() { 1 } else { BURST };
+        for _ in 0..burst {
+            let got = match lp.sh.udp_socks[i].recv(&mut self.inbuf) {
+                Ok(got) => got,
+                Err(e) if blocked(&e) => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    self.end(lp, k, plumb_sys::plain_io(&e));
+                    return Ok(Next::Done);
+                }
+            };
+            let c = &lp.sh.counters[i];
+            match header(&self.inbuf[..got], self.plan.tag) {
+                Some((flow, seq)) if flow as usize == i => {
+                    c.add_received(got as u64);
+                    FlowCounters::bump(&c.packets_received, 1);
+                    if seq == self.waiting[k] {
+                        lp.timings.record_since(self.sent_at[k]);
+                        c.add_transaction();
+                        // Nothing is awaited until the next send.
+                        self.waiting[k] = u64::MAX;
+                        self.send_or_end(lp, k);
+                        // One request is outstanding and it was just sent:
+                        // nothing more to read yet.
                         break;
+                    } else {
+                        FlowCounters::bump(&c.late, 1);
                     }
-                };
-                match header(&inbuf[..got], udp.tag) {
-                    Some((flow, seq)) if flow as usize == i => {
-                        c.add_received(got as u64);
-                        FlowCounters::bump(&c.packets_received, 1);
-                        if seq == waiting[k] {
-                            local.saturating_record(now_ns().saturating_sub(sent_at[k]).max(1));
-                            c.add_transaction();
-                            // Nothing is awaited until the next send.
-                            waiting[k] = u64::MAX;
-                            if let Err(e) = send(k, &mut waiting, &mut sent_at, &mut deadlines) {
-                                dead[k] = true;
-                                live -= 1;
-                                errors.push(plan.flow_error(i, crate::setup::plain_io(&e)));
-                            }
-                            // One request is outstanding and it was just
-                            // sent: nothing more to read yet.
-                            break;
-                        } else {
-                            FlowCounters::bump(&c.late, 1);
-                        }
-                    }
-                    _ => {
-                        plan.strays.fetch_add(1, Relaxed);
-                    }
+                }
+                _ => {
+                    lp.sh.strays.fetch_add(1, Relaxed);
                 }
             }
         }
-        plan.hand_over_latency(&mut local, &mut epoch_seen);
+        Ok(Next::Done)
     }
-    Ok(errors)
+
+    fn on_writable(&mut self, _: &mut Loop, _: u64, _: epoll::EventFlags) -> io::Result<()> {
+        Ok(())
+    }
 }
 
-/// How long a blocking receive waits before the worker looks at the stop
-/// flag and the latency epoch.
-const POLL: std::time::Duration = std::time::Duration::from_millis(10);
-
-fn timed_out(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
-    )
-}
-
-/// Each server worker owns exactly one socket, so it blocks in recvfrom
+/// A UDP server worker owns exactly one socket, so it blocks in recvfrom
 /// on it instead of multiplexing: one system call per datagram.
-fn server(plan: &WorkerPlan, udp: &UdpPlan) -> io::Result<Vec<FlowError>> {
-    let sock = &plan.udp_socks[plan.range.start];
-    sock.set_nonblocking(false)?;
-    sock.set_read_timeout(Some(POLL))?;
-    // A response the socket cannot take within this time is dropped, as a
-    // full queue on the wire would.
-    sock.set_write_timeout(Some(POLL))?;
-    let mut inbuf = vec![0u8; 65536];
-    let mut out: Vec<u8> = (0..udp.out_size).map(|i| (i % 251) as u8).collect();
-    while !plan.stop.load(Relaxed) {
-        let (got, from) = match sock.recv_from(&mut inbuf) {
+pub(crate) struct UdpServer {
+    plan: UdpPlan,
+    inbuf: Vec<u8>,
+    out: Vec<u8>,
+}
+
+impl UdpServer {
+    pub(crate) fn new(plan: UdpPlan) -> UdpServer {
+        UdpServer {
+            inbuf: vec![0u8; 65536],
+            out: pattern(plan.out_size),
+            plan,
+        }
+    }
+}
+
+impl Handler for UdpServer {
+    fn start(&mut self, lp: &mut Loop) -> io::Result<()> {
+        let sock = &lp.sh.udp_socks[lp.sh.range.start];
+        sock.set_nonblocking(false)?;
+        sock.set_read_timeout(Some(POLL))?;
+        // A response the socket cannot take within this time is dropped, as
+        // a full queue on the wire would.
+        sock.set_write_timeout(Some(POLL))?;
+        lp.blocking = Some(lp.sh.range.start as u64);
+        // The server runs until stopped.
+        lp.live = 1;
+        Ok(())
+    }
+
+    fn on_readable(&mut self, lp: &mut Loop, id: u64, _: epoll::EventFlags) -> io::Result<Next> {
+        let sock = &lp.sh.udp_socks[id as usize];
+        let udp = &self.plan;
+        let (got, from) = match sock.recv_from(&mut self.inbuf) {
             Ok(r) => r,
-            Err(e) if timed_out(&e) => continue,
-            // ICMP errors from a client that went away land here; they
-            // belong to no flow and stop nothing.
-            Err(_) => continue,
+            // A timeout, or an ICMP error from a client that went away:
+            // they belong to no flow and stop nothing.
+            Err(_) => return Ok(Next::Done),
         };
         let Some((flow, seq)) =
-            header(&inbuf[..got], udp.tag).filter(|&(flow, _)| (flow as usize) < udp.flows)
+            header(&self.inbuf[..got], udp.tag).filter(|&(flow, _)| (flow as usize) < udp.flows)
         else {
-            plan.strays.fetch_add(1, Relaxed);
-            continue;
+            lp.sh.strays.fetch_add(1, Relaxed);
+            return Ok(Next::Done);
         };
-        let c = &plan.counters[flow as usize];
+        let c = &lp.sh.counters[flow as usize];
         c.add_received(got as u64);
         FlowCounters::bump(&c.packets_received, 1);
         if udp.rr {
             c.add_transaction();
-            put_header(&mut out, udp.tag, flow, seq);
+            put_header(&mut self.out, udp.tag, flow, seq);
             // A response that cannot be sent is lost, as on the wire; the
             // client's timeout covers it.
-            if let Ok(w) = sock.send_to(&out, from) {
+            if let Ok(w) = sock.send_to(&self.out, from) {
                 c.add_sent(w as u64);
                 FlowCounters::bump(&c.packets_sent, 1);
             }
-            continue;
+            return Ok(Next::Done);
         }
         // SO_REUSEPORT hashes a flow's 4-tuple to one socket, so only this
         // worker writes this flow's sequence state.
@@ -403,8 +374,12 @@ fn server(plan: &WorkerPlan, udp: &UdpPlan) -> io::Result<Vec<FlowError>> {
         } else {
             FlowCounters::bump(&c.late, 1);
         }
+        Ok(Next::Done)
     }
-    Ok(Vec::new())
+
+    fn on_writable(&mut self, _: &mut Loop, _: u64, _: epoll::EventFlags) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -418,5 +393,89 @@ mod tests {
         assert_eq!(header(&b, 0xdead_beef), Some((7, 1 << 40)));
         assert_eq!(header(&b, 0xdead_beee), None);
         assert_eq!(header(&b[..15], 0xdead_beef), None);
+    }
+}
+
+#[cfg(test)]
+mod flow_tests {
+    use super::*;
+    use crate::flow::{test_shared, Loop};
+    use std::net::UdpSocket;
+    use std::sync::atomic::Ordering::Relaxed;
+
+    fn plan(client: bool, rr: bool) -> UdpPlan {
+        UdpPlan {
+            client,
+            rr,
+            tag: 0x5eed,
+            out_size: 64,
+            flows: 1,
+            timeout_ns: 20_000_000,
+        }
+    }
+
+    fn datagram(tag: u32, flow: u32, seq: u64) -> Vec<u8> {
+        let mut b = vec![0u8; 64];
+        put_header(&mut b, tag, flow, seq);
+        b
+    }
+
+    #[test]
+    fn the_server_counts_gaps_late_datagrams_and_strays() {
+        let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        client.connect(server.local_addr().unwrap()).unwrap();
+        let mut lp = Loop::new(test_shared(Vec::new(), vec![server], 1, false)).unwrap();
+        let mut h = UdpServer::new(plan(false, false));
+        h.start(&mut lp).unwrap();
+        for seq in [0, 1, 4, 2] {
+            client.send(&datagram(0x5eed, 0, seq)).unwrap();
+        }
+        client.send(&datagram(0xbad, 0, 5)).unwrap();
+        client.send(&datagram(0x5eed, 9, 5)).unwrap();
+        for _ in 0..6 {
+            h.on_readable(&mut lp, 0, epoll::EventFlags::IN).unwrap();
+        }
+        let c = &lp.sh.counters[0];
+        assert_eq!(c.packets_received.load(Relaxed), 4);
+        // 2 and 3 skipped when 4 came; 2 came later.
+        assert_eq!(c.gaps.load(Relaxed), 2);
+        assert_eq!(c.late.load(Relaxed), 1);
+        assert_eq!(lp.sh.strays.load(Relaxed), 2, "wrong tag, unknown flow");
+    }
+
+    #[test]
+    fn an_unanswered_request_times_out_and_the_next_one_is_answered() {
+        let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        client.connect(server.local_addr().unwrap()).unwrap();
+        let mut lp = Loop::new(test_shared(Vec::new(), vec![client], 1, true)).unwrap();
+        let mut h = UdpRrClient::new(plan(true, true), &lp.sh);
+        h.start(&mut lp).unwrap();
+        assert_eq!(lp.blocking, Some(0), "one flow blocks on its socket");
+        let mut b = [0u8; 64];
+        let (_, from) = server.recv_from(&mut b).unwrap();
+        assert_eq!(header(&b, 0x5eed), Some((0, 0)));
+        // Request 0 goes unanswered past its timeout: counted, and request 1
+        // goes out.
+        std::thread::sleep(std::time::Duration::from_millis(25));
+        h.on_timer(&mut lp).unwrap();
+        let c = &lp.sh.counters[0];
+        assert_eq!(c.timeouts.load(Relaxed), 1);
+        server.recv_from(&mut b).unwrap();
+        assert_eq!(header(&b, 0x5eed), Some((0, 1)));
+        // A late answer to 0 is late; the answer to 1 is a transaction.
+        server.send_to(&datagram(0x5eed, 0, 0), from).unwrap();
+        server.send_to(&datagram(0x5eed, 0, 1), from).unwrap();
+        h.on_readable(&mut lp, 0, epoll::EventFlags::IN).unwrap();
+        h.on_readable(&mut lp, 0, epoll::EventFlags::IN).unwrap();
+        let c = &lp.sh.counters[0];
+        assert_eq!(c.late.load(Relaxed), 1);
+        assert_eq!(c.transactions.load(Relaxed), 1);
+        assert_eq!(
+            c.packets_sent.load(Relaxed),
+            3,
+            "0, 1, and 2 after the answer"
+        );
     }
 }

@@ -16,12 +16,10 @@ pub mod topology;
 
 use embedded::EmbeddedServer;
 use plumb_ctl::{CtlError, Session};
-use plumb_engine::{
-    connect_flows, read_back_flows, read_back_udp, udp_client_sockets, Cookie, Engine,
-    EngineConfig, Meter, SampleSink, UdpPlan,
-};
+use plumb_engine::{connect_flows, udp_client_sockets, Link, ReadyEnd, SampleSink, Sockets};
 use plumb_samples::{Bimodal, Confidence, Iteration, Role, RunRecord, RUN_SCHEMA};
 use plumb_spec::{Family, Field, Spec, SpecError};
+use plumb_sys::Cookie;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -176,7 +174,7 @@ pub fn run(
 ) -> Result<RunRecord, RunError> {
     spec.validate()?;
     if let Some(cpus) = &spec.client_cpus {
-        plumb_ctl::server::check_cpus(cpus, Field::ClientCpus.flag(), "the client").map_err(
+        plumb_sys::affinity::check_cpus(cpus, Field::ClientCpus.flag(), "the client").map_err(
             |message| RunError::Setup {
                 flag: Some(Field::ClientCpus.flag()),
                 message,
@@ -335,26 +333,20 @@ fn run_iteration_at(
     } else {
         Vec::new()
     };
-    plumb_engine::check_rx_mode(&flows, spec.rx)?;
-    let options = match udp_socks.first() {
-        Some(u) => read_back_udp(u, &spec.socket),
-        None => read_back_flows(&flows, &spec.socket),
-    };
+    let link = Link { cookie, peer: data };
+    let end = ReadyEnd::new(
+        spec,
+        Role::Client,
+        &link,
+        Sockets {
+            flows,
+            udp: udp_socks,
+            listener: None,
+        },
+    )?;
     all_set()?;
     session.start(spec.setup_flows())?;
-
-    let mut config = EngineConfig::for_spec(spec, Role::Client);
-    if let Some(c) = config.crr.as_mut() {
-        c.peer = Some(data);
-    }
-    let engine = match config.udp.as_mut() {
-        Some(u) => {
-            u.tag = UdpPlan::tag_of(&cookie);
-            Engine::start_udp(config, flows, udp_socks)
-        }
-        None => Engine::start(config, flows),
-    }
-    .map_err(|e| RunError::Engine(e.to_string()))?;
+    let mut end = end.start().map_err(|e| RunError::Engine(e.to_string()))?;
 
     let t0 = Instant::now();
     // A server that goes away mid-test leaves the client's figures, which
@@ -384,7 +376,7 @@ fn run_iteration_at(
             &mut lost,
         )?;
     }
-    let mut meter = Meter::open(&engine);
+    end.open_window();
     let opened = Instant::now();
     let window = Duration::from_millis(spec.duration_ms);
     if complete && lost.is_none() {
@@ -398,20 +390,20 @@ fn run_iteration_at(
             if next >= opened + window {
                 break;
             }
-            meter.tick(&engine, sink);
+            end.tick(sink);
             tick += 1;
         }
     }
     // The server tears its flows down as soon as it is told to stop; a reset
     // seen from here on is that, not a failure of the run.
-    engine.mark_window_closed();
+    end.mark_window_closed();
     if lost.is_none() {
         watch(
             session.stop().map(|_| true).map_err(RunError::from),
             &mut lost,
         )?;
     }
-    let mut client = meter.close(&engine, sink, options);
+    let mut client = end.close_window(sink);
     let server = match &lost {
         None => {
             session.results(Duration::from_secs(10) + Duration::from_millis(spec.flows as u64))?
@@ -424,15 +416,8 @@ fn run_iteration_at(
         }
     };
     let complete = complete && lost.is_none();
-    let zerocopy = engine.zerocopy_probe();
-    let errors = engine.stop().map_err(|e| RunError::Engine(e.to_string()))?;
-    zerocopy.fill(&mut client);
-    client.warnings.extend(
-        errors
-            .into_iter()
-            .filter(|e| !e.after_window)
-            .map(|e| format!("client flow {}: {}", e.flow, e.error)),
-    );
+    end.stop(&mut client)
+        .map_err(|e| RunError::Engine(e.to_string()))?;
     if let Some(e) = embedded.as_mut() {
         e.reap(Duration::from_secs(2));
     }

@@ -32,6 +32,28 @@ pub fn allowed_cpus() -> io::Result<Vec<u32>> {
         .collect())
 }
 
+/// Refuses CPUs this machine does not have or this process may not use;
+/// `flag` is the user's option and `whose` the end that would run there.
+pub fn check_cpus(cpus: &plumb_spec::CpuList, flag: &str, whose: &str) -> Result<(), String> {
+    let online = crate::proc::online_cpus()
+        .map_err(|e| format!("{flag}: cannot read the online CPUs: {e}"))?;
+    let allowed = allowed_cpus().unwrap_or_default();
+    for &c in cpus.cpus() {
+        if !online.contains(c) {
+            return Err(format!(
+                "{flag}: CPU {c} does not exist on {whose} (online: {online})"
+            ));
+        }
+        if !allowed.is_empty() && !allowed.contains(&c) {
+            return Err(format!(
+                "{flag}: CPU {c} is not available to plumb on {whose} (allowed: {})",
+                plumb_spec::CpuList::new(allowed.clone())
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

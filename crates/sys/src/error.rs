@@ -28,6 +28,21 @@ impl From<ParseError> for io::Error {
     }
 }
 
+/// An io::Error as a person reads it: "connection refused", not
+/// "Connection refused (os error 111)".
+pub fn plain_io(e: &io::Error) -> String {
+    let s = e.to_string();
+    let s = match s.find(" (os error") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    };
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_lowercase().collect::<String>() + c.as_str(),
+        None => s,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

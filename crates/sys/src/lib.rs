@@ -13,6 +13,7 @@
 #![deny(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
 pub mod affinity;
+pub mod cookie;
 mod error;
 pub mod host;
 pub mod knob;
@@ -20,4 +21,5 @@ pub mod proc;
 pub mod process;
 pub mod sock;
 
-pub use error::ParseError;
+pub use cookie::Cookie;
+pub use error::{plain_io, ParseError};

@@ -1,0 +1,150 @@
+//! One end of a test, the same sequence on the client and in `plumb serve`:
+//! once its flows are up, the receive mode is checked and the options the
+//! kernel granted are read back ([`ReadyEnd`]); the engine starts with
+//! everything it needs from the other end given up front (the cookie's tag,
+//! the peer); the measurement window opens, ticks and closes
+//! ([`RunningEnd`]); and stopping adds the zero-copy accounting and the
+//! flows that failed inside the window to the end's figures. How the two
+//! ends agree on the moments (the control protocol) is not this module's.
+
+use crate::meter::{Meter, SampleSink};
+use crate::setup::{check_rx_mode, read_back_flows, read_back_udp, SetupError};
+use crate::{Engine, EngineConfig, EngineError, Link, Workload};
+use plumb_samples::{EndResult, OptionRecord, Role};
+use plumb_spec::Spec;
+use std::net::{TcpListener, TcpStream, UdpSocket};
+
+/// The sockets an end set up before any traffic.
+#[derive(Default)]
+pub struct Sockets {
+    /// The TCP flows, connected or accepted, each announced by the cookie;
+    /// for crr and UDP the one flow that carried it.
+    pub flows: Vec<TcpStream>,
+    /// UDP: the client's sockets, one per flow, or the server's, one per
+    /// worker.
+    pub udp: Vec<UdpSocket>,
+    /// A crr server's data listener: each transaction is a new connection.
+    pub listener: Option<TcpListener>,
+}
+
+/// An end whose flows are up and whose options are read back, not started.
+pub struct ReadyEnd {
+    config: EngineConfig,
+    sockets: Sockets,
+    options: Vec<OptionRecord>,
+}
+
+impl ReadyEnd {
+    /// Checks what can only be checked on the flows themselves and records
+    /// what the kernel granted.
+    pub fn new(
+        spec: &Spec,
+        role: Role,
+        link: &Link,
+        sockets: Sockets,
+    ) -> Result<ReadyEnd, SetupError> {
+        check_rx_mode(&sockets.flows, spec.rx)?;
+        let options = match sockets.udp.first() {
+            Some(u) => read_back_udp(u, &spec.socket),
+            None => read_back_flows(&sockets.flows, &spec.socket),
+        };
+        Ok(ReadyEnd {
+            config: EngineConfig::for_spec(spec, role, link),
+            sockets,
+            options,
+        })
+    }
+
+    /// Starts the traffic.
+    pub fn start(self) -> Result<RunningEnd, EngineError> {
+        let Sockets {
+            flows,
+            udp,
+            listener,
+        } = self.sockets;
+        let engine = if udp.is_empty() {
+            Engine::start_with_listener(self.config, flows, listener)?
+        } else {
+            Engine::start_udp(self.config, flows, udp)?
+        };
+        Ok(RunningEnd {
+            engine,
+            options: self.options,
+            meter: None,
+        })
+    }
+}
+
+/// An end whose traffic runs.
+pub struct RunningEnd {
+    engine: Engine,
+    options: Vec<OptionRecord>,
+    meter: Option<Meter>,
+}
+
+/// What stopping an end found beside its figures.
+pub struct Stopped {
+    /// Connections or datagrams from elsewhere that the end ignored.
+    pub strays: u64,
+}
+
+impl RunningEnd {
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Opens the measurement window now; what the warm-up timed is dropped.
+    pub fn open_window(&mut self) {
+        self.meter = Some(Meter::open(&self.engine));
+    }
+
+    /// Closes the current interval of the window and starts the next.
+    pub fn tick(&mut self, sink: &mut dyn SampleSink) {
+        if let Some(m) = self.meter.as_mut() {
+            m.tick(&self.engine, sink);
+        }
+    }
+
+    /// From now on a failing flow is the peer tearing down, not a problem.
+    pub fn mark_window_closed(&self) {
+        self.engine.mark_window_closed();
+    }
+
+    /// Closes the window now and returns what this end measured; a window
+    /// that never opened (a stop during the warm-up) opens and closes at once.
+    pub fn close_window(&mut self, sink: &mut dyn SampleSink) -> EndResult {
+        let meter = match self.meter.take() {
+            Some(m) => m,
+            None => Meter::open(&self.engine),
+        };
+        meter.close(&self.engine, sink, std::mem::take(&mut self.options))
+    }
+
+    /// Stops the traffic and adds to `end` the zero-copy accounting, the
+    /// connections a crr server refused, and the flows that failed inside
+    /// the window.
+    pub fn stop(self, end: &mut EndResult) -> Result<Stopped, EngineError> {
+        let zerocopy = self.engine.zerocopy_probe();
+        let strays = self.engine.strays();
+        let role = self.engine.config().role;
+        let crr = matches!(self.engine.config().workload, Workload::Crr(_));
+        let errors = self.engine.stop()?;
+        zerocopy.fill(end);
+        if crr && role == Role::Server && strays > 0 {
+            end.warnings.push(format!(
+                "the server closed {strays} connections that came from another address than the client's"
+            ));
+        }
+        let who = match role {
+            Role::Client => "client",
+            Role::Server => "server",
+        };
+        end.warnings.extend(
+            errors
+                .into_iter()
+                .filter(|e| !e.after_window)
+                .map(|e| format!("{who} flow {}: {}", e.flow, e.error)),
+        );
+        Ok(Stopped { strays })
+    }
+}

@@ -1,0 +1,327 @@
+//! What every workload's flows share with the worker loop: the counters a
+//! flow's worker alone writes, how a flow failure is reported, the worker's
+//! share of the engine, and the interface a workload implements so that the
+//! one loop of [`crate::worker`] can drive it. The workloads (stream, rr,
+//! crr, udp) depend on this module and the loop depends on them; nothing
+//! here knows a workload.
+
+use crate::latency::{new_histogram, LatencySlot};
+use rustix::event::epoll;
+use std::io;
+use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{
+    AtomicBool, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+};
+use std::sync::Arc;
+
+/// Byte counters of one flow. Written only by the flow's worker, read by the
+/// sampler; 64-byte alignment keeps neighbours off each other's cache line.
+#[derive(Default)]
+#[repr(align(64))]
+pub struct FlowCounters {
+    pub sent: AtomicU64,
+    pub received: AtomicU64,
+    pub transactions: AtomicU64,
+    /// UDP: datagrams, and the receiver's view of the sequence numbers.
+    pub packets_sent: AtomicU64,
+    pub packets_received: AtomicU64,
+    /// Sequence numbers skipped over (a datagram arriving later takes one
+    /// back as `late`).
+    pub gaps: AtomicU64,
+    pub late: AtomicU64,
+    /// The sequence number the receiver expects next.
+    pub expect: AtomicU64,
+    /// udp-rr client: requests that timed out.
+    pub timeouts: AtomicU64,
+    /// MSG_ZEROCOPY: successful sends, completions read, completions the
+    /// kernel flagged as copied, sends refused with ENOBUFS, and pieces
+    /// written as plain copies after an ENOBUFS with nothing outstanding.
+    pub zc_sends: AtomicU64,
+    pub zc_completions: AtomicU64,
+    pub zc_copied: AtomicU64,
+    pub zc_enobufs: AtomicU64,
+    pub zc_fallback: AtomicU64,
+    /// Of the completions, those read while the test was stopping: mostly
+    /// data the kernel freed unsent when the peer reset the flow, which it
+    /// reports as not copied although it never went anywhere.
+    pub zc_close_completions: AtomicU64,
+    pub zc_close_copied: AtomicU64,
+    /// TCP_ZEROCOPY_RECEIVE: bytes mapped, and bytes read the ordinary way
+    /// because the kernel could not map them.
+    pub rx_mapped: AtomicU64,
+    pub rx_copied: AtomicU64,
+}
+
+impl FlowCounters {
+    #[inline]
+    pub(crate) fn add_transaction(&self) {
+        self.transactions
+            .store(self.transactions.load(Relaxed) + 1, Release);
+    }
+    #[inline]
+    pub(crate) fn bump(c: &AtomicU64, n: u64) {
+        c.store(c.load(Relaxed) + n, Release);
+    }
+    #[inline]
+    pub(crate) fn add_sent(&self, n: u64) {
+        // Single writer: a load and a store, no locked read-modify-write.
+        self.sent.store(self.sent.load(Relaxed) + n, Release);
+    }
+    #[inline]
+    pub(crate) fn add_received(&self, n: u64) {
+        self.received
+            .store(self.received.load(Relaxed) + n, Release);
+    }
+}
+
+/// A flow that failed, and when relative to the end of the window.
+#[derive(Debug, Clone)]
+pub struct FlowError {
+    pub flow: u32,
+    pub error: String,
+    pub after_window: bool,
+}
+
+/// What one worker shares with the engine: the sockets and counters of
+/// every flow (the worker touches only those of its range), the flags the
+/// engine raises, and where its latencies go.
+pub(crate) struct Shared {
+    pub flows: Arc<Vec<TcpStream>>,
+    pub counters: Arc<Vec<FlowCounters>>,
+    /// This worker's flows, or for crr its connection slots, or for a UDP
+    /// server its one socket.
+    pub range: std::ops::Range<usize>,
+    pub stop: Arc<AtomicBool>,
+    pub window_closed: Arc<AtomicBool>,
+    pub wake: Arc<OwnedFd>,
+    /// A crr server's listener, shared by its workers.
+    pub listener: Option<Arc<TcpListener>>,
+    /// UDP sockets: one per flow on the client, one per worker on the server.
+    pub udp_socks: Arc<Vec<UdpSocket>>,
+    /// Datagrams dropped for a wrong tag or length, crr connections from
+    /// another address.
+    pub strays: Arc<AtomicU64>,
+    pub latency: Option<Arc<LatencySlot>>,
+    pub epoch: Arc<AtomicU64>,
+    /// The engine's time base for latency stamps.
+    pub clock: std::time::Instant,
+}
+
+/// What a readable flow wants next from the loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Nothing more unless the flow is also writable.
+    Wait,
+    /// The read left something to write: call `on_writable` now.
+    Write,
+    /// The flow ended (its failure is recorded) or is not this worker's.
+    Done,
+}
+
+/// A workload's flows as the worker loop drives them. The loop is generic
+/// over the handler, so every call is static and inlined: no virtual call
+/// per event, let alone per byte. Each method is told the token its socket
+/// was registered with (its flow index, or the workload's own numbering).
+pub(crate) trait Handler {
+    /// Registers the sockets and sends what the flows open with; a single
+    /// socket that needs no multiplexing may set [`Loop::blocking`].
+    fn start(&mut self, lp: &mut Loop) -> io::Result<()>;
+    /// The socket of `id` is readable (IN), hung up (HUP) or in error (ERR).
+    fn on_readable(&mut self, lp: &mut Loop, id: u64, flags: epoll::EventFlags)
+        -> io::Result<Next>;
+    /// The socket of `id` is writable (OUT) or in error (ERR), or a read
+    /// asked for it.
+    fn on_writable(&mut self, lp: &mut Loop, id: u64, flags: epoll::EventFlags) -> io::Result<()>;
+    /// Before each wait: work that is due by the clock. Returns how long the
+    /// wait may last at most, in nanoseconds (None: until an event).
+    fn on_timer(&mut self, _lp: &mut Loop) -> io::Result<Option<u64>> {
+        Ok(None)
+    }
+    /// After the loop, before the worker returns.
+    fn finish(&mut self, _lp: &mut Loop) {}
+}
+
+/// The epoll token of a worker's wake-up eventfd.
+pub(crate) const WAKE: u64 = u64::MAX;
+
+/// The loop's own state, lent to the handler on every call.
+pub(crate) struct Loop {
+    pub sh: Shared,
+    pub ep: OwnedFd,
+    /// Flows still running; the loop ends when none is.
+    pub live: usize,
+    pub errors: Vec<FlowError>,
+    /// The one socket this worker reads and writes in blocking mode, with
+    /// timeouts, instead of waiting in epoll: with one socket there is
+    /// nothing to multiplex and leaving out epoll_wait saves a system call
+    /// per message, a measurable part of a round trip (netperf and sockperf
+    /// do the same). Its read timeout bounds how late stop is seen.
+    pub blocking: Option<u64>,
+    /// A field of its own so that a handler may record while it holds a
+    /// flow's counters.
+    pub timings: Timings,
+}
+
+/// The latencies a worker timed since it last handed them over.
+pub(crate) struct Timings {
+    clock: std::time::Instant,
+    /// None when this end does not time transactions.
+    hist: Option<hdrhistogram::Histogram<u64>>,
+    epoch_seen: u64,
+}
+
+impl Timings {
+    /// Records a transaction that started at `t0_ns` and ended now.
+    #[inline]
+    pub(crate) fn record_since(&mut self, t0_ns: u64) {
+        let now = self.clock.elapsed().as_nanos() as u64;
+        if let Some(h) = self.hist.as_mut() {
+            h.saturating_record(now.saturating_sub(t0_ns).max(1));
+        }
+    }
+}
+
+impl Loop {
+    /// An epoll instance watching the wake-up eventfd.
+    pub(crate) fn new(sh: Shared) -> io::Result<Loop> {
+        let ep = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        epoll::add(
+            &ep,
+            &*sh.wake,
+            epoll::EventData::new_u64(WAKE),
+            epoll::EventFlags::IN,
+        )?;
+        let timings = Timings {
+            clock: sh.clock,
+            hist: sh.latency.as_ref().map(|_| new_histogram()),
+            epoch_seen: sh.epoch.load(Acquire),
+        };
+        Ok(Loop {
+            sh,
+            ep,
+            live: 0,
+            errors: Vec::new(),
+            blocking: None,
+            timings,
+        })
+    }
+
+    /// Watches `fd` under token `id`.
+    pub(crate) fn watch(&self, fd: impl AsFd, id: u64, flags: epoll::EventFlags) -> io::Result<()> {
+        epoll::add(&self.ep, fd, epoll::EventData::new_u64(id), flags)?;
+        Ok(())
+    }
+
+    /// Watches the sockets of this worker's range, each under its index.
+    pub(crate) fn watch_range<S: AsFd>(
+        &self,
+        socks: &[S],
+        flags: epoll::EventFlags,
+    ) -> io::Result<()> {
+        for i in self.sh.range.clone() {
+            self.watch(&socks[i], i as u64, flags)?;
+        }
+        Ok(())
+    }
+
+    /// Changes what `fd` (token `id`) is watched for.
+    pub(crate) fn rewatch(
+        &self,
+        fd: impl AsFd,
+        id: u64,
+        flags: epoll::EventFlags,
+    ) -> io::Result<()> {
+        epoll::modify(&self.ep, fd, epoll::EventData::new_u64(id), flags)?;
+        Ok(())
+    }
+
+    /// Flow `flow` failed: it stops being watched and counted as live. The
+    /// failure is after the window when the window or the test has already
+    /// ended, where a reset is the peer tearing down.
+    pub(crate) fn end_flow(&mut self, flow: usize, fd: impl AsFd, error: String) {
+        let _ = epoll::delete(&self.ep, fd);
+        self.flow_failed(flow, error);
+    }
+
+    /// As [`Loop::end_flow`] for a flow whose socket is already closed.
+    pub(crate) fn flow_failed(&mut self, flow: usize, error: String) {
+        self.live -= 1;
+        let e = self.flow_error(flow, error);
+        self.errors.push(e);
+    }
+
+    /// As [`Loop::end_flow`] for TCP flow `flow` of the engine.
+    pub(crate) fn end_tcp_flow(&mut self, flow: usize, error: String) {
+        let flows = self.sh.flows.clone();
+        self.end_flow(flow, &flows[flow], error);
+    }
+
+    pub(crate) fn flow_error(&self, flow: usize, error: String) -> FlowError {
+        FlowError {
+            flow: flow as u32,
+            error,
+            after_window: self.sh.window_closed.load(Relaxed) || self.sh.stop.load(Relaxed),
+        }
+    }
+
+    /// Nanoseconds on the engine's clock.
+    #[inline]
+    pub(crate) fn now_ns(&self) -> u64 {
+        self.sh.clock.elapsed().as_nanos() as u64
+    }
+
+    /// Reads the wake-up eventfd so that it stops signalling.
+    pub(crate) fn drain_wake(&self) {
+        let mut b = [0u8; 8];
+        let _ = rustix::io::read(&*self.sh.wake, &mut b);
+    }
+
+    /// Hands the latencies timed so far to the engine when it has asked for
+    /// them since the last call (a new epoch).
+    pub(crate) fn hand_over_latency(&mut self) {
+        let epoch = self.sh.epoch.load(Acquire);
+        let t = &mut self.timings;
+        if epoch != t.epoch_seen {
+            if let (Some(slot), Some(local)) = (&self.sh.latency, t.hist.as_mut()) {
+                slot.flush(local, epoch);
+            }
+            t.epoch_seen = epoch;
+        }
+    }
+}
+
+/// A pattern of `len` bytes to send (the receiver does not look at it).
+pub(crate) fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8).collect()
+}
+
+/// A worker's share over the given sockets, all of them in its range, for
+/// driving a handler by hand in tests.
+#[cfg(test)]
+pub(crate) fn test_shared(
+    flows: Vec<TcpStream>,
+    udp_socks: Vec<UdpSocket>,
+    counted: usize,
+    timed: bool,
+) -> Shared {
+    let wake = rustix::event::eventfd(
+        0,
+        rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
+    )
+    .expect("an eventfd");
+    Shared {
+        range: 0..flows.len().max(udp_socks.len()),
+        flows: Arc::new(flows),
+        counters: Arc::new((0..counted).map(|_| FlowCounters::default()).collect()),
+        stop: Arc::new(AtomicBool::new(false)),
+        window_closed: Arc::new(AtomicBool::new(false)),
+        wake: Arc::new(wake),
+        listener: None,
+        udp_socks: Arc::new(udp_socks),
+        strays: Arc::new(AtomicU64::new(0)),
+        latency: timed.then(|| Arc::new(LatencySlot::new())),
+        epoch: Arc::new(AtomicU64::new(0)),
+        clock: std::time::Instant::now(),
+    }
+}
