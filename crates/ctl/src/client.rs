@@ -76,6 +76,7 @@ impl Session {
             error: plain_io(&e),
         })?;
         let _ = ctrl.set_nodelay(true);
+        crate::liveness::watch_peer(&ctrl);
         let reader = ctrl
             .try_clone()
             .map_err(|e| CtlError::Protocol(plain_io(&e)))?;

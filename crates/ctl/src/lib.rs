@@ -7,6 +7,7 @@ pub mod auth;
 pub mod client;
 pub mod frame;
 pub mod limits;
+pub mod liveness;
 pub mod message;
 pub mod order;
 pub mod server;

@@ -413,6 +413,7 @@ fn authenticate(
 
 fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), String> {
     let _ = stream.set_nodelay(true);
+    crate::liveness::watch_peer(&stream);
     let local_ip = stream
         .local_addr()
         .map_err(|e| plain_io(&e))?
