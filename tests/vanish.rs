@@ -1,0 +1,170 @@
+//! A peer whose host vanishes (its link goes down: no FIN, no RST) is
+//! noticed within seconds by the other end's control connection, on the
+//! client's side and on the server's, instead of after the window and its
+//! grace time. Two namespaces joined by a veth pair that the test creates.
+
+mod common;
+use common::*;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The window the client asks for: far longer than noticing may take.
+const WINDOW: &str = "40s";
+/// What noticing may take: keepalive and user timeouts of a few seconds,
+/// and a busy machine's slack.
+const NOTICE: Duration = Duration::from_secs(12);
+
+struct Pair {
+    client: Netns,
+    server: Netns,
+}
+
+impl Pair {
+    fn new(tag: &str) -> Option<Pair> {
+        let client = Netns::new(&format!("{tag}c"))?;
+        let server = Netns::new(&format!("{tag}s"))?;
+        let (vc, vs) = ("plumbvc", "plumbvs");
+        assert!(ok(Command::new("ip").args([
+            "link", "add", vc, "netns", &client.0, "type", "veth", "peer", "name", vs, "netns",
+            &server.0,
+        ])));
+        for (ns, dev, addr) in [
+            (&client, vc, "198.18.9.1/24"),
+            (&server, vs, "198.18.9.2/24"),
+        ] {
+            assert!(ok(
+                Command::new("ip").args(["-n", &ns.0, "addr", "add", addr, "dev", dev])
+            ));
+            assert!(ok(
+                Command::new("ip").args(["-n", &ns.0, "link", "set", dev, "up"])
+            ));
+        }
+        Some(Pair { client, server })
+    }
+}
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `plumb serve` in the server's namespace, its log collected.
+fn serve(pair: &Pair) -> (Killed, String, Arc<Mutex<String>>) {
+    let mut child = pair
+        .server
+        .exec(env!("CARGO_BIN_EXE_plumb"))
+        .args(["serve", "--listen", "198.18.9.2:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("plumb serve: listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+    let log = Arc::new(Mutex::new(String::new()));
+    let sink = log.clone();
+    let err = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(err).lines().map_while(Result::ok) {
+            sink.lock().unwrap().push_str(&(l + "\n"));
+        }
+    });
+    (Killed(child), addr, log)
+}
+
+/// Runs a long stream against the server, takes the link of `side` down
+/// once the window is open, and returns how long the client and the server
+/// took to notice, with the client's stderr.
+fn vanish(side: &str) -> Option<(Duration, Option<Duration>, String)> {
+    let pair = Pair::new(&format!("vn{side}"))?;
+    let (_server, addr, log) = serve(&pair);
+    let client = pair
+        .client
+        .exec(env!("CARGO_BIN_EXE_plumb"))
+        .args([
+            "run",
+            "stream",
+            "--server",
+            &addr,
+            "--no-store",
+            "--iterations",
+            "1",
+        ])
+        .args(["--duration", WINDOW, "--warmup", "200ms"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut client = Killed(client);
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        client.0.try_wait().unwrap().is_none(),
+        "the run ended early"
+    );
+    let (ns, dev) = if side == "client" {
+        (&pair.client, "plumbvc")
+    } else {
+        (&pair.server, "plumbvs")
+    };
+    assert!(ok(
+        Command::new("ip").args(["-n", &ns.0, "link", "set", dev, "down"])
+    ));
+    let down = Instant::now();
+    let mut client_noticed = None;
+    let mut server_noticed = None;
+    while down.elapsed() < NOTICE + Duration::from_secs(5)
+        && (client_noticed.is_none() || server_noticed.is_none())
+    {
+        if client_noticed.is_none() && client.0.try_wait().unwrap().is_some() {
+            client_noticed = Some(down.elapsed());
+        }
+        if server_noticed.is_none() && log.lock().unwrap().contains("client lost") {
+            server_noticed = Some(down.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let client_noticed = client_noticed.unwrap_or_else(|| {
+        panic!(
+            "the client did not notice within {:?}",
+            NOTICE + Duration::from_secs(5)
+        )
+    });
+    let mut err = String::new();
+    let _ = std::io::Read::read_to_string(&mut client.0.stderr.take().unwrap(), &mut err);
+    Some((client_noticed, server_noticed, err))
+}
+
+#[test]
+fn a_vanished_server_host_is_noticed_within_seconds() {
+    let Some((client, server, err)) = vanish("server") else {
+        return;
+    };
+    assert!(client < NOTICE, "the client took {client:?}: {err}");
+    assert!(err.contains("server lost"), "{err}");
+    let server = server.expect("the server noticed its client was gone");
+    assert!(server < NOTICE, "the server took {server:?}");
+}
+
+#[test]
+fn a_vanished_client_host_is_noticed_within_seconds() {
+    let Some((client, server, err)) = vanish("client") else {
+        return;
+    };
+    assert!(client < NOTICE, "the client took {client:?}: {err}");
+    let server = server.expect("the server noticed its client was gone");
+    assert!(server < NOTICE, "the server took {server:?}");
+}
