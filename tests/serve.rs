@@ -647,8 +647,16 @@ fn concurrent_tests_are_allowed_when_asked() {
 #[test]
 fn peers_outside_allow_are_refused_and_logged() {
     let server = Server::start(&["--allow", "198.18.0.0/15", "--allow", "2001:2::/48"]);
+    // A refused peer hears why, and nothing else: no welcome, no nonce.
     let got = exchange(server.addr, &hello());
-    assert!(got.is_empty(), "a refused peer heard {got:?}");
+    let frames = frames(&got);
+    assert_eq!(frames.len(), 1, "a refused peer heard {frames:?}");
+    let (code, message) = error_of(&got).expect("an error frame");
+    assert_eq!(code, "refused");
+    assert!(
+        message.contains("127.0.0.1") && message.contains("--allow"),
+        "{message}"
+    );
     assert!(
         server.logged(&["session from 127.0.0.1:", "not in --allow"]),
         "{}",
@@ -656,6 +664,8 @@ fn peers_outside_allow_are_refused_and_logged() {
     );
     let o = server.run(&[]);
     assert_ne!(o.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("not in this server's --allow list"), "{err}");
 
     let server = Server::start(&["--allow", "127.0.0.0/8"]);
     assert_runs(&server.run(&[]));

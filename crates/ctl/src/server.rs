@@ -246,6 +246,7 @@ pub fn serve(cfg: &ServeConfig) -> Result<(), ServeError> {
         };
         if !cfg.allow.is_empty() && !cfg.allow.iter().any(|c| c.contains(peer.ip())) {
             shared.log("refused", Some(peer), "refused: not in --allow");
+            tell_refused(ctrl, peer);
             continue;
         }
         if cfg.once {
@@ -281,6 +282,45 @@ pub fn serve(cfg: &ServeConfig) -> Result<(), ServeError> {
                 &format!("refused: cannot start a thread: {e}"),
             );
         }
+    }
+}
+
+/// Refusals being told at once; more are closed unanswered, so that
+/// peers the server does not serve cannot make it hold threads.
+static REFUSALS: AtomicUsize = AtomicUsize::new(0);
+const MAX_REFUSALS: usize = 16;
+/// How long a refused peer gets to say hello before it is told.
+const REFUSAL_WAIT: Duration = Duration::from_secs(1);
+
+/// Tells a peer outside --allow why it is refused: one error frame after
+/// its hello (written before the hello, it could be lost in the reset that
+/// its hello would draw), then the connection closes. On its own thread,
+/// bounded in time and in number.
+fn tell_refused(ctrl: TcpStream, peer: SocketAddr) {
+    if REFUSALS.fetch_add(1, SeqCst) >= MAX_REFUSALS {
+        REFUSALS.fetch_sub(1, SeqCst);
+        return;
+    }
+    let told = std::thread::Builder::new()
+        .name("plumb-refuse".into())
+        .spawn(move || {
+            let until = Instant::now() + REFUSAL_WAIT;
+            let _ = read_frame_until(&ctrl, MAX_FRAME, until);
+            let _ = ctrl.set_write_timeout(Some(REFUSAL_WAIT));
+            let why = format!(
+                "refused: {} is not in this server's --allow list",
+                peer.ip()
+            );
+            let _ = write_frame(&ctrl, &Frame::new(Message::error("refused", why)));
+            let _ = ctrl.shutdown(Shutdown::Write);
+            // Read to the client's end, so closing sends a FIN, not a reset
+            // that could take the error with it.
+            let _ = ctrl.set_read_timeout(Some(REFUSAL_WAIT));
+            let _ = std::io::copy(&mut &ctrl, &mut std::io::sink());
+            REFUSALS.fetch_sub(1, SeqCst);
+        });
+    if told.is_err() {
+        REFUSALS.fetch_sub(1, SeqCst);
     }
 }
 
