@@ -61,3 +61,17 @@ pub fn main() -> i32 {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_comparison_defaults_to_one_bootstrap_seed() {
+        let cli = args::Cli::try_parse_from(["plumb", "compare", "a", "b"]).unwrap();
+        let args::Command::Compare(c) = cli.command else {
+            panic!("parsed as compare")
+        };
+        assert_eq!(c.verdict.seed, plumb_stats::CompareParams::default().seed);
+    }
+}

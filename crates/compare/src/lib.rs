@@ -5,7 +5,7 @@
 //! end (seconds of user, system and softirq time per GB moved).
 #![deny(unsafe_code)]
 
-use plumb_samples::{EnvChange, Environment, Iteration, RunRecord};
+use plumb_samples::{EnvChange, Environment, Iteration, Metric, RunRecord};
 use plumb_stats::{CompareParams, Verdict};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -44,8 +44,9 @@ pub struct SideStats {
 /// One line of the CPU budget: seconds of CPU per GB received.
 #[derive(Debug, Clone, Serialize)]
 pub struct BudgetLine {
-    /// `client`, `server` (the processes) or `client host`, `server host`
-    /// (every CPU of the machine that end ran on).
+    /// `client`, `server` (the processes), `client host`, `server host`
+    /// (every CPU of the machine that end ran on), or `host` when both ends
+    /// ran on one machine.
     pub end: String,
     /// `user`, `system`, `softirq`, `irq`.
     pub part: String,
@@ -59,8 +60,9 @@ pub struct BudgetLine {
 pub struct Point {
     pub spec_key: String,
     pub summary: String,
-    pub metric: String,
-    pub unit: String,
+    pub metric: Metric,
+    /// The metric's unit, for JSON and CSV readers.
+    pub unit: &'static str,
     pub a: SideStats,
     pub b: SideStats,
     /// mean(b) / mean(a) - 1.
@@ -72,7 +74,7 @@ pub struct Point {
     pub verdict: Verdict,
     /// What the budget lines count: "CPU seconds per GB" or "CPU
     /// microseconds per transaction".
-    pub budget_unit: String,
+    pub budget_unit: &'static str,
     pub budget: Vec<BudgetLine>,
 }
 
@@ -116,10 +118,7 @@ fn complete_iterations<'a>(runs: &'a [RunRecord], key: &str) -> Vec<&'a Iteratio
 }
 
 fn side_stats(xs: &[f64], level: f64, runs: usize) -> SideStats {
-    let mean = xs.iter().sum::<f64>() / xs.len().max(1) as f64;
-    let (lo, hi) = plumb_stats::t_interval(xs, level)
-        .map(|i| (i.lo, i.hi))
-        .unwrap_or((mean, mean));
+    let (mean, lo, hi) = plumb_stats::mean_with_interval(xs, level);
     SideStats {
         n: xs.len(),
         mean,
@@ -152,14 +151,23 @@ fn budget(its: &[&Iteration], transactional: bool) -> BTreeMap<(String, String),
             .or_insert(0.0) += v / gb;
     };
     for i in its {
+        // The record does not say whether the server was embedded; both
+        // ends reporting one host name means they read the same /proc/stat
+        // (loopback, or veth namespaces on one machine), and that host's
+        // CPUs count once, as the run's own derived host figures do.
+        let shared = i.client.hostname == i.server.hostname;
         for end in [&i.client, &i.server] {
-            let who = match end.role {
-                plumb_samples::Role::Client => "client",
-                plumb_samples::Role::Server => "server",
-            };
+            let who = end.role.name();
             add(who, "user", end.process.user_s);
             add(who, "system", end.process.system_s);
-            let host = format!("{who} host");
+            if shared && end.role == plumb_samples::Role::Server {
+                continue;
+            }
+            let host = if shared {
+                "host".to_string()
+            } else {
+                format!("{who} host")
+            };
             add(
                 &host,
                 "user",
@@ -221,11 +229,12 @@ pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
             too_few.push(format!("{summary} (n = {} vs {})", xa.len(), xb.len()));
             continue;
         };
-        let transactional = a
+        let metric = a
             .runs
             .iter()
             .find(|r| &r.spec_key == key_a)
-            .is_some_and(|r| r.spec.is_transactional());
+            .map_or(Metric::Throughput, RunRecord::metric);
+        let transactional = metric == Metric::Tps;
         let (ba, bb) = (budget(&ia, transactional), budget(&ib, transactional));
         let budget = ba
             .iter()
@@ -253,14 +262,9 @@ pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
                 format!("{key_a}/{key_b}")
             },
             summary: summary.clone(),
-            metric: if transactional { "tps" } else { "throughput" }.into(),
-            unit: if transactional { "tx/s" } else { "bit/s" }.into(),
-            budget_unit: if transactional {
-                "CPU microseconds per transaction"
-            } else {
-                "CPU seconds per GB"
-            }
-            .into(),
+            metric,
+            unit: metric.unit(),
+            budget_unit: metric.cost_unit(),
             a: side_stats(&xa, params.level, runs(a, key_a)),
             b: side_stats(&xb, params.level, runs(b, key_b)),
             change: c.change,
@@ -368,4 +372,53 @@ pub fn bisect(c: &Comparison, threshold: f64) -> Bisect {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(throughput: &[f64], server_host: &str) -> RunRecord {
+        let text = include_str!("../../../schemas/examples/run.v1.example.json");
+        let mut r: RunRecord = serde_json::from_str(text).unwrap();
+        let it = r.iterations[0].clone();
+        r.complete = true;
+        r.iterations = throughput
+            .iter()
+            .map(|t| {
+                let mut i = it.clone();
+                i.complete = true;
+                i.derived.throughput_bps = *t;
+                i.derived.tps = None;
+                i.server.hostname = server_host.to_string();
+                i
+            })
+            .collect();
+        r
+    }
+
+    fn budget_ends(server_host: &str) -> Vec<String> {
+        let side = |name: &str| Side {
+            name: name.into(),
+            runs: vec![record(&[9e9, 9.1e9, 8.9e9], server_host)],
+            env: None,
+        };
+        let c = compare(&side("a"), &side("b"), &CompareParams::default());
+        let mut ends: Vec<String> = c.points[0].budget.iter().map(|l| l.end.clone()).collect();
+        ends.retain(|e| e.contains("host"));
+        ends.dedup();
+        ends
+    }
+
+    #[test]
+    fn ends_on_one_host_count_its_cpus_once() {
+        let text = include_str!("../../../schemas/examples/run.v1.example.json");
+        let r: RunRecord = serde_json::from_str(text).unwrap();
+        let same = r.iterations[0].client.hostname.clone();
+        assert_eq!(budget_ends(&same), vec!["host".to_string()]);
+        assert_eq!(
+            budget_ends("elsewhere"),
+            vec!["client host".to_string(), "server host".to_string()]
+        );
+    }
 }

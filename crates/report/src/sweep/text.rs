@@ -1,0 +1,208 @@
+//! The sweep report as terminal text and as Markdown.
+
+use super::{SweepReport, PERCENTILES};
+use plumb_samples::EnvChange;
+use std::fmt::Write;
+
+/// The report as terminal text.
+pub fn terminal(r: &SweepReport) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "{}\n", r.title);
+    for p in &r.plots {
+        let _ = writeln!(
+            o,
+            "{} by {} (mean, 95 % interval, n)",
+            r.metric.title(),
+            p.axis
+        );
+        for l in &p.lines {
+            let _ = writeln!(o, "  {}", l.name);
+            for pt in &l.points {
+                let _ = writeln!(
+                    o,
+                    "    {:<10} {:>14}  {} .. {}  n {}",
+                    pt.x,
+                    r.show(pt.mean),
+                    r.show(pt.lo),
+                    r.show(pt.hi),
+                    pt.n
+                );
+            }
+        }
+        o.push('\n');
+    }
+    if r.cliffs.is_empty() {
+        let _ = writeln!(o, "cliffs: none\n");
+    } else {
+        let _ = writeln!(o, "cliffs:");
+        for c in &r.cliffs {
+            let _ = writeln!(o, "  {}", c.text);
+            if let Some(cause) = &c.cause {
+                let text = format!("    likely cause: {cause}");
+                for line in crate::wrap(&text, 80, "      ") {
+                    let _ = writeln!(o, "{line}");
+                }
+            }
+        }
+        o.push('\n');
+    }
+    let _ = writeln!(
+        o,
+        "CPU per end (CPU-seconds per second of window; softirq over the whole host)"
+    );
+    let _ = writeln!(
+        o,
+        "  {:<40} {:<7} {:>7} {:>7} {:>8}",
+        "point", "end", "user", "system", "softirq"
+    );
+    for c in &r.cpu {
+        let _ = writeln!(
+            o,
+            "  {:<40} {:<7} {:>7.3} {:>7.3} {:>8.3}",
+            c.name, c.end, c.user, c.system, c.softirq
+        );
+    }
+    o.push('\n');
+    if !r.latency.is_empty() {
+        let _ = writeln!(o, "latency percentiles (us)");
+        let _ = writeln!(
+            o,
+            "  {:<40} {}",
+            "point",
+            PERCENTILES
+                .iter()
+                .map(|p| format!("{p:>9}"))
+                .collect::<String>()
+        );
+        for l in &r.latency {
+            let _ = writeln!(
+                o,
+                "  {:<40} {}",
+                l.name,
+                l.us.iter().map(|v| format!("{v:>9.1}")).collect::<String>()
+            );
+        }
+        o.push('\n');
+    }
+    if !r.softirq.is_empty() {
+        let _ = writeln!(o, "softirq share of each CPU");
+        for s in &r.softirq {
+            let cpus: Vec<String> = s
+                .per_cpu
+                .iter()
+                .map(|(c, f)| format!("cpu{c} {:.1}%", f * 100.0))
+                .collect();
+            let _ = writeln!(o, "  {:<40} {}", s.name, cpus.join("  "));
+        }
+        o.push('\n');
+    }
+    for c in &r.comparisons {
+        o.push_str(&crate::compare::terminal(c));
+        o.push('\n');
+    }
+    // Each comparison states its own environment diff.
+    if r.comparisons.is_empty() {
+        env_text(&mut o, &r.env_diff, false);
+    }
+    o
+}
+
+fn env_text(o: &mut String, diff: &[EnvChange], md: bool) {
+    if diff.is_empty() {
+        let _ = writeln!(o, "environment: no difference recorded");
+        return;
+    }
+    if md {
+        let _ = writeln!(o, "## Environment diff\n\n| fact | A | B |\n|---|---|---|");
+    } else {
+        let _ = writeln!(o, "environment diff");
+    }
+    for d in diff {
+        let a = d.a.as_deref().unwrap_or("(absent)");
+        let b = d.b.as_deref().unwrap_or("(absent)");
+        if md {
+            let _ = writeln!(o, "| {} | {} | {} |", d.key, a, b);
+        } else {
+            let _ = writeln!(o, "  {}: {} -> {}", d.key, a, b);
+        }
+    }
+}
+
+/// The report as Markdown.
+pub fn markdown(r: &SweepReport) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "# {}\n", r.title);
+    for p in &r.plots {
+        let _ = writeln!(o, "## {} by {}\n", r.metric.title(), p.axis);
+        let _ = writeln!(o, "| line | {} | mean | 95 % interval | n |", p.axis);
+        let _ = writeln!(o, "|---|---|---:|---|---:|");
+        for l in &p.lines {
+            for pt in &l.points {
+                let _ = writeln!(
+                    o,
+                    "| {} | {} | {} | {} .. {} | {} |",
+                    l.name,
+                    pt.x,
+                    r.show(pt.mean),
+                    r.show(pt.lo),
+                    r.show(pt.hi),
+                    pt.n
+                );
+            }
+        }
+        o.push('\n');
+    }
+    let _ = writeln!(o, "## Cliffs\n");
+    if r.cliffs.is_empty() {
+        let _ = writeln!(o, "none\n");
+    }
+    for c in &r.cliffs {
+        let _ = writeln!(o, "- {}", c.text);
+        if let Some(cause) = &c.cause {
+            let _ = writeln!(o, "  - likely cause: {cause}");
+        }
+    }
+    let _ = writeln!(
+        o,
+        "\n## CPU per end\n\nCPU-seconds per second of window; softirq over the whole host.\n\n| point | end | user | system | softirq |\n|---|---|---:|---:|---:|"
+    );
+    for c in &r.cpu {
+        let _ = writeln!(
+            o,
+            "| {} | {} | {:.3} | {:.3} | {:.3} |",
+            c.name, c.end, c.user, c.system, c.softirq
+        );
+    }
+    if !r.latency.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n## Latency percentiles (us)\n\n| point | {} |\n|---|{}",
+            PERCENTILES.join(" | "),
+            "---:|".repeat(5)
+        );
+        for l in &r.latency {
+            let v: Vec<String> = l.us.iter().map(|x| format!("{x:.1}")).collect();
+            let _ = writeln!(o, "| {} | {} |", l.name, v.join(" | "));
+        }
+    }
+    if !r.softirq.is_empty() {
+        let _ = writeln!(o, "\n## Softirq share of each CPU\n");
+        for s in &r.softirq {
+            let cpus: Vec<String> = s
+                .per_cpu
+                .iter()
+                .map(|(c, f)| format!("cpu{c} {:.1}%", f * 100.0))
+                .collect();
+            let _ = writeln!(o, "- {}: {}", s.name, cpus.join(", "));
+        }
+    }
+    o.push('\n');
+    for c in &r.comparisons {
+        o.push_str(&crate::compare::markdown(c));
+        o.push('\n');
+    }
+    if r.comparisons.is_empty() {
+        env_text(&mut o, &r.env_diff, true);
+    }
+    o
+}
