@@ -149,6 +149,9 @@ pub struct FilterArgs {
 pub struct ListArgs {
     #[command(flatten)]
     pub filter: FilterArgs,
+    /// One JSON array or CSV lines instead of the table.
+    #[arg(long, value_enum)]
+    pub format: Option<ExportFormat>,
     #[command(flatten)]
     pub db: DbArgs,
 }

@@ -14,9 +14,48 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone)]
 pub struct Side {
     pub name: String,
-    pub runs: Vec<RunRecord>,
+    pub runs: Vec<SideRun>,
     /// The environment of the newest run on this side, when known.
     pub env: Option<Environment>,
+}
+
+/// A run and the key it is matched by on the other side.
+#[derive(Debug, Clone)]
+pub struct SideRun {
+    /// The run's spec key, or where the run sits in an experiment when the
+    /// variants compared change its spec (`sndbuf=8K`).
+    pub key: String,
+    pub record: RunRecord,
+}
+
+impl Side {
+    /// Runs matched by their spec keys.
+    pub fn new(name: impl Into<String>, runs: Vec<RunRecord>, env: Option<Environment>) -> Side {
+        Side {
+            name: name.into(),
+            runs: runs
+                .into_iter()
+                .map(|record| SideRun {
+                    key: record.spec_key.clone(),
+                    record,
+                })
+                .collect(),
+            env,
+        }
+    }
+
+    /// The records, newest last as they were handed in.
+    pub fn records(&self) -> impl Iterator<Item = &RunRecord> {
+        self.runs.iter().map(|r| &r.record)
+    }
+
+    /// The complete runs matched by `key`.
+    fn complete_at<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a RunRecord> {
+        self.runs
+            .iter()
+            .filter(move |r| r.key == key && r.record.complete)
+            .map(|r| &r.record)
+    }
 }
 
 /// How the comparison was made; stated in every rendering.
@@ -110,9 +149,8 @@ impl Comparison {
     }
 }
 
-fn complete_iterations<'a>(runs: &'a [RunRecord], key: &str) -> Vec<&'a Iteration> {
-    runs.iter()
-        .filter(|r| r.spec_key == key && r.complete)
+fn complete_iterations<'a>(side: &'a Side, key: &'a str) -> Vec<&'a Iteration> {
+    side.complete_at(key)
         .flat_map(|r| r.iterations.iter().filter(|i| i.complete))
         .collect()
 }
@@ -186,8 +224,8 @@ pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
     let keys = |s: &Side| -> BTreeMap<String, String> {
         s.runs
             .iter()
-            .filter(|r| r.complete)
-            .map(|r| (r.spec_key.clone(), r.spec.summary()))
+            .filter(|r| r.record.complete)
+            .map(|r| (r.key.clone(), r.record.spec.summary()))
             .collect()
     };
     let (ka, kb) = (keys(a), keys(b));
@@ -212,8 +250,8 @@ pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
         let spec = |s: &Side, k: &str| {
             s.runs
                 .iter()
-                .find(|r| r.spec_key == k)
-                .map(|r| flatten(&serde_json::to_value(&r.spec).unwrap_or_default()))
+                .find(|r| r.key == k)
+                .map(|r| flatten(&serde_json::to_value(&r.record.spec).unwrap_or_default()))
                 .unwrap_or_default()
         };
         spec_diff = spec(a, ka1).diff(&spec(b, kb1));
@@ -221,8 +259,8 @@ pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
     let mut points = Vec::new();
     let mut too_few = Vec::new();
     for (key_a, key_b, summary) in &pairs {
-        let ia = complete_iterations(&a.runs, key_a);
-        let ib = complete_iterations(&b.runs, key_b);
+        let ia = complete_iterations(a, key_a);
+        let ib = complete_iterations(b, key_b);
         let xa: Vec<f64> = ia.iter().map(|i| i.derived.metric()).collect();
         let xb: Vec<f64> = ib.iter().map(|i| i.derived.metric()).collect();
         let Some(c) = plumb_stats::compare(&xa, &xb, params) else {
@@ -232,8 +270,8 @@ pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
         let metric = a
             .runs
             .iter()
-            .find(|r| &r.spec_key == key_a)
-            .map_or(Metric::Throughput, RunRecord::metric);
+            .find(|r| &r.key == key_a)
+            .map_or(Metric::Throughput, |r| r.record.metric());
         let transactional = metric == Metric::Tps;
         let (ba, bb) = (budget(&ia, transactional), budget(&ib, transactional));
         let budget = ba
@@ -249,12 +287,7 @@ pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
                 })
             })
             .collect();
-        let runs = |s: &Side, key: &str| {
-            s.runs
-                .iter()
-                .filter(|r| r.spec_key == key && r.complete)
-                .count()
-        };
+        let runs = |s: &Side, key: &str| s.complete_at(key).count();
         points.push(Point {
             spec_key: if key_a == key_b {
                 key_a.clone()
@@ -398,11 +431,8 @@ mod tests {
     }
 
     fn budget_ends(server_host: &str) -> Vec<String> {
-        let side = |name: &str| Side {
-            name: name.into(),
-            runs: vec![record(&[9e9, 9.1e9, 8.9e9], server_host)],
-            env: None,
-        };
+        let side =
+            |name: &str| Side::new(name, vec![record(&[9e9, 9.1e9, 8.9e9], server_host)], None);
         let c = compare(&side("a"), &side("b"), &CompareParams::default());
         let mut ends: Vec<String> = c.points[0].budget.iter().map(|l| l.end.clone()).collect();
         ends.retain(|e| e.contains("host"));

@@ -7,6 +7,7 @@
 
 pub mod cpulist;
 pub mod experiment;
+pub mod point;
 pub mod units;
 
 pub use cpulist::{CpuList, CpuListError};

@@ -1,33 +1,34 @@
 //! `plumb report`: an experiment, or labels and runs, as terminal text,
 //! Markdown, and with --html one self-contained page with plots.
 
+use super::db::store_err;
 use crate::args::{ReportArgs, ReportFormat};
 use crate::Failure;
-use plumb_compare::Side;
+use plumb_compare::{Side, SideRun};
 use plumb_report::sweep::{self, Entry};
 use plumb_samples::{EnvChange, Environment, RunRecord};
+use plumb_spec::experiment::PointId;
+use plumb_store::{RunFilter, Store};
 
-fn params() -> plumb_stats::CompareParams {
-    plumb_stats::CompareParams {
-        higher_is_better: true,
-        ..plumb_stats::CompareParams::default()
-    }
+/// A spec field as experiments and `plumb run` flags name it: the last part
+/// of its JSON path without a unit suffix (`socket.pacing_rate_bps` is
+/// `pacing_rate`, `duration_ms` is `duration`).
+fn field_name(path: &str) -> String {
+    let last = path.rsplit('.').next().unwrap_or(path);
+    ["_bps", "_ms", "_us", "_ppm"]
+        .iter()
+        .filter_map(|u| last.strip_suffix(u))
+        .find(|f| plumb_spec::experiment::FIELDS.contains(f))
+        .unwrap_or(last)
+        .to_string()
 }
 
-/// `sndbuf=8K,flows=32,variant=rps` → [(sndbuf, 8K), (flows, 32)].
-pub fn coords_of(point: &str) -> Vec<(String, String)> {
-    point
-        .split(',')
-        .filter_map(|p| p.split_once('='))
-        .filter(|(k, _)| *k != "variant")
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
-/// The spec fields that differ between the runs, as coordinates of each.
+/// The spec fields that differ between the runs, as coordinates of each;
+/// a field a run leaves unset is `-`.
 fn varying_fields(runs: &[&RunRecord]) -> Vec<Vec<(String, String)>> {
     fn flatten(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>) {
         match v {
+            serde_json::Value::Null => {}
             serde_json::Value::Object(m) => {
                 for (k, x) in m {
                     let key = if prefix.is_empty() {
@@ -79,7 +80,7 @@ fn varying_fields(runs: &[&RunRecord]) -> Vec<Vec<(String, String)>> {
         .map(|f| {
             varying
                 .iter()
-                .map(|k| (k.rsplit('.').next().unwrap_or(k).to_string(), value(f, k)))
+                .map(|k| (field_name(k), value(f, k)))
                 .collect()
         })
         .collect()
@@ -92,16 +93,62 @@ fn env_diff(a: Option<&Environment>, b: Option<&Environment>) -> Vec<EnvChange> 
     }
 }
 
+/// What `plumb report` with no names reports: the most recent experiment
+/// when the newest run belongs to one, else the two most recently used
+/// labels (the older one first, as the baseline).
+fn most_recent(store: &Store) -> Result<(Option<String>, Vec<String>), Failure> {
+    let newest = store
+        .list(&RunFilter {
+            limit: Some(1),
+            ..RunFilter::default()
+        })
+        .map_err(store_err)?;
+    let Some(newest) = newest.first() else {
+        return Err(Failure::usage(
+            "the result database holds no runs; name labels or runs, or --experiment NAME",
+        ));
+    };
+    if let Some((name, _)) = store.experiments().map_err(store_err)?.first() {
+        let runs = store.experiment_runs(name, None).map_err(store_err)?;
+        if runs.last().is_some_and(|(_, r)| r.id == newest.id) {
+            return Ok((Some(name.clone()), Vec::new()));
+        }
+    }
+    let mut labels: Vec<String> = store
+        .labels()
+        .map_err(store_err)?
+        .into_iter()
+        .take(2)
+        .map(|(l, _)| l)
+        .collect();
+    labels.reverse();
+    Ok((None, labels))
+}
+
 pub fn exec(a: ReportArgs) -> Result<i32, Failure> {
     let store = super::db::open(&a.db)?;
     let mut entries: Vec<Entry> = Vec::new();
     let mut sides: Vec<Side> = Vec::new();
     let title;
-    match (&a.experiment, a.names.is_empty()) {
+    let (experiment, names) = if a.experiment.is_none() && a.names.is_empty() {
+        let (experiment, names) = most_recent(&store)?;
+        match &experiment {
+            Some(name) => eprintln!("reporting experiment {name}, the most recent"),
+            None => eprintln!(
+                "reporting label{} {}, of the most recent runs",
+                if names.len() == 1 { "" } else { "s" },
+                names.join(", ")
+            ),
+        }
+        (experiment, names)
+    } else {
+        (a.experiment.clone(), a.names.clone())
+    };
+    match (&experiment, names.is_empty()) {
         (Some(name), true) => {
             let runs = store
                 .experiment_runs(name, a.label.as_deref())
-                .map_err(|e| Failure::usage(e.to_string()))?;
+                .map_err(store_err)?;
             if runs.is_empty() {
                 return Err(Failure::usage(format!(
                     "--experiment: no stored runs of experiment '{name}'{}",
@@ -122,25 +169,28 @@ pub fn exec(a: ReportArgs) -> Result<i32, Failure> {
                     (Some(v), true) => format!("{}/{v}", r.record.label),
                     (None, _) => r.record.label.clone(),
                 };
-                let mut record = r.record.clone();
-                // Points match across variants and labels by their place
-                // in the matrix, whatever else their variant changed.
-                record.spec_key = super::sweep::point_without_variant(&t.point);
+                let point = PointId::parse(&t.point);
                 entries.push(Entry {
                     series: series.clone(),
-                    coords: coords_of(&t.point),
-                    record: record.clone(),
+                    coords: point.coords.clone(),
+                    record: r.record.clone(),
                 });
+                // Points match across variants and labels by their place
+                // in the matrix, whatever else their variant changed.
+                let run = SideRun {
+                    key: point.without_variant().to_string(),
+                    record: r.record.clone(),
+                };
                 match sides.iter_mut().find(|s| s.name == series) {
                     Some(s) => {
-                        s.runs.push(record);
+                        s.runs.push(run);
                         if r.env.is_some() {
                             s.env = r.env.clone();
                         }
                     }
                     None => sides.push(Side {
                         name: series,
-                        runs: vec![record],
+                        runs: vec![run],
                         env: r.env.clone(),
                     }),
                 }
@@ -161,12 +211,12 @@ pub fn exec(a: ReportArgs) -> Result<i32, Failure> {
             );
         }
         (None, false) => {
-            for n in &a.names {
+            for n in &names {
                 sides.push(super::db::side(&store, n)?);
             }
             let all: Vec<(&str, &RunRecord)> = sides
                 .iter()
-                .flat_map(|s| s.runs.iter().map(move |r| (s.name.as_str(), r)))
+                .flat_map(|s| s.records().map(move |r| (s.name.as_str(), r)))
                 .collect();
             let coords = varying_fields(&all.iter().map(|(_, r)| *r).collect::<Vec<_>>());
             for ((series, r), c) in all.iter().zip(coords) {
@@ -176,7 +226,7 @@ pub fn exec(a: ReportArgs) -> Result<i32, Failure> {
                     record: (*r).clone(),
                 });
             }
-            title = format!("report of {}", a.names.join(", "));
+            title = format!("report of {}", names.join(", "));
         }
         _ => {
             return Err(Failure::usage(
@@ -201,7 +251,7 @@ pub fn exec(a: ReportArgs) -> Result<i32, Failure> {
     let comparisons: Vec<_> = sides
         .iter()
         .skip(1)
-        .map(|s| plumb_compare::compare(&sides[0], s, &params()))
+        .map(|s| plumb_compare::compare(&sides[0], s, &plumb_stats::CompareParams::default()))
         .collect();
     let diff = match (sides.first(), sides.last()) {
         (Some(x), Some(y)) if sides.len() > 1 => env_diff(x.env.as_ref(), y.env.as_ref()),
@@ -218,4 +268,39 @@ pub fn exec(a: ReportArgs) -> Result<i32, Failure> {
         eprintln!("wrote {}", path.display());
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(pacing: Option<u64>, cc: Option<&str>) -> RunRecord {
+        let text = include_str!("../../../../schemas/examples/run.v1.example.json");
+        let mut r: RunRecord = serde_json::from_str(text).unwrap();
+        r.spec.socket.pacing_rate_bps = pacing;
+        r.spec.socket.cc = cc.map(str::to_string);
+        r
+    }
+
+    #[test]
+    fn varying_fields_are_named_as_experiments_name_them_and_unset_is_a_dash() {
+        let a = record(None, None);
+        let b = record(Some(1_000_000_000), None);
+        let c = record(None, Some("reno"));
+        let coords = varying_fields(&[&a, &b, &c]);
+        let at = |run: usize, axis: &str| {
+            coords[run]
+                .iter()
+                .find(|(k, _)| k == axis)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(coords[0].len(), 2, "{coords:?}");
+        assert_eq!(at(0, "cc"), Some("-"));
+        assert_eq!(at(0, "pacing_rate"), Some("-"));
+        assert_eq!(at(1, "pacing_rate"), Some("1000000000"));
+        assert_eq!(at(2, "cc"), Some("reno"));
+        for c in coords.iter().flatten() {
+            assert!(c.0 != "null" && c.1 != "null", "{c:?}");
+        }
+    }
 }

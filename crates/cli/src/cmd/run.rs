@@ -4,7 +4,7 @@ use crate::args::{
 };
 use crate::Failure;
 use plumb_engine::SampleSink;
-use plumb_run::{RunError, RunOptions};
+use plumb_run::RunOptions;
 use plumb_samples::{format_bits_per_sec, IntervalSample, Role};
 use plumb_spec::{Direction, Family, SocketOpts, Spec, Workload};
 use std::io::IsTerminal;
@@ -303,11 +303,8 @@ pub fn run_and_store(
             );
         }
     };
-    let record =
-        plumb_run::run(spec, &opts, repeat, sink.as_mut(), &mut progress).map_err(|e| match e {
-            RunError::Setup { message, .. } => Failure::usage(message),
-            other => Failure::usage(other.to_string()),
-        })?;
+    let record = plumb_run::run(spec, &opts, repeat, sink.as_mut(), &mut progress)
+        .map_err(|e| Failure::run(&e))?;
     for w in record.iterations.iter().flat_map(|i| &i.client.warnings) {
         if w.starts_with("server lost") {
             eprintln!("plumb: {w}; the partial results are marked incomplete");
@@ -323,7 +320,7 @@ pub fn run_and_store(
         if record.complete {
             let id = store
                 .insert_run(&record, Some(&env))
-                .map_err(|e| Failure::usage(format!("the run was measured but not stored: {e}")))?;
+                .map_err(|e| Failure::store(format!("the run was measured but not stored: {e}")))?;
             eprintln!("stored as run {} (label {})", id.0, record.label);
         } else {
             eprintln!("not stored: the run is incomplete");
@@ -376,5 +373,9 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
     } else {
         print!("{}", plumb_report::run_summary(&record));
     }
-    Ok(if record.complete { 0 } else { 130 })
+    Ok(if record.complete {
+        0
+    } else {
+        crate::exit::INTERRUPTED
+    })
 }

@@ -497,11 +497,8 @@ mod tests {
 
     #[test]
     fn the_environment_is_stated_once() {
-        let side = |name: &str| plumb_compare::Side {
-            name: name.into(),
-            runs: vec![record(&[9e9, 9.1e9, 8.9e9])],
-            env: None,
-        };
+        let side =
+            |name: &str| plumb_compare::Side::new(name, vec![record(&[9e9, 9.1e9, 8.9e9])], None);
         let c = plumb_compare::compare(
             &side("a"),
             &side("b"),
