@@ -16,6 +16,16 @@ fn ok(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `plumb report` of the database with no names: what it says on stderr.
+fn report_says(db: &TempDb) -> String {
+    let out = plumb()
+        .args(["report", "--db", db.path()])
+        .output()
+        .unwrap();
+    ok(&out);
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 fn stream(db: &TempDb, label: &str) {
     ok(&run(&[
         "run",
@@ -130,27 +140,13 @@ name = "other"
     assert_eq!(cs[0]["a"], "plain");
     assert_eq!(cs[0]["points"].as_array().unwrap().len(), 2, "{cs}");
 
-    let out = plumb()
-        .args(["report", "--db", db.path()])
-        .output()
-        .unwrap();
-    ok(&out);
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("reporting experiment fixes"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-
+    let said = report_says(&db);
+    assert!(said.contains("reporting experiment fixes"), "{said}");
     stream(&db, "later");
-    let out = plumb()
-        .args(["report", "--db", db.path()])
-        .output()
-        .unwrap();
-    ok(&out);
+    let said = report_says(&db);
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains(", later, of the most recent runs"),
-        "the newest run is not the experiment's: {}",
-        String::from_utf8_lossy(&out.stderr)
+        said.contains(", later, of the most recent runs"),
+        "the newest run is not the experiment's: {said}"
     );
     let _ = std::fs::remove_file(&file);
 }

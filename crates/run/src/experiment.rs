@@ -7,8 +7,8 @@
 
 use crate::knob::{self, Journal, KnobError, Setting};
 use crate::{confidence, Repeat, RunError, RunOptions};
-use plumb_engine::SampleSink;
-use plumb_samples::{Confidence, IntervalSample, Iteration, Role, RunRecord};
+use plumb_engine::meter::NoSink;
+use plumb_samples::{Confidence, Iteration, RunRecord};
 use plumb_spec::experiment::{Experiment, ExperimentError, Order, Point, PointId};
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -160,11 +160,6 @@ pub struct Outcome {
     pub interrupted: bool,
 }
 
-struct Quiet;
-impl SampleSink for Quiet {
-    fn interval(&mut self, _: Role, _: &IntervalSample) {}
-}
-
 /// Runs the points `todo` (indexes into `plan.points`) in the experiment's
 /// order, each iteration under its variant's knobs, until every one is done
 /// or the run is interrupted.
@@ -192,7 +187,7 @@ pub fn run(
                 source,
             })?;
         let mut progress = |_: &Iteration, _: &Confidence| observer.iteration_done();
-        crate::run(&p.spec, opts, rep, &mut Quiet, &mut progress).map_err(|source| {
+        crate::run(&p.spec, opts, rep, &mut NoSink, &mut progress).map_err(|source| {
             SweepError::Run {
                 point: p.id.clone(),
                 source,

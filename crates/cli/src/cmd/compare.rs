@@ -78,12 +78,7 @@ fn check_inner(a: CheckArgs) -> Result<i32, Failure> {
                 .label
                 .clone()
                 .unwrap_or_else(plumb_sys::proc::kernel_release);
-            let repeat = plumb_run::Repeat {
-                min: a.iterations.0,
-                max: a.iterations.1,
-                level: a.confidence.0,
-                target: a.confidence.1,
-            };
+            let repeat = super::repeat(a.iterations, a.confidence);
             let mut runs = Vec::new();
             let mut env = None;
             for r in specs {

@@ -40,11 +40,6 @@ impl SampleSink for Live {
     }
 }
 
-struct Quiet;
-impl SampleSink for Quiet {
-    fn interval(&mut self, _: Role, _: &IntervalSample) {}
-}
-
 fn stream_spec(a: &StreamArgs) -> Spec {
     Spec {
         workload: Workload::Stream,
@@ -279,7 +274,7 @@ pub fn run_and_store(
     let mut sink: Box<dyn SampleSink> = if live {
         Box::new(Live)
     } else {
-        Box::new(Quiet)
+        Box::new(plumb_engine::meter::NoSink)
     };
     let mut progress = |it: &plumb_samples::Iteration, c: &plumb_samples::Confidence| {
         if live && repeat.max > 1 {
@@ -287,13 +282,7 @@ pub fn run_and_store(
                 .relative_half_width
                 .map(|w| format!("±{:.1} %", w * 100.0))
                 .unwrap_or_else(|| "-".into());
-            let show = |v: f64| {
-                if it.derived.tps.is_some() {
-                    format!("{v:.0} tx/s")
-                } else {
-                    format_bits_per_sec(v)
-                }
-            };
+            let show = |v: f64| plumb_samples::Metric::of(spec).format(v);
             eprintln!(
                 "iteration {}: {}   mean {} {}",
                 it.index + 1,
@@ -350,12 +339,7 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
         .label
         .clone()
         .unwrap_or_else(plumb_sys::proc::kernel_release);
-    let repeat = plumb_run::Repeat {
-        min: a.iterations.0,
-        max: a.iterations.1,
-        level: a.confidence.0,
-        target: a.confidence.1,
-    };
+    let repeat = super::repeat(a.iterations, a.confidence);
     // Restored when this goes out of scope: after the run, on its error, or
     // after an interrupted run has been reported.
     let _knobs = super::knob::apply(&a.knobs)?;

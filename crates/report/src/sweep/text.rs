@@ -1,6 +1,7 @@
 //! The sweep report as terminal text and as Markdown.
 
-use super::{SweepReport, PERCENTILES};
+use super::{SoftirqRow, SweepReport, PERCENTILES};
+use plumb_samples::units::format_share;
 use plumb_samples::EnvChange;
 use std::fmt::Write;
 
@@ -87,24 +88,36 @@ pub fn terminal(r: &SweepReport) -> String {
     if !r.softirq.is_empty() {
         let _ = writeln!(o, "softirq share of each CPU");
         for s in &r.softirq {
-            let cpus: Vec<String> = s
-                .per_cpu
-                .iter()
-                .map(|(c, f)| format!("cpu{c} {:.1}%", f * 100.0))
-                .collect();
-            let _ = writeln!(o, "  {:<40} {}", s.name, cpus.join("  "));
+            let _ = writeln!(o, "  {:<40} {}", s.name, softirq_cells(s).join("  "));
         }
         o.push('\n');
     }
+    comparisons(&mut o, r, false);
+    o
+}
+
+/// `cpu0 1.3%` for each CPU.
+fn softirq_cells(s: &SoftirqRow) -> Vec<String> {
+    s.per_cpu
+        .iter()
+        .map(|(c, f)| format!("cpu{c} {}", format_share(*f)))
+        .collect()
+}
+
+/// The comparisons, each with its environment diff; the report's own diff
+/// only when there is no comparison to state it.
+fn comparisons(o: &mut String, r: &SweepReport, md: bool) {
     for c in &r.comparisons {
-        o.push_str(&crate::compare::terminal(c));
+        o.push_str(&if md {
+            crate::compare::markdown(c)
+        } else {
+            crate::compare::terminal(c)
+        });
         o.push('\n');
     }
-    // Each comparison states its own environment diff.
     if r.comparisons.is_empty() {
-        env_text(&mut o, &r.env_diff, false);
+        env_text(o, &r.env_diff, md);
     }
-    o
 }
 
 fn env_text(o: &mut String, diff: &[EnvChange], md: bool) {
@@ -188,21 +201,10 @@ pub fn markdown(r: &SweepReport) -> String {
     if !r.softirq.is_empty() {
         let _ = writeln!(o, "\n## Softirq share of each CPU\n");
         for s in &r.softirq {
-            let cpus: Vec<String> = s
-                .per_cpu
-                .iter()
-                .map(|(c, f)| format!("cpu{c} {:.1}%", f * 100.0))
-                .collect();
-            let _ = writeln!(o, "- {}: {}", s.name, cpus.join(", "));
+            let _ = writeln!(o, "- {}: {}", s.name, softirq_cells(s).join(", "));
         }
     }
     o.push('\n');
-    for c in &r.comparisons {
-        o.push_str(&crate::compare::markdown(c));
-        o.push('\n');
-    }
-    if r.comparisons.is_empty() {
-        env_text(&mut o, &r.env_diff, true);
-    }
+    comparisons(&mut o, r, true);
     o
 }
