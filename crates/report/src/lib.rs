@@ -254,14 +254,12 @@ fn iteration(o: &mut String, it: &Iteration, planned_s: f64, transactional: bool
             secs(per_gb)
         }
     };
-    for (name, end, per_unit) in [
+    for (end, per_unit) in [
         (
-            "client",
             &it.client,
             cost(d.client_cpu_s_per_gb, d.client_cpu_s_per_tx),
         ),
         (
-            "server",
             &it.server,
             cost(d.server_cpu_s_per_gb, d.server_cpu_s_per_tx),
         ),
@@ -275,7 +273,7 @@ fn iteration(o: &mut String, it: &Iteration, planned_s: f64, transactional: bool
         let _ = writeln!(
             o,
             "{:<14}{:>9}{:>9}{:>9}{:>8}{:>10}  {}/{}",
-            format!("{name} pid {}", p.pid),
+            format!("{} pid {}", end.role, p.pid),
             secs(p.user_s),
             secs(p.system_s),
             secs(p.total_s()),
@@ -352,11 +350,12 @@ fn iteration(o: &mut String, it: &Iteration, planned_s: f64, transactional: bool
 /// MSG_ZEROCOPY accounting of each sending end: sends, completions, and
 /// how many of those the kernel copied after all.
 fn zerocopy(o: &mut String, it: &Iteration) {
-    for (name, end) in [("client", &it.client), ("server", &it.server)] {
+    for end in [&it.client, &it.server] {
         let Some(z) = &end.zerocopy else { continue };
         let _ = writeln!(
             o,
-            "zerocopy    {name}: {} sends, {} completions, {} outstanding{}",
+            "zerocopy    {}: {} sends, {} completions, {} outstanding{}",
+            end.role,
             z.sends,
             z.completions,
             z.outstanding,

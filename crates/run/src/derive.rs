@@ -1,7 +1,7 @@
 //! Figures that need both ends side by side: what was sent against what was
 //! received, throughput, CPU cost per GB, the softirq share of pinned CPUs.
 
-use plumb_samples::{Derived, EndResult, Role, SoftirqShare, Transfer};
+use plumb_samples::{Derived, EndResult, SoftirqShare, Transfer};
 use plumb_spec::{Direction, Spec};
 
 pub fn transfer(client: &EndResult, server: &EndResult) -> Transfer {
@@ -172,12 +172,5 @@ fn transactional(spec: &Spec, client: &EndResult, server: &EndResult, host_busy:
             None
         },
         ..Derived::default()
-    }
-}
-
-pub fn role_name(r: Role) -> &'static str {
-    match r {
-        Role::Client => "client",
-        Role::Server => "server",
     }
 }

@@ -318,6 +318,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_plan_knows_its_points_knobs_and_what_is_left() {
+        let text = "name = \"p\"\niterations = \"2..5\"\n[base]\nworkload = \"rr\"\n\
+                    [matrix]\nreq_size = [1, 100]\n[[variant]]\nname = \"a\"\n\
+                    [[variant]]\nname = \"b\"\nknobs = { \"rps:lo\" = \"3\" }\n";
+        let plan = Plan::parse(text, false).unwrap();
+        assert_eq!(plan.points.len(), 4);
+        assert_eq!((plan.repeat().min, plan.repeat().max), (2, 5));
+        assert!(plan.knobs_of(&plan.points[0]).is_empty());
+        assert_eq!(plan.knobs_of(&plan.points[1]).len(), 1);
+        let stored = [PointId::parse("req_size=1,variant=b")];
+        assert_eq!(plan.pending(&stored), vec![0, 2, 3]);
+        assert!(matches!(Plan::parse(text, true), Err(PlanError::NoQuick)));
+        let bad = text.replace("rps:lo", "nonsense");
+        let e = Plan::parse(&bad, false).unwrap_err().to_string();
+        assert!(
+            e.starts_with("line 11: variant 'b'.knobs.\"nonsense\": "),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn random_rounds_are_permutations_reproducible_from_the_seed() {
         let pending: Vec<usize> = (0..20).collect();
         let a = round_order(Order::Random, &pending, 42, 0);
