@@ -251,7 +251,7 @@ pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
             s.runs
                 .iter()
                 .find(|r| r.key == k)
-                .map(|r| flatten(&serde_json::to_value(&r.record.spec).unwrap_or_default()))
+                .map(|r| spec_fields(&r.record))
                 .unwrap_or_default()
         };
         spec_diff = spec(a, ka1).diff(&spec(b, kb1));
@@ -339,9 +339,10 @@ pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
     }
 }
 
-/// A spec as a flat map of dotted field names, so its differences read like
-/// an environment diff.
-fn flatten(v: &serde_json::Value) -> Environment {
+/// A record's spec as dotted field names and their values (`socket.sndbuf`
+/// = `auto`), unset fields left out, so that the differences of two specs
+/// read like an environment diff.
+pub fn spec_fields(record: &RunRecord) -> Environment {
     fn walk(prefix: &str, v: &serde_json::Value, out: &mut Environment) {
         match v {
             serde_json::Value::Object(m) => {
@@ -360,7 +361,11 @@ fn flatten(v: &serde_json::Value) -> Environment {
         }
     }
     let mut out = Environment::default();
-    walk("", v, &mut out);
+    walk(
+        "",
+        &serde_json::to_value(&record.spec).unwrap_or_default(),
+        &mut out,
+    );
     out
 }
 

@@ -100,6 +100,26 @@ impl Plan {
         }
     }
 
+    /// The seed of the order: the one asked for, else the file's, else one
+    /// drawn from the clock (stored with the runs, so it can be reused).
+    pub fn seed(&self, asked: Option<u64>) -> u64 {
+        asked.or(self.experiment.seed).unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(1)
+        })
+    }
+
+    /// The label of the runs: the one asked for, else the file's, else the
+    /// kernel release.
+    pub fn label(&self, asked: Option<&str>) -> String {
+        asked
+            .map(str::to_string)
+            .or_else(|| self.experiment.label.clone())
+            .unwrap_or_else(plumb_sys::proc::kernel_release)
+    }
+
     /// Whether this host lets every variant set its knobs and every point
     /// build its topology.
     pub fn check_host(&self) -> Result<(), PlanError> {

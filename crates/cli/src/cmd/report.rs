@@ -10,82 +10,6 @@ use plumb_samples::{EnvChange, Environment, RunRecord};
 use plumb_spec::experiment::PointId;
 use plumb_store::{RunFilter, Store};
 
-/// A spec field as experiments and `plumb run` flags name it: the last part
-/// of its JSON path without a unit suffix (`socket.pacing_rate_bps` is
-/// `pacing_rate`, `duration_ms` is `duration`).
-fn field_name(path: &str) -> String {
-    let last = path.rsplit('.').next().unwrap_or(path);
-    ["_bps", "_ms", "_us", "_ppm"]
-        .iter()
-        .filter_map(|u| last.strip_suffix(u))
-        .find(|f| plumb_spec::experiment::FIELDS.contains(f))
-        .unwrap_or(last)
-        .to_string()
-}
-
-/// The spec fields that differ between the runs, as coordinates of each;
-/// a field a run leaves unset is `-`.
-fn varying_fields(runs: &[&RunRecord]) -> Vec<Vec<(String, String)>> {
-    fn flatten(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>) {
-        match v {
-            serde_json::Value::Null => {}
-            serde_json::Value::Object(m) => {
-                for (k, x) in m {
-                    let key = if prefix.is_empty() {
-                        k.clone()
-                    } else {
-                        format!("{prefix}.{k}")
-                    };
-                    flatten(&key, x, out);
-                }
-            }
-            serde_json::Value::String(s) => out.push((prefix.to_string(), s.clone())),
-            other => out.push((prefix.to_string(), other.to_string())),
-        }
-    }
-    let flat: Vec<Vec<(String, String)>> = runs
-        .iter()
-        .map(|r| {
-            let mut out = Vec::new();
-            flatten(
-                "",
-                &serde_json::to_value(&r.spec).unwrap_or_default(),
-                &mut out,
-            );
-            out
-        })
-        .collect();
-    let mut keys: Vec<String> = Vec::new();
-    for f in &flat {
-        for (k, _) in f {
-            if !keys.contains(k) {
-                keys.push(k.clone());
-            }
-        }
-    }
-    let value = |f: &Vec<(String, String)>, k: &str| {
-        f.iter()
-            .find(|(x, _)| x == k)
-            .map(|(_, v)| v.clone())
-            .unwrap_or_else(|| "-".into())
-    };
-    let varying: Vec<String> = keys
-        .into_iter()
-        .filter(|k| {
-            let first = value(&flat[0], k);
-            flat.iter().any(|f| value(f, k) != first)
-        })
-        .collect();
-    flat.iter()
-        .map(|f| {
-            varying
-                .iter()
-                .map(|k| (field_name(k), value(f, k)))
-                .collect()
-        })
-        .collect()
-}
-
 fn env_diff(a: Option<&Environment>, b: Option<&Environment>) -> Vec<EnvChange> {
     match (a, b) {
         (Some(a), Some(b)) => a.diff(b),
@@ -218,7 +142,7 @@ pub fn exec(a: ReportArgs) -> Result<i32, Failure> {
                 .iter()
                 .flat_map(|s| s.records().map(move |r| (s.name.as_str(), r)))
                 .collect();
-            let coords = varying_fields(&all.iter().map(|(_, r)| *r).collect::<Vec<_>>());
+            let coords = sweep::varying_coords(&all.iter().map(|(_, r)| *r).collect::<Vec<_>>());
             for ((series, r), c) in all.iter().zip(coords) {
                 entries.push(Entry {
                     series: series.to_string(),
@@ -268,39 +192,4 @@ pub fn exec(a: ReportArgs) -> Result<i32, Failure> {
         eprintln!("wrote {}", path.display());
     }
     Ok(0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn record(pacing: Option<u64>, cc: Option<&str>) -> RunRecord {
-        let text = include_str!("../../../../schemas/examples/run.v1.example.json");
-        let mut r: RunRecord = serde_json::from_str(text).unwrap();
-        r.spec.socket.pacing_rate_bps = pacing;
-        r.spec.socket.cc = cc.map(str::to_string);
-        r
-    }
-
-    #[test]
-    fn varying_fields_are_named_as_experiments_name_them_and_unset_is_a_dash() {
-        let a = record(None, None);
-        let b = record(Some(1_000_000_000), None);
-        let c = record(None, Some("reno"));
-        let coords = varying_fields(&[&a, &b, &c]);
-        let at = |run: usize, axis: &str| {
-            coords[run]
-                .iter()
-                .find(|(k, _)| k == axis)
-                .map(|(_, v)| v.as_str())
-        };
-        assert_eq!(coords[0].len(), 2, "{coords:?}");
-        assert_eq!(at(0, "cc"), Some("-"));
-        assert_eq!(at(0, "pacing_rate"), Some("-"));
-        assert_eq!(at(1, "pacing_rate"), Some("1000000000"));
-        assert_eq!(at(2, "cc"), Some("reno"));
-        for c in coords.iter().flatten() {
-            assert!(c.0 != "null" && c.1 != "null", "{c:?}");
-        }
-    }
 }

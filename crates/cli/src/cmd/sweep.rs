@@ -124,17 +124,8 @@ impl Observer for Keeper<'_> {
 pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
     let plan = load(&a.file, a.quick)?;
     let exp = &plan.experiment;
-    let seed = a.order_seed.or(exp.seed).unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(1)
-    });
-    let label = a
-        .label
-        .clone()
-        .or(exp.label.clone())
-        .unwrap_or_else(plumb_sys::proc::kernel_release);
+    let seed = plan.seed(a.order_seed);
+    let label = plan.label(a.label.as_deref());
     let repeat = plan.repeat();
     let mut store = super::db::open(&a.db)?;
     let stored: Vec<PointId> = store

@@ -137,6 +137,43 @@ fn unit_of(axis: &str) -> &'static str {
     }
 }
 
+/// A spec field as experiments and `plumb run` flags name it: the last part
+/// of its path without a unit suffix (`socket.pacing_rate_bps` is
+/// `pacing_rate`, `duration_ms` is `duration`).
+fn field_name(path: &str) -> String {
+    let last = path.rsplit('.').next().unwrap_or(path);
+    ["_bps", "_ms", "_us", "_ppm"]
+        .iter()
+        .filter_map(|u| last.strip_suffix(u))
+        .find(|f| plumb_spec::experiment::FIELDS.contains(f))
+        .unwrap_or(last)
+        .to_string()
+}
+
+/// The spec fields that differ between the runs, as the coordinates of
+/// each, for runs that are not an experiment's; a field a run leaves unset
+/// is `-`.
+pub fn varying_coords(runs: &[&RunRecord]) -> Vec<Vec<(String, String)>> {
+    let flat: Vec<_> = runs.iter().map(|r| plumb_compare::spec_fields(r)).collect();
+    let value = |f: &plumb_samples::Environment, k: &str| {
+        f.facts.get(k).cloned().unwrap_or_else(|| "-".into())
+    };
+    let keys: std::collections::BTreeSet<&String> =
+        flat.iter().flat_map(|f| f.facts.keys()).collect();
+    let varying: Vec<&String> = keys
+        .into_iter()
+        .filter(|k| flat.iter().any(|f| value(f, k) != value(&flat[0], k)))
+        .collect();
+    flat.iter()
+        .map(|f| {
+            varying
+                .iter()
+                .map(|k| (field_name(k), value(f, k)))
+                .collect()
+        })
+        .collect()
+}
+
 /// Puts the report together. `cliff_factor` is the ratio of adjacent points
 /// that counts as a cliff.
 pub fn build(
@@ -512,5 +549,36 @@ mod tests {
                 "{out}"
             );
         }
+    }
+
+    #[test]
+    fn varying_fields_are_named_as_experiments_name_them_and_unset_is_a_dash() {
+        let with = |pacing: Option<u64>, cc: Option<&str>| {
+            let mut r = record(&[1e9]);
+            r.spec.socket.pacing_rate_bps = pacing;
+            r.spec.socket.cc = cc.map(str::to_string);
+            r
+        };
+        let (a, b, c) = (
+            with(None, None),
+            with(Some(1_000_000_000), None),
+            with(None, Some("reno")),
+        );
+        let coords = varying_coords(&[&a, &b, &c]);
+        let at = |run: usize, axis: &str| {
+            coords[run]
+                .iter()
+                .find(|(k, _)| k == axis)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(coords[0].len(), 2, "{coords:?}");
+        assert_eq!(at(0, "cc"), Some("-"));
+        assert_eq!(at(0, "pacing_rate"), Some("-"));
+        assert_eq!(at(1, "pacing_rate"), Some("1000000000"));
+        assert_eq!(at(2, "cc"), Some("reno"));
+        for c in coords.iter().flatten() {
+            assert!(c.0 != "null" && c.1 != "null", "{c:?}");
+        }
+        assert!(varying_coords(&[]).is_empty());
     }
 }
