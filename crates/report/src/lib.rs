@@ -8,7 +8,8 @@ pub mod doctor;
 pub mod sweep;
 
 use plumb_samples::units::{
-    format_micros as micros, format_seconds as secs, format_share as pct, format_tx_rate, sig3,
+    format_half_width, format_micros as micros, format_seconds as secs, format_share as pct,
+    format_tx_rate, sig3,
 };
 use plumb_samples::{
     format_bits_per_sec, format_bytes, EndResult, Iteration, OptionStatus, RunRecord,
@@ -161,7 +162,7 @@ fn iterations_table(o: &mut String, rec: &RunRecord) {
         let n = rec.iterations.iter().filter(|i| i.complete).count();
         let width = c
             .relative_half_width
-            .map(|w| format!("±{:.1} %", w * 100.0))
+            .map(format_half_width)
             .unwrap_or_else(|| "no interval".into());
         let _ = writeln!(
             o,

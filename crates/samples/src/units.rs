@@ -115,6 +115,11 @@ pub fn format_share(x: f64) -> String {
     format!("{:.1}%", x * 100.0)
 }
 
+/// The relative half-width of an interval: 0.012 -> `±1.2 %`.
+pub fn format_half_width(w: f64) -> String {
+    format!("±{:.1} %", w * 100.0)
+}
+
 /// A relative change: 0.123 -> `+12.3%`.
 pub fn format_change(x: f64) -> String {
     format!("{:+.1}%", x * 100.0)

@@ -280,7 +280,7 @@ pub fn run_and_store(
         if live && repeat.max > 1 {
             let width = c
                 .relative_half_width
-                .map(|w| format!("±{:.1} %", w * 100.0))
+                .map(plumb_samples::units::format_half_width)
                 .unwrap_or_else(|| "-".into());
             let show = |v: f64| plumb_samples::Metric::of(spec).format(v);
             eprintln!(

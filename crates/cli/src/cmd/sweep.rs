@@ -9,6 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use plumb_compare::{Side, SideRun};
 use plumb_run::experiment::{self as runner, Observer, Plan, PlanError, SweepError};
 use plumb_run::RunOptions;
+use plumb_samples::units::format_half_width;
 use plumb_samples::{Environment, RunRecord};
 use plumb_spec::experiment::{Order, Point, PointId};
 use plumb_store::{RunTag, Store};
@@ -31,7 +32,7 @@ fn point_line(p: &Point, rec: &RunRecord, id: i64) -> String {
     let mean = c.map(|c| c.mean).unwrap_or(0.0);
     let width = c
         .and_then(|c| c.relative_half_width)
-        .map(|w| format!(" ±{:.1} %", w * 100.0))
+        .map(|w| format!(" {}", format_half_width(w)))
         .unwrap_or_default();
     format!(
         "{}: {}{} ({} iteration{}), run {id}",
