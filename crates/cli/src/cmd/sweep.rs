@@ -57,8 +57,8 @@ fn shell_word(s: &str) -> String {
 }
 
 /// The command that goes on with an interrupted sweep: the same file,
-/// database, label, profile and order.
-fn resume_command(a: &SweepArgs, seed: u64) -> String {
+/// database, label, profile and (for a random order) seed.
+fn resume_command(a: &SweepArgs, seed: Option<u64>) -> String {
     let mut words = vec!["plumb".to_string(), "sweep".into(), "--resume".into()];
     if a.quick {
         words.push("--quick".into());
@@ -67,8 +67,10 @@ fn resume_command(a: &SweepArgs, seed: u64) -> String {
         words.push("--label".into());
         words.push(shell_word(l));
     }
-    words.push("--order-seed".into());
-    words.push(seed.to_string());
+    if let Some(seed) = seed {
+        words.push("--order-seed".into());
+        words.push(seed.to_string());
+    }
     if let Some(db) = &a.db.db {
         words.push("--db".into());
         words.push(shell_word(&db.display().to_string()));
@@ -201,7 +203,7 @@ pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
             outcome.finished,
             todo.len(),
             if todo.len() == 1 { "" } else { "s" },
-            resume_command(&a, seed)
+            resume_command(&a, (exp.order == Order::Random).then_some(seed))
         );
         return Ok(crate::exit::INTERRUPTED);
     }
@@ -304,13 +306,13 @@ mod tests {
             "exp.toml",
         ]);
         assert_eq!(
-            resume_command(&a, 42),
+            resume_command(&a, Some(42)),
             "plumb sweep --resume --quick --label v6.8 --order-seed 42 --db '/tmp/my lab.db' exp.toml"
         );
         let plain = sweep_args(&["plumb", "sweep", "exp.toml"]);
         assert_eq!(
-            resume_command(&plain, 7),
-            "plumb sweep --resume --order-seed 7 exp.toml"
+            resume_command(&plain, None),
+            "plumb sweep --resume exp.toml"
         );
     }
 }
