@@ -107,18 +107,11 @@ fn a_sweep_compares_in_the_asked_format_and_report_finds_it() {
         &file,
         r#"
 name = "fixes"
-iterations = 2
 order = "interleaved"
-[base]
-workload = "rr"
-duration = "300ms"
-warmup = "100ms"
-[matrix]
-req_size = [1, 100]
-[[variant]]
-name = "plain"
-[[variant]]
-name = "other"
+iterations = 2
+base = { workload = "rr", duration = "300ms", warmup = "100ms" }
+matrix = { req_size = [1, 100] }
+variant = [{ name = "plain" }, { name = "other" }]
 "#,
     )
     .unwrap();

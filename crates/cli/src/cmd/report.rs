@@ -6,16 +6,9 @@ use crate::args::{ReportArgs, ReportFormat};
 use crate::Failure;
 use plumb_compare::{Side, SideRun};
 use plumb_report::sweep::{self, Entry};
-use plumb_samples::{EnvChange, Environment, RunRecord};
+use plumb_samples::RunRecord;
 use plumb_spec::experiment::PointId;
 use plumb_store::{RunFilter, Store};
-
-fn env_diff(a: Option<&Environment>, b: Option<&Environment>) -> Vec<EnvChange> {
-    match (a, b) {
-        (Some(a), Some(b)) => a.diff(b),
-        _ => Vec::new(),
-    }
-}
 
 /// What `plumb report` with no names reports: the most recent experiment
 /// when the newest run belongs to one, else the two most recently used
@@ -177,11 +170,7 @@ pub fn exec(a: ReportArgs) -> Result<i32, Failure> {
         .skip(1)
         .map(|s| plumb_compare::compare(&sides[0], s, &plumb_stats::CompareParams::default()))
         .collect();
-    let diff = match (sides.first(), sides.last()) {
-        (Some(x), Some(y)) if sides.len() > 1 => env_diff(x.env.as_ref(), y.env.as_ref()),
-        _ => Vec::new(),
-    };
-    let report = sweep::build(&title, &entries, comparisons, diff, a.cliff_factor);
+    let report = sweep::build(&title, &entries, comparisons, a.cliff_factor);
     match a.format {
         ReportFormat::Terminal => print!("{}", sweep::terminal(&report)),
         ReportFormat::Markdown => print!("{}", sweep::markdown(&report)),

@@ -429,12 +429,14 @@ pub fn html(r: &SweepReport) -> String {
         }
         let _ = writeln!(o, "</table>");
     }
+    // The first line against the last, as the last comparison has it.
+    let env_diff = r.comparisons.last().map_or(&[][..], |c| &c.env_diff[..]);
     let _ = writeln!(o, "<h2>Environment diff</h2>");
-    if r.env_diff.is_empty() {
+    if env_diff.is_empty() {
         let _ = writeln!(o, "<p>no difference recorded</p>");
     } else {
         let _ = writeln!(o, "<table><tr><th>fact</th><th>A</th><th>B</th></tr>");
-        for d in &r.env_diff {
+        for d in env_diff {
             let _ = writeln!(
                 o,
                 "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",

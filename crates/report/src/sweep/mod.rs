@@ -13,7 +13,7 @@ pub use html::html;
 pub use text::{markdown, terminal};
 
 use plumb_compare::Comparison;
-use plumb_samples::{EnvChange, Metric, Role, RunRecord};
+use plumb_samples::{Metric, Role, RunRecord};
 use std::collections::BTreeMap;
 
 /// A run and where it belongs: its line (label or variant) and its
@@ -99,8 +99,8 @@ pub struct SweepReport {
     pub cpu: Vec<CpuRow>,
     pub latency: Vec<LatencyRow>,
     pub softirq: Vec<SoftirqRow>,
+    /// Every line against the first, each with its environment diff.
     pub comparisons: Vec<Comparison>,
-    pub env_diff: Vec<EnvChange>,
 }
 
 /// The runs of one series at one point of the axes.
@@ -180,7 +180,6 @@ pub fn build(
     title: &str,
     entries: &[Entry],
     comparisons: Vec<Comparison>,
-    env_diff: Vec<EnvChange>,
     cliff_factor: f64,
 ) -> SweepReport {
     let metric = if entries.iter().any(|e| e.record.metric() == Metric::Tps) {
@@ -428,7 +427,6 @@ pub fn build(
         latency,
         softirq,
         comparisons,
-        env_diff,
     }
 }
 
@@ -496,7 +494,7 @@ mod tests {
         // Made in any order, reported in the axis's order.
         let mut runs = sweep();
         runs.reverse();
-        let r = build("t", &runs, Vec::new(), Vec::new(), 4.0);
+        let r = build("t", &runs, Vec::new(), 4.0);
         assert_eq!(r.plots.len(), 1);
         assert_eq!(r.plots[0].lines.len(), 2);
         assert_eq!(r.plots[0].lines[0].points[2].x, "1448");
@@ -512,7 +510,7 @@ mod tests {
 
     #[test]
     fn every_rendering_carries_the_same_findings() {
-        let r = build("t", &sweep(), Vec::new(), Vec::new(), 4.0);
+        let r = build("t", &sweep(), Vec::new(), 4.0);
         let text = terminal(&r);
         let md = markdown(&r);
         let page = html(&r);
@@ -541,7 +539,7 @@ mod tests {
             &side("b"),
             &plumb_stats::CompareParams::default(),
         );
-        let r = build("t", &sweep(), vec![c], Vec::new(), 4.0);
+        let r = build("t", &sweep(), vec![c], 4.0);
         for out in [terminal(&r), markdown(&r)] {
             assert_eq!(
                 out.matches("environment: no difference recorded").count(),

@@ -1,8 +1,7 @@
 //! The sweep report as terminal text and as Markdown.
 
-use super::{SoftirqRow, SweepReport, PERCENTILES};
+use super::{SeriesPoint, SoftirqRow, SweepReport, PERCENTILES};
 use plumb_samples::units::format_share;
-use plumb_samples::EnvChange;
 use std::fmt::Write;
 
 /// The report as terminal text.
@@ -21,11 +20,10 @@ pub fn terminal(r: &SweepReport) -> String {
             for pt in &l.points {
                 let _ = writeln!(
                     o,
-                    "    {:<10} {:>14}  {} .. {}  n {}",
+                    "    {:<10} {:>14}  {}  n {}",
                     pt.x,
                     r.show(pt.mean),
-                    r.show(pt.lo),
-                    r.show(pt.hi),
+                    interval(r, pt),
                     pt.n
                 );
             }
@@ -96,6 +94,11 @@ pub fn terminal(r: &SweepReport) -> String {
     o
 }
 
+/// `9.1 Gbit/s .. 9.4 Gbit/s`.
+fn interval(r: &SweepReport, pt: &SeriesPoint) -> String {
+    format!("{} .. {}", r.show(pt.lo), r.show(pt.hi))
+}
+
 /// `cpu0 1.3%` for each CPU.
 fn softirq_cells(s: &SoftirqRow) -> Vec<String> {
     s.per_cpu
@@ -104,8 +107,7 @@ fn softirq_cells(s: &SoftirqRow) -> Vec<String> {
         .collect()
 }
 
-/// The comparisons, each with its environment diff; the report's own diff
-/// only when there is no comparison to state it.
+/// The comparisons, each with its environment diff.
 fn comparisons(o: &mut String, r: &SweepReport, md: bool) {
     for c in &r.comparisons {
         o.push_str(&if md {
@@ -116,28 +118,7 @@ fn comparisons(o: &mut String, r: &SweepReport, md: bool) {
         o.push('\n');
     }
     if r.comparisons.is_empty() {
-        env_text(o, &r.env_diff, md);
-    }
-}
-
-fn env_text(o: &mut String, diff: &[EnvChange], md: bool) {
-    if diff.is_empty() {
         let _ = writeln!(o, "environment: no difference recorded");
-        return;
-    }
-    if md {
-        let _ = writeln!(o, "## Environment diff\n\n| fact | A | B |\n|---|---|---|");
-    } else {
-        let _ = writeln!(o, "environment diff");
-    }
-    for d in diff {
-        let a = d.a.as_deref().unwrap_or("(absent)");
-        let b = d.b.as_deref().unwrap_or("(absent)");
-        if md {
-            let _ = writeln!(o, "| {} | {} | {} |", d.key, a, b);
-        } else {
-            let _ = writeln!(o, "  {}: {} -> {}", d.key, a, b);
-        }
     }
 }
 
@@ -153,12 +134,11 @@ pub fn markdown(r: &SweepReport) -> String {
             for pt in &l.points {
                 let _ = writeln!(
                     o,
-                    "| {} | {} | {} | {} .. {} | {} |",
+                    "| {} | {} | {} | {} | {} |",
                     l.name,
                     pt.x,
                     r.show(pt.mean),
-                    r.show(pt.lo),
-                    r.show(pt.hi),
+                    interval(r, pt),
                     pt.n
                 );
             }
