@@ -246,7 +246,7 @@ pub struct VerdictArgs {
     #[arg(long, default_value = "2", value_parser = percent, value_name = "PERCENT")]
     pub noise_band: f64,
     /// Seed of the bootstrap, so a comparison can be reproduced.
-    #[arg(long, default_value = "1")]
+    #[arg(long, default_value_t = plumb_stats::DEFAULT_SEED)]
     pub seed: u64,
     #[arg(long, value_enum, default_value = "terminal")]
     pub format: CompareFormat,

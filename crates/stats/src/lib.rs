@@ -23,4 +23,4 @@ pub use hypothesis::{mann_whitney, welch, Welch};
 pub use interval::{
     bootstrap_ratio, mean_with_interval, required_iterations_met, t_interval, Interval,
 };
-pub use verdict::{compare, CompareParams, Comparison, Verdict};
+pub use verdict::{compare, CompareParams, Comparison, Verdict, DEFAULT_SEED};
