@@ -4,9 +4,7 @@
 use super::db::store_err;
 use crate::args::{ReportArgs, ReportFormat};
 use crate::Failure;
-use plumb_compare::{Side, SideRun};
-use plumb_report::sweep::{self, Entry};
-use plumb_samples::RunRecord;
+use plumb_report::sweep::{self, Lines, TaggedRun};
 use plumb_spec::experiment::PointId;
 use plumb_store::{RunFilter, Store};
 
@@ -44,9 +42,6 @@ fn most_recent(store: &Store) -> Result<(Option<String>, Vec<String>), Failure> 
 
 pub fn exec(a: ReportArgs) -> Result<i32, Failure> {
     let store = super::db::open(&a.db)?;
-    let mut entries: Vec<Entry> = Vec::new();
-    let mut sides: Vec<Side> = Vec::new();
-    let title;
     let (experiment, names) = if a.experiment.is_none() && a.names.is_empty() {
         let (experiment, names) = most_recent(&store)?;
         match &experiment {
@@ -61,7 +56,11 @@ pub fn exec(a: ReportArgs) -> Result<i32, Failure> {
     } else {
         (a.experiment.clone(), a.names.clone())
     };
-    match (&experiment, names.is_empty()) {
+    let Lines {
+        title,
+        entries,
+        mut sides,
+    } = match (&experiment, names.is_empty()) {
         (Some(name), true) => {
             let runs = store
                 .experiment_runs(name, a.label.as_deref())
@@ -75,82 +74,28 @@ pub fn exec(a: ReportArgs) -> Result<i32, Failure> {
                         .unwrap_or_default()
                 )));
             }
-            let mut labels: Vec<String> =
-                runs.iter().map(|(_, r)| r.record.label.clone()).collect();
-            labels.sort();
-            labels.dedup();
-            let variants = runs.iter().any(|(t, _)| t.variant.is_some());
-            for (t, r) in &runs {
-                let series = match (&t.variant, labels.len() > 1) {
-                    (Some(v), false) => v.clone(),
-                    (Some(v), true) => format!("{}/{v}", r.record.label),
-                    (None, _) => r.record.label.clone(),
-                };
-                let point = PointId::parse(&t.point);
-                entries.push(Entry {
-                    series: series.clone(),
-                    coords: point.coords.clone(),
-                    record: r.record.clone(),
-                });
-                // Points match across variants and labels by their place
-                // in the matrix, whatever else their variant changed.
-                let run = SideRun {
-                    key: point.without_variant().to_string(),
-                    record: r.record.clone(),
-                };
-                match sides.iter_mut().find(|s| s.name == series) {
-                    Some(s) => {
-                        s.runs.push(run);
-                        if r.env.is_some() {
-                            s.env = r.env.clone();
-                        }
-                    }
-                    None => sides.push(Side {
-                        name: series,
-                        runs: vec![run],
-                        env: r.env.clone(),
-                    }),
-                }
-            }
-            title = format!(
-                "experiment {name}: {} run{}, {}",
-                runs.len(),
-                if runs.len() == 1 { "" } else { "s" },
-                if variants {
-                    format!("{} variants", sides.len())
-                } else {
-                    format!(
-                        "label{} {}",
-                        if labels.len() == 1 { "" } else { "s" },
-                        labels.join(", ")
-                    )
-                }
-            );
-        }
-        (None, false) => {
-            for n in &names {
-                sides.push(super::db::side(&store, n)?);
-            }
-            let all: Vec<(&str, &RunRecord)> = sides
-                .iter()
-                .flat_map(|s| s.records().map(move |r| (s.name.as_str(), r)))
+            let runs = runs
+                .into_iter()
+                .map(|(t, r)| TaggedRun {
+                    point: PointId::parse(&t.point),
+                    record: r.record,
+                    env: r.env,
+                })
                 .collect();
-            let coords = sweep::varying_coords(&all.iter().map(|(_, r)| *r).collect::<Vec<_>>());
-            for ((series, r), c) in all.iter().zip(coords) {
-                entries.push(Entry {
-                    series: series.to_string(),
-                    coords: c,
-                    record: (*r).clone(),
-                });
-            }
-            title = format!("report of {}", names.join(", "));
+            sweep::experiment_lines(name, runs)
         }
+        (None, false) => sweep::named_lines(
+            names
+                .iter()
+                .map(|n| super::db::side(&store, n))
+                .collect::<Result<_, _>>()?,
+        ),
         _ => {
             return Err(Failure::usage(
                 "name labels or runs, or --experiment NAME (not both)",
             ))
         }
-    }
+    };
     if let Some(b) = &a.baseline {
         let i = sides.iter().position(|s| &s.name == b).ok_or_else(|| {
             Failure::usage(format!(

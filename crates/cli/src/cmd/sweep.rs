@@ -6,7 +6,7 @@
 use crate::args::SweepArgs;
 use crate::Failure;
 use indicatif::{ProgressBar, ProgressStyle};
-use plumb_compare::{Side, SideRun};
+use plumb_report::sweep::{matrix_side, TaggedRun};
 use plumb_run::experiment::{self as runner, Observer, Plan, PlanError, SweepError};
 use plumb_run::RunOptions;
 use plumb_samples::units::format_half_width;
@@ -211,22 +211,6 @@ pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
     Ok(0)
 }
 
-/// Sides of the experiment's comparison: runs keyed by their point without
-/// the variant, so the same point matches across variants.
-fn side(name: &str, runs: Vec<(RunTag, RunRecord)>) -> Side {
-    Side {
-        name: name.to_string(),
-        runs: runs
-            .into_iter()
-            .map(|(t, record)| SideRun {
-                key: PointId::parse(&t.point).without_variant().to_string(),
-                record,
-            })
-            .collect(),
-        env: None,
-    }
-}
-
 /// The comparison at the end of a sweep: every variant against the first;
 /// without variants, this label against the experiment's previous one.
 fn summary(
@@ -240,19 +224,25 @@ fn summary(
     let all = store
         .experiment_runs(&exp.name, None)
         .map_err(super::db::store_err)?;
-    let of = |keep: &dyn Fn(&RunTag, &RunRecord) -> bool| {
-        all.iter()
-            .filter(|(t, r)| keep(t, &r.record))
-            .map(|(t, r)| (t.clone(), r.record.clone()))
-            .collect::<Vec<_>>()
+    // Matched across variants and labels by their place in the matrix.
+    let side = |name: &str, keep: &dyn Fn(&RunTag, &RunRecord) -> bool| {
+        matrix_side(
+            name,
+            all.iter()
+                .filter(|(t, r)| keep(t, &r.record))
+                .map(|(t, r)| TaggedRun {
+                    point: PointId::parse(&t.point),
+                    record: r.record.clone(),
+                    env: r.env.clone(),
+                }),
+        )
     };
     let mut comparisons = Vec::new();
     if exp.variants.len() >= 2 {
         let variant = |name: &str| {
-            side(
-                name,
-                of(&|t, r| r.label == label && t.variant.as_deref() == Some(name)),
-            )
+            side(name, &|t, r| {
+                r.label == label && t.variant.as_deref() == Some(name)
+            })
         };
         let base = variant(&exp.variants[0].name);
         for other in &exp.variants[1..] {
@@ -269,7 +259,7 @@ fn summary(
             .map(|(_, r)| r.record.label.clone())
             .find(|l| l != label);
         if let Some(prev) = previous {
-            let labelled = |l: &str| side(l, of(&|_, r| r.label == l));
+            let labelled = |l: &str| side(l, &|_, r| r.label == l);
             comparisons.push(plumb_compare::compare(
                 &labelled(&prev),
                 &labelled(label),

@@ -7,9 +7,11 @@
 //! self-contained page with inline SVG (no script, no font, nothing fetched).
 
 mod html;
+mod lines;
 mod text;
 
 pub use html::html;
+pub use lines::{experiment_lines, matrix_side, named_lines, Lines, TaggedRun};
 pub use text::{markdown, terminal};
 
 use plumb_compare::Comparison;
