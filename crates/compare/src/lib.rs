@@ -1,5 +1,6 @@
 //! Verdicts from records handed in (never paths or the store): runs are
-//! matched by spec key, each matched point gets its deltas, Welch's test, a
+//! matched by a key (the spec key, or an experiment point's place in its
+//! matrix), each matched point gets its deltas, Welch's test, a
 //! bootstrap interval of the ratio and a three-way verdict, and the
 //! comparison is explained by the environment diff and the CPU budget per
 //! end (seconds of user, system and softirq time per GB moved).

@@ -117,3 +117,40 @@ pub fn named_lines(sides: Vec<Side>) -> Lines {
         sides,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variants_make_lines_matched_by_their_place_in_the_matrix() {
+        let text = include_str!("../../../../schemas/examples/run.v1.example.json");
+        let record: RunRecord = serde_json::from_str(text).unwrap();
+        let run = |point: &str| TaggedRun {
+            point: PointId::parse(point),
+            record: record.clone(),
+            env: None,
+        };
+        let lines = experiment_lines(
+            "e",
+            vec![
+                run("sndbuf=8K,variant=a"),
+                run("sndbuf=8K,variant=b"),
+                run("sndbuf=16K,variant=a"),
+            ],
+        );
+        assert_eq!(lines.title, "experiment e: 3 runs, 2 variants");
+        let names: Vec<&str> = lines.sides.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        let keys: Vec<&str> = lines.sides[0].runs.iter().map(|r| r.key.as_str()).collect();
+        assert_eq!(keys, ["sndbuf=8K", "sndbuf=16K"]);
+        assert_eq!(lines.sides[1].runs[0].key, "sndbuf=8K");
+        assert_eq!(
+            lines.entries[2].coords,
+            vec![("sndbuf".into(), "16K".into())]
+        );
+        for r in lines.sides.iter().flat_map(|s| s.records()) {
+            assert_eq!(r.spec_key, record.spec_key, "the stored key is kept");
+        }
+    }
+}
