@@ -174,6 +174,9 @@ pub struct FilterArgs {
 pub struct ListArgs {
     #[command(flatten)]
     pub filter: FilterArgs,
+    /// One JSON array or CSV lines instead of the table.
+    #[arg(long, value_enum)]
+    pub format: Option<ExportFormat>,
     #[command(flatten)]
     pub db: DbArgs,
 }
@@ -268,7 +271,7 @@ pub struct VerdictArgs {
     #[arg(long, default_value = "2", value_parser = percent, value_name = "PERCENT")]
     pub noise_band: f64,
     /// Seed of the bootstrap, so a comparison can be reproduced.
-    #[arg(long, default_value = "1")]
+    #[arg(long, default_value_t = plumb_stats::DEFAULT_SEED)]
     pub seed: u64,
     #[arg(long, value_enum, default_value = "terminal")]
     pub format: CompareFormat,

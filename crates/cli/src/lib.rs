@@ -7,6 +7,19 @@ mod args;
 mod cmd;
 pub mod out;
 
+/// Exit statuses, as the README's "Output and exit status" documents them
+/// (`plumb check` has its own, see cmd/compare.rs).
+pub mod exit {
+    /// A bad flag or value, an unknown run or label, an unreadable file.
+    pub const USAGE: i32 = 2;
+    /// A run that could not be made: server unreachable, option refused.
+    pub const RUN: i32 = 2;
+    /// The result database could not be opened, read or written.
+    pub const STORE: i32 = 2;
+    /// Interrupted by a signal, or the server was lost mid-test.
+    pub const INTERRUPTED: i32 = 130;
+}
+
 /// A failure to report: one line on stderr and an exit status.
 #[derive(Debug)]
 pub struct Failure {
@@ -17,9 +30,44 @@ pub struct Failure {
 impl Failure {
     pub fn usage(message: impl Into<String>) -> Failure {
         Failure {
-            code: 2,
+            code: exit::USAGE,
             message: message.into(),
         }
+    }
+
+    /// A run that failed, its message naming the flag at fault.
+    pub fn run(e: &plumb_run::RunError) -> Failure {
+        Failure {
+            code: exit::RUN,
+            message: run_message(e),
+        }
+    }
+
+    pub fn store(message: impl Into<String>) -> Failure {
+        Failure {
+            code: exit::STORE,
+            message: message.into(),
+        }
+    }
+
+    /// The same failure with `context: ` before its message.
+    pub fn within(self, context: impl std::fmt::Display) -> Failure {
+        Failure {
+            code: self.code,
+            message: format!("{context}: {}", self.message),
+        }
+    }
+}
+
+/// What a failed run says to the user: a setup error leads with the flag
+/// that set up what failed, unless its message already does.
+pub fn run_message(e: &plumb_run::RunError) -> String {
+    match e {
+        plumb_run::RunError::Setup {
+            flag: Some(flag),
+            message,
+        } if !message.starts_with(flag) => format!("{flag}: {message}"),
+        other => other.to_string(),
     }
 }
 
@@ -67,5 +115,40 @@ pub fn main() -> i32 {
             eprintln!("plumb: error: {}", f.message);
             f.code
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_setup_error_names_its_flag_once() {
+        let e = |message: &str| plumb_run::RunError::Setup {
+            flag: Some("--flows"),
+            message: message.into(),
+        };
+        assert_eq!(
+            Failure::run(&e("cannot start flow group")).message,
+            "--flows: cannot start flow group"
+        );
+        assert_eq!(
+            Failure::run(&e("--flows: too many")).message,
+            "--flows: too many"
+        );
+        assert_eq!(Failure::run(&e("x")).code, exit::RUN);
+    }
+
+    #[test]
+    fn every_comparison_defaults_to_one_bootstrap_seed() {
+        use clap::FromArgMatches;
+        let m = args::command()
+            .try_get_matches_from(["plumb", "compare", "a", "b"])
+            .unwrap();
+        let cli = args::Cli::from_arg_matches(&m).unwrap();
+        let args::Command::Compare(c) = cli.command else {
+            panic!("parsed as compare")
+        };
+        assert_eq!(c.verdict.seed, plumb_stats::CompareParams::default().seed);
     }
 }

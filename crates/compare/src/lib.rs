@@ -1,11 +1,12 @@
 //! Verdicts from records handed in (never paths or the store): runs are
-//! matched by spec key, each matched point gets its deltas, Welch's test, a
+//! matched by a key (the spec key, or an experiment point's place in its
+//! matrix), each matched point gets its deltas, Welch's test, a
 //! bootstrap interval of the ratio and a three-way verdict, and the
 //! comparison is explained by the environment diff and the CPU budget per
 //! end (seconds of user, system and softirq time per GB moved).
 #![deny(unsafe_code)]
 
-use plumb_samples::{EnvChange, Environment, Iteration, RunRecord};
+use plumb_samples::{EnvChange, Environment, Iteration, Metric, RunRecord};
 use plumb_stats::{CompareParams, Verdict};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -14,9 +15,48 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone)]
 pub struct Side {
     pub name: String,
-    pub runs: Vec<RunRecord>,
+    pub runs: Vec<SideRun>,
     /// The environment of the newest run on this side, when known.
     pub env: Option<Environment>,
+}
+
+/// A run and the key it is matched by on the other side.
+#[derive(Debug, Clone)]
+pub struct SideRun {
+    /// The run's spec key, or where the run sits in an experiment when the
+    /// variants compared change its spec (`sndbuf=8K`).
+    pub key: String,
+    pub record: RunRecord,
+}
+
+impl Side {
+    /// Runs matched by their spec keys.
+    pub fn new(name: impl Into<String>, runs: Vec<RunRecord>, env: Option<Environment>) -> Side {
+        Side {
+            name: name.into(),
+            runs: runs
+                .into_iter()
+                .map(|record| SideRun {
+                    key: record.spec_key.clone(),
+                    record,
+                })
+                .collect(),
+            env,
+        }
+    }
+
+    /// The records, newest last as they were handed in.
+    pub fn records(&self) -> impl Iterator<Item = &RunRecord> {
+        self.runs.iter().map(|r| &r.record)
+    }
+
+    /// The complete runs matched by `key`.
+    fn complete_at<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a RunRecord> {
+        self.runs
+            .iter()
+            .filter(move |r| r.key == key && r.record.complete)
+            .map(|r| &r.record)
+    }
 }
 
 /// How the comparison was made; stated in every rendering.
@@ -44,8 +84,9 @@ pub struct SideStats {
 /// One line of the CPU budget: seconds of CPU per GB received.
 #[derive(Debug, Clone, Serialize)]
 pub struct BudgetLine {
-    /// `client`, `server` (the processes) or `client host`, `server host`
-    /// (every CPU of the machine that end ran on).
+    /// `client`, `server` (the processes), `client host`, `server host`
+    /// (every CPU of the machine that end ran on), or `host` when both ends
+    /// ran on one machine.
     pub end: String,
     /// `user`, `system`, `softirq`, `irq`.
     pub part: String,
@@ -59,8 +100,9 @@ pub struct BudgetLine {
 pub struct Point {
     pub spec_key: String,
     pub summary: String,
-    pub metric: String,
-    pub unit: String,
+    pub metric: Metric,
+    /// The metric's unit, for JSON and CSV readers.
+    pub unit: &'static str,
     pub a: SideStats,
     pub b: SideStats,
     /// mean(b) / mean(a) - 1.
@@ -72,7 +114,7 @@ pub struct Point {
     pub verdict: Verdict,
     /// What the budget lines count: "CPU seconds per GB" or "CPU
     /// microseconds per transaction".
-    pub budget_unit: String,
+    pub budget_unit: &'static str,
     pub budget: Vec<BudgetLine>,
 }
 
@@ -108,18 +150,14 @@ impl Comparison {
     }
 }
 
-fn complete_iterations<'a>(runs: &'a [RunRecord], key: &str) -> Vec<&'a Iteration> {
-    runs.iter()
-        .filter(|r| r.spec_key == key && r.complete)
+fn complete_iterations<'a>(side: &'a Side, key: &'a str) -> Vec<&'a Iteration> {
+    side.complete_at(key)
         .flat_map(|r| r.iterations.iter().filter(|i| i.complete))
         .collect()
 }
 
 fn side_stats(xs: &[f64], level: f64, runs: usize) -> SideStats {
-    let mean = xs.iter().sum::<f64>() / xs.len().max(1) as f64;
-    let (lo, hi) = plumb_stats::t_interval(xs, level)
-        .map(|i| (i.lo, i.hi))
-        .unwrap_or((mean, mean));
+    let (mean, lo, hi) = plumb_stats::mean_with_interval(xs, level);
     SideStats {
         n: xs.len(),
         mean,
@@ -152,14 +190,23 @@ fn budget(its: &[&Iteration], transactional: bool) -> BTreeMap<(String, String),
             .or_insert(0.0) += v / gb;
     };
     for i in its {
+        // The record does not say whether the server was embedded; both
+        // ends reporting one host name means they read the same /proc/stat
+        // (loopback, or veth namespaces on one machine), and that host's
+        // CPUs count once, as the run's own derived host figures do.
+        let shared = i.client.hostname == i.server.hostname;
         for end in [&i.client, &i.server] {
-            let who = match end.role {
-                plumb_samples::Role::Client => "client",
-                plumb_samples::Role::Server => "server",
-            };
+            let who = end.role.name();
             add(who, "user", end.process.user_s);
             add(who, "system", end.process.system_s);
-            let host = format!("{who} host");
+            if shared && end.role == plumb_samples::Role::Server {
+                continue;
+            }
+            let host = if shared {
+                "host".to_string()
+            } else {
+                format!("{who} host")
+            };
             add(
                 &host,
                 "user",
@@ -178,8 +225,8 @@ pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
     let keys = |s: &Side| -> BTreeMap<String, String> {
         s.runs
             .iter()
-            .filter(|r| r.complete)
-            .map(|r| (r.spec_key.clone(), r.spec.summary()))
+            .filter(|r| r.record.complete)
+            .map(|r| (r.key.clone(), r.record.spec.summary()))
             .collect()
     };
     let (ka, kb) = (keys(a), keys(b));
@@ -204,8 +251,8 @@ pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
         let spec = |s: &Side, k: &str| {
             s.runs
                 .iter()
-                .find(|r| r.spec_key == k)
-                .map(|r| flatten(&serde_json::to_value(&r.spec).unwrap_or_default()))
+                .find(|r| r.key == k)
+                .map(|r| spec_fields(&r.record))
                 .unwrap_or_default()
         };
         spec_diff = spec(a, ka1).diff(&spec(b, kb1));
@@ -213,19 +260,20 @@ pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
     let mut points = Vec::new();
     let mut too_few = Vec::new();
     for (key_a, key_b, summary) in &pairs {
-        let ia = complete_iterations(&a.runs, key_a);
-        let ib = complete_iterations(&b.runs, key_b);
+        let ia = complete_iterations(a, key_a);
+        let ib = complete_iterations(b, key_b);
         let xa: Vec<f64> = ia.iter().map(|i| i.derived.metric()).collect();
         let xb: Vec<f64> = ib.iter().map(|i| i.derived.metric()).collect();
         let Some(c) = plumb_stats::compare(&xa, &xb, params) else {
             too_few.push(format!("{summary} (n = {} vs {})", xa.len(), xb.len()));
             continue;
         };
-        let transactional = a
+        let metric = a
             .runs
             .iter()
-            .find(|r| &r.spec_key == key_a)
-            .is_some_and(|r| r.spec.is_transactional());
+            .find(|r| &r.key == key_a)
+            .map_or(Metric::Throughput, |r| r.record.metric());
+        let transactional = metric == Metric::Tps;
         let (ba, bb) = (budget(&ia, transactional), budget(&ib, transactional));
         let budget = ba
             .iter()
@@ -240,12 +288,7 @@ pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
                 })
             })
             .collect();
-        let runs = |s: &Side, key: &str| {
-            s.runs
-                .iter()
-                .filter(|r| r.spec_key == key && r.complete)
-                .count()
-        };
+        let runs = |s: &Side, key: &str| s.complete_at(key).count();
         points.push(Point {
             spec_key: if key_a == key_b {
                 key_a.clone()
@@ -253,14 +296,9 @@ pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
                 format!("{key_a}/{key_b}")
             },
             summary: summary.clone(),
-            metric: if transactional { "tps" } else { "throughput" }.into(),
-            unit: if transactional { "tx/s" } else { "bit/s" }.into(),
-            budget_unit: if transactional {
-                "CPU microseconds per transaction"
-            } else {
-                "CPU seconds per GB"
-            }
-            .into(),
+            metric,
+            unit: metric.unit(),
+            budget_unit: metric.cost_unit(),
             a: side_stats(&xa, params.level, runs(a, key_a)),
             b: side_stats(&xb, params.level, runs(b, key_b)),
             change: c.change,
@@ -302,9 +340,10 @@ pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
     }
 }
 
-/// A spec as a flat map of dotted field names, so its differences read like
-/// an environment diff.
-fn flatten(v: &serde_json::Value) -> Environment {
+/// A record's spec as dotted field names and their values (`socket.sndbuf`
+/// = `auto`), unset fields left out, so that the differences of two specs
+/// read like an environment diff.
+pub fn spec_fields(record: &RunRecord) -> Environment {
     fn walk(prefix: &str, v: &serde_json::Value, out: &mut Environment) {
         match v {
             serde_json::Value::Object(m) => {
@@ -323,7 +362,11 @@ fn flatten(v: &serde_json::Value) -> Environment {
         }
     }
     let mut out = Environment::default();
-    walk("", v, &mut out);
+    walk(
+        "",
+        &serde_json::to_value(&record.spec).unwrap_or_default(),
+        &mut out,
+    );
     out
 }
 
@@ -368,4 +411,50 @@ pub fn bisect(c: &Comparison, threshold: f64) -> Bisect {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(throughput: &[f64], server_host: &str) -> RunRecord {
+        let text = include_str!("../../../schemas/examples/run.v1.example.json");
+        let mut r: RunRecord = serde_json::from_str(text).unwrap();
+        let it = r.iterations[0].clone();
+        r.complete = true;
+        r.iterations = throughput
+            .iter()
+            .map(|t| {
+                let mut i = it.clone();
+                i.complete = true;
+                i.derived.throughput_bps = *t;
+                i.derived.tps = None;
+                i.server.hostname = server_host.to_string();
+                i
+            })
+            .collect();
+        r
+    }
+
+    fn budget_ends(server_host: &str) -> Vec<String> {
+        let side =
+            |name: &str| Side::new(name, vec![record(&[9e9, 9.1e9, 8.9e9], server_host)], None);
+        let c = compare(&side("a"), &side("b"), &CompareParams::default());
+        let mut ends: Vec<String> = c.points[0].budget.iter().map(|l| l.end.clone()).collect();
+        ends.retain(|e| e.contains("host"));
+        ends.dedup();
+        ends
+    }
+
+    #[test]
+    fn ends_on_one_host_count_its_cpus_once() {
+        let text = include_str!("../../../schemas/examples/run.v1.example.json");
+        let r: RunRecord = serde_json::from_str(text).unwrap();
+        let same = r.iterations[0].client.hostname.clone();
+        assert_eq!(budget_ends(&same), vec!["host".to_string()]);
+        assert_eq!(
+            budget_ends("elsewhere"),
+            vec!["client host".to_string(), "server host".to_string()]
+        );
+    }
 }

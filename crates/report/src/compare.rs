@@ -2,40 +2,22 @@
 //! noise band) next to the verdicts, so a pasted table cannot lose it.
 
 use plumb_compare::{Comparison, Point};
-use plumb_samples::format_bits_per_sec;
-use plumb_samples::units::sig3;
+use plumb_samples::units::{format_change as pct, format_cpu_cost as cost, scaled, sig3};
+use plumb_samples::Metric;
 use std::fmt::Write;
-
-fn pct(x: f64) -> String {
-    format!("{:+.1}%", x * 100.0)
-}
 
 /// A metric value in its unit: bits/s scaled, transactions/s as they are.
 fn value(p: &Point, v: f64) -> String {
-    if p.unit == "tx/s" {
-        format!("{} tx/s", sig3_scaled(v))
-    } else {
-        format_bits_per_sec(v)
-    }
-}
-
-/// 12345 -> 12.3k, 1234567 -> 1.23M.
-fn sig3_scaled(v: f64) -> String {
-    if v.abs() >= 1e6 {
-        format!("{}M", sig3(v / 1e6))
-    } else if v.abs() >= 1e3 {
-        format!("{}k", sig3(v / 1e3))
-    } else {
-        sig3(v)
-    }
+    p.metric.format(v)
 }
 
 /// The bracket of the mail format: `8.4 vs 5.9 Gbps` or `52.1k vs 48.0k tps`.
 fn pair(p: &Point) -> String {
-    if p.unit == "tx/s" {
-        format!("{} vs {} tps", sig3_scaled(p.a.mean), sig3_scaled(p.b.mean))
-    } else {
-        format!("{} vs {} Gbps", sig3(p.a.mean / 1e9), sig3(p.b.mean / 1e9))
+    match p.metric {
+        Metric::Tps => format!("{} vs {} tps", scaled(p.a.mean, ""), scaled(p.b.mean, "")),
+        Metric::Throughput => {
+            format!("{} vs {} Gbps", sig3(p.a.mean / 1e9), sig3(p.b.mean / 1e9))
+        }
     }
 }
 
@@ -75,16 +57,6 @@ fn leftovers(o: &mut String, c: &Comparison, bullet: &str) {
 
 /// Budget lines worth a reader's eye: the processes always, the hosts'
 /// softirq and system time, and any line that moved by more than 5 %.
-/// CPU seconds per GB: user time on loopback is often a few milliseconds
-/// per GB, and "0.00 -> 0.00, +41 %" would read as noise.
-fn cost(v: f64) -> String {
-    if v != 0.0 && v.abs() < 0.01 {
-        format!("{v:.4}")
-    } else {
-        sig3(v)
-    }
-}
-
 fn budget_lines(p: &Point) -> impl Iterator<Item = &plumb_compare::BudgetLine> {
     p.budget.iter().filter(|l| {
         !l.end.ends_with("host")

@@ -7,60 +7,18 @@ pub mod compare;
 pub mod doctor;
 pub mod sweep;
 
-use plumb_samples::units::sig3;
+use plumb_samples::units::{
+    format_half_width, format_micros as micros, format_seconds as secs, format_share as pct,
+    format_tx_rate, sig3,
+};
 use plumb_samples::{
-    format_bits_per_sec, format_bytes, EndResult, Iteration, OptionStatus, Role, RunRecord,
+    format_bits_per_sec, format_bytes, EndResult, Iteration, OptionStatus, RunRecord,
 };
 use std::fmt::Write;
 
-fn secs(s: f64) -> String {
-    if s >= 100.0 {
-        format!("{s:.0} s")
-    } else if s >= 10.0 {
-        format!("{s:.1} s")
-    } else {
-        format!("{s:.2} s")
-    }
-}
-
-fn pct(x: f64) -> String {
-    format!("{:.1}%", x * 100.0)
-}
-
 /// The headline metric of a record in its unit.
 fn metric_text(rec: &RunRecord, v: f64) -> String {
-    if rec.spec.is_transactional() {
-        tx_rate(v)
-    } else {
-        format_bits_per_sec(v)
-    }
-}
-
-fn tx_rate(v: f64) -> String {
-    if v >= 1e6 {
-        format!("{} M tx/s", sig3(v / 1e6))
-    } else if v >= 1e3 {
-        format!("{} k tx/s", sig3(v / 1e3))
-    } else {
-        format!("{} tx/s", sig3(v))
-    }
-}
-
-fn micros(s: f64) -> String {
-    format!("{} us", sig3(s * 1e6))
-}
-
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
+    rec.metric().format(v)
 }
 
 /// The human summary of a run, as `plumb run` prints it.
@@ -204,7 +162,7 @@ fn iterations_table(o: &mut String, rec: &RunRecord) {
         let n = rec.iterations.iter().filter(|i| i.complete).count();
         let width = c
             .relative_half_width
-            .map(|w| format!("±{:.1} %", w * 100.0))
+            .map(format_half_width)
             .unwrap_or_else(|| "no interval".into());
         let _ = writeln!(
             o,
@@ -297,14 +255,12 @@ fn iteration(o: &mut String, it: &Iteration, planned_s: f64, transactional: bool
             secs(per_gb)
         }
     };
-    for (name, end, per_unit) in [
+    for (end, per_unit) in [
         (
-            "client",
             &it.client,
             cost(d.client_cpu_s_per_gb, d.client_cpu_s_per_tx),
         ),
         (
-            "server",
             &it.server,
             cost(d.server_cpu_s_per_gb, d.server_cpu_s_per_tx),
         ),
@@ -318,7 +274,7 @@ fn iteration(o: &mut String, it: &Iteration, planned_s: f64, transactional: bool
         let _ = writeln!(
             o,
             "{:<14}{:>9}{:>9}{:>9}{:>8}{:>10}  {}/{}",
-            format!("{name} pid {}", p.pid),
+            format!("{} pid {}", end.role, p.pid),
             secs(p.user_s),
             secs(p.system_s),
             secs(p.total_s()),
@@ -395,11 +351,12 @@ fn iteration(o: &mut String, it: &Iteration, planned_s: f64, transactional: bool
 /// MSG_ZEROCOPY accounting of each sending end: sends, completions, and
 /// how many of those the kernel copied after all.
 fn zerocopy(o: &mut String, it: &Iteration) {
-    for (name, end) in [("client", &it.client), ("server", &it.server)] {
+    for end in [&it.client, &it.server] {
         let Some(z) = &end.zerocopy else { continue };
         let _ = writeln!(
             o,
-            "zerocopy    {name}: {} sends, {} completions, {} outstanding{}",
+            "zerocopy    {}: {} sends, {} completions, {} outstanding{}",
+            end.role,
             z.sends,
             z.completions,
             z.outstanding,
@@ -498,6 +455,7 @@ fn tcp_figures(o: &mut String, it: &Iteration) {
         );
         let _ = writeln!(o, "retransmits {} (sender, all flows)", d.retransmits);
     } else {
+        let median = |xs: Vec<f64>| plumb_stats::Summary::of(&xs).map(|s| s.median);
         let rtt = median(
             senders(it)
                 .iter()
@@ -539,15 +497,15 @@ fn transactions(o: &mut String, it: &Iteration) {
         o,
         "transactions {} ({}); the server counted {}",
         it.client.transactions,
-        tx_rate(d.tps.unwrap_or(0.0)),
+        format_tx_rate(d.tps.unwrap_or(0.0)),
         it.server.transactions,
     );
     if !rates.is_empty() {
         let _ = writeln!(
             o,
             "             per second: min {}, max {}",
-            tx_rate(lo),
-            tx_rate(hi)
+            format_tx_rate(lo),
+            format_tx_rate(hi)
         );
     }
     if let Some(l) = &it.client.latency {
@@ -594,10 +552,7 @@ fn per_cpu(o: &mut String, it: &Iteration) {
         let mut r = Vec::new();
         for s in &it.derived.softirq_shares {
             if s.cpu == cpu {
-                r.push(match s.role {
-                    Role::Client => "client",
-                    Role::Server => "server",
-                });
+                r.push(s.role.name());
             }
         }
         r.join("+")

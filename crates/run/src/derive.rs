@@ -2,7 +2,7 @@
 //! received, throughput, CPU cost per GB, the softirq share of pinned CPUs,
 //! and whether an iteration moved enough to count as a measurement.
 
-use plumb_samples::{Derived, EndResult, Iteration, Role, SoftirqShare, Transfer};
+use plumb_samples::{Derived, EndResult, Iteration, SoftirqShare, Transfer};
 use plumb_spec::units::show_rate;
 use plumb_spec::{Direction, Field, Spec};
 
@@ -218,12 +218,5 @@ fn transactional(spec: &Spec, client: &EndResult, server: &EndResult, host_busy:
             None
         },
         ..Derived::default()
-    }
-}
-
-pub fn role_name(r: Role) -> &'static str {
-    match r {
-        Role::Client => "client",
-        Role::Server => "server",
     }
 }

@@ -1,11 +1,281 @@
-//! Running an experiment's points: the order of each round (shuffled with
-//! the stored seed, interleaved, or sequential), and the putting together
-//! of one point's iterations, made one at a time in different rounds, into
-//! one run record.
+//! Running an experiment's points: the plan (points and each variant's
+//! knobs, checked before the first run), the order of each round (shuffled
+//! with the stored seed, interleaved, or sequential), each iteration under
+//! its variant's knobs, and the putting together of one point's iterations,
+//! made one at a time in different rounds, into one run record. What
+//! becomes of a finished point (stored, printed) is the caller's.
 
-use crate::{confidence, Repeat};
-use plumb_samples::RunRecord;
-use plumb_spec::experiment::Order;
+use crate::knob::{self, Journal, KnobError, Setting};
+use crate::{confidence, Repeat, RunError, RunOptions};
+use plumb_engine::meter::NoSink;
+use plumb_samples::{Confidence, Iteration, RunRecord};
+use plumb_spec::experiment::{Experiment, ExperimentError, Order, Point, PointId};
+use std::sync::atomic::Ordering::Relaxed;
+
+/// Why an experiment cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// In the file: its line and key.
+    #[error(transparent)]
+    File(#[from] ExperimentError),
+    #[error("line {line}: variant '{variant}'.knobs.\"{key}\": {source}")]
+    Knob {
+        line: usize,
+        variant: String,
+        key: String,
+        source: KnobError,
+    },
+    #[error("the file has no [quick] profile")]
+    NoQuick,
+    /// Found before the first run, not an hour into the sweep.
+    #[error("variant '{variant}': {source}")]
+    Host { variant: String, source: KnobError },
+    #[error("{0}: topology veth needs root (it creates network namespaces)")]
+    NeedsRoot(PointId),
+}
+
+/// Why a sweep stopped before its end.
+#[derive(Debug, thiserror::Error)]
+pub enum SweepError {
+    #[error("{point}: {source}")]
+    Knob { point: PointId, source: KnobError },
+    #[error("{point}: {source}")]
+    Run { point: PointId, source: RunError },
+    /// The caller could not keep a finished point.
+    #[error("{point}: measured but not stored: {message}")]
+    Keep { point: PointId, message: String },
+}
+
+/// An experiment ready to run: its points and the parsed knobs of each
+/// variant.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub experiment: Experiment,
+    pub points: Vec<Point>,
+    /// One list per variant, in the file's order.
+    knobs: Vec<Vec<Setting>>,
+}
+
+impl Plan {
+    /// Reads an experiment file's text: every point built, every knob
+    /// parsed, the quick profile applied when asked.
+    pub fn parse(text: &str, quick: bool) -> Result<Plan, PlanError> {
+        let mut experiment = Experiment::parse(text)?;
+        let mut knobs = Vec::new();
+        for v in &experiment.variants {
+            let mut settings = Vec::new();
+            for k in &v.knobs {
+                settings.push(Setting::new(&k.key, &k.value).map_err(|source| {
+                    PlanError::Knob {
+                        line: k.line,
+                        variant: v.name.clone(),
+                        key: k.key.clone(),
+                        source,
+                    }
+                })?);
+            }
+            knobs.push(settings);
+        }
+        if quick {
+            if experiment.quick.is_none() {
+                return Err(PlanError::NoQuick);
+            }
+            experiment = experiment.quick_profile();
+        }
+        let points = experiment.points()?;
+        Ok(Plan {
+            experiment,
+            points,
+            knobs,
+        })
+    }
+
+    /// The iterations each point takes and the confidence it aims at.
+    pub fn repeat(&self) -> Repeat {
+        Repeat {
+            min: self.experiment.iterations.0,
+            max: self.experiment.iterations.1,
+            level: self.experiment.confidence.0,
+            target: self.experiment.confidence.1,
+        }
+    }
+
+    /// The seed of the order: the one asked for, else the file's, else one
+    /// drawn from the clock (stored with the runs, so it can be reused).
+    pub fn seed(&self, asked: Option<u64>) -> u64 {
+        asked.or(self.experiment.seed).unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(1)
+        })
+    }
+
+    /// The label of the runs: the one asked for, else the file's, else the
+    /// kernel release.
+    pub fn label(&self, asked: Option<&str>) -> String {
+        asked
+            .map(str::to_string)
+            .or_else(|| self.experiment.label.clone())
+            .unwrap_or_else(plumb_sys::proc::kernel_release)
+    }
+
+    /// Whether this host lets every variant set its knobs and every point
+    /// build its topology.
+    pub fn check_host(&self) -> Result<(), PlanError> {
+        for (v, settings) in self.experiment.variants.iter().zip(&self.knobs) {
+            knob::check(settings).map_err(|source| PlanError::Host {
+                variant: v.name.clone(),
+                source,
+            })?;
+        }
+        if let Some(p) = self.points.iter().find(|p| p.spec.topology.is_some()) {
+            if !plumb_sys::process::is_root() {
+                return Err(PlanError::NeedsRoot(p.id.clone()));
+            }
+        }
+        Ok(())
+    }
+
+    /// The indexes of the points not among `stored`.
+    pub fn pending(&self, stored: &[PointId]) -> Vec<usize> {
+        (0..self.points.len())
+            .filter(|i| !stored.contains(&self.points[*i].id))
+            .collect()
+    }
+
+    fn knobs_of(&self, p: &Point) -> &[Setting] {
+        p.id.variant
+            .as_ref()
+            .and_then(|name| {
+                self.experiment
+                    .variants
+                    .iter()
+                    .position(|v| &v.name == name)
+            })
+            .map(|i| self.knobs[i].as_slice())
+            .unwrap_or_default()
+    }
+}
+
+/// What a sweep tells whoever watches it.
+pub trait Observer {
+    /// Point `index` starts `iteration` ("3", or "1..10" for a whole point).
+    fn starting(&mut self, index: usize, point: &Point, iteration: &str);
+    /// One iteration is done.
+    fn iteration_done(&mut self);
+    /// A point past its minimum without the confidence target takes one
+    /// iteration more than counted.
+    fn one_more(&mut self);
+    /// A point is done; an error ends the sweep.
+    fn finished(&mut self, point: &Point, record: &RunRecord) -> Result<(), String>;
+}
+
+/// How far a sweep got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    /// Points finished (and kept) by this sweep.
+    pub finished: usize,
+    /// Stopped by a signal or by an incomplete run.
+    pub interrupted: bool,
+}
+
+/// Runs the points `todo` (indexes into `plan.points`) in the experiment's
+/// order, each iteration under its variant's knobs, until every one is done
+/// or the run is interrupted.
+pub fn run(
+    plan: &Plan,
+    todo: &[usize],
+    seed: u64,
+    opts: &RunOptions,
+    observer: &mut dyn Observer,
+) -> Result<Outcome, SweepError> {
+    let repeat = plan.repeat();
+    let journal = Journal::open_default();
+    let points = &plan.points;
+    let unit = |i: usize,
+                iteration: String,
+                rep: &Repeat,
+                observer: &mut dyn Observer|
+     -> Result<RunRecord, SweepError> {
+        let p = &points[i];
+        observer.starting(i, p, &iteration);
+        // Held until the iteration is over, then undone.
+        let (_applied, _) =
+            knob::apply(&journal, plan.knobs_of(p)).map_err(|source| SweepError::Knob {
+                point: p.id.clone(),
+                source,
+            })?;
+        let mut progress = |_: &Iteration, _: &Confidence| observer.iteration_done();
+        crate::run(&p.spec, opts, rep, &mut NoSink, &mut progress).map_err(|source| {
+            SweepError::Run {
+                point: p.id.clone(),
+                source,
+            }
+        })
+    };
+    let keep = |i: usize, rec: &RunRecord, observer: &mut dyn Observer| {
+        observer
+            .finished(&points[i], rec)
+            .map_err(|message| SweepError::Keep {
+                point: points[i].id.clone(),
+                message,
+            })
+    };
+    let interrupted = || opts.interrupted.load(Relaxed);
+    let mut finished = 0;
+    if plan.experiment.order == Order::Sequential {
+        for &i in todo {
+            let rec = unit(i, format!("1..{}", repeat.max), &repeat, observer)?;
+            if !rec.complete || interrupted() {
+                break;
+            }
+            keep(i, &rec, observer)?;
+            finished += 1;
+        }
+    } else {
+        let mut parts: Vec<Vec<RunRecord>> = vec![Vec::new(); points.len()];
+        let mut pending = todo.to_vec();
+        let mut round = 0u32;
+        while !pending.is_empty() && !interrupted() {
+            for i in round_order(plan.experiment.order, &pending, seed, round) {
+                let iteration = (parts[i].len() + 1).to_string();
+                let rec = unit(i, iteration, &Repeat::once(), observer)?;
+                if !rec.complete || interrupted() {
+                    break;
+                }
+                parts[i].push(rec);
+                let merged = merge(&parts[i], &repeat).expect("one part at least");
+                if point_done(&merged, &repeat) {
+                    keep(i, &merged, observer)?;
+                    finished += 1;
+                    pending.retain(|x| *x != i);
+                } else if merged.iterations.len() as u32 >= repeat.min {
+                    observer.one_more();
+                }
+            }
+            round += 1;
+        }
+    }
+    Ok(Outcome {
+        finished,
+        interrupted: interrupted() || finished < todo.len(),
+    })
+}
+
+/// The test points of a set of runs, each once, from its newest run: what
+/// `plumb check` runs again to compare with them.
+pub fn newest_per_point<'a>(runs: impl IntoIterator<Item = &'a RunRecord>) -> Vec<&'a RunRecord> {
+    let mut newest: Vec<&RunRecord> = runs.into_iter().collect();
+    newest.sort_by(|x, y| y.started_at.cmp(&x.started_at));
+    let mut out: Vec<&RunRecord> = Vec::new();
+    for r in newest {
+        if !out.iter().any(|s| s.spec_key == r.spec_key) {
+            out.push(r);
+        }
+    }
+    out
+}
 
 fn splitmix64(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -66,6 +336,27 @@ pub fn point_done(rec: &RunRecord, repeat: &Repeat) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plan_knows_its_points_knobs_and_what_is_left() {
+        let text = "name = \"p\"\niterations = \"2..5\"\n[base]\nworkload = \"rr\"\n\
+                    [matrix]\nreq_size = [1, 100]\n[[variant]]\nname = \"a\"\n\
+                    [[variant]]\nname = \"b\"\nknobs = { \"rps:lo\" = \"3\" }\n";
+        let plan = Plan::parse(text, false).unwrap();
+        assert_eq!(plan.points.len(), 4);
+        assert_eq!((plan.repeat().min, plan.repeat().max), (2, 5));
+        assert!(plan.knobs_of(&plan.points[0]).is_empty());
+        assert_eq!(plan.knobs_of(&plan.points[1]).len(), 1);
+        let stored = [PointId::parse("req_size=1,variant=b")];
+        assert_eq!(plan.pending(&stored), vec![0, 2, 3]);
+        assert!(matches!(Plan::parse(text, true), Err(PlanError::NoQuick)));
+        let bad = text.replace("rps:lo", "nonsense");
+        let e = Plan::parse(&bad, false).unwrap_err().to_string();
+        assert!(
+            e.starts_with("line 11: variant 'b'.knobs.\"nonsense\": "),
+            "{e}"
+        );
+    }
 
     #[test]
     fn random_rounds_are_permutations_reproducible_from_the_seed() {

@@ -22,4 +22,4 @@ pub use result::{
     Transfer, UdpTotals, RUN_SCHEMA, TCP_INFO_PER_FLOW_MAX,
 };
 pub use result::{RxZeroCopyTotals, ZeroCopyTotals};
-pub use units::{format_bits_per_sec, format_bytes};
+pub use units::{format_bits_per_sec, format_bytes, Metric};

@@ -18,6 +18,22 @@ pub enum Role {
     Server,
 }
 
+impl Role {
+    /// `client`, `server`: how every output names an end.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Client => "client",
+            Role::Server => "server",
+        }
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.name())
+    }
+}
+
 /// One interval of one end's measurement window (normally one second).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct IntervalSample {
@@ -543,13 +559,9 @@ impl RunRecord {
             .collect()
     }
 
-    /// Name and unit of the headline metric.
-    pub fn metric(&self) -> (&'static str, &'static str) {
-        if self.spec.is_transactional() {
-            ("tps", "tx/s")
-        } else {
-            ("throughput", "bit/s")
-        }
+    /// The headline metric.
+    pub fn metric(&self) -> crate::Metric {
+        crate::Metric::of(&self.spec)
     }
 }
 

@@ -1,11 +1,139 @@
 //! Human renderings of the units plumb reports in. Sizes are binary
 //! (8K = 8192 bytes, as netperf and iperf3 read them); rates are decimal bits
-//! per second (10G = 10^10 bit/s), as network engineers quote them.
+//! per second (10G = 10^10 bit/s), as network engineers quote them. Every
+//! rendering (run summary, comparison, sweep report, listings) formats its
+//! numbers here, so a unit reads the same wherever it is printed.
+
+use plumb_spec::Spec;
+use serde::{Deserialize, Serialize};
+
+/// The headline metric of a test point: bulk workloads are measured in bits
+/// per second, request/response ones in transactions per second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Metric {
+    Throughput,
+    Tps,
+}
+
+impl Metric {
+    pub fn of(spec: &Spec) -> Metric {
+        if spec.is_transactional() {
+            Metric::Tps
+        } else {
+            Metric::Throughput
+        }
+    }
+
+    /// Its name in JSON and CSV: `throughput`, `tps`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Throughput => "throughput",
+            Metric::Tps => "tps",
+        }
+    }
+
+    /// `bit/s`, `tx/s`.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Metric::Throughput => "bit/s",
+            Metric::Tps => "tx/s",
+        }
+    }
+
+    /// Its name over a table or plot: `throughput`, `transactions/s`.
+    pub fn title(self) -> &'static str {
+        match self {
+            Metric::Throughput => "throughput",
+            Metric::Tps => "transactions/s",
+        }
+    }
+
+    /// A value in its unit: `9.41 Gbit/s`, `52.1 k tx/s`.
+    pub fn format(self, v: f64) -> String {
+        match self {
+            Metric::Throughput => format_bits_per_sec(v),
+            Metric::Tps => format_tx_rate(v),
+        }
+    }
+
+    /// What a CPU cost of this metric counts.
+    pub fn cost_unit(self) -> &'static str {
+        match self {
+            Metric::Throughput => "CPU seconds per GB",
+            Metric::Tps => "CPU microseconds per transaction",
+        }
+    }
+}
+
+impl std::fmt::Display for Metric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.name())
+    }
+}
 
 /// `9.41 Gbit/s`, `512 Mbit/s`, `0 bit/s`.
 pub fn format_bits_per_sec(bps: f64) -> String {
     let (v, unit) = scale_decimal(bps);
     format!("{} {unit}bit/s", sig3(v))
+}
+
+/// `941 tx/s`, `52.1 k tx/s`, `1.23 M tx/s`.
+pub fn format_tx_rate(v: f64) -> String {
+    format!("{} tx/s", scaled(v, " "))
+}
+
+/// 941, 52.1k, 1.23M (with `sep` between the digits and the prefix).
+pub fn scaled(v: f64, sep: &str) -> String {
+    if v.abs() >= 1e6 {
+        format!("{}{sep}M", sig3(v / 1e6))
+    } else if v.abs() >= 1e3 {
+        format!("{}{sep}k", sig3(v / 1e3))
+    } else {
+        sig3(v)
+    }
+}
+
+/// `0.42 s`, `12.3 s`, `123 s`.
+pub fn format_seconds(s: f64) -> String {
+    if s >= 100.0 {
+        format!("{s:.0} s")
+    } else if s >= 10.0 {
+        format!("{s:.1} s")
+    } else {
+        format!("{s:.2} s")
+    }
+}
+
+/// `41.2 us`.
+pub fn format_micros(seconds: f64) -> String {
+    format!("{} us", sig3(seconds * 1e6))
+}
+
+/// A share of a whole: 0.123 -> `12.3%`.
+pub fn format_share(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
+}
+
+/// The relative half-width of an interval: 0.012 -> `±1.2 %`.
+pub fn format_half_width(w: f64) -> String {
+    format!("±{:.1} %", w * 100.0)
+}
+
+/// A relative change: 0.123 -> `+12.3%`.
+pub fn format_change(x: f64) -> String {
+    format!("{:+.1}%", x * 100.0)
+}
+
+/// CPU seconds per GB or microseconds per transaction. User time on
+/// loopback is often a few milliseconds per GB, and "0.00 -> 0.00, +41 %"
+/// would read as noise: small costs keep four decimals.
+pub fn format_cpu_cost(v: f64) -> String {
+    if v != 0.0 && v.abs() < 0.01 {
+        format!("{v:.4}")
+    } else {
+        sig3(v)
+    }
 }
 
 /// `1.50 GiB`, `8 KiB`, `256 B`.
@@ -62,6 +190,14 @@ mod tests {
         assert_eq!(format_bits_per_sec(9.41e9), "9.41 Gbit/s");
         assert_eq!(format_bits_per_sec(512e6), "512 Mbit/s");
         assert_eq!(format_bits_per_sec(0.0), "0 bit/s");
+    }
+
+    #[test]
+    fn transaction_rates_scale() {
+        assert_eq!(format_tx_rate(941.0), "941 tx/s");
+        assert_eq!(format_tx_rate(52_100.0), "52.1 k tx/s");
+        assert_eq!(Metric::Tps.format(1.234e6), "1.23 M tx/s");
+        assert_eq!(Metric::Throughput.format(9.41e9), "9.41 Gbit/s");
     }
 
     #[test]

@@ -107,15 +107,15 @@ pub struct Quick {
     pub iterations: Option<(u32, u32)>,
 }
 
+pub use crate::point::PointId;
+
 /// One point of the experiment: its coordinates on the axes, its variant
 /// and the spec it runs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Point {
-    /// Stable within the experiment: axis values then the variant, so a
-    /// resumed experiment finds its stored points again.
-    pub id: String,
-    pub coords: Vec<(String, String)>,
-    pub variant: Option<String>,
+    /// Stable within the experiment, so a resumed experiment finds its
+    /// stored points again.
+    pub id: PointId,
     pub spec: Spec,
 }
 
@@ -498,20 +498,11 @@ impl Experiment {
                     key,
                     message,
                 })?;
-                let coords: Vec<(String, String)> =
-                    c.iter().map(|l| (l.key.clone(), l.value.clone())).collect();
-                let mut id: Vec<String> = coords.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                if let Some(v) = v {
-                    id.push(format!("variant={}", v.name));
-                }
                 out.push(Point {
-                    id: if id.is_empty() {
-                        "base".into()
-                    } else {
-                        id.join(",")
+                    id: PointId {
+                        coords: c.iter().map(|l| (l.key.clone(), l.value.clone())).collect(),
+                        variant: v.map(|v| v.name.clone()),
                     },
-                    coords,
-                    variant: v.map(|v| v.name.clone()),
                     spec,
                 });
             }
@@ -569,8 +560,8 @@ matrix = { sndbuf = ["8K", "auto"] }
         assert_eq!(e.axes[0].key, "sndbuf", "axes keep file order");
         let points = e.points().unwrap();
         assert_eq!(points.len(), 3 * 2 * 2);
-        assert_eq!(points[0].id, "sndbuf=8K,flows=1,variant=plain");
-        assert_eq!(points[1].variant.as_deref(), Some("rps"));
+        assert_eq!(points[0].id.to_string(), "sndbuf=8K,flows=1,variant=plain");
+        assert_eq!(points[1].id.variant.as_deref(), Some("rps"));
         assert_eq!(
             points[1].spec.client_cpus.as_ref().unwrap().to_string(),
             "0"
@@ -614,7 +605,7 @@ nodelay = [false, true]
             (rr.resp_size, rr.resp_writes.clone()),
             (1456, vec![8, 1448])
         );
-        assert_eq!(p2[1].id, "resp_payload=1448");
+        assert_eq!(p2[1].id.to_string(), "resp_payload=1448");
         let p = e.points().unwrap();
         assert_eq!(p[0].spec.rr.as_ref().unwrap().req_writes, vec![8, 92]);
         assert_eq!(p[2].spec.rr.as_ref().unwrap().req_writes, vec![8, 1440]);

@@ -9,6 +9,7 @@ pub mod build;
 pub mod cpulist;
 pub mod experiment;
 pub mod field;
+pub mod point;
 pub mod units;
 
 pub use build::{build, BuildError};

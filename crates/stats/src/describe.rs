@@ -209,6 +209,44 @@ pub fn jain_fairness(xs: &[f64]) -> Option<f64> {
 /// or below `1 / factor`. A factor below 1 is read as its reciprocal. A
 /// step from 0 to non-zero counts as a cliff; 0 to 0 does not.
 pub fn cliffs(points: &[(f64, f64)], factor: f64) -> Vec<usize> {
+    cliff_indexes(points, factor)
+}
+
+/// A step between adjacent points of a sweep that counts as a cliff.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Cliff {
+    /// The step is from point `index` to `index + 1`.
+    pub index: usize,
+    /// The larger side over the smaller: how many times the metric fell or
+    /// rose (infinite for a step to or from 0).
+    pub ratio: f64,
+    /// True when the metric falls across the step.
+    pub falls: bool,
+}
+
+/// The cliffs of a line of metric values in axis order, each with its
+/// direction and size (see [`cliffs`] for what counts).
+pub fn cliff_steps(values: &[f64], factor: f64) -> Vec<Cliff> {
+    let pts: Vec<(f64, f64)> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (i as f64, *v))
+        .collect();
+    cliff_indexes(&pts, factor)
+        .into_iter()
+        .map(|index| {
+            let (a, b) = (values[index], values[index + 1]);
+            let falls = b < a;
+            Cliff {
+                index,
+                ratio: if falls { a / b } else { b / a },
+                falls,
+            }
+        })
+        .collect()
+}
+
+fn cliff_indexes(points: &[(f64, f64)], factor: f64) -> Vec<usize> {
     let f = if factor < 1.0 { 1.0 / factor } else { factor };
     points
         .windows(2)

@@ -62,6 +62,14 @@ pub fn t_interval(xs: &[f64], level: f64) -> Option<Interval> {
     })
 }
 
+/// The mean of `xs` and its Student-t interval at `level`, as (mean, lo,
+/// hi): what a report shows for one point. Below two values the interval
+/// is the mean itself; an empty sample is all 0.
+pub fn mean_with_interval(xs: &[f64], level: f64) -> (f64, f64, f64) {
+    let m = if xs.is_empty() { 0.0 } else { mean(xs) };
+    t_interval(xs, level).map_or((m, m, m), |i| (m, i.lo, i.hi))
+}
+
 /// Whether a run has iterated enough: the t interval's relative half width
 /// is at most `width` (e.g. 0.01 for ±1 %). False while no interval exists
 /// (fewer than 2 values), so a loop calling this keeps iterating.

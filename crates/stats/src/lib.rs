@@ -16,8 +16,11 @@ mod verdict;
 mod tests;
 
 pub use describe::{
-    bimodal, cliffs, jain_fairness, mad_outliers, Bimodality, Summary, MAD_THRESHOLD,
+    bimodal, cliff_steps, cliffs, jain_fairness, mad_outliers, Bimodality, Cliff, Summary,
+    MAD_THRESHOLD,
 };
 pub use hypothesis::{mann_whitney, welch, Welch};
-pub use interval::{bootstrap_ratio, required_iterations_met, t_interval, Interval};
-pub use verdict::{compare, CompareParams, Comparison, Verdict};
+pub use interval::{
+    bootstrap_ratio, mean_with_interval, required_iterations_met, t_interval, Interval,
+};
+pub use verdict::{compare, CompareParams, Comparison, Verdict, DEFAULT_SEED};

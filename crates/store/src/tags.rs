@@ -79,10 +79,12 @@ impl Store {
         Ok(out)
     }
 
-    /// The experiments with stored runs and their number of runs.
+    /// The experiments with stored runs and their number of runs, most
+    /// recently run first.
     pub fn experiments(&self) -> super::Result<Vec<(String, u64)>> {
         self.counted(
-            "SELECT experiment, COUNT(*) FROM run_tags GROUP BY experiment ORDER BY experiment",
+            "SELECT t.experiment, COUNT(*) FROM run_tags t JOIN runs r ON r.id = t.run_id \
+             GROUP BY t.experiment ORDER BY MAX(r.started_at) DESC, MAX(r.id) DESC",
         )
     }
 }

@@ -6,7 +6,7 @@ use crate::Failure;
 use plumb_compare::{Comparison, Side};
 use plumb_stats::CompareParams;
 
-fn params(v: &VerdictArgs) -> CompareParams {
+pub(crate) fn params(v: &VerdictArgs) -> CompareParams {
     CompareParams {
         alpha: v.alpha,
         noise_band: v.noise_band,
@@ -28,6 +28,22 @@ fn render(c: &Comparison, format: CompareFormat) -> Result<String, Failure> {
                 + "\n"
         }
     })
+}
+
+/// Several comparisons in one format: JSON as one array, the others one
+/// after another.
+pub(crate) fn render_all(cs: &[Comparison], format: CompareFormat) -> Result<String, Failure> {
+    if format == CompareFormat::Json {
+        return Ok(serde_json::to_string_pretty(cs)
+            .map_err(|e| Failure::usage(format!("cannot encode the comparison: {e}")))?
+            + "\n");
+    }
+    let mut out = String::new();
+    for c in cs {
+        out.push_str(&render(c, format)?);
+        out.push('\n');
+    }
+    Ok(out)
 }
 
 pub fn compare(a: CompareArgs) -> Result<i32, Failure> {
@@ -57,25 +73,12 @@ fn check_inner(a: CheckArgs) -> Result<i32, Failure> {
     let candidate = match &a.candidate {
         Some(name) => side(&store, name)?,
         None => {
-            // Each test point of the baseline once, from its newest run.
-            let mut specs: Vec<&plumb_samples::RunRecord> = Vec::new();
-            let mut newest = baseline.runs.iter().collect::<Vec<_>>();
-            newest.sort_by(|x, y| y.started_at.cmp(&x.started_at));
-            for r in newest {
-                if !specs.iter().any(|s| s.spec_key == r.spec_key) {
-                    specs.push(r);
-                }
-            }
+            let specs = plumb_run::experiment::newest_per_point(baseline.records());
             let label = a
                 .label
                 .clone()
                 .unwrap_or_else(plumb_sys::proc::kernel_release);
-            let repeat = plumb_run::Repeat {
-                min: a.iterations.0,
-                max: a.iterations.1,
-                level: a.confidence.0,
-                target: a.confidence.1,
-            };
+            let repeat = super::repeat(a.iterations, a.confidence);
             let mut runs = Vec::new();
             let mut env = None;
             for r in specs {
@@ -94,11 +97,7 @@ fn check_inner(a: CheckArgs) -> Result<i32, Failure> {
                 runs.push(rec);
                 env = Some(e);
             }
-            Side {
-                name: label,
-                runs,
-                env,
-            }
+            Side::new(label, runs, env)
         }
     };
     let c = plumb_compare::compare(&baseline, &candidate, &params(&a.verdict));

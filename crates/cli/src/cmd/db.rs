@@ -6,17 +6,17 @@ use crate::args::{
 };
 use crate::Failure;
 use plumb_compare::Side;
-use plumb_samples::format_bits_per_sec;
+use plumb_samples::Metric;
 use plumb_store::{RunFilter, RunId, Store};
 use std::io::{Read, Write};
 
 pub fn open(db: &DbArgs) -> Result<Store, Failure> {
     let path = db.db.clone().unwrap_or_else(plumb_store::default_path);
-    Store::open(&path).map_err(|e| Failure::usage(e.to_string()))
+    Store::open(&path).map_err(store_err)
 }
 
-fn store_err(e: plumb_store::StoreError) -> Failure {
-    Failure::usage(e.to_string())
+pub fn store_err(e: plumb_store::StoreError) -> Failure {
+    Failure::store(e.to_string())
 }
 
 pub fn run_id(s: &str) -> Result<RunId, Failure> {
@@ -52,19 +52,15 @@ pub fn side(store: &Store, name: &str) -> Result<Side, Failure> {
             .iter()
             .max_by(|a, b| a.record.started_at.cmp(&b.record.started_at))
             .and_then(|r| r.env.clone());
-        return Ok(Side {
-            name: name.to_string(),
-            runs: runs.into_iter().map(|r| r.record).collect(),
+        return Ok(Side::new(
+            name,
+            runs.into_iter().map(|r| r.record).collect(),
             env,
-        });
+        ));
     }
     if let Ok(id) = run_id(name) {
         if let Some(r) = store.get(id).map_err(store_err)? {
-            return Ok(Side {
-                name: format!("run {}", id.0),
-                runs: vec![r.record],
-                env: r.env,
-            });
+            return Ok(Side::new(format!("run {}", id.0), vec![r.record], r.env));
         }
     }
     Err(Failure::usage(format!(
@@ -72,9 +68,71 @@ pub fn side(store: &Store, name: &str) -> Result<Side, Failure> {
     )))
 }
 
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// The rows of `plumb list` as JSON or CSV, every field as stored.
+fn list_data(rows: &[plumb_store::RunRow], format: ExportFormat) -> Result<String, Failure> {
+    Ok(match format {
+        ExportFormat::Json => {
+            let rows: Vec<serde_json::Value> = rows
+                .iter()
+                .map(|r| {
+                    serde_json::json!({
+                        "run": r.id.0,
+                        "started_at": r.started_at,
+                        "label": r.label,
+                        "workload": r.workload,
+                        "spec_key": r.spec_key,
+                        "summary": r.summary,
+                        "iterations": r.iterations,
+                        "complete": r.complete,
+                        "throughput_bps": r.throughput_bps,
+                        "tps": r.tps,
+                    })
+                })
+                .collect();
+            serde_json::to_string_pretty(&rows)
+                .map_err(|e| Failure::usage(format!("cannot encode the list: {e}")))?
+                + "\n"
+        }
+        ExportFormat::Csv => {
+            let mut out = String::from(
+                "run,started_at,label,workload,spec_key,summary,iterations,complete,throughput_bps,tps\n",
+            );
+            let num = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
+            for r in rows {
+                out.push_str(&format!(
+                    "{},{},{},{},{},{},{},{},{},{}\n",
+                    r.id.0,
+                    csv_field(&r.started_at),
+                    csv_field(&r.label),
+                    csv_field(&r.workload),
+                    r.spec_key,
+                    csv_field(&r.summary),
+                    r.iterations,
+                    r.complete,
+                    num(r.throughput_bps),
+                    num(r.tps)
+                ));
+            }
+            out
+        }
+    })
+}
+
 pub fn list(a: ListArgs) -> Result<i32, Failure> {
     let store = open(&a.db)?;
     let rows = store.list(&filter(&a.filter)).map_err(store_err)?;
+    if let Some(format) = a.format {
+        print!("{}", list_data(&rows, format)?);
+        return Ok(0);
+    }
     if rows.is_empty() {
         eprintln!("no runs match");
         return Ok(0);
@@ -97,8 +155,8 @@ pub fn list(a: ListArgs) -> Result<i32, Failure> {
             r.label,
             r.iterations,
             match (r.tps, r.throughput_bps) {
-                (Some(t), _) => format!("{t:.0} tx/s"),
-                (None, Some(b)) => format_bits_per_sec(b),
+                (Some(t), _) => Metric::Tps.format(t),
+                (None, Some(b)) => Metric::Throughput.format(b),
                 (None, None) => "-".into(),
             },
             r.summary,

@@ -2,7 +2,7 @@ use crate::args::{CommonArgs, RunCommand, SocketArgs, UdpSocketArgs};
 use crate::Failure;
 use clap::ValueEnum;
 use plumb_engine::SampleSink;
-use plumb_run::{RunError, RunOptions};
+use plumb_run::RunOptions;
 use plumb_samples::{format_bits_per_sec, IntervalSample, Role};
 use plumb_spec::{Family, Field, Names, Spec, Workload};
 use std::io::IsTerminal;
@@ -36,11 +36,6 @@ impl SampleSink for Live {
             format_bits_per_sec(s.bytes_received as f64 * 8.0 / s.dt_s)
         );
     }
-}
-
-struct Quiet;
-impl SampleSink for Quiet {
-    fn interval(&mut self, _: Role, _: &IntervalSample) {}
 }
 
 /// The fields a command line sets, as typed, in the order `plumb_spec::build`
@@ -225,21 +220,15 @@ pub fn run_and_store(
     let mut sink: Box<dyn SampleSink> = if live {
         Box::new(Live)
     } else {
-        Box::new(Quiet)
+        Box::new(plumb_engine::meter::NoSink)
     };
     let mut progress = |it: &plumb_samples::Iteration, c: &plumb_samples::Confidence| {
         if live && repeat.max > 1 {
             let width = c
                 .relative_half_width
-                .map(|w| format!("±{:.1} %", w * 100.0))
+                .map(plumb_samples::units::format_half_width)
                 .unwrap_or_else(|| "-".into());
-            let show = |v: f64| {
-                if it.derived.tps.is_some() {
-                    format!("{v:.0} tx/s")
-                } else {
-                    format_bits_per_sec(v)
-                }
-            };
+            let show = |v: f64| plumb_samples::Metric::of(spec).format(v);
             eprintln!(
                 "iteration {}: {}   mean {} {}",
                 it.index + 1,
@@ -249,11 +238,8 @@ pub fn run_and_store(
             );
         }
     };
-    let record =
-        plumb_run::run(spec, &opts, repeat, sink.as_mut(), &mut progress).map_err(|e| match e {
-            RunError::Setup { message, .. } => Failure::usage(message),
-            other => Failure::usage(other.to_string()),
-        })?;
+    let record = plumb_run::run(spec, &opts, repeat, sink.as_mut(), &mut progress)
+        .map_err(|e| Failure::run(&e))?;
     for w in record.iterations.iter().flat_map(|i| &i.client.warnings) {
         if w.starts_with("server lost") {
             eprintln!("plumb: {w}; the partial results are marked incomplete");
@@ -274,7 +260,7 @@ pub fn run_and_store(
         if record.complete {
             let id = store
                 .insert_run(&record, Some(&env))
-                .map_err(|e| Failure::usage(format!("the run was measured but not stored: {e}")))?;
+                .map_err(|e| Failure::store(format!("the run was measured but not stored: {e}")))?;
             eprintln!("stored as run {} (label {})", id.0, record.label);
         } else {
             eprintln!("not stored: the run is incomplete");
@@ -313,12 +299,7 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
         .label
         .clone()
         .unwrap_or_else(plumb_sys::proc::kernel_release);
-    let repeat = plumb_run::Repeat {
-        min: a.iterations.0,
-        max: a.iterations.1,
-        level: a.confidence.0,
-        target: a.confidence.1,
-    };
+    let repeat = super::repeat(a.iterations, a.confidence);
     // Restored when this goes out of scope: after the run, on its error, or
     // after an interrupted run has been reported.
     let _knobs = super::knob::apply(&a.knobs)?;
@@ -336,7 +317,11 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
     } else {
         crate::out!("{}", plumb_report::run_summary(&record));
     }
-    Ok(if record.complete { 0 } else { 130 })
+    Ok(if record.complete {
+        0
+    } else {
+        crate::exit::INTERRUPTED
+    })
 }
 
 /// The host of a `--server` value as the user wrote it, without its port or

@@ -1,109 +1,142 @@
-//! `plumb sweep FILE`: runs every point of an experiment, each under its
-//! variant's knobs, stores each with its experiment tag, and ends with the
-//! comparison across variants (or against the experiment's previous label).
+//! `plumb sweep FILE`: runs every point of an experiment (see
+//! `plumb_run::experiment`), stores each with its experiment tag, prints a
+//! line per finished point, and ends with the comparison across variants
+//! (or against the experiment's previous label).
 
 use crate::args::SweepArgs;
 use crate::Failure;
 use indicatif::{ProgressBar, ProgressStyle};
-use plumb_compare::Side;
-use plumb_engine::SampleSink;
-use plumb_run::knob::{self, Journal, Setting};
-use plumb_run::{Repeat, RunError, RunOptions};
-use plumb_samples::{format_bits_per_sec, IntervalSample, Role, RunRecord};
-use plumb_spec::experiment::{Experiment, Order, Point};
+use plumb_report::sweep::{matrix_side, TaggedRun};
+use plumb_run::experiment::{self as runner, Observer, Plan, PlanError, SweepError};
+use plumb_run::RunOptions;
+use plumb_samples::units::format_half_width;
+use plumb_samples::{Environment, RunRecord};
+use plumb_spec::experiment::{Order, Point, PointId};
 use plumb_store::{RunTag, Store};
-use std::sync::atomic::Ordering::Relaxed;
-
-struct Quiet;
-impl SampleSink for Quiet {
-    fn interval(&mut self, _: Role, _: &IntervalSample) {}
-}
 
 /// Reads and checks an experiment file: every point built, every knob
 /// parsed, errors as FILE:LINE: KEY: MESSAGE.
-pub fn load(path: &std::path::Path) -> Result<(Experiment, Vec<Vec<Setting>>), Failure> {
+fn load(path: &std::path::Path, quick: bool) -> Result<Plan, Failure> {
     let shown = path.display();
     let text =
         std::fs::read_to_string(path).map_err(|e| Failure::usage(format!("{shown}: {e}")))?;
-    let exp = Experiment::parse(&text).map_err(|e| Failure::usage(format!("{shown}:{e}")))?;
-    let mut knobs = Vec::new();
-    for v in &exp.variants {
-        let mut settings = Vec::new();
-        for k in &v.knobs {
-            settings.push(Setting::new(&k.key, &k.value).map_err(|e| {
-                Failure::usage(format!(
-                    "{shown}:line {}: variant '{}'.knobs.\"{}\": {}",
-                    k.line, v.name, k.key, e.0
-                ))
-            })?);
-        }
-        knobs.push(settings);
-    }
-    Ok((exp, knobs))
-}
-
-pub fn show_metric(rec: &RunRecord, v: f64) -> String {
-    if rec.spec.is_transactional() {
-        format!("{v:.0} tx/s")
-    } else {
-        format_bits_per_sec(v)
-    }
+    Plan::parse(&text, quick).map_err(|e| match e {
+        PlanError::NoQuick => Failure::usage(format!("--quick: {shown} has no [quick] profile")),
+        other => Failure::usage(format!("{shown}:{other}")),
+    })
 }
 
 /// One line for a finished point.
-fn point_line(p: &Point, rec: &RunRecord, id: Option<i64>) -> String {
+fn point_line(p: &Point, rec: &RunRecord, id: i64) -> String {
     let c = rec.confidence.as_ref();
     let mean = c.map(|c| c.mean).unwrap_or(0.0);
     let width = c
         .and_then(|c| c.relative_half_width)
-        .map(|w| format!(" ±{:.1} %", w * 100.0))
+        .map(|w| format!(" {}", format_half_width(w)))
         .unwrap_or_default();
     format!(
-        "{}: {}{} ({} iteration{}){}",
+        "{}: {}{} ({} iteration{}), run {id}",
         p.id,
-        show_metric(rec, mean),
+        rec.metric().format(mean),
         width,
         rec.iterations.len(),
         if rec.iterations.len() == 1 { "" } else { "s" },
-        id.map(|i| format!(", run {i}")).unwrap_or_default()
     )
 }
 
-pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
-    let (mut exp, knobs) = load(&a.file)?;
-    if a.quick {
-        if exp.quick.is_none() {
-            return Err(Failure::usage(format!(
-                "--quick: {} has no [quick] profile",
-                a.file.display()
-            )));
-        }
-        exp = exp.quick_profile();
+/// A word as a POSIX shell reads it back unchanged.
+fn shell_word(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,+@%".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
     }
-    let points = exp
-        .points()
-        .map_err(|e| Failure::usage(format!("{}:{e}", a.file.display())))?;
-    let seed = a.order_seed.or(exp.seed).unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(1)
-    });
-    let label = a
-        .label
-        .clone()
-        .or(exp.label.clone())
-        .unwrap_or_else(plumb_sys::proc::kernel_release);
-    let repeat = Repeat {
-        min: exp.iterations.0,
-        max: exp.iterations.1,
-        level: exp.confidence.0,
-        target: exp.confidence.1,
-    };
+}
+
+/// The command that goes on with an interrupted sweep: the same file,
+/// database, label, profile and (for a random order) seed.
+fn resume_command(a: &SweepArgs, seed: Option<u64>) -> String {
+    let mut words = vec!["plumb".to_string(), "sweep".into(), "--resume".into()];
+    if a.quick {
+        words.push("--quick".into());
+    }
+    if let Some(l) = &a.label {
+        words.push("--label".into());
+        words.push(shell_word(l));
+    }
+    if let Some(seed) = seed {
+        words.push("--order-seed".into());
+        words.push(seed.to_string());
+    }
+    if let Some(db) = &a.db.db {
+        words.push("--db".into());
+        words.push(shell_word(&db.display().to_string()));
+    }
+    words.push(shell_word(&a.file.display().to_string()));
+    words.join(" ")
+}
+
+/// Shows the sweep on a progress bar and stores each finished point.
+struct Keeper<'a> {
+    store: &'a mut Store,
+    env: Environment,
+    experiment: String,
+    seed: u64,
+    points: usize,
+    bar: ProgressBar,
+}
+
+impl Observer for Keeper<'_> {
+    fn starting(&mut self, index: usize, point: &Point, iteration: &str) {
+        self.bar.set_message(format!(
+            "point {}/{} {}  iteration {iteration}",
+            index + 1,
+            self.points,
+            point.id,
+        ));
+    }
+
+    fn iteration_done(&mut self) {
+        self.bar.inc(1);
+    }
+
+    fn one_more(&mut self) {
+        self.bar.inc_length(1);
+    }
+
+    fn finished(&mut self, point: &Point, record: &RunRecord) -> Result<(), String> {
+        let tag = RunTag {
+            experiment: self.experiment.clone(),
+            point: point.id.to_string(),
+            variant: point.id.variant.clone(),
+            seed: Some(self.seed),
+        };
+        let id = self
+            .store
+            .insert_tagged_run(record, Some(&self.env), &tag)
+            .map_err(|e| e.to_string())?;
+        self.bar
+            .suspend(|| println!("{}", point_line(point, record, id.0)));
+        Ok(())
+    }
+}
+
+pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
+    let plan = load(&a.file, a.quick)?;
+    let exp = &plan.experiment;
+    let seed = plan.seed(a.order_seed);
+    let label = plan.label(a.label.as_deref());
+    let repeat = plan.repeat();
     let mut store = super::db::open(&a.db)?;
-    let stored = store
+    let stored: Vec<PointId> = store
         .experiment_runs(&exp.name, Some(&label))
-        .map_err(|e| Failure::usage(e.to_string()))?;
+        .map_err(super::db::store_err)?
+        .iter()
+        .map(|(t, _)| PointId::parse(&t.point))
+        .collect();
     if !stored.is_empty() && !a.resume {
         return Err(Failure::usage(format!(
             "experiment {} already has {} stored point{} under label {label}; \
@@ -113,35 +146,16 @@ pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
             if stored.len() == 1 { "" } else { "s" }
         )));
     }
-    let variant_knobs = |p: &Point| -> Vec<Setting> {
-        p.variant
-            .as_ref()
-            .and_then(|name| exp.variants.iter().position(|v| &v.name == name))
-            .map(|i| knobs[i].clone())
-            .unwrap_or_default()
-    };
-    // Found out now, not an hour into the sweep.
-    for (v, settings) in exp.variants.iter().zip(&knobs) {
-        knob::check(settings)
-            .map_err(|e| Failure::usage(format!("variant '{}': {}", v.name, e.0)))?;
-    }
-    if let Some(p) = points.iter().find(|p| p.spec.topology.is_some()) {
-        if !plumb_sys::process::is_root() {
-            return Err(Failure::usage(format!(
-                "{}: topology veth needs root (it creates network namespaces)",
-                p.id
-            )));
-        }
-    }
-    let todo: Vec<usize> = (0..points.len())
-        .filter(|i| !stored.iter().any(|(t, _)| t.point == points[*i].id))
-        .collect();
+    plan.check_host()
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    let todo = plan.pending(&stored);
+    let points = plan.points.len();
     eprintln!(
         "experiment {}: {} point{} ({} stored already), label {label}, order {}{}, iterations {}..{}",
         exp.name,
-        points.len(),
-        if points.len() == 1 { "" } else { "s" },
-        points.len() - todo.len(),
+        points,
+        if points == 1 { "" } else { "s" },
+        points - todo.len(),
         exp.order,
         if exp.order == Order::Random {
             format!(" (seed {seed})")
@@ -161,7 +175,6 @@ pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
         // Experiments run against the embedded server only.
         psk: None,
     };
-    let journal = Journal::open_default();
     // Drawn only here, on the controller thread; indicatif hides it when
     // stderr is not a terminal.
     let bar = ProgressBar::new((todo.len() as u32 * repeat.min) as u64);
@@ -169,180 +182,127 @@ pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
         ProgressStyle::with_template("{bar:30} {pos}/{len} iterations  eta {eta}  {msg}")
             .expect("a valid template"),
     );
-    let env = plumb_run::env::capture(&["lo"]);
-    let mut parts: Vec<Vec<RunRecord>> = vec![Vec::new(); points.len()];
-    let mut finished = 0usize;
-    let store_point =
-        |store: &mut Store, i: usize, rec: &RunRecord, bar: &ProgressBar| -> Result<(), Failure> {
-            let p = &points[i];
-            let id = store
-                .insert_tagged_run(
-                    rec,
-                    Some(&env),
-                    &RunTag {
-                        experiment: exp.name.clone(),
-                        point: p.id.clone(),
-                        variant: p.variant.clone(),
-                        seed: Some(seed),
-                    },
-                )
-                .map_err(|e| Failure::usage(format!("{}: measured but not stored: {e}", p.id)))?;
-            bar.suspend(|| println!("{}", point_line(p, rec, Some(id.0))));
-            Ok(())
-        };
-    let run_unit = |i: usize,
-                    iteration: String,
-                    rep: &Repeat,
-                    bar: &ProgressBar|
-     -> Result<RunRecord, Failure> {
-        let p = &points[i];
-        bar.set_message(format!(
-            "point {}/{} {}  iteration {iteration}",
-            i + 1,
-            points.len(),
-            p.id,
-        ));
-        let (_applied, _) = knob::apply(&journal, &variant_knobs(p))
-            .map_err(|e| Failure::usage(format!("{}: {}", p.id, e.0)))?;
-        let bar2 = bar.clone();
-        let mut progress = |_: &plumb_samples::Iteration, _: &plumb_samples::Confidence| {
-            bar2.inc(1);
-        };
-        plumb_run::run(&p.spec, &opts, rep, &mut Quiet, &mut progress).map_err(|e| match e {
-            RunError::Setup { message, .. } => Failure::usage(format!("{}: {message}", p.id)),
-            other => Failure::usage(format!("{}: {other}", p.id)),
-        })
+    let mut keeper = Keeper {
+        store: &mut store,
+        env: plumb_run::env::capture(&["lo"]),
+        experiment: exp.name.clone(),
+        seed,
+        points,
+        bar: bar.clone(),
     };
-
-    let interrupted = || opts.interrupted.load(Relaxed);
-    if exp.order == Order::Sequential {
-        for &i in &todo {
-            let rec = run_unit(i, format!("1..{}", repeat.max), &repeat, &bar)?;
-            if !rec.complete || interrupted() {
-                break;
-            }
-            store_point(&mut store, i, &rec, &bar)?;
-            finished += 1;
-        }
-    } else {
-        let mut pending = todo.clone();
-        let mut round = 0u32;
-        while !pending.is_empty() && !interrupted() {
-            for i in plumb_run::experiment::round_order(exp.order, &pending, seed, round) {
-                let rec = run_unit(i, (parts[i].len() + 1).to_string(), &Repeat::once(), &bar)?;
-                if !rec.complete || interrupted() {
-                    break;
-                }
-                parts[i].push(rec);
-                let merged =
-                    plumb_run::experiment::merge(&parts[i], &repeat).expect("one part at least");
-                if plumb_run::experiment::point_done(&merged, &repeat) {
-                    store_point(&mut store, i, &merged, &bar)?;
-                    finished += 1;
-                    pending.retain(|x| *x != i);
-                } else if merged.iterations.len() as u32 >= repeat.min {
-                    // Past its minimum without the confidence target: one
-                    // more iteration than the bar counted.
-                    bar.inc_length(1);
-                }
-            }
-            round += 1;
-        }
-    }
+    let outcome = runner::run(&plan, &todo, seed, &opts, &mut keeper).map_err(|e| match &e {
+        SweepError::Run { point, source } => Failure::run(source).within(point),
+        SweepError::Keep { .. } => Failure::store(e.to_string()),
+        SweepError::Knob { .. } => Failure::usage(e.to_string()),
+    });
     bar.finish_and_clear();
-    if interrupted() || finished < todo.len() {
+    let outcome = outcome?;
+    if outcome.interrupted {
         eprintln!(
-            "interrupted: {finished} of {} point{} stored; `plumb sweep --resume {}` goes on",
+            "interrupted: {} of {} point{} stored; `{}` goes on",
+            outcome.finished,
             todo.len(),
             if todo.len() == 1 { "" } else { "s" },
-            a.file.display()
+            resume_command(&a, (exp.order == Order::Random).then_some(seed))
         );
-        return Ok(130);
+        return Ok(crate::exit::INTERRUPTED);
     }
-    print!("{}", summary(&store, &exp, &label, &a.verdict)?);
+    print!("{}", summary(&store, &plan, &label, &a.verdict)?);
     Ok(0)
-}
-
-/// Sides of the experiment's comparison: runs keyed by their point without
-/// the variant, so the same point matches across variants.
-fn side(name: &str, runs: Vec<(RunTag, RunRecord)>) -> Side {
-    Side {
-        name: name.to_string(),
-        runs: runs
-            .into_iter()
-            .map(|(t, mut r)| {
-                r.spec_key = point_without_variant(&t.point);
-                r
-            })
-            .collect(),
-        env: None,
-    }
-}
-
-pub fn point_without_variant(point: &str) -> String {
-    let kept: Vec<&str> = point
-        .split(',')
-        .filter(|p| !p.starts_with("variant="))
-        .collect();
-    if kept.is_empty() {
-        "base".into()
-    } else {
-        kept.join(",")
-    }
 }
 
 /// The comparison at the end of a sweep: every variant against the first;
 /// without variants, this label against the experiment's previous one.
-pub fn summary(
+fn summary(
     store: &Store,
-    exp: &Experiment,
+    plan: &Plan,
     label: &str,
     v: &crate::args::VerdictArgs,
 ) -> Result<String, Failure> {
-    let params = plumb_stats::CompareParams {
-        alpha: v.alpha,
-        noise_band: v.noise_band,
-        seed: v.seed,
-        higher_is_better: true,
-        ..plumb_stats::CompareParams::default()
-    };
+    let exp = &plan.experiment;
+    let params = super::compare::params(v);
     let all = store
         .experiment_runs(&exp.name, None)
-        .map_err(|e| Failure::usage(e.to_string()))?;
-    let mut out = String::new();
+        .map_err(super::db::store_err)?;
+    // Matched across variants and labels by their place in the matrix.
+    let side = |name: &str, keep: &dyn Fn(&RunTag, &RunRecord) -> bool| {
+        matrix_side(
+            name,
+            all.iter()
+                .filter(|(t, r)| keep(t, &r.record))
+                .map(|(t, r)| TaggedRun {
+                    point: PointId::parse(&t.point),
+                    record: r.record.clone(),
+                    env: r.env.clone(),
+                }),
+        )
+    };
+    let mut comparisons = Vec::new();
     if exp.variants.len() >= 2 {
-        let of = |variant: &str| {
-            all.iter()
-                .filter(|(t, r)| r.record.label == label && t.variant.as_deref() == Some(variant))
-                .map(|(t, r)| (t.clone(), r.record.clone()))
-                .collect::<Vec<_>>()
+        let variant = |name: &str| {
+            side(name, &|t, r| {
+                r.label == label && t.variant.as_deref() == Some(name)
+            })
         };
-        let base = &exp.variants[0].name;
+        let base = variant(&exp.variants[0].name);
         for other in &exp.variants[1..] {
-            let c = plumb_compare::compare(
-                &side(base, of(base)),
-                &side(&other.name, of(&other.name)),
+            comparisons.push(plumb_compare::compare(
+                &base,
+                &variant(&other.name),
                 &params,
-            );
-            out.push_str(&plumb_report::compare::terminal(&c));
-            out.push('\n');
+            ));
         }
-        return Ok(out);
+    } else {
+        let previous = all
+            .iter()
+            .rev()
+            .map(|(_, r)| r.record.label.clone())
+            .find(|l| l != label);
+        if let Some(prev) = previous {
+            let labelled = |l: &str| side(l, &|_, r| r.label == l);
+            comparisons.push(plumb_compare::compare(
+                &labelled(&prev),
+                &labelled(label),
+                &params,
+            ));
+        }
     }
-    let previous = all
-        .iter()
-        .rev()
-        .map(|(_, r)| r.record.label.clone())
-        .find(|l| l != label);
-    if let Some(prev) = previous {
-        let of = |l: &str| {
-            all.iter()
-                .filter(|(_, r)| r.record.label == l)
-                .map(|(t, r)| (t.clone(), r.record.clone()))
-                .collect::<Vec<_>>()
+    super::compare::render_all(&comparisons, v.format)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn sweep_args(argv: &[&str]) -> SweepArgs {
+        let cli = crate::args::Cli::try_parse_from(argv).unwrap();
+        let crate::args::Command::Sweep(a) = cli.command else {
+            panic!("parsed as sweep")
         };
-        let c = plumb_compare::compare(&side(&prev, of(&prev)), &side(label, of(label)), &params);
-        out.push_str(&plumb_report::compare::terminal(&c));
+        a
     }
-    Ok(out)
+
+    #[test]
+    fn the_resume_command_keeps_every_flag_that_picks_the_points() {
+        let a = sweep_args(&[
+            "plumb",
+            "sweep",
+            "--db",
+            "/tmp/my lab.db",
+            "--label",
+            "v6.8",
+            "--quick",
+            "exp.toml",
+        ]);
+        assert_eq!(
+            resume_command(&a, Some(42)),
+            "plumb sweep --resume --quick --label v6.8 --order-seed 42 --db '/tmp/my lab.db' exp.toml"
+        );
+        let plain = sweep_args(&["plumb", "sweep", "exp.toml"]);
+        assert_eq!(
+            resume_command(&plain, None),
+            "plumb sweep --resume exp.toml"
+        );
+    }
 }

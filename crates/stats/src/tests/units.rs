@@ -301,6 +301,21 @@ fn cliffs_in_a_sweep() {
     assert!(cliffs(&sweep, 5.0).is_empty());
     assert_eq!(cliffs(&[(1.0, 0.0), (2.0, 0.0), (3.0, 4.0)], 2.0), vec![1]);
     assert!(cliffs(&[(1.0, 1.0)], 2.0).is_empty());
+    let steps = cliff_steps(&sweep.map(|(_, m)| m), 2.0);
+    assert_eq!(steps.len(), 2);
+    assert_eq!((steps[0].index, steps[0].falls), (1, false));
+    assert!(close(steps[0].ratio, 30.0 / 11.0, 1e-12));
+    assert_eq!((steps[1].index, steps[1].falls), (3, true));
+    assert!(close(steps[1].ratio, 31.0 / 9.0, 1e-12));
+}
+
+#[test]
+fn a_mean_with_its_interval_degrades_to_the_mean() {
+    assert_eq!(mean_with_interval(&[], 0.95), (0.0, 0.0, 0.0));
+    assert_eq!(mean_with_interval(&[4.0], 0.95), (4.0, 4.0, 4.0));
+    let (m, lo, hi) = mean_with_interval(&A1, 0.95);
+    let t = t_interval(&A1, 0.95).unwrap();
+    assert_eq!((m, lo, hi), (t.mean, t.lo, t.hi));
 }
 
 #[test]

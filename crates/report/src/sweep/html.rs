@@ -1,0 +1,452 @@
+//! The sweep report as one HTML page with inline SVG plots.
+
+use super::{SweepReport, PERCENTILES};
+use std::fmt::Write;
+
+/// A line to draw: its name and (x index, mean, low, high) per point.
+type PlotLine = (String, Vec<(usize, f64, f64, f64)>);
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+const COLORS: [&str; 8] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf",
+];
+
+const W: f64 = 760.0;
+const H: f64 = 340.0;
+const LEFT: f64 = 90.0;
+const RIGHT: f64 = 20.0;
+const TOP: f64 = 20.0;
+const BOTTOM: f64 = 50.0;
+
+struct YScale {
+    log: bool,
+    lo: f64,
+    hi: f64,
+}
+
+impl YScale {
+    fn new(values: impl Iterator<Item = f64>) -> YScale {
+        let v: Vec<f64> = values.filter(|x| x.is_finite()).collect();
+        let max = v.iter().cloned().fold(0.0, f64::max).max(1e-9);
+        let min_pos = v
+            .iter()
+            .cloned()
+            .filter(|x| *x > 0.0)
+            .fold(f64::INFINITY, f64::min);
+        // A cliff of 100x or more is invisible on a linear axis.
+        if min_pos.is_finite() && max / min_pos >= 100.0 {
+            YScale {
+                log: true,
+                lo: 10f64.powf(min_pos.log10().floor()),
+                hi: 10f64.powf(max.log10().ceil()),
+            }
+        } else {
+            YScale {
+                log: false,
+                lo: 0.0,
+                hi: max * 1.1,
+            }
+        }
+    }
+    fn y(&self, v: f64) -> f64 {
+        let f = if self.log {
+            let v = v.max(self.lo);
+            (v.log10() - self.lo.log10()) / (self.hi.log10() - self.lo.log10())
+        } else {
+            (v - self.lo) / (self.hi - self.lo)
+        };
+        TOP + (H - TOP - BOTTOM) * (1.0 - f.clamp(0.0, 1.0))
+    }
+    fn ticks(&self) -> Vec<f64> {
+        if self.log {
+            let mut t = Vec::new();
+            let mut x = self.lo;
+            while x <= self.hi * 1.0001 {
+                t.push(x);
+                x *= 10.0;
+            }
+            t
+        } else {
+            (0..=5)
+                .map(|i| self.lo + (self.hi - self.lo) * i as f64 / 5.0)
+                .collect()
+        }
+    }
+}
+
+/// A line chart with categorical x, interval bars, and cliffs marked.
+fn svg_lines(
+    x_labels: &[String],
+    lines: &[PlotLine],
+    show: &dyn Fn(f64) -> String,
+    marks: &[(usize, String)],
+    x_title: &str,
+) -> String {
+    let scale = YScale::new(
+        lines
+            .iter()
+            .flat_map(|(_, p)| p.iter().flat_map(|&(_, m, lo, hi)| [m, lo, hi])),
+    );
+    let n = x_labels.len().max(1);
+    let step = (W - LEFT - RIGHT) / n as f64;
+    let x = |i: usize| LEFT + step * (i as f64 + 0.5);
+    let mut s = format!(
+        "<svg viewBox=\"0 0 {W} {}\" width=\"{W}\" height=\"{}\" role=\"img\">",
+        H + 20.0 * lines.len() as f64,
+        H + 20.0 * lines.len() as f64
+    );
+    let _ = write!(
+        s,
+        "<rect x=\"{LEFT}\" y=\"{TOP}\" width=\"{}\" height=\"{}\" fill=\"#fafafa\" stroke=\"#ccc\"/>",
+        W - LEFT - RIGHT,
+        H - TOP - BOTTOM
+    );
+    for t in scale.ticks() {
+        let y = scale.y(t);
+        let _ = write!(
+            s,
+            "<line x1=\"{LEFT}\" x2=\"{}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#e5e5e5\"/>\
+             <text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" class=\"t\">{}</text>",
+            W - RIGHT,
+            LEFT - 6.0,
+            y + 4.0,
+            esc(&show(t))
+        );
+    }
+    let every = (n / 16).max(1);
+    for (i, l) in x_labels.iter().enumerate() {
+        if i % every == 0 {
+            let _ = write!(
+                s,
+                "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\" class=\"t\">{}</text>",
+                x(i),
+                H - BOTTOM + 16.0,
+                esc(l)
+            );
+        }
+    }
+    let _ = write!(
+        s,
+        "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\" class=\"a\">{}</text>",
+        LEFT + (W - LEFT - RIGHT) / 2.0,
+        H - BOTTOM + 36.0,
+        esc(x_title)
+    );
+    for (i, text) in marks {
+        let xm = x(*i) + step / 2.0;
+        let _ = write!(
+            s,
+            "<line x1=\"{xm:.1}\" x2=\"{xm:.1}\" y1=\"{TOP}\" y2=\"{}\" stroke=\"#d00\" stroke-dasharray=\"4 3\"><title>{}</title></line>",
+            H - BOTTOM,
+            esc(text)
+        );
+    }
+    for (li, (name, pts)) in lines.iter().enumerate() {
+        let c = COLORS[li % COLORS.len()];
+        let path: Vec<String> = pts
+            .iter()
+            .map(|&(i, m, _, _)| format!("{:.1},{:.1}", x(i), scale.y(m)))
+            .collect();
+        let _ = write!(
+            s,
+            "<polyline fill=\"none\" stroke=\"{c}\" stroke-width=\"2\" points=\"{}\"/>",
+            path.join(" ")
+        );
+        for &(i, m, lo, hi) in pts {
+            let (xi, y0, y1) = (x(i), scale.y(lo), scale.y(hi));
+            let _ = write!(
+                s,
+                "<line x1=\"{xi:.1}\" x2=\"{xi:.1}\" y1=\"{y0:.1}\" y2=\"{y1:.1}\" stroke=\"{c}\"/>\
+                 <line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{y0:.1}\" y2=\"{y0:.1}\" stroke=\"{c}\"/>\
+                 <line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{y1:.1}\" y2=\"{y1:.1}\" stroke=\"{c}\"/>\
+                 <circle cx=\"{xi:.1}\" cy=\"{:.1}\" r=\"3.5\" fill=\"{c}\"><title>{}: {} ({} .. {})</title></circle>",
+                xi - 4.0,
+                xi + 4.0,
+                xi - 4.0,
+                xi + 4.0,
+                scale.y(m),
+                esc(name),
+                esc(&show(m)),
+                esc(&show(lo)),
+                esc(&show(hi))
+            );
+        }
+        let ly = H + 20.0 * li as f64 + 4.0;
+        let _ = write!(
+            s,
+            "<rect x=\"{LEFT}\" y=\"{}\" width=\"14\" height=\"4\" fill=\"{c}\"/><text x=\"{}\" y=\"{ly}\" class=\"t\">{}</text>",
+            ly - 6.0,
+            LEFT + 20.0,
+            esc(name)
+        );
+    }
+    s.push_str("</svg>");
+    s
+}
+
+/// Horizontal stacked bars: one row per name, parts in the given colors.
+fn svg_bars(rows: &[(String, Vec<f64>)], parts: &[(&str, &str)], unit: &str) -> String {
+    let row_h = 22.0;
+    let label_w = 330.0;
+    let h = TOP + row_h * rows.len() as f64 + 50.0;
+    let max = rows
+        .iter()
+        .map(|(_, v)| v.iter().sum::<f64>())
+        .fold(0.0, f64::max)
+        .max(1e-9);
+    let bw = W - label_w - RIGHT - 60.0;
+    let mut s = format!("<svg viewBox=\"0 0 {W} {h}\" width=\"{W}\" height=\"{h}\" role=\"img\">");
+    for (i, (name, vals)) in rows.iter().enumerate() {
+        let y = TOP + row_h * i as f64;
+        let _ = write!(
+            s,
+            "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" class=\"t\">{}</text>",
+            label_w - 6.0,
+            y + 14.0,
+            esc(name)
+        );
+        let mut x0 = label_w;
+        for (v, (part, color)) in vals.iter().zip(parts) {
+            let w = bw * v / max;
+            let _ = write!(
+                s,
+                "<rect x=\"{x0:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{}\" fill=\"{color}\"><title>{}: {part} {v:.3}{unit}</title></rect>",
+                row_h - 6.0,
+                esc(name)
+            );
+            x0 += w;
+        }
+        let _ = write!(
+            s,
+            "<text x=\"{:.1}\" y=\"{:.1}\" class=\"t\">{:.3}</text>",
+            x0 + 4.0,
+            y + 14.0,
+            vals.iter().sum::<f64>()
+        );
+    }
+    let ly = TOP + row_h * rows.len() as f64 + 20.0;
+    let mut lx = label_w;
+    for (part, color) in parts {
+        let _ = write!(
+            s,
+            "<rect x=\"{lx}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{color}\"/><text x=\"{}\" y=\"{ly}\" class=\"t\">{part}</text>",
+            ly - 10.0,
+            lx + 16.0
+        );
+        lx += 110.0;
+    }
+    s.push_str("</svg>");
+    s
+}
+
+/// The report as one HTML page with everything inline.
+pub fn html(r: &SweepReport) -> String {
+    let mut o = String::new();
+    let _ = write!(
+        o,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title>\
+         <style>body{{font-family:sans-serif;margin:24px;max-width:1000px;color:#222}}\
+         table{{border-collapse:collapse;margin:8px 0 16px}}td,th{{border:1px solid #ccc;padding:3px 8px;font-size:13px}}\
+         th{{background:#f0f0f0}}td.n{{text-align:right}}.t{{font-size:11px;fill:#333}}.a{{font-size:12px;fill:#000}}\
+         .regression{{color:#b00;font-weight:bold}}.improvement{{color:#070;font-weight:bold}}.cliff{{color:#b00}}\
+         </style></head><body>\n<h1>{}</h1>\n",
+        esc(&r.title),
+        esc(&r.title)
+    );
+    for p in &r.plots {
+        let _ = writeln!(o, "<h2>{} by {}</h2>", esc(r.metric.title()), esc(&p.axis));
+        let mut xs: Vec<String> = Vec::new();
+        for l in &p.lines {
+            for pt in &l.points {
+                if !xs.contains(&pt.x) {
+                    xs.push(pt.x.clone());
+                }
+            }
+        }
+        let lines: Vec<PlotLine> = p
+            .lines
+            .iter()
+            .map(|l| {
+                (
+                    l.name.clone(),
+                    l.points
+                        .iter()
+                        .map(|pt| {
+                            (
+                                xs.iter().position(|x| *x == pt.x).unwrap_or(0),
+                                pt.mean,
+                                pt.lo,
+                                pt.hi,
+                            )
+                        })
+                        .collect(),
+                )
+            })
+            .collect();
+        let marks: Vec<(usize, String)> = r
+            .cliffs
+            .iter()
+            .filter(|c| c.axis == p.axis)
+            .map(|c| {
+                (
+                    xs.iter().position(|x| *x == c.from).unwrap_or(0),
+                    c.text.clone(),
+                )
+            })
+            .collect();
+        o.push_str(&svg_lines(&xs, &lines, &|v| r.show(v), &marks, &p.axis));
+        o.push('\n');
+    }
+    let _ = writeln!(o, "<h2>Cliffs</h2>");
+    if r.cliffs.is_empty() {
+        let _ = writeln!(o, "<p>none</p>");
+    } else {
+        let _ = writeln!(o, "<ul>");
+        for c in &r.cliffs {
+            match &c.cause {
+                Some(cause) => {
+                    let _ = writeln!(
+                        o,
+                        "<li class=\"cliff\">{}<br><small>likely cause: {}</small></li>",
+                        esc(&c.text),
+                        esc(cause)
+                    );
+                }
+                None => {
+                    let _ = writeln!(o, "<li class=\"cliff\">{}</li>", esc(&c.text));
+                }
+            }
+        }
+        let _ = writeln!(o, "</ul>");
+    }
+    let _ = writeln!(
+        o,
+        "<h2>CPU per end</h2><p>CPU-seconds per second of window: the process's user and system time, and softirq time over the whole host.</p>"
+    );
+    let rows: Vec<(String, Vec<f64>)> = r
+        .cpu
+        .iter()
+        .map(|c| {
+            (
+                format!("{} [{}]", c.name, c.end),
+                vec![c.user, c.system, c.softirq],
+            )
+        })
+        .collect();
+    o.push_str(&svg_bars(
+        &rows,
+        &[
+            ("user", "#4e79a7"),
+            ("system", "#f28e2b"),
+            ("softirq", "#e15759"),
+        ],
+        " CPU-s/s",
+    ));
+    if !r.latency.is_empty() {
+        let _ = writeln!(o, "<h2>Latency percentiles</h2>");
+        let xs: Vec<String> = PERCENTILES.iter().map(|s| s.to_string()).collect();
+        let lines: Vec<PlotLine> = r
+            .latency
+            .iter()
+            .map(|l| {
+                (
+                    l.name.clone(),
+                    l.us.iter()
+                        .enumerate()
+                        .map(|(i, v)| (i, *v, *v, *v))
+                        .collect(),
+                )
+            })
+            .collect();
+        o.push_str(&svg_lines(
+            &xs,
+            &lines,
+            &|v| format!("{v:.0} us"),
+            &[],
+            "percentile",
+        ));
+    }
+    if !r.softirq.is_empty() {
+        let _ = writeln!(o, "<h2>Softirq share of each CPU</h2>");
+        let ncpu = r.softirq.iter().map(|s| s.per_cpu.len()).max().unwrap_or(0);
+        let _ = write!(o, "<table><tr><th>point</th>");
+        for c in 0..ncpu {
+            let _ = write!(o, "<th>cpu{c}</th>");
+        }
+        let _ = writeln!(o, "</tr>");
+        for s in &r.softirq {
+            let _ = write!(o, "<tr><td>{}</td>", esc(&s.name));
+            for (_, f) in &s.per_cpu {
+                let _ = write!(o, "<td class=\"n\">{:.1} %</td>", f * 100.0);
+            }
+            let _ = writeln!(o, "</tr>");
+        }
+        let _ = writeln!(o, "</table>");
+        let rows: Vec<(String, Vec<f64>)> = r
+            .softirq
+            .iter()
+            .flat_map(|s| {
+                s.per_cpu
+                    .iter()
+                    .map(move |(c, f)| (format!("{} cpu{c}", s.name), vec![f * 100.0]))
+            })
+            .collect();
+        o.push_str(&svg_bars(&rows, &[("softirq %", "#e15759")], " %"));
+    }
+    for c in &r.comparisons {
+        let _ = writeln!(
+            o,
+            "<h2>{} vs {}</h2><p>{}: alpha {}, noise band ±{:.1} %, {} % intervals</p>",
+            esc(&c.a),
+            esc(&c.b),
+            esc(&c.method.test),
+            c.method.alpha,
+            c.method.noise_band * 100.0,
+            c.method.level * 100.0
+        );
+        let _ = writeln!(
+            o,
+            "<table><tr><th>point</th><th>A</th><th>B</th><th>change</th><th>p</th><th>verdict</th></tr>"
+        );
+        for p in &c.points {
+            let class = p.verdict.to_string().replace(' ', "-");
+            let _ = writeln!(
+                o,
+                "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:+.1} %</td><td class=\"n\">{:.4}</td><td class=\"{class}\">{}</td></tr>",
+                esc(&format!("{} [{}]", p.summary, p.spec_key)),
+                esc(&r.show(p.a.mean)),
+                esc(&r.show(p.b.mean)),
+                p.change * 100.0,
+                p.p_value,
+                p.verdict
+            );
+        }
+        let _ = writeln!(o, "</table>");
+    }
+    // The first line against the last, as the last comparison has it.
+    let env_diff = r.comparisons.last().map_or(&[][..], |c| &c.env_diff[..]);
+    let _ = writeln!(o, "<h2>Environment diff</h2>");
+    if env_diff.is_empty() {
+        let _ = writeln!(o, "<p>no difference recorded</p>");
+    } else {
+        let _ = writeln!(o, "<table><tr><th>fact</th><th>A</th><th>B</th></tr>");
+        for d in env_diff {
+            let _ = writeln!(
+                o,
+                "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&d.key),
+                esc(d.a.as_deref().unwrap_or("(absent)")),
+                esc(d.b.as_deref().unwrap_or("(absent)"))
+            );
+        }
+        let _ = writeln!(o, "</table>");
+    }
+    o.push_str("</body></html>\n");
+    o
+}

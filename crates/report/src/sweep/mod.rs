@@ -1,0 +1,584 @@
+//! The report of a sweep (an experiment, or any set of labels or runs): the
+//! metric against each swept axis with one line per label or variant and
+//! its interval, cliffs named, CPU time per end, latency percentiles, the
+//! softirq time of each CPU, the comparisons with their verdicts and the
+//! environment diff. This module builds the model from the runs handed in;
+//! `text` renders it as terminal text or Markdown, `html` as one
+//! self-contained page with inline SVG (no script, no font, nothing fetched).
+
+mod html;
+mod lines;
+mod text;
+
+pub use html::html;
+pub use lines::{experiment_lines, matrix_side, named_lines, Lines, TaggedRun};
+pub use text::{markdown, terminal};
+
+use plumb_compare::Comparison;
+use plumb_samples::{Metric, Role, RunRecord};
+use std::collections::BTreeMap;
+
+/// A run and where it belongs: its line (label or variant) and its
+/// coordinates on the swept axes.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub series: String,
+    pub coords: Vec<(String, String)>,
+    pub record: RunRecord,
+}
+
+#[derive(Debug, Clone)]
+pub struct SeriesPoint {
+    pub x: String,
+    pub mean: f64,
+    pub lo: f64,
+    pub hi: f64,
+    pub n: usize,
+    /// What is known to cause what the point's runs show, if anything.
+    pub hint: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Line {
+    pub name: String,
+    pub points: Vec<SeriesPoint>,
+}
+
+/// The metric against one axis, the other axes held at each of their
+/// combinations (one line per series and combination).
+#[derive(Debug, Clone)]
+pub struct AxisPlot {
+    pub axis: String,
+    pub lines: Vec<Line>,
+}
+
+#[derive(Debug, Clone)]
+pub struct CliffNote {
+    pub axis: String,
+    pub line: String,
+    pub from: String,
+    pub to: String,
+    pub ratio: f64,
+    pub falls: bool,
+    pub text: String,
+    /// The known cause of the slow side, when its runs show one.
+    pub cause: Option<String>,
+}
+
+/// CPU of one end of one point, in CPU-seconds per second of window.
+#[derive(Debug, Clone)]
+pub struct CpuRow {
+    pub name: String,
+    pub end: Role,
+    pub user: f64,
+    pub system: f64,
+    pub softirq: f64,
+}
+
+#[derive(Debug, Clone)]
+pub struct LatencyRow {
+    pub name: String,
+    /// p50, p90, p99, p99.9, p99.99 in microseconds.
+    pub us: [f64; 5],
+}
+
+pub const PERCENTILES: [&str; 5] = ["p50", "p90", "p99", "p99.9", "p99.99"];
+
+/// The softirq time of each CPU over one point's windows, as a share of
+/// that CPU's time.
+#[derive(Debug, Clone)]
+pub struct SoftirqRow {
+    pub name: String,
+    pub per_cpu: Vec<(u32, f64)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct SweepReport {
+    pub title: String,
+    pub metric: Metric,
+    pub plots: Vec<AxisPlot>,
+    pub cliffs: Vec<CliffNote>,
+    pub cpu: Vec<CpuRow>,
+    pub latency: Vec<LatencyRow>,
+    pub softirq: Vec<SoftirqRow>,
+    /// Every line against the first, each with its environment diff.
+    pub comparisons: Vec<Comparison>,
+}
+
+/// The runs of one series at one point of the axes.
+type Cell<'a> = (String, Vec<(String, String)>, Vec<&'a RunRecord>);
+
+fn coords_text(c: &[(String, String)]) -> String {
+    c.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn point_name(series: &str, c: &[(String, String)]) -> String {
+    let c = coords_text(c);
+    if c.is_empty() {
+        series.to_string()
+    } else {
+        format!("{series} {c}")
+    }
+}
+
+/// A value the way the axis values were written: "1448" is a number, "8K"
+/// a size; used only to say "bytes" after plain sizes.
+fn unit_of(axis: &str) -> &'static str {
+    if ["size", "buf", "payload", "header", "buffers"]
+        .iter()
+        .any(|s| axis.ends_with(s))
+        || axis == "mtu"
+        || axis == "mss"
+    {
+        " bytes"
+    } else {
+        ""
+    }
+}
+
+/// A spec field as experiments and `plumb run` flags name it: the last part
+/// of its path without a unit suffix (`socket.pacing_rate_bps` is
+/// `pacing_rate`, `duration_ms` is `duration`).
+fn field_name(path: &str) -> String {
+    let last = path.rsplit('.').next().unwrap_or(path);
+    ["_bps", "_ms", "_us", "_ppm"]
+        .iter()
+        .filter_map(|u| last.strip_suffix(u))
+        .find(|f| plumb_spec::Field::from_key(f).is_some())
+        .unwrap_or(last)
+        .to_string()
+}
+
+/// The spec fields that differ between the runs, as the coordinates of
+/// each, for runs that are not an experiment's; a field a run leaves unset
+/// is `-`.
+pub fn varying_coords(runs: &[&RunRecord]) -> Vec<Vec<(String, String)>> {
+    let flat: Vec<_> = runs.iter().map(|r| plumb_compare::spec_fields(r)).collect();
+    let value = |f: &plumb_samples::Environment, k: &str| {
+        f.facts.get(k).cloned().unwrap_or_else(|| "-".into())
+    };
+    let keys: std::collections::BTreeSet<&String> =
+        flat.iter().flat_map(|f| f.facts.keys()).collect();
+    let varying: Vec<&String> = keys
+        .into_iter()
+        .filter(|k| flat.iter().any(|f| value(f, k) != value(&flat[0], k)))
+        .collect();
+    flat.iter()
+        .map(|f| {
+            varying
+                .iter()
+                .map(|k| (field_name(k), value(f, k)))
+                .collect()
+        })
+        .collect()
+}
+
+/// Puts the report together. `cliff_factor` is the ratio of adjacent points
+/// that counts as a cliff.
+pub fn build(
+    title: &str,
+    entries: &[Entry],
+    comparisons: Vec<Comparison>,
+    cliff_factor: f64,
+) -> SweepReport {
+    let metric = if entries.iter().any(|e| e.record.metric() == Metric::Tps) {
+        Metric::Tps
+    } else {
+        Metric::Throughput
+    };
+    // Axes and their values in the order first seen: the experiment's order.
+    let mut axes: Vec<(String, Vec<String>)> = Vec::new();
+    for e in entries {
+        for (k, v) in &e.coords {
+            match axes.iter_mut().find(|(a, _)| a == k) {
+                Some((_, vals)) => {
+                    if !vals.contains(v) {
+                        vals.push(v.clone())
+                    }
+                }
+                None => axes.push((k.clone(), vec![v.clone()])),
+            }
+        }
+    }
+    // Runs are made in random order: values that are sizes or numbers go
+    // in numeric order ("auto" and other words after them, as first seen).
+    for (_, vals) in axes.iter_mut() {
+        let key = |v: &String| plumb_spec::parse_size(v).ok();
+        if vals.iter().any(|v| key(v).is_some()) {
+            vals.sort_by_key(|v| (key(v).is_none(), key(v).unwrap_or(0)));
+        }
+    }
+    // Every (series, coords) with its metric values, pooled over runs.
+    let mut cells: Vec<Cell> = Vec::new();
+    for e in entries {
+        match cells
+            .iter_mut()
+            .find(|(s, c, _)| *s == e.series && *c == e.coords)
+        {
+            Some((_, _, rs)) => rs.push(&e.record),
+            None => cells.push((e.series.clone(), e.coords.clone(), vec![&e.record])),
+        }
+    }
+    // Lines in order of first appearance, points in axis order, whatever
+    // order the runs were made in.
+    let mut series_order: Vec<&str> = Vec::new();
+    for e in entries {
+        if !series_order.contains(&e.series.as_str()) {
+            series_order.push(&e.series);
+        }
+    }
+    cells.sort_by_key(|(s, c, _)| {
+        let place: Vec<usize> = axes
+            .iter()
+            .map(|(a, vals)| {
+                c.iter()
+                    .find(|(k, _)| k == a)
+                    .and_then(|(_, v)| vals.iter().position(|x| x == v))
+                    .unwrap_or(0)
+            })
+            .collect();
+        (series_order.iter().position(|x| x == s), place)
+    });
+    let stat = |rs: &[&RunRecord]| -> (f64, f64, f64, usize) {
+        let xs: Vec<f64> = rs.iter().flat_map(|r| r.metric_values()).collect();
+        let (m, lo, hi) = plumb_stats::mean_with_interval(&xs, 0.95);
+        (m, lo, hi, xs.len())
+    };
+    let mut plots = Vec::new();
+    let mut cliffs = Vec::new();
+    for (axis, values) in &axes {
+        let mut lines: Vec<Line> = Vec::new();
+        for (series, coords, rs) in &cells {
+            let Some(x) = coords.iter().find(|(k, _)| k == axis).map(|(_, v)| v) else {
+                continue;
+            };
+            let others: Vec<(String, String)> =
+                coords.iter().filter(|(k, _)| k != axis).cloned().collect();
+            let name = point_name(series, &others);
+            let (m, lo, hi, n) = stat(rs);
+            let p = SeriesPoint {
+                x: x.clone(),
+                mean: m,
+                lo,
+                hi,
+                n,
+                hint: rs.iter().find_map(|r| crate::delayed_ack_hint(r)),
+            };
+            match lines.iter_mut().find(|l| l.name == name) {
+                Some(l) => l.points.push(p),
+                None => lines.push(Line {
+                    name,
+                    points: vec![p],
+                }),
+            }
+        }
+        for l in &mut lines {
+            l.points
+                .sort_by_key(|p| values.iter().position(|v| *v == p.x));
+            let means: Vec<f64> = l.points.iter().map(|p| p.mean).collect();
+            for plumb_stats::Cliff {
+                index: i,
+                ratio,
+                falls,
+            } in plumb_stats::cliff_steps(&means, cliff_factor)
+            {
+                let (a, b) = (&l.points[i], &l.points[i + 1]);
+                let times = if ratio.is_finite() {
+                    format!("{ratio:.0}x")
+                } else {
+                    "to nothing".into()
+                };
+                let only_line = lines_count_hint(&axes, axis);
+                let text = format!(
+                    "{} {} {times} between {axis} {} and {}{}{}",
+                    metric.title(),
+                    if falls { "fall" } else { "rise" },
+                    a.x,
+                    b.x,
+                    unit_of(axis),
+                    if only_line && !l.name.contains(' ') && entries_series_count(entries) == 1 {
+                        String::new()
+                    } else {
+                        format!(" ({})", l.name)
+                    }
+                );
+                let slow = if falls { b } else { a };
+                cliffs.push(CliffNote {
+                    axis: axis.clone(),
+                    line: l.name.clone(),
+                    from: a.x.clone(),
+                    to: b.x.clone(),
+                    ratio,
+                    falls,
+                    text,
+                    cause: slow.hint.clone(),
+                });
+            }
+        }
+        plots.push(AxisPlot {
+            axis: axis.clone(),
+            lines,
+        });
+    }
+    if axes.is_empty() && !cells.is_empty() {
+        // Nothing swept: one bar per series, drawn as a one-point axis.
+        let lines = cells
+            .iter()
+            .map(|(s, _, rs)| {
+                let (m, lo, hi, n) = stat(rs);
+                Line {
+                    name: s.clone(),
+                    points: vec![SeriesPoint {
+                        x: "-".into(),
+                        mean: m,
+                        lo,
+                        hi,
+                        n,
+                        hint: None,
+                    }],
+                }
+            })
+            .collect();
+        plots.push(AxisPlot {
+            axis: "series".into(),
+            lines,
+        });
+    }
+
+    let mut cpu = Vec::new();
+    let mut latency = Vec::new();
+    let mut softirq = Vec::new();
+    for (series, coords, rs) in &cells {
+        let name = point_name(series, coords);
+        let its: Vec<_> = rs
+            .iter()
+            .flat_map(|r| r.iterations.iter().filter(|i| i.complete))
+            .collect();
+        if its.is_empty() {
+            continue;
+        }
+        let window: f64 = its.iter().map(|i| i.window_s.max(1e-9)).sum();
+        for end in [Role::Client, Role::Server] {
+            let pick = |i: &plumb_samples::Iteration| -> (f64, f64, f64) {
+                let e = match end {
+                    Role::Client => &i.client,
+                    Role::Server => &i.server,
+                };
+                (
+                    e.process.user_s,
+                    e.process.system_s,
+                    e.cpus.iter().map(|c| c.softirq_s).sum::<f64>(),
+                )
+            };
+            let (u, s, q) = its.iter().fold((0.0, 0.0, 0.0), |acc, i| {
+                let (u, s, q) = pick(i);
+                (acc.0 + u, acc.1 + s, acc.2 + q)
+            });
+            cpu.push(CpuRow {
+                name: name.clone(),
+                end,
+                user: u / window,
+                system: s / window,
+                softirq: q / window,
+            });
+        }
+        let lats: Vec<_> = its
+            .iter()
+            .filter_map(|i| i.client.latency.as_ref())
+            .collect();
+        if !lats.is_empty() {
+            let avg = |f: fn(&plumb_samples::Latency) -> f64| {
+                lats.iter().map(|l| f(l)).sum::<f64>() / lats.len() as f64
+            };
+            latency.push(LatencyRow {
+                name: name.clone(),
+                us: [
+                    avg(|l| l.p50_us),
+                    avg(|l| l.p90_us),
+                    avg(|l| l.p99_us),
+                    avg(|l| l.p999_us),
+                    avg(|l| l.p9999_us),
+                ],
+            });
+        }
+        let mut per: BTreeMap<u32, (f64, f64)> = BTreeMap::new();
+        for i in &its {
+            for c in &i.client.cpus {
+                let e = per.entry(c.cpu).or_insert((0.0, 0.0));
+                e.0 += c.softirq_s;
+                e.1 += c.total_s();
+            }
+        }
+        softirq.push(SoftirqRow {
+            name,
+            per_cpu: per
+                .into_iter()
+                .map(|(cpu, (q, t))| (cpu, if t > 0.0 { q / t } else { 0.0 }))
+                .collect(),
+        });
+    }
+    SweepReport {
+        title: title.to_string(),
+        metric,
+        plots,
+        cliffs,
+        cpu,
+        latency,
+        softirq,
+        comparisons,
+    }
+}
+
+fn lines_count_hint(axes: &[(String, Vec<String>)], axis: &str) -> bool {
+    axes.iter().all(|(a, _)| a == axis)
+}
+
+fn entries_series_count(entries: &[Entry]) -> usize {
+    let mut s: Vec<&str> = entries.iter().map(|e| e.series.as_str()).collect();
+    s.sort();
+    s.dedup();
+    s.len()
+}
+
+impl SweepReport {
+    /// A value of the report's metric in its unit.
+    pub fn show(&self, v: f64) -> String {
+        self.metric.format(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(throughput: &[f64]) -> RunRecord {
+        let text = include_str!("../../../../schemas/examples/run.v1.example.json");
+        let mut r: RunRecord = serde_json::from_str(text).unwrap();
+        let it = r.iterations[0].clone();
+        r.iterations = throughput
+            .iter()
+            .map(|t| {
+                let mut i = it.clone();
+                i.complete = true;
+                i.derived.throughput_bps = *t;
+                i.derived.tps = None;
+                i
+            })
+            .collect();
+        r
+    }
+
+    fn sweep() -> Vec<Entry> {
+        let mut out = Vec::new();
+        for (size, t) in [
+            ("1024", 9e9),
+            ("1447", 9.5e9),
+            ("1448", 1.1e7),
+            ("2048", 1.0e7),
+        ] {
+            for series in ["nagle", "nodelay"] {
+                let v = if series == "nagle" { t } else { 9e9 };
+                out.push(Entry {
+                    series: series.into(),
+                    coords: vec![("msg_size".into(), size.into())],
+                    record: record(&[v * 0.99, v, v * 1.01]),
+                });
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn cliffs_are_found_and_named_on_their_line() {
+        // Made in any order, reported in the axis's order.
+        let mut runs = sweep();
+        runs.reverse();
+        let r = build("t", &runs, Vec::new(), 4.0);
+        assert_eq!(r.plots.len(), 1);
+        assert_eq!(r.plots[0].lines.len(), 2);
+        assert_eq!(r.plots[0].lines[0].points[2].x, "1448");
+        assert_eq!(r.cliffs.len(), 1, "{:?}", r.cliffs);
+        assert_eq!(
+            r.cliffs[0].text,
+            "throughput fall 864x between msg_size 1447 and 1448 bytes (nagle)"
+        );
+        let p = &r.plots[0].lines[0].points[0];
+        assert_eq!(p.n, 3);
+        assert!(p.lo < p.mean && p.mean < p.hi);
+    }
+
+    #[test]
+    fn every_rendering_carries_the_same_findings() {
+        let r = build("t", &sweep(), Vec::new(), 4.0);
+        let text = terminal(&r);
+        let md = markdown(&r);
+        let page = html(&r);
+        for out in [&text, &md, &page] {
+            assert!(out.contains("throughput fall 864x between msg_size 1447 and 1448 bytes"));
+            assert!(out.contains("nodelay"));
+        }
+        assert!(md.contains("| nagle | 1448 |"));
+        assert_eq!(
+            page.matches("<svg").count(),
+            3,
+            "axis, CPU and softirq plots"
+        );
+        assert!(page.contains("stroke-dasharray"), "the cliff is marked");
+        assert!(
+            !page.contains("http://") && !page.contains("https://") && !page.contains("<script")
+        );
+    }
+
+    #[test]
+    fn the_environment_is_stated_once() {
+        let side =
+            |name: &str| plumb_compare::Side::new(name, vec![record(&[9e9, 9.1e9, 8.9e9])], None);
+        let c = plumb_compare::compare(
+            &side("a"),
+            &side("b"),
+            &plumb_stats::CompareParams::default(),
+        );
+        let r = build("t", &sweep(), vec![c], 4.0);
+        for out in [terminal(&r), markdown(&r)] {
+            assert_eq!(
+                out.matches("environment: no difference recorded").count(),
+                1,
+                "{out}"
+            );
+        }
+    }
+
+    #[test]
+    fn varying_fields_are_named_as_experiments_name_them_and_unset_is_a_dash() {
+        let with = |pacing: Option<u64>, cc: Option<&str>| {
+            let mut r = record(&[1e9]);
+            r.spec.socket.pacing_rate_bps = pacing;
+            r.spec.socket.cc = cc.map(str::to_string);
+            r
+        };
+        let (a, b, c) = (
+            with(None, None),
+            with(Some(1_000_000_000), None),
+            with(None, Some("reno")),
+        );
+        let coords = varying_coords(&[&a, &b, &c]);
+        let at = |run: usize, axis: &str| {
+            coords[run]
+                .iter()
+                .find(|(k, _)| k == axis)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(coords[0].len(), 2, "{coords:?}");
+        assert_eq!(at(0, "cc"), Some("-"));
+        assert_eq!(at(0, "pacing_rate"), Some("-"));
+        assert_eq!(at(1, "pacing_rate"), Some("1000000000"));
+        assert_eq!(at(2, "cc"), Some("reno"));
+        for c in coords.iter().flatten() {
+            assert!(c.0 != "null" && c.1 != "null", "{c:?}");
+        }
+        assert!(varying_coords(&[]).is_empty());
+    }
+}
