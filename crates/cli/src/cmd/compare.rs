@@ -1,6 +1,6 @@
 //! `plumb compare`, `plumb check` and `plumb env`.
 
-use super::db::{open, side};
+use super::db::{open_existing, side};
 use crate::args::{CheckArgs, CompareArgs, CompareFormat, EnvArgs, VerdictArgs};
 use crate::Failure;
 use plumb_compare::{Comparison, Side};
@@ -47,11 +47,11 @@ pub(crate) fn render_all(cs: &[Comparison], format: CompareFormat) -> Result<Str
 }
 
 pub fn compare(a: CompareArgs) -> Result<i32, Failure> {
-    let store = open(&a.db)?;
+    let store = open_existing(&a.db)?;
     let sa = side(&store, &a.a)?;
     let sb = side(&store, &a.b)?;
     let c = plumb_compare::compare(&sa, &sb, &params(&a.verdict));
-    print!("{}", render(&c, a.verdict.format)?);
+    crate::out!("{}", render(&c, a.verdict.format)?);
     Ok(0)
 }
 
@@ -68,7 +68,7 @@ pub fn check(a: CheckArgs) -> Result<i32, Failure> {
 }
 
 fn check_inner(a: CheckArgs) -> Result<i32, Failure> {
-    let mut store = open(&a.db)?;
+    let mut store = open_existing(&a.db)?;
     let baseline = side(&store, &a.baseline)?;
     let candidate = match &a.candidate {
         Some(name) => side(&store, name)?,
@@ -101,7 +101,7 @@ fn check_inner(a: CheckArgs) -> Result<i32, Failure> {
         }
     };
     let c = plumb_compare::compare(&baseline, &candidate, &params(&a.verdict));
-    print!("{}", render(&c, a.verdict.format)?);
+    crate::out!("{}", render(&c, a.verdict.format)?);
     let b = plumb_compare::bisect(&c, a.threshold);
     eprintln!(
         "check: {} (threshold -{:.1} %), exit {}",
@@ -121,19 +121,19 @@ pub fn env(a: EnvArgs) -> Result<i32, Failure> {
         None => {
             let env = plumb_run::env::capture(&["lo"]);
             if a.json {
-                println!(
+                crate::outln!(
                     "{}",
                     serde_json::to_string_pretty(&env)
                         .map_err(|e| Failure::usage(e.to_string()))?
                 );
             } else {
                 for (k, v) in &env.facts {
-                    println!("{k} = {v}");
+                    crate::outln!("{k} = {v}");
                 }
             }
         }
         Some(pair) => {
-            let store = open(&a.db)?;
+            let store = open_existing(&a.db)?;
             let sa = side(&store, &pair[0])?;
             let sb = side(&store, &pair[1])?;
             let missing = |s: &Side| {
@@ -143,16 +143,16 @@ pub fn env(a: EnvArgs) -> Result<i32, Failure> {
             let eb = sb.env.as_ref().ok_or_else(|| missing(&sb))?;
             let d = ea.diff(eb);
             if a.json {
-                println!(
+                crate::outln!(
                     "{}",
                     serde_json::to_string_pretty(&d).map_err(|e| Failure::usage(e.to_string()))?
                 );
             } else if d.is_empty() {
-                println!("no difference between {} and {}", sa.name, sb.name);
+                crate::outln!("no difference between {} and {}", sa.name, sb.name);
             } else {
-                println!("A = {}   B = {}", sa.name, sb.name);
+                crate::outln!("A = {}   B = {}", sa.name, sb.name);
                 for c in d {
-                    println!(
+                    crate::outln!(
                         "{}: {} -> {}",
                         c.key,
                         c.a.as_deref().unwrap_or("(absent)"),

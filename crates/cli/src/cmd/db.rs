@@ -10,9 +10,17 @@ use plumb_samples::Metric;
 use plumb_store::{RunFilter, RunId, Store};
 use std::io::{Read, Write};
 
+/// The database for a command that stores runs: created when missing.
 pub fn open(db: &DbArgs) -> Result<Store, Failure> {
     let path = db.db.clone().unwrap_or_else(plumb_store::default_path);
     Store::open(&path).map_err(store_err)
+}
+
+/// The database for a command that reads (or deletes) runs: one that does
+/// not exist is an error, not a new empty database.
+pub fn open_existing(db: &DbArgs) -> Result<Store, Failure> {
+    let path = db.db.clone().unwrap_or_else(plumb_store::default_path);
+    Store::open_existing(&path).map_err(store_err)
 }
 
 pub fn store_err(e: plumb_store::StoreError) -> Failure {
@@ -127,19 +135,23 @@ fn list_data(rows: &[plumb_store::RunRow], format: ExportFormat) -> Result<Strin
 }
 
 pub fn list(a: ListArgs) -> Result<i32, Failure> {
-    let store = open(&a.db)?;
+    let store = open_existing(&a.db)?;
     let rows = store.list(&filter(&a.filter)).map_err(store_err)?;
     if let Some(format) = a.format {
-        print!("{}", list_data(&rows, format)?);
+        crate::out!("{}", list_data(&rows, format)?);
         return Ok(0);
     }
     if rows.is_empty() {
         eprintln!("no runs match");
         return Ok(0);
     }
-    println!(
+    crate::outln!(
         "{:>5}  {:<20}  {:<16}  {:>4}  {:>14}  test point",
-        "run", "started (UTC)", "label", "iter", "result"
+        "run",
+        "started (UTC)",
+        "label",
+        "iter",
+        "result"
     );
     for r in rows {
         let started: String = r
@@ -148,7 +160,7 @@ pub fn list(a: ListArgs) -> Result<i32, Failure> {
             .take(19)
             .collect::<String>()
             .replace('T', " ");
-        println!(
+        crate::outln!(
             "{:>5}  {:<20}  {:<16}  {:>4}  {:>14}  {}{}",
             r.id.0,
             started,
@@ -167,7 +179,7 @@ pub fn list(a: ListArgs) -> Result<i32, Failure> {
 }
 
 pub fn show(a: ShowArgs) -> Result<i32, Failure> {
-    let store = open(&a.db)?;
+    let store = open_existing(&a.db)?;
     let id = run_id(&a.run)?;
     let run = store
         .get(id)
@@ -176,16 +188,16 @@ pub fn show(a: ShowArgs) -> Result<i32, Failure> {
     if a.json {
         let text = serde_json::to_string_pretty(&run.record)
             .map_err(|e| Failure::usage(format!("cannot encode the record: {e}")))?;
-        println!("{text}");
+        crate::outln!("{text}");
     } else {
-        println!("run {}  started {}", id.0, run.record.started_at);
-        print!("{}", plumb_report::run_summary(&run.record));
+        crate::outln!("run {}  started {}", id.0, run.record.started_at);
+        crate::out!("{}", plumb_report::run_summary(&run.record));
     }
     Ok(0)
 }
 
 pub fn export(a: ExportArgs) -> Result<i32, Failure> {
-    let store = open(&a.db)?;
+    let store = open_existing(&a.db)?;
     let f = filter(&a.filter);
     let text = match a.format {
         ExportFormat::Json => {
@@ -243,7 +255,7 @@ pub fn delete(a: DeleteArgs) -> Result<i32, Failure> {
         .iter()
         .map(|r| run_id(r))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut store = open(&a.db)?;
+    let mut store = open_existing(&a.db)?;
     let mut missing = Vec::new();
     for id in ids {
         if store.delete(id).map_err(store_err)? {

@@ -41,7 +41,7 @@ fn most_recent(store: &Store) -> Result<(Option<String>, Vec<String>), Failure> 
 }
 
 pub fn exec(a: ReportArgs) -> Result<i32, Failure> {
-    let store = super::db::open(&a.db)?;
+    let store = super::db::open_existing(&a.db)?;
     let (experiment, names) = if a.experiment.is_none() && a.names.is_empty() {
         let (experiment, names) = most_recent(&store)?;
         match &experiment {
@@ -117,8 +117,8 @@ pub fn exec(a: ReportArgs) -> Result<i32, Failure> {
         .collect();
     let report = sweep::build(&title, &entries, comparisons, a.cliff_factor);
     match a.format {
-        ReportFormat::Terminal => print!("{}", sweep::terminal(&report)),
-        ReportFormat::Markdown => print!("{}", sweep::markdown(&report)),
+        ReportFormat::Terminal => crate::out!("{}", sweep::terminal(&report)),
+        ReportFormat::Markdown => crate::out!("{}", sweep::markdown(&report)),
     }
     if let Some(path) = &a.html {
         std::fs::write(path, sweep::html(&report))

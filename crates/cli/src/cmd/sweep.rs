@@ -119,7 +119,7 @@ impl Observer for Keeper<'_> {
             .insert_tagged_run(record, Some(&self.env), &tag)
             .map_err(|e| e.to_string())?;
         self.bar
-            .suspend(|| println!("{}", point_line(point, record, id.0)));
+            .suspend(|| crate::outln!("{}", point_line(point, record, id.0)));
         Ok(())
     }
 }
@@ -207,7 +207,7 @@ pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
         );
         return Ok(crate::exit::INTERRUPTED);
     }
-    print!("{}", summary(&store, &plan, &label, &a.verdict)?);
+    crate::out!("{}", summary(&store, &plan, &label, &a.verdict)?);
     Ok(0)
 }
 

@@ -1,0 +1,125 @@
+//! Commands that fit a shell user's habits: output piped into `head` ends
+//! quietly when the reader goes (a sweep keeps measuring and storing), and
+//! a command that only reads never creates a database it was pointed at.
+
+mod common;
+use common::{plumb, TempDb};
+use std::process::Command;
+
+/// Runs `plumb ARGS | READER` in bash; returns plumb's exit status (from
+/// PIPESTATUS) and its stderr.
+fn piped(args: &[&str], reader: &str) -> (i32, String) {
+    let exe = env!("CARGO_BIN_EXE_plumb");
+    let err = std::env::temp_dir().join(format!(
+        "plumb-habits-{}-{}.err",
+        std::process::id(),
+        args[0]
+    ));
+    let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
+    let script = format!(
+        "'{exe}' {} 2>'{}' | {reader} >/dev/null; exit ${{PIPESTATUS[0]}}",
+        quoted.join(" "),
+        err.display()
+    );
+    let out = Command::new("bash").args(["-c", &script]).output().unwrap();
+    let stderr = std::fs::read_to_string(&err).unwrap_or_default();
+    let _ = std::fs::remove_file(&err);
+    (out.status.code().unwrap_or(-1), stderr)
+}
+
+fn quiet_end((code, err): (i32, String), what: &str) {
+    assert!(
+        code == 0 || code == 141,
+        "{what}: exit {code}, stderr:\n{err}"
+    );
+    assert!(!err.contains("panicked"), "{what}: {err}");
+    assert!(!err.contains("Broken pipe"), "{what}: {err}");
+}
+
+#[test]
+fn output_into_a_closed_pipe_ends_quietly() {
+    let db = TempDb::new("habits-pipe");
+    for label in ["a", "b"] {
+        let out = plumb()
+            .args(["run", "stream", "--duration", "300ms", "--warmup", "100ms"])
+            .args(["--iterations", "1", "--label", label, "--db", db.path()])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // `env` prints thousands of facts: far more than a pipe holds.
+    quiet_end(piped(&["env"], "head -c 1"), "env | head -c 1");
+    // `true` reads nothing and is gone before plumb's first write.
+    for args in [
+        vec!["show", "1", "--json", "--db", db.path()],
+        vec!["list", "--db", db.path()],
+        vec!["env", "--diff", "1", "2", "--db", db.path()],
+        vec!["compare", "a", "b", "--db", db.path()],
+        vec!["export", "--db", db.path()],
+    ] {
+        quiet_end(piped(&args, "true"), &args.join(" "));
+    }
+}
+
+#[test]
+fn a_sweep_whose_stdout_closes_keeps_measuring_and_storing() {
+    let db = TempDb::new("habits-sweep");
+    let file = std::env::temp_dir().join(format!("plumb-habits-{}.toml", std::process::id()));
+    std::fs::write(
+        &file,
+        r#"
+name = "habits"
+iterations = 1
+base = { workload = "stream", duration = "300ms", warmup = "100ms" }
+matrix = { msg_size = ["16K", "64K", "128K"] }
+"#,
+    )
+    .unwrap();
+    let (code, err) = piped(
+        &["sweep", file.to_str().unwrap(), "--db", db.path()],
+        "true",
+    );
+    let _ = std::fs::remove_file(&file);
+    quiet_end((code, err.clone()), "sweep | true");
+    assert_eq!(code, 0, "{err}");
+    let list = plumb()
+        .args(["list", "--format", "json", "--db", db.path()])
+        .output()
+        .unwrap();
+    let rows: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(
+        rows.as_array().unwrap().len(),
+        3,
+        "every point stored: {rows}"
+    );
+}
+
+#[test]
+fn reading_commands_do_not_create_a_missing_database() {
+    let dir = std::env::temp_dir().join(format!("plumb-habits-missing-{}", std::process::id()));
+    let path = dir.join("typo.db");
+    let db = path.to_str().unwrap();
+    for args in [
+        vec!["list", "--db", db],
+        vec!["show", "1", "--db", db],
+        vec!["compare", "a", "b", "--db", db],
+        vec!["report", "--db", db],
+        vec!["env", "--diff", "1", "2", "--db", db],
+        vec!["export", "--db", db],
+        vec!["delete", "1", "--db", db],
+    ] {
+        let out = plumb().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("does not exist") && err.contains("typo.db"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(!dir.exists(), "{args:?} created {}", dir.display());
+    }
+}
