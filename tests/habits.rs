@@ -123,3 +123,46 @@ fn reading_commands_do_not_create_a_missing_database() {
         assert!(!dir.exists(), "{args:?} created {}", dir.display());
     }
 }
+
+/// Two runs measuring on one host at once both say so in their records, and
+/// `--exclusive` refuses to start beside another.
+#[test]
+fn two_runs_at_once_warn_in_both_records_or_are_refused() {
+    let dir = std::env::temp_dir().join(format!("plumb-habits-activity-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let stream = |window: &str, extra: &[&str]| {
+        let mut c = plumb();
+        c.env("PLUMB_ACTIVITY_DIR", &dir)
+            .args(["run", "stream", "--no-store", "--json", "--iterations", "1"])
+            .args(["--duration", window, "--warmup", "100ms"])
+            .args(extra)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        c
+    };
+    let long = stream("3s", &[]).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let refused = stream("1s", &["--exclusive"]).output().unwrap();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--exclusive") && err.contains("another plumb run"),
+        "{err}"
+    );
+    let short = stream("500ms", &[]).output().unwrap();
+    let long = long.wait_with_output().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    for (what, out) in [("long", &long), ("short", &short)] {
+        assert!(
+            out.status.success(),
+            "{what}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let warnings = r["iterations"][0]["client"]["warnings"].to_string();
+        assert!(
+            warnings.contains("another plumb run"),
+            "{what} run does not say another measured beside it: {warnings}"
+        );
+    }
+}

@@ -121,6 +121,10 @@ pub struct ReportArgs {
 pub struct SweepArgs {
     /// The experiment file (TOML).
     pub file: std::path::PathBuf,
+    /// Refuse to start a point while another plumb run measures on this
+    /// host (without it, both runs carry a warning in their records).
+    #[arg(long)]
+    pub exclusive: bool,
     /// Use the file's [quick] profile: short windows, fewer points.
     #[arg(long)]
     pub quick: bool,
@@ -572,6 +576,10 @@ pub struct RrArgs {
 
 #[derive(Args, Debug)]
 pub struct CommonArgs {
+    /// Refuse to start while another plumb run measures on this host
+    /// (without it, both runs carry a warning in their records).
+    #[arg(long)]
+    pub exclusive: bool,
     /// Use IPv4 (the default).
     #[arg(short = '4', long = "ipv4", conflicts_with = "ipv6")]
     pub ipv4: bool,

@@ -21,9 +21,15 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// How long the file of a finished run is kept for others to see.
 pub const KEEP: Duration = Duration::from_secs(3600);
 
-/// The directory all plumb runs of this host share.
-pub fn default_dir() -> PathBuf {
-    std::env::temp_dir().join("plumb-activity")
+/// The directory all plumb runs of this host share: PLUMB_ACTIVITY_DIR when
+/// set, where `off` turns the register off (for a harness that runs plumb
+/// beside itself on purpose, such as plumb's own tests).
+pub fn default_dir() -> Option<PathBuf> {
+    match std::env::var_os("PLUMB_ACTIVITY_DIR") {
+        Some(d) if d == "off" => None,
+        Some(d) if !d.is_empty() => Some(PathBuf::from(d)),
+        _ => Some(std::env::temp_dir().join("plumb-activity")),
+    }
 }
 
 /// Another run, seen from this one.
@@ -61,7 +67,8 @@ pub struct Activity {
     start_ns: u64,
 }
 
-fn now_ns() -> u64 {
+/// Wall-clock nanoseconds, the time base all runs of the host share.
+pub fn now_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
@@ -100,55 +107,76 @@ impl Activity {
             .collect()
     }
 
-    /// Ends this run's interval and returns the runs that overlapped it.
-    /// The file stays for [`KEEP`], unlocked, with its end written.
-    pub fn finish(mut self) -> Vec<Other> {
-        let end_ns = now_ns();
-        let _ = writeln!(self.file, "{end_ns}");
-        let start = self.start_ns;
-        let overlapping = self
-            .others()
+    /// The runs that measured at some time between `since_ns` (a time of
+    /// [`now_ns`]) and now.
+    pub fn overlapping(&self, since_ns: u64) -> Vec<Other> {
+        let now = now_ns();
+        self.others()
             .into_iter()
-            .filter(|o| o.start_ns <= end_ns && !matches!(o.end_ns, Some(e) if e < start))
-            .collect();
-        let _ = flock(&self.file, FlockOperation::Unlock);
-        overlapping
+            .filter(|o| o.start_ns <= now && !matches!(o.end_ns, Some(e) if e < since_ns))
+            .collect()
     }
 
-    /// Every other run with a file here, pruning those of runs that ended
-    /// longer than [`KEEP`] ago (where this user may remove them).
+    /// Ends this run's interval and returns the runs that overlapped it.
+    /// The file stays for [`KEEP`], unlocked, with its end written.
+    pub fn finish(self) -> Vec<Other> {
+        self.overlapping(self.start_ns)
+    }
+
+    /// Marks this run as still measuring now: a run killed before it wrote
+    /// its end counts as measuring until its file's last change.
+    pub fn still_here(&self) {
+        let _ = self.file.set_modified(SystemTime::now());
+    }
+
     fn others(&self) -> Vec<Other> {
-        let Ok(entries) = fs::read_dir(&self.dir) else {
-            return Vec::new();
-        };
-        let now = now_ns();
-        let mut out = Vec::new();
-        for e in entries.flatten() {
-            let path = e.path();
-            if path == self.path {
-                continue;
-            }
-            let Some(other) = read_other(&path) else {
-                continue;
-            };
-            if other
-                .end_ns
-                .is_some_and(|end| now.saturating_sub(end) > KEEP.as_nanos() as u64)
-            {
-                let _ = fs::remove_file(&path);
-                continue;
-            }
-            out.push(other);
-        }
-        out.sort_by_key(|o| (o.start_ns, o.pid));
-        out
+        runs_in(&self.dir, Some(&self.path))
     }
 }
 
+/// The runs measuring now in `dir`, before this one registers: what
+/// `--exclusive` refuses to start beside.
+pub fn running_in(dir: &Path) -> Vec<Other> {
+    runs_in(dir, None)
+        .into_iter()
+        .filter(|o| o.end_ns.is_none())
+        .collect()
+}
+
+/// Every run with a file in `dir` but `me`, pruning those of runs that
+/// ended longer than [`KEEP`] ago (where this user may remove them).
+fn runs_in(dir: &Path, me: Option<&Path>) -> Vec<Other> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let now = now_ns();
+    let mut out = Vec::new();
+    for e in entries.flatten() {
+        let path = e.path();
+        if Some(path.as_path()) == me {
+            continue;
+        }
+        let Some(other) = read_other(&path) else {
+            continue;
+        };
+        if other
+            .end_ns
+            .is_some_and(|end| now.saturating_sub(end) > KEEP.as_nanos() as u64)
+        {
+            let _ = fs::remove_file(&path);
+            continue;
+        }
+        out.push(other);
+    }
+    out.sort_by_key(|o| (o.start_ns, o.pid));
+    out
+}
+
 impl Drop for Activity {
+    /// Writes the end of the interval, also for a run that ends in an
+    /// error: it measured, and whoever overlapped it should know.
     fn drop(&mut self) {
-        // A run that ends without `finish` (an error) still leaves its
-        // interval: it measured, and whoever overlapped it should know.
+        let _ = writeln!(self.file, "{}", now_ns());
         let _ = flock(&self.file, FlockOperation::Unlock);
     }
 }
@@ -222,7 +250,8 @@ mod tests {
         let path = dead.path.clone();
         // What a kill -9 leaves: the lock goes with the process, the file
         // has no end.
-        drop(dead);
+        let _ = flock(&dead.file, FlockOperation::Unlock);
+        std::mem::forget(dead);
         let other = read_other(&path).unwrap();
         assert!(other.end_ns.is_some(), "not held: it ended");
         assert!(other.end_ns.unwrap() >= other.start_ns - 1_000_000_000);

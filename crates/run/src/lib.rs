@@ -64,6 +64,9 @@ pub struct RunOptions {
     pub server_exe: PathBuf,
     /// The pre-shared key of a `plumb serve --psk-file`.
     pub psk: Option<Vec<u8>>,
+    /// Refuse to start while another plumb run measures on this host
+    /// (otherwise both runs carry a warning).
+    pub exclusive: bool,
 }
 
 /// The loopback address of a family, for the embedded server.
@@ -173,6 +176,21 @@ pub fn run(
     progress: &mut dyn FnMut(&Iteration, &Confidence),
 ) -> Result<RunRecord, RunError> {
     spec.validate()?;
+    // Another plumb measuring on this host spoils this run's figures and
+    // this run spoils its: each says so in the iterations they shared.
+    let activity_dir = activity::default_dir();
+    if let (true, Some(dir)) = (opts.exclusive, &activity_dir) {
+        if let Some(other) = activity::running_in(dir).first() {
+            return Err(RunError::Setup {
+                flag: Some("--exclusive"),
+                message: format!(
+                    "--exclusive: another plumb run (pid {}) is measuring on this host; \
+                     wait for it to end, or leave out --exclusive to run beside it with a warning",
+                    other.pid
+                ),
+            });
+        }
+    }
     if let Some(cpus) = &spec.client_cpus {
         plumb_sys::affinity::check_cpus(cpus, Field::ClientCpus.flag(), "the client").map_err(
             |message| RunError::Setup {
@@ -229,14 +247,22 @@ pub fn run(
         ),
         None => None,
     };
+    let activity = activity_dir.and_then(|d| activity::Activity::begin(&d).ok());
     let started_at = jiff::Timestamp::now().to_string();
     let mut iterations: Vec<Iteration> = Vec::new();
     let conf = loop {
+        let began = activity::now_ns();
         let mut it = if groups > 1 {
             group::run_iteration(spec, opts, groups)?
         } else {
             run_iteration(spec, opts, sink, veth.as_ref())?
         };
+        if let Some(a) = &activity {
+            a.still_here();
+            it.client
+                .warnings
+                .extend(a.overlapping(began).iter().map(activity::Other::describe));
+        }
         it.index = iterations.len() as u32;
         // More iterations of a starved spec would starve alike.
         let starved = derive::starved(spec, &it);

@@ -155,6 +155,10 @@ fn spec_of(cmd: RunCommand) -> Result<(Spec, CommonArgs), Failure> {
     Ok((spec, common))
 }
 
+/// --exclusive, for every run of this process.
+pub(crate) static EXCLUSIVE: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 /// The key of --psk-file, read once: every run of this process uses it.
 static PSK: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
 
@@ -188,6 +192,7 @@ pub fn flow_group_member() -> Result<i32, Failure> {
         server_exe: std::env::current_exe()
             .map_err(|e| Failure::usage(format!("cannot find the plumb executable: {e}")))?,
         psk: None,
+        exclusive: false,
     };
     let it = plumb_run::group::member(&opts).map_err(|e| Failure::usage(e.to_string()))?;
     crate::outln!(
@@ -215,6 +220,7 @@ pub fn run_and_store(
         server_exe: std::env::current_exe()
             .map_err(|e| Failure::usage(format!("cannot find the plumb executable: {e}")))?,
         psk: psk(),
+        exclusive: EXCLUSIVE.load(std::sync::atomic::Ordering::Relaxed),
     };
     let live = !json && std::io::stderr().is_terminal();
     let mut sink: Box<dyn SampleSink> = if live {
@@ -271,6 +277,7 @@ pub fn run_and_store(
 
 pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
     let (mut spec, a) = spec_of(cmd)?;
+    EXCLUSIVE.store(a.exclusive, std::sync::atomic::Ordering::Relaxed);
     let server = match &a.server {
         Some(s) => {
             let asked = match (a.ipv4, a.ipv6) {

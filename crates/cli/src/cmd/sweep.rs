@@ -174,6 +174,7 @@ pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
             .map_err(|e| Failure::usage(format!("cannot find the plumb executable: {e}")))?,
         // Experiments run against the embedded server only.
         psk: None,
+        exclusive: a.exclusive,
     };
     // Drawn only here, on the controller thread; indicatif hides it when
     // stderr is not a terminal.
