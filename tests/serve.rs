@@ -756,6 +756,7 @@ fn a_killed_server_is_reported_lost_within_two_seconds_with_partial_results() {
     assert_eq!(record["complete"], false);
     let it = &record["iterations"][0];
     assert_eq!(it["complete"], false);
+    assert_eq!(it["server"]["lost"], true, "the server's figures are missing");
     assert!(it["client"]["bytes_sent"].as_u64().unwrap() > 0);
     assert!(it["client"]["window_s"].as_f64().unwrap() > 0.5);
     let warned = it["client"]["warnings"].as_array().unwrap();
@@ -764,5 +765,36 @@ fn a_killed_server_is_reported_lost_within_two_seconds_with_partial_results() {
             .iter()
             .any(|w| w.as_str().unwrap().starts_with("server lost")),
         "{warned:?}"
+    );
+}
+
+/// The summary of a run whose server was killed shows what the client
+/// measured and marks the server's figures as missing, never as zero.
+#[test]
+fn a_partial_record_marks_what_is_missing_as_missing() {
+    let mut server = Server::start(&[]);
+    let client = server.stream_in_background("30s", &[]);
+    std::thread::sleep(Duration::from_millis(2500));
+    server.child.kill().unwrap();
+    let out = client.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("[INCOMPLETE]"), "{text}");
+    assert!(
+        text.contains("throughput  not measured: the server was lost"),
+        "{text}"
+    );
+    assert!(text.contains("server        lost: not measured"), "{text}");
+    assert!(
+        !text.contains(" 0 bit/s"),
+        "a missing rate shown as zero:\n{text}"
+    );
+    assert!(!text.contains("server pid 0"), "{text}");
+    let sent = text
+        .lines()
+        .find(|l| l.starts_with("transfer"))
+        .unwrap_or_else(|| panic!("no transfer line:\n{text}"));
+    assert!(
+        sent.contains("client sent") && !sent.contains("sent 0 B"),
+        "{sent}"
     );
 }

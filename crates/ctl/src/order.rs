@@ -153,6 +153,7 @@ mod tests {
                 tcp_info_summary: None,
                 socket_options: Vec::new(),
                 warnings: Vec::new(),
+                lost: false,
                 transactions: 0,
                 latency: None,
                 udp: None,

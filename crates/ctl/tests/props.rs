@@ -137,6 +137,7 @@ fn end() -> impl Strategy<Value = EndResult> {
                 tcp_info_summary: None,
                 socket_options: Vec::new(),
                 warnings,
+                lost: false,
                 transactions: received % 1000,
                 latency: None,
                 udp: None,

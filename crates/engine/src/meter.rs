@@ -201,6 +201,7 @@ impl Meter {
             tcp_info_summary,
             socket_options: options,
             warnings: Vec::new(),
+            lost: false,
             transactions: end.transactions() - self.start.transactions(),
             latency: self
                 .latency

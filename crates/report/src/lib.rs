@@ -208,22 +208,55 @@ fn iteration(o: &mut String, it: &Iteration, planned_s: f64, transactional: bool
     if transactional {
         transactions(o, it);
     }
-    let _ = writeln!(
-        o,
-        "throughput  {:<14} per second: min {}, max {}",
-        format_bits_per_sec(d.throughput_bps),
-        format_bits_per_sec(d.interval_min_bps),
-        format_bits_per_sec(d.interval_max_bps)
-    );
+    // An end that was lost reported nothing: what it would have counted is
+    // missing, and a sum or rate over it would read as a measured zero.
+    let lost = [&it.client, &it.server].into_iter().find(|e| e.lost);
+    match lost {
+        Some(end) if d.throughput_bps == 0.0 => {
+            let _ = writeln!(
+                o,
+                "throughput  not measured: the {} was lost before it reported",
+                end.role
+            );
+        }
+        _ => {
+            let _ = writeln!(
+                o,
+                "throughput  {:<14} per second: min {}, max {}",
+                format_bits_per_sec(d.throughput_bps),
+                format_bits_per_sec(d.interval_min_bps),
+                format_bits_per_sec(d.interval_max_bps)
+            );
+        }
+    }
     let diff = t.difference_bytes.unsigned_abs();
-    let _ = writeln!(
-        o,
-        "transfer    sent {}, received {}, difference {}{}",
-        format_bytes(t.sent_bytes),
-        format_bytes(t.received_bytes),
-        if t.difference_bytes < 0 { "-" } else { "" },
-        format_bytes(diff)
-    );
+    match lost {
+        Some(end) => {
+            let known = if end.role == plumb_samples::Role::Server {
+                &it.client
+            } else {
+                &it.server
+            };
+            let _ = writeln!(
+                o,
+                "transfer    {} sent {}, received {}; the {}'s counts are missing",
+                known.role,
+                format_bytes(known.bytes_sent),
+                format_bytes(known.bytes_received),
+                end.role
+            );
+        }
+        None => {
+            let _ = writeln!(
+                o,
+                "transfer    sent {}, received {}, difference {}{}",
+                format_bytes(t.sent_bytes),
+                format_bytes(t.received_bytes),
+                if t.difference_bytes < 0 { "-" } else { "" },
+                format_bytes(diff)
+            );
+        }
+    }
     let udp = it.client.udp.as_ref().zip(it.server.udp.as_ref());
     if let Some((c, s)) = udp {
         datagrams(o, it, c, s);
@@ -265,6 +298,10 @@ fn iteration(o: &mut String, it: &Iteration, planned_s: f64, transactional: bool
             cost(d.server_cpu_s_per_gb, d.server_cpu_s_per_tx),
         ),
     ] {
+        if end.lost {
+            let _ = writeln!(o, "{:<14}lost: not measured", end.role.to_string());
+            continue;
+        }
         let p = &end.process;
         let util = if end.window_s > 0.0 {
             p.total_s() / end.window_s

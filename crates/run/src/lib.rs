@@ -485,6 +485,7 @@ fn lost_server(spec: &Spec) -> plumb_samples::EndResult {
         tcp_info_summary: None,
         socket_options: Vec::new(),
         warnings: vec!["lost: the server went away during the test".into()],
+        lost: true,
         transactions: 0,
         latency: None,
         udp: None,

@@ -56,6 +56,10 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
 /// Bytes one flow moved during the window at one end.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct FlowTotals {
@@ -222,6 +226,11 @@ pub struct EndResult {
     /// Problems that did not stop the run (a flow reset after the window, ...).
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub warnings: Vec<String>,
+    /// This end's figures never arrived: it was lost during the test (its
+    /// process or host went away). Its counts are missing, not zero, and so
+    /// is every figure derived from them.
+    #[serde(skip_serializing_if = "is_false", default)]
+    pub lost: bool,
     /// Transactions completed during the window (request/response workloads).
     #[serde(skip_serializing_if = "is_zero", default)]
     pub transactions: u64,
