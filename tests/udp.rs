@@ -148,7 +148,7 @@ fn udp_rr_counts_dropped_datagrams_and_goes_on() {
             .output()
             .is_ok_and(|o| o.status.success())
     }) else {
-        eprintln!("skipped: no iptables to drop datagrams with");
+        skip("no iptables to drop datagrams with (apt-get install iptables)");
         return;
     };
     let Some(ns) = Netns::new("udp") else {
@@ -172,7 +172,10 @@ fn udp_rr_counts_dropped_datagrams_and_goes_on() {
         "DROP",
     ];
     if !ok(ns.exec(iptables).arg("-A").args(rule)) {
-        eprintln!("skipped: this kernel's packet filter does not take the rule");
+        skip(&format!(
+            "this kernel's packet filter does not take the rule ({iptables} -A {})",
+            rule.join(" ")
+        ));
         return;
     }
     // One flow takes the blocking path, four share an epoll loop per thread.

@@ -555,7 +555,10 @@ fn congestion_control_is_read_back_from_every_flow_and_refused_when_missing() {
         .unwrap_or_default();
     for cc in ["cubic", "bbr"] {
         if !avail.split_whitespace().any(|a| a == cc) {
-            eprintln!("skipped {cc}: the kernel has not loaded it ({avail})");
+            skip(&format!(
+                "{cc}: the kernel offers only {} (modprobe tcp_{cc})",
+                avail.trim()
+            ));
             continue;
         }
         let rec = stream_json(&[
