@@ -1,5 +1,6 @@
 //! Every example experiment in its --quick profile, and what its report
-//! must show (SCENARIOS.md). The sweeps take turns: they measure the host.
+//! must show (each file's opening comment says what it is for). The
+//! sweeps take turns: they measure the host.
 
 mod common;
 use common::{measuring_alone, plumb, require_root, TempDb};
