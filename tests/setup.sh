@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command: installs what the end-to-end tests need (as root, with
-# apt-get, only what is missing), runs `cargo test --workspace` with any
+# apt-get, only what is missing), runs `cargo test --workspace --no-fail-fast` with any
 # arguments given, and ends with the tests that were skipped and their count.
 #
 # Tests whose precondition is missing (root, a tool, a kernel module) print
@@ -60,7 +60,7 @@ skipped="$target/tmp/skipped.txt"
 mkdir -p "$target/tmp"
 : >"$skipped"
 
-cargo test --workspace "$@"
+cargo test --workspace --no-fail-fast "$@"
 rc=$?
 
 n=$(grep -c '^skipped: ' "$skipped" 2>/dev/null || true)
