@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs what the end-to-end tests need (as root, with
-# apt-get, only what is missing), runs `cargo test --workspace --no-fail-fast` with any
-# arguments given, and ends with the tests that were skipped and their count.
+# apt-get, only what is missing), runs `cargo test --workspace
+# --no-fail-fast` with any arguments given, and ends with the tests that
+# were skipped and their count.
 #
 # Tests whose precondition is missing (root, a tool, a kernel module) print
 # `skipped: <test>: <why>` and return; under CI=true they fail instead, so a
