@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# plumb against sockperf and qperf on loopback for request/response, the
-# tools alternating so that drift hits all alike. Writes the "rr" section of
-# BENCHMARKS.md.
+# plumb against sockperf, qperf, netperf and neper on loopback for
+# request/response, the tools rotating so that drift hits all alike. Writes
+# the "rr" section of BENCHMARKS.md. netperf and neper come from
+# ../shared/peers/build.sh (or PEERS=DIR holding their binaries).
 #
 #   bench/rr.sh [REPS] [SECONDS]      (defaults: 5 repetitions, 10 s)
 #
 # Cases:
 #   a) one TCP flow, closed loop (one request outstanding), 1-byte request and
 #      response; sockperf ping-pong at its minimum message size, 14 bytes, and
-#      qperf tcp_lat with 1-byte messages. The order of the three tools rotates
+#      qperf tcp_lat with 1-byte messages, netperf TCP_RR -r 1,1 and neper
+#      tcp_rr (1-byte requests and responses). The order of the tools rotates
 #      with each repetition.
 #   b) one UDP flow, closed loop, 16-byte request and response (plumb's
 #      smallest datagram: its header): plumb udp-rr against sockperf's UDP
-#      ping-pong, alternating.
+#      ping-pong, netperf UDP_RR -r 16,16 and neper udp_rr -Q 16 -R 16.
 # plumb alone at thousands of flows (rr and crr) is bench/scale.sh.
 # Reported per tool: transactions per second, round-trip latency p50 and p99
 # (and mean), medians with min-max. Both sockperf (without --full-rtt) and
@@ -23,13 +25,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${1:-5}
 SECS=${2:-10}
-OUT=BENCHMARKS.md
+OUT=${OUT:-BENCHMARKS.md}
 
 if ! command -v sockperf >/dev/null || ! command -v qperf >/dev/null; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq sockperf qperf
 fi
-cargo build --release -q
-PLUMB=target/release/plumb
+if [[ -z ${PLUMB:-} ]]; then
+  cargo build --release -q
+  PLUMB=target/release/plumb
+fi
+PEERS=${PEERS:-$(bash ../shared/peers/build.sh)}
 work=$(mktemp -d)
 srv=
 cleanup() {
@@ -93,23 +98,50 @@ sockperf_c() {
   srv=
 }
 
-tools=(plumb sockperf qperf)
+# netperf's omni output: transactions/s and round-trip latencies in µs.
+netperf_rr() { # case test size
+  next_port
+  "$PEERS/netserver" -D -p "$port" >/dev/null 2>&1 &
+  srv=$!
+  sleep 0.3
+  "$PEERS/netperf" -H 127.0.0.1 -p "$port" -l "$SECS" -t "$2" -P 0 -- -r "$3,$3" \
+    -o THROUGHPUT,MEAN_LATENCY,P50_LATENCY,P99_LATENCY >"$work/netperf-$1-$rep.txt" 2>&1 || true
+  kill "$srv" 2>/dev/null || true
+  wait "$srv" 2>/dev/null || true
+  srv=
+}
+
+# neper prints key=value lines; latencies in seconds.
+neper_rr() { # case binary size
+  next_port
+  local data=$((port + 1000))
+  "$PEERS/$2" -C "$port" -P "$data" -l $((SECS + 2)) --nolog -Q "$3" -R "$3" >/dev/null 2>&1 &
+  srv=$!
+  sleep 0.3
+  "$PEERS/$2" -c -H 127.0.0.1 -C "$port" -P "$data" -l "$SECS" --nolog -Q "$3" -R "$3" -p 50,99 \
+    >"$work/neper-$1-$rep.txt" 2>&1 || true
+  wait "$srv" 2>/dev/null || true
+  srv=
+}
+
+tools=(plumb sockperf qperf netperf neper)
 for rep in $(seq 1 "$REPS"); do
   echo "repetition $rep/$REPS" >&2
-  for i in 0 1 2; do
-    case ${tools[$(( (rep - 1 + i) % 3 ))]} in
-      plumb) plumb_a ;;
-      sockperf) sockperf_a ;;
+  for i in 0 1 2 3 4; do
+    case ${tools[$(( (rep - 1 + i) % 5 ))]} in
+      plumb) plumb_a; plumb_c ;;
+      sockperf) sockperf_a; sockperf_c ;;
       qperf) qperf_a ;;
+      netperf) netperf_rr a TCP_RR 1; netperf_rr c UDP_RR 16 ;;
+      neper) neper_rr a tcp_rr 1; neper_rr c udp_rr 16 ;;
     esac
   done
-  if (( rep % 2 )); then plumb_c; sockperf_c; else sockperf_c; plumb_c; fi
 done
 
 python3 - "$work" "$REPS" "$SECS" "$OUT" "$("$PLUMB" --version)" "$(sockperf --version 2>&1 | head -1)" \
-  "$(qperf --version 2>&1 | head -1)" "${SP_RTT[*]}" <<'PY'
+  "$(qperf --version 2>&1 | head -1)" "${SP_RTT[*]}" "$("$PEERS/netperf" -V 2>&1 | head -1)" <<'PY'
 import glob, json, os, platform, re, resource, statistics, sys, datetime
-work, reps, secs, out, plumb_v, sockperf_v, qperf_v, sp_rtt = sys.argv[1:]
+work, reps, secs, out, plumb_v, sockperf_v, qperf_v, sp_rtt, netperf_v = sys.argv[1:]
 
 def med(xs):
     xs = sorted(xs)
@@ -181,6 +213,46 @@ for f in files("qperf-a-*.txt"):
     a["qperf"]["tps"].append(1e6 / rtt)
     a["qperf"]["mean"].append(rtt)
 
+def peers_into(case, into, failed):
+    """netperf's and neper's figures of case `case` into `into[tool]`."""
+    for f in files(f"netperf-{case}-*.txt"):
+        m = re.search(r"^([\d.]+),([\d.]+),([\d.]+),([\d.]+)\s*$", open(f, errors="replace").read(), re.M)
+        if not m:
+            failed["netperf"] += 1
+            continue
+        tps, mean, p50, p99 = map(float, m.groups())
+        for k, v in (("tps", tps), ("mean", mean), ("p50", p50), ("p99", p99)):
+            into["netperf"][k].append(v)
+    for f in files(f"neper-{case}-*.txt"):
+        kv = dict(l.split("=", 1) for l in open(f, errors="replace").read().splitlines() if "=" in l)
+        try:
+            tps = float(kv["num_transactions"]) / float(kv["total_run_time"])
+            vals = {"tps": tps, "mean": 1e6 * float(kv["latency_mean"]),
+                    "p50": 1e6 * float(kv["latency_p50"]), "p99": 1e6 * float(kv["latency_p99"])}
+        except (KeyError, ValueError):
+            failed["neper"] += 1
+            continue
+        if tps <= 0:
+            failed["neper"] += 1
+            continue
+        for k, v in vals.items():
+            into["neper"][k].append(v)
+
+for t in ("netperf", "neper"):
+    a[t] = {"tps": [], "p50": [], "p99": [], "mean": []}
+    a_failed[t] = 0
+    c[t] = {"tps": [], "p50": [], "p99": [], "mean": [], "timeouts": []}
+    c_failed[t] = 0
+peers_into("a", a, a_failed)
+peers_into("c", c, c_failed)
+
+def best_ratio(d):
+    have = [(med(d[t]["tps"])[0], t) for t in d if t != "plumb" and d[t]["tps"]]
+    if not (have and d["plumb"]["tps"]):
+        return ""
+    best, who = max(have)
+    return f"{med(d['plumb']['tps'])[0] / best:.2f} (best peer {who})"
+
 cpu_model = ""
 for line in open("/proc/cpuinfo"):
     if line.startswith("model name"):
@@ -195,30 +267,34 @@ cmds_a = [
     f"sockperf ping-pong --tcp -i 127.0.0.1 -p PORT -t {secs} -m 14 --pps max{sp_flag}",
     "qperf --listen_port PORT",
     f"qperf 127.0.0.1 --listen_port PORT -t {secs} -m 1 -e 6 tcp_lat",
+    "netserver -D -p PORT",
+    f"netperf -H 127.0.0.1 -p PORT -l {secs} -t TCP_RR -P 0 -- -r 1,1 -o THROUGHPUT,MEAN_LATENCY,P50_LATENCY,P99_LATENCY",
+    f"tcp_rr -C PORT -P PORT2 -l {int(secs) + 2} --nolog -Q 1 -R 1",
+    f"tcp_rr -c -H 127.0.0.1 -C PORT -P PORT2 -l {secs} --nolog -Q 1 -R 1 -p 50,99",
 ]
 
 lines = []
-lines.append("## rr: plumb vs sockperf and qperf on loopback\n")
+lines.append("## rr: plumb vs sockperf, qperf, netperf and neper on loopback\n")
 lines.append(f"Run by `bench/rr.sh {reps} {secs}` on {today}: {os.cpu_count()} CPUs ({cpu_model}), "
-             f"kernel {platform.release()}, RLIMIT_NOFILE {nofile}, {plumb_v}, {sockperf_v}, {qperf_v}. "
+             f"kernel {platform.release()}, RLIMIT_NOFILE {nofile}, {plumb_v}, {sockperf_v}, {qperf_v}, {netperf_v}, neper 1.1.0. "
              f"{reps} repetitions of {secs} s per tool and case, the order of the tools in case (a) rotating "
              "with each repetition. Medians with min-max in brackets. All latencies are whole round trips "
              "(request out, response back) in microseconds.\n")
 lines.append("### (a) one TCP flow, closed loop, 1-byte request and response\n")
 lines.append("| tool | message size | transactions/s | p50 round trip (µs) | p99 round trip (µs) | mean round trip (µs) |")
 lines.append("|---|---|---|---|---|---|")
-size = {"plumb": "1 B", "sockperf": "14 B", "qperf": "1 B"}
-for tool in ("plumb", "sockperf", "qperf"):
+size = {"plumb": "1 B", "sockperf": "14 B", "qperf": "1 B", "netperf": "1 B", "neper": "1 B"}
+for tool in ("plumb", "sockperf", "qperf", "netperf", "neper"):
     r = a[tool]
     lines.append(f"| {tool} | {size[tool]} | {fmt(r['tps'], '', 0)} | {fmt(r['p50'])} | {fmt(r['p99'])} | {fmt(r['mean'])} |")
 pt = a["plumb"]["tps"]
 ratios = []
-for other in ("sockperf", "qperf"):
+for other in ("sockperf", "qperf", "netperf", "neper"):
     if pt and a[other]["tps"]:
         ratios.append(f"plumb/{other} {med(pt)[0] / med(a[other]['tps'])[0]:.2f}")
 if ratios:
-    lines.append(f"\nRatio of the median transactions/s: {', '.join(ratios)} "
-                 "(the target is that plumb's one-flow rate is at least sockperf's, a ratio of 1.00 or more).\n")
+    lines.append(f"\nRatio of the median transactions/s: {', '.join(ratios)}; against the best peer "
+                 f"{best_ratio(a)}.\n")
 failed = [f"{t} {n} of {reps}" for t, n in a_failed.items() if n]
 if failed:
     lines.append(f"Runs whose output could not be parsed, left out: {', '.join(failed)}.\n")
@@ -230,7 +306,9 @@ lines.append("How each tool's figures are taken: plumb from its JSON record (`de
              "at the end; it reports half round trips unless given --full-rtt"
              + (" (given here)" if sp_rtt else " (not supported by this version, so its figures are doubled)")
              + ". qperf's tcp_lat reports only a mean one-way latency, half a round trip: the round trip is "
-             "twice that, transactions/s are 1e6 / round-trip µs, and it has no percentiles.\n")
+             "twice that, transactions/s are 1e6 / round-trip µs, and it has no percentiles. netperf's "
+             "omni output gives transactions/s and round-trip latencies in µs; neper's tcp_rr and udp_rr "
+             "give their transaction count, run time and round-trip latencies in seconds.\n")
 lines.append("Commands (PORT a fresh port below the ephemeral range for each server):\n")
 for cmd in cmds_a:
     lines.append(f"    {cmd}")
@@ -238,12 +316,13 @@ lines.append("")
 lines.append("### (b) one UDP flow, closed loop, 16-byte request and response\n")
 lines.append("| tool | transactions/s | p50 round trip (µs) | p99 round trip (µs) | mean round trip (µs) |")
 lines.append("|---|---|---|---|---|")
-for tool in ("plumb", "sockperf"):
+for tool in ("plumb", "sockperf", "netperf", "neper"):
     r = c[tool]
     lines.append(f"| {tool} | {fmt(r['tps'], '', 0)} | {fmt(r['p50'])} | {fmt(r['p99'])} | {fmt(r['mean'])} |")
 if c["plumb"]["tps"] and c["sockperf"]["tps"]:
     lines.append(f"\nRatio of the median transactions/s: plumb/sockperf "
-                 f"{med(c['plumb']['tps'])[0] / med(c['sockperf']['tps'])[0]:.2f}. "
+                 f"{med(c['plumb']['tps'])[0] / med(c['sockperf']['tps'])[0]:.2f}; against the best peer "
+                 f"{best_ratio(c)}. "
                  f"plumb's requests that timed out (200 ms): {sum(c['plumb']['timeouts'])} over all repetitions.\n")
 failed = [f"{t} {n} of {reps}" for t, n in c_failed.items() if n]
 if failed:
@@ -251,13 +330,16 @@ if failed:
 lines.append("Commands:\n")
 for cmd in (f"plumb run udp-rr --json --iterations 1 --no-store --duration {secs}s --warmup 1s",
             "sockperf server -i 127.0.0.1 -p PORT",
-            f"sockperf ping-pong -i 127.0.0.1 -p PORT -t {secs} -m 16 --pps max{sp_flag}"):
+            f"sockperf ping-pong -i 127.0.0.1 -p PORT -t {secs} -m 16 --pps max{sp_flag}",
+            f"netperf -H 127.0.0.1 -p PORT -l {secs} -t UDP_RR -P 0 -- -r 16,16 -o THROUGHPUT,MEAN_LATENCY,P50_LATENCY,P99_LATENCY",
+            f"udp_rr -C PORT -P PORT2 -l {int(secs) + 2} --nolog -Q 16 -R 16",
+            f"udp_rr -c -H 127.0.0.1 -C PORT -P PORT2 -l {secs} --nolog -Q 16 -R 16 -p 50,99"):
     lines.append(f"    {cmd}")
 lines.append("")
 section = "\n".join(lines) + "\n"
 
 text = open(out).read() if os.path.exists(out) else "# Benchmarks\n\nEach section is written by the script it names; rerun it to refresh.\n\n"
-pat = re.compile(r"## rr: plumb vs sockperf and qperf on loopback\n.*?(?=\n## |\Z)", re.S)
+pat = re.compile(r"## rr: plumb vs [^\n]*\n.*?(?=\n## |\Z)", re.S)
 text = pat.sub(lambda m: section.rstrip() + "\n", text) if pat.search(text) else text.rstrip() + "\n\n" + section
 open(out, "w").write(text)
 print(section)

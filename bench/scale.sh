@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# plumb alone at scale: rr and crr with thousands of concurrent flows from two
-# worker threads on each end, 1-byte requests and responses. Writes the
-# "scale" section of BENCHMARKS.md.
+# plumb and neper at scale: rr and crr with thousands of concurrent flows from
+# two worker threads on each end, 1-byte requests and responses, crr closing
+# every connection with FIN on both tools (plumb --close fin, neper
+# --time-wait). Writes the "scale" section of BENCHMARKS.md. neper comes from
+# ../shared/peers/build.sh (or PEERS=DIR holding its binaries); netperf opens
+# one connection per process and has no part here.
 #
 #   bench/scale.sh [REPS] [SECONDS] [FLOWS...]   (defaults: 5, 10, 1000 10000 30000)
 #
@@ -32,13 +35,23 @@ if [[ -z ${PLUMB:-} ]]; then
   cargo build --release -q
   PLUMB=target/release/plumb
 fi
+PEERS=${PEERS:-$(bash ../shared/peers/build.sh)}
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+srv=
+cleanup() {
+  if [[ -n $srv ]]; then kill "$srv" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+# neper keeps every flow's descriptor in one process on each end.
+ulimit -n "$(ulimit -Hn)"
+port=$((20000 + RANDOM % 10000))
 
 one() { # workload flows
-  local w=$1 f=$2 rc=0 base="$work/$1-$2-$rep"
+  local w=$1 f=$2 rc=0 base="$work/$1-$2-$rep" close=()
+  [[ $w == crr ]] && close=(--close fin)
   "$PLUMB" run "$w" --json --iterations 1 --no-store --duration "${SECS}s" --warmup 1s --flows "$f" --threads 2 \
-    >"$base.json" 2>"$base.stderr" || rc=$?
+    "${close[@]}" >"$base.json" 2>"$base.stderr" || rc=$?
   if (( rc )); then
     rm -f "$base.json"
     { grep -m1 '^plumb: error:' "$base.stderr" || tail -n1 "$base.stderr"; } >"$base.err" || true
@@ -47,10 +60,29 @@ one() { # workload flows
   fi
 }
 
+neper() { # workload flows
+  local w=$1 f=$2 base="$work/neper-$1-$2-$rep" tw=()
+  [[ $w == crr ]] && tw=(--time-wait)
+  port=$((port + 2))
+  timeout $((SECS + 60)) "$PEERS/tcp_$w" -C "$port" -P $((port + 1)) -l $((SECS + 30)) --nolog -F "$f" -T 2 \
+    "${tw[@]}" >/dev/null 2>&1 &
+  srv=$!
+  sleep 0.5
+  timeout $((SECS + 60)) "$PEERS/tcp_$w" -c -H 127.0.0.1 -C "$port" -P $((port + 1)) -l "$SECS" --nolog \
+    -F "$f" -T 2 -p 99 "${tw[@]}" >"$base.txt" 2>&1 || echo "neper tcp_$w -F $f: exit status $?" >&2
+  kill "$srv" 2>/dev/null || true
+  wait "$srv" 2>/dev/null || true
+  srv=
+}
+
 for rep in $(seq 1 "$REPS"); do
   echo "repetition $rep/$REPS" >&2
   for f in "${FLOWS[@]}"; do
-    if (( rep % 2 )); then one rr "$f"; one crr "$f"; else one crr "$f"; one rr "$f"; fi
+    if (( rep % 2 )); then
+      one rr "$f"; neper rr "$f"; one crr "$f"; neper crr "$f"
+    else
+      neper crr "$f"; one crr "$f"; neper rr "$f"; one rr "$f"
+    fi
   done
 done
 
@@ -77,43 +109,70 @@ for f in flows:
             r["srss"].append(it["server"]["process"]["rss_bytes"] / 2**20)
         for p in sorted(glob.glob(f"{work}/{w}-{f}-*.err")):
             r["err"].append(open(p).read().strip().replace("|", "\\|"))
-        rows.append((w, f, r))
+        rows.append((w, f, "plumb", r))
+        n = {"tps": [], "p99": [], "cpu": [], "crss": [], "srss": [], "err": []}
+        for p in sorted(glob.glob(f"{work}/neper-{w}-{f}-*.txt")):
+            kv = dict(l.split("=", 1) for l in open(p, errors="replace").read().splitlines() if "=" in l)
+            try:
+                tx = float(kv["num_transactions"])
+                cpu = sum(float(kv[k + "_end"]) - float(kv[k + "_start"]) for k in ("utime", "stime"))
+                if tx <= 0:
+                    raise ValueError
+                n["tps"].append(tx / float(kv["total_run_time"]))
+                n["p99"].append(1e6 * float(kv["latency_p99"]))
+                n["cpu"].append(1e6 * cpu / tx)
+                n["crss"].append(float(kv["maxrss_end"]) / 1024)
+            except (KeyError, ValueError):
+                n["err"].append("no transactions or unreadable output")
+        rows.append((w, f, "neper", n))
 
 cpu_model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "")
 _aff = len(os.sched_getaffinity(0))
 cpu_desc = f"{_aff} CPUs" if _aff == os.cpu_count() else f"{_aff} of {os.cpu_count()} CPUs (the run confined to {_aff} with taskset)"
 nofile = resource.getrlimit(resource.RLIMIT_NOFILE)
-lines = ["## scale: rr and crr with thousands of flows\n"]
+lines = ["## scale: rr and crr with thousands of flows, plumb and neper\n"]
 lines.append(f"Run by `bench/scale.sh {reps} {secs} {' '.join(flows)}` on {datetime.date.today().isoformat()}: "
              f"{cpu_desc} ({cpu_model}), kernel {platform.release()}, RLIMIT_NOFILE soft {nofile[0]} "
-             f"hard {nofile[1]}, {plumb_v}. {reps} repetitions of {secs} s per workload and flow count, 2 worker "
+             f"hard {nofile[1]}, {plumb_v}, neper 1.1.0. {reps} repetitions of {secs} s per workload and flow count, 2 worker "
              "threads on each end, 1-byte request and response. Medians with min-max in brackets.\n")
-lines.append("| workload | flows | transactions/s | p99 round trip (µs) | client CPU per transaction (µs) | client RSS (MiB) | server RSS (MiB) |")
-lines.append("|---|---|---|---|---|---|---|")
+lines.append("| workload | flows | tool | transactions/s | p99 round trip (µs) | client CPU per transaction (µs) | client RSS (MiB) | server RSS (MiB) |")
+lines.append("|---|---|---|---|---|---|---|---|")
 notes = []
-for w, f, r in rows:
+ratios = []
+by = {(w, f, t): r for w, f, t, r in rows}
+for w, f, t, r in rows:
     if r["tps"]:
-        lines.append(f"| {w} | {f} | {fmt(r['tps'], 0)} | {fmt(r['p99'])} | {fmt(r['cpu'], 2)} | "
+        lines.append(f"| {w} | {f} | {t} | {fmt(r['tps'], 0)} | {fmt(r['p99'])} | {fmt(r['cpu'], 2)} | "
                      f"{fmt(r['crss'])} | {fmt(r['srss'])} |")
         if r["err"]:
-            notes.append(f"{w} {f} flows: {len(r['err'])} of {reps} runs not run: {'; '.join(sorted(set(r['err'])))}")
+            notes.append(f"{t} {w} {f} flows: {len(r['err'])} of {reps} runs not run: {'; '.join(sorted(set(r['err'])))}")
     else:
         why = "; ".join(sorted(set(r["err"]))) or "no result"
-        lines.append(f"| {w} | {f} | not run: {why} | | | | |")
+        lines.append(f"| {w} | {f} | {t} | not run: {why} | | | | |")
+    if t == "neper" and r["tps"] and by[(w, f, "plumb")]["tps"]:
+        ratios.append(f"{w} {f}: {statistics.median(by[(w, f, 'plumb')]['tps']) / statistics.median(r['tps']):.2f}")
 if notes:
     lines.append("\n" + "\n".join(f"- {n}" for n in notes))
+if ratios:
+    lines.append("\nRatio of plumb's median transactions/s to neper's (the only peer with many flows per "
+                 "process): " + ", ".join(ratios) + ".")
 lines.append("\nClient CPU per transaction is the client process's user+system time over the window divided by "
              "its transactions (`derived.client_cpu_s_per_tx`); RSS is each process's resident set at the end "
              "of the window (`client.process.rss_bytes`, `server.process.rss_bytes`). In crr every transaction "
-             "is a new connection (closed with RST, so no TIME_WAIT piles up). Where the flows need more descriptors "
+             "is a new connection, closed with FIN by both tools (neper with --time-wait; its default, like plumb's, "
+             "is a reset). neper's figures: transactions over its run time, its p99, its client process's "
+             "user+system time per transaction, and its client's peak RSS (it reports no server RSS). Where the flows need more descriptors "
              "than RLIMIT_NOFILE lets one process open, plumb runs them as a flow group of several client processes, "
              "each with its own embedded server; CPU and RSS are then the sums over the group's processes.\n")
-lines.append("Command (WORKLOAD rr or crr, FLOWS as in the table):\n")
+lines.append("Commands (WORKLOAD rr or crr, FLOWS as in the table; crr adds `--close fin` to plumb and "
+             "`--time-wait` to both neper processes):\n")
 lines.append(f"    plumb run WORKLOAD --json --iterations 1 --no-store --duration {secs}s --warmup 1s --flows FLOWS --threads 2")
+lines.append(f"    tcp_WORKLOAD -C PORT -P PORT2 -l {int(secs) + 30} --nolog -F FLOWS -T 2")
+lines.append(f"    tcp_WORKLOAD -c -H 127.0.0.1 -C PORT -P PORT2 -l {secs} --nolog -F FLOWS -T 2 -p 99")
 section = "\n".join(lines) + "\n"
 
 text = open(out).read() if os.path.exists(out) else "# Benchmarks\n\nEach section is written by the script it names; rerun it to refresh.\n\n"
-pat = re.compile(r"## scale: rr and crr with thousands of flows\n.*?(?=\n## |\Z)", re.S)
+pat = re.compile(r"## scale: rr and crr with thousands of flows[^\n]*\n.*?(?=\n## |\Z)", re.S)
 text = pat.sub(lambda m: section.rstrip() + "\n", text) if pat.search(text) else text.rstrip() + "\n\n" + section
 open(out, "w").write(text)
 print(section)

@@ -1,8 +1,9 @@
 //! Every example experiment in its --quick profile, and what its report
-//! must show (SCENARIOS.md). The sweeps take turns: they measure the host.
+//! must show (each file's opening comment says what it is for). The
+//! sweeps take turns: they measure the host.
 
 mod common;
-use common::{is_root, measuring_alone, plumb, TempDb};
+use common::{measuring_alone, plumb, require_root, TempDb};
 
 /// Runs examples/NAME.toml --quick into a fresh database; returns the
 /// terminal report, the Markdown report and the HTML page.
@@ -97,8 +98,7 @@ fn s1_throughput_rises_with_the_buffer_size() {
 
 #[test]
 fn s2_shows_the_softirq_time_of_each_cpu_per_variant() {
-    if !is_root() {
-        eprintln!("skipped: s2 sets RPS on lo and builds a veth pair, which needs root");
+    if !require_root("set RPS on lo and build a veth pair (s2)") {
         return;
     }
     let _alone = measuring_alone();
@@ -153,8 +153,7 @@ fn s4_pacing_caps_each_congestion_control() {
 
 #[test]
 fn s5_finds_and_names_the_cliff_at_the_mss() {
-    if !is_root() {
-        eprintln!("skipped: s5 runs over a veth pair, which needs root");
+    if !require_root("run over a veth pair (s5)") {
         return;
     }
     let _alone = measuring_alone();

@@ -3,7 +3,7 @@
 //! refused knob, and at the next start after the process was killed.
 
 mod common;
-use common::{is_root, measuring_alone, ok, plumb, Netns, TempDb};
+use common::{measuring_alone, ok, plumb, require_root, require_tool, Netns, TempDb};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -80,12 +80,6 @@ fn root_qdisc(ns: &Netns, iface: &str) -> String {
         .nth(1)
         .unwrap_or("")
         .to_string()
-}
-
-fn have_ethtool() -> bool {
-    ok(Command::new("ethtool")
-        .arg("--version")
-        .stdout(Stdio::null()))
 }
 
 /// Everything the knobs of these tests touch, as one comparable value.
@@ -183,8 +177,8 @@ fn knobs_are_set_for_a_run_and_restored_after_it() {
     let Some(ns) = veth_ns("knob-run") else {
         return;
     };
-    if !have_ethtool() {
-        panic!("ethtool is needed (apt-get install ethtool; .ci/run installs it)");
+    if !require_tool("ethtool", "ethtool") {
+        return;
     }
     let j = TempJournal::new("run");
     let before = snapshot(&ns);
@@ -207,8 +201,7 @@ fn knobs_are_set_for_a_run_and_restored_after_it() {
 
 #[test]
 fn rps_on_host_loopback_is_restored() {
-    if !is_root() {
-        eprintln!("skipped: needs root to set RPS on lo");
+    if !require_root("set RPS on lo") {
         return;
     }
     let _alone = measuring_alone();
@@ -250,8 +243,8 @@ fn ctrl_c_restores_the_knobs() {
     let Some(ns) = veth_ns("knob-int") else {
         return;
     };
-    if !have_ethtool() {
-        panic!("ethtool is needed");
+    if !require_tool("ethtool", "ethtool") {
+        return;
     }
     let j = TempJournal::new("int");
     let before = snapshot(&ns);
@@ -278,8 +271,8 @@ fn a_killed_run_is_restored_at_the_next_start() {
     let Some(ns) = veth_ns("knob-kill") else {
         return;
     };
-    if !have_ethtool() {
-        panic!("ethtool is needed");
+    if !require_tool("ethtool", "ethtool") {
+        return;
     }
     let j = TempJournal::new("kill");
     let db = TempDb::new("knob-kill");
@@ -318,8 +311,8 @@ fn an_unsupported_knob_is_refused_before_anything_changes() {
     let Some(ns) = veth_ns("knob-refuse") else {
         return;
     };
-    if !have_ethtool() {
-        panic!("ethtool is needed");
+    if !require_tool("ethtool", "ethtool") {
+        return;
     }
     let j = TempJournal::new("refuse");
     let before = snapshot(&ns);

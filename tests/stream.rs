@@ -178,7 +178,7 @@ fn cpu_figures_are_bounded_by_the_host() {
 #[test]
 fn pinning_is_visible_in_proc_and_reported() {
     if online_cpus() < 2 {
-        eprintln!("skipped: needs 2 CPUs");
+        skip("needs 2 CPUs to pin the client and server apart");
         return;
     }
     let child = plumb()
@@ -249,8 +249,8 @@ fn pinning_is_visible_in_proc_and_reported() {
 
 #[test]
 fn ipv6_loopback_works() {
-    if std::net::TcpListener::bind("[::1]:0").is_err() {
-        eprintln!("skipped: no IPv6 loopback");
+    if let Err(e) = std::net::TcpListener::bind("[::1]:0") {
+        skip(&format!("no IPv6 loopback (bind [::1]:0: {e})"));
         return;
     }
     let rec = stream_json(&["-6", "--duration", "1s", "--warmup", "200ms"]);

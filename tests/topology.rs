@@ -3,7 +3,7 @@
 //! `plumb topology down`.
 
 mod common;
-use common::{is_root, ok, plumb, TempDb};
+use common::{ok, plumb, require_root, require_tool, TempDb};
 use serde_json::Value;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -26,11 +26,7 @@ fn namespaces_of(pid: u32) -> Vec<String> {
 }
 
 fn skip_unless_root() -> bool {
-    if !is_root() {
-        eprintln!("skipped: --topology veth needs root");
-        return true;
-    }
-    false
+    !require_root("build the --topology veth namespaces") || !require_tool("ip", "iproute2")
 }
 
 fn veth_run(j: &std::path::Path, args: &[&str]) -> (u32, std::process::Output) {

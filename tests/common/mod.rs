@@ -182,21 +182,102 @@ pub fn is_root() -> bool {
         .unwrap_or(false)
 }
 
+/// A test whose precondition is missing. Under CI (`CI=true`) that is a
+/// failure naming the precondition: CI installs everything, so a missing
+/// tool there is a broken image, not a reason to pass. Elsewhere the test
+/// returns early after one `skipped: <test>: <why>` line.
+///
+/// The line goes straight to file descriptor 2: libtest captures only what
+/// `print!`/`eprint!` write, so the line shows in a plain `cargo test` run
+/// between the `test ... ok` lines. It is also appended to
+/// `target/tmp/skipped.txt`, which `tests/setup.sh` (the README's test
+/// command) empties before the run and counts after it.
+pub fn skip(why: &str) {
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("unnamed test")
+        .to_string();
+    if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
+        panic!("precondition missing under CI: {test}: {why}");
+    }
+    let line = format!("skipped: {test}: {why}\n");
+    use std::io::Write;
+    let _ = std::io::stderr().write_all(line.as_bytes());
+    let _ = std::fs::create_dir_all(env!("CARGO_TARGET_TMPDIR"));
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(skipped_file())
+    {
+        let _ = f.write_all(line.as_bytes());
+    }
+}
+
+/// Where skips are recorded for the count at the end of the run.
+pub fn skipped_file() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("skipped.txt")
+}
+
+/// True when the test runs as root; otherwise records the skip (or fails
+/// under CI) and the caller returns.
+pub fn require_root(for_what: &str) -> bool {
+    if is_root() {
+        return true;
+    }
+    skip(&format!("needs root to {for_what}"));
+    false
+}
+
+/// True when `tool` is an executable file in a directory of PATH, which is
+/// where `Command::new(tool)` looks.
+pub fn have_tool(tool: &str) -> bool {
+    let path = std::env::var("PATH").unwrap_or_default();
+    path.split(':')
+        .filter(|d| !d.is_empty())
+        .map(|d| std::path::Path::new(d).join(tool))
+        .any(|p| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(&p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// True when `tool` is on PATH; otherwise records the skip naming the
+/// Debian package that has it (or fails under CI).
+pub fn require_tool(tool: &str, package: &str) -> bool {
+    if have_tool(tool) {
+        return true;
+    }
+    skip(&format!(
+        "`{tool}` is not on PATH (apt-get install {package}; tests/setup.sh installs it)"
+    ));
+    false
+}
+
 /// A network namespace of this test process with its loopback up, deleted
-/// (with everything in it) on drop. None, with the reason printed, where
-/// the test cannot have one; the caller then skips.
+/// (with everything in it) on drop. None where the test cannot have one,
+/// after `skip` said why (under CI that fails the test instead).
 pub struct Netns(pub String);
 
 impl Netns {
     pub fn new(tag: &str) -> Option<Netns> {
-        if !is_root() {
-            eprintln!("skipped: needs root to create a network namespace");
+        if !require_root("create a network namespace") || !require_tool("ip", "iproute2") {
             return None;
         }
         let name = format!("plumb-{tag}-{}", std::process::id());
-        if !ok(Command::new("ip").args(["netns", "add", &name])) {
-            eprintln!("skipped: cannot create a network namespace here");
-            return None;
+        let out = Command::new("ip").args(["netns", "add", &name]).output();
+        match out {
+            Ok(o) if o.status.success() => {}
+            Ok(o) => {
+                skip(&format!(
+                    "cannot create a network namespace: ip netns add: {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                ));
+                return None;
+            }
+            Err(e) => {
+                skip(&format!("cannot create a network namespace: ip: {e}"));
+                return None;
+            }
         }
         let ns = Netns(name);
         assert!(ok(

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The test command: installs what the end-to-end tests need (as root, with
+# apt-get, only what is missing), runs `cargo test --workspace
+# --no-fail-fast` with any arguments given, and ends with the tests that
+# were skipped and their count.
+#
+# Tests whose precondition is missing (root, a tool, a kernel module) print
+# `skipped: <test>: <why>` and return; under CI=true they fail instead, so a
+# broken CI image cannot pass by skipping.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+export DEBIAN_FRONTEND=noninteractive
+
+# command -> Debian package that has it
+tools=(
+  "ip iproute2"             # namespaces, veth pairs, addresses
+  "sysctl procps"           # sysctls inside a namespace
+  "ps procps"
+  "iptables-legacy iptables" # the udp-rr loss test drops datagrams with a rule
+  "ethtool ethtool"         # the knob tests switch offloads
+  "chromium chromium"       # the report test renders the HTML page
+  "strace strace"           # the zero-copy tests check which system calls moved the bytes
+  "cc gcc"                  # build scripts of the dependencies
+  "modprobe kmod"           # loads tcp_bbr for the congestion-control test
+)
+
+missing=()
+for t in "${tools[@]}"; do
+  read -r cmd pkg <<<"$t"
+  command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg")
+done
+# libc headers for the C compiler
+[ -e /usr/include/stdio.h ] || missing+=(libc6-dev)
+# A font, or Chromium lays out the report's text with no width.
+[ -n "$(fc-list 2>/dev/null)" ] || missing+=(fonts-dejavu-core)
+missing=($(printf '%s\n' "${missing[@]}" | sort -u))
+
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "tests/setup.sh: installing ${missing[*]}" >&2
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
+      { echo "tests/setup.sh: apt-get install ${missing[*]} failed" >&2; exit 1; }
+  else
+    echo "tests/setup.sh: not root (or no apt-get): cannot install ${missing[*]};" \
+      "the tests that need them will say so when skipped" >&2
+  fi
+fi
+
+# The congestion-control test asks for bbr, which the kernel may have as a
+# module not yet loaded.
+if ! grep -qw bbr /proc/sys/net/ipv4/tcp_available_congestion_control 2>/dev/null; then
+  if [ "$(id -u)" = 0 ]; then
+    modprobe tcp_bbr 2>/dev/null || echo "tests/setup.sh: modprobe tcp_bbr failed" >&2
+  fi
+fi
+
+# Where the tests record their skips (CARGO_TARGET_TMPDIR of the tests).
+target=${CARGO_TARGET_DIR:-target}
+skipped="$target/tmp/skipped.txt"
+mkdir -p "$target/tmp"
+: >"$skipped"
+
+cargo test --workspace --no-fail-fast "$@"
+rc=$?
+
+n=$(grep -c '^skipped: ' "$skipped" 2>/dev/null || true)
+echo
+if [ "${n:-0}" -gt 0 ]; then
+  sort "$skipped"
+  echo "tests/setup.sh: $n skipped (cargo counts them as passed)"
+else
+  echo "tests/setup.sh: none skipped"
+fi
+exit $rc
