@@ -26,7 +26,13 @@ fn main() {
         .unwrap_or("unknown")
         .to_string();
     let features = std::env::var("CARGO_CFG_TARGET_FEATURE").unwrap_or_default();
-    let linking = if features.split(',').any(|f| f == "crt-static") {
+    let flags = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
+    // musl links statically unless told otherwise, and cargo does not list
+    // that default among the target features.
+    let musl = std::env::var("CARGO_CFG_TARGET_ENV").is_ok_and(|e| e == "musl");
+    let linking = if features.split(',').any(|f| f == "crt-static")
+        || (musl && !flags.contains("-crt-static"))
+    {
         "static"
     } else {
         "dynamic"
