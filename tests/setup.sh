@@ -23,6 +23,9 @@ tools=(
   "strace strace"           # the zero-copy tests check which system calls moved the bytes
   "cc gcc"                  # build scripts of the dependencies
   "modprobe kmod"           # loads tcp_bbr for the congestion-control test
+  "man man-db"              # the man pages render without warnings
+  "zsh zsh"                 # the completion scripts parse in their shells
+  "fish fish"
 )
 
 missing=()
