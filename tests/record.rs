@@ -77,3 +77,54 @@ fn an_ipv6_server_address_makes_an_ipv6_record_without_a_flag() {
     assert!(embedded["spec"].get("server_host").is_none());
     assert_ne!(embedded["spec_key"], v6["spec_key"]);
 }
+
+/// A fact one run could not capture (offloads without ethtool) is said
+/// once, as not captured, and is not a difference from a run that had it.
+#[test]
+fn facts_a_run_could_not_capture_are_not_differences() {
+    let db = TempDb::new("record-unknown");
+    let stream = |label: &str, path: &str| {
+        let out = plumb()
+            .env("PATH", path)
+            .args(["run", "stream", "--duration", "300ms", "--warmup", "100ms"])
+            .args(["--iterations", "2", "--label", label, "--db", db.path()])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let said = stream("bare", "/nonexistent");
+    assert!(
+        said.contains("environment: not captured: if.lo.offload.* (ethtool not installed)"),
+        "{said}"
+    );
+    stream("full", &std::env::var("PATH").unwrap());
+    if !require_tool("ethtool", "ethtool") {
+        return;
+    }
+    let diff = run(&["env", "--diff", "bare", "full", "--db", db.path()]);
+    let text = String::from_utf8_lossy(&diff.stdout);
+    assert!(
+        diff.status.success(),
+        "{}",
+        String::from_utf8_lossy(&diff.stderr)
+    );
+    assert!(
+        !text.lines().any(|l| l.starts_with("if.lo.offload.")),
+        "offloads reported as differences:\n{text}"
+    );
+    assert_eq!(
+        text.matches("not captured on A: if.lo.offload.* (ethtool not installed)")
+            .count(),
+        1,
+        "{text}"
+    );
+    let cmp = run(&["compare", "bare", "full", "--db", db.path()]);
+    let text = String::from_utf8_lossy(&cmp.stdout);
+    assert!(!text.contains("if.lo.offload.tx"), "{text}");
+    assert_eq!(text.matches("not captured on A").count(), 1, "{text}");
+}

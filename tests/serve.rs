@@ -756,7 +756,10 @@ fn a_killed_server_is_reported_lost_within_two_seconds_with_partial_results() {
     assert_eq!(record["complete"], false);
     let it = &record["iterations"][0];
     assert_eq!(it["complete"], false);
-    assert_eq!(it["server"]["lost"], true, "the server's figures are missing");
+    assert_eq!(
+        it["server"]["lost"], true,
+        "the server's figures are missing"
+    );
     assert!(it["client"]["bytes_sent"].as_u64().unwrap() > 0);
     assert!(it["client"]["window_s"].as_f64().unwrap() > 0.5);
     let warned = it["client"]["warnings"].as_array().unwrap();

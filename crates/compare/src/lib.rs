@@ -130,6 +130,9 @@ pub struct Comparison {
     /// Points with fewer than 2 complete iterations on a side: no test possible.
     pub too_few: Vec<String>,
     pub env_diff: Vec<EnvChange>,
+    /// Facts one side could not capture, which the diff is silent about.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub env_unknown: Vec<String>,
     /// Set when the two sides share no test point but each has exactly one,
     /// and those were compared with each other: what differs in the specs.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -316,9 +319,9 @@ pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
             .map(|(_, s)| s.clone())
             .collect()
     };
-    let env_diff = match (&a.env, &b.env) {
-        (Some(ea), Some(eb)) => ea.diff(eb),
-        _ => Vec::new(),
+    let (env_diff, env_unknown) = match (&a.env, &b.env) {
+        (Some(ea), Some(eb)) => (ea.diff(eb), ea.unknown_notes(eb)),
+        _ => (Vec::new(), Vec::new()),
     };
     Comparison {
         a: a.name.clone(),
@@ -336,6 +339,7 @@ pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
         points,
         too_few,
         env_diff,
+        env_unknown,
         spec_diff,
     }
 }

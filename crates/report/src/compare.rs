@@ -140,6 +140,9 @@ fn spec_diff(o: &mut String, c: &Comparison, bullet: &str) {
 }
 
 fn env_diff(o: &mut String, c: &Comparison, bullet: &str) {
+    for note in &c.env_unknown {
+        let _ = writeln!(o, "{bullet}environment {note}");
+    }
     if c.env_diff.is_empty() {
         let _ = writeln!(o, "{bullet}environment: no difference recorded");
         return;

@@ -53,6 +53,26 @@ impl Environment {
         })
     }
 
+    /// The facts this capture could not read, as one line for a reader:
+    /// "if.lo.offload.* (ethtool not installed)"; None when it read all.
+    pub fn unknown_line(&self) -> Option<String> {
+        let parts: Vec<String> = self
+            .unknowns()
+            .map(|(prefix, why)| format!("{prefix}.* ({why})"))
+            .collect();
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+
+    /// What one side or the other of a diff could not read, once per side,
+    /// so that a reader knows the diff is silent there: "not captured on B:
+    /// if.lo.offload.* (ethtool not installed)".
+    pub fn unknown_notes(&self, other: &Environment) -> Vec<String> {
+        [("A", self), ("B", other)]
+            .into_iter()
+            .filter_map(|(side, e)| Some(format!("not captured on {side}: {}", e.unknown_line()?)))
+            .collect()
+    }
+
     pub fn set(&mut self, key: impl Into<String>, value: impl Into<String>) {
         self.facts.insert(key.into(), value.into());
     }
@@ -156,6 +176,11 @@ mod tests {
             Some("ethtool not installed")
         );
         assert_eq!(a.unknown_reason("if.lo.offloaded"), None);
+        assert_eq!(
+            a.unknown_notes(&b),
+            ["not captured on A: if.lo.offload.* (ethtool not installed)"]
+        );
+        assert!(b.unknown_notes(&b).is_empty());
         // A value read on both sides still differs even when one side also
         // lost others under the prefix.
         a.set("if.lo.offload.gso", "off");

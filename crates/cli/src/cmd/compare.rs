@@ -142,6 +142,11 @@ pub fn env(a: EnvArgs) -> Result<i32, Failure> {
             let ea = sa.env.as_ref().ok_or_else(|| missing(&sa))?;
             let eb = sb.env.as_ref().ok_or_else(|| missing(&sb))?;
             let d = ea.diff(eb);
+            if !a.json {
+                for note in ea.unknown_notes(eb) {
+                    crate::outln!("{note}");
+                }
+            }
             if a.json {
                 crate::outln!(
                     "{}",

@@ -262,6 +262,9 @@ pub fn run_and_store(
     };
     let names: Vec<&str> = ifaces.iter().map(String::as_str).collect();
     let env = plumb_run::env::capture(&names);
+    if let Some(line) = env.unknown_line() {
+        eprintln!("environment: not captured: {line}");
+    }
     if let Some(store) = store {
         if record.complete {
             let id = store
