@@ -235,7 +235,9 @@ impl Loop {
         let timings = Timings {
             clock: sh.clock,
             hist: sh.latency.as_ref().map(|_| new_histogram()),
-            epoch_seen: sh.epoch.load(Acquire),
+            // Not the engine's epoch now: one it bumped before this thread
+            // ran is still owed a hand-over.
+            epoch_seen: 0,
         };
         Ok(Loop {
             sh,

@@ -321,6 +321,9 @@ pub fn zerocopy_warnings(t: &plumb_samples::ZeroCopyTotals) -> Vec<String> {
     w
 }
 
+/// The longest [`Engine::collect_latency`] waits for every worker.
+const HAND_OVER_GUARD: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A running engine: flows moving data until [`Engine::stop`].
 pub struct Engine {
     config: EngineConfig,
@@ -592,7 +595,10 @@ impl Engine {
         for w in &self.wakes {
             let _ = rustix::io::write(&**w, &1u64.to_ne_bytes());
         }
-        let deadline = wait.map(|w| std::time::Instant::now() + w);
+        // Without a wait, a worker that never answers (a bug) must not
+        // hang the run: what it did not hand over is then neither timed nor
+        // counted, since its counts are those it handed over.
+        let deadline = std::time::Instant::now() + wait.unwrap_or(HAND_OVER_GUARD);
         // A worker that ended hands over for the last time as it returns; one
         // that panicked never will.
         while !self
@@ -600,7 +606,7 @@ impl Engine {
             .iter()
             .zip(&self.workers)
             .all(|(s, w)| latency::caught_up(s, epoch) || w.is_finished())
-            && deadline.is_none_or(|d| std::time::Instant::now() < d)
+            && std::time::Instant::now() < deadline
         {
             std::thread::sleep(std::time::Duration::from_micros(100));
         }
