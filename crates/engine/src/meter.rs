@@ -166,6 +166,7 @@ impl Meter {
             self.samples.push(s);
         }
 
+        let transactional = engine.config().workload.transactional();
         let flows = end
             .flows
             .iter()
@@ -175,8 +176,10 @@ impl Meter {
                 flow: i as u32,
                 bytes_sent: e.0 - s.0,
                 bytes_received: e.1 - s.1,
-                transactions: end.transactions.get(i).copied().unwrap_or(0)
-                    - self.start.transactions.get(i).copied().unwrap_or(0),
+                transactions: transactional.then(|| {
+                    end.transactions.get(i).copied().unwrap_or(0)
+                        - self.start.transactions.get(i).copied().unwrap_or(0)
+                }),
             })
             .collect();
 

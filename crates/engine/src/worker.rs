@@ -31,6 +31,15 @@ pub enum Workload {
 }
 
 impl Workload {
+    /// Whether the flows make transactions (request/response).
+    pub fn transactional(&self) -> bool {
+        match self {
+            Workload::Stream(_) => false,
+            Workload::Rr(_) | Workload::Crr(_) => true,
+            Workload::Udp(u) => u.rr,
+        }
+    }
+
     /// Whether this end times transactions (and so hands latencies over).
     pub fn timed(&self) -> bool {
         match self {
