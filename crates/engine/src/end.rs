@@ -148,3 +148,116 @@ impl RunningEnd {
         Ok(Stopped { strays })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::meter::NoSink;
+    use plumb_sys::Cookie;
+
+    /// Both ends of `spec` over loopback, started.
+    fn ends(spec: &Spec) -> (RunningEnd, RunningEnd) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let clients: Vec<TcpStream> = (0..spec.flows)
+            .map(|_| TcpStream::connect(addr).unwrap())
+            .collect();
+        let servers: Vec<TcpStream> = (0..spec.flows).map(|_| l.accept().unwrap().0).collect();
+        let link = Link {
+            cookie: Cookie([7; 16]),
+            peer: addr,
+        };
+        let start = |role, flows: Vec<TcpStream>| {
+            for f in &flows {
+                f.set_nonblocking(true).unwrap();
+            }
+            let sockets = Sockets {
+                flows,
+                ..Sockets::default()
+            };
+            ReadyEnd::new(spec, role, &link, sockets)
+                .unwrap()
+                .start()
+                .unwrap()
+        };
+        let server = start(Role::Server, servers);
+        (start(Role::Client, clients), server)
+    }
+
+    #[test]
+    fn the_window_times_exactly_the_transactions_it_counts() {
+        for flows in [1, 4] {
+            let mut spec = Spec::rr();
+            spec.flows = flows;
+            spec.threads = 2;
+            spec.socket.nodelay = true;
+            let (mut client, server) = ends(&spec);
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            client.open_window();
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            client.tick(&mut NoSink);
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            client.mark_window_closed();
+            let mut end = client.close_window(&mut NoSink);
+            client.stop(&mut end).unwrap();
+            drop(server);
+            assert!(end.transactions > 100, "{}", end.transactions);
+            let timed = end.latency.as_ref().map_or(0, |l| l.count);
+            assert_eq!(timed, end.transactions, "flows {flows}");
+            let per_flow: u64 = end.flows.iter().filter_map(|f| f.transactions).sum();
+            assert_eq!(per_flow, end.transactions, "flows {flows}");
+        }
+    }
+
+    #[test]
+    fn a_flow_without_transactions_counts_zero_in_the_record() {
+        let mut spec = Spec::rr();
+        spec.flows = 2;
+        spec.threads = 1;
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let clients: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        let mut servers: Vec<TcpStream> = (0..2).map(|_| l.accept().unwrap().0).collect();
+        // Flow 1's server end is held, never answered.
+        let _silent = servers.pop().unwrap();
+        let mut one = spec.clone();
+        one.flows = 1;
+        let link = Link {
+            cookie: Cookie([7; 16]),
+            peer: addr,
+        };
+        let start = |spec: &Spec, role, flows: Vec<TcpStream>| {
+            for f in &flows {
+                f.set_nonblocking(true).unwrap();
+            }
+            let sockets = Sockets {
+                flows,
+                ..Sockets::default()
+            };
+            ReadyEnd::new(spec, role, &link, sockets)
+                .unwrap()
+                .start()
+                .unwrap()
+        };
+        let server = start(&one, Role::Server, servers);
+        let mut client = start(&spec, Role::Client, clients);
+        client.open_window();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let mut end = client.close_window(&mut NoSink);
+        client.stop(&mut end).unwrap();
+        drop(server);
+        let json = serde_json::to_value(&end).unwrap();
+        let flows = json["flows"].as_array().unwrap();
+        assert!(
+            flows[0]["transactions"].as_u64().unwrap() > 0,
+            "{}",
+            flows[0]
+        );
+        assert_eq!(flows[1]["transactions"], 0, "{}", flows[1]);
+        // A stream flow has no transactions at all, not zero of them.
+        assert!(
+            serde_json::to_value(plumb_samples::FlowTotals::default()).unwrap()["transactions"]
+                .is_null()
+        );
+    }
+}

@@ -23,6 +23,10 @@ pub struct FlowCounters {
     pub sent: AtomicU64,
     pub received: AtomicU64,
     pub transactions: AtomicU64,
+    /// Where the engine times transactions: the counts as of the worker's
+    /// last latency hand-over, whose transactions are exactly those whose
+    /// latencies the engine holds.
+    pub handed: Tally,
     /// UDP: datagrams, and the receiver's view of the sequence numbers.
     pub packets_sent: AtomicU64,
     pub packets_received: AtomicU64,
@@ -53,7 +57,43 @@ pub struct FlowCounters {
     pub rx_copied: AtomicU64,
 }
 
+/// The counts of a flow that [`crate::Engine::counts`] reads, as its worker
+/// left them when it last handed its latencies over.
+#[derive(Default)]
+pub struct Tally {
+    pub sent: AtomicU64,
+    pub received: AtomicU64,
+    pub transactions: AtomicU64,
+    pub packets_sent: AtomicU64,
+    pub packets_received: AtomicU64,
+    pub timeouts: AtomicU64,
+    pub gaps: AtomicU64,
+    pub late: AtomicU64,
+}
+
 impl FlowCounters {
+    /// Copies the counts into [`FlowCounters::handed`]; the worker calls it
+    /// as it hands its latencies over.
+    pub(crate) fn hand_over(&self) {
+        let h = &self.handed;
+        for (from, to) in [
+            (&self.transactions, &h.transactions),
+            (&self.packets_sent, &h.packets_sent),
+            (&self.packets_received, &h.packets_received),
+            (&self.timeouts, &h.timeouts),
+            (&self.gaps, &h.gaps),
+            (&self.late, &h.late),
+            // At the window's edges every worker has handed over before the
+            // engine reads; only a worker late for a per-second sample may
+            // hand over while that sample is read, which then may mix two
+            // hand-overs of its flows.
+            (&self.sent, &h.sent),
+            (&self.received, &h.received),
+        ] {
+            to.store(from.load(Relaxed), Release);
+        }
+    }
+
     #[inline]
     pub(crate) fn add_transaction(&self) {
         self.transactions
@@ -195,7 +235,9 @@ impl Loop {
         let timings = Timings {
             clock: sh.clock,
             hist: sh.latency.as_ref().map(|_| new_histogram()),
-            epoch_seen: sh.epoch.load(Acquire),
+            // Not the engine's epoch now: one it bumped before this thread
+            // ran is still owed a hand-over.
+            epoch_seen: 0,
         };
         Ok(Loop {
             sh,
@@ -281,13 +323,28 @@ impl Loop {
     /// them since the last call (a new epoch).
     pub(crate) fn hand_over_latency(&mut self) {
         let epoch = self.sh.epoch.load(Acquire);
-        let t = &mut self.timings;
-        if epoch != t.epoch_seen {
-            if let (Some(slot), Some(local)) = (&self.sh.latency, t.hist.as_mut()) {
-                slot.flush(local, epoch);
-            }
-            t.epoch_seen = epoch;
+        if epoch != self.timings.epoch_seen {
+            self.flush_latency(epoch);
         }
+    }
+
+    /// Hands over the latencies timed so far together with the count of
+    /// each flow's transactions: one thread does both, so the counts and
+    /// the latencies match.
+    fn flush_latency(&mut self, epoch: u64) {
+        let t = &mut self.timings;
+        if let (Some(slot), Some(local)) = (&self.sh.latency, t.hist.as_mut()) {
+            for c in &self.sh.counters[self.sh.range.clone()] {
+                c.hand_over();
+            }
+            slot.flush(local, epoch);
+        }
+        t.epoch_seen = epoch;
+    }
+
+    /// The last hand-over, as the worker ends: nobody need wait for it again.
+    pub(crate) fn hand_over_final(&mut self) {
+        self.flush_latency(crate::latency::FINAL);
     }
 }
 

@@ -16,9 +16,13 @@ pub fn new_histogram() -> Histogram<u64> {
 
 pub(crate) struct LatencySlot {
     pub hist: Mutex<Histogram<u64>>,
-    /// The last epoch this worker has flushed for.
+    /// The last epoch this worker has flushed for; [`FINAL`] once it has
+    /// flushed for the last time.
     pub seen: AtomicU64,
 }
+
+/// The epoch a worker's last flush marks its slot with: caught up with any.
+pub(crate) const FINAL: u64 = u64::MAX;
 
 impl LatencySlot {
     pub fn new() -> LatencySlot {

@@ -321,6 +321,9 @@ pub fn zerocopy_warnings(t: &plumb_samples::ZeroCopyTotals) -> Vec<String> {
     w
 }
 
+/// The longest [`Engine::collect_latency`] waits for every worker.
+const HAND_OVER_GUARD: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A running engine: flows moving data until [`Engine::stop`].
 pub struct Engine {
     config: EngineConfig,
@@ -498,39 +501,52 @@ impl Engine {
     /// Per-flow counters now. A flow's byte and datagram counters are read
     /// together, and again if a datagram landed in between, so that a
     /// sampler preempted half-way through cannot pair the bytes of one
-    /// moment with the datagrams of a later one.
+    /// moment with the datagrams of a later one. Where this end times
+    /// transactions, those counted are those handed over with their
+    /// latencies at the last [`Engine::collect_latency`].
     pub fn counts(&self) -> Counts {
         let udp = self.config.udp();
         let mut flows = Vec::with_capacity(self.counters.len());
         let mut transactions = Vec::with_capacity(self.counters.len());
         let mut t = plumb_samples::UdpTotals::default();
         let (mut gaps, mut late) = (0u64, 0u64);
+        // A timed end's counts are those its workers handed over with their
+        // latencies.
+        let timed = !self.latency.is_empty();
         for c in self.counters.iter() {
+            let h = &c.handed;
+            let rd = |live: &AtomicU64, handed: &AtomicU64| {
+                if timed {
+                    handed.load(Acquire)
+                } else {
+                    live.load(Acquire)
+                }
+            };
             if udp.is_none() {
-                flows.push((c.sent.load(Acquire), c.received.load(Acquire)));
-                transactions.push(c.transactions.load(Acquire));
+                flows.push((rd(&c.sent, &h.sent), rd(&c.received, &h.received)));
+                transactions.push(rd(&c.transactions, &h.transactions));
                 continue;
             }
             // The worker adds the bytes before the datagram: a pair read
             // with the bytes unchanged around it is at most one datagram off.
             let mut attempts = 0;
             let snap = loop {
-                let (s0, r0) = (c.sent.load(Acquire), c.received.load(Acquire));
+                let (s0, r0) = (rd(&c.sent, &h.sent), rd(&c.received, &h.received));
                 let (ps, pr) = (
-                    c.packets_sent.load(Acquire),
-                    c.packets_received.load(Acquire),
+                    rd(&c.packets_sent, &h.packets_sent),
+                    rd(&c.packets_received, &h.packets_received),
                 );
                 let snap = (
                     s0,
                     r0,
                     ps,
                     pr,
-                    c.transactions.load(Acquire),
-                    c.timeouts.load(Acquire),
-                    c.gaps.load(Acquire),
-                    c.late.load(Acquire),
+                    rd(&c.transactions, &h.transactions),
+                    rd(&c.timeouts, &h.timeouts),
+                    rd(&c.gaps, &h.gaps),
+                    rd(&c.late, &h.late),
                 );
-                let (s1, r1) = (c.sent.load(Acquire), c.received.load(Acquire));
+                let (s1, r1) = (rd(&c.sent, &h.sent), rd(&c.received, &h.received));
                 attempts += 1;
                 if (s0, r0) == (s1, r1) || attempts == 8 {
                     break snap;
@@ -562,14 +578,15 @@ impl Engine {
         }
     }
 
-    /// The latencies recorded since the last call, merged over the workers
-    /// (None when this end does not time transactions). Workers hand over
-    /// their histograms when they see the new epoch; one kept off its CPU
-    /// for longer than `wait` hands over at the next call instead, so the
-    /// last call of a window waits longer than the per-second ones.
+    /// The latencies handed over since the last call, merged over the
+    /// workers (None when this end does not time transactions). Workers hand
+    /// over when they see the new epoch, and [`Engine::counts`] then counts
+    /// the transactions they handed over. With a `wait`, one kept off its
+    /// CPU for longer hands over at the next call instead; without, the call
+    /// waits for every worker still running.
     pub fn collect_latency(
         &self,
-        wait: std::time::Duration,
+        wait: Option<std::time::Duration>,
     ) -> Option<hdrhistogram::Histogram<u64>> {
         if self.latency.is_empty() {
             return None;
@@ -578,8 +595,17 @@ impl Engine {
         for w in &self.wakes {
             let _ = rustix::io::write(&**w, &1u64.to_ne_bytes());
         }
-        let deadline = std::time::Instant::now() + wait;
-        while !self.latency.iter().all(|s| latency::caught_up(s, epoch))
+        // Without a wait, a worker that never answers (a bug) must not
+        // hang the run: what it did not hand over is then neither timed nor
+        // counted, since its counts are those it handed over.
+        let deadline = std::time::Instant::now() + wait.unwrap_or(HAND_OVER_GUARD);
+        // A worker that ended hands over for the last time as it returns; one
+        // that panicked never will.
+        while !self
+            .latency
+            .iter()
+            .zip(&self.workers)
+            .all(|(s, w)| latency::caught_up(s, epoch) || w.is_finished())
             && std::time::Instant::now() < deadline
         {
             std::thread::sleep(std::time::Duration::from_micros(100));

@@ -15,11 +15,11 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// How long a per-second sample waits for the workers' latencies: what a
-/// worker hands over late goes into the next sample.
+/// worker hands over late goes into the next sample. The edges of the
+/// window wait for every worker instead: on a loaded host one may be off its
+/// CPU for a while, and the window's latencies must hold exactly its
+/// transactions.
 const TICK_WAIT: Duration = Duration::from_millis(50);
-/// The end of the window has no next sample: on a loaded host a worker may
-/// be off its CPU for a while, and its latencies must still be counted.
-const CLOSE_WAIT: Duration = Duration::from_secs(2);
 
 /// Where interval samples go as they are taken (a live display, a log).
 pub trait SampleSink {
@@ -70,10 +70,14 @@ impl Meter {
     /// Opens the window now.
     pub fn open(engine: &Engine) -> Meter {
         // What was timed during the warm-up is dropped here.
-        let latency = engine
-            .collect_latency(TICK_WAIT)
-            .map(|_| crate::latency::new_histogram());
+        // The window opens as the workers are asked for their latencies:
+        // each hands its counts over with them, so the counts read below are
+        // those of that moment (a worker that is slow to answer moves no
+        // data meanwhile, save the batch it is in).
         let opened = Instant::now();
+        let latency = engine
+            .collect_latency(None)
+            .map(|_| crate::latency::new_histogram());
         let start = engine.counts();
         let queued_start = engine.queued_bytes();
         let host = HostSnapshot::take();
@@ -92,10 +96,10 @@ impl Meter {
 
     /// Moves the latencies recorded since the last call into the window's
     /// histogram and returns their 99th percentile in microseconds.
-    fn take_latency(&mut self, engine: &Engine, wait: Duration) -> Option<f64> {
+    fn take_latency(&mut self, h: Option<&hdrhistogram::Histogram<u64>>) -> Option<f64> {
         let window = self.latency.as_mut()?;
-        let h = engine.collect_latency(wait)?;
-        let _ = window.add(&h);
+        let h = h?;
+        let _ = window.add(h);
         (!h.is_empty()).then(|| h.value_at_quantile(0.99) as f64 / 1000.0)
     }
 
@@ -105,9 +109,11 @@ impl Meter {
 
     /// Closes the current interval and starts the next.
     pub fn tick(&mut self, engine: &Engine, sink: &mut dyn SampleSink) {
+        // Latencies first: the transactions counted are those handed over.
         let now = Instant::now();
+        let timed = engine.collect_latency(Some(TICK_WAIT));
         let c = engine.counts();
-        let p99_us = self.take_latency(engine, TICK_WAIT);
+        let p99_us = self.take_latency(timed.as_ref());
         let s = IntervalSample {
             t_s: (now - self.opened).as_secs_f64(),
             dt_s: (now - self.last_t).as_secs_f64(),
@@ -129,9 +135,12 @@ impl Meter {
         sink: &mut dyn SampleSink,
         options: Vec<OptionRecord>,
     ) -> EndResult {
+        // As at the opening: the counts are those handed over with the
+        // latencies, so the transactions are exactly those timed.
         let end_t = Instant::now();
+        let timed = engine.collect_latency(None);
         let end = engine.counts();
-        let tail_p99 = self.take_latency(engine, CLOSE_WAIT);
+        let tail_p99 = self.take_latency(timed.as_ref());
         let queued_end = engine.queued_bytes();
         let host = HostSnapshot::take();
         engine.mark_window_closed();
@@ -157,6 +166,7 @@ impl Meter {
             self.samples.push(s);
         }
 
+        let transactional = engine.config().workload.transactional();
         let flows = end
             .flows
             .iter()
@@ -166,8 +176,10 @@ impl Meter {
                 flow: i as u32,
                 bytes_sent: e.0 - s.0,
                 bytes_received: e.1 - s.1,
-                transactions: end.transactions.get(i).copied().unwrap_or(0)
-                    - self.start.transactions.get(i).copied().unwrap_or(0),
+                transactions: transactional.then(|| {
+                    end.transactions.get(i).copied().unwrap_or(0)
+                        - self.start.transactions.get(i).copied().unwrap_or(0)
+                }),
             })
             .collect();
 

@@ -109,9 +109,9 @@ impl Handler for UdpStreamClient {
 
     fn on_writable(&mut self, lp: &mut Loop, id: u64, _: epoll::EventFlags) -> io::Result<()> {
         let i = id as usize;
-        let socks = lp.sh.udp_socks.clone();
-        let sock = &socks[i];
+        let sock = &lp.sh.udp_socks[i];
         let c = &lp.sh.counters[i];
+        let mut refused = None;
         for _ in 0..BURST {
             let seq = c.packets_sent.load(Relaxed);
             put_header(&mut self.buf, self.plan.tag, i as u32, seq);
@@ -123,12 +123,16 @@ impl Handler for UdpStreamClient {
                 Err(e) if blocked(&e) => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted || filtered(&e) => continue,
                 Err(e) => {
-                    // A refused send means the server's socket is gone:
-                    // the end of the test, or a failure inside it.
-                    lp.end_flow(i, sock, plumb_sys::plain_io(&e));
+                    refused = Some(e);
                     break;
                 }
             }
+        }
+        if let Some(e) = refused {
+            // A refused send means the server's socket is gone: the end of
+            // the test, or a failure inside it.
+            let socks = lp.sh.udp_socks.clone();
+            lp.end_flow(i, &socks[i], plumb_sys::plain_io(&e));
         }
         Ok(())
     }

@@ -31,6 +31,15 @@ pub enum Workload {
 }
 
 impl Workload {
+    /// Whether the flows make transactions (request/response).
+    pub fn transactional(&self) -> bool {
+        match self {
+            Workload::Stream(_) => false,
+            Workload::Rr(_) | Workload::Crr(_) => true,
+            Workload::Udp(u) => u.rr,
+        }
+    }
+
     /// Whether this end times transactions (and so hands latencies over).
     pub fn timed(&self) -> bool {
         match self {
@@ -92,16 +101,22 @@ fn drive<H: Handler>(sh: Shared, mut h: H) -> io::Result<Vec<FlowError>> {
         let timeout_ns = h.on_timer(&mut lp)?;
         match lp.blocking {
             // The socket's own timeouts bound the wait.
-            Some(id) => dispatch(
-                &mut h,
-                &mut lp,
-                id,
-                epoll::EventFlags::IN | epoll::EventFlags::OUT,
-            )?,
+            Some(id) => {
+                lp.hand_over_latency();
+                dispatch(
+                    &mut h,
+                    &mut lp,
+                    id,
+                    epoll::EventFlags::IN | epoll::EventFlags::OUT,
+                )?
+            }
             None => {
                 if !wait(&lp.ep, &mut events, timeout_ns)? {
                     continue;
                 }
+                // Before the batch: what it moves belongs after a hand-over
+                // the wake-up in it asks for.
+                lp.hand_over_latency();
                 for ev in &events {
                     let id = ev.data.u64();
                     if id == WAKE {
@@ -112,9 +127,9 @@ fn drive<H: Handler>(sh: Shared, mut h: H) -> io::Result<Vec<FlowError>> {
                 }
             }
         }
-        lp.hand_over_latency();
     }
     h.finish(&mut lp);
+    lp.hand_over_final();
     Ok(lp.errors)
 }
 

@@ -206,7 +206,11 @@ fn transactional(spec: &Spec, client: &EndResult, server: &EndResult, host_busy:
     }
     let tx = client.transactions as f64;
     let per_tx = |s: f64| (tx > 0.0).then(|| s / tx);
-    let per_flow: Vec<f64> = client.flows.iter().map(|f| f.transactions as f64).collect();
+    let per_flow: Vec<f64> = client
+        .flows
+        .iter()
+        .map(|f| f.transactions.unwrap_or(0) as f64)
+        .collect();
     Derived {
         tps: Some(tx / client.window_s),
         client_cpu_s_per_tx: per_tx(client.process.total_s()),

@@ -342,7 +342,7 @@ mod tests {
                 flow: i,
                 bytes_sent: tx_per_flow,
                 bytes_received: tx_per_flow,
-                transactions: tx_per_flow,
+                transactions: Some(tx_per_flow),
             })
             .collect();
         e.transactions = flows as u64 * tx_per_flow;
@@ -369,7 +369,7 @@ mod tests {
         assert_eq!(m.flows.len(), 5);
         let ids: Vec<u32> = m.flows.iter().map(|f| f.flow).collect();
         assert_eq!(ids, vec![0, 1, 2, 3, 4]);
-        assert_eq!(m.flows[4].transactions, 50);
+        assert_eq!(m.flows[4].transactions, Some(50));
         assert_eq!(m.threads, 2);
         assert_eq!(m.process.pid, 10);
         assert!((m.process.system_s - 2.0).abs() < 1e-12);

@@ -66,8 +66,10 @@ pub struct FlowTotals {
     pub flow: u32,
     pub bytes_sent: u64,
     pub bytes_received: u64,
-    #[serde(skip_serializing_if = "is_zero", default)]
-    pub transactions: u64,
+    /// Transactions completed during the window: 0 for a request/response
+    /// flow that completed none, absent where the workload has none.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub transactions: Option<u64>,
 }
 
 /// Transaction latency over a window, from a histogram with 3 significant
