@@ -4,7 +4,6 @@
 mod common;
 use common::*;
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};
 
 /// A `plumb serve` on a free port of `listen`, killed (by PID) on drop.
@@ -19,15 +18,7 @@ impl Server {
             .stderr(Stdio::null())
             .spawn()
             .expect("plumb serve starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("plumb serve: listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_string();
+        let addr = listening_addr(&mut child);
         Server(child, addr)
     }
 }

@@ -32,16 +32,7 @@ impl Server {
             .stderr(Stdio::piped())
             .spawn()
             .expect("plumb serve starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr: SocketAddr = line
-            .trim()
-            .strip_prefix("plumb serve: listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .parse()
-            .unwrap();
+        let addr: SocketAddr = common::listening_addr(&mut child).parse().unwrap();
         let log = Arc::new(Mutex::new(String::new()));
         let sink = Arc::clone(&log);
         let err = child.stderr.take().unwrap();

@@ -65,15 +65,7 @@ fn serve(pair: &Pair) -> (Killed, String, Arc<Mutex<String>>) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("plumb serve: listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
+    let addr = listening_addr(&mut child);
     let log = Arc::new(Mutex::new(String::new()));
     let sink = log.clone();
     let err = child.stderr.take().unwrap();

@@ -5,7 +5,6 @@
 mod common;
 use common::*;
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
 /// The sender's and receiver's counts for the window agree up to what was
@@ -323,15 +322,7 @@ impl ServeOnce {
             .stderr(Stdio::null())
             .spawn()
             .expect("start plumb serve");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("plumb serve: listening on ")
-            .unwrap_or_else(|| panic!("serve said {line:?}"))
-            .to_string();
+        let addr = listening_addr(&mut child);
         ServeOnce { child, addr }
     }
 

@@ -318,3 +318,17 @@ pub fn ok(cmd: &mut Command) -> bool {
 pub fn counter(end: &Value, key: &str) -> f64 {
     end["counters"][key].as_f64().unwrap_or(0.0)
 }
+
+/// The address a `plumb serve` child says it listens on: its first line on
+/// stdout (the child's stdout must be piped; it is taken).
+pub fn listening_addr(child: &mut std::process::Child) -> String {
+    use std::io::BufRead;
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout is piped"))
+        .read_line(&mut line)
+        .unwrap();
+    line.trim()
+        .strip_prefix("plumb serve: listening on ")
+        .unwrap_or_else(|| panic!("plumb serve said {line:?}"))
+        .to_string()
+}
