@@ -385,6 +385,32 @@ fn no_plumb_stays_on_the_far_host_after_a_failed_run_or_a_killed_client() {
         "plumb left after a failed run: {cleared:?}"
     );
 
+    // Ctrl-C mid-run: the partial result is reported, the far end ends.
+    let args = lab.stream(&lab.url(), "30s");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let client = lab
+        .plumb(&ssh, &args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("plumb starts");
+    let until = Instant::now() + Duration::from_secs(20);
+    while lab.far_plumbs().is_empty() {
+        assert!(Instant::now() < until, "the far end never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    sh(Command::new("kill").args(["-INT", &client.id().to_string()]));
+    let t0 = Instant::now();
+    let out = client.wait_with_output().expect("output");
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    let rec: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(rec["complete"], false);
+    assert!(common::f(&rec["iterations"][0]["derived"]["throughput_bps"]) > 0.0);
+    let cleared = lab.far_end_clears(Duration::from_secs(1));
+    assert!(cleared.is_ok(), "plumb left after Ctrl-C: {cleared:?}");
+
     // kill -9 of the client mid-run.
     let args = lab.stream(&lab.url(), "30s");
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -527,6 +553,39 @@ fn a_wrong_host_a_refused_key_and_a_missing_shell_end_in_one_line() {
     let err = fails_in_one_line(&lab, &lab.ssh_command("other_key"), &lab.url());
     assert!(err.contains("ssh failed (exit 255)"), "{err}");
     assert!(err.contains("Permission denied"), "{err}");
+
+    // A host key other than the one known: ssh's word and the key it saw.
+    let known = lab.dir.join("known_wrong");
+    let other = std::fs::read_to_string(lab.dir.join("other_key.pub")).expect("key");
+    std::fs::write(&known, format!("[{}]:2222 {other}", lab.server_ip)).expect("known");
+    let strict = format!(
+        "{} -o UserKnownHostsFile={} -o StrictHostKeyChecking=yes",
+        lab.ssh_command("client_key")
+            .replace(" -o LogLevel=ERROR", "")
+            .split(" -o UserKnownHostsFile")
+            .next()
+            .expect("words"),
+        known.display()
+    );
+    let err = fails_in_one_line(&lab, &strict, &lab.url());
+    assert!(err.contains("ssh failed (exit 255)"), "{err}");
+    assert!(err.contains("SHA256:"), "the host key's fingerprint: {err}");
+
+    // A dynamic build is not copied without being asked to.
+    let args: Vec<String> = lab
+        .stream(&lab.url(), "1s")
+        .into_iter()
+        .filter(|a| a != "--ssh-copy-dynamic")
+        .collect();
+    let out = lab.run(&lab.ssh_command("client_key"), &args);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("not static") && err.contains("--target x86_64-unknown-linux-musl"),
+        "{err}"
+    );
+    assert!(lab.cached().is_empty(), "nothing was copied");
 
     let nologin = Lab::new("", true);
     let err = fails_in_one_line(&nologin, &nologin.ssh_command("client_key"), &nologin.url());

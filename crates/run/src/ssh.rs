@@ -14,6 +14,7 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -169,24 +170,33 @@ pub struct SshServer {
     pub build_id: String,
     /// Whether this start copied the executable.
     pub copied: bool,
-    stderr: Arc<Mutex<Vec<String>>>,
+    stderr: Arc<Said>,
     given: String,
 }
 
 /// ssh's standard error, kept as lines (the last few matter).
-fn collect(pipe: impl Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
-    let sink = Arc::new(Mutex::new(Vec::new()));
+struct Said {
+    lines: Mutex<Vec<String>>,
+    ended: AtomicBool,
+}
+
+fn collect(pipe: impl Read + Send + 'static) -> Arc<Said> {
+    let sink = Arc::new(Said {
+        lines: Mutex::new(Vec::new()),
+        ended: AtomicBool::new(false),
+    });
     let s = Arc::clone(&sink);
     let _ = std::thread::Builder::new()
         .name("plumb-ssh-err".into())
         .spawn(move || {
             for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                let mut v = s.lock().unwrap_or_else(|p| p.into_inner());
+                let mut v = s.lines.lock().unwrap_or_else(|p| p.into_inner());
                 if v.len() >= 200 {
                     v.remove(0);
                 }
                 v.push(line);
             }
+            s.ended.store(true, Ordering::SeqCst);
         });
     sink
 }
@@ -217,10 +227,14 @@ fn wait_deadline(child: &mut Child, until: Instant) -> Option<ExitStatus> {
     }
 }
 
-fn last_said(stderr: &Arc<Mutex<Vec<String>>>) -> Vec<String> {
-    // Let the reader thread take what ssh wrote just before it exited.
-    std::thread::sleep(Duration::from_millis(50));
-    stderr.lock().unwrap_or_else(|p| p.into_inner()).clone()
+fn last_said(said: &Said) -> Vec<String> {
+    // What ssh wrote just before it exited may still be in the reader's
+    // hands; a control master that holds the pipe open bounds the wait.
+    let until = Instant::now() + Duration::from_secs(1);
+    while !said.ended.load(Ordering::SeqCst) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    said.lines.lock().unwrap_or_else(|p| p.into_inner()).clone()
 }
 
 /// The far-side script's words: the cache directory of this build.
@@ -365,7 +379,13 @@ impl Ssh<'_> {
             let _ = child.wait();
         }
         let _ = feeder.join();
-        let copied = out.try_iter().any(|l| l == format!("{HELLO} copied"));
+        // The reader may still hold the last line when ssh has exited: read
+        // to the end of the pipe.
+        let drain = Instant::now() + Duration::from_secs(2);
+        let mut copied = false;
+        while let Ok(l) = out.recv_timeout(drain.saturating_duration_since(Instant::now())) {
+            copied |= l == format!("{HELLO} copied");
+        }
         match status {
             Some(s) if s.success() && copied => Ok(()),
             s => Err(self.failure("copying plumb", s, &last_said(&said))),
@@ -525,7 +545,7 @@ impl Ssh<'_> {
 struct Serving {
     child: Child,
     stdin: Option<ChildStdin>,
-    stderr: Arc<Mutex<Vec<String>>>,
+    stderr: Arc<Said>,
     key: Vec<u8>,
     port: u16,
     build_id: String,
