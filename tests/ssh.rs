@@ -411,6 +411,43 @@ fn no_plumb_stays_on_the_far_host_after_a_failed_run_or_a_killed_client() {
     let cleared = lab.far_end_clears(Duration::from_secs(1));
     assert!(cleared.is_ok(), "plumb left after Ctrl-C: {cleared:?}");
 
+    // The ssh connection drops mid-run: the far end ends, the client keeps
+    // what it measured, marked incomplete, and says what happened to ssh.
+    let args = lab.stream(&lab.url(), "30s");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let client = lab
+        .plumb(&ssh, &args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("plumb starts");
+    let until = Instant::now() + Duration::from_secs(20);
+    while lab.far_plumbs().is_empty() {
+        assert!(Instant::now() < until, "the far end never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let ssh_pids: Vec<u32> = common::children(client.id())
+        .into_iter()
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "ssh")
+        })
+        .collect();
+    assert_eq!(ssh_pids.len(), 1, "one ssh: {ssh_pids:?}");
+    sh(Command::new("kill").args(["-9", &ssh_pids[0].to_string()]));
+    let t0 = Instant::now();
+    let out = client.wait_with_output().expect("output");
+    let err = text(&out.stderr);
+    assert!(
+        t0.elapsed() < Duration::from_secs(10),
+        "{:?}: {err}",
+        t0.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("ssh was killed"), "{err}");
+    let cleared = lab.far_end_clears(Duration::from_secs(5));
+    assert!(cleared.is_ok(), "plumb left after ssh dropped: {cleared:?}");
+
     // kill -9 of the client mid-run.
     let args = lab.stream(&lab.url(), "30s");
     let args: Vec<&str> = args.iter().map(String::as_str).collect();

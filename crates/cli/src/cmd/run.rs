@@ -421,6 +421,12 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
                 .map_or(e, Failure::usage))
         }
     };
+    if !record.complete {
+        // A server lost mid-run: when ssh went with it, ssh says why.
+        if let Some(why) = far.as_mut().and_then(|f| f.gone()) {
+            eprintln!("plumb: {why}");
+        }
+    }
     if a.json {
         let text = serde_json::to_string_pretty(&record)
             .map_err(|e| Failure::usage(format!("cannot encode the record: {e}")))?;
