@@ -348,6 +348,14 @@ fn a_run_over_ssh_measures_and_the_second_reuses_the_cached_copy() {
     );
     eprintln!("first run (with copy) took {took:?}");
 
+    // Two iterations: each is a session of the same far-end server.
+    let mut args = args;
+    let at = args
+        .iter()
+        .position(|a| a == "--iterations")
+        .expect("iterations")
+        + 1;
+    args[at] = "2".into();
     let t0 = Instant::now();
     let second = lab.run(&ssh, &args);
     let err = text(&second.stderr);
@@ -358,9 +366,34 @@ fn a_run_over_ssh_measures_and_the_second_reuses_the_cached_copy() {
     );
     assert_eq!(std::fs::metadata(&cached[0]).expect("cached").ino(), inode);
     let rec: serde_json::Value = serde_json::from_slice(&second.stdout).expect("json");
-    assert!(common::f(&rec["iterations"][0]["derived"]["throughput_bps"]) > 0.0);
+    let its = rec["iterations"].as_array().expect("iterations");
+    assert_eq!(its.len(), 2, "{rec}");
+    for it in its {
+        assert!(common::f(&it["derived"]["throughput_bps"]) > 0.0);
+    }
     assert!(lab.far_end_clears(Duration::from_secs(1)).is_ok());
     eprintln!("second run took {:?}", t0.elapsed());
+
+    // ssh over one address, the test over another of the far host's.
+    let net = lab.server_ip.strip_suffix(".2").expect("x.2");
+    let test_ip = format!("{net}.20");
+    sh(Command::new("ip").args([
+        "-n",
+        &lab.server_ns,
+        "addr",
+        "add",
+        &format!("{test_ip}/24"),
+        "dev",
+        "veth0",
+    ]));
+    let mut args = lab.stream(&lab.url(), "500ms");
+    args.extend(["--server-address".to_string(), test_ip.clone()]);
+    let third = lab.run(&ssh, &args);
+    assert!(third.status.success(), "{}", text(&third.stderr));
+    let rec: serde_json::Value = serde_json::from_slice(&third.stdout).expect("json");
+    let addr = rec["peer"]["address"].as_str().unwrap_or("");
+    assert!(addr.starts_with(&format!("{test_ip}:")), "{addr}");
+    assert!(common::f(&rec["iterations"][0]["derived"]["throughput_bps"]) > 0.0);
 }
 
 #[test]
