@@ -543,9 +543,23 @@ fn the_session_key_is_on_no_command_line_and_in_no_environment() {
     let lab = Lab::new("", false);
     let ssh = lab.ssh_command("client_key");
     // A first run puts the build in the cache, so that the sampled one's
-    // channel carries the key and nothing else.
-    let first = lab.run(&ssh, &lab.stream(&lab.url(), "500ms"));
+    // channel carries the key and nothing else. It goes to an ssh_config
+    // alias, whose address for the test comes from ssh -G.
+    let config = lab.dir.join("ssh_config");
+    std::fs::write(
+        &config,
+        format!(
+            "Host plumb-lab\n  HostName {}\n  Port 2222\n  User root\n",
+            lab.server_ip
+        ),
+    )
+    .expect("ssh config");
+    let aliased = ssh.replace("-F /dev/null", &format!("-F {}", config.display()));
+    let first = lab.run(&aliased, &lab.stream("ssh://plumb-lab", "500ms"));
     assert!(first.status.success(), "{}", text(&first.stderr));
+    let rec: serde_json::Value = serde_json::from_slice(&first.stdout).expect("json");
+    let addr = rec["peer"]["address"].as_str().unwrap_or("");
+    assert!(addr.starts_with(&format!("{}:", lab.server_ip)), "{addr}");
 
     // ssh through a wrapper that keeps what plumb writes on the channel.
     let wrapper = lab.dir.join("ssh-tee");

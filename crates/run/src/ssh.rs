@@ -11,7 +11,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
@@ -523,6 +523,12 @@ impl Ssh<'_> {
     }
 
     fn configured_hostname(&self) -> Option<String> {
+        // Only OpenSSH's own client is known to print its configuration
+        // with -G; a wrapper might connect instead.
+        let program = Path::new(&self.opts.command[0]).file_name()?;
+        if program != "ssh" {
+            return None;
+        }
         let mut c = Command::new(&self.opts.command[0]);
         c.args(&self.opts.command[1..]).arg("-G");
         if let Some(p) = self.target.port {
