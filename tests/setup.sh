@@ -26,6 +26,7 @@ tools=(
   "man man-db"              # the man pages render without warnings
   "zsh zsh"                 # the completion scripts parse in their shells
   "fish fish"
+  "ssh openssh-client"      # the ssh tests reach their own sshd in a namespace
 )
 
 missing=()
@@ -33,6 +34,8 @@ for t in "${tools[@]}"; do
   read -r cmd pkg <<<"$t"
   command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg")
 done
+# The ssh tests start their own sshd (not on every PATH: it is in sbin).
+[ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 # libc headers for the C compiler
 [ -e /usr/include/stdio.h ] || missing+=(libc6-dev)
 # A font, or Chromium lays out the report's text with no width.

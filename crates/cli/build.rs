@@ -25,14 +25,15 @@ fn main() {
         .and_then(|n| n.to_str())
         .unwrap_or("unknown")
         .to_string();
+    // Cargo leaves crt-static out of the target features it hands build
+    // scripts, so a musl target (static unless told otherwise) and the
+    // RUSTFLAGS that switch it are read as well.
     let features = std::env::var("CARGO_CFG_TARGET_FEATURE").unwrap_or_default();
-    let flags = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
-    // musl links statically unless told otherwise, and cargo does not list
-    // that default among the target features.
+    let rustflags = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
     let musl = std::env::var("CARGO_CFG_TARGET_ENV").is_ok_and(|e| e == "musl");
-    let linking = if features.split(',').any(|f| f == "crt-static")
-        || (musl && !flags.contains("-crt-static"))
-    {
+    let on = features.split(',').any(|f| f == "crt-static") || rustflags.contains("+crt-static");
+    let off = rustflags.contains("-crt-static");
+    let linking = if on || (musl && !off) {
         "static"
     } else {
         "dynamic"

@@ -598,13 +598,26 @@ pub struct CommonArgs {
     /// Pin the server's worker threads, one CPU each in turn: 1, 4-7.
     #[arg(long = Field::ServerCpus.long(), value_name = "LIST")]
     pub server_cpus: Option<String>,
-    /// A `plumb serve` to test against, HOST[:PORT]; without it an embedded
-    /// server runs on loopback.
+    /// A `plumb serve` to test against, HOST[:PORT], or ssh://[USER@]HOST[:SSHPORT]
+    /// to have plumb start one there over ssh; without it an embedded server
+    /// runs on loopback.
     #[arg(long, value_name = "HOST[:PORT]")]
     pub server: Option<String>,
     /// The pre-shared key of a `plumb serve --psk-file`.
     #[arg(long, value_name = "FILE", requires = "server")]
     pub psk_file: Option<std::path::PathBuf>,
+    /// With --server ssh://: the command that reaches the far host
+    /// [default: $PLUMB_SSH_COMMAND, else ssh]; split at spaces.
+    #[arg(long, value_name = "COMMAND", requires = "server")]
+    pub ssh_command: Option<String>,
+    /// With --server ssh://: the far host's address for the test's
+    /// connections, when ssh reaches it over another network.
+    #[arg(long, value_name = "ADDR", requires = "server")]
+    pub server_address: Option<String>,
+    /// With --server ssh://: copy this plumb to the far host although it is
+    /// not a static build (the far host has the same C library).
+    #[arg(long, requires = "server")]
+    pub ssh_copy_dynamic: bool,
     /// What this run is compared as [default: the kernel release].
     #[arg(long)]
     pub label: Option<String>,
@@ -710,6 +723,10 @@ pub struct ServeArgs {
     /// Log lines on stderr as text or as one JSON object each.
     #[arg(long, value_enum, default_value = "text", value_name = "FORMAT")]
     pub log: LogArg,
+    /// The far end of `plumb run --server ssh://`: the key comes on stdin,
+    /// the port goes to stdout, and the server ends with stdin.
+    #[arg(long, hide = true, conflicts_with_all = ["once", "psk_file"])]
+    pub ssh_session: bool,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]

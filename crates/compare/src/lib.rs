@@ -137,6 +137,45 @@ pub struct Comparison {
     /// and those were compared with each other: what differs in the specs.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub spec_diff: Vec<EnvChange>,
+    /// Set when the two sides were measured by different plumb builds
+    /// (either end's): says which.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub builds: Option<String>,
+}
+
+/// The plumb builds that measured a side's runs, both ends', as recorded.
+fn builds_of(s: &Side) -> std::collections::BTreeSet<String> {
+    s.runs
+        .iter()
+        .flat_map(|r| {
+            let server = r.record.peer.as_ref().and_then(|p| p.build.clone());
+            r.record.build.clone().into_iter().chain(server)
+        })
+        .collect()
+}
+
+/// One line when the sides' builds differ; records made before builds were
+/// recorded say nothing.
+fn different_builds(a: &Side, b: &Side) -> Option<String> {
+    let (ba, bb) = (builds_of(a), builds_of(b));
+    if ba.is_empty() || bb.is_empty() || ba == bb {
+        return None;
+    }
+    let list = |s: &std::collections::BTreeSet<String>| {
+        s.iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join(" and ")
+    };
+    Some(format!(
+        "{} and {} were measured by different plumb builds: {} by {}; {} by {}",
+        a.name,
+        b.name,
+        a.name,
+        list(&ba),
+        b.name,
+        list(&bb)
+    ))
 }
 
 impl Comparison {
@@ -341,6 +380,7 @@ pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
         env_diff,
         env_unknown,
         spec_diff,
+        builds: different_builds(a, b),
     }
 }
 
@@ -460,5 +500,40 @@ mod tests {
             budget_ends("elsewhere"),
             vec!["client host".to_string(), "server host".to_string()]
         );
+    }
+
+    fn side(name: &str, client: Option<&str>, server: Option<&str>) -> Side {
+        let text = include_str!("../../../schemas/examples/run.v1.example.json");
+        let mut r: RunRecord = serde_json::from_str(text).expect("example record");
+        r.build = client.map(str::to_string);
+        r.peer = server.map(|b| plumb_samples::Peer {
+            started: plumb_samples::ServerStart::Ssh,
+            server: None,
+            address: None,
+            build: Some(b.to_string()),
+            build_id: None,
+        });
+        Side::new(name, vec![r], None)
+    }
+
+    #[test]
+    fn different_builds_are_said_and_old_records_say_nothing() {
+        let p = CompareParams::default();
+        let same = compare(
+            &side("a", Some("x"), Some("x")),
+            &side("b", Some("x"), Some("x")),
+            &p,
+        );
+        assert_eq!(same.builds, None);
+        let old = compare(&side("a", None, None), &side("b", Some("y"), None), &p);
+        assert_eq!(old.builds, None);
+        let far = compare(
+            &side("a", Some("x"), Some("x")),
+            &side("b", Some("x"), Some("y")),
+            &p,
+        );
+        let said = far.builds.expect("the far end's build differs");
+        assert!(said.contains("different plumb builds"), "{said}");
+        assert!(said.contains("b by x and y"), "{said}");
     }
 }

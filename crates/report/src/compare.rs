@@ -116,6 +116,9 @@ pub fn terminal(c: &Comparison) -> String {
     }
     leftovers(&mut o, c, "");
     spec_diff(&mut o, c, "");
+    if let Some(b) = &c.builds {
+        let _ = writeln!(o, "{b}");
+    }
     env_diff(&mut o, c, "");
     o
 }
@@ -207,6 +210,9 @@ pub fn markdown(c: &Comparison) -> String {
     }
     leftovers(&mut o, c, "- ");
     spec_diff(&mut o, c, "- ");
+    if let Some(b) = &c.builds {
+        let _ = writeln!(o, "- {b}");
+    }
     env_diff(&mut o, c, "- ");
     o
 }

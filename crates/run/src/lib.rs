@@ -12,6 +12,7 @@ pub mod env;
 pub mod experiment;
 pub mod group;
 pub mod knob;
+pub mod ssh;
 pub mod topology;
 
 use embedded::EmbeddedServer;
@@ -299,6 +300,8 @@ pub fn run(
         complete,
         iterations,
         confidence: Some(conf),
+        build: None,
+        peer: None,
     })
 }
 

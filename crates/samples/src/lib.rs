@@ -21,5 +21,5 @@ pub use result::{
     Latency, OptionRecord, OptionStatus, Role, RunRecord, SoftirqShare, TcpInfo, TcpInfoSummary,
     Transfer, UdpTotals, RUN_SCHEMA, TCP_INFO_PER_FLOW_MAX,
 };
-pub use result::{RxZeroCopyTotals, ZeroCopyTotals};
+pub use result::{Peer, RxZeroCopyTotals, ServerStart, ZeroCopyTotals};
 pub use units::{format_bits_per_sec, format_bytes, Metric};

@@ -495,6 +495,44 @@ pub struct RunRecord {
     /// Absent in records made before repetition existed.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub confidence: Option<Confidence>,
+    /// The client's build string (`plumb --version`). Absent in records
+    /// made before builds were recorded.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub build: Option<String>,
+    /// The server end: where it was, how it was started, its build.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub peer: Option<Peer>,
+}
+
+/// How the server end of a run came to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerStart {
+    /// A child of the client on this host (no --server).
+    Embedded,
+    /// A `plumb serve` someone started (--server HOST[:PORT]).
+    Manual,
+    /// Started by the client over ssh (--server ssh://).
+    Ssh,
+}
+
+/// The server end of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Peer {
+    pub started: ServerStart,
+    /// --server as the user gave it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub server: Option<String>,
+    /// The control address the client connected to.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub address: Option<String>,
+    /// The server's build string, when it is known.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub build: Option<String>,
+    /// The hash that names the server's executable (16 hex digits), for a
+    /// server started over ssh.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub build_id: Option<String>,
 }
 
 /// Repeat-until-confident bookkeeping of a run, and what the iterations'

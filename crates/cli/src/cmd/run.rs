@@ -3,7 +3,7 @@ use crate::Failure;
 use clap::ValueEnum;
 use plumb_engine::SampleSink;
 use plumb_run::RunOptions;
-use plumb_samples::{format_bits_per_sec, IntervalSample, Role};
+use plumb_samples::{format_bits_per_sec, IntervalSample, Peer, Role, ServerStart};
 use plumb_spec::{Family, Field, Names, Spec, Workload};
 use std::io::IsTerminal;
 use std::sync::atomic::AtomicBool;
@@ -162,6 +162,69 @@ pub(crate) static EXCLUSIVE: std::sync::atomic::AtomicBool =
 /// The key of --psk-file, read once: every run of this process uses it.
 static PSK: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
 
+/// The server of --server ssh://, as the records of this process name it.
+static FAR: std::sync::OnceLock<Peer> = std::sync::OnceLock::new();
+
+/// The server end a record names: the one started over ssh, a manual one,
+/// or the embedded one (this same executable).
+fn peer(server: Option<std::net::SocketAddr>) -> Peer {
+    if let Some(p) = FAR.get() {
+        return p.clone();
+    }
+    match server {
+        Some(a) => Peer {
+            started: ServerStart::Manual,
+            server: None,
+            address: Some(a.to_string()),
+            build: None,
+            build_id: None,
+        },
+        None => Peer {
+            started: ServerStart::Embedded,
+            server: None,
+            address: None,
+            build: Some(env!("PLUMB_BUILD").to_string()),
+            build_id: None,
+        },
+    }
+}
+
+/// Finds or copies this plumb on the far host of `--server ssh://` and
+/// starts its server there; the run's records name it from then on.
+fn start_far_end(
+    target: &plumb_run::ssh::SshTarget,
+    a: &CommonArgs,
+    spec: &Spec,
+) -> Result<plumb_run::ssh::SshServer, Failure> {
+    let server_address = match &a.server_address {
+        Some(s) => Some(s.parse::<std::net::IpAddr>().map_err(|_| {
+            Failure::usage(format!("--server-address: '{s}' is not an IP address"))
+        })?),
+        None => None,
+    };
+    let opts = plumb_run::ssh::SshOptions {
+        command: plumb_run::ssh::ssh_command(a.ssh_command.as_deref()),
+        server_address,
+        copy_dynamic: a.ssh_copy_dynamic,
+        exe: std::env::current_exe()
+            .map_err(|e| Failure::usage(format!("cannot find the plumb executable: {e}")))?,
+        build: env!("PLUMB_BUILD").to_string(),
+        prefer_v6: spec.family == Family::V6,
+        notify: |m| eprintln!("plumb: {m}"),
+    };
+    let far = plumb_run::ssh::SshServer::start(target, &opts)
+        .map_err(|e| Failure::usage(format!("--server {e}")))?;
+    let _ = PSK.set(far.key.clone());
+    let _ = FAR.set(Peer {
+        started: ServerStart::Ssh,
+        server: Some(target.given.clone()),
+        address: Some(far.addr.to_string()),
+        build: Some(far.build.clone()),
+        build_id: Some(far.build_id.clone()),
+    });
+    Ok(far)
+}
+
 fn psk() -> Option<Vec<u8>> {
     PSK.get().cloned()
 }
@@ -244,8 +307,10 @@ pub fn run_and_store(
             );
         }
     };
-    let record = plumb_run::run(spec, &opts, repeat, sink.as_mut(), &mut progress)
+    let mut record = plumb_run::run(spec, &opts, repeat, sink.as_mut(), &mut progress)
         .map_err(|e| Failure::run(&e))?;
+    record.build = Some(env!("PLUMB_BUILD").to_string());
+    record.peer = Some(peer(server));
     for w in record.iterations.iter().flat_map(|i| &i.client.warnings) {
         if w.starts_with("server lost") {
             eprintln!("plumb: {w}; the partial results are marked incomplete");
@@ -281,25 +346,57 @@ pub fn run_and_store(
 pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
     let (mut spec, a) = spec_of(cmd)?;
     EXCLUSIVE.store(a.exclusive, std::sync::atomic::Ordering::Relaxed);
-    let server = match &a.server {
-        Some(s) => {
-            let asked = match (a.ipv4, a.ipv6) {
-                (true, _) => Some(Family::V4),
-                (_, true) => Some(Family::V6),
-                _ => None,
-            };
+    let ssh = match a
+        .server
+        .as_deref()
+        .and_then(plumb_run::ssh::SshTarget::parse)
+    {
+        Some(t) => Some(t.map_err(|e| Failure::usage(format!("--server: {e}")))?),
+        None => None,
+    };
+    if ssh.is_none() {
+        for (flag, set) in [
+            ("--ssh-command", a.ssh_command.is_some()),
+            ("--server-address", a.server_address.is_some()),
+            ("--ssh-copy-dynamic", a.ssh_copy_dynamic),
+        ] {
+            if set {
+                return Err(Failure::usage(format!(
+                    "{flag}: only with --server ssh://[USER@]HOST[:SSHPORT]"
+                )));
+            }
+        }
+    } else if a.psk_file.is_some() {
+        return Err(Failure::usage(
+            "--psk-file: not with --server ssh://; plumb hands the server it starts a fresh key",
+        ));
+    }
+    // The flows go to the server's address, so it decides the family the
+    // record says they used; -4/-6 choose among a name's addresses.
+    let asked = match (a.ipv4, a.ipv6) {
+        (true, _) => Some(Family::V4),
+        (_, true) => Some(Family::V6),
+        _ => None,
+    };
+    let family_of = |addr: &std::net::SocketAddr| {
+        if addr.is_ipv6() {
+            Family::V6
+        } else {
+            Family::V4
+        }
+    };
+    let mut server = match (&a.server, &ssh) {
+        (Some(s), None) => {
             let addr = super::parse_addr_of(s, plumb_ctl::DEFAULT_PORT, "--server", asked)?;
-            // The flows go to the server's address, so it decides the
-            // family the record says they used.
-            spec.family = if addr.is_ipv6() {
-                Family::V6
-            } else {
-                Family::V4
-            };
+            spec.family = family_of(&addr);
             spec.server_host = Some(host_part(s));
             Some(addr)
         }
-        None => None,
+        (_, Some(t)) => {
+            spec.server_host = Some(t.host.clone());
+            None
+        }
+        _ => None,
     };
     if let Some(p) = &a.psk_file {
         let key = plumb_ctl::auth::load_key(p, "--psk-file").map_err(Failure::usage)?;
@@ -319,7 +416,32 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
     } else {
         Some(super::db::open(&a.db)?)
     };
-    let (record, _env) = run_and_store(&spec, &label, server, &repeat, store.as_mut(), a.json)?;
+    // Ends the far end's server when this returns, however it returns.
+    let mut far = match &ssh {
+        Some(t) => Some(start_far_end(t, &a, &spec)?),
+        None => None,
+    };
+    if let Some(f) = &far {
+        server = Some(f.addr);
+        spec.family = family_of(&f.addr);
+    }
+    let (record, _env) = match run_and_store(&spec, &label, server, &repeat, store.as_mut(), a.json)
+    {
+        Ok(r) => r,
+        // A dropped ssh connection is the reason, not what it broke.
+        Err(e) => {
+            return Err(far
+                .as_mut()
+                .and_then(|f| f.gone())
+                .map_or(e, Failure::usage))
+        }
+    };
+    if !record.complete {
+        // A server lost mid-run: when ssh went with it, ssh says why.
+        if let Some(why) = far.as_mut().and_then(|f| f.gone()) {
+            eprintln!("plumb: {why}");
+        }
+    }
     if a.json {
         let text = serde_json::to_string_pretty(&record)
             .map_err(|e| Failure::usage(format!("cannot encode the record: {e}")))?;

@@ -3,13 +3,23 @@ use crate::Failure;
 use plumb_ctl::{serve, Cidr, Limits, LogFormat, ServeConfig, ServeError, DEFAULT_PORT};
 
 pub fn exec(a: ServeArgs) -> Result<i32, Failure> {
+    // Started over ssh, the server takes an ephemeral port and says which.
+    let default_port = if a.ssh_session { 0 } else { DEFAULT_PORT };
     let listen = super::parse_addr(
         a.listen.as_deref().unwrap_or("[::]"),
-        DEFAULT_PORT,
+        default_port,
         "--listen",
     )?;
     let psk = match &a.psk_file {
         Some(p) => Some(plumb_ctl::auth::load_key(p, "--psk-file").map_err(Failure::usage)?),
+        None if a.ssh_session => {
+            // The key comes on the channel, never on a command line or in a
+            // file; the ssh login is what lets the client in.
+            let key = plumb_run::ssh::far_end_hello(env!("PLUMB_BUILD"))
+                .map_err(|e| Failure::usage(e.to_string()))?;
+            plumb_run::ssh::exit_at_end_of_input().map_err(|e| Failure::usage(e.to_string()))?;
+            Some(key)
+        }
         None => None,
     };
     let allow = a
