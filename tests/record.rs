@@ -50,6 +50,10 @@ fn an_ipv6_server_address_makes_an_ipv6_record_without_a_flag() {
     let v6 = record(&remote);
     assert_eq!(v6["spec"]["family"], "v6", "{}", v6["spec"]);
     assert_eq!(v6["spec"]["server_host"], "::1");
+    // The record names the server: where it was reached and how it started.
+    assert_eq!(v6["peer"]["started"], "manual", "{}", v6["peer"]);
+    assert_eq!(v6["peer"]["server"], "::1");
+    assert_eq!(v6["peer"]["address"], server.1.as_str());
     // The flows really were IPv6: the server saw an IPv6 peer.
     let tx = v6["iterations"][0]["derived"]["tps"].clone();
     assert!(tx.as_f64().unwrap_or(0.0) > 0.0, "{tx}");
@@ -66,6 +70,11 @@ fn an_ipv6_server_address_makes_an_ipv6_record_without_a_flag() {
     let embedded = record(&local);
     assert_eq!(embedded["spec"]["family"], "v6");
     assert!(embedded["spec"].get("server_host").is_none());
+    assert_eq!(
+        embedded["peer"]["started"], "embedded",
+        "{}",
+        embedded["peer"]
+    );
     assert_ne!(embedded["spec_key"], v6["spec_key"]);
 }
 

@@ -165,16 +165,17 @@ static PSK: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
 /// The server of --server ssh://, as the records of this process name it.
 static FAR: std::sync::OnceLock<Peer> = std::sync::OnceLock::new();
 
-/// The server end a record names: the one started over ssh, a manual one,
-/// or the embedded one (this same executable).
-fn peer(server: Option<std::net::SocketAddr>) -> Peer {
+/// The server end a record names: the one started over ssh, a manual one
+/// (its host as the user named it, and the address it was reached at), or
+/// the embedded one (this same executable).
+fn peer(server: Option<std::net::SocketAddr>, host: Option<String>) -> Peer {
     if let Some(p) = FAR.get() {
         return p.clone();
     }
     match server {
         Some(a) => Peer {
             started: ServerStart::Manual,
-            server: None,
+            server: host,
             address: Some(a.to_string()),
             build: None,
             build_id: None,
@@ -310,7 +311,7 @@ pub fn run_and_store(
     let mut record = plumb_run::run(spec, &opts, repeat, sink.as_mut(), &mut progress)
         .map_err(|e| Failure::run(&e))?;
     record.build = Some(env!("PLUMB_BUILD").to_string());
-    record.peer = Some(peer(server));
+    record.peer = Some(peer(server, spec.server_host.clone()));
     for w in record.iterations.iter().flat_map(|i| &i.client.warnings) {
         if w.starts_with("server lost") {
             eprintln!("plumb: {w}; the partial results are marked incomplete");
