@@ -54,6 +54,12 @@ fn an_ipv6_server_address_makes_an_ipv6_record_without_a_flag() {
     assert_eq!(v6["peer"]["started"], "manual", "{}", v6["peer"]);
     assert_eq!(v6["peer"]["server"], "::1");
     assert_eq!(v6["peer"]["address"], server.1.as_str());
+    // Both ends name their build, and the record keeps the far end's.
+    let it = &v6["iterations"][0];
+    let server_build = it["server"]["build"].as_str().expect("the server's build");
+    assert!(server_build.contains("commit "), "{server_build}");
+    assert_eq!(v6["peer"]["build"], server_build);
+    assert_eq!(it["client"]["build"], v6["build"]);
     // The flows really were IPv6: the server saw an IPv6 peer.
     let tx = v6["iterations"][0]["derived"]["tps"].clone();
     assert!(tx.as_f64().unwrap_or(0.0) > 0.0, "{tx}");

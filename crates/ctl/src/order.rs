@@ -154,6 +154,7 @@ mod tests {
                 socket_options: Vec::new(),
                 warnings: Vec::new(),
                 lost: false,
+                build: None,
                 transactions: 0,
                 latency: None,
                 udp: None,

@@ -138,6 +138,7 @@ fn end() -> impl Strategy<Value = EndResult> {
                 socket_options: Vec::new(),
                 warnings,
                 lost: false,
+                build: None,
                 transactions: received % 1000,
                 latency: None,
                 udp: None,

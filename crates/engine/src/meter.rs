@@ -214,6 +214,7 @@ impl Meter {
             socket_options: options,
             warnings: Vec::new(),
             lost: false,
+            build: plumb_sys::build().map(str::to_string),
             transactions: end.transactions() - self.start.transactions(),
             latency: self
                 .latency

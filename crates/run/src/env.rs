@@ -159,19 +159,15 @@ fn sorted_entries(dir: &Path) -> Vec<(String, fs::DirEntry)> {
     v
 }
 
-/// The build of the plumb binary, as `plumb --version` gives it; set once by
-/// the binary at start (the build script that knows it belongs to the
-/// binary's crate).
-static BUILD: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
-
-/// Names this binary's build in every environment captured from now on.
+/// Names this binary's build in every environment captured from now on,
+/// and in every end's figures (see [`plumb_sys::set_build`]).
 pub fn set_build(build: &'static str) {
-    let _ = BUILD.set(build);
+    plumb_sys::set_build(build);
 }
 
 fn plumb_facts(f: &mut Facts) {
     f.put("plumb.version", env!("CARGO_PKG_VERSION"));
-    let build = BUILD.get().copied().unwrap_or(if cfg!(debug_assertions) {
+    let build = plumb_sys::build().unwrap_or(if cfg!(debug_assertions) {
         "debug"
     } else {
         "release"

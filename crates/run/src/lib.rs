@@ -489,6 +489,7 @@ fn lost_server(spec: &Spec) -> plumb_samples::EndResult {
         socket_options: Vec::new(),
         warnings: vec!["lost: the server went away during the test".into()],
         lost: true,
+        build: None,
         transactions: 0,
         latency: None,
         udp: None,

@@ -233,6 +233,10 @@ pub struct EndResult {
     /// is every figure derived from them.
     #[serde(skip_serializing_if = "is_false", default)]
     pub lost: bool,
+    /// The build of the plumb that measured this end (`plumb --version`);
+    /// absent in records made before it was kept, and for a lost end.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub build: Option<String>,
     /// Transactions completed during the window (request/response workloads).
     #[serde(skip_serializing_if = "is_zero", default)]
     pub transactions: u64,

@@ -23,3 +23,18 @@ pub mod sock;
 
 pub use cookie::Cookie;
 pub use error::{plain_io, ParseError};
+
+/// The build of the running plumb, as `plumb --version` gives it. The
+/// binary's build script knows it; the binary sets it once at start, and
+/// every end records it with its figures.
+static BUILD: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+
+/// Names this process's build, once, at start.
+pub fn set_build(build: &'static str) {
+    let _ = BUILD.set(build);
+}
+
+/// This process's build, when the binary named it.
+pub fn build() -> Option<&'static str> {
+    BUILD.get().copied()
+}

@@ -166,9 +166,9 @@ static PSK: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
 static FAR: std::sync::OnceLock<Peer> = std::sync::OnceLock::new();
 
 /// The server end a record names: the one started over ssh, a manual one
-/// (its host as the user named it, and the address it was reached at), or
-/// the embedded one (this same executable).
-fn peer(server: Option<std::net::SocketAddr>, host: Option<String>) -> Peer {
+/// (its host as the user named it, the address it was reached at, and the
+/// build its figures came with), or the embedded one (this same executable).
+fn peer(server: Option<std::net::SocketAddr>, host: Option<String>, build: Option<String>) -> Peer {
     if let Some(p) = FAR.get() {
         return p.clone();
     }
@@ -177,7 +177,7 @@ fn peer(server: Option<std::net::SocketAddr>, host: Option<String>) -> Peer {
             started: ServerStart::Manual,
             server: host,
             address: Some(a.to_string()),
-            build: None,
+            build,
             build_id: None,
         },
         None => Peer {
@@ -311,7 +311,11 @@ pub fn run_and_store(
     let mut record = plumb_run::run(spec, &opts, repeat, sink.as_mut(), &mut progress)
         .map_err(|e| Failure::run(&e))?;
     record.build = Some(env!("PLUMB_BUILD").to_string());
-    record.peer = Some(peer(server, spec.server_host.clone()));
+    let server_build = record
+        .iterations
+        .iter()
+        .find_map(|i| i.server.build.clone());
+    record.peer = Some(peer(server, spec.server_host.clone(), server_build));
     for w in record.iterations.iter().flat_map(|i| &i.client.warnings) {
         if w.starts_with("server lost") {
             eprintln!("plumb: {w}; the partial results are marked incomplete");
