@@ -259,9 +259,22 @@ impl Store {
         self.conn
             .busy_timeout(std::time::Duration::from_secs(10))
             .map_err(|e| self.err(e))?;
-        self.conn
-            .pragma_update(None, "journal_mode", "WAL")
-            .map_err(|e| self.err(e))?;
+        // Turning a new file to WAL needs it to itself for a moment, and
+        // SQLite answers "locked" at once rather than waiting when another
+        // plumb opens the same new file: try again until the busy timeout.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            match self.conn.pragma_update(None, "journal_mode", "WAL") {
+                Ok(()) => break,
+                Err(rusqlite::Error::SqliteFailure(e, _))
+                    if e.code == rusqlite::ErrorCode::DatabaseBusy
+                        && std::time::Instant::now() < until =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                Err(e) => return Err(self.err(e)),
+            }
+        }
         self.conn
             .pragma_update(None, "foreign_keys", "ON")
             .map_err(|e| self.err(e))?;
@@ -326,7 +339,13 @@ impl Store {
             path: path.clone(),
             source,
         };
-        let tx = self.conn.transaction().map_err(wrap)?;
+        // Every write takes the write lock as it begins, waiting for it up
+        // to the busy timeout: a deferred transaction that read first fails
+        // at once when another writer committed in between.
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(wrap)?;
         let id = insert_in(&tx, record, env).map_err(wrap)?;
         tx.commit().map_err(wrap)?;
         Ok(id)
@@ -477,7 +496,10 @@ impl Store {
             path: path.clone(),
             source,
         };
-        let tx = self.conn.transaction().map_err(wrap)?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(wrap)?;
         tx.execute(
             "DELETE FROM interval_samples WHERE run_id = ?1",
             params![id.0],
@@ -526,7 +548,10 @@ impl Store {
             path: path.clone(),
             source,
         };
-        let tx = self.conn.transaction().map_err(wrap)?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(wrap)?;
         let mut ids = Vec::new();
         for (i, run) in export.runs.iter().enumerate() {
             if run.record.iterations.is_empty() {

@@ -30,7 +30,10 @@ impl Store {
             path: path.clone(),
             source,
         };
-        let tx = self.conn.transaction().map_err(wrap)?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(wrap)?;
         let id = insert_in(&tx, record, env).map_err(wrap)?;
         tx.execute(
             "INSERT INTO run_tags (run_id, experiment, point, variant, seed) VALUES (?1, ?2, ?3, ?4, ?5)",
