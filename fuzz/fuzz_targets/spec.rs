@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use plumb_spec::{parse_duration, parse_rate, parse_size, parse_writes, CpuList, Spec};
+use plumb_spec::{parse_duration, parse_rate, parse_size, parse_writes, CpuList, Field, Spec};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(spec) = serde_json::from_slice::<Spec>(data) {
@@ -18,7 +18,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = parse_size(text);
     let _ = parse_rate(text);
     let _ = parse_duration(text);
-    let _ = parse_writes("--req-writes", text, 1 << 20);
+    let _ = parse_writes(Field::ReqWrites, text, 1 << 20);
     if let Ok(cpus) = text.parse::<CpuList>() {
         // What is shown parses back to the same list.
         assert_eq!(cpus.to_string().parse::<CpuList>().ok(), Some(cpus));
