@@ -131,36 +131,7 @@ mod tests {
     }
     fn results() -> Message {
         Message::Results {
-            end: Box::new(plumb_samples::EndResult {
-                role: Role::Server,
-                hostname: String::new(),
-                kernel: String::new(),
-                online_cpus: 0,
-                threads: 1,
-                pinned_cpus: None,
-                window_s: 0.0,
-                bytes_sent: 0,
-                bytes_received: 0,
-                queued_start_bytes: 0,
-                queued_end_bytes: 0,
-                intervals: Vec::new(),
-                flows: Vec::new(),
-                process: Default::default(),
-                cpus: Vec::new(),
-                softirqs: Vec::new(),
-                counters: Default::default(),
-                tcp_info: Vec::new(),
-                tcp_info_summary: None,
-                socket_options: Vec::new(),
-                warnings: Vec::new(),
-                lost: false,
-                build: None,
-                transactions: 0,
-                latency: None,
-                udp: None,
-                zerocopy: None,
-                rx_zerocopy: None,
-            }),
+            end: Box::new(plumb_samples::EndResult::empty(Role::Server, 1)),
         }
     }
 

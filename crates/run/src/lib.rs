@@ -464,36 +464,11 @@ fn run_iteration_at(
 }
 
 /// The server's end of an iteration whose server went away: nothing
-/// measured, which the figures derived from it show as zero.
+/// measured, and marked lost so that reports show its figures as missing.
 fn lost_server(spec: &Spec) -> plumb_samples::EndResult {
     plumb_samples::EndResult {
-        role: Role::Server,
-        hostname: String::new(),
-        kernel: String::new(),
-        online_cpus: 0,
-        threads: spec.threads,
-        pinned_cpus: None,
-        window_s: 0.0,
-        bytes_sent: 0,
-        bytes_received: 0,
-        queued_start_bytes: 0,
-        queued_end_bytes: 0,
-        intervals: Vec::new(),
-        flows: Vec::new(),
-        process: Default::default(),
-        cpus: Vec::new(),
-        softirqs: Vec::new(),
-        counters: Default::default(),
-        tcp_info: Vec::new(),
-        tcp_info_summary: None,
-        socket_options: Vec::new(),
         warnings: vec!["lost: the server went away during the test".into()],
         lost: true,
-        build: None,
-        transactions: 0,
-        latency: None,
-        udp: None,
-        zerocopy: None,
-        rx_zerocopy: None,
+        ..plumb_samples::EndResult::empty(Role::Server, spec.threads)
     }
 }

@@ -254,6 +254,43 @@ pub struct EndResult {
     pub rx_zerocopy: Option<RxZeroCopyTotals>,
 }
 
+impl EndResult {
+    /// An end that measured nothing: what a lost end, or a test of the
+    /// messages that carry an end, starts from.
+    pub fn empty(role: Role, threads: u32) -> EndResult {
+        EndResult {
+            role,
+            hostname: String::new(),
+            kernel: String::new(),
+            online_cpus: 0,
+            threads,
+            pinned_cpus: None,
+            window_s: 0.0,
+            bytes_sent: 0,
+            bytes_received: 0,
+            queued_start_bytes: 0,
+            queued_end_bytes: 0,
+            intervals: Vec::new(),
+            flows: Vec::new(),
+            process: Default::default(),
+            cpus: Vec::new(),
+            softirqs: Vec::new(),
+            counters: Default::default(),
+            tcp_info: Vec::new(),
+            tcp_info_summary: None,
+            socket_options: Vec::new(),
+            warnings: Vec::new(),
+            lost: false,
+            build: None,
+            transactions: 0,
+            latency: None,
+            udp: None,
+            zerocopy: None,
+            rx_zerocopy: None,
+        }
+    }
+}
+
 /// What TCP_ZEROCOPY_RECEIVE did on one receiving end.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RxZeroCopyTotals {
