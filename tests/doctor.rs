@@ -84,25 +84,9 @@ fn reports_the_kernels_values_and_what_each_run_records() {
     }
 }
 
-/// A process started here, ended by its PID on drop.
-struct Spinner(std::process::Child);
-
-impl Drop for Spinner {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn a_busy_process_is_named_and_makes_the_host_too_noisy() {
-    let spinner = Spinner(
-        Command::new("sh")
-            .args(["-c", "while :; do :; done"])
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let spinner = Spinner::start(None);
     let pid = spinner.0.id();
     let a = doctor_json(plumb().args(["doctor", "--json", "--sample", "1s"]));
     let busy = a["busy_processes"].as_array().unwrap();

@@ -51,6 +51,54 @@ fn udp_stream_accounts_for_every_datagram() {
 }
 
 #[test]
+fn datagrams_queued_as_the_window_closes_are_counted_as_received() {
+    let _alone = measuring_alone();
+    // The receiver shares CPU 0 with a spinning shell, the sender has CPU 1,
+    // and the receive buffer holds a thousand datagrams: while the shell
+    // has the CPU the queue fills, so it is rarely empty as a window closes.
+    let _spinner = Spinner::start(Some("0"));
+    let rec = workload_json(
+        "udp-stream",
+        &[
+            "--duration",
+            "1s",
+            "--iterations",
+            "3",
+            "--rcvbuf",
+            "2M",
+            "--client-cpus",
+            "1",
+            "--server-cpus",
+            "0",
+        ],
+    );
+    let mut queued = Vec::new();
+    for it in rec["iterations"].as_array().unwrap() {
+        let (c, s) = (&it["client"], &it["server"]);
+        let (sent, got, lost) = (
+            u(&c["udp"]["packets_sent"]),
+            u(&s["udp"]["packets_received"]),
+            u(&s["udp"]["lost"]),
+        );
+        let q = u(&s["udp"]["queued_at_close"]);
+        assert!(q <= got, "{}", s["udp"]);
+        queued.push(q);
+        // The queued datagrams are among those received, not a hole
+        // between sent and received + lost.
+        let allowed = edge_allowance(sent as f64 / f(&c["window_s"]), c, s, 64.0);
+        let accounted = (got + lost) as f64;
+        assert!(
+            (sent as f64 - accounted).abs() <= allowed,
+            "sent {sent}, received {got} + lost {lost} (allowed {allowed}), {q} of them queued"
+        );
+    }
+    assert!(
+        queued.iter().any(|&q| q > 0),
+        "a receiver sharing its CPU with the sender had nothing queued at any close: {queued:?}"
+    );
+}
+
+#[test]
 fn a_receiver_outrun_by_its_sender_counts_what_the_kernel_dropped() {
     let _alone = measuring_alone();
     // A tiny receive buffer and both ends on one CPU: the sender fills the

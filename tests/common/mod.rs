@@ -332,3 +332,37 @@ pub fn listening_addr(child: &mut std::process::Child) -> String {
         .unwrap_or_else(|| panic!("plumb serve said {line:?}"))
         .to_string()
 }
+
+/// A shell spinning on a CPU (any, or the CPUs of `cpus` through taskset),
+/// started here and ended by its PID on drop.
+pub struct Spinner(pub std::process::Child);
+
+impl Spinner {
+    pub fn start(cpus: Option<&str>) -> Spinner {
+        let spin = ["sh", "-c", "while :; do :; done"];
+        let mut cmd = match cpus {
+            Some(c) => {
+                let mut t = Command::new("taskset");
+                t.args(["-c", c]).args(spin);
+                t
+            }
+            None => {
+                let mut t = Command::new(spin[0]);
+                t.args(&spin[1..]);
+                t
+            }
+        };
+        Spinner(
+            cmd.stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("a shell to spin"),
+        )
+    }
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

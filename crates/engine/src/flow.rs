@@ -142,7 +142,11 @@ pub(crate) struct Shared {
     /// Datagrams dropped for a wrong tag or length, crr connections from
     /// another address.
     pub strays: Arc<AtomicU64>,
+    /// Where this worker hands its counts over when the engine asks (a new
+    /// epoch): None when the engine reads the live counters instead.
     pub latency: Option<Arc<LatencySlot>>,
+    /// Whether the hand-over carries latencies: this end times transactions.
+    pub timed: bool,
     pub epoch: Arc<AtomicU64>,
     /// The engine's time base for latency stamps.
     pub clock: std::time::Instant,
@@ -177,6 +181,12 @@ pub(crate) trait Handler {
     /// wait may last at most, in nanoseconds (None: until an event).
     fn on_timer(&mut self, _lp: &mut Loop) -> io::Result<Option<u64>> {
         Ok(None)
+    }
+    /// Just before a hand-over: takes in what has already arrived, so that
+    /// the counts handed over include it. Returns how many messages that
+    /// was.
+    fn settle(&mut self, _lp: &mut Loop) -> u64 {
+        0
     }
     /// After the loop, before the worker returns.
     fn finish(&mut self, _lp: &mut Loop) {}
@@ -234,7 +244,7 @@ impl Loop {
         )?;
         let timings = Timings {
             clock: sh.clock,
-            hist: sh.latency.as_ref().map(|_| new_histogram()),
+            hist: sh.timed.then(new_histogram),
             // Not the engine's epoch now: one it bumped before this thread
             // ran is still owed a hand-over.
             epoch_seen: 0,
@@ -319,32 +329,30 @@ impl Loop {
         let _ = rustix::io::read(&*self.sh.wake, &mut b);
     }
 
-    /// Hands the latencies timed so far to the engine when it has asked for
-    /// them since the last call (a new epoch).
-    pub(crate) fn hand_over_latency(&mut self) {
+    /// The epoch the engine has asked for a hand-over in since this worker
+    /// last handed over, if it has.
+    pub(crate) fn owed_hand_over(&self) -> Option<u64> {
         let epoch = self.sh.epoch.load(Acquire);
-        if epoch != self.timings.epoch_seen {
-            self.flush_latency(epoch);
-        }
+        (epoch != self.timings.epoch_seen).then_some(epoch)
     }
 
-    /// Hands over the latencies timed so far together with the count of
-    /// each flow's transactions: one thread does both, so the counts and
-    /// the latencies match.
-    fn flush_latency(&mut self, epoch: u64) {
+    /// Hands over the latencies timed so far together with the counts of
+    /// each flow: one thread does both, so the counts and the latencies
+    /// match. `settled` is what [`Handler::settle`] took in just before.
+    pub(crate) fn hand_over(&mut self, epoch: u64, settled: u64) {
         let t = &mut self.timings;
-        if let (Some(slot), Some(local)) = (&self.sh.latency, t.hist.as_mut()) {
+        if let Some(slot) = &self.sh.latency {
             for c in &self.sh.counters[self.sh.range.clone()] {
                 c.hand_over();
             }
-            slot.flush(local, epoch);
+            slot.flush(t.hist.as_mut(), epoch, settled);
         }
         t.epoch_seen = epoch;
     }
 
     /// The last hand-over, as the worker ends: nobody need wait for it again.
     pub(crate) fn hand_over_final(&mut self) {
-        self.flush_latency(crate::latency::FINAL);
+        self.hand_over(crate::latency::FINAL, 0);
     }
 }
 
@@ -378,6 +386,7 @@ pub(crate) fn test_shared(
         udp_socks: Arc::new(udp_socks),
         strays: Arc::new(AtomicU64::new(0)),
         latency: timed.then(|| Arc::new(LatencySlot::new())),
+        timed,
         epoch: Arc::new(AtomicU64::new(0)),
         clock: std::time::Instant::now(),
     }

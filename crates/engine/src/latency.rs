@@ -14,11 +14,16 @@ pub fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds")
 }
 
+/// One worker's hand-over: its latencies, when its end times transactions,
+/// and the epoch it last handed its counts over in.
 pub(crate) struct LatencySlot {
     pub hist: Mutex<Histogram<u64>>,
     /// The last epoch this worker has flushed for; [`FINAL`] once it has
     /// flushed for the last time.
     pub seen: AtomicU64,
+    /// Messages the worker took off its queue just before its last
+    /// hand-over (see [`crate::flow::Handler::settle`]).
+    pub settled: AtomicU64,
 }
 
 /// The epoch a worker's last flush marks its slot with: caught up with any.
@@ -29,16 +34,19 @@ impl LatencySlot {
         LatencySlot {
             hist: Mutex::new(new_histogram()),
             seen: AtomicU64::new(0),
+            settled: AtomicU64::new(0),
         }
     }
 
-    /// Called by the worker: moves its local histogram into the slot.
-    pub fn flush(&self, local: &mut Histogram<u64>, epoch: u64) {
-        if !local.is_empty() {
+    /// Called by the worker: moves its local histogram (if it times
+    /// anything) into the slot and marks the epoch handed over.
+    pub fn flush(&self, local: Option<&mut Histogram<u64>>, epoch: u64, settled: u64) {
+        if let Some(local) = local.filter(|l| !l.is_empty()) {
             let mut h = self.hist.lock().unwrap_or_else(|e| e.into_inner());
             let _ = h.add(&*local);
             local.reset();
         }
+        self.settled.store(settled, Ordering::Relaxed);
         self.seen.store(epoch, Ordering::Release);
     }
 }

@@ -439,7 +439,7 @@ impl Engine {
                 eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)
                     .map_err(|e| EngineError::Spawn(e.to_string()))?,
             );
-            let latency = config.workload.timed().then(|| {
+            let latency = config.workload.hands_over().then(|| {
                 let slot = Arc::new(latency::LatencySlot::new());
                 engine.latency.push(slot.clone());
                 slot
@@ -456,6 +456,7 @@ impl Engine {
                     udp_socks: udp_socks.clone(),
                     strays: strays.clone(),
                     latency,
+                    timed: config.workload.timed(),
                     epoch: engine.epoch.clone(),
                     clock,
                 },
@@ -501,23 +502,22 @@ impl Engine {
     /// Per-flow counters now. A flow's byte and datagram counters are read
     /// together, and again if a datagram landed in between, so that a
     /// sampler preempted half-way through cannot pair the bytes of one
-    /// moment with the datagrams of a later one. Where this end times
-    /// transactions, those counted are those handed over with their
-    /// latencies at the last [`Engine::collect_latency`].
+    /// moment with the datagrams of a later one. Where this end's workers
+    /// hand over (see [`Workload::hands_over`]), the counts are those handed
+    /// over at the last [`Engine::collect_latency`]: for a timed end, the
+    /// transactions are exactly those whose latencies it holds.
     pub fn counts(&self) -> Counts {
         let udp = self.config.udp();
         let mut flows = Vec::with_capacity(self.counters.len());
         let mut transactions = Vec::with_capacity(self.counters.len());
         let mut t = plumb_samples::UdpTotals::default();
         let (mut gaps, mut late) = (0u64, 0u64);
-        // A timed end's counts are those its workers handed over with their
-        // latencies.
-        let timed = !self.latency.is_empty();
+        let handed = !self.latency.is_empty();
         for c in self.counters.iter() {
             let h = &c.handed;
-            let rd = |live: &AtomicU64, handed: &AtomicU64| {
-                if timed {
-                    handed.load(Acquire)
+            let rd = |live: &AtomicU64, kept: &AtomicU64| {
+                if handed {
+                    kept.load(Acquire)
                 } else {
                     live.load(Acquire)
                 }
@@ -578,12 +578,13 @@ impl Engine {
         }
     }
 
-    /// The latencies handed over since the last call, merged over the
-    /// workers (None when this end does not time transactions). Workers hand
-    /// over when they see the new epoch, and [`Engine::counts`] then counts
-    /// the transactions they handed over. With a `wait`, one kept off its
-    /// CPU for longer hands over at the next call instead; without, the call
-    /// waits for every worker still running.
+    /// Asks the workers to hand their counts over (where this end's do) and
+    /// returns the latencies handed over since the last call, merged over
+    /// the workers (None when this end does not time transactions). Workers
+    /// hand over when they see the new epoch, and [`Engine::counts`] then
+    /// counts what they handed over. With a `wait`, one kept off its CPU for
+    /// longer hands over at the next call instead; without, the call waits
+    /// for every worker still running.
     pub fn collect_latency(
         &self,
         wait: Option<std::time::Duration>,
@@ -610,6 +611,9 @@ impl Engine {
         {
             std::thread::sleep(std::time::Duration::from_micros(100));
         }
+        if !self.config.workload.timed() {
+            return None;
+        }
         let mut out = latency::new_histogram();
         for s in &self.latency {
             let mut h = s.hist.lock().unwrap_or_else(|e| e.into_inner());
@@ -617,6 +621,13 @@ impl Engine {
             h.reset();
         }
         Some(out)
+    }
+
+    /// Messages the workers took off their queues just before the last hand-over:
+    /// for a udp-stream receiver, the datagrams that were waiting to be read
+    /// when the engine asked.
+    pub fn settled(&self) -> u64 {
+        self.latency.iter().map(|s| s.settled.load(Relaxed)).sum()
     }
 
     /// Bytes sitting in this end's socket queues: written but not yet

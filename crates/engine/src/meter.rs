@@ -228,6 +228,7 @@ impl Meter {
                     packets_received: b.packets_received - a.packets_received,
                     lost: b.lost.saturating_sub(a.lost),
                     reordered: b.reordered - a.reordered,
+                    queued_at_close: engine.settled(),
                     timeouts: b.timeouts - a.timeouts,
                     late_responses: b.late_responses - a.late_responses,
                     strays: b.strays - a.strays,

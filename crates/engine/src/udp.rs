@@ -314,6 +314,11 @@ pub(crate) struct UdpServer {
     out: Vec<u8>,
 }
 
+/// The most datagrams a stream's receiver reads off its queue before one
+/// hand-over: 2^18 of the smallest datagram's truesize is well above the
+/// largest receive buffer a test asks for.
+const SETTLE_MAX: u64 = 1 << 18;
+
 impl UdpServer {
     pub(crate) fn new(plan: UdpPlan) -> UdpServer {
         UdpServer {
@@ -321,6 +326,37 @@ impl UdpServer {
             out: pattern(plan.out_size),
             plan,
         }
+    }
+
+    /// Counts the datagram of `got` bytes in the input buffer against its
+    /// flow, and for a stream against the flow's sequence; its (flow, seq),
+    /// or None for a stray.
+    fn count(&self, lp: &Loop, got: usize) -> Option<(u32, u64)> {
+        let udp = &self.plan;
+        let Some((flow, seq)) =
+            header(&self.inbuf[..got], udp.tag).filter(|&(flow, _)| (flow as usize) < udp.flows)
+        else {
+            lp.sh.strays.fetch_add(1, Relaxed);
+            return None;
+        };
+        let c = &lp.sh.counters[flow as usize];
+        c.add_received(got as u64);
+        FlowCounters::bump(&c.packets_received, 1);
+        if udp.rr {
+            return Some((flow, seq));
+        }
+        // SO_REUSEPORT hashes a flow's 4-tuple to one socket, so only this
+        // worker writes this flow's sequence state.
+        let expect = c.expect.load(Relaxed);
+        if seq == expect {
+            c.expect.store(seq + 1, Relaxed);
+        } else if seq > expect {
+            FlowCounters::bump(&c.gaps, seq - expect);
+            c.expect.store(seq + 1, Relaxed);
+        } else {
+            FlowCounters::bump(&c.late, 1);
+        }
+        Some((flow, seq))
     }
 }
 
@@ -347,16 +383,11 @@ impl Handler for UdpServer {
             // they belong to no flow and stop nothing.
             Err(_) => return Ok(Next::Done),
         };
-        let Some((flow, seq)) =
-            header(&self.inbuf[..got], udp.tag).filter(|&(flow, _)| (flow as usize) < udp.flows)
-        else {
-            lp.sh.strays.fetch_add(1, Relaxed);
+        let Some((flow, seq)) = self.count(lp, got) else {
             return Ok(Next::Done);
         };
-        let c = &lp.sh.counters[flow as usize];
-        c.add_received(got as u64);
-        FlowCounters::bump(&c.packets_received, 1);
         if udp.rr {
+            let c = &lp.sh.counters[flow as usize];
             c.add_transaction();
             put_header(&mut self.out, udp.tag, flow, seq);
             // A response that cannot be sent is lost, as on the wire; the
@@ -365,20 +396,35 @@ impl Handler for UdpServer {
                 c.add_sent(w as u64);
                 FlowCounters::bump(&c.packets_sent, 1);
             }
-            return Ok(Next::Done);
-        }
-        // SO_REUSEPORT hashes a flow's 4-tuple to one socket, so only this
-        // worker writes this flow's sequence state.
-        let expect = c.expect.load(Relaxed);
-        if seq == expect {
-            c.expect.store(seq + 1, Relaxed);
-        } else if seq > expect {
-            FlowCounters::bump(&c.gaps, seq - expect);
-            c.expect.store(seq + 1, Relaxed);
-        } else {
-            FlowCounters::bump(&c.late, 1);
         }
         Ok(Next::Done)
+    }
+
+    /// A stream's receiver reads what its socket holds before handing its
+    /// counts over: those datagrams arrived before the engine asked.
+    fn settle(&mut self, lp: &mut Loop) -> u64 {
+        if self.plan.rr {
+            // The client counts the transactions; a request still queued
+            // here has no response yet, on either side of the edge.
+            return 0;
+        }
+        let sock = &lp.sh.udp_socks[lp.sh.range.start];
+        let mut read = 0;
+        // Bounded, so that a sender outrunning the drain cannot hold the
+        // hand-over: far more datagrams than the largest receive buffer
+        // holds.
+        while read < SETTLE_MAX {
+            match rustix::net::recv(sock, &mut self.inbuf[..], rustix::net::RecvFlags::DONTWAIT) {
+                Ok((got, _)) => {
+                    read += 1;
+                    self.count(lp, got);
+                }
+                Err(rustix::io::Errno::INTR) => continue,
+                // Empty (EAGAIN), or an ICMP error that belongs to no flow.
+                Err(_) => break,
+            }
+        }
+        read
     }
 
     fn on_writable(&mut self, _: &mut Loop, _: u64, _: epoll::EventFlags) -> io::Result<()> {
@@ -446,6 +492,49 @@ mod flow_tests {
         assert_eq!(c.gaps.load(Relaxed), 2);
         assert_eq!(c.late.load(Relaxed), 1);
         assert_eq!(lp.sh.strays.load(Relaxed), 2, "wrong tag, unknown flow");
+    }
+
+    #[test]
+    fn a_stream_receiver_counts_what_is_queued_before_it_hands_over() {
+        let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        client.connect(server.local_addr().unwrap()).unwrap();
+        let mut sh = test_shared(Vec::new(), vec![server], 1, false);
+        sh.latency = Some(std::sync::Arc::new(crate::latency::LatencySlot::new()));
+        let slot = sh.latency.clone().unwrap();
+        let mut lp = Loop::new(sh).unwrap();
+        let mut h = UdpServer::new(plan(false, false));
+        h.start(&mut lp).unwrap();
+        // One datagram read the ordinary way, then 40 left in the queue
+        // (and one stray) as the engine asks for the counts.
+        client.send(&datagram(0x5eed, 0, 0)).unwrap();
+        h.on_readable(&mut lp, 0, epoll::EventFlags::IN).unwrap();
+        for seq in 1..=40 {
+            client.send(&datagram(0x5eed, 0, seq)).unwrap();
+        }
+        client.send(&datagram(0xbad, 0, 41)).unwrap();
+        let settled = h.settle(&mut lp);
+        lp.hand_over(1, settled);
+        let c = &lp.sh.counters[0];
+        assert_eq!(settled, 41, "every queued datagram read, the stray too");
+        assert_eq!(c.handed.packets_received.load(Relaxed), 41);
+        assert_eq!(c.handed.received.load(Relaxed), 41 * 64);
+        assert_eq!(c.handed.gaps.load(Relaxed), 0);
+        assert_eq!(slot.settled.load(Relaxed), 41);
+        assert_eq!(lp.sh.strays.load(Relaxed), 1);
+        // The queue is empty now: a read that does not wait finds nothing.
+        let mut b = [0u8; 64];
+        let empty = rustix::net::recv(
+            &lp.sh.udp_socks[0],
+            &mut b[..],
+            rustix::net::RecvFlags::DONTWAIT,
+        );
+        assert_eq!(empty.unwrap_err(), rustix::io::Errno::AGAIN);
+        // A request/response server leaves its queue to the loop.
+        let mut rr = UdpServer::new(plan(false, true));
+        client.send(&datagram(0x5eed, 0, 42)).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert_eq!(rr.settle(&mut lp), 0);
     }
 
     #[test]

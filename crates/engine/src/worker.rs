@@ -49,6 +49,15 @@ impl Workload {
             Workload::Udp(u) => u.client && u.rr,
         }
     }
+
+    /// Whether this end's workers hand their counts over at the window's
+    /// edges rather than being read live: a timed end, so that the counts
+    /// are those of the latencies, and a udp-stream receiver, so that the
+    /// datagrams already queued on its sockets are read and counted first
+    /// (they arrived in the window; left there, they would pass for lost).
+    pub fn hands_over(&self) -> bool {
+        self.timed() || matches!(self, Workload::Udp(u) if !u.client && !u.rr)
+    }
 }
 
 pub(crate) struct WorkerPlan {
@@ -102,7 +111,7 @@ fn drive<H: Handler>(sh: Shared, mut h: H) -> io::Result<Vec<FlowError>> {
         match lp.blocking {
             // The socket's own timeouts bound the wait.
             Some(id) => {
-                lp.hand_over_latency();
+                hand_over(&mut h, &mut lp);
                 dispatch(
                     &mut h,
                     &mut lp,
@@ -116,7 +125,7 @@ fn drive<H: Handler>(sh: Shared, mut h: H) -> io::Result<Vec<FlowError>> {
                 }
                 // Before the batch: what it moves belongs after a hand-over
                 // the wake-up in it asks for.
-                lp.hand_over_latency();
+                hand_over(&mut h, &mut lp);
                 for ev in &events {
                     let id = ev.data.u64();
                     if id == WAKE {
@@ -131,6 +140,16 @@ fn drive<H: Handler>(sh: Shared, mut h: H) -> io::Result<Vec<FlowError>> {
     h.finish(&mut lp);
     lp.hand_over_final();
     Ok(lp.errors)
+}
+
+/// Hands the counts (and latencies) over when the engine has asked, after
+/// the handler has taken in what was waiting.
+#[inline(always)]
+fn hand_over<H: Handler>(h: &mut H, lp: &mut Loop) {
+    if let Some(epoch) = lp.owed_hand_over() {
+        let settled = h.settle(lp);
+        lp.hand_over(epoch, settled);
+    }
 }
 
 /// One ready socket: read first (a read may end the flow or owe a write),

@@ -428,9 +428,13 @@ fn datagrams(
     let d = &it.derived;
     let pct = |x: f64| format!("{:.3} %", x * 100.0);
     if let Some(loss) = d.loss {
+        let queued = match s.queued_at_close {
+            0 => String::new(),
+            n => format!(", {n} read off the queue at the close"),
+        };
         let _ = writeln!(
             o,
-            "datagrams   sent {} by the client, received {} by the server ({}/s)",
+            "datagrams   sent {} by the client, received {} by the server ({}/s{queued})",
             c.packets_sent,
             s.packets_received,
             sig3(d.pps.unwrap_or(0.0))

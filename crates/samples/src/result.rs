@@ -403,6 +403,11 @@ pub struct UdpTotals {
     pub lost: u64,
     /// Receiver of a stream: datagrams that arrived after a later one.
     pub reordered: u64,
+    /// Receiver of a stream: of the datagrams received, those still queued
+    /// on its sockets as the window closed, read and counted before its
+    /// counts were taken (they arrived in the window).
+    #[serde(default)]
+    pub queued_at_close: u64,
     /// udp-rr client: requests whose response did not come within the
     /// timeout; each was counted and the flow went on.
     pub timeouts: u64,
@@ -421,6 +426,7 @@ impl UdpTotals {
             packets_received,
             lost,
             reordered,
+            queued_at_close,
             timeouts,
             late_responses,
             strays,
@@ -429,6 +435,7 @@ impl UdpTotals {
         self.packets_received += packets_received;
         self.lost += lost;
         self.reordered += reordered;
+        self.queued_at_close += queued_at_close;
         self.timeouts += timeouts;
         self.late_responses += late_responses;
         self.strays += strays;
