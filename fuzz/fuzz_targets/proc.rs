@@ -3,7 +3,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use plumb_sys::proc::{parse_snmp, parse_softirqs, parse_stat, parse_status, parse_task_stat};
+use plumb_sys::proc::{
+    kconfig_enabled, parse_net_dev, parse_sched_migrations, parse_schedstat, parse_snmp,
+    parse_softirqs, parse_softnet, parse_stat, parse_status, parse_task_stat,
+};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
@@ -14,4 +17,9 @@ fuzz_target!(|data: &[u8]| {
     let _ = parse_snmp(text);
     let _ = parse_task_stat(text);
     let _ = parse_status(text);
+    let _ = parse_schedstat(text);
+    let _ = parse_sched_migrations(text);
+    let _ = parse_softnet(text);
+    let _ = parse_net_dev(text);
+    let _ = kconfig_enabled(text, "CONFIG_IRQ_TIME_ACCOUNTING");
 });

@@ -88,7 +88,8 @@ pub struct BudgetLine {
     /// (every CPU of the machine that end ran on), or `host` when both ends
     /// ran on one machine.
     pub end: String,
-    /// `user`, `system`, `softirq`, `irq`.
+    /// `user`, `system`, `softirq`, `irq`, or for a process `run-queue
+    /// wait` (its threads runnable but not on a CPU).
     pub part: String,
     pub a: f64,
     pub b: f64,
@@ -241,6 +242,11 @@ fn budget(its: &[&Iteration], transactional: bool) -> BTreeMap<(String, String),
             let who = end.role.name();
             add(who, "user", end.process.user_s);
             add(who, "system", end.process.system_s);
+            // Time the end's threads were ready to run but waited for a
+            // CPU: what a crowded or badly pinned end pays on top.
+            if let Some(sched) = &end.process.sched {
+                add(who, "run-queue wait", sched.wait_s);
+            }
             if shared && end.role == plumb_samples::Role::Server {
                 continue;
             }

@@ -144,6 +144,9 @@ fn end() -> impl Strategy<Value = EndResult> {
                 udp: None,
                 zerocopy: None,
                 rx_zerocopy: None,
+                irq_time_accounting: Some(true),
+                softnet: Vec::new(),
+                interfaces: Vec::new(),
             },
         )
 }

@@ -6,10 +6,10 @@
 
 use crate::{Counts, Engine};
 use plumb_samples::{
-    CpuTimes, EndResult, FlowTotals, IntervalSample, OptionRecord, ProcessCpu, Role, SoftirqCounts,
-    ThreadCpu,
+    CpuTimes, EndResult, FlowTotals, InterfaceCounts, IntervalSample, IrqCounts, IrqCpu,
+    OptionRecord, ProcessCpu, Role, SchedTimes, SoftirqCounts, SoftnetCounts, ThreadCpu,
 };
-use plumb_sys::proc::{SoftirqRow, StatCpu, TaskSnapshot};
+use plumb_sys::proc::{Interrupts, NetDevRow, SoftirqRow, SoftnetRow, StatCpu, TaskSnapshot};
 use plumb_sys::process::Rusage;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -38,6 +38,9 @@ struct HostSnapshot {
     stat: Vec<StatCpu>,
     softirqs: Vec<SoftirqRow>,
     net: BTreeMap<String, i64>,
+    softnet: Vec<SoftnetRow>,
+    net_dev: Vec<NetDevRow>,
+    interrupts: Interrupts,
 }
 
 impl HostSnapshot {
@@ -48,6 +51,9 @@ impl HostSnapshot {
             stat: plumb_sys::proc::read_stat().unwrap_or_default(),
             softirqs: plumb_sys::proc::read_softirqs().unwrap_or_default(),
             net: plumb_sys::proc::read_net_counters().unwrap_or_default(),
+            softnet: plumb_sys::proc::read_softnet().unwrap_or_default(),
+            net_dev: plumb_sys::proc::read_net_dev().unwrap_or_default(),
+            interrupts: plumb_sys::proc::read_interrupts().unwrap_or_default(),
         }
     }
 }
@@ -236,12 +242,43 @@ impl Meter {
             }),
             zerocopy: None,
             rx_zerocopy: None,
+            irq_time_accounting: plumb_sys::proc::irq_time_accounting(),
+            softnet: softnet_deltas(&self.host.softnet, &host.softnet),
+            interfaces: interface_deltas(&self.host, &host),
         }
     }
 }
 
+/// The scheduler's accounting of one thread over the window, where the
+/// kernel keeps it at both ends of the window.
+fn sched_delta(a: Option<&TaskSnapshot>, b: &TaskSnapshot) -> Option<SchedTimes> {
+    let (s0, s1) = match a {
+        Some(a) => (a.schedstat?, b.schedstat?),
+        // A thread born in the window: all of its accounting is in it.
+        None => (Default::default(), b.schedstat?),
+    };
+    let ns = |x: u64, y: u64| x.saturating_sub(y) as f64 / 1e9;
+    Some(SchedTimes {
+        run_s: ns(s1.run_ns, s0.run_ns),
+        wait_s: ns(s1.wait_ns, s0.wait_ns),
+        timeslices: s1.timeslices.saturating_sub(s0.timeslices),
+        migrations: match a {
+            Some(a) => a
+                .migrations
+                .zip(b.migrations)
+                .map(|(x, y)| y.saturating_sub(x)),
+            None => b.migrations,
+        },
+    })
+}
+
 fn process_cpu(a: &HostSnapshot, b: &HostSnapshot, tick: f64, engine: &Engine) -> ProcessCpu {
     let ns = |x: u64| x as f64 / 1e9;
+    let sched: Vec<SchedTimes> = b
+        .tasks
+        .iter()
+        .filter_map(|t| sched_delta(a.tasks.iter().find(|o| o.tid == t.tid), t))
+        .collect();
     let threads = b
         .tasks
         .iter()
@@ -266,6 +303,7 @@ fn process_cpu(a: &HostSnapshot, b: &HostSnapshot, tick: f64, engine: &Engine) -
                 involuntary_csw: t.involuntary_csw.saturating_sub(i0),
                 cpus_allowed: t.cpus_allowed_list.clone(),
                 last_cpu: t.last_cpu,
+                sched: sched_delta(before, t),
             }
         })
         .filter(|t| t.name.starts_with(engine.worker_name_prefix()) || t.user_s + t.system_s > 0.0)
@@ -284,6 +322,7 @@ fn process_cpu(a: &HostSnapshot, b: &HostSnapshot, tick: f64, engine: &Engine) -
             .saturating_sub(a.rusage.involuntary_csw),
         rss_bytes: plumb_sys::proc::rss_bytes(None).unwrap_or(0),
         threads,
+        sched: SchedTimes::sum(&sched),
     }
 }
 
@@ -315,6 +354,114 @@ fn softirq_deltas(a: &[SoftirqRow], b: &[SoftirqRow]) -> Vec<SoftirqCounts> {
                 cpu: e.cpu,
                 net_rx: e.net_rx.saturating_sub(s.net_rx),
                 net_tx: e.net_tx.saturating_sub(s.net_tx),
+            })
+        })
+        .collect()
+}
+
+/// The CPUs whose packet processing moved.
+fn softnet_deltas(a: &[SoftnetRow], b: &[SoftnetRow]) -> Vec<SoftnetCounts> {
+    b.iter()
+        .filter_map(|e| {
+            let s = a.iter().find(|s| s.cpu == e.cpu)?;
+            let d = SoftnetCounts {
+                cpu: e.cpu,
+                processed: e.processed.saturating_sub(s.processed),
+                dropped: e.dropped.saturating_sub(s.dropped),
+                time_squeeze: e.time_squeeze.saturating_sub(s.time_squeeze),
+                received_rps: e.received_rps.saturating_sub(s.received_rps),
+                flow_limit_count: e.flow_limit_count.saturating_sub(s.flow_limit_count),
+            };
+            (d != SoftnetCounts {
+                cpu: e.cpu,
+                ..Default::default()
+            })
+            .then_some(d)
+        })
+        .collect()
+}
+
+/// The interfaces whose counters moved: those that carried the test's
+/// traffic, and whatever else this namespace sent or received meanwhile.
+fn interface_deltas(a: &HostSnapshot, b: &HostSnapshot) -> Vec<InterfaceCounts> {
+    b.net_dev
+        .iter()
+        .filter_map(|e| {
+            // An interface that came up in the window counts from zero.
+            let zero = NetDevRow::default();
+            let s = a.net_dev.iter().find(|s| s.name == e.name).unwrap_or(&zero);
+            let d = |x: u64, y: u64| x.saturating_sub(y);
+            let c = InterfaceCounts {
+                name: e.name.clone(),
+                rx_bytes: d(e.rx_bytes, s.rx_bytes),
+                rx_packets: d(e.rx_packets, s.rx_packets),
+                rx_errors: d(e.rx_errors, s.rx_errors),
+                rx_dropped: d(e.rx_dropped, s.rx_dropped),
+                rx_fifo: d(e.rx_fifo, s.rx_fifo),
+                tx_bytes: d(e.tx_bytes, s.tx_bytes),
+                tx_packets: d(e.tx_packets, s.tx_packets),
+                tx_errors: d(e.tx_errors, s.tx_errors),
+                tx_dropped: d(e.tx_dropped, s.tx_dropped),
+                tx_fifo: d(e.tx_fifo, s.tx_fifo),
+                virtual_device: false,
+                irqs: Vec::new(),
+            };
+            let moved = c.rx_packets
+                + c.tx_packets
+                + c.rx_dropped
+                + c.tx_dropped
+                + c.rx_errors
+                + c.tx_errors
+                + c.rx_fifo
+                + c.tx_fifo;
+            if moved == 0 {
+                return None;
+            }
+            Some(match plumb_sys::proc::net_device(&e.name) {
+                None => InterfaceCounts {
+                    virtual_device: true,
+                    ..c
+                },
+                Some(dev) => InterfaceCounts {
+                    irqs: irq_deltas(
+                        &a.interrupts,
+                        &b.interrupts,
+                        &plumb_sys::proc::irqs_of(&e.name, &dev, &b.interrupts),
+                    ),
+                    ..c
+                },
+            })
+        })
+        .collect()
+}
+
+/// The interrupts each CPU took over the window on each of `irqs`, for the
+/// IRQs that fired.
+fn irq_deltas(a: &Interrupts, b: &Interrupts, irqs: &[u32]) -> Vec<IrqCounts> {
+    irqs.iter()
+        .filter_map(|irq| {
+            let e = b.lines.iter().find(|l| l.irq == *irq)?;
+            let s = a.lines.iter().find(|l| l.irq == *irq);
+            let cpus: Vec<IrqCpu> = b
+                .cpus
+                .iter()
+                .zip(&e.counts)
+                .enumerate()
+                .filter_map(|(k, (&cpu, &n))| {
+                    let before = s.and_then(|s| s.counts.get(k)).copied().unwrap_or(0);
+                    let count = n.saturating_sub(before);
+                    (count > 0).then_some(IrqCpu { cpu, count })
+                })
+                .collect();
+            (!cpus.is_empty()).then(|| IrqCounts {
+                irq: *irq,
+                name: e
+                    .desc
+                    .split_ascii_whitespace()
+                    .last()
+                    .unwrap_or_default()
+                    .to_string(),
+                cpus,
             })
         })
         .collect()

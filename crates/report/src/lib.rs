@@ -12,8 +12,10 @@ use plumb_samples::units::{
     format_tx_rate, sig3,
 };
 use plumb_samples::{
-    format_bits_per_sec, format_bytes, EndResult, Iteration, OptionStatus, RunRecord,
+    format_bits_per_sec, format_bytes, EndResult, Iteration, OptionStatus, Role, RunRecord,
+    SoftnetCounts,
 };
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// The headline metric of a record in its unit.
@@ -333,6 +335,8 @@ fn iteration(o: &mut String, it: &Iteration, planned_s: f64, transactional: bool
         cost(d.host_cpu_s_per_gb, d.host_cpu_s_per_tx),
         secs(d.host_softirq_s)
     );
+    sched(o, it);
+    network(o, it);
     let rss = |e: &EndResult| format_bytes(e.process.rss_bytes);
     let flows = it.client.flows.len().max(1) as u64;
     let _ = writeln!(
@@ -624,7 +628,176 @@ fn per_cpu(o: &mut String, it: &Iteration) {
         let _ = writeln!(o, "({} more CPUs in --json)", cpus.len() - 16);
     }
     let _ = writeln!(o, "(seconds over the window; softirq% of each CPU's time)");
+    let _ = writeln!(o, "{}", irq_time_note(&it.client));
     let _ = writeln!(o);
+}
+
+/// How far this end's softirq seconds can be trusted.
+pub fn irq_time_note(end: &EndResult) -> &'static str {
+    match end.irq_time_accounting {
+        Some(true) => "(irq and softirq time measured exactly: CONFIG_IRQ_TIME_ACCOUNTING)",
+        Some(false) => "(irq and softirq time sampled at each tick: small differences are noise)",
+        None => "(irq and softirq time: kernel config unreadable, may be tick samples)",
+    }
+}
+
+/// A count in at most four or five characters: 987, 98.6k, 1.23M.
+fn count(n: u64) -> String {
+    match n {
+        0..=9_999 => n.to_string(),
+        10_000..=999_999 => format!("{}k", sig3(n as f64 / 1e3)),
+        _ => format!("{}M", sig3(n as f64 / 1e6)),
+    }
+}
+
+/// One counter of a CPU's softnet row.
+type Field = fn(&SoftnetCounts) -> u64;
+
+/// Each end's interfaces and per-CPU packet processing, where they moved:
+/// once for ends that share a host and namespace, per end otherwise.
+fn network(o: &mut String, it: &Iteration) {
+    let (c, s) = (&it.client, &it.server);
+    let same_host = c.hostname == s.hostname;
+    let names = |e: &EndResult| {
+        e.interfaces
+            .iter()
+            .map(|i| i.name.clone())
+            .collect::<Vec<_>>()
+    };
+    let mut head = "net";
+    for end in [c, s] {
+        if end.lost || (end.role == Role::Server && same_host && names(s) == names(c)) {
+            continue;
+        }
+        for i in &end.interfaces {
+            let line = format!(
+                "{head:<12}{:<7}{} rx {} {} pkts, tx {} {} pkts",
+                end.role.to_string(),
+                i.name,
+                format_bytes(i.rx_bytes),
+                count(i.rx_packets),
+                format_bytes(i.tx_bytes),
+                count(i.tx_packets)
+            );
+            let bad = [
+                ("rx drop", i.rx_dropped),
+                ("rx err", i.rx_errors),
+                ("rx fifo", i.rx_fifo),
+                ("tx drop", i.tx_dropped),
+                ("tx err", i.tx_errors),
+                ("tx fifo", i.tx_fifo),
+            ];
+            let mut extra: Vec<String> = bad
+                .iter()
+                .filter(|(_, n)| *n > 0)
+                .map(|(what, n)| format!("{what} {n}"))
+                .collect();
+            if i.virtual_device {
+                extra.push("virtual: no IRQs".into());
+            }
+            let extra = extra.join(", ");
+            // Within 80 columns: what does not fit goes on a line of its own.
+            if extra.is_empty() {
+                let _ = writeln!(o, "{line}");
+            } else if line.len() + 2 + extra.len() <= 80 {
+                let _ = writeln!(o, "{line}, {extra}");
+            } else {
+                let _ = writeln!(o, "{line}\n{:<19}{extra}", "");
+            }
+            head = "";
+            if !i.irqs.is_empty() {
+                // Which CPUs took the device's interrupts, most first.
+                let mut per_cpu: BTreeMap<u32, u64> = BTreeMap::new();
+                for q in &i.irqs {
+                    for c in &q.cpus {
+                        *per_cpu.entry(c.cpu).or_default() += c.count;
+                    }
+                }
+                let mut cpus: Vec<(u32, u64)> = per_cpu.into_iter().collect();
+                cpus.sort_by_key(|&(_, n)| std::cmp::Reverse(n));
+                let mut took: Vec<String> = cpus
+                    .iter()
+                    .take(4)
+                    .map(|(c, n)| format!("cpu{c} {}", count(*n)))
+                    .collect();
+                if cpus.len() > 4 {
+                    took.push(format!("+{} CPUs", cpus.len() - 4));
+                }
+                let _ = writeln!(
+                    o,
+                    "{:<19}{} IRQs took {} interrupts: {}",
+                    "",
+                    i.irqs.len(),
+                    count(cpus.iter().map(|c| c.1).sum()),
+                    took.join(" ")
+                );
+            }
+        }
+    }
+    let mut head = "softnet";
+    for end in [c, s] {
+        if end.lost || end.softnet.is_empty() || (end.role == Role::Server && same_host) {
+            continue;
+        }
+        let t = SoftnetCounts::total(&end.softnet);
+        // The three CPUs with most, so that the line fits on a big host.
+        let per_cpu = |f: Field| {
+            let mut rows: Vec<&SoftnetCounts> = end.softnet.iter().filter(|r| f(r) > 0).collect();
+            rows.sort_by_key(|r| std::cmp::Reverse(f(r)));
+            let mut s: Vec<String> = rows
+                .iter()
+                .take(3)
+                .map(|r| format!("cpu{} {}", r.cpu, count(f(r))))
+                .collect();
+            if rows.len() > 3 {
+                s.push(format!("+{} CPUs", rows.len() - 3));
+            }
+            s.join(" ")
+        };
+        let mut line = format!(
+            "{head:<12}{:<7}processed {} ({})",
+            end.role.to_string(),
+            count(t.processed),
+            per_cpu(|r| r.processed)
+        );
+        let moved: [(&str, u64, Field); 4] = [
+            ("time_squeeze", t.time_squeeze, |r| r.time_squeeze),
+            ("dropped", t.dropped, |r| r.dropped),
+            ("rps", t.received_rps, |r| r.received_rps),
+            ("flow limit", t.flow_limit_count, |r| r.flow_limit_count),
+        ];
+        for (what, n, f) in moved {
+            if n > 0 {
+                line.push_str(&format!(", {what} {} ({})", count(n), per_cpu(f)));
+            }
+        }
+        let _ = writeln!(o, "{line}");
+        head = "";
+    }
+}
+
+/// The scheduler's accounting of each end's threads: time on a CPU, time
+/// waiting on a run queue, timeslices and moves between CPUs.
+fn sched(o: &mut String, it: &Iteration) {
+    let mut head = "sched";
+    for end in [&it.client, &it.server] {
+        let Some(s) = end.process.sched.filter(|_| !end.lost) else {
+            continue;
+        };
+        let migrations = match s.migrations {
+            Some(m) => m.to_string(),
+            None => "unavailable".into(),
+        };
+        let _ = writeln!(
+            o,
+            "{head:<12}{:<7}run {}  run-queue wait {}  slices {}  migrations {migrations}",
+            end.role.to_string(),
+            secs(s.run_s),
+            secs(s.wait_s),
+            s.timeslices,
+        );
+        head = "";
+    }
 }
 
 fn options(o: &mut String, it: &Iteration) {

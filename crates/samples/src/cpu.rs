@@ -49,6 +49,45 @@ pub struct ThreadCpu {
     pub cpus_allowed: String,
     /// The CPU it last ran on at the end of the window.
     pub last_cpu: u32,
+    /// What the scheduler accounted to it over the window; None where the
+    /// kernel keeps no per-task scheduler statistics.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub sched: Option<SchedTimes>,
+}
+
+/// What the scheduler accounted to a thread, or to a process's threads
+/// together, over a window (/proc/PID/task/TID/schedstat and sched).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct SchedTimes {
+    /// Seconds on a CPU.
+    pub run_s: f64,
+    /// Seconds runnable but waiting on a run queue for a CPU.
+    pub wait_s: f64,
+    /// Times it was put on a CPU.
+    pub timeslices: u64,
+    /// Moves from one CPU to another; None where the kernel does not expose
+    /// them (no /proc/PID/task/TID/sched).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub migrations: Option<u64>,
+}
+
+impl SchedTimes {
+    /// The sum of the threads' accounting; None when no thread has any.
+    pub fn sum<'a>(threads: impl IntoIterator<Item = &'a SchedTimes>) -> Option<SchedTimes> {
+        threads
+            .into_iter()
+            .fold(None, |acc: Option<SchedTimes>, t| {
+                Some(match acc {
+                    None => *t,
+                    Some(a) => SchedTimes {
+                        run_s: a.run_s + t.run_s,
+                        wait_s: a.wait_s + t.wait_s,
+                        timeslices: a.timeslices + t.timeslices,
+                        migrations: a.migrations.zip(t.migrations).map(|(x, y)| x + y),
+                    },
+                })
+            })
+    }
 }
 
 /// A process's CPU use over a window: getrusage deltas plus its threads.
@@ -62,6 +101,9 @@ pub struct ProcessCpu {
     /// Resident set size at the end of the window.
     pub rss_bytes: u64,
     pub threads: Vec<ThreadCpu>,
+    /// The scheduler's accounting of all the process's threads together.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub sched: Option<SchedTimes>,
 }
 
 impl ProcessCpu {
@@ -76,4 +118,36 @@ pub struct SoftirqCounts {
     pub cpu: u32,
     pub net_rx: u64,
     pub net_tx: u64,
+}
+
+/// One CPU's packet processing over a window (deltas of
+/// /proc/net/softnet_stat).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SoftnetCounts {
+    pub cpu: u32,
+    /// Packets taken off the CPU's backlog and device queues.
+    pub processed: u64,
+    /// Packets dropped for a full backlog (net.core.netdev_max_backlog).
+    pub dropped: u64,
+    /// NET_RX rounds that ended with work left (out of budget or time).
+    pub time_squeeze: u64,
+    /// Packets other CPUs steered here by RPS.
+    pub received_rps: u64,
+    /// Packets dropped by the per-flow limit.
+    pub flow_limit_count: u64,
+}
+
+impl SoftnetCounts {
+    /// The CPUs' counts added up (the `cpu` of the sum means nothing).
+    pub fn total(rows: &[SoftnetCounts]) -> SoftnetCounts {
+        rows.iter()
+            .fold(SoftnetCounts::default(), |a, r| SoftnetCounts {
+                cpu: 0,
+                processed: a.processed + r.processed,
+                dropped: a.dropped + r.dropped,
+                time_squeeze: a.time_squeeze + r.time_squeeze,
+                received_rps: a.received_rps + r.received_rps,
+                flow_limit_count: a.flow_limit_count + r.flow_limit_count,
+            })
+    }
 }

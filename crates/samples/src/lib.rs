@@ -14,12 +14,14 @@ pub mod result;
 pub mod units;
 
 pub use audit::{Audit, BusyProcess, Finding, Status, AUDIT_SCHEMA};
-pub use cpu::{CpuTimes, ProcessCpu, SoftirqCounts, ThreadCpu};
+pub use cpu::{CpuTimes, ProcessCpu, SchedTimes, SoftirqCounts, SoftnetCounts, ThreadCpu};
 pub use env::{EnvChange, Environment};
 pub use result::{
     Bimodal, Confidence, Derived, EndResult, FlowTotals, IntervalSample, Iteration, KernelCounters,
     Latency, OptionRecord, OptionStatus, Role, RunRecord, SoftirqShare, TcpInfo, TcpInfoSummary,
     Transfer, UdpTotals, RUN_SCHEMA, TCP_INFO_PER_FLOW_MAX,
 };
-pub use result::{Peer, RxZeroCopyTotals, ServerStart, ZeroCopyTotals};
+pub use result::{
+    InterfaceCounts, IrqCounts, IrqCpu, Peer, RxZeroCopyTotals, ServerStart, ZeroCopyTotals,
+};
 pub use units::{format_bits_per_sec, format_bytes, Metric};

@@ -252,6 +252,20 @@ pub struct EndResult {
     /// TCP_ZEROCOPY_RECEIVE accounting of a receiving end, whole test.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub rx_zerocopy: Option<RxZeroCopyTotals>,
+    /// Whether this end's kernel accounts interrupt and softirq time
+    /// precisely (CONFIG_IRQ_TIME_ACCOUNTING) or charges whole ticks to what
+    /// they interrupted, which makes small softirq differences noise; None
+    /// where its config could not be read.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub irq_time_accounting: Option<bool>,
+    /// Per CPU, the packet processing of the window, for the CPUs where
+    /// anything moved.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub softnet: Vec<crate::SoftnetCounts>,
+    /// The interfaces of this end's network namespace whose counters moved
+    /// in the window.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub interfaces: Vec<InterfaceCounts>,
 }
 
 impl EndResult {
@@ -287,8 +301,53 @@ impl EndResult {
             udp: None,
             zerocopy: None,
             rx_zerocopy: None,
+            irq_time_accounting: None,
+            softnet: Vec::new(),
+            interfaces: Vec::new(),
         }
     }
+}
+
+/// One interface's counters over a window (deltas of /proc/net/dev in the
+/// end's network namespace).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct InterfaceCounts {
+    pub name: String,
+    pub rx_bytes: u64,
+    pub rx_packets: u64,
+    pub rx_errors: u64,
+    pub rx_dropped: u64,
+    pub rx_fifo: u64,
+    pub tx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_errors: u64,
+    pub tx_dropped: u64,
+    pub tx_fifo: u64,
+    /// No device of its own (lo, veth, a bridge, a TUN device), so no IRQs
+    /// of its own: its packets are processed in softirqs of the CPUs that
+    /// send them.
+    #[serde(default)]
+    pub virtual_device: bool,
+    /// The device's IRQs that fired in the window, with the CPUs that took
+    /// them.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub irqs: Vec<IrqCounts>,
+}
+
+/// One IRQ of an interface's device over a window.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct IrqCounts {
+    pub irq: u32,
+    /// Its handler's name as /proc/interrupts gives it (e.g. eth0-TxRx-3).
+    pub name: String,
+    /// The interrupts each CPU took, for the CPUs that took any.
+    pub cpus: Vec<IrqCpu>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IrqCpu {
+    pub cpu: u32,
+    pub count: u64,
 }
 
 /// What TCP_ZEROCOPY_RECEIVE did on one receiving end.

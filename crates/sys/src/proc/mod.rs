@@ -3,16 +3,29 @@
 //! readers that apply them to the running kernel's files.
 
 mod host;
+mod interrupts;
+mod kconfig;
+mod netdev;
 mod snmp;
 mod softirqs;
+mod softnet;
 mod stat;
 mod task;
 
 pub use host::{clock_ticks_per_sec, hostname, kernel_release, online_cpus, rss_bytes};
+pub use interrupts::{
+    irqs_of, net_device, parse_interrupts, read_interrupts, Interrupts, IrqLine, NetDevice,
+};
+pub use kconfig::{irq_time_accounting, kconfig_enabled};
+pub use netdev::{parse_net_dev, read_net_dev, NetDevRow};
 pub use snmp::{parse_snmp, read_net_counters};
 pub use softirqs::{parse_softirqs, read_softirqs, SoftirqRow};
+pub use softnet::{parse_softnet, read_softnet, SoftnetRow};
 pub use stat::{parse_stat, read_stat, StatCpu};
-pub use task::{parse_status, parse_task_stat, read_tasks, StatusFields, TaskSnapshot, TaskStat};
+pub use task::{
+    parse_sched_migrations, parse_schedstat, parse_status, parse_task_stat, read_tasks, Schedstat,
+    StatusFields, TaskSnapshot, TaskStat,
+};
 
 use crate::ParseError;
 

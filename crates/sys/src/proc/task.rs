@@ -16,6 +16,52 @@ pub struct TaskSnapshot {
     pub voluntary_csw: u64,
     pub involuntary_csw: u64,
     pub cpus_allowed_list: String,
+    /// None where the kernel keeps no per-task scheduler statistics
+    /// (CONFIG_SCHED_INFO off).
+    pub schedstat: Option<Schedstat>,
+    /// Moves between CPUs (se.nr_migrations); None where the kernel does not
+    /// expose /proc/<pid>/task/<tid>/sched (CONFIG_SCHED_DEBUG off).
+    pub migrations: Option<u64>,
+}
+
+const SCHEDSTAT: &str = "/proc/[pid]/task/[tid]/schedstat";
+
+/// What the scheduler accounted to a task since it started
+/// (/proc/<pid>/task/<tid>/schedstat).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Schedstat {
+    /// Nanoseconds on a CPU.
+    pub run_ns: u64,
+    /// Nanoseconds runnable but waiting on a run queue.
+    pub wait_ns: u64,
+    /// Timeslices run: how often it was put on a CPU.
+    pub timeslices: u64,
+}
+
+pub fn parse_schedstat(text: &str) -> Result<Schedstat, ParseError> {
+    let mut it = text.split_ascii_whitespace();
+    let mut next = |what: &str| {
+        let v = it.next().ok_or_else(|| {
+            ParseError::new(SCHEDSTAT, 1, format!("{what}: missing (3 fields expected)"))
+        })?;
+        num(SCHEDSTAT, 1, what, v)
+    };
+    Ok(Schedstat {
+        run_ns: next("run time")?,
+        wait_ns: next("run-queue wait")?,
+        timeslices: next("timeslices")?,
+    })
+}
+
+/// se.nr_migrations of a /proc/<pid>[/task/<tid>]/sched text; None when the
+/// line is not there (its fields vary with the kernel's version).
+pub fn parse_sched_migrations(text: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let (key, value) = l.split_once(':')?;
+        (key.trim() == "se.nr_migrations")
+            .then(|| value.trim().parse().ok())
+            .flatten()
+    })
 }
 
 // Field numbers of proc_pid_stat(5), 1-based, counted from the start of the line.
@@ -129,6 +175,14 @@ fn read_task(dir: &str, tid: u32) -> io::Result<TaskSnapshot> {
     let status = std::fs::read_to_string(format!("{dir}/{tid}/status"))?;
     let stat = parse_task_stat(&stat)?;
     let status = parse_status(&status);
+    // Both depend on the kernel's configuration: absent, they are unknown,
+    // not an error.
+    let schedstat = std::fs::read_to_string(format!("{dir}/{tid}/schedstat"))
+        .ok()
+        .and_then(|t| parse_schedstat(&t).ok());
+    let migrations = std::fs::read_to_string(format!("{dir}/{tid}/sched"))
+        .ok()
+        .and_then(|t| parse_sched_migrations(&t));
     Ok(TaskSnapshot {
         tid,
         name: stat.comm,
@@ -138,6 +192,8 @@ fn read_task(dir: &str, tid: u32) -> io::Result<TaskSnapshot> {
         voluntary_csw: status.voluntary_csw,
         involuntary_csw: status.involuntary_csw,
         cpus_allowed_list: status.cpus_allowed_list,
+        schedstat,
+        migrations,
     })
 }
 
@@ -163,6 +219,54 @@ mod tests {
             (s.utime_ticks, s.stime_ticks, s.start_ticks, s.processor),
             (17, 23, 123456, 5)
         );
+    }
+
+    #[test]
+    fn schedstat_and_migrations() {
+        assert_eq!(
+            parse_schedstat("1647624 120786 2\n").unwrap(),
+            Schedstat {
+                run_ns: 1647624,
+                wait_ns: 120786,
+                timeslices: 2
+            }
+        );
+        assert!(parse_schedstat("1 2").is_err());
+        assert!(parse_schedstat("1 x 3").is_err());
+        let sched = "plumb-s0 (4242, #threads: 3)\n\
+                     -------------------------------------------------------------------\n\
+                     se.exec_start                                :      123.456\n\
+                     se.nr_migrations                             :                   17\n\
+                     numa_pages_migrated                          :                    0\n";
+        assert_eq!(parse_sched_migrations(sched), Some(17));
+        assert_eq!(parse_sched_migrations("se.exec_start : 1\n"), None);
+    }
+
+    #[test]
+    fn this_threads_scheduler_accounting_grows_as_it_runs() {
+        let me = rustix::thread::gettid().as_raw_nonzero().get() as u32;
+        let read = || {
+            read_tasks(None)
+                .unwrap()
+                .into_iter()
+                .find(|t| t.tid == me)
+                .unwrap()
+        };
+        let a = read();
+        let t = std::time::Instant::now();
+        let mut x = 0u64;
+        while t.elapsed() < std::time::Duration::from_millis(30) {
+            x = x.wrapping_mul(31).wrapping_add(7);
+        }
+        std::hint::black_box(x);
+        let b = read();
+        // Where the kernel keeps the statistics (it does on any distribution
+        // kernel), the thread ran for about the 30 ms it spun.
+        if let (Some(a), Some(b)) = (a.schedstat, b.schedstat) {
+            let ran = b.run_ns - a.run_ns;
+            assert!(ran >= 10_000_000, "ran {ran} ns");
+            assert!(b.timeslices >= a.timeslices);
+        }
     }
 
     #[test]

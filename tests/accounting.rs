@@ -1,0 +1,226 @@
+//! What each end accounts beyond its own counters: the scheduler's view of
+//! its threads (/proc/PID/task/TID/schedstat), bounded by the window, in
+//! agreement with getrusage, and showing the run-queue wait of two ends made
+//! to share one CPU; and the interfaces and per-CPU packet processing of the
+//! window, against /proc/net/dev and /proc/net/softnet_stat read by the test
+//! around the run.
+
+mod common;
+use common::*;
+use serde_json::Value;
+
+/// Each end's (run, wait) seconds, after checking them against the window
+/// and the process's CPU time.
+fn sched_of(rec: &Value) -> [(f64, f64); 2] {
+    let it = &rec["iterations"][0];
+    [&it["client"], &it["server"]].map(|end| {
+        let window = f(&end["window_s"]);
+        let p = &end["process"];
+        let s = &p["sched"];
+        assert!(s.is_object(), "no scheduler accounting: {p}");
+        let (run, wait) = (f(&s["run_s"]), f(&s["wait_s"]));
+        // A thread is on a CPU or waiting for one for at most the window
+        // (threads born in it, for the little before it).
+        let threads = p["threads"].as_array().unwrap();
+        let bound = window * threads.len().max(1) as f64 + 0.05;
+        assert!(
+            (0.0..=bound).contains(&run),
+            "run {run} s, bound {bound}: {s}"
+        );
+        assert!(
+            (0.0..=bound).contains(&wait),
+            "wait {wait} s, bound {bound}: {s}"
+        );
+        for t in threads {
+            let ts = &t["sched"];
+            assert!(f(&ts["run_s"]) <= window + 0.05, "{t}");
+            assert!(f(&ts["wait_s"]) <= window + 0.05, "{t}");
+        }
+        // The same CPU time as getrusage's, which the kernel keeps apart
+        // from schedstat (only the listed threads are summed: those that
+        // ran, and a thread that ended in the window is in neither).
+        let cpu = f(&p["user_s"]) + f(&p["system_s"]);
+        assert!(
+            (run - cpu).abs() <= 0.1 * cpu + 0.03,
+            "scheduler {run} s on a CPU, getrusage {cpu} s: {p}"
+        );
+        if s.get("migrations").is_some() {
+            assert!(u(&s["migrations"]) < 1_000_000, "{s}");
+        }
+        match kernel_irq_time() {
+            Some(b) => assert_eq!(
+                end["irq_time_accounting"], b,
+                "{}",
+                end["irq_time_accounting"]
+            ),
+            None => assert!(end.get("irq_time_accounting").is_none()),
+        }
+        (run, wait)
+    })
+}
+
+/// Whether the running kernel was built with CONFIG_IRQ_TIME_ACCOUNTING,
+/// read by zcat or cat; None when it has no config to read.
+fn kernel_irq_time() -> Option<bool> {
+    let cfg = std::process::Command::new("sh")
+        .args([
+            "-c",
+            "zcat /proc/config.gz 2>/dev/null || cat /boot/config-$(uname -r) 2>/dev/null",
+        ])
+        .output()
+        .unwrap();
+    let cfg = String::from_utf8_lossy(&cfg.stdout);
+    (!cfg.is_empty()).then(|| cfg.lines().any(|l| l == "CONFIG_IRQ_TIME_ACCOUNTING=y"))
+}
+
+#[test]
+fn two_ends_sharing_one_cpu_wait_on_its_run_queue() {
+    let _alone = measuring_alone();
+    let rr = |client: &str, server: &str| {
+        sched_of(&workload_json(
+            "rr",
+            &[
+                "--duration",
+                "1s",
+                "--iterations",
+                "1",
+                "--client-cpus",
+                client,
+                "--server-cpus",
+                server,
+            ],
+        ))
+    };
+    let apart = rr("0", "1");
+    let together = rr("0", "0");
+    // Ping-pong on one CPU: each answer wakes the other end, which waits
+    // until the one that woke it blocks; apart, each has a CPU of its own
+    // and runs as it wakes.
+    for (end, (a, t)) in ["client", "server"].iter().zip(apart.iter().zip(&together)) {
+        assert!(
+            t.1 >= 0.1 && t.1 >= 4.0 * a.1,
+            "{end}: run-queue wait {} s pinned together, {} s pinned apart",
+            t.1,
+            a.1
+        );
+    }
+}
+
+#[test]
+fn the_summary_shows_each_ends_scheduling_and_how_softirq_time_is_kept() {
+    let out = run(&[
+        "run",
+        "rr",
+        "--duration",
+        "300ms",
+        "--warmup",
+        "100ms",
+        "--iterations",
+        "1",
+        "--no-store",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let sched: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("sched "))
+        .take(2)
+        .collect();
+    assert_eq!(sched.len(), 2, "{text}");
+    assert!(
+        sched[0].contains("client") && sched[1].contains("server"),
+        "{text}"
+    );
+    for l in &sched {
+        assert!(
+            l.contains("run-queue wait") && l.contains("migrations"),
+            "{l}"
+        );
+        assert!(l.len() <= 80, "{l}");
+    }
+    let want = match kernel_irq_time() {
+        None => "kernel config unreadable",
+        Some(true) => "measured exactly",
+        Some(false) => "sampled at each tick",
+    };
+    assert!(text.contains(want), "expected '{want}' in:\n{text}");
+}
+
+/// lo's received bytes and packets, from /proc/net/dev read here.
+fn lo_rx() -> (u64, u64) {
+    let text = std::fs::read_to_string("/proc/net/dev").unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("lo:"))
+        .expect("lo in /proc/net/dev");
+    let v: Vec<u64> = line
+        .split_once(':')
+        .unwrap()
+        .1
+        .split_ascii_whitespace()
+        .map(|x| x.parse().unwrap())
+        .collect();
+    (v[0], v[1])
+}
+
+/// Packets processed by every CPU, from /proc/net/softnet_stat read here.
+fn softnet_processed() -> u64 {
+    std::fs::read_to_string("/proc/net/softnet_stat")
+        .unwrap()
+        .lines()
+        .map(|l| u64::from_str_radix(l.split_ascii_whitespace().next().unwrap(), 16).unwrap())
+        .sum()
+}
+
+#[test]
+fn interface_and_softnet_deltas_agree_with_proc_read_around_the_run() {
+    let _alone = measuring_alone();
+    let (lo0, sn0) = (lo_rx(), softnet_processed());
+    let rec = workload_json("stream", &["--duration", "1s", "--iterations", "1"]);
+    let (lo1, sn1) = (lo_rx(), softnet_processed());
+    let it = &rec["iterations"][0];
+    for end in [&it["client"], &it["server"]] {
+        let lo = end["interfaces"]
+            .as_array()
+            .expect("interfaces that moved")
+            .iter()
+            .find(|i| i["name"] == "lo")
+            .unwrap_or_else(|| panic!("lo carried the test: {}", end["interfaces"]));
+        assert_eq!(lo["virtual_device"], true, "{lo}");
+        assert!(lo.get("irqs").is_none(), "lo has no IRQs of its own: {lo}");
+        let (bytes, packets) = (u(&lo["rx_bytes"]), u(&lo["rx_packets"]));
+        // The window's payload, headers on top; at most what the test saw
+        // over the whole run, warm-up and set-up included.
+        let payload = u(&it["transfer"]["received_bytes"]);
+        assert!(
+            bytes >= payload,
+            "lo received {bytes} B, the flows {payload} B"
+        );
+        assert!(
+            bytes <= lo1.0 - lo0.0,
+            "{bytes} B in the window, {} B around it",
+            lo1.0 - lo0.0
+        );
+        assert!(packets <= lo1.1 - lo0.1);
+        // Every packet on lo goes through a CPU's backlog once.
+        let processed: u64 = end["softnet"]
+            .as_array()
+            .expect("softnet rows that moved")
+            .iter()
+            .map(|r| u(&r["processed"]))
+            .sum();
+        assert!(
+            processed as f64 >= 0.9 * packets as f64,
+            "softnet processed {processed}, lo received {packets} packets"
+        );
+        assert!(
+            processed <= sn1 - sn0,
+            "{processed} in the window, {} around it",
+            sn1 - sn0
+        );
+    }
+}
