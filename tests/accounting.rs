@@ -37,12 +37,13 @@ fn sched_of(rec: &Value) -> [(f64, f64); 2] {
             assert!(f(&ts["wait_s"]) <= window + 0.05, "{t}");
         }
         // The same CPU time as getrusage's, which the kernel keeps apart
-        // from schedstat (only the listed threads are summed: those that
-        // ran, and a thread that ended in the window is in neither).
+        // from schedstat. getrusage counts threads that have ended; so must
+        // the scheduler's sum, from the workers' last figures.
         let cpu = f(&p["user_s"]) + f(&p["system_s"]);
         assert!(
             (run - cpu).abs() <= 0.1 * cpu + 0.03,
-            "scheduler {run} s on a CPU, getrusage {cpu} s: {p}"
+            "{}: scheduler {run} s on a CPU, getrusage {cpu} s: {p}",
+            end["role"]
         );
         if s.get("migrations").is_some() {
             assert!(u(&s["migrations"]) < 1_000_000, "{s}");
@@ -77,7 +78,7 @@ fn kernel_irq_time() -> Option<bool> {
 fn two_ends_sharing_one_cpu_wait_on_its_run_queue() {
     let _alone = measuring_alone();
     let rr = |client: &str, server: &str| {
-        sched_of(&workload_json(
+        let rec = workload_json(
             "rr",
             &[
                 "--duration",
@@ -89,19 +90,40 @@ fn two_ends_sharing_one_cpu_wait_on_its_run_queue() {
                 "--server-cpus",
                 server,
             ],
-        ))
+        );
+        let it = &rec["iterations"][0];
+        // CPU the host spent on anything but the two ends: another
+        // process competing for the CPUs the ends were pinned to.
+        let ends = ["client", "server"]
+            .iter()
+            .map(|e| f(&it[e]["process"]["user_s"]) + f(&it[e]["process"]["system_s"]))
+            .sum::<f64>();
+        let others = f(&it["derived"]["host_busy_s"]) - ends - f(&it["derived"]["host_softirq_s"]);
+        (sched_of(&rec), others / f(&it["window_s"]))
     };
-    let apart = rr("0", "1");
-    let together = rr("0", "0");
+    let (apart, busy) = rr("0", "1");
+    let (together, _) = rr("0", "0");
     // Ping-pong on one CPU: each answer wakes the other end, which waits
     // until the one that woke it blocks; apart, each has a CPU of its own
     // and runs as it wakes.
-    for (end, (a, t)) in ["client", "server"].iter().zip(apart.iter().zip(&together)) {
+    if busy < 0.5 {
+        for (end, (a, t)) in ["client", "server"].iter().zip(apart.iter().zip(&together)) {
+            assert!(
+                t.1 >= 0.1 && t.1 >= 4.0 * a.1,
+                "{end}: run-queue wait {} s pinned together, {} s pinned apart",
+                t.1,
+                a.1
+            );
+        }
+    } else {
+        // Another process kept a CPU busy (a hog beside the tests): pinned
+        // apart, the end that shares a CPU with it waits as well. Together,
+        // the two ends still wait on each other more than both did apart.
+        let sum = |w: &[(f64, f64); 2]| w[0].1 + w[1].1;
+        eprintln!("{busy:.2} of a CPU busy with other work: comparing the ends' waits together");
         assert!(
-            t.1 >= 0.1 && t.1 >= 4.0 * a.1,
-            "{end}: run-queue wait {} s pinned together, {} s pinned apart",
-            t.1,
-            a.1
+            sum(&together) >= 0.1 && sum(&together) >= 1.5 * sum(&apart),
+            "run-queue wait {together:?} pinned together, {apart:?} pinned apart"
         );
     }
 }

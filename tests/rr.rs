@@ -415,6 +415,12 @@ fn flows_beyond_the_local_port_range_spread_over_loopback_sources() {
                 "1s",
                 "--warmup",
                 "200ms",
+                // Room for every flow's request at once: udp-rr's 1500
+                // first requests overflow a default receive buffer, and a
+                // flow whose requests are dropped at each timeout in step
+                // with the others can go a second without an answer.
+                "--rcvbuf",
+                "4M",
             ])
             .output()
             .unwrap();

@@ -336,6 +336,8 @@ pub struct Engine {
     latency: Vec<Arc<latency::LatencySlot>>,
     epoch: Arc<AtomicU64>,
     strays: Arc<AtomicU64>,
+    /// Each worker's thread as it last was, written as it returns.
+    exited: Arc<std::sync::Mutex<Vec<plumb_sys::proc::TaskSnapshot>>>,
 }
 
 impl Engine {
@@ -428,6 +430,7 @@ impl Engine {
             latency: Vec::new(),
             epoch: Arc::new(AtomicU64::new(0)),
             strays: strays.clone(),
+            exited: Default::default(),
         };
         let clock = std::time::Instant::now();
         let prefix = match config.role {
@@ -463,9 +466,19 @@ impl Engine {
                 workload: config.workload.clone(),
                 cpu: config.cpus.as_ref().map(|c| c.cpus()[w % c.len()]),
             };
+            let exited = engine.exited.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("{prefix}{w}"))
-                .spawn(move || worker::run(plan))
+                .spawn(move || {
+                    let r = worker::run(plan);
+                    // Its last figures, for a window that closes after it
+                    // ended (its flows torn down by the other end first):
+                    // a thread that is gone is gone from /proc too.
+                    if let Ok(me) = plumb_sys::proc::read_this_thread() {
+                        exited.lock().unwrap_or_else(|e| e.into_inner()).push(me);
+                    }
+                    r
+                })
                 .map_err(|e| EngineError::Spawn(e.to_string()))?;
             engine.wakes.push(wake);
             engine.workers.push(handle);
@@ -483,6 +496,14 @@ impl Engine {
 
     pub fn threads(&self) -> u32 {
         self.workers.len() as u32
+    }
+
+    /// The workers that have returned, as they last were.
+    pub fn exited_workers(&self) -> Vec<plumb_sys::proc::TaskSnapshot> {
+        self.exited
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Thread ids are not exposed by std; workers are found by name instead.

@@ -9,7 +9,7 @@ use plumb_samples::{
     CpuTimes, EndResult, FlowTotals, InterfaceCounts, IntervalSample, IrqCounts, IrqCpu,
     OptionRecord, ProcessCpu, Role, SchedTimes, SoftirqCounts, SoftnetCounts, ThreadCpu,
 };
-use plumb_sys::proc::{Interrupts, NetDevRow, SoftirqRow, SoftnetRow, StatCpu, TaskSnapshot};
+use plumb_sys::proc::{Interrupts, NetDevRow, SoftirqRow, StatCpu, TaskSnapshot};
 use plumb_sys::process::Rusage;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -38,7 +38,7 @@ struct HostSnapshot {
     stat: Vec<StatCpu>,
     softirqs: Vec<SoftirqRow>,
     net: BTreeMap<String, i64>,
-    softnet: Vec<SoftnetRow>,
+    softnet: Vec<SoftnetCounts>,
     net_dev: Vec<NetDevRow>,
     interrupts: Interrupts,
 }
@@ -190,6 +190,14 @@ impl Meter {
             .collect();
 
         let tick = plumb_sys::proc::clock_ticks_per_sec().max(1) as f64;
+        // A worker that ended in the window counts as it was when it ended.
+        let mut host = host;
+        for t in engine.exited_workers() {
+            let was = |tasks: &[TaskSnapshot]| tasks.iter().any(|o| o.tid == t.tid);
+            if was(&self.host.tasks) && !was(&host.tasks) {
+                host.tasks.push(t);
+            }
+        }
         let process = process_cpu(&self.host, &host, tick, engine);
         let cpus = cpu_deltas(&self.host.stat, &host.stat, tick);
         let softirqs = softirq_deltas(&self.host.softirqs, &host.softirqs);
@@ -360,24 +368,10 @@ fn softirq_deltas(a: &[SoftirqRow], b: &[SoftirqRow]) -> Vec<SoftirqCounts> {
 }
 
 /// The CPUs whose packet processing moved.
-fn softnet_deltas(a: &[SoftnetRow], b: &[SoftnetRow]) -> Vec<SoftnetCounts> {
+fn softnet_deltas(a: &[SoftnetCounts], b: &[SoftnetCounts]) -> Vec<SoftnetCounts> {
     b.iter()
-        .filter_map(|e| {
-            let s = a.iter().find(|s| s.cpu == e.cpu)?;
-            let d = SoftnetCounts {
-                cpu: e.cpu,
-                processed: e.processed.saturating_sub(s.processed),
-                dropped: e.dropped.saturating_sub(s.dropped),
-                time_squeeze: e.time_squeeze.saturating_sub(s.time_squeeze),
-                received_rps: e.received_rps.saturating_sub(s.received_rps),
-                flow_limit_count: e.flow_limit_count.saturating_sub(s.flow_limit_count),
-            };
-            (d != SoftnetCounts {
-                cpu: e.cpu,
-                ..Default::default()
-            })
-            .then_some(d)
-        })
+        .filter_map(|e| Some(e.since(a.iter().find(|s| s.cpu == e.cpu)?)))
+        .filter(SoftnetCounts::moved)
         .collect()
 }
 
@@ -388,35 +382,19 @@ fn interface_deltas(a: &HostSnapshot, b: &HostSnapshot) -> Vec<InterfaceCounts> 
         .iter()
         .filter_map(|e| {
             // An interface that came up in the window counts from zero.
-            let zero = NetDevRow::default();
-            let s = a.net_dev.iter().find(|s| s.name == e.name).unwrap_or(&zero);
-            let d = |x: u64, y: u64| x.saturating_sub(y);
+            let before = a.net_dev.iter().find(|s| s.name == e.name);
+            let counters = e
+                .counters
+                .since(&before.map(|s| s.counters).unwrap_or_default());
+            if !counters.moved() {
+                return None;
+            }
             let c = InterfaceCounts {
                 name: e.name.clone(),
-                rx_bytes: d(e.rx_bytes, s.rx_bytes),
-                rx_packets: d(e.rx_packets, s.rx_packets),
-                rx_errors: d(e.rx_errors, s.rx_errors),
-                rx_dropped: d(e.rx_dropped, s.rx_dropped),
-                rx_fifo: d(e.rx_fifo, s.rx_fifo),
-                tx_bytes: d(e.tx_bytes, s.tx_bytes),
-                tx_packets: d(e.tx_packets, s.tx_packets),
-                tx_errors: d(e.tx_errors, s.tx_errors),
-                tx_dropped: d(e.tx_dropped, s.tx_dropped),
-                tx_fifo: d(e.tx_fifo, s.tx_fifo),
+                counters,
                 virtual_device: false,
                 irqs: Vec::new(),
             };
-            let moved = c.rx_packets
-                + c.tx_packets
-                + c.rx_dropped
-                + c.tx_dropped
-                + c.rx_errors
-                + c.tx_errors
-                + c.rx_fifo
-                + c.tx_fifo;
-            if moved == 0 {
-                return None;
-            }
             Some(match plumb_sys::proc::net_device(&e.name) {
                 None => InterfaceCounts {
                     virtual_device: true,

@@ -674,18 +674,19 @@ fn network(o: &mut String, it: &Iteration) {
                 "{head:<12}{:<7}{} rx {} {} pkts, tx {} {} pkts",
                 end.role.to_string(),
                 i.name,
-                format_bytes(i.rx_bytes),
-                count(i.rx_packets),
-                format_bytes(i.tx_bytes),
-                count(i.tx_packets)
+                format_bytes(i.counters.rx_bytes),
+                count(i.counters.rx_packets),
+                format_bytes(i.counters.tx_bytes),
+                count(i.counters.tx_packets)
             );
+            let n = &i.counters;
             let bad = [
-                ("rx drop", i.rx_dropped),
-                ("rx err", i.rx_errors),
-                ("rx fifo", i.rx_fifo),
-                ("tx drop", i.tx_dropped),
-                ("tx err", i.tx_errors),
-                ("tx fifo", i.tx_fifo),
+                ("rx drop", n.rx_dropped),
+                ("rx err", n.rx_errors),
+                ("rx fifo", n.rx_fifo),
+                ("tx drop", n.tx_dropped),
+                ("tx err", n.tx_errors),
+                ("tx fifo", n.tx_fifo),
             ];
             let mut extra: Vec<String> = bad
                 .iter()

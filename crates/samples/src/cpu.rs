@@ -120,9 +120,9 @@ pub struct SoftirqCounts {
     pub net_tx: u64,
 }
 
-/// One CPU's packet processing over a window (deltas of
-/// /proc/net/softnet_stat).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// One CPU's packet processing (/proc/net/softnet_stat): since boot, or
+/// over a window.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SoftnetCounts {
     pub cpu: u32,
     /// Packets taken off the CPU's backlog and device queues.
@@ -141,13 +141,42 @@ impl SoftnetCounts {
     /// The CPUs' counts added up (the `cpu` of the sum means nothing).
     pub fn total(rows: &[SoftnetCounts]) -> SoftnetCounts {
         rows.iter()
-            .fold(SoftnetCounts::default(), |a, r| SoftnetCounts {
-                cpu: 0,
-                processed: a.processed + r.processed,
-                dropped: a.dropped + r.dropped,
-                time_squeeze: a.time_squeeze + r.time_squeeze,
-                received_rps: a.received_rps + r.received_rps,
-                flow_limit_count: a.flow_limit_count + r.flow_limit_count,
-            })
+            .fold(SoftnetCounts::default(), |a, r| a.plus(r, 1))
+    }
+
+    /// What was counted since `earlier`, of the same CPU.
+    pub fn since(&self, earlier: &SoftnetCounts) -> SoftnetCounts {
+        SoftnetCounts {
+            cpu: self.cpu,
+            ..self.plus(earlier, -1)
+        }
+    }
+
+    /// Whether anything was counted.
+    pub fn moved(&self) -> bool {
+        *self
+            != SoftnetCounts {
+                cpu: self.cpu,
+                ..Default::default()
+            }
+    }
+
+    /// `self + sign * o`, counter by counter, never below zero.
+    fn plus(&self, o: &SoftnetCounts, sign: i8) -> SoftnetCounts {
+        let f = |x: u64, y: u64| {
+            if sign > 0 {
+                x + y
+            } else {
+                x.saturating_sub(y)
+            }
+        };
+        SoftnetCounts {
+            cpu: self.cpu,
+            processed: f(self.processed, o.processed),
+            dropped: f(self.dropped, o.dropped),
+            time_squeeze: f(self.time_squeeze, o.time_squeeze),
+            received_rps: f(self.received_rps, o.received_rps),
+            flow_limit_count: f(self.flow_limit_count, o.flow_limit_count),
+        }
     }
 }

@@ -22,6 +22,7 @@ pub use result::{
     Transfer, UdpTotals, RUN_SCHEMA, TCP_INFO_PER_FLOW_MAX,
 };
 pub use result::{
-    InterfaceCounts, IrqCounts, IrqCpu, Peer, RxZeroCopyTotals, ServerStart, ZeroCopyTotals,
+    InterfaceCounts, IrqCounts, IrqCpu, NetDevCounters, Peer, RxZeroCopyTotals, ServerStart,
+    ZeroCopyTotals,
 };
 pub use units::{format_bits_per_sec, format_bytes, Metric};

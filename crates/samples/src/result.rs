@@ -308,11 +308,10 @@ impl EndResult {
     }
 }
 
-/// One interface's counters over a window (deltas of /proc/net/dev in the
-/// end's network namespace).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct InterfaceCounts {
-    pub name: String,
+/// An interface's counters (/proc/net/dev): since it came up, or over a
+/// window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetDevCounters {
     pub rx_bytes: u64,
     pub rx_packets: u64,
     pub rx_errors: u64,
@@ -323,6 +322,44 @@ pub struct InterfaceCounts {
     pub tx_errors: u64,
     pub tx_dropped: u64,
     pub tx_fifo: u64,
+}
+
+impl NetDevCounters {
+    /// What was counted since `earlier` (a counter that went back, as a
+    /// device that was reset does, counts from zero).
+    pub fn since(&self, earlier: &NetDevCounters) -> NetDevCounters {
+        let d = |x: u64, y: u64| if x >= y { x - y } else { x };
+        NetDevCounters {
+            rx_bytes: d(self.rx_bytes, earlier.rx_bytes),
+            rx_packets: d(self.rx_packets, earlier.rx_packets),
+            rx_errors: d(self.rx_errors, earlier.rx_errors),
+            rx_dropped: d(self.rx_dropped, earlier.rx_dropped),
+            rx_fifo: d(self.rx_fifo, earlier.rx_fifo),
+            tx_bytes: d(self.tx_bytes, earlier.tx_bytes),
+            tx_packets: d(self.tx_packets, earlier.tx_packets),
+            tx_errors: d(self.tx_errors, earlier.tx_errors),
+            tx_dropped: d(self.tx_dropped, earlier.tx_dropped),
+            tx_fifo: d(self.tx_fifo, earlier.tx_fifo),
+        }
+    }
+
+    /// Whether a packet, an error or a drop was counted.
+    pub fn moved(&self) -> bool {
+        *self
+            != NetDevCounters {
+                rx_bytes: self.rx_bytes,
+                tx_bytes: self.tx_bytes,
+                ..Default::default()
+            }
+    }
+}
+
+/// One interface over a window, in the end's network namespace.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct InterfaceCounts {
+    pub name: String,
+    #[serde(flatten)]
+    pub counters: NetDevCounters,
     /// No device of its own (lo, veth, a bridge, a TUN device), so no IRQs
     /// of its own: its packets are processed in softirqs of the CPUs that
     /// send them.

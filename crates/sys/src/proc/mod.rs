@@ -20,11 +20,11 @@ pub use kconfig::{irq_time_accounting, kconfig_enabled};
 pub use netdev::{parse_net_dev, read_net_dev, NetDevRow};
 pub use snmp::{parse_snmp, read_net_counters};
 pub use softirqs::{parse_softirqs, read_softirqs, SoftirqRow};
-pub use softnet::{parse_softnet, read_softnet, SoftnetRow};
+pub use softnet::{parse_softnet, read_softnet};
 pub use stat::{parse_stat, read_stat, StatCpu};
 pub use task::{
-    parse_sched_migrations, parse_schedstat, parse_status, parse_task_stat, read_tasks, Schedstat,
-    StatusFields, TaskSnapshot, TaskStat,
+    parse_sched_migrations, parse_schedstat, parse_status, parse_task_stat, read_tasks,
+    read_this_thread, Schedstat, StatusFields, TaskSnapshot, TaskStat,
 };
 
 use crate::ParseError;

@@ -1,24 +1,16 @@
 use super::num;
 use crate::ParseError;
+use plumb_samples::NetDevCounters;
 use std::io;
 
 const NET_DEV: &str = "/proc/net/dev";
 
-/// One interface's counters since it came up (/proc/net/dev), as the
-/// network namespace of the reader sees it.
+/// One interface of the reader's network namespace, with its counters
+/// since it came up.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NetDevRow {
     pub name: String,
-    pub rx_bytes: u64,
-    pub rx_packets: u64,
-    pub rx_errors: u64,
-    pub rx_dropped: u64,
-    pub rx_fifo: u64,
-    pub tx_bytes: u64,
-    pub tx_packets: u64,
-    pub tx_errors: u64,
-    pub tx_dropped: u64,
-    pub tx_fifo: u64,
+    pub counters: NetDevCounters,
 }
 
 pub fn parse_net_dev(text: &str) -> Result<Vec<NetDevRow>, ParseError> {
@@ -44,16 +36,18 @@ pub fn parse_net_dev(text: &str) -> Result<Vec<NetDevRow>, ParseError> {
             let n = |c: usize, what: &str| num(NET_DEV, lineno, what, v[c]);
             Ok(NetDevRow {
                 name: name.trim().to_string(),
-                rx_bytes: n(0, "rx bytes")?,
-                rx_packets: n(1, "rx packets")?,
-                rx_errors: n(2, "rx errs")?,
-                rx_dropped: n(3, "rx drop")?,
-                rx_fifo: n(4, "rx fifo")?,
-                tx_bytes: n(8, "tx bytes")?,
-                tx_packets: n(9, "tx packets")?,
-                tx_errors: n(10, "tx errs")?,
-                tx_dropped: n(11, "tx drop")?,
-                tx_fifo: n(12, "tx fifo")?,
+                counters: NetDevCounters {
+                    rx_bytes: n(0, "rx bytes")?,
+                    rx_packets: n(1, "rx packets")?,
+                    rx_errors: n(2, "rx errs")?,
+                    rx_dropped: n(3, "rx drop")?,
+                    rx_fifo: n(4, "rx fifo")?,
+                    tx_bytes: n(8, "tx bytes")?,
+                    tx_packets: n(9, "tx packets")?,
+                    tx_errors: n(10, "tx errs")?,
+                    tx_dropped: n(11, "tx drop")?,
+                    tx_fifo: n(12, "tx fifo")?,
+                },
             })
         })
         .collect()
@@ -77,18 +71,30 @@ mod tests {
         let rows = parse_net_dev(text).unwrap();
         assert_eq!(rows.len(), 3);
         assert_eq!(rows[0].name, "lo");
-        assert_eq!(rows[0].rx_bytes, 1_899_537_011_821);
-        assert_eq!(rows[0].tx_packets, 257_923_331);
+        assert_eq!(rows[0].counters.rx_bytes, 1_899_537_011_821);
+        assert_eq!(rows[0].counters.tx_packets, 257_923_331);
         assert_eq!(
-            (rows[1].rx_errors, rows[1].rx_dropped, rows[1].rx_fifo),
+            (
+                rows[1].counters.rx_errors,
+                rows[1].counters.rx_dropped,
+                rows[1].counters.rx_fifo
+            ),
             (1, 2, 3)
         );
         assert_eq!(
-            (rows[1].tx_errors, rows[1].tx_dropped, rows[1].tx_fifo),
+            (
+                rows[1].counters.tx_errors,
+                rows[1].counters.tx_dropped,
+                rows[1].counters.tx_fifo
+            ),
             (4, 5, 6)
         );
         assert_eq!(
-            (rows[2].name.as_str(), rows[2].rx_bytes, rows[2].tx_bytes),
+            (
+                rows[2].name.as_str(),
+                rows[2].counters.rx_bytes,
+                rows[2].counters.tx_bytes
+            ),
             ("enp129s0f0np0", 12, 13)
         );
         assert!(parse_net_dev("h\nh\n  lo: 1 2 3\n").is_err());

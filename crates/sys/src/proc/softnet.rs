@@ -1,23 +1,8 @@
 use crate::ParseError;
+use plumb_samples::SoftnetCounts;
 use std::io;
 
 const SOFTNET: &str = "/proc/net/softnet_stat";
-
-/// One CPU's packet processing since boot (/proc/net/softnet_stat).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SoftnetRow {
-    pub cpu: u32,
-    /// Packets taken off the CPU's backlog and device queues.
-    pub processed: u64,
-    /// Packets dropped because the backlog (netdev_max_backlog) was full.
-    pub dropped: u64,
-    /// NET_RX rounds that ended with work left, out of budget or time.
-    pub time_squeeze: u64,
-    /// Packets another CPU steered here by RPS (inter-processor interrupts).
-    pub received_rps: u64,
-    /// Packets dropped by the flow limit (net.core.flow_limit_cpu_bitmap).
-    pub flow_limit_count: u64,
-}
 
 // Column indexes (hexadecimal values, one row per online CPU).
 const COL_PROCESSED: usize = 0;
@@ -29,7 +14,7 @@ const COL_FLOW_LIMIT: usize = 10;
 /// order and the row's index stands in for it.
 const COL_CPU: usize = 12;
 
-pub fn parse_softnet(text: &str) -> Result<Vec<SoftnetRow>, ParseError> {
+pub fn parse_softnet(text: &str) -> Result<Vec<SoftnetCounts>, ParseError> {
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .enumerate()
@@ -47,7 +32,7 @@ pub fn parse_softnet(text: &str) -> Result<Vec<SoftnetRow>, ParseError> {
                     ParseError::new(SOFTNET, i + 1, format!("{what}: '{v}' is not hexadecimal"))
                 })
             };
-            Ok(SoftnetRow {
+            Ok(SoftnetCounts {
                 cpu: match cols.len() > COL_CPU {
                     true => hex(COL_CPU, "cpu")? as u32,
                     false => i as u32,
@@ -62,7 +47,7 @@ pub fn parse_softnet(text: &str) -> Result<Vec<SoftnetRow>, ParseError> {
         .collect()
 }
 
-pub fn read_softnet() -> io::Result<Vec<SoftnetRow>> {
+pub fn read_softnet() -> io::Result<Vec<SoftnetCounts>> {
     Ok(parse_softnet(&std::fs::read_to_string(SOFTNET)?)?)
 }
 
@@ -78,7 +63,7 @@ mod tests {
         assert_eq!(rows.len(), 2);
         assert_eq!(
             rows[0],
-            SoftnetRow {
+            SoftnetCounts {
                 cpu: 0,
                 processed: 0x09cb_a966,
                 dropped: 0,

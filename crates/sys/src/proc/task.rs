@@ -170,6 +170,12 @@ pub fn read_tasks(pid: Option<u32>) -> io::Result<Vec<TaskSnapshot>> {
     Ok(out)
 }
 
+/// The calling thread, as [`read_tasks`] would list it.
+pub fn read_this_thread() -> io::Result<TaskSnapshot> {
+    let tid = rustix::thread::gettid().as_raw_nonzero().get() as u32;
+    read_task("/proc/self/task", tid)
+}
+
 fn read_task(dir: &str, tid: u32) -> io::Result<TaskSnapshot> {
     let stat = std::fs::read_to_string(format!("{dir}/{tid}/stat"))?;
     let status = std::fs::read_to_string(format!("{dir}/{tid}/status"))?;
