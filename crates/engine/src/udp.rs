@@ -280,7 +280,18 @@ impl Handler for UdpRrClient {
                 Some((flow, seq)) if flow as usize == i => {
                     c.add_received(got as u64);
                     FlowCounters::bump(&c.packets_received, 1);
-                    if seq == self.waiting[k] {
+                    if seq == self.waiting[k]
+                        && lp.now_ns().saturating_sub(self.sent_at[k]) > self.plan.timeout_ns
+                    {
+                        // Its time was up before the sweep saw it: a
+                        // timeout and a late response, as if the sweep had
+                        // run first, so no latency exceeds the timeout.
+                        FlowCounters::bump(&c.timeouts, 1);
+                        FlowCounters::bump(&c.late, 1);
+                        self.waiting[k] = u64::MAX;
+                        self.send_or_end(lp, k);
+                        break;
+                    } else if seq == self.waiting[k] {
                         lp.timings.record_since(self.sent_at[k]);
                         c.add_transaction();
                         // Nothing is awaited until the next send.
@@ -535,6 +546,33 @@ mod flow_tests {
         client.send(&datagram(0x5eed, 0, 42)).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(5));
         assert_eq!(rr.settle(&mut lp), 0);
+    }
+
+    #[test]
+    fn an_answer_read_after_its_deadline_is_late_whatever_ran_first() {
+        let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        client.connect(server.local_addr().unwrap()).unwrap();
+        let mut lp = Loop::new(test_shared(Vec::new(), vec![client], 1, true)).unwrap();
+        let mut h = UdpRrClient::new(plan(true, true), &lp.sh);
+        h.start(&mut lp).unwrap();
+        let mut b = [0u8; 64];
+        let (_, from) = server.recv_from(&mut b).unwrap();
+        // The answer comes after the 20 ms timeout, and is read before the
+        // sweep runs: a timeout and a late answer, not a 25 ms transaction.
+        std::thread::sleep(std::time::Duration::from_millis(25));
+        server.send_to(&datagram(0x5eed, 0, 0), from).unwrap();
+        h.on_readable(&mut lp, 0, epoll::EventFlags::IN).unwrap();
+        h.on_timer(&mut lp).unwrap();
+        let c = &lp.sh.counters[0];
+        assert_eq!(c.transactions.load(Relaxed), 0);
+        assert_eq!(
+            c.timeouts.load(Relaxed),
+            1,
+            "counted once, not again by the sweep"
+        );
+        assert_eq!(c.late.load(Relaxed), 1);
+        assert_eq!(c.packets_sent.load(Relaxed), 2, "the next request went out");
     }
 
     #[test]

@@ -650,6 +650,25 @@ fn count(n: u64) -> String {
     }
 }
 
+/// Parts joined with ", " on lines of at most 80 columns, each line after
+/// the first indented under the first part's figures.
+fn fit_80(parts: &[String]) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for p in parts {
+        if line.is_empty() {
+            line = p.clone();
+        } else if line.len() + 2 + p.len() <= 80 {
+            line = format!("{line}, {p}");
+        } else {
+            out.push_str(&line);
+            out.push('\n');
+            line = format!("{:<19}{p}", "");
+        }
+    }
+    out + &line
+}
+
 /// One counter of a CPU's softnet row.
 type Field = fn(&SoftnetCounts) -> u64;
 
@@ -696,15 +715,7 @@ fn network(o: &mut String, it: &Iteration) {
             if i.virtual_device {
                 extra.push("virtual: no IRQs".into());
             }
-            let extra = extra.join(", ");
-            // Within 80 columns: what does not fit goes on a line of its own.
-            if extra.is_empty() {
-                let _ = writeln!(o, "{line}");
-            } else if line.len() + 2 + extra.len() <= 80 {
-                let _ = writeln!(o, "{line}, {extra}");
-            } else {
-                let _ = writeln!(o, "{line}\n{:<19}{extra}", "");
-            }
+            let _ = writeln!(o, "{}", fit_80(&[vec![line], extra].concat()));
             head = "";
             if !i.irqs.is_empty() {
                 // Which CPUs took the device's interrupts, most first.
@@ -755,12 +766,12 @@ fn network(o: &mut String, it: &Iteration) {
             }
             s.join(" ")
         };
-        let mut line = format!(
+        let mut parts = vec![format!(
             "{head:<12}{:<7}processed {} ({})",
             end.role.to_string(),
             count(t.processed),
             per_cpu(|r| r.processed)
-        );
+        )];
         let moved: [(&str, u64, Field); 4] = [
             ("time_squeeze", t.time_squeeze, |r| r.time_squeeze),
             ("dropped", t.dropped, |r| r.dropped),
@@ -769,10 +780,10 @@ fn network(o: &mut String, it: &Iteration) {
         ];
         for (what, n, f) in moved {
             if n > 0 {
-                line.push_str(&format!(", {what} {} ({})", count(n), per_cpu(f)));
+                parts.push(format!("{what} {} ({})", count(n), per_cpu(f)));
             }
         }
-        let _ = writeln!(o, "{line}");
+        let _ = writeln!(o, "{}", fit_80(&parts));
         head = "";
     }
 }
@@ -828,7 +839,25 @@ fn options(o: &mut String, it: &Iteration) {
 
 #[cfg(test)]
 mod wrap_tests {
-    use super::wrap;
+    use super::{fit_80, wrap};
+
+    #[test]
+    fn parts_fit_in_80_columns() {
+        let parts: Vec<String> = [
+            "softnet     client processed 192k (cpu0 103k cpu1 88.2k)",
+            "time_squeeze 1 (cpu0 1)",
+            "dropped 3 (cpu1 3)",
+            "rps 12 (cpu0 12)",
+        ]
+        .map(String::from)
+        .to_vec();
+        let text = fit_80(&parts);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(lines.iter().all(|l| l.len() <= 80), "{text}");
+        assert!(lines[1].starts_with(&" ".repeat(19)) && lines[1].contains("time_squeeze 1"));
+        assert_eq!(fit_80(&parts[..1]), parts[0]);
+    }
 
     #[test]
     fn wrap_keeps_lines_within_width_and_indents_the_rest() {
