@@ -412,6 +412,10 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
         .clone()
         .unwrap_or_else(plumb_sys::proc::kernel_release);
     let repeat = super::repeat(a.iterations, a.confidence);
+    // Ctrl-C from here on ends the run and reports it: the handler goes in
+    // before any knob does, or a Ctrl-C just after the knobs went in would
+    // kill plumb with them still set (restored only at its next start).
+    let _ = interrupt_flag();
     // Restored when this goes out of scope: after the run, on its error, or
     // after an interrupted run has been reported.
     let _knobs = super::knob::apply(&a.knobs)?;
