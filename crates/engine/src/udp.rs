@@ -548,8 +548,9 @@ mod flow_tests {
         assert_eq!(rr.settle(&mut lp), 0);
     }
 
-    #[test]
-    fn an_answer_read_after_its_deadline_is_late_whatever_ran_first() {
+    /// A one-flow udp-rr client whose first request (0) the returned
+    /// server socket has read, and the address to answer it at.
+    fn rr_client_with_a_request_out() -> (UdpSocket, Loop, UdpRrClient, std::net::SocketAddr) {
         let server = UdpSocket::bind("127.0.0.1:0").unwrap();
         let client = UdpSocket::bind("127.0.0.1:0").unwrap();
         client.connect(server.local_addr().unwrap()).unwrap();
@@ -558,6 +559,13 @@ mod flow_tests {
         h.start(&mut lp).unwrap();
         let mut b = [0u8; 64];
         let (_, from) = server.recv_from(&mut b).unwrap();
+        assert_eq!(header(&b, 0x5eed), Some((0, 0)));
+        (server, lp, h, from)
+    }
+
+    #[test]
+    fn an_answer_read_after_its_deadline_is_late_whatever_ran_first() {
+        let (server, mut lp, mut h, from) = rr_client_with_a_request_out();
         // The answer comes after the 20 ms timeout, and is read before the
         // sweep runs: a timeout and a late answer, not a 25 ms transaction.
         std::thread::sleep(std::time::Duration::from_millis(25));
@@ -577,16 +585,9 @@ mod flow_tests {
 
     #[test]
     fn an_unanswered_request_times_out_and_the_next_one_is_answered() {
-        let server = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
-        client.connect(server.local_addr().unwrap()).unwrap();
-        let mut lp = Loop::new(test_shared(Vec::new(), vec![client], 1, true)).unwrap();
-        let mut h = UdpRrClient::new(plan(true, true), &lp.sh);
-        h.start(&mut lp).unwrap();
+        let (server, mut lp, mut h, from) = rr_client_with_a_request_out();
         assert_eq!(lp.blocking, Some(0), "one flow blocks on its socket");
         let mut b = [0u8; 64];
-        let (_, from) = server.recv_from(&mut b).unwrap();
-        assert_eq!(header(&b, 0x5eed), Some((0, 0)));
         // Request 0 goes unanswered past its timeout: counted, and request 1
         // goes out.
         std::thread::sleep(std::time::Duration::from_millis(25));
