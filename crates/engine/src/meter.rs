@@ -282,12 +282,7 @@ fn sched_delta(a: Option<&TaskSnapshot>, b: &TaskSnapshot) -> Option<SchedTimes>
 
 fn process_cpu(a: &HostSnapshot, b: &HostSnapshot, tick: f64, engine: &Engine) -> ProcessCpu {
     let ns = |x: u64| x as f64 / 1e9;
-    let sched: Vec<SchedTimes> = b
-        .tasks
-        .iter()
-        .filter_map(|t| sched_delta(a.tasks.iter().find(|o| o.tid == t.tid), t))
-        .collect();
-    let threads = b
+    let threads: Vec<ThreadCpu> = b
         .tasks
         .iter()
         .map(|t| {
@@ -314,6 +309,12 @@ fn process_cpu(a: &HostSnapshot, b: &HostSnapshot, tick: f64, engine: &Engine) -
                 sched: sched_delta(before, t),
             }
         })
+        .collect();
+    // Every thread counts towards the process; only the workers and the
+    // threads that used CPU are listed.
+    let sched = SchedTimes::sum(threads.iter().filter_map(|t| t.sched.as_ref()));
+    let threads = threads
+        .into_iter()
         .filter(|t| t.name.starts_with(engine.worker_name_prefix()) || t.user_s + t.system_s > 0.0)
         .collect();
     ProcessCpu {
@@ -330,7 +331,7 @@ fn process_cpu(a: &HostSnapshot, b: &HostSnapshot, tick: f64, engine: &Engine) -
             .saturating_sub(a.rusage.involuntary_csw),
         rss_bytes: plumb_sys::proc::rss_bytes(None).unwrap_or(0),
         threads,
-        sched: SchedTimes::sum(&sched),
+        sched,
     }
 }
 

@@ -669,6 +669,23 @@ fn fit_80(parts: &[String]) -> String {
     out + &line
 }
 
+/// The `most` CPUs with the highest counts, highest first ("cpu1 7.4k cpu0
+/// 5.2k +2 CPUs"), so that a line stays short on a big host; CPUs that
+/// counted nothing are left out.
+fn busiest_cpus(counts: impl IntoIterator<Item = (u32, u64)>, most: usize) -> String {
+    let mut cpus: Vec<(u32, u64)> = counts.into_iter().filter(|&(_, n)| n > 0).collect();
+    cpus.sort_by_key(|&(_, n)| std::cmp::Reverse(n));
+    let mut s: Vec<String> = cpus
+        .iter()
+        .take(most)
+        .map(|(c, n)| format!("cpu{c} {}", count(*n)))
+        .collect();
+    if cpus.len() > most {
+        s.push(format!("+{} CPUs", cpus.len() - most));
+    }
+    s.join(" ")
+}
+
 /// One counter of a CPU's softnet row.
 type Field = fn(&SoftnetCounts) -> u64;
 
@@ -725,23 +742,13 @@ fn network(o: &mut String, it: &Iteration) {
                         *per_cpu.entry(c.cpu).or_default() += c.count;
                     }
                 }
-                let mut cpus: Vec<(u32, u64)> = per_cpu.into_iter().collect();
-                cpus.sort_by_key(|&(_, n)| std::cmp::Reverse(n));
-                let mut took: Vec<String> = cpus
-                    .iter()
-                    .take(4)
-                    .map(|(c, n)| format!("cpu{c} {}", count(*n)))
-                    .collect();
-                if cpus.len() > 4 {
-                    took.push(format!("+{} CPUs", cpus.len() - 4));
-                }
                 let _ = writeln!(
                     o,
                     "{:<19}{} IRQs took {} interrupts: {}",
                     "",
                     i.irqs.len(),
-                    count(cpus.iter().map(|c| c.1).sum()),
-                    took.join(" ")
+                    count(per_cpu.values().sum()),
+                    busiest_cpus(per_cpu, 4)
                 );
             }
         }
@@ -752,20 +759,7 @@ fn network(o: &mut String, it: &Iteration) {
             continue;
         }
         let t = SoftnetCounts::total(&end.softnet);
-        // The three CPUs with most, so that the line fits on a big host.
-        let per_cpu = |f: Field| {
-            let mut rows: Vec<&SoftnetCounts> = end.softnet.iter().filter(|r| f(r) > 0).collect();
-            rows.sort_by_key(|r| std::cmp::Reverse(f(r)));
-            let mut s: Vec<String> = rows
-                .iter()
-                .take(3)
-                .map(|r| format!("cpu{} {}", r.cpu, count(f(r))))
-                .collect();
-            if rows.len() > 3 {
-                s.push(format!("+{} CPUs", rows.len() - 3));
-            }
-            s.join(" ")
-        };
+        let per_cpu = |f: Field| busiest_cpus(end.softnet.iter().map(|r| (r.cpu, f(r))), 3);
         let mut parts = vec![format!(
             "{head:<12}{:<7}processed {} ({})",
             end.role.to_string(),

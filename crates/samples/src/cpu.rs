@@ -74,19 +74,12 @@ pub struct SchedTimes {
 impl SchedTimes {
     /// The sum of the threads' accounting; None when no thread has any.
     pub fn sum<'a>(threads: impl IntoIterator<Item = &'a SchedTimes>) -> Option<SchedTimes> {
-        threads
-            .into_iter()
-            .fold(None, |acc: Option<SchedTimes>, t| {
-                Some(match acc {
-                    None => *t,
-                    Some(a) => SchedTimes {
-                        run_s: a.run_s + t.run_s,
-                        wait_s: a.wait_s + t.wait_s,
-                        timeslices: a.timeslices + t.timeslices,
-                        migrations: a.migrations.zip(t.migrations).map(|(x, y)| x + y),
-                    },
-                })
-            })
+        threads.into_iter().copied().reduce(|a, t| SchedTimes {
+            run_s: a.run_s + t.run_s,
+            wait_s: a.wait_s + t.wait_s,
+            timeslices: a.timeslices + t.timeslices,
+            migrations: a.migrations.zip(t.migrations).map(|(x, y)| x + y),
+        })
     }
 }
 
@@ -141,15 +134,12 @@ impl SoftnetCounts {
     /// The CPUs' counts added up (the `cpu` of the sum means nothing).
     pub fn total(rows: &[SoftnetCounts]) -> SoftnetCounts {
         rows.iter()
-            .fold(SoftnetCounts::default(), |a, r| a.plus(r, 1))
+            .fold(SoftnetCounts::default(), |a, r| a.combine(r, |x, y| x + y))
     }
 
     /// What was counted since `earlier`, of the same CPU.
     pub fn since(&self, earlier: &SoftnetCounts) -> SoftnetCounts {
-        SoftnetCounts {
-            cpu: self.cpu,
-            ..self.plus(earlier, -1)
-        }
+        self.combine(earlier, u64::saturating_sub)
     }
 
     /// Whether anything was counted.
@@ -161,15 +151,8 @@ impl SoftnetCounts {
             }
     }
 
-    /// `self + sign * o`, counter by counter, never below zero.
-    fn plus(&self, o: &SoftnetCounts, sign: i8) -> SoftnetCounts {
-        let f = |x: u64, y: u64| {
-            if sign > 0 {
-                x + y
-            } else {
-                x.saturating_sub(y)
-            }
-        };
+    /// `f` of each counter of `self` and `o`, on `self`'s CPU.
+    fn combine(&self, o: &SoftnetCounts, f: impl Fn(u64, u64) -> u64) -> SoftnetCounts {
         SoftnetCounts {
             cpu: self.cpu,
             processed: f(self.processed, o.processed),
