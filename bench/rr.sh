@@ -26,22 +26,10 @@ cd "$(dirname "$0")/.."
 REPS=${1:-5}
 SECS=${2:-10}
 OUT=${OUT:-BENCHMARKS.md}
+. bench/lib.sh
 
-if ! command -v sockperf >/dev/null || ! command -v qperf >/dev/null; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq sockperf qperf
-fi
-if [[ -z ${PLUMB:-} ]]; then
-  cargo build --release -q
-  PLUMB=target/release/plumb
-fi
-PEERS=${PEERS:-$(bash ../shared/peers/build.sh)}
-work=$(mktemp -d)
-srv=
-cleanup() {
-  if [[ -n $srv ]]; then kill "$srv" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
+bench_need sockperf qperf
+bench_setup
 
 # Round trips from sockperf where it can say so itself (--full-rtt, sockperf
 # 3.7 and later); otherwise the parser doubles its half round trips.
@@ -66,9 +54,7 @@ sockperf_a() {
   sleep 0.5
   sockperf ping-pong --tcp -i 127.0.0.1 -p "$port" -t "$SECS" -m 14 --pps max "${SP_RTT[@]}" \
     >"$work/sockperf-a-$rep.txt" 2>&1 || true
-  kill "$srv" 2>/dev/null || true
-  wait "$srv" 2>/dev/null || true
-  srv=
+  stop_srv
 }
 
 qperf_a() {
@@ -77,9 +63,7 @@ qperf_a() {
   srv=$!
   sleep 0.3
   qperf 127.0.0.1 --listen_port "$port" -t "$SECS" -m 1 -e 6 tcp_lat >"$work/qperf-a-$rep.txt" 2>&1 || true
-  kill "$srv" 2>/dev/null || true
-  wait "$srv" 2>/dev/null || true
-  srv=
+  stop_srv
 }
 
 plumb_c() {
@@ -93,9 +77,7 @@ sockperf_c() {
   sleep 0.5
   sockperf ping-pong -i 127.0.0.1 -p "$port" -t "$SECS" -m 16 --pps max "${SP_RTT[@]}" \
     >"$work/sockperf-c-$rep.txt" 2>&1 || true
-  kill "$srv" 2>/dev/null || true
-  wait "$srv" 2>/dev/null || true
-  srv=
+  stop_srv
 }
 
 # netperf's omni output: transactions/s and round-trip latencies in µs.
@@ -106,9 +88,7 @@ netperf_rr() { # case test size
   sleep 0.3
   "$PEERS/netperf" -H 127.0.0.1 -p "$port" -l "$SECS" -t "$2" -P 0 -- -r "$3,$3" \
     -o THROUGHPUT,MEAN_LATENCY,P50_LATENCY,P99_LATENCY >"$work/netperf-$1-$rep.txt" 2>&1 || true
-  kill "$srv" 2>/dev/null || true
-  wait "$srv" 2>/dev/null || true
-  srv=
+  stop_srv
 }
 
 # neper prints key=value lines; latencies in seconds.
@@ -138,10 +118,10 @@ for rep in $(seq 1 "$REPS"); do
   done
 done
 
-python3 - "$work" "$REPS" "$SECS" "$OUT" "$("$PLUMB" --version)" "$(sockperf --version 2>&1 | head -1)" \
+python3 - "$work" "$REPS" "$SECS" "$("$PLUMB" --version)" "$(sockperf --version 2>&1 | head -1)" \
   "$(qperf --version 2>&1 | head -1)" "${SP_RTT[*]}" "$("$PEERS/netperf" -V 2>&1 | head -1)" <<'PY'
 import glob, json, os, platform, re, resource, statistics, sys, datetime
-work, reps, secs, out, plumb_v, sockperf_v, qperf_v, sp_rtt, netperf_v = sys.argv[1:]
+work, reps, secs, plumb_v, sockperf_v, qperf_v, sp_rtt, netperf_v = sys.argv[1:]
 
 def med(xs):
     xs = sorted(xs)
@@ -163,13 +143,16 @@ def files(pattern):
 # (a) one flow: transactions/s, p50, p99 and mean round trip in microseconds.
 a = {t: {"tps": [], "p50": [], "p99": [], "mean": []} for t in ("plumb", "sockperf", "qperf")}
 a_failed = {t: 0 for t in a}
-for f in files("plumb-a-*.json"):
-    it = json.load(open(f))["iterations"][0]
-    lat = it["client"]["latency"]
-    a["plumb"]["tps"].append(it["derived"]["tps"])
-    a["plumb"]["p50"].append(lat["p50_us"])
-    a["plumb"]["p99"].append(lat["p99_us"])
-    a["plumb"]["mean"].append(lat["mean_us"])
+def plumb_into(pattern, into):
+    for f in files(pattern):
+        it = json.load(open(f))["iterations"][0]
+        lat = it["client"]["latency"]
+        into["tps"].append(it["derived"]["tps"])
+        for k in ("p50", "p99", "mean"):
+            into[k].append(lat[f"{k}_us"])
+        if "timeouts" in into:
+            into["timeouts"].append(it["client"]["udp"]["timeouts"])
+plumb_into("plumb-a-*.json", a["plumb"])
 
 ansi = re.compile(r"\x1b\[[0-9;]*m")
 def sockperf_into(pattern, into, failed):
@@ -193,14 +176,7 @@ sockperf_into("sockperf-a-*.txt", a["sockperf"], a_failed)
 # (b) one UDP flow.
 c = {t: {"tps": [], "p50": [], "p99": [], "mean": [], "timeouts": []} for t in ("plumb", "sockperf")}
 c_failed = {"plumb": 0, "sockperf": 0}
-for f in files("plumb-c-*.json"):
-    it = json.load(open(f))["iterations"][0]
-    lat = it["client"]["latency"]
-    c["plumb"]["tps"].append(it["derived"]["tps"])
-    c["plumb"]["p50"].append(lat["p50_us"])
-    c["plumb"]["p99"].append(lat["p99_us"])
-    c["plumb"]["mean"].append(lat["mean_us"])
-    c["plumb"]["timeouts"].append(it["client"]["udp"]["timeouts"])
+plumb_into("plumb-c-*.json", c["plumb"])
 sockperf_into("sockperf-c-*.txt", c["sockperf"], c_failed)
 
 units = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "sec": 1e6, "s": 1e6}
@@ -253,11 +229,7 @@ def best_ratio(d):
     best, who = max(have)
     return f"{med(d['plumb']['tps'])[0] / best:.2f} (best peer {who})"
 
-cpu_model = ""
-for line in open("/proc/cpuinfo"):
-    if line.startswith("model name"):
-        cpu_model = line.split(":", 1)[1].strip()
-        break
+cpu_model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "")
 today = datetime.date.today().isoformat()
 nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 sp_flag = f" {sp_rtt}" if sp_rtt else ""
@@ -336,11 +308,6 @@ for cmd in (f"plumb run udp-rr --json --iterations 1 --no-store --duration {secs
             f"udp_rr -c -H 127.0.0.1 -C PORT -P PORT2 -l {secs} --nolog -Q 16 -R 16 -p 50,99"):
     lines.append(f"    {cmd}")
 lines.append("")
-section = "\n".join(lines) + "\n"
-
-text = open(out).read() if os.path.exists(out) else "# Benchmarks\n\nEach section is written by the script it names; rerun it to refresh.\n\n"
-pat = re.compile(r"## rr: plumb vs [^\n]*\n.*?(?=\n## |\Z)", re.S)
-text = pat.sub(lambda m: section.rstrip() + "\n", text) if pat.search(text) else text.rstrip() + "\n\n" + section
-open(out, "w").write(text)
-print(section)
+open(f"{work}/section.md", "w").write("\n".join(lines) + "\n")
 PY
+write_section "$OUT" '## rr: plumb vs [^\n]*\n' "$work/section.md"

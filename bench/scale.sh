@@ -30,19 +30,9 @@ shift $(( $# > 2 ? 2 : $# ))
 FLOWS=("$@")
 (( ${#FLOWS[@]} )) || FLOWS=(1000 10000 30000)
 OUT=${OUT:-BENCHMARKS.md}
+. bench/lib.sh
 
-if [[ -z ${PLUMB:-} ]]; then
-  cargo build --release -q
-  PLUMB=target/release/plumb
-fi
-PEERS=${PEERS:-$(bash ../shared/peers/build.sh)}
-work=$(mktemp -d)
-srv=
-cleanup() {
-  if [[ -n $srv ]]; then kill "$srv" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
+bench_setup
 # neper keeps every flow's descriptor in one process on each end.
 ulimit -n "$(ulimit -Hn)"
 port=$((20000 + RANDOM % 10000))
@@ -70,9 +60,7 @@ neper() { # workload flows
   sleep 0.5
   timeout $((SECS + 60)) "$PEERS/tcp_$w" -c -H 127.0.0.1 -C "$port" -P $((port + 1)) -l "$SECS" --nolog \
     -F "$f" -T 2 -p 99 "${tw[@]}" >"$base.txt" 2>&1 || echo "neper tcp_$w -F $f: exit status $?" >&2
-  kill "$srv" 2>/dev/null || true
-  wait "$srv" 2>/dev/null || true
-  srv=
+  stop_srv
 }
 
 for rep in $(seq 1 "$REPS"); do
@@ -86,9 +74,9 @@ for rep in $(seq 1 "$REPS"); do
   done
 done
 
-python3 - "$work" "$REPS" "$SECS" "$OUT" "$("$PLUMB" --version)" "${FLOWS[@]}" <<'PY'
-import datetime, glob, json, os, platform, re, resource, statistics, sys
-work, reps, secs, out, plumb_v, *flows = sys.argv[1:]
+python3 - "$work" "$REPS" "$SECS" "$("$PLUMB" --version)" "${FLOWS[@]}" <<'PY'
+import datetime, glob, json, os, platform, resource, statistics, sys
+work, reps, secs, plumb_v, *flows = sys.argv[1:]
 
 def fmt(xs, digits=1):
     if not xs:
@@ -169,11 +157,6 @@ lines.append("Commands (WORKLOAD rr or crr, FLOWS as in the table; crr adds `--c
 lines.append(f"    plumb run WORKLOAD --json --iterations 1 --no-store --duration {secs}s --warmup 1s --flows FLOWS --threads 2")
 lines.append(f"    tcp_WORKLOAD -C PORT -P PORT2 -l {int(secs) + 30} --nolog -F FLOWS -T 2")
 lines.append(f"    tcp_WORKLOAD -c -H 127.0.0.1 -C PORT -P PORT2 -l {secs} --nolog -F FLOWS -T 2 -p 99")
-section = "\n".join(lines) + "\n"
-
-text = open(out).read() if os.path.exists(out) else "# Benchmarks\n\nEach section is written by the script it names; rerun it to refresh.\n\n"
-pat = re.compile(r"## scale: rr and crr with thousands of flows[^\n]*\n.*?(?=\n## |\Z)", re.S)
-text = pat.sub(lambda m: section.rstrip() + "\n", text) if pat.search(text) else text.rstrip() + "\n\n" + section
-open(out, "w").write(text)
-print(section)
+open(f"{work}/section.md", "w").write("\n".join(lines) + "\n")
 PY
+write_section "$OUT" '## scale: rr and crr with thousands of flows[^\n]*\n' "$work/section.md"

@@ -28,23 +28,11 @@ REPS=${1:-5}
 SECS=${2:-10}
 OUT=${OUT:-BENCHMARKS.md}
 IPERF3=${IPERF3:-iperf3}
+. bench/lib.sh
 
-if ! command -v "$IPERF3" >/dev/null; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iperf3
-fi
-if [[ -z ${PLUMB:-} ]]; then
-  cargo build --release -q
-  PLUMB=target/release/plumb
-fi
-PEERS=${PEERS:-$(bash ../shared/peers/build.sh)}
+bench_need "$IPERF3=iperf3"
+bench_setup
 NETPERF=$PEERS/netperf NETSERVER=$PEERS/netserver NEPER=$PEERS/tcp_stream
-work=$(mktemp -d)
-srv=
-cleanup() {
-  if [[ -n $srv ]]; then kill "$srv" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
 
 iperf3_version=$("$IPERF3" --version | head -1 | awk '{print $2}')
 if printf '3.16\n%s\n' "$iperf3_version" | sort -V -C; then THREADS_B=32; else THREADS_B=1; fi
@@ -78,9 +66,7 @@ u = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(f"cpu_s={u.ru_utime + u.ru_stime}", file=open(sys.argv[1], "a"))' \
     "$work/netperf-$name-$rep.txt" "$NETPERF" -H 127.0.0.1 -p "$port" -l "$SECS" -t TCP_STREAM -P 0 -- \
     -o THROUGHPUT,THROUGHPUT_UNITS "$@" || true
-  kill "$srv" 2>/dev/null || true
-  wait "$srv" 2>/dev/null || true
-  srv=
+  stop_srv
 }
 
 # neper prints its process's user and system time at start and end; the
@@ -122,10 +108,10 @@ for rep in $(seq 1 "$REPS"); do
   done
 done
 
-python3 - "$work" "$REPS" "$SECS" "$OUT" "$("$PLUMB" --version)" "$("$IPERF3" --version | head -1)" \
+python3 - "$work" "$REPS" "$SECS" "$("$PLUMB" --version)" "$("$IPERF3" --version | head -1)" \
   "$("$NETPERF" -V 2>&1 | head -1)" "$THREADS_B" <<'PY'
 import glob, json, os, platform, re, statistics, subprocess, sys, datetime
-work, reps, secs, out, plumb_v, iperf_v, netperf_v, threads_b = sys.argv[1:]
+work, reps, secs, plumb_v, iperf_v, netperf_v, threads_b = sys.argv[1:]
 
 def med(xs):
     xs = sorted(xs)
@@ -190,11 +176,7 @@ for case, sender in (("a", "client"), ("b", "server")):
 
 _aff = len(os.sched_getaffinity(0))
 cpu_desc = f"{_aff} CPUs" if _aff == os.cpu_count() else f"{_aff} of {os.cpu_count()} CPUs (the run confined to {_aff} with taskset)"
-cpu_model = ""
-for line in open("/proc/cpuinfo"):
-    if line.startswith("model name"):
-        cpu_model = line.split(":", 1)[1].strip()
-        break
+cpu_model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "")
 today = datetime.date.today().isoformat()
 desc = {
     "a": "one flow, 128K writes, client sends",
@@ -247,11 +229,6 @@ for case in ("a", "b"):
     for tool in ("plumb",) + peers[case]:
         lines.append(f"    {cmds[(tool, case)]}")
     lines.append("")
-section = "\n".join(lines) + "\n"
-
-text = open(out).read() if os.path.exists(out) else "# Benchmarks\n\nEach section is written by the script it names; rerun it to refresh.\n\n"
-pat = re.compile(r"## stream: plumb vs [^\n]*\n.*?(?=\n## |\Z)", re.S)
-text = pat.sub(lambda m: section.rstrip() + "\n", text) if pat.search(text) else text.rstrip() + "\n\n" + section
-open(out, "w").write(text)
-print(section)
+open(f"{work}/section.md", "w").write("\n".join(lines) + "\n")
 PY
+write_section "$OUT" '## stream: plumb vs [^\n]*\n' "$work/section.md"

@@ -17,14 +17,13 @@ cd "$(dirname "$0")/.."
 REPS=${1:-5}
 SECS=${2:-5}
 OUT=BENCHMARKS.md
+. bench/lib.sh
 
 if [[ $(id -u) != 0 ]]; then
   echo "bench/zerocopy.sh: needs root to create the veth namespaces" >&2
   exit 1
 fi
-if ! command -v iperf3 >/dev/null; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iperf3
-fi
+bench_need iperf3
 cargo build --release -q
 PLUMB=$PWD/target/release/plumb
 work=$(mktemp -d)
@@ -108,9 +107,9 @@ for rep in $(seq 1 "$REPS"); do
   done
 done
 
-python3 - "$work" "$REPS" "$SECS" "$OUT" "$("$PLUMB" --version)" "$(iperf3 --version | head -1)" <<'PY'
-import glob, json, os, platform, re, statistics, sys, datetime
-work, reps, secs, out, plumb_v, iperf_v = sys.argv[1:]
+python3 - "$work" "$REPS" "$SECS" "$("$PLUMB" --version)" "$(iperf3 --version | head -1)" <<'PY'
+import glob, json, os, platform, statistics, sys, datetime
+work, reps, secs, plumb_v, iperf_v = sys.argv[1:]
 
 def med(xs):
     xs = sorted(xs)
@@ -158,11 +157,7 @@ for path in ("lo", "veth"):
             thr.append(end["sum_received"]["bits_per_second"] / 1e9)
         rows[(path, size, "iperf3")] = (snd, rcv, thr, [])
 
-cpu_model = ""
-for line in open("/proc/cpuinfo"):
-    if line.startswith("model name"):
-        cpu_model = line.split(":", 1)[1].strip()
-        break
+cpu_model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "")
 today = datetime.date.today().isoformat()
 L = []
 L.append("## zerocopy: CPU per GB of the send modes, loopback and veth\n")
@@ -201,11 +196,6 @@ L.append("Commands (veth: the client in one namespace, `plumb serve --once` / `i
 L.append(f"    plumb run stream --json --iterations 1 --no-store --duration {secs}s --warmup 1s --msg-size SIZE --zerocopy MODE [--server 198.18.0.2:PORT]")
 L.append(f"    iperf3 -c ADDR -t {secs} -Z -l SIZE -J")
 L.append("")
-section = "\n".join(L) + "\n"
-
-text = open(out).read() if os.path.exists(out) else "# Benchmarks\n\nEach section is written by the script it names; rerun it to refresh.\n\n"
-pat = re.compile(r"## zerocopy: CPU per GB of the send modes, loopback and veth\n.*?(?=\n## |\Z)", re.S)
-text = pat.sub(lambda m: section.rstrip() + "\n", text) if pat.search(text) else text.rstrip() + "\n\n" + section
-open(out, "w").write(text)
-print(section)
+open(f"{work}/section.md", "w").write("\n".join(L) + "\n")
 PY
+write_section "$OUT" '## zerocopy: CPU per GB of the send modes, loopback and veth\n' "$work/section.md"
