@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Two builds of plumb side by side on the cases of stream.sh, rr.sh and
+# scale.sh, alternating which goes first with each repetition, so that a
+# change inside plumb (a restructuring, a new code path) is measured against
+# the code before it on the same machine in the same minutes. Each case's
+# figure is the one its script reports for plumb: Gbit/s for stream,
+# transactions per second for rr, udp-rr and the many-flow cases.
+#
+#   bench/ab.sh OLD_PLUMB NEW_PLUMB [REPS [SECS]]
+#
+# Writes the "## ab:" section of $OUT (BENCHMARKS.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+OLD=${1:?usage: bench/ab.sh OLD_PLUMB NEW_PLUMB [REPS [SECS]]}
+NEW=${2:?usage: bench/ab.sh OLD_PLUMB NEW_PLUMB [REPS [SECS]]}
+REPS=${3:-5}
+SECS=${4:-5}
+OUT=${OUT:-BENCHMARKS.md}
+for b in "$OLD" "$NEW"; do
+  [[ -x $b ]] || { echo "bench/ab.sh: '$b' is not an executable" >&2; exit 2; }
+done
+ulimit -n "$(ulimit -Hn)"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# name|workload and flags; the same threads and flows for both builds.
+CASES=(
+  "stream-a|stream --msg-size 128K"
+  "stream-b|stream --flows 32 --threads 2 --msg-size 256 --sndbuf 8K --rcvbuf 8K --nodelay --direction recv"
+  "rr|rr"
+  "udp-rr|udp-rr"
+  "rr-1000|rr --flows 1000 --threads 2"
+  "crr-1000|crr --flows 1000 --threads 2"
+  "rr-10000|rr --flows 10000 --threads 2"
+)
+
+for rep in $(seq 1 "$REPS"); do
+  if (( rep % 2 )); then order=(old new); else order=(new old); fi
+  for c in "${CASES[@]}"; do
+    name=${c%%|*}
+    read -r -a args <<<"${c#*|}"
+    for who in "${order[@]}"; do
+      bin=$OLD; [[ $who == new ]] && bin=$NEW
+      "$bin" run "${args[@]}" --json --iterations 1 --no-store --duration "${SECS}s" --warmup 1s \
+        >"$work/$who-$name-$rep.json" 2>"$work/$who-$name-$rep.err" || true
+    done
+  done
+done
+
+section=$work/section.md
+python3 - "$work" "$REPS" "$SECS" "$("$OLD" --version)" "$("$NEW" --version)" "${CASES[@]}" >"$section" <<'PY'
+import json, os, platform, statistics, sys
+work, reps, secs, old_v, new_v = sys.argv[1:6]
+cases = [c.split("|", 1) for c in sys.argv[6:]]
+reps = int(reps)
+
+def figure(path):
+    try:
+        it = json.load(open(path))["iterations"][0]
+    except Exception:
+        return None
+    d = it["derived"]
+    if d.get("tps"):
+        return d["tps"], "tx/s"
+    return d["throughput_bps"] / 1e9, "Gbit/s"
+
+cpus = os.cpu_count()
+model = ""
+for line in open("/proc/cpuinfo"):
+    if line.startswith("model name"):
+        model = line.split(":", 1)[1].strip()
+        break
+out = ["## ab: plumb before and after a change, same cases, alternating", ""]
+out.append(f"Run by `bench/ab.sh OLD NEW {reps} {secs}` on {cpus} CPUs ({model}), kernel "
+           f"{platform.release()}. OLD is `{old_v}`, NEW is `{new_v}`. {reps} repetitions of "
+           f"{secs} s (after 1 s of warm-up) per build and case, the build that goes first "
+           "alternating with each repetition; each case gives both builds the same flows and "
+           "threads. Medians with min-max in brackets; the ratio is NEW's median over OLD's; "
+           "the spread is the larger of the two builds' (max-min)/median.")
+out.append("")
+out.append("| case | plumb run | OLD | NEW | NEW/OLD | spread |")
+out.append("|---|---|---|---|---|---|")
+for name, args in cases:
+    got = {}
+    unit = ""
+    for who in ("old", "new"):
+        v = []
+        for rep in range(1, reps + 1):
+            f = figure(os.path.join(work, f"{who}-{name}-{rep}.json"))
+            if f:
+                v.append(f[0])
+                unit = f[1]
+        got[who] = v
+    if not got["old"] or not got["new"]:
+        out.append(f"| {name} | `{args}` | failed | failed | - | - |")
+        continue
+    def cell(v):
+        return f"{statistics.median(v):.4g} [{min(v):.4g}-{max(v):.4g}] {unit}"
+    mo, mn = statistics.median(got["old"]), statistics.median(got["new"])
+    spread = max((max(v) - min(v)) / statistics.median(v) for v in got.values())
+    out.append(f"| {name} | `{args}` | {cell(got['old'])} | {cell(got['new'])} | "
+               f"{mn / mo:.3f} | {spread * 100:.1f} % |")
+out.append("")
+print("\n".join(out))
+PY
+write_section "$OUT" "## ab: " "$section"
