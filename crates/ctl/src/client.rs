@@ -3,7 +3,7 @@
 //! noticed at once.
 
 use crate::auth;
-use crate::frame::{read_frame, write_frame, FrameError, MAX_RESULT_FRAME};
+use crate::frame::{frames_from, write_frame, FrameError, MAX_RESULT_FRAME};
 use crate::message::{software, Frame, Message};
 use crate::order::{Order, IN_ORDER};
 use plumb_samples::EndResult;
@@ -80,17 +80,8 @@ impl Session {
         let reader = ctrl
             .try_clone()
             .map_err(|e| CtlError::Protocol(plain_io(&e)))?;
-        let (tx, rx) = mpsc::channel();
-        std::thread::Builder::new()
-            .name("plumb-ctl".into())
-            .spawn(move || loop {
-                let f = read_frame(&reader, MAX_RESULT_FRAME);
-                let end = f.is_err();
-                if tx.send(f).is_err() || end {
-                    break;
-                }
-            })
-            .map_err(|e| CtlError::Protocol(e.to_string()))?;
+        let rx =
+            frames_from(reader, MAX_RESULT_FRAME).map_err(|e| CtlError::Protocol(e.to_string()))?;
         let mut s = Session {
             ctrl,
             order: Order::new(),

@@ -55,6 +55,27 @@ pub fn write_frame(mut w: impl Write, frame: &Frame) -> Result<(), FrameError> {
     Ok(())
 }
 
+/// Reads frames of up to `max` bytes from `stream` on a thread of its own,
+/// into the returned channel, until the first error (which is sent too) or
+/// until the receiver is gone. A side that must notice a silent peer waits
+/// on the channel with a timeout instead of on the socket.
+pub fn frames_from(
+    stream: TcpStream,
+    max: usize,
+) -> io::Result<std::sync::mpsc::Receiver<Result<Frame, FrameError>>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("plumb-ctl".into())
+        .spawn(move || loop {
+            let f = read_frame(&stream, max);
+            let end = f.is_err();
+            if tx.send(f).is_err() || end {
+                break;
+            }
+        })?;
+    Ok(rx)
+}
+
 pub fn read_frame(mut r: impl Read, max: usize) -> Result<Frame, FrameError> {
     let mut len = [0u8; 4];
     r.read_exact(&mut len)?;

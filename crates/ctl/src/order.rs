@@ -135,6 +135,18 @@ mod tests {
         }
     }
 
+    /// A session without auth, up to the server's "started".
+    fn until_started() -> Vec<Message> {
+        vec![
+            hello(),
+            welcome(false),
+            setup(),
+            ready(),
+            Message::Start,
+            Message::Started,
+        ]
+    }
+
     fn run(messages: &[Message]) -> Result<Order, String> {
         let mut o = Order::new();
         for m in messages {
@@ -145,17 +157,8 @@ mod tests {
 
     #[test]
     fn a_whole_test_goes_through_in_order() {
-        let plain = [
-            hello(),
-            welcome(false),
-            setup(),
-            ready(),
-            Message::Start,
-            Message::Started,
-            Message::Mark,
-            Message::Stop,
-            results(),
-        ];
+        let mut plain = until_started();
+        plain.extend([Message::Mark, Message::Stop, results()]);
         assert!(run(&plain).unwrap().is_done());
         let mut keyed = vec![hello(), welcome(true)];
         keyed.push(Message::Auth {
@@ -170,16 +173,7 @@ mod tests {
 
     #[test]
     fn a_stop_during_the_warm_up_needs_no_mark() {
-        let o = run(&[
-            hello(),
-            welcome(false),
-            setup(),
-            ready(),
-            Message::Start,
-            Message::Started,
-            Message::Stop,
-        ])
-        .unwrap();
+        let o = run(&[until_started(), vec![Message::Stop]].concat()).unwrap();
         assert_eq!(o.due(), "results");
     }
 
@@ -199,16 +193,7 @@ mod tests {
         assert_eq!(run(&[setup()]).unwrap_err(), "expected hello, got setup");
         let mut o = run(&[hello(), welcome(true)]).unwrap();
         assert_eq!(o.take(&setup()).unwrap_err(), "expected auth, got setup");
-        let mut o = run(&[
-            hello(),
-            welcome(false),
-            setup(),
-            ready(),
-            Message::Start,
-            Message::Started,
-            Message::Mark,
-        ])
-        .unwrap();
+        let mut o = run(&[until_started(), vec![Message::Mark]].concat()).unwrap();
         assert_eq!(
             o.take(&Message::Mark).unwrap_err(),
             "expected stop, got mark"
@@ -218,8 +203,7 @@ mod tests {
     #[test]
     fn an_error_ends_the_session_anywhere() {
         for n in 0..6 {
-            let all = [hello(), welcome(false), setup(), ready(), Message::Start];
-            let mut o = run(&all[..n.min(all.len())]).unwrap();
+            let mut o = run(&until_started()[..n.min(5)]).unwrap();
             o.take(&Message::error("busy", "busy")).unwrap();
             assert!(o.is_done());
             assert_eq!(

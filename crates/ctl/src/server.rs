@@ -5,7 +5,7 @@
 //! client, a closed connection and a log line; the server itself goes on.
 
 use crate::auth;
-use crate::frame::{read_frame, read_frame_until, write_frame, FrameError, MAX_FRAME};
+use crate::frame::{frames_from, read_frame_until, write_frame, FrameError, MAX_FRAME};
 use crate::limits::{Cidr, Limits};
 use crate::message::{software, Frame, Message};
 use crate::order::{Order, IN_ORDER};
@@ -18,7 +18,7 @@ use std::cell::RefCell;
 use std::io::Write;
 use std::net::{IpAddr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
-use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -618,17 +618,7 @@ fn data_sockets(
 fn measure(ctrl: &Ctrl, end: &mut RunningEnd, spec: &Spec) -> Result<EndResult, String> {
     let reader = ctrl.stream.try_clone().map_err(|e| plain_io(&e))?;
     let _ = reader.set_read_timeout(None);
-    let (tx, rx) = mpsc::channel();
-    std::thread::Builder::new()
-        .name("plumb-ctl".into())
-        .spawn(move || loop {
-            let f = read_frame(&reader, MAX_FRAME);
-            let end = f.is_err();
-            if tx.send(f).is_err() || end {
-                break;
-            }
-        })
-        .map_err(|e| e.to_string())?;
+    let rx = frames_from(reader, MAX_FRAME).map_err(|e| e.to_string())?;
     let grace = Duration::from_secs(10);
     let next = |timeout: Duration| -> Result<Option<Message>, String> {
         let what = ctrl.order.borrow().due();
