@@ -334,8 +334,20 @@ impl Store {
     /// Writes a finished run, its environment, iterations and interval
     /// samples, all in one transaction.
     pub fn insert_run(&mut self, record: &RunRecord, env: Option<&Environment>) -> Result<RunId> {
+        self.write(|tx, wrap| insert_in(tx, record, env).map_err(wrap))
+    }
+
+    /// Runs `body` in one transaction and commits it; `body` turns SQLite
+    /// errors into the store's with the function it is given.
+    fn write<T>(
+        &mut self,
+        body: impl FnOnce(
+            &rusqlite::Transaction<'_>,
+            &dyn Fn(rusqlite::Error) -> StoreError,
+        ) -> Result<T>,
+    ) -> Result<T> {
         let path = self.path.clone();
-        let wrap = |source| StoreError::Sqlite {
+        let wrap = move |source| StoreError::Sqlite {
             path: path.clone(),
             source,
         };
@@ -345,10 +357,10 @@ impl Store {
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(wrap)?;
-        let id = insert_in(&tx, record, env).map_err(wrap)?;
-        tx.commit().map_err(wrap)?;
-        Ok(id)
+            .map_err(&wrap)?;
+        let out = body(&tx, &wrap)?;
+        tx.commit().map_err(&wrap)?;
+        Ok(out)
     }
 
     pub fn get(&self, id: RunId) -> Result<Option<StoredRun>> {
@@ -491,32 +503,24 @@ impl Store {
     /// Removes a run with everything that belongs only to it. False when
     /// there was no such run.
     pub fn delete(&mut self, id: RunId) -> Result<bool> {
-        let path = self.path.clone();
-        let wrap = |source| StoreError::Sqlite {
-            path: path.clone(),
-            source,
-        };
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        self.write(|tx, wrap| {
+            tx.execute(
+                "DELETE FROM interval_samples WHERE run_id = ?1",
+                params![id.0],
+            )
             .map_err(wrap)?;
-        tx.execute(
-            "DELETE FROM interval_samples WHERE run_id = ?1",
-            params![id.0],
-        )
-        .map_err(wrap)?;
-        tx.execute("DELETE FROM iterations WHERE run_id = ?1", params![id.0])
+            tx.execute("DELETE FROM iterations WHERE run_id = ?1", params![id.0])
+                .map_err(wrap)?;
+            let n = tx
+                .execute("DELETE FROM runs WHERE id = ?1", params![id.0])
+                .map_err(wrap)?;
+            tx.execute(
+                "DELETE FROM environments WHERE hash NOT IN (SELECT env_hash FROM runs WHERE env_hash IS NOT NULL)",
+                [],
+            )
             .map_err(wrap)?;
-        let n = tx
-            .execute("DELETE FROM runs WHERE id = ?1", params![id.0])
-            .map_err(wrap)?;
-        tx.execute(
-            "DELETE FROM environments WHERE hash NOT IN (SELECT env_hash FROM runs WHERE env_hash IS NOT NULL)",
-            [],
-        )
-        .map_err(wrap)?;
-        tx.commit().map_err(wrap)?;
-        Ok(n > 0)
+            Ok(n > 0)
+        })
     }
 
     pub fn export(&self, filter: &RunFilter) -> Result<Export> {
@@ -543,36 +547,28 @@ impl Store {
                 message: format!("schema is '{}', expected '{EXPORT_SCHEMA}'", export.schema),
             });
         }
-        let path = self.path.clone();
-        let wrap = |source| StoreError::Sqlite {
-            path: path.clone(),
-            source,
-        };
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(wrap)?;
-        let mut ids = Vec::new();
-        for (i, run) in export.runs.iter().enumerate() {
-            if run.record.iterations.is_empty() {
-                return Err(StoreError::Import {
-                    index: i + 1,
-                    message: "the run has no iterations".into(),
-                });
+        self.write(|tx, wrap| {
+            let mut ids = Vec::new();
+            for (i, run) in export.runs.iter().enumerate() {
+                if run.record.iterations.is_empty() {
+                    return Err(StoreError::Import {
+                        index: i + 1,
+                        message: "the run has no iterations".into(),
+                    });
+                }
+                let exists: bool = tx
+                    .query_row(
+                        "SELECT EXISTS(SELECT 1 FROM runs WHERE started_at = ?1 AND label = ?2 AND spec_key = ?3)",
+                        params![run.record.started_at, run.record.label, run.record.spec_key],
+                        |r| r.get(0),
+                    )
+                    .map_err(wrap)?;
+                if !exists {
+                    ids.push(insert_in(tx, &run.record, run.env.as_ref()).map_err(wrap)?);
+                }
             }
-            let exists: bool = tx
-                .query_row(
-                    "SELECT EXISTS(SELECT 1 FROM runs WHERE started_at = ?1 AND label = ?2 AND spec_key = ?3)",
-                    params![run.record.started_at, run.record.label, run.record.spec_key],
-                    |r| r.get(0),
-                )
-                .map_err(wrap)?;
-            if !exists {
-                ids.push(insert_in(&tx, &run.record, run.env.as_ref()).map_err(wrap)?);
-            }
-        }
-        tx.commit().map_err(wrap)?;
-        Ok(ids)
+            Ok(ids)
+        })
     }
 
     /// One line per iteration, for spreadsheets and plotting scripts.

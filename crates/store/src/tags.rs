@@ -2,7 +2,7 @@
 //! `plumb sweep --resume` finds the points already stored and `plumb report
 //! --experiment` finds all of them again.
 
-use super::{insert_in, RunId, Store, StoreError, StoredRun};
+use super::{insert_in, RunId, Store, StoredRun};
 use plumb_samples::{Environment, RunRecord};
 use rusqlite::params;
 
@@ -25,23 +25,15 @@ impl Store {
         env: Option<&Environment>,
         tag: &RunTag,
     ) -> super::Result<RunId> {
-        let path = self.path.clone();
-        let wrap = |source| StoreError::Sqlite {
-            path: path.clone(),
-            source,
-        };
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        self.write(|tx, wrap| {
+            let id = insert_in(tx, record, env).map_err(wrap)?;
+            tx.execute(
+                "INSERT INTO run_tags (run_id, experiment, point, variant, seed) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![id.0, tag.experiment, tag.point, tag.variant, tag.seed.map(|s| s as i64)],
+            )
             .map_err(wrap)?;
-        let id = insert_in(&tx, record, env).map_err(wrap)?;
-        tx.execute(
-            "INSERT INTO run_tags (run_id, experiment, point, variant, seed) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![id.0, tag.experiment, tag.point, tag.variant, tag.seed.map(|s| s as i64)],
-        )
-        .map_err(wrap)?;
-        tx.commit().map_err(wrap)?;
-        Ok(id)
+            Ok(id)
+        })
     }
 
     /// The runs of an experiment (under `label` when given), oldest first.
