@@ -78,6 +78,23 @@ struct Conn {
     t0: u64,
 }
 
+impl Conn {
+    /// A connection at the start of its exchange: connecting (client) or
+    /// accepted (server), nothing written or read yet.
+    fn new(stream: TcpStream, connecting: bool, t0: u64) -> Conn {
+        Conn {
+            stream,
+            connecting,
+            part: 0,
+            off: 0,
+            got: 0,
+            written: false,
+            armed_out: connecting,
+            t0,
+        }
+    }
+}
+
 /// Writes what is left of the outgoing message; returns the bytes written
 /// and whether the socket would block before the message was done.
 fn write_out(conn: &mut Conn, writes: &[usize], buf: &[u8]) -> io::Result<(u64, bool)> {
@@ -183,16 +200,7 @@ impl CrrClient {
             (self.base + k) as u64,
             epoll::EventFlags::OUT | epoll::EventFlags::IN,
         )?;
-        Ok(Conn {
-            stream,
-            connecting: true,
-            part: 0,
-            off: 0,
-            got: 0,
-            written: false,
-            armed_out: true,
-            t0,
-        })
+        Ok(Conn::new(stream, true, t0))
     }
 
     fn open_or_fail(&mut self, lp: &mut Loop, k: usize) {
@@ -344,16 +352,7 @@ impl CrrServer {
                         self.conns.len() - 1
                     });
                     lp.watch(&stream, slot as u64, epoll::EventFlags::IN)?;
-                    self.conns[slot] = Some(Conn {
-                        stream,
-                        connecting: false,
-                        part: 0,
-                        off: 0,
-                        got: 0,
-                        written: false,
-                        armed_out: false,
-                        t0: 0,
-                    });
+                    self.conns[slot] = Some(Conn::new(stream, false, 0));
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -535,16 +534,7 @@ mod flow_tests {
         let stream = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (mut peer, _) = l.accept().unwrap();
         stream.set_nonblocking(true).unwrap();
-        let mut conn = Conn {
-            stream,
-            connecting: false,
-            part: 0,
-            off: 0,
-            got: 0,
-            written: false,
-            armed_out: false,
-            t0: 0,
-        };
+        let mut conn = Conn::new(stream, false, 0);
         let buf = pattern(100);
         assert_eq!(write_out(&mut conn, &[1, 99], &buf).unwrap(), (100, false));
         assert!(conn.written);

@@ -154,6 +154,7 @@ mod tests {
     use super::*;
     use crate::meter::NoSink;
     use plumb_sys::Cookie;
+    use std::net::SocketAddr;
 
     /// Both ends of `spec` over loopback, started.
     fn ends(spec: &Spec) -> (RunningEnd, RunningEnd) {
@@ -163,25 +164,27 @@ mod tests {
             .map(|_| TcpStream::connect(addr).unwrap())
             .collect();
         let servers: Vec<TcpStream> = (0..spec.flows).map(|_| l.accept().unwrap().0).collect();
+        let server = start(spec, Role::Server, addr, servers);
+        (start(spec, Role::Client, addr, clients), server)
+    }
+
+    /// One end of `spec` over these connected flows, started.
+    fn start(spec: &Spec, role: Role, peer: SocketAddr, flows: Vec<TcpStream>) -> RunningEnd {
+        for f in &flows {
+            f.set_nonblocking(true).unwrap();
+        }
         let link = Link {
             cookie: Cookie([7; 16]),
-            peer: addr,
+            peer,
         };
-        let start = |role, flows: Vec<TcpStream>| {
-            for f in &flows {
-                f.set_nonblocking(true).unwrap();
-            }
-            let sockets = Sockets {
-                flows,
-                ..Sockets::default()
-            };
-            ReadyEnd::new(spec, role, &link, sockets)
-                .unwrap()
-                .start()
-                .unwrap()
+        let sockets = Sockets {
+            flows,
+            ..Sockets::default()
         };
-        let server = start(Role::Server, servers);
-        (start(Role::Client, clients), server)
+        ReadyEnd::new(spec, role, &link, sockets)
+            .unwrap()
+            .start()
+            .unwrap()
     }
 
     #[test]
@@ -222,25 +225,8 @@ mod tests {
         let _silent = servers.pop().unwrap();
         let mut one = spec.clone();
         one.flows = 1;
-        let link = Link {
-            cookie: Cookie([7; 16]),
-            peer: addr,
-        };
-        let start = |spec: &Spec, role, flows: Vec<TcpStream>| {
-            for f in &flows {
-                f.set_nonblocking(true).unwrap();
-            }
-            let sockets = Sockets {
-                flows,
-                ..Sockets::default()
-            };
-            ReadyEnd::new(spec, role, &link, sockets)
-                .unwrap()
-                .start()
-                .unwrap()
-        };
-        let server = start(&one, Role::Server, servers);
-        let mut client = start(&spec, Role::Client, clients);
+        let server = start(&one, Role::Server, addr, servers);
+        let mut client = start(&spec, Role::Client, addr, clients);
         client.open_window();
         std::thread::sleep(std::time::Duration::from_millis(200));
         let mut end = client.close_window(&mut NoSink);

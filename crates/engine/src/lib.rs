@@ -400,7 +400,8 @@ impl Engine {
             for f in &flows {
                 plumb_sys::sock::zerocopy::set_zerocopy(f).map_err(|e| {
                     EngineError::Spawn(format!(
-                        "--zerocopy msg: the kernel refused SO_ZEROCOPY ({}); it needs Linux 4.14",
+                        "{} msg: the kernel refused SO_ZEROCOPY ({}); it needs Linux 4.14",
+                        plumb_spec::Field::ZeroCopy.flag(),
                         plain_io(&e)
                     ))
                 })?;

@@ -114,13 +114,19 @@ pub fn terminal(c: &Comparison) -> String {
     if !c.points.is_empty() {
         let _ = writeln!(o);
     }
-    leftovers(&mut o, c, "");
-    spec_diff(&mut o, c, "");
-    if let Some(b) = &c.builds {
-        let _ = writeln!(o, "{b}");
-    }
-    env_diff(&mut o, c, "");
+    differences(&mut o, c, "");
     o
+}
+
+/// What else tells the sides apart, after the points: points measured on
+/// one side only, spec, build and environment differences.
+fn differences(o: &mut String, c: &Comparison, bullet: &str) {
+    leftovers(o, c, bullet);
+    spec_diff(o, c, bullet);
+    if let Some(b) = &c.builds {
+        let _ = writeln!(o, "{bullet}{b}");
+    }
+    env_diff(o, c, bullet);
 }
 
 fn spec_diff(o: &mut String, c: &Comparison, bullet: &str) {
@@ -208,12 +214,7 @@ pub fn markdown(c: &Comparison) -> String {
         }
         let _ = writeln!(o);
     }
-    leftovers(&mut o, c, "- ");
-    spec_diff(&mut o, c, "- ");
-    if let Some(b) = &c.builds {
-        let _ = writeln!(o, "- {b}");
-    }
-    env_diff(&mut o, c, "- ");
+    differences(&mut o, c, "- ");
     o
 }
 

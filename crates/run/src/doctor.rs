@@ -92,7 +92,6 @@ fn buffer_checks(env: &Environment, out: &mut Vec<Finding>) {
         ("net.core.wmem_max", "SO_SNDBUF"),
     ] {
         let check = name.rsplit('.').next().unwrap_or(name);
-        let key = format!("sysctl.{name}");
         let Some(v) = sysctl(env, name).and_then(|v| v.parse::<u64>().ok()) else {
             out.push(finding(
                 check,
@@ -106,19 +105,7 @@ fn buffer_checks(env: &Environment, out: &mut Vec<Finding>) {
             "the kernel caps a fixed {opt} (--sndbuf/--rcvbuf) at this, so a larger size \
              asked for is silently clamped (plumb shows asked vs granted)"
         );
-        let (status, advice) = if v < BUFFER_FLOOR {
-            (
-                Status::Warn,
-                Some(format!("sysctl -w {name}={BUFFER_ADVICE}")),
-            )
-        } else {
-            (Status::Ok, None)
-        };
-        out.push(with(
-            finding(check, status, format!("{v} ({})", mib(v)), &why),
-            advice,
-            &[key],
-        ));
+        out.push(at_least(check, name, v, BUFFER_FLOOR, BUFFER_ADVICE, &why));
     }
     for (name, dir) in [
         ("net.ipv4.tcp_rmem", "receive"),
@@ -189,19 +176,30 @@ fn optmem_check(env: &Environment, out: &mut Vec<Finding>) {
     };
     let why = "MSG_ZEROCOPY (--zerocopy msg) holds its completion notifications in option \
                memory; once a socket's optmem_max is used up, sends fail with ENOBUFS";
-    let (status, advice) = if v < OPTMEM_FLOOR {
-        (
-            Status::Warn,
-            Some(format!("sysctl -w net.core.optmem_max={OPTMEM_FLOOR}")),
-        )
-    } else {
-        (Status::Ok, None)
-    };
-    out.push(with(
-        finding("optmem_max", status, format!("{v} ({})", mib(v)), why),
-        advice,
-        &["sysctl.net.core.optmem_max".to_string()],
+    out.push(at_least(
+        "optmem_max",
+        "net.core.optmem_max",
+        v,
+        OPTMEM_FLOOR,
+        OPTMEM_FLOOR,
+        why,
     ));
+}
+
+/// A finding on a size sysctl that warns below `floor`, with the command
+/// that sets it to `advised`.
+fn at_least(check: &str, name: &str, v: u64, floor: u64, advised: u64, why: &str) -> Finding {
+    let advice = (v < floor).then(|| format!("sysctl -w {name}={advised}"));
+    let status = if advice.is_some() {
+        Status::Warn
+    } else {
+        Status::Ok
+    };
+    with(
+        finding(check, status, format!("{v} ({})", mib(v)), why),
+        advice,
+        &[format!("sysctl.{name}")],
+    )
 }
 
 fn cpu_checks(env: &Environment, out: &mut Vec<Finding>) {
