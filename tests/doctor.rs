@@ -9,19 +9,12 @@ use std::process::{Command, Stdio};
 
 fn doctor_json(cmd: &mut Command) -> Value {
     let out = cmd.output().expect("plumb doctor runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     serde_json::from_slice(&out.stdout).expect("stdout is JSON")
 }
 
 fn finding<'a>(audit: &'a Value, check: &str) -> &'a Value {
-    audit["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
+    items(&audit["findings"])
         .find(|f| f["check"] == check)
         .unwrap_or_else(|| panic!("no {check} finding in {audit}"))
 }

@@ -3,7 +3,7 @@
 //! sweeps take turns: they measure the host.
 
 mod common;
-use common::{measuring_alone, plumb, require_root, TempDb};
+use common::{assert_mentions, assert_ok, measuring_alone, plumb, require_root, TempDb};
 
 /// Runs examples/NAME.toml --quick into a fresh database; returns the
 /// terminal report, the Markdown report and the HTML page.
@@ -38,11 +38,7 @@ fn sweep_and_report(name: &str) -> (String, String, String) {
             .arg(&page)
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_ok(&out);
         String::from_utf8_lossy(&out.stdout).to_string()
     };
     let text = report("terminal");
@@ -126,14 +122,15 @@ fn s2_shows_the_softirq_time_of_each_cpu_per_variant() {
 fn s3_reports_rate_latency_and_cpu_per_flow_count_and_family() {
     let _alone = measuring_alone();
     let (text, _md, html) = sweep_and_report("s3-many-flows");
-    for want in [
-        "transactions/s by flows",
-        "transactions/s by family",
-        "latency percentiles (us)",
-        "flows=1000 family=ipv6",
-    ] {
-        assert!(text.contains(want), "no '{want}' in\n{text}");
-    }
+    assert_mentions(
+        &text,
+        &[
+            "transactions/s by flows",
+            "transactions/s by family",
+            "latency percentiles (us)",
+            "flows=1000 family=ipv6",
+        ],
+    );
     assert!(html.contains("Latency percentiles"));
 }
 

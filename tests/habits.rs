@@ -3,7 +3,7 @@
 //! a command that only reads never creates a database it was pointed at.
 
 mod common;
-use common::{plumb, TempDb};
+use common::{assert_ok, plumb, TempDb};
 use std::process::Command;
 
 /// Runs `plumb ARGS | READER` in bash; returns plumb's exit status (from
@@ -45,11 +45,7 @@ fn output_into_a_closed_pipe_ends_quietly() {
             .args(["--iterations", "1", "--label", label, "--db", db.path()])
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_ok(&out);
     }
     // `env` prints thousands of facts: far more than a pipe holds.
     quiet_end(piped(&["env"], "head -c 1"), "env | head -c 1");

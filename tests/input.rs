@@ -118,14 +118,15 @@ fn common_unit_spellings_are_accepted_and_the_summary_names_them() {
 fn help_shows_the_defaults_of_the_spec_and_the_unit_rule() {
     let out = plumb().args(["run", "stream", "--help"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    for needle in [
-        "[default: 128K]",
-        "[default: 10s]",
-        "[default: auto]",
-        "docs/units.md",
-    ] {
-        assert!(text.contains(needle), "help lacks {needle:?}:\n{text}");
-    }
+    assert_mentions(
+        &text,
+        &[
+            "[default: 128K]",
+            "[default: 10s]",
+            "[default: auto]",
+            "docs/units.md",
+        ],
+    );
     let out = plumb().args(["run", "udp-rr", "--help"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("[default: 200ms]"), "{text}");

@@ -22,112 +22,53 @@ fn errors(v: &jsonschema::Validator, doc: &serde_json::Value) -> Vec<String> {
 #[test]
 fn run_json_validates_against_the_schema() {
     let v = schema();
-    for args in [
-        &[
-            "run",
+    let cases: [(&str, &[&str]); 7] = [
+        ("stream", &[]),
+        (
             "stream",
-            "--json",
-            "--duration",
-            "1s",
-            "--warmup",
-            "200ms",
-        ][..],
-        &[
-            "run",
+            &[
+                "--direction",
+                "both",
+                "--flows",
+                "3",
+                "--sndbuf",
+                "64K",
+                "--rcvbuf",
+                "64K",
+                "--nodelay",
+                "--pacing-rate",
+                "5G",
+                "--label",
+                "schema-test",
+            ],
+        ),
+        (
             "stream",
-            "--json",
-            "--duration",
-            "1s",
-            "--warmup",
-            "200ms",
-            "--direction",
-            "both",
-            "--flows",
-            "3",
-            "--sndbuf",
-            "64K",
-            "--rcvbuf",
-            "64K",
-            "--nodelay",
-            "--pacing-rate",
-            "5G",
-            "--label",
-            "schema-test",
-        ][..],
-        &[
-            "run",
-            "stream",
-            "--json",
-            "--duration",
-            "1s",
-            "--warmup",
-            "200ms",
-            "--direction",
-            "recv",
-            "--zerocopy",
-            "msg",
-            "--rx",
-            "skip",
-        ][..],
-        &[
-            "run",
+            &["--direction", "recv", "--zerocopy", "msg", "--rx", "skip"],
+        ),
+        (
             "rr",
-            "--json",
-            "--duration",
-            "1s",
-            "--warmup",
-            "200ms",
-            "--flows",
-            "100",
-            "--resp-size",
-            "64",
-            "--resp-writes",
-            "8,rest",
-        ][..],
-        &[
-            "run",
-            "crr",
-            "--json",
-            "--duration",
-            "1s",
-            "--warmup",
-            "200ms",
-            "--close",
-            "fin",
-        ][..],
-        &[
-            "run",
-            "udp-stream",
-            "--json",
-            "--duration",
-            "1s",
-            "--warmup",
-            "200ms",
-        ][..],
-        &[
-            "run",
-            "udp-rr",
-            "--json",
-            "--duration",
-            "1s",
-            "--warmup",
-            "200ms",
-            "--flows",
-            "3",
-        ][..],
-    ] {
-        let out = run(args);
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            &[
+                "--flows",
+                "100",
+                "--resp-size",
+                "64",
+                "--resp-writes",
+                "8,rest",
+            ],
+        ),
+        ("crr", &["--close", "fin"]),
+        ("udp-stream", &[]),
+        ("udp-rr", &["--flows", "3"]),
+    ];
+    for (workload, extra) in cases {
+        let args = [&["--duration", "1s"], extra].concat();
+        let doc = workload_json(workload, &args);
         assert_eq!(doc["schema"], "plumb.run/1");
         let errs = errors(&v, &doc);
         assert!(
             errs.is_empty(),
-            "{args:?}: output does not match the schema:\n{}",
+            "{workload} {args:?}: output does not match the schema:\n{}",
             errs.join("\n")
         );
     }

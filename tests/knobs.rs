@@ -3,7 +3,7 @@
 //! refused knob, and at the next start after the process was killed.
 
 mod common;
-use common::{measuring_alone, ok, plumb, require_root, require_tool, Netns};
+use common::{measuring_alone, ok, plumb, require_root, require_tool, Netns, ONE_SHORT};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -214,19 +214,8 @@ fn rps_on_host_loopback_is_restored() {
         "0"
     };
     let out = with_journal(&j)
-        .args([
-            "run",
-            "rr",
-            "--duration",
-            "1s",
-            "--warmup",
-            "0",
-            "--iterations",
-            "1",
-            "--no-store",
-            "--knob",
-            &format!("rps:lo={mask}"),
-        ])
+        .args(["run", "rr", "--knob", &format!("rps:lo={mask}")])
+        .args(ONE_SHORT)
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));

@@ -96,11 +96,7 @@ fn facts_a_run_could_not_capture_are_not_differences() {
             .args(["--iterations", "2", "--label", label, "--db", db.path()])
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_ok(&out);
         String::from_utf8_lossy(&out.stderr).into_owned()
     };
     let said = stream("bare", "/nonexistent");
@@ -114,11 +110,7 @@ fn facts_a_run_could_not_capture_are_not_differences() {
     }
     let diff = run(&["env", "--diff", "bare", "full", "--db", db.path()]);
     let text = String::from_utf8_lossy(&diff.stdout);
-    assert!(
-        diff.status.success(),
-        "{}",
-        String::from_utf8_lossy(&diff.stderr)
-    );
+    assert_ok(&diff);
     assert!(
         !text.lines().any(|l| l.starts_with("if.lo.offload.")),
         "offloads reported as differences:\n{text}"

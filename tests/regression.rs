@@ -66,11 +66,7 @@ fn iterations_stop_at_the_target_or_say_it_was_missed() {
         "200ms",
     ]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     assert!(text.contains("confidence not reached: ±"), "{text}");
     assert!(text.contains("after 3 iterations"), "{text}");
     assert!(text.contains("#3"), "per-iteration table: {text}");
@@ -117,18 +113,10 @@ fn list_show_export_import_delete() {
 
     let export = std::env::temp_dir().join(format!("plumb-export-{}.json", std::process::id()));
     let out = run(&["export", "--db", db.path(), "-o", export.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let other = TempDb::new("store-import");
     let out = run(&["import", export.to_str().unwrap(), "--db", other.path()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let out = run(&["list", "--db", other.path()]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("alpha") && text.contains("beta"), "{text}");
@@ -169,73 +157,39 @@ fn pacing_at_half_is_a_regression_and_check_says_bad() {
         &["--iterations", "5..10", "--pacing-rate", &half],
     );
 
-    let out = run(&[
-        "compare",
-        "fast",
-        "slow",
-        "--db",
-        db.path(),
-        "--format",
-        "json",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = compare(&db, "fast", "slow", "json");
+    assert_ok(&out);
     let c: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let p = &c["points"][0];
     assert_eq!(p["verdict"], "regression", "{c}");
     let change = f(&p["change"]);
     assert!((-0.65..=-0.35).contains(&change), "about -50 %: {change}");
     assert!(
-        c["spec_diff"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|d| d["key"] == "socket.pacing_rate_bps"),
+        items(&c["spec_diff"]).any(|d| d["key"] == "socket.pacing_rate_bps"),
         "the spec difference is named: {}",
         c["spec_diff"]
     );
 
     let out = run(&["compare", "fast", "slow", "--db", db.path()]);
     let text = String::from_utf8_lossy(&out.stdout);
-    for needle in [
-        "regression",
-        "Welch",
-        "alpha 0.05",
-        "noise band",
-        "CPU seconds per GB",
-        "client user",
-    ] {
-        assert!(
-            text.contains(needle),
-            "terminal output lacks {needle:?}:\n{text}"
-        );
-    }
-    let out = run(&[
-        "compare",
-        "fast",
-        "slow",
-        "--db",
-        db.path(),
-        "--format",
-        "mail",
-    ]);
+    assert_mentions(
+        &text,
+        &[
+            "regression",
+            "Welch",
+            "alpha 0.05",
+            "noise band",
+            "CPU seconds per GB",
+            "client user",
+        ],
+    );
+    let out = compare(&db, "fast", "slow", "mail");
     let mail = String::from_utf8_lossy(&out.stdout);
     assert!(
         mail.contains(" - [") && mail.contains(" vs ") && mail.contains("Gbps]"),
         "{mail}"
     );
-    let out = run(&[
-        "compare",
-        "fast",
-        "slow",
-        "--db",
-        db.path(),
-        "--format",
-        "markdown",
-    ]);
+    let out = compare(&db, "fast", "slow", "markdown");
     assert!(String::from_utf8_lossy(&out.stdout).contains("| test point |"));
 
     let out = run(&[
@@ -270,15 +224,7 @@ fn the_same_spec_twice_is_never_a_regression() {
     let spec = ["--iterations", "4", "--pacing-rate", "2G"];
     stored_run(&db, "first", &spec);
     stored_run(&db, "second", &spec);
-    let out = run(&[
-        "compare",
-        "first",
-        "second",
-        "--db",
-        db.path(),
-        "--format",
-        "json",
-    ]);
+    let out = compare(&db, "first", "second", "json");
     let c: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let v = c["points"][0]["verdict"].as_str().unwrap().to_string();
     assert!(v == "no_change" || v == "inconclusive", "{c}");
@@ -342,11 +288,7 @@ fn a_killed_run_leaves_the_store_whole() {
     child.wait().unwrap();
     let out = run(&["list", "--db", db.path()]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     assert!(text.contains("before"), "{text}");
     assert!(
         !text.contains("killed"),
@@ -371,9 +313,5 @@ fn env_prints_the_host_and_diffs_runs() {
     stored_run(&db, "e1", &["--iterations", "1"]);
     stored_run(&db, "e2", &["--iterations", "1"]);
     let out = run(&["env", "--diff", "e1", "e2", "--db", db.path()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
 }

@@ -4,7 +4,7 @@
 //! series, axis labels, the cliff sentences) is read back from the page.
 
 mod common;
-use common::{plumb, skip, TempDb};
+use common::{assert_mentions, assert_ok, items, plumb, skip, TempDb};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -146,10 +146,7 @@ fn n(v: &Value) -> f64 {
 
 /// The plot under the heading `heading`.
 fn plot<'a>(p: &'a Value, heading: &str) -> Result<&'a Value, String> {
-    p["svgs"]
-        .as_array()
-        .unwrap()
-        .iter()
+    items(&p["svgs"])
         .find(|s| s["heading"] == heading)
         .ok_or_else(|| format!("no plot under '{heading}'"))
 }
@@ -194,10 +191,7 @@ fn check_lines(
         if !drawn("t", name) {
             return Err(format!("{heading}: no legend entry '{name}'"));
         }
-        let marks = svg["marks"]
-            .as_array()
-            .unwrap()
-            .iter()
+        let marks = items(&svg["marks"])
             .filter(|m| {
                 m["title"]
                     .as_str()
@@ -257,20 +251,14 @@ fn check_page(p: &Value, cliffs: &[String]) -> Result<(), String> {
         &["p50", "p99"],
     )?;
     let cpu = plot(p, "CPU per end")?;
-    let bars = cpu["bars"]
-        .as_array()
-        .unwrap()
-        .iter()
+    let bars = items(&cpu["bars"])
         .filter(|b| n(&b["w"]) > 0.0 && n(&b["h"]) > 0.0)
         .count();
     // Six points, two ends, and at least the system time of each drawn.
     if bars < 12 {
         return Err(format!("CPU per end: {bars} bars drawn: {cpu}"));
     }
-    let drawn: Vec<&str> = p["cliffs"]
-        .as_array()
-        .unwrap()
-        .iter()
+    let drawn: Vec<&str> = items(&p["cliffs"])
         .filter(|c| n(&c["w"]) > 0.0 && n(&c["h"]) > 0.0)
         .map(|c| c["text"].as_str().unwrap())
         .collect();
@@ -317,11 +305,7 @@ set = { nodelay = true }
         .args(["sweep", file.to_str().unwrap(), "--db", db.path()])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
 
     let page = temp("page.html");
     let out = plumb()
@@ -330,22 +314,19 @@ set = { nodelay = true }
         .arg(&page)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let text = String::from_utf8_lossy(&out.stdout);
-    for want in [
-        "transactions/s by req_size",
-        "cliffs:",
-        "CPU per end",
-        "latency percentiles (us)",
-        "softirq share of each CPU",
-        "A = plain   B = nodelay",
-    ] {
-        assert!(text.contains(want), "terminal lacks '{want}':\n{text}");
-    }
+    assert_mentions(
+        &text,
+        &[
+            "transactions/s by req_size",
+            "cliffs:",
+            "CPU per end",
+            "latency percentiles (us)",
+            "softirq share of each CPU",
+            "A = plain   B = nodelay",
+        ],
+    );
     let md = plumb()
         .args([
             "report",

@@ -4,15 +4,11 @@
 //! host both ends share, and --format on a sweep's comparison.
 
 mod common;
-use common::{plumb, run, TempDb};
+use common::{assert_ok, plumb, run, TempDb};
 use serde_json::Value;
 
 fn ok(out: &std::process::Output) -> String {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(out);
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 

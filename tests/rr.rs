@@ -7,16 +7,7 @@ use common::*;
 use serde_json::Value;
 
 fn rr_json(args: &[&str]) -> Value {
-    let mut all = vec!["run", "rr", "--json", "--warmup", "300ms"];
-    all.extend_from_slice(args);
-    let out = run(&all);
-    assert!(
-        out.status.success(),
-        "plumb {all:?} failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
+    record_of(&[&["run", "rr", "--json", "--warmup", "300ms"], args].concat())
 }
 
 fn schema() -> jsonschema::Validator {
@@ -54,17 +45,9 @@ fn a_thousand_flows_agree_on_both_ends() {
         c["window_s"],
         s["window_s"]
     );
-    let per_flow: u64 = c["flows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| u(&f["transactions"]))
-        .sum();
+    let per_flow: u64 = items(&c["flows"]).map(|f| u(&f["transactions"])).sum();
     assert_eq!(per_flow, ct, "flows add up to the end's total");
-    let active = c["flows"]
-        .as_array()
-        .unwrap()
-        .iter()
+    let active = items(&c["flows"])
         .filter(|f| u(&f["transactions"]) > 0)
         .count();
     assert_eq!(active, 1000, "every flow moved");
@@ -101,12 +84,7 @@ fn a_thousand_flows_agree_on_both_ends() {
         "percentiles in order: {p:?}"
     );
     assert!(p[0] > 0.0);
-    let counted: u64 = l["buckets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|b| u(&b[1]))
-        .sum();
+    let counted: u64 = items(&l["buckets"]).map(|b| u(&b[1])).sum();
     assert_eq!(counted, n, "the stored histogram holds every transaction");
     let intervals = c["intervals"].as_array().unwrap();
     assert!(
@@ -286,43 +264,19 @@ fn rr_runs_compare_by_transaction_rate() {
             "--pipeline",
             extra,
         ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_ok(&out);
     }
     let out = run(&["list", "--db", db.path()]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("tx/s"));
-    let out = run(&[
-        "compare",
-        "one",
-        "four",
-        "--db",
-        db.path(),
-        "--format",
-        "json",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = compare(&db, "one", "four", "json");
+    assert_ok(&out);
     let c: Value = serde_json::from_slice(&out.stdout).unwrap();
     let p = &c["points"][0];
     assert_eq!(p["metric"], "tps");
     assert_eq!(p["budget_unit"], "CPU microseconds per transaction");
     assert!(f(&p["change"]) > 0.3, "pipelining raises the rate: {p}");
     assert_eq!(p["verdict"], "improvement", "{p}");
-    let out = run(&[
-        "compare",
-        "one",
-        "four",
-        "--db",
-        db.path(),
-        "--format",
-        "mail",
-    ]);
+    let out = compare(&db, "one", "four", "mail");
     assert!(String::from_utf8_lossy(&out.stdout).contains(" tps]"));
 }
 
@@ -338,26 +292,23 @@ fn rr_summary_fits_80_columns_and_names_the_latency() {
         "--warmup",
         "200ms",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let text = String::from_utf8_lossy(&out.stdout);
     for line in text.lines() {
         assert!(line.chars().count() <= 80, "too wide: {line:?}");
     }
-    for needle in [
-        "tx/s",
-        "latency us",
-        "p99.99",
-        "per tx",
-        "fairness",
-        "tcp_info     100 flows",
-        "RSS client",
-    ] {
-        assert!(text.contains(needle), "no {needle:?} in:\n{text}");
-    }
+    assert_mentions(
+        &text,
+        &[
+            "tx/s",
+            "latency us",
+            "p99.99",
+            "per tx",
+            "fairness",
+            "tcp_info     100 flows",
+            "RSS client",
+        ],
+    );
 }
 
 #[test]
@@ -472,12 +423,7 @@ fn flows_beyond_one_process_run_as_a_flow_group_and_add_up() {
     assert_eq!(rec["spec"]["flows"], 600, "the spec is the one asked for");
     assert_eq!(c["flows"].as_array().unwrap().len(), 600);
     assert_eq!(s["flows"].as_array().unwrap().len(), 600);
-    let ids: Vec<u64> = c["flows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| u(&f["flow"]))
-        .collect();
+    let ids: Vec<u64> = items(&c["flows"]).map(|f| u(&f["flow"])).collect();
     assert_eq!(ids, (0..600).collect::<Vec<u64>>(), "flows numbered on");
     assert_eq!(u(&c["threads"]), 2);
     let warned = s["warnings"].as_array().unwrap().iter().any(|w| {
@@ -488,11 +434,7 @@ fn flows_beyond_one_process_run_as_a_flow_group_and_add_up() {
     assert!(warned, "{}", s["warnings"]);
     // Every flow moved, and the two ends agree up to one request a flow in
     // flight plus what the window edges' skew allows.
-    assert!(c["flows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .all(|f| u(&f["transactions"]) > 0));
+    assert!(items(&c["flows"]).all(|f| u(&f["transactions"]) > 0));
     let tx = u(&c["transactions"]) as f64;
     let skew = (f(&c["window_s"]) - f(&s["window_s"])).abs() + 0.05;
     let allowed = 600.0 + f(&it["derived"]["tps"]) * skew;
@@ -515,10 +457,7 @@ fn flows_beyond_one_process_run_as_a_flow_group_and_add_up() {
 /// Jain's index `(Σx)² / (n · Σx²)` of the client's per-flow transaction
 /// counts, computed here from the record rather than taken from plumb.
 fn jain_of_flows(c: &Value) -> (Vec<u64>, f64) {
-    let counts: Vec<u64> = c["flows"]
-        .as_array()
-        .unwrap()
-        .iter()
+    let counts: Vec<u64> = items(&c["flows"])
         .map(|fl| u(&fl["transactions"]))
         .collect();
     let sum: f64 = counts.iter().map(|&x| x as f64).sum();

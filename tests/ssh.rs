@@ -223,6 +223,26 @@ impl Lab {
         self.plumb(ssh_command, &args).output().expect("plumb runs")
     }
 
+    /// A 30 s stream run to the far end, 1.5 s after its far end started:
+    /// mid-run, for the tests that end one side of it.
+    fn mid_run(&self, ssh_command: &str, io: fn() -> Stdio) -> std::process::Child {
+        let args = self.stream(&self.url(), "30s");
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let client = self
+            .plumb(ssh_command, &args)
+            .stdout(io())
+            .stderr(io())
+            .spawn()
+            .expect("plumb starts");
+        let until = Instant::now() + Duration::from_secs(20);
+        while self.far_plumbs().is_empty() {
+            assert!(Instant::now() < until, "the far end never started");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_millis(1500));
+        client
+    }
+
     /// The plumb processes in the server's namespace.
     fn far_plumbs(&self) -> Vec<u32> {
         let out = Command::new("ip")
@@ -415,20 +435,7 @@ fn no_plumb_stays_on_the_far_host_after_a_failed_run_or_a_killed_client() {
     );
 
     // Ctrl-C mid-run: the partial result is reported, the far end ends.
-    let args = lab.stream(&lab.url(), "30s");
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let client = lab
-        .plumb(&ssh, &args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("plumb starts");
-    let until = Instant::now() + Duration::from_secs(20);
-    while lab.far_plumbs().is_empty() {
-        assert!(Instant::now() < until, "the far end never started");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(1500));
+    let client = lab.mid_run(&ssh, Stdio::piped);
     sh(Command::new("kill").args(["-INT", &client.id().to_string()]));
     let t0 = Instant::now();
     let out = client.wait_with_output().expect("output");
@@ -442,20 +449,7 @@ fn no_plumb_stays_on_the_far_host_after_a_failed_run_or_a_killed_client() {
 
     // The ssh connection drops mid-run: the far end ends, the client keeps
     // what it measured, marked incomplete, and says what happened to ssh.
-    let args = lab.stream(&lab.url(), "30s");
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let client = lab
-        .plumb(&ssh, &args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("plumb starts");
-    let until = Instant::now() + Duration::from_secs(20);
-    while lab.far_plumbs().is_empty() {
-        assert!(Instant::now() < until, "the far end never started");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(1500));
+    let client = lab.mid_run(&ssh, Stdio::piped);
     let ssh_pids: Vec<u32> = common::children(client.id())
         .into_iter()
         .filter(|p| {
@@ -478,20 +472,7 @@ fn no_plumb_stays_on_the_far_host_after_a_failed_run_or_a_killed_client() {
     assert!(cleared.is_ok(), "plumb left after ssh dropped: {cleared:?}");
 
     // kill -9 of the client mid-run.
-    let args = lab.stream(&lab.url(), "30s");
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut client = lab
-        .plumb(&ssh, &args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("plumb starts");
-    let until = Instant::now() + Duration::from_secs(20);
-    while lab.far_plumbs().is_empty() {
-        assert!(Instant::now() < until, "the far end never started");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(1500));
+    let mut client = lab.mid_run(&ssh, Stdio::null);
     assert!(
         client.try_wait().expect("wait").is_none(),
         "the run ended early"

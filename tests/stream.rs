@@ -237,10 +237,7 @@ fn pinning_is_visible_in_proc_and_reported() {
         let share = f(&s["share"]);
         assert!((0.0..=1.0).contains(&share));
     }
-    let t = it["client"]["process"]["threads"]
-        .as_array()
-        .unwrap()
-        .iter()
+    let t = items(&it["client"]["process"]["threads"])
         .find(|t| t["name"] == "plumb-c0")
         .expect("worker thread accounted");
     assert_eq!(t["cpus_allowed"], "0");
@@ -270,28 +267,25 @@ fn human_summary_fits_80_columns_and_says_what_it_measured() {
         "--sndbuf",
         "64K",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let text = String::from_utf8(out.stdout).unwrap();
     for line in text.lines() {
         assert!(line.chars().count() <= 80, "line over 80 columns: {line:?}");
     }
-    for needle in [
-        "throughput",
-        "Gbit/s",
-        "client pid",
-        "server pid",
-        "host",
-        "softirq",
-        "sndbuf",
-        "64K",
-        "131072",
-    ] {
-        assert!(text.contains(needle), "summary lacks {needle:?}:\n{text}");
-    }
+    assert_mentions(
+        &text,
+        &[
+            "throughput",
+            "Gbit/s",
+            "client pid",
+            "server pid",
+            "host",
+            "softirq",
+            "sndbuf",
+            "64K",
+            "131072",
+        ],
+    );
 }
 
 #[test]

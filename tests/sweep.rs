@@ -2,7 +2,7 @@
 //! variants' knobs set and restored, Ctrl-C then --resume, errors at a line.
 
 mod common;
-use common::{is_root, ok, plumb, skip, TempDb};
+use common::{assert_ok, is_root, ok, plumb, skip, TempDb};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
@@ -153,11 +153,7 @@ msg_size = ["4K", "16K", "64K", "128K"]
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

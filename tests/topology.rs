@@ -3,7 +3,7 @@
 //! `plumb topology down`.
 
 mod common;
-use common::{ok, plumb, require_root, require_tool, TempDb};
+use common::{items, ok, plumb, require_root, require_tool, TempDb, ONE_SHORT};
 use serde_json::Value;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -34,18 +34,8 @@ fn veth_run(j: &std::path::Path, args: &[&str]) -> (u32, std::process::Output) {
         .env("PLUMB_JOURNAL", j)
         .args(["run"])
         .args(args)
-        .args([
-            "--topology",
-            "veth",
-            "--duration",
-            "1s",
-            "--warmup",
-            "0",
-            "--iterations",
-            "1",
-            "--no-store",
-            "--json",
-        ])
+        .args(["--topology", "veth", "--json"])
+        .args(ONE_SHORT)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -85,10 +75,7 @@ fn stream_and_rr_over_veth_in_both_families_leave_nothing_behind() {
         assert!(metric > 0.0, "{workload}: nothing moved: {}", it["derived"]);
         if workload == "stream" {
             // An MTU of 1500 gives the flows an MSS of 1448 (timestamps on).
-            let mss = &it["client"]["socket_options"]
-                .as_array()
-                .unwrap()
-                .iter()
+            let mss = &items(&it["client"]["socket_options"])
                 .find(|o| o["name"] == "mss")
                 .unwrap()["granted"];
             assert_eq!(mss, "1448");
@@ -112,18 +99,8 @@ fn the_topology_is_part_of_the_spec_key() {
     let (_, veth) = veth_run(&j, &["rr"]);
     assert!(veth.status.success());
     let out = plumb()
-        .args([
-            "run",
-            "rr",
-            "--duration",
-            "1s",
-            "--warmup",
-            "0",
-            "--iterations",
-            "1",
-            "--no-store",
-            "--json",
-        ])
+        .args(["run", "rr", "--json"])
+        .args(ONE_SHORT)
         .output()
         .unwrap();
     let a: Value = serde_json::from_slice(&veth.stdout).unwrap();

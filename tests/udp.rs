@@ -130,10 +130,7 @@ fn a_receiver_outrun_by_its_sender_counts_what_the_kernel_dropped() {
         (lost - dropped).abs() <= allowed,
         "receiver counted {lost} lost, the kernel dropped {dropped} (allowed {allowed})"
     );
-    let rcvbuf = s["socket_options"]
-        .as_array()
-        .unwrap()
-        .iter()
+    let rcvbuf = items(&s["socket_options"])
         .find(|o| o["name"] == "rcvbuf")
         .unwrap();
     assert_eq!(rcvbuf["asked"], "4K");
@@ -167,10 +164,7 @@ fn udp_rr_transactions_agree_and_time_nothing_out_on_loopback() {
     assert_eq!(c["flows"].as_array().unwrap().len(), 50);
     // The figure is Jain's index of the per-flow counts. Above 0.5: half
     // of the flows reporting nothing gives exactly 0.5.
-    let counts: Vec<f64> = c["flows"]
-        .as_array()
-        .unwrap()
-        .iter()
+    let counts: Vec<f64> = items(&c["flows"])
         .map(|fl| u(&fl["transactions"]) as f64)
         .collect();
     let jain = counts.iter().sum::<f64>().powi(2)
@@ -260,11 +254,7 @@ fn udp_rr_counts_dropped_datagrams_and_goes_on() {
             ])
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_ok(&out);
         let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(rec["complete"], true);
         let it = &rec["iterations"][0];

@@ -71,6 +71,16 @@ fn warnings(end: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Fails unless one of the end's warnings holds every one of `needles`.
+#[track_caller]
+fn assert_warned(end: &Value, needles: &[&str], what: &str) {
+    let all = warnings(end);
+    assert!(
+        all.iter().any(|w| needles.iter().all(|n| w.contains(n))),
+        "{what}: no warning with {needles:?} in {all:?}"
+    );
+}
+
 /// MSG_ZEROCOPY accounting balances: every send completed, copied plus
 /// zero-copied is the completions; on loopback and veth the kernel copies
 /// (nearly) everything and the sender says so.
@@ -94,13 +104,7 @@ fn assert_zerocopy_balances(end: &Value, what: &str) {
         copied_running * 100 >= running * 99,
         "{what}: this path copies: {z}"
     );
-    assert!(
-        warnings(end)
-            .iter()
-            .any(|w| w.contains("copied the data of") && w.contains("overhead")),
-        "{what}: no all-copied warning: {:?}",
-        warnings(end)
-    );
+    assert_warned(end, &["copied the data of", "overhead"], what);
 }
 
 const MODES: [&str; 4] = ["none", "msg", "sendfile", "splice"];
@@ -417,11 +421,7 @@ fn a_tiny_optmem_max_is_reported_as_enobufs_not_a_failure() {
             .args(["--zerocopy", "msg", "--duration", "1s", "--warmup", "200ms"])
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_ok(&out);
         serde_json::from_slice(&out.stdout).unwrap()
     });
     let c = &rec["iterations"][0]["client"];
@@ -429,12 +429,10 @@ fn a_tiny_optmem_max_is_reported_as_enobufs_not_a_failure() {
     assert!(u(&z["enobufs"]) > 0, "no ENOBUFS at optmem_max 1000: {z}");
     assert_eq!(u(&z["optmem_max"]), 1000);
     assert_eq!(u(&z["sends"]), u(&z["completions"]) + u(&z["outstanding"]));
-    assert!(
-        warnings(c)
-            .iter()
-            .any(|w| w.contains("ENOBUFS") && w.contains("sysctl -w net.core.optmem_max=")),
-        "{:?}",
-        warnings(c)
+    assert_warned(
+        c,
+        &["ENOBUFS", "sysctl -w net.core.optmem_max="],
+        "optmem_max 1000",
     );
     drop(ns);
     assert_eq!(
@@ -449,10 +447,7 @@ fn a_tiny_optmem_max_is_reported_as_enobufs_not_a_failure() {
 fn flow_rates(rec: &Value, receiver: &str) -> Vec<f64> {
     let end = &rec["iterations"][0][receiver];
     let w = f(&end["window_s"]);
-    end["flows"]
-        .as_array()
-        .unwrap()
-        .iter()
+    items(&end["flows"])
         .map(|fl| u(&fl["bytes_received"]) as f64 * 8.0 / w)
         .collect()
 }
@@ -507,10 +502,7 @@ fn pacing_holds_each_flow_within_five_percent_on_loopback() {
         assert_eq!(rates.len(), 2);
         (rec, rates)
     });
-    let opt = rec["iterations"][0]["client"]["socket_options"]
-        .as_array()
-        .unwrap()
-        .iter()
+    let opt = items(&rec["iterations"][0]["client"]["socket_options"])
         .find(|o| o["name"] == "pacing_rate")
         .unwrap()
         .clone();
@@ -563,10 +555,7 @@ fn congestion_control_is_read_back_from_every_flow_and_refused_when_missing() {
             "200ms",
         ]);
         for end in ["client", "server"] {
-            let o = rec["iterations"][0][end]["socket_options"]
-                .as_array()
-                .unwrap()
-                .iter()
+            let o = items(&rec["iterations"][0][end]["socket_options"])
                 .find(|o| o["name"] == "cc")
                 .unwrap()
                 .clone();

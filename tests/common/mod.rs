@@ -37,6 +37,31 @@ pub fn run(args: &[&str]) -> Output {
     plumb().args(&all).output().expect("plumb runs")
 }
 
+/// One unstored 1 s iteration without a warm-up: enough to see a run go
+/// through its set-up and clean-up.
+pub const ONE_SHORT: [&str; 7] = [
+    "--duration",
+    "1s",
+    "--warmup",
+    "0",
+    "--iterations",
+    "1",
+    "--no-store",
+];
+
+/// Fails the test, showing `text`, unless it holds every one of `needles`.
+#[track_caller]
+pub fn assert_mentions(text: &str, needles: &[&str]) {
+    for needle in needles {
+        assert!(text.contains(needle), "no {needle:?} in:\n{text}");
+    }
+}
+
+/// `plumb compare A B --format FORMAT` over the runs in `db`.
+pub fn compare(db: &TempDb, a: &str, b: &str, format: &str) -> Output {
+    run(&["compare", a, b, "--db", db.path(), "--format", format])
+}
+
 /// A database file unique to this test, removed with its WAL files on drop.
 pub struct TempDb(pub std::path::PathBuf);
 
@@ -65,9 +90,12 @@ impl Drop for TempDb {
 
 /// `plumb run stream ARGS --json`, which must succeed; returns the record.
 pub fn stream_json(args: &[&str]) -> Value {
-    let mut all = vec!["run", "stream", "--json"];
-    all.extend_from_slice(args);
-    let out = run(&all);
+    record_of(&[&["run", "stream", "--json"], args].concat())
+}
+
+/// `plumb ARGS` (through [`run`]), which must succeed; returns its JSON.
+pub fn record_of(all: &[&str]) -> Value {
+    let out = run(all);
     assert!(
         out.status.success(),
         "plumb {all:?} failed: {}\n{}",
@@ -75,6 +103,25 @@ pub fn stream_json(args: &[&str]) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).expect("stdout is JSON")
+}
+
+/// Fails the test with plumb's stderr unless the command succeeded.
+#[track_caller]
+pub fn assert_ok(out: &Output) {
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The elements of a JSON array, which `v` must be.
+#[track_caller]
+pub fn items(v: &Value) -> std::slice::Iter<'_, Value> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not an array: {v}"))
+        .iter()
 }
 
 pub fn f(v: &Value) -> f64 {
@@ -152,16 +199,7 @@ pub fn online_cpus() -> usize {
 /// `plumb run WORKLOAD --json --warmup 200ms ARGS`, which must succeed;
 /// returns the record.
 pub fn workload_json(workload: &str, args: &[&str]) -> Value {
-    let mut all = vec!["run", workload, "--json", "--warmup", "200ms"];
-    all.extend_from_slice(args);
-    let out = run(&all);
-    assert!(
-        out.status.success(),
-        "plumb {all:?} failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
+    record_of(&[&["run", workload, "--json", "--warmup", "200ms"], args].concat())
 }
 
 /// The kernel counters are host-wide: tests of one file that read them
