@@ -8,6 +8,8 @@
 #
 #   bench/ab.sh OLD_PLUMB NEW_PLUMB [REPS [SECS]]
 #
+# OLD_NAME and NEW_NAME name the builds in the section (default: their
+# --version, which names no commit in builds older than that flag's).
 # Writes the "## ab:" section of $OUT (BENCHMARKS.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,7 +51,7 @@ for rep in $(seq 1 "$REPS"); do
 done
 
 section=$work/section.md
-python3 - "$work" "$REPS" "$SECS" "$("$OLD" --version)" "$("$NEW" --version)" "${CASES[@]}" >"$section" <<'PY'
+python3 - "$work" "$REPS" "$SECS" "${OLD_NAME:-$("$OLD" --version)}" "${NEW_NAME:-$("$NEW" --version)}" "${CASES[@]}" >"$section" <<'PY'
 import json, os, platform, statistics, sys
 work, reps, secs, old_v, new_v = sys.argv[1:6]
 cases = [c.split("|", 1) for c in sys.argv[6:]]
@@ -95,8 +97,10 @@ for name, args in cases:
     if not got["old"] or not got["new"]:
         out.append(f"| {name} | `{args}` | failed | failed | - | - |")
         continue
+    def num(x):
+        return f"{x:,.0f}" if unit == "tx/s" else f"{x:.2f}"
     def cell(v):
-        return f"{statistics.median(v):.4g} [{min(v):.4g}-{max(v):.4g}] {unit}"
+        return f"{num(statistics.median(v))} [{num(min(v))}-{num(max(v))}] {unit}"
     mo, mn = statistics.median(got["old"]), statistics.median(got["new"])
     spread = max((max(v) - min(v)) / statistics.median(v) for v in got.values())
     out.append(f"| {name} | `{args}` | {cell(got['old'])} | {cell(got['new'])} | "
