@@ -168,27 +168,54 @@ fn wait_changed(ns: &Netns, child: &mut Child) {
     }
 }
 
+/// A run with the veth pair's knobs, started and seen to have set them:
+/// the namespace, the journal, the knobs' values before, and the run.
+struct KnobRun {
+    ns: Netns,
+    j: TempJournal,
+    before: Vec<String>,
+    child: Child,
+}
+
+/// Starts a run of `duration` that sets the knobs, with its stderr to
+/// `stderr`; None when a precondition is missing (said by the check).
+fn knobs_set(tag: &str, duration: &str, stderr: Stdio) -> Option<KnobRun> {
+    let ns = veth_ns(tag)?;
+    if !require_tool("ethtool", "ethtool") {
+        return None;
+    }
+    let j = TempJournal::new(tag);
+    let before = snapshot(&ns);
+    let mut child = with_journal(&j)
+        .args(run_args(&ns, duration))
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    wait_changed(&ns, &mut child);
+    Some(KnobRun {
+        ns,
+        j,
+        before,
+        child,
+    })
+}
+
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).to_string()
 }
 
 #[test]
 fn knobs_are_set_for_a_run_and_restored_after_it() {
-    let Some(ns) = veth_ns("knob-run") else {
+    let Some(KnobRun {
+        ns,
+        j,
+        before,
+        child,
+    }) = knobs_set("knob-run", "2s", Stdio::piped())
+    else {
         return;
     };
-    if !require_tool("ethtool", "ethtool") {
-        return;
-    }
-    let j = TempJournal::new("run");
-    let before = snapshot(&ns);
-    let mut child = with_journal(&j)
-        .args(run_args(&ns, "2s"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_changed(&ns, &mut child);
     assert!(j.text().contains("rps:plumb-ka@"), "journal: {}", j.text());
     let out = child.wait_with_output().unwrap();
     let err = stderr(&out);
@@ -229,21 +256,15 @@ fn rps_on_host_loopback_is_restored() {
 
 #[test]
 fn ctrl_c_restores_the_knobs() {
-    let Some(ns) = veth_ns("knob-int") else {
+    let Some(KnobRun {
+        ns,
+        j,
+        before,
+        child,
+    }) = knobs_set("knob-int", "60s", Stdio::piped())
+    else {
         return;
     };
-    if !require_tool("ethtool", "ethtool") {
-        return;
-    }
-    let j = TempJournal::new("int");
-    let before = snapshot(&ns);
-    let mut child = with_journal(&j)
-        .args(run_args(&ns, "60s"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_changed(&ns, &mut child);
     assert!(ok(
         Command::new("kill").args(["-INT", &child.id().to_string()])
     ));
@@ -257,21 +278,15 @@ fn ctrl_c_restores_the_knobs() {
 
 #[test]
 fn a_killed_run_is_restored_at_the_next_start() {
-    let Some(ns) = veth_ns("knob-kill") else {
+    let Some(KnobRun {
+        ns,
+        j,
+        before,
+        mut child,
+    }) = knobs_set("knob-kill", "60s", Stdio::null())
+    else {
         return;
     };
-    if !require_tool("ethtool", "ethtool") {
-        return;
-    }
-    let j = TempJournal::new("kill");
-    let before = snapshot(&ns);
-    let mut child = with_journal(&j)
-        .args(run_args(&ns, "60s"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_changed(&ns, &mut child);
     child.kill().unwrap(); // SIGKILL: nothing of plumb runs after it
     child.wait().unwrap();
     assert!(changed(&ns).iter().all(|c| c == "changed"), "still set");

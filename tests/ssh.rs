@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 /// True when a precondition is missing, after `common::skip` said which
 /// (under CI that fails the test instead).
-fn preconditions_fail(_test: &str) -> bool {
+fn preconditions_fail() -> bool {
     if !common::require_root("create network namespaces") {
         return true;
     }
@@ -32,6 +32,12 @@ fn preconditions_fail(_test: &str) -> bool {
         }
     }
     false
+}
+
+/// The two-namespace lab with a working shell for the far end, unless a
+/// precondition is missing (said by the check).
+fn lab() -> Option<Lab> {
+    (!preconditions_fail()).then(|| Lab::new("", false))
 }
 
 fn sh(cmd: &mut Command) {
@@ -311,11 +317,9 @@ fn text(b: &[u8]) -> String {
 
 #[test]
 fn a_run_over_ssh_measures_and_the_second_reuses_the_cached_copy() {
-    let test = "a_run_over_ssh_measures_and_the_second_reuses_the_cached_copy";
-    if preconditions_fail(test) {
+    let Some(lab) = lab() else {
         return;
-    }
-    let lab = Lab::new("", false);
+    };
     let ssh = lab.ssh_command("client_key");
     let args = lab.stream(&lab.url(), "1s");
 
@@ -414,11 +418,9 @@ fn a_run_over_ssh_measures_and_the_second_reuses_the_cached_copy() {
 
 #[test]
 fn no_plumb_stays_on_the_far_host_after_a_failed_run_or_a_killed_client() {
-    let test = "no_plumb_stays_on_the_far_host_after_a_failed_run_or_a_killed_client";
-    if preconditions_fail(test) {
+    let Some(lab) = lab() else {
         return;
-    }
-    let lab = Lab::new("", false);
+    };
     let ssh = lab.ssh_command("client_key");
 
     // The far end refuses the spec: the run fails after the server started.
@@ -513,11 +515,9 @@ fn sample_proc(into: &mut Vec<String>) {
 
 #[test]
 fn the_session_key_is_on_no_command_line_and_in_no_environment() {
-    let test = "the_session_key_is_on_no_command_line_and_in_no_environment";
-    if preconditions_fail(test) {
+    let Some(lab) = lab() else {
         return;
-    }
-    let lab = Lab::new("", false);
+    };
     let ssh = lab.ssh_command("client_key");
     // A first run puts the build in the cache, so that the sampled one's
     // channel carries the key and nothing else. It goes to an ssh_config
@@ -600,11 +600,9 @@ fn fails_in_one_line(lab: &Lab, ssh: &str, server: &str) -> String {
 
 #[test]
 fn a_wrong_host_a_refused_key_and_a_missing_shell_end_in_one_line() {
-    let test = "a_wrong_host_a_refused_key_and_a_missing_shell_end_in_one_line";
-    if preconditions_fail(test) {
+    let Some(lab) = lab() else {
         return;
-    }
-    let lab = Lab::new("", false);
+    };
     let net = lab.server_ip.strip_suffix(".2").expect("x.2");
     let wrong = format!("ssh://root@{net}.3:2222");
     let err = fails_in_one_line(&lab, &lab.ssh_command("client_key"), &wrong);

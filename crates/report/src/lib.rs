@@ -500,21 +500,17 @@ fn tcp_figures(o: &mut String, it: &Iteration) {
         );
         let _ = writeln!(o, "retransmits {} (sender, all flows)", d.retransmits);
     } else {
-        let median = |xs: Vec<f64>| plumb_stats::Summary::of(&xs).map(|s| s.median);
-        let rtt = median(
-            senders(it)
+        // The median over the sending ends' flows of one tcp_info figure.
+        let median = |of: fn(&plumb_samples::TcpInfo) -> f64| {
+            let xs: Vec<f64> = senders(it)
                 .iter()
                 .flat_map(|e| e.tcp_info.iter())
-                .map(|t| t.rtt_us as f64)
-                .collect(),
-        );
-        let cwnd = median(
-            senders(it)
-                .iter()
-                .flat_map(|e| e.tcp_info.iter())
-                .map(|t| t.snd_cwnd as f64)
-                .collect(),
-        );
+                .map(of)
+                .collect();
+            plumb_stats::Summary::of(&xs).map(|s| s.median)
+        };
+        let rtt = median(|t| t.rtt_us as f64);
+        let cwnd = median(|t| t.snd_cwnd as f64);
         let _ = writeln!(
             o,
             "retransmits {}   rtt {} us   cwnd {} segments (sender, median of flows)",
