@@ -16,35 +16,6 @@ const WINDOW: &str = "40s";
 /// and a busy machine's slack.
 const NOTICE: Duration = Duration::from_secs(12);
 
-struct Pair {
-    client: Netns,
-    server: Netns,
-}
-
-impl Pair {
-    fn new(tag: &str) -> Option<Pair> {
-        let client = Netns::new(&format!("{tag}c"))?;
-        let server = Netns::new(&format!("{tag}s"))?;
-        let (vc, vs) = ("plumbvc", "plumbvs");
-        assert!(ok(Command::new("ip").args([
-            "link", "add", vc, "netns", &client.0, "type", "veth", "peer", "name", vs, "netns",
-            &server.0,
-        ])));
-        for (ns, dev, addr) in [
-            (&client, vc, "198.18.9.1/24"),
-            (&server, vs, "198.18.9.2/24"),
-        ] {
-            assert!(ok(
-                Command::new("ip").args(["-n", &ns.0, "addr", "add", addr, "dev", dev])
-            ));
-            assert!(ok(
-                Command::new("ip").args(["-n", &ns.0, "link", "set", dev, "up"])
-            ));
-        }
-        Some(Pair { client, server })
-    }
-}
-
 struct Killed(Child);
 
 impl Drop for Killed {
@@ -55,11 +26,11 @@ impl Drop for Killed {
 }
 
 /// `plumb serve` in the server's namespace, its log collected.
-fn serve(pair: &Pair) -> (Killed, String, Arc<Mutex<String>>) {
+fn serve(pair: &NetnsPair) -> (Killed, String, Arc<Mutex<String>>) {
     let mut child = pair
         .server
         .exec(env!("CARGO_BIN_EXE_plumb"))
-        .args(["serve", "--listen", "198.18.9.2:0"])
+        .args(["serve", "--listen", &format!("{}:0", pair.server_ip())])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -81,7 +52,7 @@ fn serve(pair: &Pair) -> (Killed, String, Arc<Mutex<String>>) {
 /// once the window is open, and returns how long the client and the server
 /// took to notice, with the client's stderr.
 fn vanish(side: &str) -> Option<(Duration, Option<Duration>, String)> {
-    let pair = Pair::new(&format!("vn{side}"))?;
+    let pair = NetnsPair::new(&format!("vn{side}"), 9)?;
     let (_server, addr, log) = serve(&pair);
     let client = pair
         .client
@@ -108,9 +79,9 @@ fn vanish(side: &str) -> Option<(Duration, Option<Duration>, String)> {
         "the run ended early"
     );
     let (ns, dev) = if side == "client" {
-        (&pair.client, "plumbvc")
+        (&pair.client, pair.client_dev.as_str())
     } else {
-        (&pair.server, "plumbvs")
+        (&pair.server, pair.server_dev.as_str())
     };
     assert!(ok(
         Command::new("ip").args(["-n", &ns.0, "link", "set", dev, "down"])

@@ -265,30 +265,11 @@ struct Veth {
 
 impl Veth {
     fn new(tag: &str) -> Option<Veth> {
-        let a = Netns::new(&format!("{tag}a"))?;
-        let b = Netns::new(&format!("{tag}b"))?;
-        // Names unique on the host as well, whatever netns they start in:
-        // pid and a count of this process's pairs (15 characters at most).
-        static PAIRS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = PAIRS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 10;
-        let pid = std::process::id();
-        let (va, vb) = (format!("plumb-{pid}{n}a"), format!("plumb-{pid}{n}b"));
-        assert!(
-            ok(Command::new("ip").args([
-                "link", "add", &va, "netns", &a.0, "type", "veth", "peer", "name", &vb, "netns",
-                &b.0,
-            ])),
-            "create the veth pair"
-        );
-        for (ns, dev, addr) in [(&a, &va, "198.18.0.1/30"), (&b, &vb, "198.18.0.2/30")] {
-            assert!(ok(
-                Command::new("ip").args(["-n", &ns.0, "addr", "add", addr, "dev", dev])
-            ));
-            assert!(ok(
-                Command::new("ip").args(["-n", &ns.0, "link", "set", dev, "up"])
-            ));
-        }
-        Some(Veth { a, b })
+        let pair = NetnsPair::new(tag, 0)?;
+        Some(Veth {
+            a: pair.client,
+            b: pair.server,
+        })
     }
 
     /// `plumb run stream --json ARGS` from `a` against a `plumb serve

@@ -348,6 +348,58 @@ impl Drop for Netns {
     }
 }
 
+/// Two namespaces the test creates, `client` at 198.18.NET.1 and `server`
+/// at 198.18.NET.2 (/30), joined by a veth pair whose ends are named
+/// uniquely on the host (`client_dev`, `server_dev`).
+pub struct NetnsPair {
+    pub client: Netns,
+    pub server: Netns,
+    pub client_dev: String,
+    pub server_dev: String,
+    pub net: u8,
+}
+
+impl NetnsPair {
+    pub fn new(tag: &str, net: u8) -> Option<NetnsPair> {
+        let client = Netns::new(&format!("{tag}c"))?;
+        let server = Netns::new(&format!("{tag}s"))?;
+        // Names unique on the host as well, whatever netns they start in:
+        // pid and a count of this process's pairs (15 characters at most).
+        static PAIRS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = PAIRS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 10;
+        let pid = std::process::id();
+        let (vc, vs) = (format!("plumb-{pid}{n}c"), format!("plumb-{pid}{n}s"));
+        assert!(
+            ok(Command::new("ip").args([
+                "link", "add", &vc, "netns", &client.0, "type", "veth", "peer", "name", &vs,
+                "netns", &server.0,
+            ])),
+            "create the veth pair"
+        );
+        for (ns, dev, host) in [(&client, &vc, 1), (&server, &vs, 2)] {
+            let addr = format!("198.18.{net}.{host}/30");
+            assert!(ok(
+                Command::new("ip").args(["-n", &ns.0, "addr", "add", &addr, "dev", dev])
+            ));
+            assert!(ok(
+                Command::new("ip").args(["-n", &ns.0, "link", "set", dev, "up"])
+            ));
+        }
+        Some(NetnsPair {
+            client,
+            server,
+            client_dev: vc,
+            server_dev: vs,
+            net,
+        })
+    }
+
+    /// The server namespace's address.
+    pub fn server_ip(&self) -> String {
+        format!("198.18.{}.2", self.net)
+    }
+}
+
 pub fn ok(cmd: &mut Command) -> bool {
     cmd.status().is_ok_and(|s| s.success())
 }

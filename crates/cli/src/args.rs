@@ -643,6 +643,13 @@ pub struct CommonArgs {
     /// (KNOB@NETNS acts in a namespace). Repeatable.
     #[arg(long = "knob", value_parser = knob_setting, value_name = "KNOB=VALUE")]
     pub knobs: Vec<plumb_run::knob::Setting>,
+    /// Set a knob on the server end's host for the run, KNOB=VALUE as for
+    /// --knob: a `plumb serve --allow-knobs --psk-file K` sets it for each
+    /// session (the client must give the key), a server started over ssh://
+    /// always may; under --topology veth it acts in the server's namespace,
+    /// and with the embedded server on this host it is a --knob. Repeatable.
+    #[arg(long = "server-knob", value_parser = knob_setting, value_name = "KNOB=VALUE")]
+    pub server_knobs: Vec<plumb_run::knob::Setting>,
     /// Where the ends run: loopback (this host's), or veth (two network
     /// namespaces joined by a veth pair, client in one, server in the other;
     /// needs root).
@@ -727,6 +734,15 @@ pub struct ServeArgs {
     /// the port goes to stdout, and the server ends with stdin.
     #[arg(long, hide = true, conflicts_with_all = ["once", "psk_file"])]
     pub ssh_session: bool,
+    /// Set the host knobs a client asks for with --server-knob, for its
+    /// session only, journalled and restored like local knobs (needs
+    /// --psk-file: only a client that proves the key may change this host).
+    #[arg(long, requires = "psk_file")]
+    pub allow_knobs: bool,
+    /// The embedded server on the client's own host and namespace: its
+    /// environment is the client's, so it sends none.
+    #[arg(long, hide = true)]
+    pub same_host: bool,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]

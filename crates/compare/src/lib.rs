@@ -131,6 +131,12 @@ pub struct Comparison {
     /// Points with fewer than 2 complete iterations on a side: no test possible.
     pub too_few: Vec<String>,
     pub env_diff: Vec<EnvChange>,
+    /// Each side's kernel release per end (`client 6.6.0, server 6.7.0`),
+    /// when the side recorded an environment.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub kernels_a: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub kernels_b: Option<String>,
     /// Facts one side could not capture, which the diff is silent about.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub env_unknown: Vec<String>,
@@ -387,6 +393,8 @@ pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
         env_unknown,
         spec_diff,
         builds: different_builds(a, b),
+        kernels_a: a.env.as_ref().map(Environment::kernels),
+        kernels_b: b.env.as_ref().map(Environment::kernels),
     }
 }
 
@@ -518,6 +526,7 @@ mod tests {
             address: None,
             build: Some(b.to_string()),
             build_id: None,
+            same_host: false,
         });
         Side::new(name, vec![r], None)
     }

@@ -6,7 +6,7 @@ use crate::auth;
 use crate::frame::{frames_from, write_frame, FrameError, MAX_RESULT_FRAME};
 use crate::message::{software, Frame, Message};
 use crate::order::{Order, IN_ORDER};
-use plumb_samples::EndResult;
+use plumb_samples::{EndResult, Environment};
 use plumb_spec::Spec;
 use plumb_sys::plain_io;
 use std::net::{SocketAddr, TcpStream};
@@ -40,6 +40,8 @@ pub struct Ready {
     pub data_port: u16,
     pub cookie: String,
     pub threads: u32,
+    /// What the server's knobs did on its host, one line each.
+    pub knobs: Vec<String>,
 }
 
 pub struct Session {
@@ -180,14 +182,19 @@ impl Session {
     }
 
     /// Sends the spec; the server answers with where to connect the flows.
-    pub fn setup(&mut self, spec: &Spec) -> Result<Ready, CtlError> {
+    /// Sends the spec, with the knobs the server is to set on its host for
+    /// the session (it refuses them unless it allows knobs and the session
+    /// is authenticated).
+    pub fn setup(&mut self, spec: &Spec, knobs: &[String]) -> Result<Ready, CtlError> {
         self.send(Message::Setup {
             spec: Box::new(spec.clone()),
+            knobs: knobs.to_vec(),
         })?;
         let Message::Ready {
             data_port,
             cookie,
             threads,
+            knobs,
         } = self.expect(HANDSHAKE)?
         else {
             unreachable!("{IN_ORDER}")
@@ -196,6 +203,7 @@ impl Session {
             data_port,
             cookie,
             threads,
+            knobs,
         })
     }
 
@@ -215,11 +223,15 @@ impl Session {
         self.send(Message::Stop)
     }
 
-    pub fn results(&mut self, timeout: Duration) -> Result<EndResult, CtlError> {
-        let Message::Results { end } = self.expect(timeout)? else {
+    /// The server end's result, and its environment when it sent one.
+    pub fn results(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<(EndResult, Option<Environment>), CtlError> {
+        let Message::Results { end, env } = self.expect(timeout)? else {
             unreachable!("{IN_ORDER}")
         };
-        Ok(*end)
+        Ok((*end, env.map(|e| *e)))
     }
 
     /// True when the server has said something unasked (an error) or gone.

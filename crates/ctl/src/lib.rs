@@ -20,4 +20,4 @@ pub use frame::{
 pub use limits::{Cidr, Limits};
 pub use message::{Frame, Message, PROTOCOL_VERSION};
 pub use order::Order;
-pub use server::{serve, LogFormat, ServeConfig, ServeError, DEFAULT_PORT};
+pub use server::{serve, KnobGuard, LogFormat, ServeConfig, ServeError, ServerKnobs, DEFAULT_PORT};

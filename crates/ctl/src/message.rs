@@ -8,7 +8,7 @@
 //! `error` at any point and close. Both sides keep to it through
 //! [`crate::order::Order`].
 
-use plumb_samples::EndResult;
+use plumb_samples::{EndResult, Environment};
 use plumb_spec::Spec;
 use serde::{Deserialize, Serialize};
 
@@ -53,14 +53,22 @@ pub enum Message {
     /// Server → client: the key was right; the server's own proof, over the
     /// same nonces under another label, so the client knows it too.
     AuthOk { proof: String },
-    /// Client → server: the spec of the test, seen from the client.
-    Setup { spec: Box<Spec> },
+    /// Client → server: the spec of the test, seen from the client, and the
+    /// host knobs (`KNOB=VALUE`) the server end is asked to set for it.
+    Setup {
+        spec: Box<Spec>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        knobs: Vec<String>,
+    },
     /// Server → client: where to connect the data flows and the cookie each
     /// must open with.
     Ready {
         data_port: u16,
         cookie: String,
         threads: u32,
+        /// What each asked knob did on the server's host: `sysctl:x: a -> b`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        knobs: Vec<String>,
     },
     /// Client → server, once every flow is connected: start the traffic.
     Start,
@@ -70,8 +78,13 @@ pub enum Message {
     Mark,
     /// Client → server: the window closes now; send results.
     Stop,
-    /// Server → client: what the server's end measured.
-    Results { end: Box<EndResult> },
+    /// Server → client: what the server's end measured, and the
+    /// environment of its host (or namespace) when it captures one.
+    Results {
+        end: Box<EndResult>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        env: Option<Box<Environment>>,
+    },
     /// Either way: the test cannot go on.
     Error { code: String, message: String },
 }

@@ -120,6 +120,7 @@ mod tests {
     fn setup() -> Message {
         Message::Setup {
             spec: Box::new(plumb_spec::Spec::stream()),
+            knobs: Vec::new(),
         }
     }
     fn ready() -> Message {
@@ -127,10 +128,12 @@ mod tests {
             data_port: 1,
             cookie: String::new(),
             threads: 1,
+            knobs: Vec::new(),
         }
     }
     fn results() -> Message {
         Message::Results {
+            env: None,
             end: Box::new(plumb_samples::EndResult::empty(Role::Server, 1)),
         }
     }

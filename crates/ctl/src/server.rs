@@ -11,7 +11,7 @@ use crate::message::{software, Frame, Message};
 use crate::order::{Order, IN_ORDER};
 use plumb_engine::meter::NoSink;
 use plumb_engine::{udp_server_sockets, DataListener, Link, ReadyEnd, RunningEnd, Sockets};
-use plumb_samples::{EndResult, Role};
+use plumb_samples::{EndResult, Environment, Role};
 use plumb_spec::Spec;
 use plumb_sys::{plain_io, Cookie};
 use std::cell::RefCell;
@@ -57,6 +57,24 @@ pub struct ServeConfig {
     /// Tests run at the same time.
     pub concurrent: u32,
     pub log: LogFormat,
+    /// Captures this host's environment for the interfaces that reach the
+    /// given client address, sent with each session's results; None sends
+    /// none. Given by the binary, which knows how to capture one.
+    pub environment: Option<fn(std::net::IpAddr) -> Environment>,
+    /// Sets host knobs for a session (`plumb serve --allow-knobs`); None
+    /// refuses every session that asks for one.
+    pub knobs: Option<Arc<dyn ServerKnobs>>,
+}
+
+/// Puts a session's knobs back when dropped.
+pub type KnobGuard = Box<dyn Send>;
+
+/// How a server end sets host knobs, given by the binary, which knows how
+/// (the journal that restores them after a crash lives there too).
+pub trait ServerKnobs: Send + Sync + std::fmt::Debug {
+    /// Checks every `KNOB=VALUE`, then sets them all or none; returns one
+    /// line per knob saying what it did, and the guard that restores them.
+    fn apply(&self, knobs: &[String]) -> Result<(Vec<String>, KnobGuard), String>;
 }
 
 impl ServeConfig {
@@ -71,6 +89,8 @@ impl ServeConfig {
             data_ports: None,
             concurrent: 1,
             log: LogFormat::Text,
+            environment: None,
+            knobs: None,
         }
     }
 }
@@ -451,6 +471,39 @@ fn authenticate(
     Err(String::new())
 }
 
+/// Applies the knobs a client asked for, all or none, when this server
+/// allows knobs and the session proved the key; returns what each did and
+/// the guard that puts them back. The refusal names the flag and the reason.
+fn session_knobs(
+    sh: &Arc<Shared>,
+    peer: SocketAddr,
+    knobs: &[String],
+) -> Result<(Vec<String>, Option<KnobGuard>), String> {
+    if knobs.is_empty() {
+        return Ok((Vec::new(), None));
+    }
+    let Some(host) = &sh.cfg.knobs else {
+        return Err(
+            "--server-knob: this server does not set knobs (start plumb serve with --allow-knobs)"
+                .into(),
+        );
+    };
+    if sh.cfg.psk.is_none() {
+        return Err(
+            "--server-knob: knobs need a session that proved the key, and this server \
+                    has none (start plumb serve with --psk-file and --allow-knobs)"
+                .into(),
+        );
+    }
+    let (lines, guard) = host
+        .apply(knobs)
+        .map_err(|e| format!("--server-knob: {e}"))?;
+    for l in &lines {
+        sh.log("knob", Some(peer), l);
+    }
+    Ok((lines, Some(guard)))
+}
+
 fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), String> {
     let _ = stream.set_nodelay(true);
     crate::liveness::watch_peer(&stream);
@@ -487,7 +540,7 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
         }
     }
 
-    let Message::Setup { spec } = ctrl.next(until)? else {
+    let Message::Setup { spec, knobs } = ctrl.next(until)? else {
         unreachable!("{IN_ORDER}")
     };
     let spec = *spec;
@@ -515,6 +568,10 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
         }
     };
 
+    // Held to the results, or to the end of the session whichever way it
+    // ends: dropping it puts the knobs back.
+    let (knob_lines, knob_guard) =
+        session_knobs(sh, peer, &knobs).map_err(|e| ctrl.fail("knob", e))?;
     let _ = plumb_sys::process::raise_nofile_limit(spec.flows as u64 + 256);
     let (listener, udp_socks) =
         data_sockets(&sh.cfg, local_ip, &spec).map_err(|e| ctrl.fail("setup", e))?;
@@ -523,6 +580,7 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
         data_port: listener.port(),
         cookie: cookie.to_hex(),
         threads: spec.threads,
+        knobs: knob_lines,
     })?;
 
     let deadline = Instant::now() + HANDSHAKE + Duration::from_millis(spec.flows as u64);
@@ -571,8 +629,18 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
             ),
         );
     }
-    let end = result;
-    ctrl.send(Message::Results { end: Box::new(end) })?;
+    // After the window: the capture reads /proc/sys and runs ethtool and tc,
+    // with the session's knobs still set. They go back before the results
+    // do, so that the client's next session finds this server free.
+    let env = sh
+        .cfg
+        .environment
+        .map(|capture| Box::new(capture(peer.ip())));
+    drop(knob_guard);
+    ctrl.send(Message::Results {
+        end: Box::new(result),
+        env,
+    })?;
     Ok(())
 }
 

@@ -162,19 +162,28 @@ fn message() -> impl Strategy<Value = Message> {
         }),
         text.prop_map(|proof| Message::Auth { proof }),
         text.prop_map(|proof| Message::AuthOk { proof }),
-        spec().prop_map(|s| Message::Setup { spec: Box::new(s) }),
+        (spec(), proptest::collection::vec(text, 0..3)).prop_map(|(s, knobs)| {
+            Message::Setup {
+                spec: Box::new(s),
+                knobs,
+            }
+        }),
         (any::<u16>(), text, any::<u32>()).prop_map(|(data_port, cookie, threads)| {
             Message::Ready {
                 data_port,
                 cookie,
                 threads,
+                knobs: Vec::new(),
             }
         }),
         Just(Message::Start),
         Just(Message::Started),
         Just(Message::Mark),
         Just(Message::Stop),
-        end().prop_map(|e| Message::Results { end: Box::new(e) }),
+        end().prop_map(|e| Message::Results {
+            end: Box::new(e),
+            env: None
+        }),
         (text, text).prop_map(|(code, message)| Message::Error { code, message }),
     ]
 }
@@ -200,9 +209,15 @@ proptest! {
     #[test]
     fn specs_come_back_equal(s in spec()) {
         let mut wire = Vec::new();
-        write_frame(&mut wire, &Frame::new(Message::Setup { spec: Box::new(s.clone()) })).unwrap();
+        write_frame(&mut wire, &Frame::new(Message::Setup {
+            spec: Box::new(s.clone()),
+            knobs: vec!["sysctl:net.core.rmem_max=8388608".into()],
+        })).unwrap();
         match read_frame(&wire[..], MAX_FRAME).unwrap().message {
-            Message::Setup { spec } => prop_assert_eq!(*spec, s),
+            Message::Setup { spec, knobs } => {
+                prop_assert_eq!(*spec, s);
+                prop_assert_eq!(knobs, vec!["sysctl:net.core.rmem_max=8388608".to_string()]);
+            }
             m => prop_assert!(false, "got {}", m.name()),
         }
     }
@@ -210,9 +225,12 @@ proptest! {
     #[test]
     fn results_come_back_equal(e in end()) {
         let mut wire = Vec::new();
-        write_frame(&mut wire, &Frame::new(Message::Results { end: Box::new(e.clone()) })).unwrap();
+        write_frame(&mut wire, &Frame::new(Message::Results {
+                end: Box::new(e.clone()),
+                env: None,
+            })).unwrap();
         match read_frame(&wire[..], MAX_FRAME).unwrap().message {
-            Message::Results { end } => prop_assert_eq!(*end, e),
+            Message::Results { end, .. } => prop_assert_eq!(*end, e),
             m => prop_assert!(false, "got {}", m.name()),
         }
     }

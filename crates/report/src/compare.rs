@@ -33,6 +33,25 @@ fn method_line(c: &Comparison) -> String {
     )
 }
 
+/// The kernels of both sides, each end's where they were recorded apart:
+/// `kernels: A client 6.6.0, server 6.6.0; B client 6.6.0, server 6.7.0`,
+/// or once when the sides ran the same: `kernels (A and B): 6.6.0`.
+fn kernels_line(c: &Comparison) -> Option<String> {
+    let side = |k: &Option<String>| k.clone().unwrap_or_else(|| "not recorded".into());
+    if c.kernels_a.is_none() && c.kernels_b.is_none() {
+        return None;
+    }
+    Some(if c.kernels_a == c.kernels_b {
+        format!("kernels (A and B): {}", side(&c.kernels_a))
+    } else {
+        format!(
+            "kernels: A {}; B {}",
+            side(&c.kernels_a),
+            side(&c.kernels_b)
+        )
+    })
+}
+
 fn leftovers(o: &mut String, c: &Comparison, bullet: &str) {
     for s in &c.only_a {
         let _ = writeln!(o, "{bullet}only in {}: {s}", c.a);
@@ -70,6 +89,9 @@ fn budget_lines(p: &Point) -> impl Iterator<Item = &plumb_compare::BudgetLine> {
 pub fn terminal(c: &Comparison) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "A = {}   B = {}", c.a, c.b);
+    if let Some(k) = kernels_line(c) {
+        let _ = writeln!(o, "{k}");
+    }
     let _ = writeln!(o, "method: {}", method_line(c));
     for p in &c.points {
         let _ = writeln!(o);
@@ -158,13 +180,7 @@ fn env_diff(o: &mut String, c: &Comparison, bullet: &str) {
     }
     let _ = writeln!(o, "{bullet}environment differences (A -> B):");
     for d in c.env_diff.iter().take(60) {
-        let _ = writeln!(
-            o,
-            "{bullet}  {}: {} -> {}",
-            d.key,
-            d.a.as_deref().unwrap_or("(absent)"),
-            d.b.as_deref().unwrap_or("(absent)")
-        );
+        let _ = writeln!(o, "{bullet}  {d}");
     }
     if c.env_diff.len() > 60 {
         let _ = writeln!(o, "{bullet}  ... and {} more", c.env_diff.len() - 60);
@@ -175,6 +191,9 @@ fn env_diff(o: &mut String, c: &Comparison, bullet: &str) {
 pub fn markdown(c: &Comparison) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "**A** = `{}`, **B** = `{}`\n", c.a, c.b);
+    if let Some(k) = kernels_line(c) {
+        let _ = writeln!(o, "{k}\n");
+    }
     let _ = writeln!(
         o,
         "| test point | A | B | change | ratio interval | p | verdict |"
@@ -222,7 +241,11 @@ pub fn markdown(c: &Comparison) -> String {
 /// form netdev readers know: `8K - [8.4 vs 5.9 Gbps] -29.8%`.
 pub fn mail(c: &Comparison) -> String {
     let mut o = String::new();
-    let _ = writeln!(o, "{} vs {}:\n", c.a, c.b);
+    let _ = writeln!(o, "{} vs {}:", c.a, c.b);
+    if let Some(k) = kernels_line(c) {
+        let _ = writeln!(o, "{k}");
+    }
+    let _ = writeln!(o);
     let w = c.points.iter().map(|p| p.summary.len()).max().unwrap_or(0);
     for p in &c.points {
         let _ = writeln!(

@@ -43,8 +43,11 @@ impl EmbeddedServer {
             }
             None => Command::new(exe),
         };
-        cmd.args(["serve", "--once", "--listen", &listen.to_string()])
-            .stdin(Stdio::null())
+        cmd.args(["serve", "--once", "--listen", &listen.to_string()]);
+        if netns.is_none() {
+            cmd.arg("--same-host");
+        }
+        cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);

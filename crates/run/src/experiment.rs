@@ -18,10 +18,12 @@ pub enum PlanError {
     /// In the file: its line and key.
     #[error(transparent)]
     File(#[from] ExperimentError),
-    #[error("line {line}: variant '{variant}'.knobs.\"{key}\": {source}")]
+    #[error("line {line}: variant '{variant}'.{table}.\"{key}\": {source}")]
     Knob {
         line: usize,
         variant: String,
+        /// `knobs` or `server_knobs`.
+        table: &'static str,
         key: String,
         source: KnobError,
     },
@@ -54,6 +56,28 @@ pub struct Plan {
     pub points: Vec<Point>,
     /// One list per variant, in the file's order.
     knobs: Vec<Vec<Setting>>,
+    /// The same for the server end.
+    server_knobs: Vec<Vec<Setting>>,
+}
+
+/// A variant's `KNOB = VALUE` table, parsed.
+fn settings(
+    variant: &plumb_spec::experiment::Variant,
+    table: &'static str,
+    located: &[plumb_spec::experiment::Located],
+) -> Result<Vec<Setting>, PlanError> {
+    located
+        .iter()
+        .map(|k| {
+            Setting::new(&k.key, &k.value).map_err(|source| PlanError::Knob {
+                line: k.line,
+                variant: variant.name.clone(),
+                table,
+                key: k.key.clone(),
+                source,
+            })
+        })
+        .collect()
 }
 
 impl Plan {
@@ -62,19 +86,10 @@ impl Plan {
     pub fn parse(text: &str, quick: bool) -> Result<Plan, PlanError> {
         let mut experiment = Experiment::parse(text)?;
         let mut knobs = Vec::new();
+        let mut server_knobs = Vec::new();
         for v in &experiment.variants {
-            let mut settings = Vec::new();
-            for k in &v.knobs {
-                settings.push(Setting::new(&k.key, &k.value).map_err(|source| {
-                    PlanError::Knob {
-                        line: k.line,
-                        variant: v.name.clone(),
-                        key: k.key.clone(),
-                        source,
-                    }
-                })?);
-            }
-            knobs.push(settings);
+            knobs.push(settings(v, "knobs", &v.knobs)?);
+            server_knobs.push(settings(v, "server_knobs", &v.server_knobs)?);
         }
         if quick {
             if experiment.quick.is_none() {
@@ -87,6 +102,7 @@ impl Plan {
             experiment,
             points,
             knobs,
+            server_knobs,
         })
     }
 
@@ -123,11 +139,14 @@ impl Plan {
     /// Whether this host lets every variant set its knobs and every point
     /// build its topology.
     pub fn check_host(&self) -> Result<(), PlanError> {
-        for (v, settings) in self.experiment.variants.iter().zip(&self.knobs) {
-            knob::check(settings).map_err(|source| PlanError::Host {
-                variant: v.name.clone(),
-                source,
-            })?;
+        let both = self.knobs.iter().zip(&self.server_knobs);
+        for (v, (own, server)) in self.experiment.variants.iter().zip(both) {
+            for settings in [own, server] {
+                knob::check(settings).map_err(|source| PlanError::Host {
+                    variant: v.name.clone(),
+                    source,
+                })?;
+            }
         }
         if let Some(p) = self.points.iter().find(|p| p.spec.topology.is_some()) {
             if !plumb_sys::process::is_root() {
@@ -144,16 +163,23 @@ impl Plan {
             .collect()
     }
 
+    fn variant_of(&self, p: &Point) -> Option<usize> {
+        let name = p.id.variant.as_ref()?;
+        self.experiment
+            .variants
+            .iter()
+            .position(|v| &v.name == name)
+    }
+
     fn knobs_of(&self, p: &Point) -> &[Setting] {
-        p.id.variant
-            .as_ref()
-            .and_then(|name| {
-                self.experiment
-                    .variants
-                    .iter()
-                    .position(|v| &v.name == name)
-            })
+        self.variant_of(p)
             .map(|i| self.knobs[i].as_slice())
+            .unwrap_or_default()
+    }
+
+    fn server_knobs_of(&self, p: &Point) -> &[Setting] {
+        self.variant_of(p)
+            .map(|i| self.server_knobs[i].as_slice())
             .unwrap_or_default()
     }
 }
@@ -200,14 +226,23 @@ pub fn run(
      -> Result<RunRecord, SweepError> {
         let p = &points[i];
         observer.starting(i, p, &iteration);
+        // Experiments run against the embedded server: on this host its
+        // knobs are this process's; under a veth topology the run sets them
+        // in the server's namespace.
+        let mut own = plan.knobs_of(p).to_vec();
+        let mut with_server = opts.clone();
+        if p.spec.topology.is_some() {
+            with_server.server_knobs = plan.server_knobs_of(p).to_vec();
+        } else {
+            own.extend_from_slice(plan.server_knobs_of(p));
+        }
         // Held until the iteration is over, then undone.
-        let (_applied, _) =
-            knob::apply(&journal, plan.knobs_of(p)).map_err(|source| SweepError::Knob {
-                point: p.id.clone(),
-                source,
-            })?;
+        let (_applied, _) = knob::apply(&journal, &own).map_err(|source| SweepError::Knob {
+            point: p.id.clone(),
+            source,
+        })?;
         let mut progress = |_: &Iteration, _: &Confidence| observer.iteration_done();
-        crate::run(&p.spec, opts, rep, &mut NoSink, &mut progress).map_err(|source| {
+        crate::run(&p.spec, &with_server, rep, &mut NoSink, &mut progress).map_err(|source| {
             SweepError::Run {
                 point: p.id.clone(),
                 source,
@@ -341,12 +376,20 @@ mod tests {
     fn a_plan_knows_its_points_knobs_and_what_is_left() {
         let text = "name = \"p\"\niterations = \"2..5\"\n[base]\nworkload = \"rr\"\n\
                     [matrix]\nreq_size = [1, 100]\n[[variant]]\nname = \"a\"\n\
-                    [[variant]]\nname = \"b\"\nknobs = { \"rps:lo\" = \"3\" }\n";
+                    [[variant]]\nname = \"b\"\nknobs = { \"rps:lo\" = \"3\" }\n\
+                    server_knobs = { \"rps:lo\" = \"1\", \"sysctl:net.core.rmem_max\" = 8388608 }\n";
         let plan = Plan::parse(text, false).unwrap();
         assert_eq!(plan.points.len(), 4);
         assert_eq!((plan.repeat().min, plan.repeat().max), (2, 5));
         assert!(plan.knobs_of(&plan.points[0]).is_empty());
         assert_eq!(plan.knobs_of(&plan.points[1]).len(), 1);
+        assert!(plan.server_knobs_of(&plan.points[0]).is_empty());
+        let server: Vec<String> = plan
+            .server_knobs_of(&plan.points[1])
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(server, ["rps:lo=1", "sysctl:net.core.rmem_max=8388608"]);
         let stored = [PointId::parse("req_size=1,variant=b")];
         assert_eq!(plan.pending(&stored), vec![0, 2, 3]);
         assert!(matches!(Plan::parse(text, true), Err(PlanError::NoQuick)));

@@ -156,7 +156,8 @@ pub fn member(opts: &RunOptions) -> Result<Iteration, RunError> {
             Err(group_err("the flow group was called off".into()))
         }
     };
-    run_iteration_at(&spec, opts, &mut NoSink, None, &mut ready)
+    // Each member has an embedded server on this host: no environment.
+    run_iteration_at(&spec, opts, &mut NoSink, None, &mut ready).map(|(it, _)| it)
 }
 
 /// How many processes the flows need, given the descriptors one process may

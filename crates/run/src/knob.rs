@@ -566,6 +566,17 @@ pub struct Change {
     pub new: String,
 }
 
+impl Change {
+    /// What the knob did, as a run says it: `knob sysctl:x: a -> b`.
+    pub fn line(&self) -> String {
+        if self.old == self.new {
+            format!("knob {} is already {}", self.knob, self.new)
+        } else {
+            format!("knob {}: {} -> {}", self.knob, self.old, self.new)
+        }
+    }
+}
+
 impl Applied {
     pub fn empty(journal: &Journal) -> Applied {
         Applied {

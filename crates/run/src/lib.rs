@@ -18,7 +18,7 @@ pub mod topology;
 use embedded::EmbeddedServer;
 use plumb_ctl::{CtlError, Session};
 use plumb_engine::{connect_flows, udp_client_sockets, Link, ReadyEnd, SampleSink, Sockets};
-use plumb_samples::{Bimodal, Confidence, Iteration, Role, RunRecord, RUN_SCHEMA};
+use plumb_samples::{Bimodal, Confidence, Environment, Iteration, Role, RunRecord, RUN_SCHEMA};
 use plumb_spec::{Family, Field, Spec, SpecError};
 use plumb_sys::Cookie;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -54,6 +54,7 @@ impl From<plumb_engine::SetupError> for RunError {
     }
 }
 
+#[derive(Clone)]
 pub struct RunOptions {
     /// A `plumb serve` started by hand; None starts the embedded one.
     pub server: Option<SocketAddr>,
@@ -68,6 +69,19 @@ pub struct RunOptions {
     /// Refuse to start while another plumb run measures on this host
     /// (otherwise both runs carry a warning).
     pub exclusive: bool,
+    /// Knobs for the server end's host: asked of a `plumb serve` at each
+    /// session, set in the server's namespace under `--topology veth`. (An
+    /// embedded server on this host and namespace shares the client's
+    /// knobs; the caller sets them as its own.)
+    pub server_knobs: Vec<knob::Setting>,
+}
+
+/// What the server end said besides its figures.
+#[derive(Default)]
+struct FarEnd {
+    env: Option<Environment>,
+    /// What its knobs did on its host, one line each.
+    knobs: Vec<String>,
 }
 
 /// The loopback address of a family, for the embedded server.
@@ -228,9 +242,11 @@ pub fn run(
     // before the namespaces go.
     let veth =
         match (&spec.topology, opts.server) {
-            (Some(plumb_spec::Topology::Veth(v)), None) => {
-                Some(topology::VethPair::up(v, &knob::Journal::open_default())?)
-            }
+            (Some(plumb_spec::Topology::Veth(v)), None) => Some(topology::VethPair::up(
+                v,
+                &knob::Journal::open_default(),
+                &opts.server_knobs,
+            )?),
             (Some(_), Some(_)) => return Err(RunError::Setup {
                 flag: Some(Field::Topology.flag()),
                 message:
@@ -251,12 +267,24 @@ pub fn run(
     let activity = activity_dir.and_then(|d| activity::Activity::begin(&d).ok());
     let started_at = jiff::Timestamp::now().to_string();
     let mut iterations: Vec<Iteration> = Vec::new();
+    // The server end's environment, as its latest results brought it, and
+    // what its knobs did (said by every session alike; the first is kept).
+    let mut server_env = None;
+    let mut server_knobs = veth
+        .as_ref()
+        .map(|v| v.server_knobs.clone())
+        .unwrap_or_default();
     let conf = loop {
         let began = activity::now_ns();
         let mut it = if groups > 1 {
             group::run_iteration(spec, opts, groups)?
         } else {
-            run_iteration(spec, opts, sink, veth.as_ref())?
+            let (it, far) = run_iteration(spec, opts, sink, veth.as_ref())?;
+            server_env = far.env.or(server_env);
+            if server_knobs.is_empty() {
+                server_knobs = far.knobs;
+            }
+            it
         };
         if let Some(a) = &activity {
             a.still_here();
@@ -290,6 +318,19 @@ pub fn run(
         }
     };
     let complete = iterations.iter().all(|i| i.complete) && !opts.interrupted.load(Relaxed);
+    // Captured here, where this thread is still in the client's namespace
+    // under --topology veth, for the interfaces that reach the server.
+    let server_ip = match (opts.server, &veth) {
+        (Some(a), _) => a.ip(),
+        (None, Some(_)) => topology::VethPair::server_ip(spec.family),
+        (None, None) => loopback(spec.family),
+    };
+    let names = env::interfaces_for(server_ip);
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut environment = env::capture(&names);
+    if let Some(s) = &server_env {
+        environment.add_server_end(s);
+    }
     Ok(RunRecord {
         schema: RUN_SCHEMA.to_string(),
         plumb_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -302,6 +343,8 @@ pub fn run(
         confidence: Some(conf),
         build: None,
         peer: None,
+        server_knobs,
+        environment: Some(environment),
     })
 }
 
@@ -312,7 +355,7 @@ fn run_iteration(
     opts: &RunOptions,
     sink: &mut dyn SampleSink,
     veth: Option<&topology::VethPair>,
-) -> Result<Iteration, RunError> {
+) -> Result<(Iteration, FarEnd), RunError> {
     run_iteration_at(spec, opts, sink, veth, &mut || Ok(()))
 }
 
@@ -325,7 +368,7 @@ fn run_iteration_at(
     sink: &mut dyn SampleSink,
     veth: Option<&topology::VethPair>,
     all_set: &mut dyn FnMut() -> Result<(), RunError>,
-) -> Result<Iteration, RunError> {
+) -> Result<(Iteration, FarEnd), RunError> {
     let mut embedded = match (opts.server, veth) {
         (Some(_), _) => None,
         (None, None) => Some(EmbeddedServer::start(
@@ -346,7 +389,13 @@ fn run_iteration_at(
 
     let mut session =
         Session::connect_with_key(server_addr, Duration::from_secs(5), opts.psk.as_deref())?;
-    let ready = session.setup(spec)?;
+    // Only a server of its own is asked: the embedded one's knobs are set
+    // by this process (in the server's namespace under --topology veth).
+    let knobs: Vec<String> = match embedded {
+        Some(_) => Vec::new(),
+        None => opts.server_knobs.iter().map(|s| s.to_string()).collect(),
+    };
+    let ready = session.setup(spec, &knobs)?;
     let cookie = Cookie::from_hex(&ready.cookie)
         .ok_or_else(|| CtlError::Protocol(format!("malformed cookie '{}'", ready.cookie)))?;
     let data = SocketAddr::new(server_addr.ip(), ready.data_port);
@@ -433,7 +482,7 @@ fn run_iteration_at(
         )?;
     }
     let mut client = end.close_window(sink);
-    let server = match &lost {
+    let (server, server_env) = match &lost {
         None => {
             session.results(Duration::from_secs(10) + Duration::from_millis(spec.flows as u64))?
         }
@@ -441,7 +490,7 @@ fn run_iteration_at(
             client.warnings.push(format!(
                 "server lost: {why}; only the client's figures remain"
             ));
-            lost_server(spec)
+            (lost_server(spec), None)
         }
     };
     let complete = complete && lost.is_none();
@@ -451,7 +500,7 @@ fn run_iteration_at(
         e.reap(Duration::from_secs(2));
     }
 
-    Ok(Iteration {
+    let it = Iteration {
         index: 0,
         complete,
         warmup_s: spec.warmup_ms as f64 / 1000.0,
@@ -460,7 +509,14 @@ fn run_iteration_at(
         derived: derive::derive(spec, &client, &server),
         client,
         server,
-    })
+    };
+    Ok((
+        it,
+        FarEnd {
+            env: server_env,
+            knobs: ready.knobs,
+        },
+    ))
 }
 
 /// The server's end of an iteration whose server went away: nothing

@@ -31,12 +31,18 @@ fn setup(message: impl Into<String>) -> RunError {
 pub struct VethPair {
     pub client_ns: String,
     pub server_ns: String,
+    /// What each server knob did in the server's namespace.
+    pub server_knobs: Vec<String>,
+    /// Restored first: they live in the namespaces.
+    knobs: Option<Applied>,
     netem: Option<Applied>,
     namespaces: Applied,
 }
 
 impl VethPair {
-    pub fn up(v: &Veth, journal: &Journal) -> Result<VethPair, RunError> {
+    /// Builds the pair and sets `server_knobs` inside the server's
+    /// namespace (a knob naming another namespace is refused).
+    pub fn up(v: &Veth, journal: &Journal, server_knobs: &[Setting]) -> Result<VethPair, RunError> {
         if !plumb_sys::process::is_root() {
             return Err(setup(
                 "--topology veth: needs root (it creates two network namespaces and a veth pair); \
@@ -47,6 +53,8 @@ impl VethPair {
         let mut pair = VethPair {
             client_ns: format!("plumb-{pid}-client"),
             server_ns: format!("plumb-{pid}-server"),
+            server_knobs: Vec::new(),
+            knobs: None,
             netem: None,
             namespaces: Applied::empty(journal),
         };
@@ -112,6 +120,22 @@ impl VethPair {
             })?;
             pair.netem = Some(applied);
         }
+        if !server_knobs.is_empty() {
+            let mut settings = server_knobs.to_vec();
+            for st in &mut settings {
+                if st.knob.netns.is_some() {
+                    return Err(setup(format!(
+                        "--server-knob {st}: a server knob acts in the server's namespace; \
+                         leave out @NETNS"
+                    )));
+                }
+                st.knob.netns = Some(s.to_string());
+            }
+            let (applied, changes) = knob::apply(journal, &settings)
+                .map_err(|e| setup(format!("--server-knob: {}", e.0)))?;
+            pair.server_knobs = changes.iter().map(knob::Change::line).collect();
+            pair.knobs = Some(applied);
+        }
         Ok(pair)
     }
 
@@ -125,6 +149,7 @@ impl VethPair {
 
 impl Drop for VethPair {
     fn drop(&mut self) {
+        self.knobs.take();
         self.netem.take();
         for f in self.namespaces.restore() {
             eprintln!("plumb: warning: {f}");

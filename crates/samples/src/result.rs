@@ -646,6 +646,17 @@ pub struct RunRecord {
     /// The server end: where it was, how it was started, its build.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub peer: Option<Peer>,
+    /// What each `--server-knob` did on the server end's host or namespace
+    /// (`knob sysctl:net.core.rmem_max: 212992 -> 8388608`), as it said at
+    /// the first session.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub server_knobs: Vec<String>,
+    /// Both ends' environment as the run captured it: the client's facts,
+    /// and the server end's under `server.` where it ran on another host or
+    /// in a namespace of its own. The store keeps it beside the record
+    /// (deduplicated by hash), so the record's JSON does not carry it.
+    #[serde(skip)]
+    pub environment: Option<crate::Environment>,
 }
 
 /// How the server end of a run came to be.
@@ -677,6 +688,10 @@ pub struct Peer {
     /// server started over ssh.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub build_id: Option<String>,
+    /// Both ends ran on one host in one network namespace (the embedded
+    /// server without a topology): one environment stands for both.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub same_host: bool,
 }
 
 /// Repeat-until-confident bookkeeping of a run, and what the iterations'

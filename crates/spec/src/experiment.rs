@@ -76,6 +76,9 @@ pub struct Variant {
     pub name: String,
     /// KNOB = VALUE, checked by the run crate (which knows knobs).
     pub knobs: Vec<Located>,
+    /// KNOB = VALUE for the server end (in the server's namespace under
+    /// `topology = "veth"`, on this host otherwise).
+    pub server_knobs: Vec<Located>,
     /// Spec fields this variant sets over the base and the matrix.
     pub set: Vec<Located>,
 }
@@ -325,18 +328,24 @@ impl Experiment {
                         let mut var = Variant {
                             name: String::new(),
                             knobs: Vec::new(),
+                            server_knobs: Vec::new(),
                             set: Vec::new(),
                         };
                         for (vk, vv) in t {
                             let vkey = format!("{at}.{}", vk.get_ref());
                             match vk.get_ref().as_ref() {
                                 "name" => var.name = cx.string(vv, &vkey)?,
-                                "knobs" => {
+                                which @ ("knobs" | "server_knobs") => {
+                                    let into = if which == "knobs" {
+                                        &mut var.knobs
+                                    } else {
+                                        &mut var.server_knobs
+                                    };
                                     for (kk, kv) in cx.table(vv, &vkey)? {
                                         let mut l =
                                             cx.scalar(kv, &format!("{vkey}.{}", kk.get_ref()))?;
                                         l.key = kk.get_ref().to_string();
-                                        var.knobs.push(l);
+                                        into.push(l);
                                     }
                                 }
                                 "set" => {
@@ -348,7 +357,7 @@ impl Experiment {
                                         &vk.span(),
                                         &vkey,
                                         format!(
-                                        "'{other}' is not a variant key; use name, knobs or set"
+                                        "'{other}' is not a variant key; use name, knobs, server_knobs or set"
                                     ),
                                     ))
                                 }

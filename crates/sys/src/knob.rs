@@ -353,6 +353,24 @@ impl Drop for InNetns {
     }
 }
 
+/// The name under /run/netns of the network namespace this thread is in,
+/// when it is a named one other than the host's (that of pid 1): what a
+/// knob set from inside it must be journalled with, so that a restore
+/// made from any namespace acts in this one.
+pub fn own_netns_name() -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let id = |p: &std::path::Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    let own = id(std::path::Path::new("/proc/thread-self/ns/net"))?;
+    if id(std::path::Path::new("/proc/1/ns/net")) == Some(own) {
+        return None;
+    }
+    std::fs::read_dir("/run/netns")
+        .ok()?
+        .filter_map(Result::ok)
+        .find(|e| id(&e.path()) == Some(own))
+        .and_then(|e| e.file_name().into_string().ok())
+}
+
 /// The start time of a process in clock ticks since boot (field 22 of
 /// /proc/PID/stat), which tells a live process from a later one that got
 /// the same pid.

@@ -157,12 +157,7 @@ pub fn env(a: EnvArgs) -> Result<i32, Failure> {
             } else {
                 crate::outln!("A = {}   B = {}", sa.name, sb.name);
                 for c in d {
-                    crate::outln!(
-                        "{}: {} -> {}",
-                        c.key,
-                        c.a.as_deref().unwrap_or("(absent)"),
-                        c.b.as_deref().unwrap_or("(absent)")
-                    );
+                    crate::outln!("{c}");
                 }
             }
         }

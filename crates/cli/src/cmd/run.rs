@@ -161,6 +161,9 @@ pub(crate) static EXCLUSIVE: std::sync::atomic::AtomicBool =
 
 /// The key of --psk-file, read once: every run of this process uses it.
 static PSK: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+/// --server-knob of the run, for a server end other than this host's.
+static SERVER_KNOBS: std::sync::OnceLock<Vec<plumb_run::knob::Setting>> =
+    std::sync::OnceLock::new();
 
 /// The server of --server ssh://, as the records of this process name it.
 static FAR: std::sync::OnceLock<Peer> = std::sync::OnceLock::new();
@@ -168,17 +171,18 @@ static FAR: std::sync::OnceLock<Peer> = std::sync::OnceLock::new();
 /// The server end a record names: the one started over ssh, a manual one
 /// (its host as the user named it, the address it was reached at, and the
 /// build its figures came with), or the embedded one (this same executable).
-fn peer(server: Option<std::net::SocketAddr>, host: Option<String>, build: Option<String>) -> Peer {
+fn peer(spec: &Spec, server: Option<std::net::SocketAddr>, build: Option<String>) -> Peer {
     if let Some(p) = FAR.get() {
         return p.clone();
     }
     match server {
         Some(a) => Peer {
             started: ServerStart::Manual,
-            server: host,
+            server: spec.server_host.clone(),
             address: Some(a.to_string()),
             build,
             build_id: None,
+            same_host: false,
         },
         None => Peer {
             started: ServerStart::Embedded,
@@ -186,6 +190,7 @@ fn peer(server: Option<std::net::SocketAddr>, host: Option<String>, build: Optio
             address: None,
             build: Some(env!("PLUMB_BUILD").to_string()),
             build_id: None,
+            same_host: spec.topology.is_none(),
         },
     }
 }
@@ -222,6 +227,7 @@ fn start_far_end(
         address: Some(far.addr.to_string()),
         build: Some(far.build.clone()),
         build_id: Some(far.build_id.clone()),
+        same_host: false,
     });
     Ok(far)
 }
@@ -257,6 +263,7 @@ pub fn flow_group_member() -> Result<i32, Failure> {
             .map_err(|e| Failure::usage(format!("cannot find the plumb executable: {e}")))?,
         psk: None,
         exclusive: false,
+        server_knobs: Vec::new(),
     };
     let it = plumb_run::group::member(&opts).map_err(|e| Failure::usage(e.to_string()))?;
     crate::outln!(
@@ -285,6 +292,7 @@ pub fn run_and_store(
             .map_err(|e| Failure::usage(format!("cannot find the plumb executable: {e}")))?,
         psk: psk(),
         exclusive: EXCLUSIVE.load(std::sync::atomic::Ordering::Relaxed),
+        server_knobs: SERVER_KNOBS.get().cloned().unwrap_or_default(),
     };
     let live = !json && std::io::stderr().is_terminal();
     let mut sink: Box<dyn SampleSink> = if live {
@@ -315,23 +323,21 @@ pub fn run_and_store(
         .iterations
         .iter()
         .find_map(|i| i.server.build.clone());
-    record.peer = Some(peer(server, spec.server_host.clone(), server_build));
+    record.peer = Some(peer(spec, server, server_build));
     for w in record.iterations.iter().flat_map(|i| &i.client.warnings) {
         if w.starts_with("server lost") {
             eprintln!("plumb: {w}; the partial results are marked incomplete");
         }
+    }
+    for line in &record.server_knobs {
+        eprintln!("server {line}");
     }
     for it in &record.iterations {
         if let Some(w) = plumb_run::derive::starved(spec, it) {
             eprintln!("plumb: warning: iteration {}: {w}", it.index + 1);
         }
     }
-    let ifaces: Vec<String> = match server {
-        None => vec!["lo".to_string()],
-        Some(a) => plumb_run::env::interfaces_for(a.ip()),
-    };
-    let names: Vec<&str> = ifaces.iter().map(String::as_str).collect();
-    let env = plumb_run::env::capture(&names);
+    let env = record.environment.take().unwrap_or_default();
     if let Some(line) = env.unknown_line() {
         eprintln!("environment: not captured: {line}");
     }
@@ -416,9 +422,17 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
     // before any knob does, or a Ctrl-C just after the knobs went in would
     // kill plumb with them still set (restored only at its next start).
     let _ = interrupt_flag();
+    // The embedded server on this host and namespace is this host: its
+    // knobs are the client's.
+    let mut knobs = a.knobs.clone();
+    if server.is_none() && ssh.is_none() && spec.topology.is_none() {
+        knobs.extend(a.server_knobs.iter().cloned());
+    } else {
+        let _ = SERVER_KNOBS.set(a.server_knobs.clone());
+    }
     // Restored when this goes out of scope: after the run, on its error, or
     // after an interrupted run has been reported.
-    let _knobs = super::knob::apply(&a.knobs)?;
+    let _knobs = super::knob::apply(&knobs)?;
     // Opened before the run so a bad --db fails in a second, not after it.
     let mut store = if a.no_store {
         None

@@ -116,7 +116,11 @@ impl Observer for Keeper<'_> {
         };
         let id = self
             .store
-            .insert_tagged_run(record, Some(&self.env), &tag)
+            .insert_tagged_run(
+                record,
+                Some(record.environment.as_ref().unwrap_or(&self.env)),
+                &tag,
+            )
             .map_err(|e| e.to_string())?;
         self.bar
             .suspend(|| crate::outln!("{}", point_line(point, record, id.0)));
@@ -175,6 +179,7 @@ pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
         // Experiments run against the embedded server only.
         psk: None,
         exclusive: a.exclusive,
+        server_knobs: Vec::new(),
     };
     // Drawn only here, on the controller thread; indicatif hides it when
     // stderr is not a terminal.
