@@ -368,7 +368,9 @@ fn a_run_over_ssh_measures_and_the_second_reuses_the_cached_copy() {
     );
     eprintln!("first run (with copy) took {took:?}");
 
-    // Two iterations: each is a session of the same far-end server.
+    // Two iterations: each is a session of the same far-end server, which
+    // sets the run's server knob for each (the ssh login is the
+    // permission) and puts it back.
     let mut args = args;
     let at = args
         .iter()
@@ -376,6 +378,28 @@ fn a_run_over_ssh_measures_and_the_second_reuses_the_cached_copy() {
         .expect("iterations")
         + 1;
     args[at] = "2".into();
+    let rmem = || {
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &lab.server_ns,
+                "cat",
+                "/proc/sys/net/ipv4/tcp_rmem",
+            ])
+            .output()
+            .expect("ip netns exec");
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let rmem_before = rmem();
+    let want = "4096 77777 6291456";
+    args.extend([
+        "--server-knob".into(),
+        format!("sysctl:net.ipv4.tcp_rmem={want}"),
+    ]);
     let t0 = Instant::now();
     let second = lab.run(&ssh, &args);
     let err = text(&second.stderr);
@@ -391,6 +415,15 @@ fn a_run_over_ssh_measures_and_the_second_reuses_the_cached_copy() {
     for it in its {
         assert!(common::f(&it["derived"]["throughput_bps"]) > 0.0);
     }
+    let said = rec["server_knobs"][0].as_str().unwrap_or("");
+    assert!(
+        said.starts_with(&format!(
+            "knob sysctl:net.ipv4.tcp_rmem@{}: ",
+            lab.server_ns
+        )) && said.ends_with(&format!("{rmem_before} -> {want}")),
+        "{rec}"
+    );
+    assert_eq!(rmem(), rmem_before, "the far end's knob was not put back");
     assert!(lab.far_end_clears(Duration::from_secs(1)).is_ok());
     eprintln!("second run took {:?}", t0.elapsed());
 
@@ -435,6 +468,22 @@ fn no_plumb_stays_on_the_far_host_after_a_failed_run_or_a_killed_client() {
         cleared.is_ok(),
         "plumb left after a failed run: {cleared:?}"
     );
+
+    // A knob the far host cannot set stops the run in one line naming it.
+    let mut args = lab.stream(&lab.url(), "1s");
+    args.extend([
+        "--server-knob".into(),
+        "sysctl:net.core.no_such_knob=1".into(),
+    ]);
+    let failed = lab.run(&ssh, &args);
+    let err = text(&failed.stderr);
+    assert_eq!(failed.status.code(), Some(2), "{err}");
+    assert!(
+        err.lines()
+            .any(|l| l.contains("--server-knob") && l.contains("net.core.no_such_knob")),
+        "{err}"
+    );
+    assert!(lab.far_end_clears(Duration::from_secs(1)).is_ok());
 
     // Ctrl-C mid-run: the partial result is reported, the far end ends.
     let client = lab.mid_run(&ssh, Stdio::piped);
