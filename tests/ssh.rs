@@ -727,3 +727,92 @@ fn ssh_flags_are_checked_before_anything_runs() {
         assert_eq!(err.trim().lines().count(), 1, "{err}");
     }
 }
+
+#[test]
+fn a_sweep_and_a_check_run_their_points_against_a_server_started_over_ssh() {
+    let Some(lab) = lab() else {
+        return;
+    };
+    let ssh = lab.ssh_command("client_key");
+    let file = lab.dir.join("over-ssh.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"over-ssh\"\niterations = 1\nserver = \"{}\"\n\
+             [base]\nworkload = \"rr\"\nduration = \"300ms\"\nwarmup = \"100ms\"\n\
+             [matrix]\nreq_size = [1, 100]\n",
+            lab.url()
+        ),
+    )
+    .unwrap();
+    let sweep = lab
+        .plumb(
+            &ssh,
+            &[
+                "sweep",
+                file.to_str().unwrap(),
+                "--label",
+                "far",
+                "--ssh-copy-dynamic",
+            ],
+        )
+        .output()
+        .expect("plumb runs");
+    assert!(sweep.status.success(), "sweep: {}", text(&sweep.stderr));
+    assert!(lab.far_end_clears(Duration::from_secs(1)).is_ok());
+
+    // `check` runs the stored points again, against the far host too.
+    let check = lab
+        .plumb(
+            &ssh,
+            &[
+                "check",
+                "--baseline",
+                "far",
+                "--label",
+                "again",
+                "--iterations",
+                "2",
+                "--server",
+                &lab.url(),
+                "--ssh-copy-dynamic",
+            ],
+        )
+        .output()
+        .expect("plumb runs");
+    let err = text(&check.stderr);
+    // A verdict, whichever (one iteration a point may not tell), not an
+    // error (128).
+    assert!(
+        matches!(check.status.code(), Some(0 | 1 | 125)),
+        "check: {:?} {err}",
+        check.status
+    );
+    assert!(lab.far_end_clears(Duration::from_secs(1)).is_ok());
+
+    let export = lab.plumb(&ssh, &["export"]).output().expect("plumb runs");
+    assert!(export.status.success(), "{}", text(&export.stderr));
+    let all: serde_json::Value = serde_json::from_slice(&export.stdout).expect("json");
+    let runs = all["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 4, "2 points swept, 2 checked: {all}");
+    for r in runs {
+        let rec = &r["record"];
+        assert_eq!(rec["peer"]["started"], "ssh", "{}", rec["label"]);
+        assert!(
+            rec["peer"]["address"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with(&lab.server_ip),
+            "{}",
+            rec["peer"]
+        );
+        assert!(common::f(&rec["iterations"][0]["derived"]["tps"]) > 0.0);
+        // The spec names the far host, as a run with --server would.
+        assert_eq!(
+            rec["spec"]["server_host"],
+            lab.server_ip.as_str(),
+            "{}",
+            rec["spec"]
+        );
+    }
+}

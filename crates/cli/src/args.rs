@@ -138,6 +138,10 @@ pub struct SweepArgs {
     /// Seed of the random order [default: the file's, else drawn and printed].
     #[arg(long, value_name = "SEED")]
     pub order_seed: Option<u64>,
+    /// The server end of every point [default: the file's `server`, else
+    /// the embedded server]: as `plumb run --server`.
+    #[command(flatten)]
+    pub far: ServerArgs,
     #[command(flatten)]
     pub verdict: VerdictArgs,
     #[command(flatten)]
@@ -315,6 +319,10 @@ pub struct CheckArgs {
     /// Do not keep the runs made now.
     #[arg(long)]
     pub no_store: bool,
+    /// The server end of the runs made now, as `plumb run --server`
+    /// [default: the embedded server].
+    #[command(flatten)]
+    pub far: ServerArgs,
     #[command(flatten)]
     pub verdict: VerdictArgs,
     #[command(flatten)]
@@ -574,6 +582,31 @@ pub struct RrArgs {
     pub common: CommonArgs,
 }
 
+/// Where the server end is: the flags `run` and `sweep` share.
+#[derive(Args, Debug, Clone)]
+pub struct ServerArgs {
+    /// A `plumb serve` to test against, HOST[:PORT], or ssh://[USER@]HOST[:SSHPORT]
+    /// to have plumb start one there over ssh; without it an embedded server
+    /// runs on loopback.
+    #[arg(long, value_name = "HOST[:PORT]")]
+    pub server: Option<String>,
+    /// The pre-shared key of a `plumb serve --psk-file`.
+    #[arg(long, value_name = "FILE")]
+    pub psk_file: Option<std::path::PathBuf>,
+    /// With --server ssh://: the command that reaches the far host
+    /// [default: $PLUMB_SSH_COMMAND, else ssh]; split at spaces.
+    #[arg(long, value_name = "COMMAND")]
+    pub ssh_command: Option<String>,
+    /// With --server ssh://: the far host's address for the test's
+    /// connections, when ssh reaches it over another network.
+    #[arg(long, value_name = "ADDR")]
+    pub server_address: Option<String>,
+    /// With --server ssh://: copy this plumb to the far host although it is
+    /// not a static build (the far host has the same C library).
+    #[arg(long)]
+    pub ssh_copy_dynamic: bool,
+}
+
 #[derive(Args, Debug)]
 pub struct CommonArgs {
     /// Refuse to start while another plumb run measures on this host
@@ -598,26 +631,8 @@ pub struct CommonArgs {
     /// Pin the server's worker threads, one CPU each in turn: 1, 4-7.
     #[arg(long = Field::ServerCpus.long(), value_name = "LIST")]
     pub server_cpus: Option<String>,
-    /// A `plumb serve` to test against, HOST[:PORT], or ssh://[USER@]HOST[:SSHPORT]
-    /// to have plumb start one there over ssh; without it an embedded server
-    /// runs on loopback.
-    #[arg(long, value_name = "HOST[:PORT]")]
-    pub server: Option<String>,
-    /// The pre-shared key of a `plumb serve --psk-file`.
-    #[arg(long, value_name = "FILE", requires = "server")]
-    pub psk_file: Option<std::path::PathBuf>,
-    /// With --server ssh://: the command that reaches the far host
-    /// [default: $PLUMB_SSH_COMMAND, else ssh]; split at spaces.
-    #[arg(long, value_name = "COMMAND", requires = "server")]
-    pub ssh_command: Option<String>,
-    /// With --server ssh://: the far host's address for the test's
-    /// connections, when ssh reaches it over another network.
-    #[arg(long, value_name = "ADDR", requires = "server")]
-    pub server_address: Option<String>,
-    /// With --server ssh://: copy this plumb to the far host although it is
-    /// not a static build (the far host has the same C library).
-    #[arg(long, requires = "server")]
-    pub ssh_copy_dynamic: bool,
+    #[command(flatten)]
+    pub far: ServerArgs,
     /// What this run is compared as [default: the kernel release].
     #[arg(long)]
     pub label: Option<String>,

@@ -226,12 +226,12 @@ pub fn run(
      -> Result<RunRecord, SweepError> {
         let p = &points[i];
         observer.starting(i, p, &iteration);
-        // Experiments run against the embedded server: on this host its
-        // knobs are this process's; under a veth topology the run sets them
-        // in the server's namespace.
+        // The embedded server on this host and namespace is this host: its
+        // knobs are this process's. A server of its own (or the server's
+        // namespace under a veth topology) gets them through the run.
         let mut own = plan.knobs_of(p).to_vec();
         let mut with_server = opts.clone();
-        if p.spec.topology.is_some() {
+        if p.spec.topology.is_some() || opts.server.is_some() {
             with_server.server_knobs = plan.server_knobs_of(p).to_vec();
         } else {
             own.extend_from_slice(plan.server_knobs_of(p));

@@ -88,6 +88,9 @@ pub struct Experiment {
     pub name: String,
     pub description: Option<String>,
     pub label: Option<String>,
+    /// The server end, as `plumb run --server` takes it (HOST[:PORT] or
+    /// ssh://[USER@]HOST[:SSHPORT]); None runs the embedded server.
+    pub server: Option<String>,
     pub base: Vec<Located>,
     pub axes: Vec<Axis>,
     pub variants: Vec<Variant>,
@@ -265,6 +268,7 @@ impl Experiment {
             name: String::new(),
             description: None,
             label: None,
+            server: None,
             base: Vec::new(),
             axes: Vec::new(),
             variants: Vec::new(),
@@ -284,6 +288,7 @@ impl Experiment {
                 }
                 "description" => exp.description = Some(cx.string(v, key)?),
                 "label" => exp.label = Some(cx.string(v, key)?),
+                "server" => exp.server = Some(cx.string(v, key)?),
                 "iterations" => {
                     let l = cx.scalar(v, key)?;
                     exp.iterations =
@@ -414,7 +419,8 @@ impl Experiment {
                         other,
                         format!(
                             "'{other}' is not an experiment key; use name, description, label, \
-                             base, matrix, variant, iterations, confidence, order, seed or quick"
+                             server, base, matrix, variant, iterations, confidence, order, seed \
+                             or quick"
                         ),
                     ))
                 }

@@ -1,4 +1,4 @@
-use crate::args::{CommonArgs, RunCommand, SocketArgs, UdpSocketArgs};
+use crate::args::{CommonArgs, RunCommand, ServerArgs, SocketArgs, UdpSocketArgs};
 use crate::Failure;
 use clap::ValueEnum;
 use plumb_engine::SampleSink;
@@ -146,7 +146,7 @@ fn spec_of(cmd: RunCommand) -> Result<(Spec, CommonArgs), Failure> {
     let settings: Vec<(Field, &str)> = s.0.iter().map(|(f, v)| (*f, v.as_str())).collect();
     let spec = plumb_spec::build(&settings, Names::Flags)
         .map_err(|e| Failure::usage(format!("{}: {}", e.field.flag(), e.message)))?;
-    if spec.topology.is_some() && common.server.is_some() {
+    if spec.topology.is_some() && common.far.server.is_some() {
         return Err(Failure::usage(format!(
             "{} veth runs both ends on this host; it cannot be used with --server",
             Field::Topology.flag()
@@ -171,7 +171,11 @@ static FAR: std::sync::OnceLock<Peer> = std::sync::OnceLock::new();
 /// The server end a record names: the one started over ssh, a manual one
 /// (its host as the user named it, the address it was reached at, and the
 /// build its figures came with), or the embedded one (this same executable).
-fn peer(spec: &Spec, server: Option<std::net::SocketAddr>, build: Option<String>) -> Peer {
+pub(crate) fn peer(
+    spec: &Spec,
+    server: Option<std::net::SocketAddr>,
+    build: Option<String>,
+) -> Peer {
     if let Some(p) = FAR.get() {
         return p.clone();
     }
@@ -197,10 +201,10 @@ fn peer(spec: &Spec, server: Option<std::net::SocketAddr>, build: Option<String>
 
 /// Finds or copies this plumb on the far host of `--server ssh://` and
 /// starts its server there; the run's records name it from then on.
-fn start_far_end(
+pub(crate) fn start_far_end(
     target: &plumb_run::ssh::SshTarget,
-    a: &CommonArgs,
-    spec: &Spec,
+    a: &ServerArgs,
+    family: Family,
 ) -> Result<plumb_run::ssh::SshServer, Failure> {
     let server_address = match &a.server_address {
         Some(s) => Some(s.parse::<std::net::IpAddr>().map_err(|_| {
@@ -215,7 +219,7 @@ fn start_far_end(
         exe: std::env::current_exe()
             .map_err(|e| Failure::usage(format!("cannot find the plumb executable: {e}")))?,
         build: env!("PLUMB_BUILD").to_string(),
-        prefer_v6: spec.family == Family::V6,
+        prefer_v6: family == Family::V6,
         notify: |m| eprintln!("plumb: {m}"),
     };
     let far = plumb_run::ssh::SshServer::start(target, &opts)
@@ -232,7 +236,9 @@ fn start_far_end(
     Ok(far)
 }
 
-fn psk() -> Option<Vec<u8>> {
+/// The key of the sessions: a `--psk-file`'s, or the one handed to a
+/// server started over ssh.
+pub(crate) fn psk() -> Option<Vec<u8>> {
     PSK.get().cloned()
 }
 
@@ -354,10 +360,20 @@ pub fn run_and_store(
     Ok((record, env))
 }
 
-pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
-    let (mut spec, a) = spec_of(cmd)?;
-    EXCLUSIVE.store(a.exclusive, std::sync::atomic::Ordering::Relaxed);
-    let ssh = match a
+/// The server end `--server` names, checked with the flags that go with
+/// it; a key file given is loaded for the sessions.
+pub(crate) enum ServerEnd {
+    Embedded,
+    /// A `plumb serve` at an address, and the host part as given.
+    Manual(std::net::SocketAddr, String),
+    /// One plumb starts over ssh (see [`start_far_end`]).
+    Ssh(plumb_run::ssh::SshTarget),
+}
+
+/// Reads `--server` and its companions; `asked` is the family -4/-6 chose
+/// among a name's addresses.
+pub(crate) fn server_end(f: &ServerArgs, asked: Option<Family>) -> Result<ServerEnd, Failure> {
+    let ssh = match f
         .server
         .as_deref()
         .and_then(plumb_run::ssh::SshTarget::parse)
@@ -367,9 +383,9 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
     };
     if ssh.is_none() {
         for (flag, set) in [
-            ("--ssh-command", a.ssh_command.is_some()),
-            ("--server-address", a.server_address.is_some()),
-            ("--ssh-copy-dynamic", a.ssh_copy_dynamic),
+            ("--ssh-command", f.ssh_command.is_some()),
+            ("--server-address", f.server_address.is_some()),
+            ("--ssh-copy-dynamic", f.ssh_copy_dynamic),
         ] {
             if set {
                 return Err(Failure::usage(format!(
@@ -377,42 +393,65 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
                 )));
             }
         }
-    } else if a.psk_file.is_some() {
+    } else if f.psk_file.is_some() {
         return Err(Failure::usage(
             "--psk-file: not with --server ssh://; plumb hands the server it starts a fresh key",
         ));
     }
-    // The flows go to the server's address, so it decides the family the
-    // record says they used; -4/-6 choose among a name's addresses.
+    if f.server.is_none() && f.psk_file.is_some() {
+        return Err(Failure::usage(
+            "--psk-file: only with --server HOST[:PORT] (the key of its plumb serve)",
+        ));
+    }
+    if let Some(p) = &f.psk_file {
+        let key = plumb_ctl::auth::load_key(p, "--psk-file").map_err(Failure::usage)?;
+        let _ = PSK.set(key);
+    }
+    Ok(match (&f.server, ssh) {
+        (_, Some(t)) => ServerEnd::Ssh(t),
+        (Some(s), None) => ServerEnd::Manual(
+            super::parse_addr_of(s, plumb_ctl::DEFAULT_PORT, "--server", asked)?,
+            host_part(s),
+        ),
+        (None, None) => ServerEnd::Embedded,
+    })
+}
+
+/// The family the flows use to reach `addr`: the server's address decides
+/// what the record says they used.
+pub(crate) fn family_of(addr: &std::net::SocketAddr) -> Family {
+    if addr.is_ipv6() {
+        Family::V6
+    } else {
+        Family::V4
+    }
+}
+
+pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
+    let (mut spec, a) = spec_of(cmd)?;
+    EXCLUSIVE.store(a.exclusive, std::sync::atomic::Ordering::Relaxed);
     let asked = match (a.ipv4, a.ipv6) {
         (true, _) => Some(Family::V4),
         (_, true) => Some(Family::V6),
         _ => None,
     };
-    let family_of = |addr: &std::net::SocketAddr| {
-        if addr.is_ipv6() {
-            Family::V6
-        } else {
-            Family::V4
+    let end = server_end(&a.far, asked)?;
+    let mut server = match &end {
+        ServerEnd::Manual(addr, host) => {
+            spec.family = family_of(addr);
+            spec.server_host = Some(host.clone());
+            Some(*addr)
         }
-    };
-    let mut server = match (&a.server, &ssh) {
-        (Some(s), None) => {
-            let addr = super::parse_addr_of(s, plumb_ctl::DEFAULT_PORT, "--server", asked)?;
-            spec.family = family_of(&addr);
-            spec.server_host = Some(host_part(s));
-            Some(addr)
-        }
-        (_, Some(t)) => {
+        ServerEnd::Ssh(t) => {
             spec.server_host = Some(t.host.clone());
             None
         }
+        ServerEnd::Embedded => None,
+    };
+    let ssh = match end {
+        ServerEnd::Ssh(t) => Some(t),
         _ => None,
     };
-    if let Some(p) = &a.psk_file {
-        let key = plumb_ctl::auth::load_key(p, "--psk-file").map_err(Failure::usage)?;
-        let _ = PSK.set(key);
-    }
     let label = a
         .label
         .clone()
@@ -441,7 +480,7 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
     };
     // Ends the far end's server when this returns, however it returns.
     let mut far = match &ssh {
-        Some(t) => Some(start_far_end(t, &a, &spec)?),
+        Some(t) => Some(start_far_end(t, &a.far, spec.family)?),
         None => None,
     };
     if let Some(f) = &far {

@@ -82,6 +82,8 @@ fn resume_command(a: &SweepArgs, seed: Option<u64>) -> String {
 /// Shows the sweep on a progress bar and stores each finished point.
 struct Keeper<'a> {
     store: &'a mut Store,
+    /// The server end, unless the embedded one.
+    server: Option<std::net::SocketAddr>,
     env: Environment,
     experiment: String,
     seed: u64,
@@ -108,6 +110,15 @@ impl Observer for Keeper<'_> {
     }
 
     fn finished(&mut self, point: &Point, record: &RunRecord) -> Result<(), String> {
+        // The record names both ends' builds and where the server was.
+        let mut record = record.clone();
+        let server_build = record
+            .iterations
+            .iter()
+            .find_map(|i| i.server.build.clone());
+        record.build = Some(env!("PLUMB_BUILD").to_string());
+        record.peer = Some(super::run::peer(&record.spec, self.server, server_build));
+        let record = &record;
         let tag = RunTag {
             experiment: self.experiment.clone(),
             point: point.id.to_string(),
@@ -129,7 +140,21 @@ impl Observer for Keeper<'_> {
 }
 
 pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
-    let plan = load(&a.file, a.quick)?;
+    let mut plan = load(&a.file, a.quick)?;
+    let mut far_args = a.far.clone();
+    if far_args.server.is_none() {
+        far_args.server = plan.experiment.server.clone();
+    }
+    let end = super::run::server_end(&far_args, None)?;
+    if !matches!(end, super::run::ServerEnd::Embedded) {
+        if let Some(p) = plan.points.iter().find(|p| p.spec.topology.is_some()) {
+            return Err(Failure::usage(format!(
+                "--server: point {} runs over a topology of this host's, both ends here; \
+                 leave out --server (and the file's server) or the topology",
+                p.id
+            )));
+        }
+    }
     let exp = &plan.experiment;
     let seed = plan.seed(a.order_seed);
     let label = plan.label(a.label.as_deref());
@@ -170,14 +195,32 @@ pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
         repeat.max
     );
 
+    // Ends the far end's server when the sweep is over, however it ends.
+    let (server, host, _far) = match end {
+        super::run::ServerEnd::Embedded => (None, None, None),
+        super::run::ServerEnd::Manual(addr, host) => (Some(addr), Some(host), None),
+        super::run::ServerEnd::Ssh(t) => {
+            let family = plan
+                .points
+                .first()
+                .map_or(plumb_spec::Family::V4, |p| p.spec.family);
+            let far = super::run::start_far_end(&t, &far_args, family)?;
+            (Some(far.addr), Some(t.host.clone()), Some(far))
+        }
+    };
+    if let (Some(addr), Some(host)) = (server, &host) {
+        for p in &mut plan.points {
+            p.spec.server_host = Some(host.clone());
+            p.spec.family = super::run::family_of(&addr);
+        }
+    }
     let opts = RunOptions {
-        server: None,
+        server,
         label: label.clone(),
         interrupted: super::run::interrupt_flag(),
         server_exe: std::env::current_exe()
             .map_err(|e| Failure::usage(format!("cannot find the plumb executable: {e}")))?,
-        // Experiments run against the embedded server only.
-        psk: None,
+        psk: super::run::psk(),
         exclusive: a.exclusive,
         server_knobs: Vec::new(),
     };
@@ -190,6 +233,7 @@ pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
     );
     let mut keeper = Keeper {
         store: &mut store,
+        server,
         env: plumb_run::env::capture(&["lo"]),
         experiment: exp.name.clone(),
         seed,

@@ -437,10 +437,15 @@ pub fn html(r: &SweepReport) -> String {
     } else {
         let _ = writeln!(o, "<table><tr><th>fact</th><th>A</th><th>B</th></tr>");
         for d in env_diff {
+            // The end is named where the runs kept the server's facts apart.
+            let fact = match &d.end {
+                Some(end) => format!("{end}: {}", d.key),
+                None => d.key.clone(),
+            };
             let _ = writeln!(
                 o,
                 "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&d.key),
+                esc(&fact),
                 esc(d.a.as_deref().unwrap_or("(absent)")),
                 esc(d.b.as_deref().unwrap_or("(absent)"))
             );
