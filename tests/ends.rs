@@ -273,18 +273,26 @@ fn a_server_knob_is_set_in_the_servers_namespace_for_the_session_and_always_rest
     );
     drop(_run);
 
-    // A server that does not allow knobs refuses them in one line naming
-    // the flag, before any traffic.
-    let (_plain, addr) = serve_in(&pair, &journal, &["--psk-file", key]);
-    let out = client(&addr, "1s", &["--psk-file", key]).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{err}");
-    assert!(
-        err.lines()
-            .any(|l| l.contains("--server-knob") && l.contains("--allow-knobs")),
-        "{err}"
-    );
-    assert_eq!(sysctl_in(&pair.server, sysctl), before);
+    // A server that does not allow knobs, or runs tests side by side,
+    // refuses them in one line naming the flags, before any traffic.
+    for (server_flags, says) in [
+        (&["--psk-file", key][..], "--allow-knobs"),
+        (
+            &["--psk-file", key, "--allow-knobs", "--concurrent", "2"][..],
+            "--concurrent",
+        ),
+    ] {
+        let (_refusing, addr) = serve_in(&pair, &journal, server_flags);
+        let out = client(&addr, "1s", &["--psk-file", key]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{err}");
+        assert!(
+            err.lines()
+                .any(|l| l.contains("--server-knob") && l.contains(says)),
+            "{server_flags:?}: {err}"
+        );
+        assert_eq!(sysctl_in(&pair.server, sysctl), before);
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -495,6 +495,15 @@ fn session_knobs(
                 .into(),
         );
     }
+    // Knobs are the host's: two sessions setting one would each put back
+    // what the other set.
+    if sh.cfg.concurrent > 1 {
+        return Err(format!(
+            "--server-knob: this server runs {} tests at once (--concurrent) and knobs are \
+             host-wide; start it with --concurrent 1 to let clients set knobs",
+            sh.cfg.concurrent
+        ));
+    }
     let (lines, guard) = host
         .apply(knobs)
         .map_err(|e| format!("--server-knob: {e}"))?;
