@@ -43,6 +43,14 @@ pub fn capture(interfaces: &[&str]) -> Environment {
     capture_capped(interfaces, MAX_FACTS)
 }
 
+/// The environment of this end of a test: this host (or namespace) with
+/// the interfaces that reach the other end's address `peer`.
+pub fn capture_toward(peer: IpAddr) -> Environment {
+    let names = interfaces_for(peer);
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    capture(&names)
+}
+
 fn capture_capped(interfaces: &[&str], cap: usize) -> Environment {
     let interfaces: BTreeSet<&str> = interfaces
         .iter()

@@ -77,7 +77,6 @@ pub struct RunOptions {
 }
 
 /// What the server end said besides its figures.
-#[derive(Default)]
 struct FarEnd {
     env: Option<Environment>,
     /// What its knobs did on its host, one line each.
@@ -325,9 +324,7 @@ pub fn run(
         (None, Some(_)) => topology::VethPair::server_ip(spec.family),
         (None, None) => loopback(spec.family),
     };
-    let names = env::interfaces_for(server_ip);
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let mut environment = env::capture(&names);
+    let mut environment = env::capture_toward(server_ip);
     if let Some(s) = &server_env {
         environment.add_server_end(s);
     }

@@ -81,30 +81,20 @@ fn check_inner(a: CheckArgs) -> Result<i32, Failure> {
             let repeat = super::repeat(a.iterations, a.confidence);
             // The server end of the runs made now; one started over ssh
             // serves them all and ends with this.
-            let (server, host, _far) = match super::run::server_end(&a.far, None)? {
-                super::run::ServerEnd::Embedded => (None, None, None),
-                super::run::ServerEnd::Manual(addr, host) => (Some(addr), Some(host), None),
-                super::run::ServerEnd::Ssh(t) => {
-                    let family = specs
-                        .first()
-                        .map_or(plumb_spec::Family::V4, |r| r.spec.family);
-                    let far = super::run::start_far_end(&t, &a.far, family)?;
-                    (Some(far.addr), Some(t.host.clone()), Some(far))
-                }
-            };
+            let family = specs
+                .first()
+                .map_or(plumb_spec::Family::V4, |r| r.spec.family);
+            let end = super::run::reach(&a.far, family)?;
             let mut runs = Vec::new();
             let mut env = None;
             for r in specs {
                 let mut spec = r.spec.clone();
-                if let (Some(addr), Some(host)) = (server, &host) {
-                    spec.server_host = Some(host.clone());
-                    spec.family = super::run::family_of(&addr);
-                }
+                end.aim(&mut spec);
                 eprintln!("running {} under label {label}", spec.summary());
                 let (rec, e) = super::run::run_and_store(
                     &spec,
                     &label,
-                    server,
+                    end.addr,
                     &repeat,
                     if a.no_store { None } else { Some(&mut store) },
                     false,

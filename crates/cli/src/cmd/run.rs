@@ -417,6 +417,50 @@ pub(crate) fn server_end(f: &ServerArgs, asked: Option<Family>) -> Result<Server
     })
 }
 
+/// The server end of a command that runs many specs (`sweep`, `check`),
+/// reached: its address (None for the embedded server), the host the specs
+/// name, and the server started over ssh, which ends when this is dropped.
+pub(crate) struct Reached {
+    pub addr: Option<std::net::SocketAddr>,
+    host: Option<String>,
+    _far: Option<plumb_run::ssh::SshServer>,
+}
+
+impl Reached {
+    /// Points `spec` at this server end, as `plumb run --server` does.
+    pub fn aim(&self, spec: &mut Spec) {
+        if let (Some(addr), Some(host)) = (self.addr, &self.host) {
+            spec.server_host = Some(host.clone());
+            spec.family = family_of(&addr);
+        }
+    }
+}
+
+/// Reads `--server` and its companions and starts the server over ssh when
+/// it names one; `family` is the one the specs prefer.
+pub(crate) fn reach(f: &ServerArgs, family: Family) -> Result<Reached, Failure> {
+    Ok(match server_end(f, None)? {
+        ServerEnd::Embedded => Reached {
+            addr: None,
+            host: None,
+            _far: None,
+        },
+        ServerEnd::Manual(addr, host) => Reached {
+            addr: Some(addr),
+            host: Some(host),
+            _far: None,
+        },
+        ServerEnd::Ssh(t) => {
+            let far = start_far_end(&t, f, family)?;
+            Reached {
+                addr: Some(far.addr),
+                host: Some(t.host.clone()),
+                _far: Some(far),
+            }
+        }
+    })
+}
+
 /// The family the flows use to reach `addr`: the server's address decides
 /// what the record says they used.
 pub(crate) fn family_of(addr: &std::net::SocketAddr) -> Family {

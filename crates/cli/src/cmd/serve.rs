@@ -44,7 +44,7 @@ pub fn exec(a: ServeArgs) -> Result<i32, Failure> {
             LogArg::Text => LogFormat::Text,
             LogArg::Json => LogFormat::Json,
         },
-        environment: (!a.same_host).then_some(environment_for as fn(_) -> _),
+        environment: (!a.same_host).then_some(plumb_run::env::capture_toward as fn(_) -> _),
         // A server started over ssh:// takes the ssh login as the right to
         // change its host.
         knobs: (a.allow_knobs || a.ssh_session).then(|| {
@@ -59,12 +59,4 @@ pub fn exec(a: ServeArgs) -> Result<i32, Failure> {
         // reports it to the user.
         Err(ServeError::Session(_)) => Ok(1),
     }
-}
-
-/// This host's environment for the interfaces that reach `client`: what a
-/// server end sends with its results.
-fn environment_for(client: std::net::IpAddr) -> plumb_samples::Environment {
-    let names = plumb_run::env::interfaces_for(client);
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    plumb_run::env::capture(&names)
 }

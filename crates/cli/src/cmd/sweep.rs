@@ -10,7 +10,7 @@ use plumb_report::sweep::{matrix_side, TaggedRun};
 use plumb_run::experiment::{self as runner, Observer, Plan, PlanError, SweepError};
 use plumb_run::RunOptions;
 use plumb_samples::units::format_half_width;
-use plumb_samples::{Environment, RunRecord};
+use plumb_samples::RunRecord;
 use plumb_spec::experiment::{Order, Point, PointId};
 use plumb_store::{RunTag, Store};
 
@@ -84,7 +84,6 @@ struct Keeper<'a> {
     store: &'a mut Store,
     /// The server end, unless the embedded one.
     server: Option<std::net::SocketAddr>,
-    env: Environment,
     experiment: String,
     seed: u64,
     points: usize,
@@ -127,11 +126,7 @@ impl Observer for Keeper<'_> {
         };
         let id = self
             .store
-            .insert_tagged_run(
-                record,
-                Some(record.environment.as_ref().unwrap_or(&self.env)),
-                &tag,
-            )
+            .insert_tagged_run(record, record.environment.as_ref(), &tag)
             .map_err(|e| e.to_string())?;
         self.bar
             .suspend(|| crate::outln!("{}", point_line(point, record, id.0)));
@@ -145,8 +140,7 @@ pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
     if far_args.server.is_none() {
         far_args.server = plan.experiment.server.clone();
     }
-    let end = super::run::server_end(&far_args, None)?;
-    if !matches!(end, super::run::ServerEnd::Embedded) {
+    if far_args.server.is_some() {
         if let Some(p) = plan.points.iter().find(|p| p.spec.topology.is_some()) {
             return Err(Failure::usage(format!(
                 "--server: point {} runs over a topology of this host's, both ends here; \
@@ -196,24 +190,15 @@ pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
     );
 
     // Ends the far end's server when the sweep is over, however it ends.
-    let (server, host, _far) = match end {
-        super::run::ServerEnd::Embedded => (None, None, None),
-        super::run::ServerEnd::Manual(addr, host) => (Some(addr), Some(host), None),
-        super::run::ServerEnd::Ssh(t) => {
-            let family = plan
-                .points
-                .first()
-                .map_or(plumb_spec::Family::V4, |p| p.spec.family);
-            let far = super::run::start_far_end(&t, &far_args, family)?;
-            (Some(far.addr), Some(t.host.clone()), Some(far))
-        }
-    };
-    if let (Some(addr), Some(host)) = (server, &host) {
-        for p in &mut plan.points {
-            p.spec.server_host = Some(host.clone());
-            p.spec.family = super::run::family_of(&addr);
-        }
+    let family = plan
+        .points
+        .first()
+        .map_or(plumb_spec::Family::V4, |p| p.spec.family);
+    let end = super::run::reach(&far_args, family)?;
+    for p in &mut plan.points {
+        end.aim(&mut p.spec);
     }
+    let server = end.addr;
     let opts = RunOptions {
         server,
         label: label.clone(),
@@ -234,7 +219,6 @@ pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
     let mut keeper = Keeper {
         store: &mut store,
         server,
-        env: plumb_run::env::capture(&["lo"]),
         experiment: exp.name.clone(),
         seed,
         points,
