@@ -355,3 +355,107 @@ fn under_veth_a_server_knob_acts_in_the_servers_namespace_only() {
     );
     assert!(!text.contains("client: sysctl.net.ipv4.tcp_rmem"), "{text}");
 }
+
+/// `ethtool -S DEV` inside `ns`, read by the test: each statistic's name
+/// and value, in the driver's order.
+fn ethtool_s(ns: &Netns, dev: &str) -> Vec<(String, u64)> {
+    let out = ns.exec("ethtool").args(["-S", dev]).output().unwrap();
+    assert!(out.status.success(), "ethtool -S {dev} in {}", ns.0);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let (name, v) = l.trim().rsplit_once(':')?;
+            Some((name.to_string(), v.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+#[test]
+fn each_ends_driver_statistics_agree_with_ethtool_s_read_around_the_run() {
+    if !require_tool("ethtool", "ethtool") {
+        return;
+    }
+    let Some(pair) = NetnsPair::new("drv", 5) else {
+        return;
+    };
+    // A veth counts its packets in its own statistics
+    // (rx_queue_0_xdp_packets) only on its NAPI path: GRO on where it
+    // receives, TSO off where it sends, set while it is down.
+    for (ns, dev) in [
+        (&pair.client, &pair.client_dev),
+        (&pair.server, &pair.server_dev),
+    ] {
+        assert!(ok(ns.exec("ip").args(["link", "set", dev, "down"])));
+        assert!(ok(ns
+            .exec("ethtool")
+            .args(["-K", dev, "gro", "on", "tso", "off"])));
+        assert!(ok(ns.exec("ip").args(["link", "set", dev, "up"])));
+    }
+    let journal = std::env::temp_dir().join(format!("plumb-drv-{}.journal", std::process::id()));
+    let (_serve, addr) = serve_in(&pair, &journal, &[]);
+    let db = TempDb::new("drv");
+    let before = [
+        ethtool_s(&pair.client, &pair.client_dev),
+        ethtool_s(&pair.server, &pair.server_dev),
+    ];
+    let out = plumb_in(&pair.client, &db)
+        .args(["run", "stream", "--server", &addr, "--json", "--no-store"])
+        .args(["--duration", "1s", "--warmup", "200ms", "--iterations", "1"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let after = [
+        ethtool_s(&pair.client, &pair.client_dev),
+        ethtool_s(&pair.server, &pair.server_dev),
+    ];
+    let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let it = &rec["iterations"][0];
+    let ends = [
+        (&it["client"], &pair.client_dev),
+        (&it["server"], &pair.server_dev),
+    ];
+    for (k, (end, dev)) in ends.into_iter().enumerate() {
+        let iface = items(&end["interfaces"])
+            .find(|i| i["name"] == dev.as_str())
+            .unwrap_or_else(|| panic!("{dev} carried the test: {}", end["interfaces"]));
+        assert_eq!(iface["virtual_device"], true, "{iface}");
+        assert_eq!(
+            iface["driver_counters"].as_u64(),
+            Some(after[k].len() as u64),
+            "the driver names what ethtool -S lists: {iface}"
+        );
+        let driver = iface["driver"]
+            .as_object()
+            .expect("driver statistics moved");
+        let around = |name: &str| {
+            let value = |s: &[(String, u64)]| s.iter().find(|(n, _)| n == name).unwrap().1;
+            value(&after[k]) - value(&before[k])
+        };
+        // Packets the veth passed up in the window: some, and no more than
+        // ethtool counted over the whole run, warm-up and set-up included.
+        let packets = driver["rx_queue_0_xdp_packets"].as_u64().unwrap_or(0);
+        assert!(packets > 0, "{dev}: {iface}");
+        for (name, v) in driver {
+            let v = v.as_u64().unwrap_or_else(|| panic!("{name}: {v}"));
+            assert!(
+                v <= around(name),
+                "{dev} {name}: {v} in the window, {} around it",
+                around(name)
+            );
+        }
+    }
+    // The receiving end's veth carried the payload, headers on top.
+    let bytes = items(&it["server"]["interfaces"])
+        .find(|i| i["name"] == pair.server_dev.as_str())
+        .map(|i| i["driver"]["rx_queue_0_xdp_bytes"].as_u64().unwrap_or(0))
+        .unwrap();
+    let payload = it["transfer"]["received_bytes"].as_u64().unwrap();
+    let queued = it["transfer"]["in_flight_start_bytes"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(
+        bytes as f64 >= 0.99 * payload.saturating_sub(queued) as f64,
+        "the server's veth took {bytes} B, the flows received {payload} B ({queued} B queued first)"
+    );
+}

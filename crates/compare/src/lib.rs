@@ -2,10 +2,14 @@
 //! matched by a key (the spec key, or an experiment point's place in its
 //! matrix), each matched point gets its deltas, Welch's test, a
 //! bootstrap interval of the ratio and a three-way verdict, and the
-//! comparison is explained by the environment diff and the CPU budget per
-//! end (seconds of user, system and softirq time per GB moved).
+//! comparison is explained by the environment diff, the CPU budget per
+//! end (seconds of user, system and softirq time per GB moved), the events
+//! behind it and the CPUs that took each device's interrupts.
 #![deny(unsafe_code)]
 
+mod budget;
+
+pub use budget::BudgetLine;
 use plumb_samples::{EnvChange, Environment, Iteration, Metric, RunRecord};
 use plumb_stats::{CompareParams, Verdict};
 use serde::Serialize;
@@ -81,22 +85,6 @@ pub struct SideStats {
     pub runs: usize,
 }
 
-/// One line of the CPU budget: seconds of CPU per GB received.
-#[derive(Debug, Clone, Serialize)]
-pub struct BudgetLine {
-    /// `client`, `server` (the processes), `client host`, `server host`
-    /// (every CPU of the machine that end ran on), or `host` when both ends
-    /// ran on one machine.
-    pub end: String,
-    /// `user`, `system`, `softirq`, `irq`, or for a process `run-queue
-    /// wait` (its threads runnable but not on a CPU).
-    pub part: String,
-    pub a: f64,
-    pub b: f64,
-    /// b / a - 1; absent when a is 0.
-    pub change: Option<f64>,
-}
-
 #[derive(Debug, Clone, Serialize)]
 pub struct Point {
     pub spec_key: String,
@@ -117,6 +105,17 @@ pub struct Point {
     /// microseconds per transaction".
     pub budget_unit: &'static str,
     pub budget: Vec<BudgetLine>,
+    /// What the event lines count: "events per GB" or "events per million
+    /// transactions".
+    pub events_unit: &'static str,
+    /// Migrations, softnet drops and squeezes, interface drops per end,
+    /// where either side counted any.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub events: Vec<BudgetLine>,
+    /// Interfaces whose interrupts a different CPU took most of on the two
+    /// sides, per end.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub irq_moves: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -216,64 +215,6 @@ fn side_stats(xs: &[f64], level: f64, runs: usize) -> SideStats {
     }
 }
 
-/// CPU seconds per GB received, summed over iterations so that long and
-/// short windows weigh by what they moved.
-/// For request/response the unit is microseconds of CPU per transaction.
-fn budget(its: &[&Iteration], transactional: bool) -> BTreeMap<(String, String), f64> {
-    let gb: f64 = its
-        .iter()
-        .map(|i| {
-            if transactional {
-                i.client.transactions as f64 / 1e6
-            } else {
-                i.transfer.received_bytes as f64 / 1e9
-            }
-        })
-        .sum();
-    let mut out = BTreeMap::new();
-    if gb <= 0.0 {
-        return out;
-    }
-    let mut add = |end: &str, part: &str, v: f64| {
-        *out.entry((end.to_string(), part.to_string()))
-            .or_insert(0.0) += v / gb;
-    };
-    for i in its {
-        // The record does not say whether the server was embedded; both
-        // ends reporting one host name means they read the same /proc/stat
-        // (loopback, or veth namespaces on one machine), and that host's
-        // CPUs count once, as the run's own derived host figures do.
-        let shared = i.client.hostname == i.server.hostname;
-        for end in [&i.client, &i.server] {
-            let who = end.role.name();
-            add(who, "user", end.process.user_s);
-            add(who, "system", end.process.system_s);
-            // Time the end's threads were ready to run but waited for a
-            // CPU: what a crowded or badly pinned end pays on top.
-            if let Some(sched) = &end.process.sched {
-                add(who, "run-queue wait", sched.wait_s);
-            }
-            if shared && end.role == plumb_samples::Role::Server {
-                continue;
-            }
-            let host = if shared {
-                "host".to_string()
-            } else {
-                format!("{who} host")
-            };
-            add(
-                &host,
-                "user",
-                end.cpus.iter().map(|c| c.user_s + c.nice_s).sum(),
-            );
-            add(&host, "system", end.cpus.iter().map(|c| c.system_s).sum());
-            add(&host, "irq", end.cpus.iter().map(|c| c.irq_s).sum());
-            add(&host, "softirq", end.cpus.iter().map(|c| c.softirq_s).sum());
-        }
-    }
-    out
-}
-
 /// Compares side `a` (the baseline) with side `b` (the candidate).
 pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
     let keys = |s: &Side| -> BTreeMap<String, String> {
@@ -328,20 +269,16 @@ pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
             .find(|r| &r.key == key_a)
             .map_or(Metric::Throughput, |r| r.record.metric());
         let transactional = metric == Metric::Tps;
-        let (ba, bb) = (budget(&ia, transactional), budget(&ib, transactional));
-        let budget = ba
-            .iter()
-            .filter_map(|((end, part), va)| {
-                let vb = *bb.get(&(end.clone(), part.clone()))?;
-                Some(BudgetLine {
-                    end: end.clone(),
-                    part: part.clone(),
-                    a: *va,
-                    b: vb,
-                    change: (*va > 0.0).then(|| vb / va - 1.0),
-                })
-            })
-            .collect();
+        let budget = budget::lines(
+            &budget::cpu(&ia, transactional),
+            &budget::cpu(&ib, transactional),
+            |_, _| true,
+        );
+        let events = budget::lines(
+            &budget::events(&ia, transactional),
+            &budget::events(&ib, transactional),
+            |a, b| a > 0.0 || b > 0.0,
+        );
         let runs = |s: &Side, key: &str| s.complete_at(key).count();
         points.push(Point {
             spec_key: if key_a == key_b {
@@ -361,6 +298,9 @@ pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
             ratio_hi: c.ratio.hi,
             verdict: c.verdict,
             budget,
+            events_unit: metric.events_unit(),
+            events,
+            irq_moves: budget::irq_moves(&ia, &ib),
         });
     }
     let paired = |k: &String| pairs.iter().any(|(x, y, _)| x == k || y == k);
@@ -514,6 +454,82 @@ mod tests {
             budget_ends("elsewhere"),
             vec!["client host".to_string(), "server host".to_string()]
         );
+    }
+
+    /// A side of three iterations whose server, on a host of its own, was
+    /// migrated `migrations` times, dropped `dropped` packets in its
+    /// backlogs and took eth0's interrupts on `irq_cpu`.
+    fn accounted(name: &str, migrations: u64, dropped: u64, irq_cpu: u32) -> Side {
+        let mut r = record(&[9e9, 9.1e9, 8.9e9], "elsewhere");
+        for i in &mut r.iterations {
+            i.server.process.sched = Some(plumb_samples::SchedTimes {
+                migrations: Some(migrations),
+                ..Default::default()
+            });
+            i.server.softnet = vec![plumb_samples::SoftnetCounts {
+                cpu: 3,
+                processed: 1000,
+                dropped,
+                ..Default::default()
+            }];
+            i.server.interfaces = vec![plumb_samples::InterfaceCounts {
+                name: "eth0".into(),
+                irqs: vec![plumb_samples::IrqCounts {
+                    irq: 40,
+                    name: "eth0-TxRx-0".into(),
+                    cpus: vec![
+                        plumb_samples::IrqCpu {
+                            cpu: irq_cpu,
+                            count: 900,
+                        },
+                        plumb_samples::IrqCpu { cpu: 7, count: 100 },
+                    ],
+                }],
+                ..Default::default()
+            }];
+        }
+        Side::new(name, vec![r], None)
+    }
+
+    #[test]
+    fn migrations_drops_and_moved_interrupts_explain_a_point_per_end() {
+        let c = compare(
+            &accounted("a", 10, 0, 1),
+            &accounted("b", 40, 5, 0),
+            &CompareParams::default(),
+        );
+        let p = &c.points[0];
+        assert_eq!(p.events_unit, "events per GB");
+        let line = |end: &str, part: &str| {
+            p.events
+                .iter()
+                .find(|l| l.end == end && l.part == part)
+                .unwrap_or_else(|| panic!("{end} {part} in {:?}", p.events))
+        };
+        let m = line("server", "migrations");
+        assert!((m.change.unwrap() - 3.0).abs() < 1e-9, "{m:?}");
+        let r = record(&[1.0], "elsewhere");
+        let gb = r.iterations[0].transfer.received_bytes as f64 / 1e9;
+        assert!((m.a - 10.0 / gb).abs() < 1e-6 * m.a, "{m:?}, {gb} GB each");
+        let d = line("server host", "softnet dropped");
+        assert_eq!(d.a, 0.0);
+        assert!(d.b > 0.0 && d.change.is_none(), "{d:?}");
+        // Nothing counted on either side says nothing.
+        assert!(
+            p.events.iter().all(|l| l.part != "time_squeeze"),
+            "{:?}",
+            p.events
+        );
+        assert_eq!(
+            p.irq_moves,
+            vec!["server: IRQs of eth0 moved from CPU 1 (90 %) to CPU 0 (90 %)".to_string()]
+        );
+        let same = compare(
+            &accounted("a", 10, 0, 1),
+            &accounted("b", 10, 0, 1),
+            &CompareParams::default(),
+        );
+        assert!(same.points[0].irq_moves.is_empty());
     }
 
     fn side(name: &str, client: Option<&str>, server: Option<&str>) -> Side {

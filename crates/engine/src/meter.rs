@@ -41,10 +41,22 @@ struct HostSnapshot {
     softnet: Vec<SoftnetCounts>,
     net_dev: Vec<NetDevRow>,
     interrupts: Interrupts,
+    /// Each interface's driver statistics, where the driver names any and
+    /// they could be read.
+    driver: BTreeMap<String, Vec<(String, u64)>>,
 }
 
 impl HostSnapshot {
     fn take() -> HostSnapshot {
+        let net_dev = plumb_sys::proc::read_net_dev().unwrap_or_default();
+        let sock = plumb_sys::ethtool::socket().ok();
+        let driver = net_dev
+            .iter()
+            .filter_map(|d| {
+                let stats = plumb_sys::ethtool::driver_stats(sock.as_ref()?, &d.name).ok()?;
+                Some((d.name.clone(), stats))
+            })
+            .collect();
         HostSnapshot {
             rusage: plumb_sys::process::rusage_self(),
             tasks: plumb_sys::proc::read_tasks(None).unwrap_or_default(),
@@ -52,8 +64,9 @@ impl HostSnapshot {
             softirqs: plumb_sys::proc::read_softirqs().unwrap_or_default(),
             net: plumb_sys::proc::read_net_counters().unwrap_or_default(),
             softnet: plumb_sys::proc::read_softnet().unwrap_or_default(),
-            net_dev: plumb_sys::proc::read_net_dev().unwrap_or_default(),
+            net_dev,
             interrupts: plumb_sys::proc::read_interrupts().unwrap_or_default(),
+            driver,
         }
     }
 }
@@ -395,6 +408,8 @@ fn interface_deltas(a: &HostSnapshot, b: &HostSnapshot) -> Vec<InterfaceCounts> 
                 counters,
                 virtual_device: false,
                 irqs: Vec::new(),
+                driver_counters: b.driver.get(&e.name).map(|s| s.len() as u32),
+                driver: driver_deltas(a.driver.get(&e.name), b.driver.get(&e.name)),
             };
             Some(match plumb_sys::proc::net_device(&e.name) {
                 None => InterfaceCounts {
@@ -412,6 +427,27 @@ fn interface_deltas(a: &HostSnapshot, b: &HostSnapshot) -> Vec<InterfaceCounts> 
             })
         })
         .collect()
+}
+
+/// The driver statistics of one interface that moved between two readings
+/// (from zero for an interface that came up in the window; a name the
+/// driver gives twice is summed).
+fn driver_deltas(
+    a: Option<&Vec<(String, u64)>>,
+    b: Option<&Vec<(String, u64)>>,
+) -> BTreeMap<String, i64> {
+    let sum = |stats: Option<&Vec<(String, u64)>>| {
+        let mut m: BTreeMap<String, i64> = BTreeMap::new();
+        for (name, v) in stats.into_iter().flatten() {
+            let e = m.entry(name.clone()).or_default();
+            *e = e.wrapping_add(*v as i64);
+        }
+        m
+    };
+    let Some(b) = b else {
+        return BTreeMap::new();
+    };
+    counter_deltas(&sum(a), &sum(Some(b)))
 }
 
 /// The interrupts each CPU took over the window on each of `irqs`, for the

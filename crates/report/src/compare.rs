@@ -1,7 +1,7 @@
 //! Renderings of a comparison. Every one states the method (test, alpha, n,
 //! noise band) next to the verdicts, so a pasted table cannot lose it.
 
-use plumb_compare::{Comparison, Point};
+use plumb_compare::{BudgetLine, Comparison, Point};
 use plumb_samples::units::{format_change as pct, format_cpu_cost as cost, scaled, sig3};
 use plumb_samples::Metric;
 use std::fmt::Write;
@@ -76,13 +76,31 @@ fn leftovers(o: &mut String, c: &Comparison, bullet: &str) {
 
 /// Budget lines worth a reader's eye: the processes always, the hosts'
 /// softirq and system time, and any line that moved by more than 5 %.
-fn budget_lines(p: &Point) -> impl Iterator<Item = &plumb_compare::BudgetLine> {
+fn budget_lines(p: &Point) -> impl Iterator<Item = &BudgetLine> {
     p.budget.iter().filter(|l| {
         !l.end.ends_with("host")
             || l.part == "softirq"
             || l.part == "system"
             || l.change.is_some_and(|c| c.abs() > 0.05)
     })
+}
+
+/// A table's unit, its lines, and how its figures are written.
+type Table<'a> = (&'static str, Vec<&'a BudgetLine>, fn(f64) -> String);
+
+/// The tables that explain a point: its CPU budget, and the events per
+/// unit of work where either side counted any, each with its unit and how
+/// its figures are written.
+fn explanation(p: &Point) -> Vec<Table<'_>> {
+    let mut tables: Vec<Table> = vec![(p.budget_unit, budget_lines(p).collect(), cost)];
+    if !p.events.is_empty() {
+        tables.push((p.events_unit, p.events.iter().collect(), sig3));
+    }
+    tables
+}
+
+fn change(l: &BudgetLine) -> String {
+    l.change.map(pct).unwrap_or_else(|| "-".into())
 }
 
 /// The terminal rendering (the default).
@@ -117,20 +135,21 @@ pub fn terminal(c: &Comparison) -> String {
             p.p_value,
             p.verdict
         );
-        let _ = writeln!(
-            o,
-            "  {:<22} {:>10} {:>10} {:>9}",
-            p.budget_unit, "A", "B", "change"
-        );
-        for l in budget_lines(p) {
-            let _ = writeln!(
-                o,
-                "    {:<20} {:>10} {:>10} {:>9}",
-                format!("{} {}", l.end, l.part),
-                cost(l.a),
-                cost(l.b),
-                l.change.map(pct).unwrap_or_else(|| "-".into())
-            );
+        for (unit, lines, figure) in explanation(p) {
+            let _ = writeln!(o, "  {unit:<22} {:>10} {:>10} {:>9}", "A", "B", "change");
+            for l in lines {
+                let _ = writeln!(
+                    o,
+                    "    {:<20} {:>10} {:>10} {:>9}",
+                    format!("{} {}", l.end, l.part),
+                    figure(l.a),
+                    figure(l.b),
+                    change(l)
+                );
+            }
+        }
+        for m in &p.irq_moves {
+            let _ = writeln!(o, "  {m}");
         }
     }
     if !c.points.is_empty() {
@@ -217,21 +236,22 @@ pub fn markdown(c: &Comparison) -> String {
     }
     let _ = writeln!(o, "\n_Method: {}._\n", method_line(c));
     for p in &c.points {
-        let _ = writeln!(o, "{}, {}:\n", p.budget_unit, p.summary);
-        let _ = writeln!(o, "| end | A | B | change |");
-        let _ = writeln!(o, "|---|---|---|---|");
-        for l in budget_lines(p) {
-            let _ = writeln!(
-                o,
-                "| {} {} | {} | {} | {} |",
-                l.end,
-                l.part,
-                cost(l.a),
-                cost(l.b),
-                l.change.map(pct).unwrap_or_else(|| "-".into())
-            );
+        for (unit, lines, figure) in explanation(p) {
+            let _ = writeln!(o, "{unit}, {}:\n", p.summary);
+            let _ = writeln!(o, "| end | A | B | change |");
+            let _ = writeln!(o, "|---|---|---|---|");
+            for l in lines {
+                let (a, b) = (figure(l.a), figure(l.b));
+                let _ = writeln!(o, "| {} {} | {a} | {b} | {} |", l.end, l.part, change(l));
+            }
+            let _ = writeln!(o);
         }
-        let _ = writeln!(o);
+        for m in &p.irq_moves {
+            let _ = writeln!(o, "- {m}");
+        }
+        if !p.irq_moves.is_empty() {
+            let _ = writeln!(o);
+        }
     }
     differences(&mut o, c, "- ");
     o
@@ -305,4 +325,52 @@ pub fn csv(c: &Comparison) -> String {
         );
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use plumb_compare::{compare, Side};
+    use plumb_samples::{InterfaceCounts, IrqCounts, IrqCpu, RunRecord, SchedTimes};
+
+    /// The example run, its server on a host of its own, migrated
+    /// `migrations` times and taking eth0's interrupts on `cpu`.
+    fn side(name: &str, migrations: u64, cpu: u32) -> Side {
+        let text = include_str!("../../../schemas/examples/run.v1.example.json");
+        let mut r: RunRecord = serde_json::from_str(text).unwrap();
+        r.complete = true;
+        let mut it = r.iterations[0].clone();
+        it.complete = true;
+        it.server.hostname = "far".into();
+        it.server.process.sched = Some(SchedTimes {
+            migrations: Some(migrations),
+            ..Default::default()
+        });
+        it.server.interfaces = vec![InterfaceCounts {
+            name: "eth0".into(),
+            irqs: vec![IrqCounts {
+                irq: 40,
+                name: "eth0-TxRx-0".into(),
+                cpus: vec![IrqCpu { cpu, count: 10 }],
+            }],
+            ..Default::default()
+        }];
+        r.iterations = (0..3).map(|_| it.clone()).collect();
+        Side::new(name, vec![r], None)
+    }
+
+    #[test]
+    fn terminal_and_markdown_show_the_events_and_the_moved_interrupts() {
+        let c = compare(&side("a", 4, 2), &side("b", 8, 5), &Default::default());
+        let moved = "server: IRQs of eth0 moved from CPU 2 (100 %) to CPU 5 (100 %)";
+        let unit = c.points[0].events_unit;
+        for text in [super::terminal(&c), super::markdown(&c)] {
+            assert!(text.contains(unit), "{text}");
+            let line = text
+                .lines()
+                .find(|l| l.contains("server migrations"))
+                .unwrap_or_else(|| panic!("{text}"));
+            assert!(line.contains("+100.0%"), "{line}");
+            assert!(text.contains(moved), "{text}");
+        }
+    }
 }

@@ -728,8 +728,14 @@ fn network(o: &mut String, it: &Iteration) {
             if i.virtual_device {
                 extra.push("virtual: no IRQs".into());
             }
+            if i.driver_counters == Some(0) {
+                extra.push("no driver stats".into());
+            }
             let _ = writeln!(o, "{}", fit_80(&[vec![line], extra].concat()));
             head = "";
+            if !i.driver.is_empty() {
+                let _ = writeln!(o, "{}", fit_80(&driver_line(&i.driver)));
+            }
             if !i.irqs.is_empty() {
                 // Which CPUs took the device's interrupts, most first.
                 let mut per_cpu: BTreeMap<u32, u64> = BTreeMap::new();
@@ -776,6 +782,33 @@ fn network(o: &mut String, it: &Iteration) {
         let _ = writeln!(o, "{}", fit_80(&parts));
         head = "";
     }
+}
+
+/// The driver's statistics that moved, on one line or two: those that
+/// count trouble (drops, errors, misses) first, then the largest.
+fn driver_line(driver: &BTreeMap<String, i64>) -> Vec<String> {
+    const SHOWN: usize = 4;
+    let trouble = |name: &str| {
+        ["drop", "err", "miss", "discard", "fail", "timeout", "over"]
+            .iter()
+            .any(|w| name.contains(w))
+    };
+    let mut moved: Vec<(&String, &i64)> = driver.iter().collect();
+    moved.sort_by_key(|(name, v)| (!trouble(name), std::cmp::Reverse(v.unsigned_abs())));
+    let mut parts: Vec<String> = moved
+        .iter()
+        .take(SHOWN)
+        .map(|(name, v)| {
+            let n = count(v.unsigned_abs());
+            let sign = if **v < 0 { "-" } else { "" };
+            format!("{name} {sign}{n}")
+        })
+        .collect();
+    parts[0] = format!("{:<19}driver: {}", "", parts[0]);
+    if moved.len() > SHOWN {
+        parts.push(format!("+{} more in --json", moved.len() - SHOWN));
+    }
+    parts
 }
 
 /// The scheduler's accounting of each end's threads: time on a CPU, time

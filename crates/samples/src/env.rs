@@ -123,6 +123,19 @@ impl Environment {
         }
     }
 
+    /// The facts of the client end alone: those not under [`SERVER`].
+    pub fn client_end(&self) -> Environment {
+        let server_unknown = format!("{UNKNOWN}{SERVER}");
+        Environment {
+            facts: self
+                .facts
+                .iter()
+                .filter(|(k, _)| !k.starts_with(SERVER) && !k.starts_with(&server_unknown))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        }
+    }
+
     /// Whether the server end's facts are recorded apart.
     pub fn has_server_end(&self) -> bool {
         let first = |p: String| {

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 /// incompatible change (schemas/run.v1.schema.json describes version 1).
 pub const RUN_SCHEMA: &str = "plumb.run/1";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     Client,
@@ -369,6 +369,14 @@ pub struct InterfaceCounts {
     /// them.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub irqs: Vec<IrqCounts>,
+    /// How many statistics the driver names (what `ethtool -S` lists): 0
+    /// for one that names none (lo); absent where they could not be read.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub driver_counters: Option<u32>,
+    /// The driver's statistics that moved in the window, by the driver's
+    /// names (per queue where it names queues). A gauge can go down.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub driver: BTreeMap<String, i64>,
 }
 
 /// One IRQ of an interface's device over a window.

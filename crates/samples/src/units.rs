@@ -64,6 +64,14 @@ impl Metric {
             Metric::Tps => "CPU microseconds per transaction",
         }
     }
+
+    /// What a count of events (migrations, drops) per unit of work counts.
+    pub fn events_unit(self) -> &'static str {
+        match self {
+            Metric::Throughput => "events per GB",
+            Metric::Tps => "events per million transactions",
+        }
+    }
 }
 
 impl std::fmt::Display for Metric {

@@ -192,6 +192,10 @@ const MIGRATIONS: &[&str] = &[
         seed INTEGER
     );
     CREATE INDEX run_tags_experiment ON run_tags(experiment, point);",
+    // v5: each end's environment apart, both deduplicated in environments:
+    // env_hash is the client's, server_env_hash the server's when it was
+    // captured on a host or namespace of its own. Older runs have none.
+    "ALTER TABLE runs ADD COLUMN server_env_hash TEXT REFERENCES environments(hash);",
 ];
 
 /// The schema version this plumb writes.
@@ -367,28 +371,46 @@ impl Store {
         let row = self
             .conn
             .query_row(
-                "SELECT r.record, e.facts FROM runs r LEFT JOIN environments e ON e.hash = r.env_hash
+                "SELECT r.record, e.facts, s.facts FROM runs r
+                 LEFT JOIN environments e ON e.hash = r.env_hash
+                 LEFT JOIN environments s ON s.hash = r.server_env_hash
                  WHERE r.id = ?1",
                 params![id.0],
-                |r| Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?)),
+                |r| Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?)),
             )
             .optional()
             .map_err(|e| self.err(e))?;
-        row.map(|(record, facts)| self.decode(id.0, &record, facts.as_deref()))
-            .transpose()
+        row.map(
+            |(record, client, server): (String, Option<String>, Option<String>)| {
+                self.decode(id.0, &record, client.as_deref(), server.as_deref())
+            },
+        )
+        .transpose()
     }
 
-    fn decode(&self, id: i64, record: &str, facts: Option<&str>) -> Result<StoredRun> {
+    fn decode(
+        &self,
+        id: i64,
+        record: &str,
+        facts: Option<&str>,
+        server_facts: Option<&str>,
+    ) -> Result<StoredRun> {
         let corrupt = |message: String| StoreError::Corrupt {
             path: self.path.clone(),
             id,
             message,
         };
         let record: RunRecord = serde_json::from_str(record).map_err(|e| corrupt(e.to_string()))?;
-        let env = facts
-            .map(|f| serde_json::from_str(f).map(|facts| Environment { facts }))
-            .transpose()
-            .map_err(|e| corrupt(format!("environment: {e}")))?;
+        let env_of = |facts: Option<&str>, end: &str| {
+            facts
+                .map(|f| serde_json::from_str(f).map(|facts| Environment { facts }))
+                .transpose()
+                .map_err(|e| corrupt(format!("{end} environment: {e}")))
+        };
+        let mut env = env_of(facts, "client")?;
+        if let (Some(env), Some(server)) = (&mut env, env_of(server_facts, "server")?) {
+            env.add_server_end(&server);
+        }
         Ok(StoredRun {
             id: RunId(id),
             record,
@@ -515,7 +537,9 @@ impl Store {
                 .execute("DELETE FROM runs WHERE id = ?1", params![id.0])
                 .map_err(wrap)?;
             tx.execute(
-                "DELETE FROM environments WHERE hash NOT IN (SELECT env_hash FROM runs WHERE env_hash IS NOT NULL)",
+                "DELETE FROM environments WHERE hash NOT IN
+                 (SELECT env_hash FROM runs WHERE env_hash IS NOT NULL
+                  UNION SELECT server_env_hash FROM runs WHERE server_env_hash IS NOT NULL)",
                 [],
             )
             .map_err(wrap)?;
@@ -646,17 +670,19 @@ fn insert_in(
     record: &RunRecord,
     env: Option<&Environment>,
 ) -> rusqlite::Result<RunId> {
-    let env_hash = match env {
-        Some(e) => {
-            let hash = e.hash();
-            tx.execute(
-                "INSERT OR IGNORE INTO environments (hash, facts) VALUES (?1, ?2)",
-                params![hash, to_json(&e.facts)?],
-            )?;
-            Some(hash)
-        }
-        None => None,
+    // Each end's facts under their plain names, so that one host's
+    // environment is stored once whichever end it was.
+    let put = |e: Option<Environment>| -> rusqlite::Result<Option<String>> {
+        let Some(e) = e else { return Ok(None) };
+        let hash = e.hash();
+        tx.execute(
+            "INSERT OR IGNORE INTO environments (hash, facts) VALUES (?1, ?2)",
+            params![hash, to_json(&e.facts)?],
+        )?;
+        Ok(Some(hash))
     };
+    let env_hash = put(env.map(Environment::client_end))?;
+    let server_env_hash = put(env.and_then(Environment::server_end))?;
     // A run's time is stored normalised so that text order is time order.
     let started_at = record
         .started_at
@@ -665,8 +691,8 @@ fn insert_in(
         .unwrap_or_else(|_| record.started_at.clone());
     tx.execute(
         "INSERT INTO runs (started_at, label, workload, spec_key, summary, complete, iterations,
-                           throughput_bps, env_hash, record, tps)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                           throughput_bps, env_hash, record, tps, server_env_hash)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
         params![
             started_at,
             record.label,
@@ -679,6 +705,7 @@ fn insert_in(
             env_hash,
             to_json(record)?,
             mean_of(record, |d| d.tps),
+            server_env_hash,
         ],
     )?;
     let id = tx.last_insert_rowid();

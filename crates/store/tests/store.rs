@@ -100,6 +100,84 @@ fn environments_are_kept_once_and_dropped_with_their_last_run() {
     assert_eq!(count(&db.0, "SELECT COUNT(*) FROM iterations"), 0);
 }
 
+/// A run between two hosts: the client's environment, and the server's
+/// added under its end.
+fn two_ends(client: &str, server: &str) -> Environment {
+    let mut e = env(client);
+    e.add_server_end(&env(server));
+    e
+}
+
+#[test]
+fn each_ends_environment_is_kept_apart_and_a_host_once_whichever_end_it_was() {
+    let db = TempDb::new("ends");
+    let mut s = Store::open(&db.0).unwrap();
+    let both = two_ends("6.6.0", "6.7.0");
+    let a = s
+        .insert_run(&record("x", "2026-11-20T10:00:00Z"), Some(&both))
+        .unwrap();
+    // The ends swapped: the same two host environments, no new row.
+    let b = s
+        .insert_run(
+            &record("x", "2026-11-20T11:00:00Z"),
+            Some(&two_ends("6.7.0", "6.6.0")),
+        )
+        .unwrap();
+    assert_eq!(count(&db.0, "SELECT COUNT(*) FROM environments"), 2);
+    assert_eq!(
+        count(
+            &db.0,
+            "SELECT COUNT(*) FROM runs WHERE server_env_hash IS NOT NULL AND server_env_hash != env_hash"
+        ),
+        2
+    );
+    let got = s.get(a).unwrap().unwrap().env.unwrap();
+    assert_eq!(got, both);
+    assert_eq!(got.kernels(), "client 6.6.0, server 6.7.0");
+    // The server's environment goes with its last run.
+    assert!(s.delete(a).unwrap());
+    assert_eq!(count(&db.0, "SELECT COUNT(*) FROM environments"), 2);
+    assert!(s.delete(b).unwrap());
+    assert_eq!(count(&db.0, "SELECT COUNT(*) FROM environments"), 0);
+}
+
+#[test]
+fn a_version_4_run_migrates_without_a_server_environment() {
+    let db = TempDb::new("migrate4");
+    let id = {
+        drop(Store::open_at_version(&db.0, 4).unwrap());
+        // The run as a version-4 plumb wrote it: one environment.
+        let c = rusqlite::Connection::open(&db.0).unwrap();
+        let e = env("6.5.0");
+        c.execute(
+            "INSERT INTO environments (hash, facts) VALUES (?1, ?2)",
+            rusqlite::params![e.hash(), serde_json::to_string(&e.facts).unwrap()],
+        )
+        .unwrap();
+        let r = record("x", "2026-11-20T10:00:00Z");
+        c.execute(
+            "INSERT INTO runs (started_at, label, workload, spec_key, summary, complete, iterations,
+                               throughput_bps, env_hash, record)
+             VALUES (?1, 'x', 'stream', ?2, 's', 1, ?3, 1e9, ?4, ?5)",
+            rusqlite::params![
+                r.started_at,
+                r.spec_key,
+                r.iterations.len() as i64,
+                e.hash(),
+                serde_json::to_string(&r).unwrap()
+            ],
+        )
+        .unwrap();
+        RunId(c.last_insert_rowid())
+    };
+    let s = Store::open(&db.0).unwrap();
+    assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
+    let got = s.get(id).unwrap().unwrap().env.unwrap();
+    assert_eq!(got, env("6.5.0"));
+    assert!(!got.has_server_end());
+    assert_eq!(got.kernels(), "6.5.0");
+}
+
 #[test]
 fn list_filters_by_label_date_and_limit_newest_first() {
     let db = TempDb::new("filters");

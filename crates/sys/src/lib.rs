@@ -1,6 +1,6 @@
 //! The one place in plumb that talks to the kernel below the level of std:
 //! raw socket options and ioctls (TCP_INFO, SO_MAX_PACING_RATE,
-//! TCP_CONGESTION, SIOCOUTQ/SIOCINQ), CPU affinity, getrusage, rlimits,
+//! TCP_CONGESTION, SIOCOUTQ/SIOCINQ, SIOCETHTOOL), CPU affinity, getrusage, rlimits,
 //! parent-death signals, and the parsers and readers of the /proc and /sys
 //! files plumb measures with (stat, softirqs, net/snmp, net/netstat,
 //! task/*/stat and status).
@@ -15,6 +15,7 @@
 pub mod affinity;
 pub mod cookie;
 mod error;
+pub mod ethtool;
 pub mod host;
 pub mod knob;
 pub mod proc;

@@ -1,0 +1,200 @@
+//! What explains a change beside the verdict, per end: CPU seconds per unit
+//! of work (the budget), the events that cost them (migrations, softnet
+//! drops and squeezes, interface drops), and which CPUs took each device's
+//! interrupts on either side.
+
+use plumb_samples::{EndResult, Iteration, Role, SoftnetCounts};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// One line of a budget: a figure per unit of work on each side.
+#[derive(Debug, Clone, Serialize)]
+pub struct BudgetLine {
+    /// `client`, `server` (the processes or their namespaces), `client
+    /// host`, `server host` (every CPU of the machine that end ran on), or
+    /// `host` when both ends ran on one machine.
+    pub end: String,
+    /// For CPU time `user`, `system`, `softirq`, `irq`, or for a process
+    /// `run-queue wait` (its threads runnable but not on a CPU); for events
+    /// `migrations`, `softnet dropped`, `time_squeeze`, `interface drops`.
+    pub part: String,
+    pub a: f64,
+    pub b: f64,
+    /// b / a - 1; absent when a is 0.
+    pub change: Option<f64>,
+}
+
+type Figures = BTreeMap<(String, String), f64>;
+
+/// Figures summed over iterations and divided by the work they did (GB
+/// received, or millions of transactions), so that long and short windows
+/// weigh by what they moved.
+fn per_work(
+    its: &[&Iteration],
+    transactional: bool,
+    each: impl Fn(&Iteration, &mut dyn FnMut(&str, &str, f64)),
+) -> Figures {
+    let work: f64 = its
+        .iter()
+        .map(|i| {
+            if transactional {
+                i.client.transactions as f64 / 1e6
+            } else {
+                i.transfer.received_bytes as f64 / 1e9
+            }
+        })
+        .sum();
+    let mut out = BTreeMap::new();
+    if work <= 0.0 {
+        return out;
+    }
+    for i in its {
+        each(i, &mut |end: &str, part: &str, v: f64| {
+            *out.entry((end.to_string(), part.to_string()))
+                .or_insert(0.0) += v / work;
+        });
+    }
+    out
+}
+
+/// The ends of an iteration whose host-wide figures count, under the name
+/// they count as. The record does not say whether the server was embedded;
+/// both ends reporting one host name means they read the same /proc/stat
+/// and softnet_stat (loopback, or veth namespaces on one machine), and that
+/// host counts once, as the run's own derived host figures do.
+fn hosts(i: &Iteration) -> Vec<(&EndResult, String)> {
+    if i.client.hostname == i.server.hostname {
+        vec![(&i.client, "host".to_string())]
+    } else {
+        [&i.client, &i.server]
+            .into_iter()
+            .map(|e| (e, format!("{} host", e.role.name())))
+            .collect()
+    }
+}
+
+/// CPU seconds per GB received, or CPU microseconds per transaction.
+pub(crate) fn cpu(its: &[&Iteration], transactional: bool) -> Figures {
+    per_work(its, transactional, |i, add| {
+        for end in [&i.client, &i.server] {
+            let who = end.role.name();
+            add(who, "user", end.process.user_s);
+            add(who, "system", end.process.system_s);
+            // Time the end's threads were ready to run but waited for a
+            // CPU: what a crowded or badly pinned end pays on top.
+            if let Some(sched) = &end.process.sched {
+                add(who, "run-queue wait", sched.wait_s);
+            }
+        }
+        for (end, host) in hosts(i) {
+            let sum = |f: fn(&plumb_samples::CpuTimes) -> f64| end.cpus.iter().map(f).sum();
+            add(&host, "user", sum(|c| c.user_s + c.nice_s));
+            add(&host, "system", sum(|c| c.system_s));
+            add(&host, "irq", sum(|c| c.irq_s));
+            add(&host, "softirq", sum(|c| c.softirq_s));
+        }
+    })
+}
+
+/// Events per GB received, or per million transactions: the end's threads
+/// moved between CPUs, packets its host's backlogs dropped, NET_RX rounds
+/// that ran out of budget, and packets its interfaces dropped.
+pub(crate) fn events(its: &[&Iteration], transactional: bool) -> Figures {
+    per_work(its, transactional, |i, add| {
+        for end in [&i.client, &i.server] {
+            if end.lost {
+                continue;
+            }
+            if let Some(m) = end.process.sched.and_then(|s| s.migrations) {
+                add(end.role.name(), "migrations", m as f64);
+            }
+            // Ends in one namespace see the same interfaces: those count
+            // once, as the client's.
+            let shared = end.role == Role::Server
+                && i.client.hostname == i.server.hostname
+                && names(&i.client) == names(&i.server);
+            if !shared {
+                let drops: u64 = end
+                    .interfaces
+                    .iter()
+                    .map(|n| n.counters.rx_dropped + n.counters.tx_dropped)
+                    .sum();
+                add(end.role.name(), "interface drops", drops as f64);
+            }
+        }
+        for (end, host) in hosts(i) {
+            let t = SoftnetCounts::total(&end.softnet);
+            add(&host, "softnet dropped", t.dropped as f64);
+            add(&host, "time_squeeze", t.time_squeeze as f64);
+        }
+    })
+}
+
+fn names(end: &EndResult) -> Vec<&str> {
+    end.interfaces.iter().map(|i| i.name.as_str()).collect()
+}
+
+/// The lines of two sides' figures that both have, with their change.
+/// `keep` drops lines that say nothing (events that neither side counted).
+pub(crate) fn lines(a: &Figures, b: &Figures, keep: impl Fn(f64, f64) -> bool) -> Vec<BudgetLine> {
+    a.iter()
+        .filter_map(|((end, part), &va)| {
+            let vb = *b.get(&(end.clone(), part.clone()))?;
+            keep(va, vb).then(|| BudgetLine {
+                end: end.clone(),
+                part: part.clone(),
+                a: va,
+                b: vb,
+                change: (va > 0.0).then(|| vb / va - 1.0),
+            })
+        })
+        .collect()
+}
+
+/// The interrupts each CPU took from each end's interfaces, over a side's
+/// iterations: (end, interface) -> CPU -> interrupts.
+fn irq_cpus(its: &[&Iteration]) -> BTreeMap<(Role, String), BTreeMap<u32, u64>> {
+    let mut out: BTreeMap<(Role, String), BTreeMap<u32, u64>> = BTreeMap::new();
+    for i in its {
+        for (end, _) in hosts(i) {
+            for n in &end.interfaces {
+                for q in &n.irqs {
+                    for c in &q.cpus {
+                        *out.entry((end.role, n.name.clone()))
+                            .or_default()
+                            .entry(c.cpu)
+                            .or_default() += c.count;
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The CPU that took most of a device's interrupts, and its share of them.
+fn main_cpu(cpus: &BTreeMap<u32, u64>) -> Option<(u32, f64)> {
+    let total: u64 = cpus.values().sum();
+    let (&cpu, &n) = cpus.iter().max_by_key(|(_, &n)| n)?;
+    (total > 0).then(|| (cpu, n as f64 / total as f64))
+}
+
+/// "server: IRQs of eth0 moved from CPU 1 (92 %) to CPU 0 (88 %)", for
+/// each interface whose interrupts a different CPU took most of on the two
+/// sides.
+pub(crate) fn irq_moves(a: &[&Iteration], b: &[&Iteration]) -> Vec<String> {
+    let (ca, cb) = (irq_cpus(a), irq_cpus(b));
+    ca.iter()
+        .filter_map(|((role, name), cpus)| {
+            let (from, share_a) = main_cpu(cpus)?;
+            let (to, share_b) = main_cpu(cb.get(&(*role, name.clone()))?)?;
+            (from != to).then(|| {
+                format!(
+                    "{role}: IRQs of {name} moved from CPU {from} ({:.0} %) to CPU {to} ({:.0} %)",
+                    share_a * 100.0,
+                    share_b * 100.0
+                )
+            })
+        })
+        .collect()
+}
