@@ -272,7 +272,10 @@ fn interface_and_softnet_deltas_agree_with_proc_read_around_the_run() {
             .unwrap_or_else(|| panic!("lo carried the test: {}", end["interfaces"]));
         assert_eq!(lo["virtual_device"], true, "{lo}");
         assert!(lo.get("irqs").is_none(), "lo has no IRQs of its own: {lo}");
-        assert_eq!(lo["driver_counters"], 0, "lo's driver names no statistics: {lo}");
+        assert_eq!(
+            lo["driver_counters"], 0,
+            "lo's driver names no statistics: {lo}"
+        );
         assert!(lo.get("driver").is_none(), "{lo}");
         let (bytes, packets) = (u(&lo["rx_bytes"]), u(&lo["rx_packets"]));
         // The window's payload, headers on top, less what had crossed lo

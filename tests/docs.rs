@@ -30,11 +30,7 @@ fn completion_scripts_parse_in_their_shells() {
             .output()
             .unwrap();
         let _ = std::fs::remove_file(&file);
-        assert!(
-            parsed.status.success(),
-            "{shell} cannot parse its script: {}",
-            String::from_utf8_lossy(&parsed.stderr)
-        );
+        assert_ok_for(&parsed, &format!("{shell} cannot parse its script"));
     }
     let bad = run(&["completions", "tcsh"]);
     assert_eq!(bad.status.code(), Some(2));

@@ -105,9 +105,7 @@ fn a_busy_process_is_named_and_makes_the_host_too_noisy() {
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(flat.contains(&format!("sh (pid {pid})")), "{text}");
     assert!(flat.contains("too noisy to trust a comparison"), "{text}");
-    for line in text.lines() {
-        assert!(line.chars().count() <= 80, "over 80 columns: {line:?}");
-    }
+    assert_fits_80(&text);
     drop(spinner);
 }
 

@@ -6,17 +6,7 @@
 mod common;
 use common::*;
 use serde_json::Value;
-use std::process::{Child, Command, Output, Stdio};
-
-/// A child of the test, ended by its PID on drop.
-struct Started(Child);
-
-impl Drop for Started {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use std::process::{Command, Output, Stdio};
 
 /// plumb inside `ns`, with the test's database and no activity register.
 fn plumb_in(ns: &Netns, db: &TempDb) -> Command {
@@ -48,7 +38,7 @@ fn a_sysctl_changed_on_the_server_is_named_as_the_servers_and_not_the_clients() 
     };
     let db = TempDb::new("ends");
     let journal = std::env::temp_dir().join(format!("plumb-ends-{}.journal", std::process::id()));
-    let (_serve, addr) = serve_in(&pair, &journal, &[]);
+    let (_serve, addr) = pair.serve(&journal, &[], Stdio::null());
     let run = |label: &str| -> Value {
         let out = plumb_in(&pair.client, &db)
             .args(["run", "rr", "--server", &addr, "--json", "--label", label])
@@ -162,21 +152,6 @@ fn key_file(dir: &std::path::Path) -> std::path::PathBuf {
 
 /// `plumb serve` in the server's namespace with `extra` flags and a journal
 /// of its own (the client's host shares the file system in this test).
-fn serve_in(pair: &NetnsPair, journal: &std::path::Path, extra: &[&str]) -> (Started, String) {
-    let mut child = pair
-        .server
-        .exec(env!("CARGO_BIN_EXE_plumb"))
-        .env("PLUMB_JOURNAL", journal)
-        .args(["serve", "--listen", &format!("{}:0", pair.server_ip())])
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let addr = listening_addr(&mut child);
-    (Started(child), addr)
-}
 
 #[test]
 fn a_server_knob_is_set_in_the_servers_namespace_for_the_session_and_always_restored() {
@@ -226,7 +201,11 @@ fn a_server_knob_is_set_in_the_servers_namespace_for_the_session_and_always_rest
     };
 
     // Set for the session, seen set during it, put back after it.
-    let (_serve, addr) = serve_in(&pair, &journal, &["--psk-file", key, "--allow-knobs"]);
+    let (_serve, addr) = pair.serve(
+        &journal,
+        &["--psk-file", key, "--allow-knobs"],
+        Stdio::null(),
+    );
     let run = client(&addr, "3s", &["--psk-file", key]).spawn().unwrap();
     assert!(reaches(want), "the server's {sysctl} never became {want}");
     assert_eq!(
@@ -265,7 +244,11 @@ fn a_server_knob_is_set_in_the_servers_namespace_for_the_session_and_always_rest
         want,
         "kill -9 restores nothing"
     );
-    let (_again, _) = serve_in(&pair, &journal, &["--psk-file", key, "--allow-knobs"]);
+    let (_again, _) = pair.serve(
+        &journal,
+        &["--psk-file", key, "--allow-knobs"],
+        Stdio::null(),
+    );
     assert_eq!(
         sysctl_in(&pair.server, sysctl),
         before,
@@ -282,7 +265,7 @@ fn a_server_knob_is_set_in_the_servers_namespace_for_the_session_and_always_rest
             "--concurrent",
         ),
     ] {
-        let (_refusing, addr) = serve_in(&pair, &journal, server_flags);
+        let (_refusing, addr) = pair.serve(&journal, server_flags, Stdio::null());
         let out = client(&addr, "1s", &["--psk-file", key]).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{err}");
@@ -393,7 +376,7 @@ fn each_ends_driver_statistics_agree_with_ethtool_s_read_around_the_run() {
         assert!(ok(ns.exec("ip").args(["link", "set", dev, "up"])));
     }
     let journal = std::env::temp_dir().join(format!("plumb-drv-{}.journal", std::process::id()));
-    let (_serve, addr) = serve_in(&pair, &journal, &[]);
+    let (_serve, addr) = pair.serve(&journal, &[], Stdio::null());
     let db = TempDb::new("drv");
     let before = [
         ethtool_s(&pair.client, &pair.client_dev),

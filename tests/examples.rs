@@ -3,7 +3,9 @@
 //! sweeps take turns: they measure the host.
 
 mod common;
-use common::{assert_mentions, assert_ok, measuring_alone, plumb, require_root, TempDb};
+use common::{
+    assert_mentions, assert_ok, assert_ok_for, measuring_alone, plumb, require_root, TempDb,
+};
 
 /// Runs examples/NAME.toml --quick into a fresh database; returns the
 /// terminal report, the Markdown report and the HTML page.
@@ -16,11 +18,7 @@ fn sweep_and_report(name: &str) -> (String, String, String) {
         .args(["sweep", &file, "--quick", "--db", db.path()])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{name}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok_for(&out, name);
     let page =
         std::env::temp_dir().join(format!("plumb-example-{}-{name}.html", std::process::id()));
     let report = |format: &str| {

@@ -3,7 +3,7 @@
 //! a command that only reads never creates a database it was pointed at.
 
 mod common;
-use common::{assert_ok, plumb, TempDb};
+use common::{assert_ok, assert_ok_for, plumb, TempDb};
 use std::process::Command;
 
 /// Runs `plumb ARGS | READER` in bash; returns plumb's exit status (from
@@ -149,11 +149,7 @@ fn two_runs_at_once_warn_in_both_records_or_are_refused() {
     let long = long.wait_with_output().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     for (what, out) in [("long", &long), ("short", &short)] {
-        assert!(
-            out.status.success(),
-            "{what}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_ok_for(out, what);
         let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         let warnings = r["iterations"][0]["client"]["warnings"].to_string();
         assert!(

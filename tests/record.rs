@@ -32,11 +32,7 @@ impl Drop for Server {
 
 fn record(args: &[&str]) -> Value {
     let out = run(args);
-    assert!(
-        out.status.success(),
-        "plumb {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok_for(&out, &format!("plumb {args:?}"));
     serde_json::from_slice(&out.stdout).expect("stdout is JSON")
 }
 

@@ -294,9 +294,7 @@ fn rr_summary_fits_80_columns_and_names_the_latency() {
     ]);
     assert_ok(&out);
     let text = String::from_utf8_lossy(&out.stdout);
-    for line in text.lines() {
-        assert!(line.chars().count() <= 80, "too wide: {line:?}");
-    }
+    assert_fits_80(&text);
     assert_mentions(
         &text,
         &[
@@ -375,11 +373,7 @@ fn flows_beyond_the_local_port_range_spread_over_loopback_sources() {
             ])
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{workload}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_ok_for(&out, workload);
         let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
         let flows = rec["iterations"][0]["client"]["flows"].as_array().unwrap();
         assert_eq!(flows.len(), 1500);

@@ -42,11 +42,7 @@ fn lab() -> Option<Lab> {
 
 fn sh(cmd: &mut Command) {
     let out = cmd.output().expect("runs");
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_ok_for(&out, &format!("{cmd:?}"));
 }
 
 static NEXT: AtomicU32 = AtomicU32::new(0);

@@ -269,9 +269,7 @@ fn human_summary_fits_80_columns_and_says_what_it_measured() {
     ]);
     assert_ok(&out);
     let text = String::from_utf8(out.stdout).unwrap();
-    for line in text.lines() {
-        assert!(line.chars().count() <= 80, "line over 80 columns: {line:?}");
-    }
+    assert_fits_80(&text);
     assert_mentions(
         &text,
         &[
@@ -290,17 +288,12 @@ fn human_summary_fits_80_columns_and_says_what_it_measured() {
 
 #[test]
 fn a_server_started_by_hand_serves_several_runs() {
-    use std::io::BufRead;
     let mut server = plumb()
         .args(["serve", "--listen", "127.0.0.1:0"])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line.trim().rsplit(' ').next().unwrap().to_string();
+    let addr = listening_addr(&mut server);
     for _ in 0..2 {
         let rec = stream_json(&["--server", &addr, "--duration", "1s", "--warmup", "200ms"]);
         assert!(u(&rec["iterations"][0]["transfer"]["received_bytes"]) > 0);

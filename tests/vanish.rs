@@ -6,7 +6,7 @@
 mod common;
 use common::*;
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -16,36 +16,19 @@ const WINDOW: &str = "40s";
 /// and a busy machine's slack.
 const NOTICE: Duration = Duration::from_secs(12);
 
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// `plumb serve` in the server's namespace, its log collected.
-fn serve(pair: &NetnsPair) -> (Killed, String, Arc<Mutex<String>>) {
-    let mut child = pair
-        .server
-        .exec(env!("CARGO_BIN_EXE_plumb"))
-        .args(["serve", "--listen", &format!("{}:0", pair.server_ip())])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let addr = listening_addr(&mut child);
+fn serve(pair: &NetnsPair) -> (Started, String, Arc<Mutex<String>>) {
+    let journal = std::env::temp_dir().join(format!("plumb-vanish-{}.journal", std::process::id()));
+    let (mut child, addr) = pair.serve(&journal, &[], Stdio::piped());
     let log = Arc::new(Mutex::new(String::new()));
     let sink = log.clone();
-    let err = child.stderr.take().unwrap();
+    let err = child.0.stderr.take().unwrap();
     std::thread::spawn(move || {
         for l in BufReader::new(err).lines().map_while(Result::ok) {
             sink.lock().unwrap().push_str(&(l + "\n"));
         }
     });
-    (Killed(child), addr, log)
+    (child, addr, log)
 }
 
 /// Runs a long stream against the server, takes the link of `side` down
@@ -72,7 +55,7 @@ fn vanish(side: &str) -> Option<(Duration, Option<Duration>, String)> {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut client = Killed(client);
+    let mut client = Started(client);
     std::thread::sleep(Duration::from_secs(3));
     assert!(
         client.0.try_wait().unwrap().is_none(),

@@ -282,11 +282,7 @@ impl Veth {
             .args(args);
         let out = c.output().expect("plumb runs");
         server.finish();
-        assert!(
-            out.status.success(),
-            "plumb {args:?} over veth failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_ok_for(&out, &format!("plumb {args:?} over veth failed"));
         serde_json::from_slice(&out.stdout).expect("stdout is JSON")
     }
 }

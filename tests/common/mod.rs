@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use serde_json::Value;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 /// The binary, with its result database in a file of this test process so
 /// no test writes to the user's.
@@ -108,9 +108,15 @@ pub fn record_of(all: &[&str]) -> Value {
 /// Fails the test with plumb's stderr unless the command succeeded.
 #[track_caller]
 pub fn assert_ok(out: &Output) {
+    assert_ok_for(out, "plumb");
+}
+
+/// Fails the test, naming `what` ran, with its stderr unless it succeeded.
+#[track_caller]
+pub fn assert_ok_for(out: &Output, what: &str) {
     assert!(
         out.status.success(),
-        "{}: {}",
+        "{what}: {}: {}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
@@ -397,6 +403,50 @@ impl NetnsPair {
     /// The server namespace's address.
     pub fn server_ip(&self) -> String {
         format!("198.18.{}.2", self.net)
+    }
+}
+
+impl NetnsPair {
+    /// `plumb serve` in the server's namespace on a port of its choosing,
+    /// with `extra` flags, its knobs journalled in `journal`; the address it
+    /// listens on. Its stderr goes where `stderr` says.
+    pub fn serve(
+        &self,
+        journal: &std::path::Path,
+        extra: &[&str],
+        stderr: Stdio,
+    ) -> (Started, String) {
+        let mut child = self
+            .server
+            .exec(env!("CARGO_BIN_EXE_plumb"))
+            .env("PLUMB_JOURNAL", journal)
+            .args(["serve", "--listen", &format!("{}:0", self.server_ip())])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .unwrap();
+        let addr = listening_addr(&mut child);
+        (Started(child), addr)
+    }
+}
+
+/// A child of the test, ended by its PID on drop.
+pub struct Started(pub std::process::Child);
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Fails the test unless every line of `text` fits in 80 columns.
+#[track_caller]
+pub fn assert_fits_80(text: &str) {
+    for line in text.lines() {
+        assert!(line.chars().count() <= 80, "over 80 columns: {line:?}");
     }
 }
 
