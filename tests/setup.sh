@@ -27,6 +27,7 @@ tools=(
   "zsh zsh"                 # the completion scripts parse in their shells
   "fish fish"
   "ssh openssh-client"      # the ssh tests reach their own sshd in a namespace
+  "ping iputils-ping"       # the delay-line test pings through the emulated path
 )
 
 missing=()

@@ -673,12 +673,23 @@ pub struct CommonArgs {
     /// MTU of the veth pair (--topology veth).
     #[arg(long = Field::Mtu.long(), value_name = "BYTES")]
     pub mtu: Option<String>,
-    /// One-way netem delay on each end of the veth pair: 10ms, 500us.
+    /// One-way delay each way of the path (--topology veth): 10ms, 500us.
     #[arg(long = Field::Delay.long(), value_name = "TIME")]
     pub delay: Option<String>,
-    /// netem loss on each end of the veth pair: 1%, 0.1%.
+    /// Share of packets lost each way of the path: 1%, 0.1%.
     #[arg(long = Field::Loss.long(), value_name = "PERCENT")]
     pub loss: Option<String>,
+    /// The path's bottleneck each way, in bits/s: 100M, 1G.
+    #[arg(long = Field::LinkRate.long(), value_name = "RATE")]
+    pub link_rate: Option<String>,
+    /// The bottleneck's buffer in bytes [default: one bandwidth-delay
+    /// product, at least 64K].
+    #[arg(long = Field::Queue.long(), value_name = "BYTES")]
+    pub queue: Option<String>,
+    /// What emulates delay, loss and rate [default: netem where the kernel
+    /// has it, else plumb's own delay line].
+    #[arg(long = Field::Emulator.long(), value_name = "netem|plumb")]
+    pub emulator: Option<String>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

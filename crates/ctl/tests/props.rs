@@ -147,6 +147,7 @@ fn end() -> impl Strategy<Value = EndResult> {
                 irq_time_accounting: Some(true),
                 softnet: Vec::new(),
                 interfaces: Vec::new(),
+                path_cpu_s: None,
             },
         )
 }

@@ -8,6 +8,7 @@ use crate::{Counts, Engine};
 use plumb_samples::{
     CpuTimes, EndResult, FlowTotals, InterfaceCounts, IntervalSample, IrqCounts, IrqCpu,
     OptionRecord, ProcessCpu, Role, SchedTimes, SoftirqCounts, SoftnetCounts, ThreadCpu,
+    PATH_THREAD,
 };
 use plumb_sys::proc::{Interrupts, NetDevRow, SoftirqRow, StatCpu, TaskSnapshot};
 use plumb_sys::process::Rusage;
@@ -211,7 +212,7 @@ impl Meter {
                 host.tasks.push(t);
             }
         }
-        let process = process_cpu(&self.host, &host, tick, engine);
+        let (process, path_cpu_s) = process_cpu(&self.host, &host, tick, engine);
         let cpus = cpu_deltas(&self.host.stat, &host.stat, tick);
         let softirqs = softirq_deltas(&self.host.softirqs, &host.softirqs);
         let counters = counter_deltas(&self.host.net, &host.net);
@@ -266,6 +267,7 @@ impl Meter {
             irq_time_accounting: plumb_sys::proc::irq_time_accounting(),
             softnet: softnet_deltas(&self.host.softnet, &host.softnet),
             interfaces: interface_deltas(&self.host, &host),
+            path_cpu_s,
         }
     }
 }
@@ -293,7 +295,14 @@ fn sched_delta(a: Option<&TaskSnapshot>, b: &TaskSnapshot) -> Option<SchedTimes>
     })
 }
 
-fn process_cpu(a: &HostSnapshot, b: &HostSnapshot, tick: f64, engine: &Engine) -> ProcessCpu {
+/// The process's CPU over the window, and apart from it the delay line's
+/// when this process runs one.
+fn process_cpu(
+    a: &HostSnapshot,
+    b: &HostSnapshot,
+    tick: f64,
+    engine: &Engine,
+) -> (ProcessCpu, Option<f64>) {
     let ns = |x: u64| x as f64 / 1e9;
     let threads: Vec<ThreadCpu> = b
         .tasks
@@ -323,17 +332,25 @@ fn process_cpu(a: &HostSnapshot, b: &HostSnapshot, tick: f64, engine: &Engine) -
             }
         })
         .collect();
-    // Every thread counts towards the process; only the workers and the
-    // threads that used CPU are listed.
+    // The delay line's thread is the path, not this end: its time is set
+    // apart (at the threads' tick resolution, against the process's
+    // nanoseconds).
+    let (path, threads): (Vec<ThreadCpu>, Vec<ThreadCpu>) =
+        threads.into_iter().partition(|t| t.name == PATH_THREAD);
+    let path_user: f64 = path.iter().map(|t| t.user_s).sum();
+    let path_system: f64 = path.iter().map(|t| t.system_s).sum();
+    // Every other thread counts towards the process; only the workers and
+    // the threads that used CPU are listed.
     let sched = SchedTimes::sum(threads.iter().filter_map(|t| t.sched.as_ref()));
     let threads = threads
         .into_iter()
         .filter(|t| t.name.starts_with(engine.worker_name_prefix()) || t.user_s + t.system_s > 0.0)
         .collect();
-    ProcessCpu {
+    let cpu = ProcessCpu {
         pid: std::process::id(),
-        user_s: ns(b.rusage.user_ns.saturating_sub(a.rusage.user_ns)),
-        system_s: ns(b.rusage.system_ns.saturating_sub(a.rusage.system_ns)),
+        user_s: (ns(b.rusage.user_ns.saturating_sub(a.rusage.user_ns)) - path_user).max(0.0),
+        system_s: (ns(b.rusage.system_ns.saturating_sub(a.rusage.system_ns)) - path_system)
+            .max(0.0),
         voluntary_csw: b
             .rusage
             .voluntary_csw
@@ -345,7 +362,8 @@ fn process_cpu(a: &HostSnapshot, b: &HostSnapshot, tick: f64, engine: &Engine) -
         rss_bytes: plumb_sys::proc::rss_bytes(None).unwrap_or(0),
         threads,
         sched,
-    }
+    };
+    (cpu, (!path.is_empty()).then_some(path_user + path_system))
 }
 
 fn cpu_deltas(a: &[StatCpu], b: &[StatCpu], tick: f64) -> Vec<CpuTimes> {

@@ -47,6 +47,11 @@ pub fn run_summary(rec: &RunRecord) -> String {
             spec.is_transactional(),
         );
     }
+    path(
+        &mut o,
+        rec,
+        order.get(order.len().saturating_sub(1) / 2).copied(),
+    );
     if let Some(hint) = delayed_ack_hint(rec) {
         let _ = writeln!(o);
         for line in wrap(&format!("diagnosis: {hint}"), 80, "           ") {
@@ -59,6 +64,48 @@ pub fn run_summary(rec: &RunRecord) -> String {
         }
     }
     o
+}
+
+/// What emulated the path, and what plumb's delay line did: its CPU over
+/// the shown iteration's window (counted to neither end) and its packets
+/// over the run.
+fn path(o: &mut String, rec: &RunRecord, it: Option<&Iteration>) {
+    let Some(p) = &rec.path else {
+        return;
+    };
+    if p.emulator != "plumb" {
+        let _ = writeln!(
+            o,
+            "\npath        {} on each end of the veth pair",
+            p.emulator
+        );
+        return;
+    }
+    let seed = p
+        .seed
+        .map(|s| format!(", loss seed {s}"))
+        .unwrap_or_default();
+    let _ = writeln!(o, "\npath        plumb's delay line{seed}");
+    if let Some((cpu, window)) = it.and_then(|i| Some((i.client.path_cpu_s?, i.window_s))) {
+        let _ = writeln!(
+            o,
+            "            CPU {} in the window ({}), counted to neither end",
+            secs(cpu),
+            pct(cpu / window.max(f64::EPSILON))
+        );
+    }
+    for (way, c) in [("to server", &p.to_server), ("to client", &p.to_client)] {
+        if let Some(c) = c {
+            let _ = writeln!(
+                o,
+                "            {way} {} pkts {}, lost {}, queue full {}",
+                count(c.packets),
+                format_bytes(c.bytes),
+                c.lost,
+                c.queue_drops
+            );
+        }
+    }
 }
 
 /// The known cause of a TCP request/response test whose transactions each

@@ -5,6 +5,7 @@
 #![deny(unsafe_code)]
 
 pub mod activity;
+pub mod delayline;
 pub mod derive;
 pub mod doctor;
 pub mod embedded;
@@ -239,7 +240,7 @@ pub fn run(
     }
     // Declared before the namespace guard so that the thread is home again
     // before the namespaces go.
-    let veth =
+    let mut veth =
         match (&spec.topology, opts.server) {
             (Some(plumb_spec::Topology::Veth(v)), None) => Some(topology::VethPair::up(
                 v,
@@ -254,6 +255,9 @@ pub fn run(
             }),
             (None, _) => None,
         };
+    // The spec as this run runs it: with the emulator the path chose.
+    let resolved = veth.as_ref().map(|v| v.resolve(spec));
+    let spec = resolved.as_ref().unwrap_or(spec);
     // The client's threads and sockets are made by this thread, so they are
     // born in the client's namespace.
     let _inside = match &veth {
@@ -290,6 +294,14 @@ pub fn run(
             it.client
                 .warnings
                 .extend(a.overlapping(began).iter().map(activity::Other::describe));
+        }
+        // A delay line that was busy all the window may be what bounds it.
+        if let Some(cpu) = it.client.path_cpu_s.filter(|c| *c >= 0.9 * it.window_s) {
+            it.client.warnings.push(format!(
+                "plumb's delay line was busy {:.0} % of the window: the path, not the ends, \
+                 may bound this run (see BENCHMARKS.md for its ceiling)",
+                100.0 * cpu / it.window_s
+            ));
         }
         it.index = iterations.len() as u32;
         // More iterations of a starved spec would starve alike.
@@ -328,6 +340,7 @@ pub fn run(
     if let Some(s) = &server_env {
         environment.add_server_end(s);
     }
+    let path = veth.as_mut().and_then(topology::VethPair::finish_path);
     Ok(RunRecord {
         schema: RUN_SCHEMA.to_string(),
         plumb_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -342,6 +355,7 @@ pub fn run(
         peer: None,
         server_knobs,
         environment: Some(environment),
+        path,
     })
 }
 

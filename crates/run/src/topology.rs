@@ -1,14 +1,19 @@
 //! `--topology veth`: two network namespaces, `plumb-PID-client` and
 //! `plumb-PID-server`, joined by a veth pair and addressed inside
-//! 198.18.0.0/15 and 2001:2::/48, with the path's MTU and netem delay and
-//! loss. Each namespace is journaled before it is made, so it is removed
+//! 198.18.0.0/15 and 2001:2::/48, with the path's MTU, delay, loss and
+//! link rate emulated by netem, or by plumb's own delay line between a TUN
+//! device in each namespace (in place of the veth pair) where the kernel
+//! has no netem. Each namespace is journaled before it is made, so it is removed
 //! when the run ends, fails or is interrupted, and at the next start of
 //! plumb if the process died; `plumb topology down` removes leftovers.
 
+use crate::delayline::{DelayLine, PathLaw};
 use crate::knob::{self, Applied, Journal, Knob, Setting, Target};
 use crate::RunError;
-use plumb_spec::{Family, Field, Veth};
+use plumb_samples::PathResult;
+use plumb_spec::{Emulator, Family, Field, Spec, Topology, Veth};
 use plumb_sys::knob as raw;
+use plumb_sys::tun::{Offload, Tun};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 pub const CLIENT_V4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
@@ -36,6 +41,11 @@ pub struct VethPair {
     /// Restored first: they live in the namespaces.
     knobs: Option<Applied>,
     netem: Option<Applied>,
+    /// What emulates the path, when anything does.
+    pub emulator: Option<Emulator>,
+    /// plumb's delay line between the namespaces' TUN devices, under
+    /// `Emulator::Plumb`; stopped before the namespaces go.
+    delay_line: Option<DelayLine>,
     namespaces: Applied,
 }
 
@@ -56,6 +66,8 @@ impl VethPair {
             server_knobs: Vec::new(),
             knobs: None,
             netem: None,
+            emulator: None,
+            delay_line: None,
             namespaces: Applied::empty(journal),
         };
         for ns in [pair.client_ns.clone(), pair.server_ns.clone()] {
@@ -69,13 +81,25 @@ impl VethPair {
             ip(None, &["netns", "add", &ns])?;
         }
         let (c, s) = (pair.client_ns.as_str(), pair.server_ns.as_str());
-        ip(
-            None,
-            &[
-                "link", "add", CLIENT_IF, "netns", c, "type", "veth", "peer", "name", SERVER_IF,
-                "netns", s,
-            ],
-        )?;
+        // Something to emulate, and no emulator asked: netem where this
+        // kernel has it, else plumb's delay line.
+        pair.emulator = match (v.emulator, v.emulated()) {
+            (Some(e), _) => Some(e),
+            (None, true) if netem_works(c) => Some(Emulator::Netem),
+            (None, true) => Some(Emulator::Plumb),
+            (None, false) => None,
+        };
+        if pair.emulator == Some(Emulator::Plumb) {
+            pair.delay_line = Some(tun_pair(v, c, s)?);
+        } else {
+            ip(
+                None,
+                &[
+                    "link", "add", CLIENT_IF, "netns", c, "type", "veth", "peer", "name",
+                    SERVER_IF, "netns", s,
+                ],
+            )?;
+        }
         for (ns, ifname, v4, v6) in [
             (c, CLIENT_IF, CLIENT_V4, CLIENT_V6),
             (s, SERVER_IF, SERVER_V4, SERVER_V6),
@@ -95,14 +119,8 @@ impl VethPair {
             )?;
             ip(Some(ns), &["link", "set", ifname, "up"])?;
         }
-        if v.delay_us.is_some() || v.loss_ppm.is_some() {
-            let mut netem = "netem".to_string();
-            if let Some(d) = v.delay_us {
-                netem.push_str(&format!(" delay {d}us"));
-            }
-            if let Some(l) = v.loss_ppm {
-                netem.push_str(&format!(" loss {}%", l as f64 / 10_000.0));
-            }
+        if pair.emulator == Some(Emulator::Netem) && v.emulated() {
+            let netem = netem_of(v);
             let settings = [
                 Setting::new(&format!("qdisc:{CLIENT_IF}@{c}"), &netem),
                 Setting::new(&format!("qdisc:{SERVER_IF}@{s}"), &netem),
@@ -112,9 +130,10 @@ impl VethPair {
             .map_err(|e| setup(e.0))?;
             let (applied, _) = knob::apply(journal, &settings).map_err(|e| {
                 setup(format!(
-                    "{}/{}: {}",
+                    "{}/{}/{}: {}",
                     Field::Delay.flag(),
                     Field::Loss.flag(),
+                    Field::LinkRate.flag(),
                     e.0
                 ))
             })?;
@@ -139,6 +158,33 @@ impl VethPair {
         Ok(pair)
     }
 
+    /// `spec` as this path runs it: with the emulator that was chosen.
+    pub fn resolve(&self, spec: &Spec) -> Spec {
+        let mut spec = spec.clone();
+        if let Some(Topology::Veth(v)) = &mut spec.topology {
+            v.emulator = self.emulator;
+        }
+        spec
+    }
+
+    /// What emulated the path and, for the delay line, what it did; its
+    /// thread ends here.
+    pub fn finish_path(&mut self) -> Option<PathResult> {
+        match self.delay_line.take() {
+            Some(line) => Some(line.stop().unwrap_or_else(|e| {
+                eprintln!("plumb: warning: {e}");
+                PathResult {
+                    emulator: Emulator::Plumb.to_string(),
+                    ..Default::default()
+                }
+            })),
+            None => self.emulator.map(|e| PathResult {
+                emulator: e.to_string(),
+                ..Default::default()
+            }),
+        }
+    }
+
     pub fn server_ip(family: Family) -> IpAddr {
         match family {
             Family::V4 => IpAddr::V4(SERVER_V4),
@@ -151,10 +197,78 @@ impl Drop for VethPair {
     fn drop(&mut self) {
         self.knobs.take();
         self.netem.take();
+        self.delay_line.take();
         for f in self.namespaces.restore() {
             eprintln!("plumb: warning: {f}");
         }
     }
+}
+
+/// The netem qdisc of each end for the path `v` asks for.
+fn netem_of(v: &Veth) -> String {
+    let mut netem = "netem".to_string();
+    if let Some(d) = v.delay_us {
+        netem.push_str(&format!(" delay {d}us"));
+    }
+    if let Some(l) = v.loss_ppm {
+        netem.push_str(&format!(" loss {}%", l as f64 / 10_000.0));
+    }
+    if let Some(r) = v.link_rate_bps {
+        // netem's limit counts packets: the queue in packets of the MTU.
+        let mtu = u64::from(v.mtu.unwrap_or(1500));
+        let limit = (v.queue_or_default() / mtu).max(1);
+        netem.push_str(&format!(" rate {r}bit limit {limit}"));
+    }
+    netem
+}
+
+/// Whether this kernel has netem: tried on the loopback of namespace `ns`
+/// (this run's own) and taken off again.
+fn netem_works(ns: &str) -> bool {
+    let tc = |args: &[&str]| {
+        let all: Vec<&str> = ["-n", ns].iter().chain(args).copied().collect();
+        raw::command(None, "tc", &all).is_ok()
+    };
+    let works = tc(&["qdisc", "add", "dev", "lo", "root", "netem"]);
+    if works {
+        tc(&["qdisc", "del", "dev", "lo", "root"]);
+    }
+    works
+}
+
+/// A TUN device in each namespace, and plumb's delay line between them.
+fn tun_pair(v: &Veth, client_ns: &str, server_ns: &str) -> Result<DelayLine, RunError> {
+    // Whole offloaded segments pass fastest; a loss or a bottleneck must
+    // see each packet of the wire.
+    let offload = if v.loss_ppm.is_none() && v.link_rate_bps.is_none() {
+        Offload::Segments
+    } else {
+        Offload::None
+    };
+    let tun_in = |ns: &str, name: &str| {
+        let _inside = raw::enter_netns(ns)?;
+        Tun::create(name, offload)
+    };
+    let fail = |e: std::io::Error| setup(format!("--emulator plumb: {e}"));
+    let client = tun_in(client_ns, CLIENT_IF).map_err(fail)?;
+    let server = tun_in(server_ns, SERVER_IF).map_err(fail)?;
+    let law = PathLaw {
+        delay_ns: v.delay_us.unwrap_or(0) * 1000,
+        loss_ppm: v.loss_ppm.unwrap_or(0),
+        rate_bps: v.link_rate_bps,
+        queue_bytes: v.queue_or_default(),
+        seed: seed(),
+    };
+    DelayLine::start(client, server, law).map_err(fail)
+}
+
+/// A seed for the delay line's losses, different at every run; the record
+/// keeps it.
+fn seed() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    t.as_nanos() as u64 ^ (u64::from(std::process::id()) << 32)
 }
 
 fn ip(ns: Option<&str>, args: &[&str]) -> Result<(), RunError> {

@@ -22,7 +22,7 @@ pub use result::{
     Transfer, UdpTotals, RUN_SCHEMA, TCP_INFO_PER_FLOW_MAX,
 };
 pub use result::{
-    InterfaceCounts, IrqCounts, IrqCpu, NetDevCounters, Peer, RxZeroCopyTotals, ServerStart,
-    ZeroCopyTotals,
+    InterfaceCounts, IrqCounts, IrqCpu, NetDevCounters, PathCounts, PathResult, Peer,
+    RxZeroCopyTotals, ServerStart, ZeroCopyTotals, PATH_THREAD,
 };
 pub use units::{format_bits_per_sec, format_bytes, Metric};

@@ -266,6 +266,11 @@ pub struct EndResult {
     /// in the window.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub interfaces: Vec<InterfaceCounts>,
+    /// CPU seconds of plumb's delay line over this end's window: a thread
+    /// of this process that is the path, not the end, so its time is set
+    /// apart from the process's. Absent without one.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub path_cpu_s: Option<f64>,
 }
 
 impl EndResult {
@@ -304,6 +309,7 @@ impl EndResult {
             irq_time_accounting: None,
             softnet: Vec::new(),
             interfaces: Vec::new(),
+            path_cpu_s: None,
         }
     }
 }
@@ -665,6 +671,44 @@ pub struct RunRecord {
     /// (deduplicated by hash), so the record's JSON does not carry it.
     #[serde(skip)]
     pub environment: Option<crate::Environment>,
+    /// What emulated the path of `--topology veth` with a delay, loss or
+    /// link rate, and what it did over the run.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub path: Option<PathResult>,
+}
+
+/// The name of the thread of plumb's delay line in the client's process.
+pub const PATH_THREAD: &str = "plumb-path";
+
+/// The emulated path of a run, over the whole run (warm-ups and set-up
+/// included).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PathResult {
+    /// `netem` (the kernel's qdisc) or `plumb` (plumb's own delay line).
+    pub emulator: String,
+    /// The seed of the delay line's losses.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub seed: Option<u64>,
+    /// CPU seconds of the delay line's thread.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cpu_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub to_server: Option<PathCounts>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub to_client: Option<PathCounts>,
+}
+
+/// One direction of plumb's delay line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathCounts {
+    /// Packets passed on, and their bytes (IP headers included).
+    pub packets: u64,
+    pub bytes: u64,
+    /// Packets dropped at the loss rate.
+    pub lost: u64,
+    /// Packets dropped at the tail of the link's full queue, or refused
+    /// by the far device as the run ended.
+    pub queue_drops: u64,
 }
 
 /// How the server end of a run came to be.

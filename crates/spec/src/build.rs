@@ -8,8 +8,8 @@ use crate::units::{
     parse_count, parse_delay_us, parse_duration, parse_loss_ppm, parse_rate, parse_size,
 };
 use crate::{
-    parse_writes, BufSize, Close, CpuList, Direction, Family, RxMode, Spec, Topology, Veth,
-    ZeroCopy,
+    parse_writes, BufSize, Close, CpuList, Direction, Emulator, Family, RxMode, Spec, Topology,
+    Veth, ZeroCopy,
 };
 
 /// A field that could not be set, or a spec that cannot run. `at` is the
@@ -45,14 +45,24 @@ pub fn default_threads(flows: u32) -> u32 {
 
 /// Sets a field of the veth path from its text.
 fn path_value(field: Field, value: &str, v: &mut Veth) -> Result<(), String> {
+    let text = |e: crate::UnitError| e.to_string();
     match field {
         Field::Mtu => size(value).map(|m| v.mtu = Some(m)),
         Field::Delay => parse_delay_us(value)
             .map(|d| v.delay_us = Some(d))
-            .map_err(|e| e.to_string()),
+            .map_err(text),
+        Field::LinkRate => parse_rate(value)
+            .map(|r| v.link_rate_bps = Some(r))
+            .map_err(text),
+        Field::Queue => size(value).map(|q| v.queue_bytes = Some(q)),
+        Field::Emulator => choice(
+            value,
+            &[("netem", Emulator::Netem), ("plumb", Emulator::Plumb)],
+        )
+        .map(|e| v.emulator = Some(e)),
         _ => parse_loss_ppm(value)
             .map(|p| v.loss_ppm = Some(p))
-            .map_err(|e| e.to_string()),
+            .map_err(text),
     }
 }
 
@@ -244,7 +254,12 @@ pub fn build(settings: &[(Field, &str)], names: Names) -> Result<Spec, BuildErro
                         Some(veth.take().unwrap_or_default())
                     };
                 }
-                Field::Mtu | Field::Delay | Field::Loss => {
+                Field::Mtu
+                | Field::Delay
+                | Field::Loss
+                | Field::LinkRate
+                | Field::Queue
+                | Field::Emulator => {
                     // A malformed value is named before where it applies.
                     if !v.eq_ignore_ascii_case("none") {
                         path_value(field, v, &mut Veth::default())?;

@@ -101,6 +101,12 @@ fields! {
     Mtu = "mtu", "mtu", "mtu";
     Delay = "delay", "delay", "delay";
     Loss = "loss", "loss", "loss";
+    /// The bottleneck of the emulated path, in bit/s.
+    LinkRate = "link_rate", "link-rate", "link rate";
+    /// The bottleneck's buffer, in bytes.
+    Queue = "queue", "queue", "queue";
+    /// What emulates the path: netem or plumb's own delay line.
+    Emulator = "emulator", "emulator", "emulator";
 }
 
 impl Field {
@@ -130,6 +136,8 @@ impl Field {
             Field::Warmup => (0, 3600 * 1000),
             Field::Mtu => (68, 65535),
             Field::Delay => (0, crate::units::MAX_DELAY_US),
+            Field::LinkRate => (1000, 1_000_000_000_000),
+            Field::Queue => (1500, 1 << 30),
             _ => return None,
         })
     }

@@ -356,6 +356,54 @@ pub struct Veth {
     /// Loss netem applies on each end, in parts per million.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub loss_ppm: Option<u32>,
+    /// The bottleneck each way, in bit/s.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub link_rate_bps: Option<u64>,
+    /// The bottleneck's buffer each way, in bytes (default: one
+    /// bandwidth-delay product, at least 64 KiB).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub queue_bytes: Option<u64>,
+    /// What emulates delay, loss and rate: as asked, or as chosen for the
+    /// run (netem where the kernel has it, else plumb's delay line).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub emulator: Option<Emulator>,
+}
+
+/// What emulates the path of `--topology veth`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Emulator {
+    /// The kernel's netem qdisc on each end of a veth pair.
+    Netem,
+    /// plumb's own delay line between a TUN device in each namespace.
+    Plumb,
+}
+
+impl fmt::Display for Emulator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Emulator::Netem => "netem",
+            Emulator::Plumb => "plumb",
+        })
+    }
+}
+
+impl Veth {
+    /// Whether the path delays, drops or limits anything: what needs an
+    /// emulator at all.
+    pub fn emulated(&self) -> bool {
+        self.delay_us.is_some() || self.loss_ppm.is_some() || self.link_rate_bps.is_some()
+    }
+
+    /// The bottleneck's buffer: as asked, or one bandwidth-delay product
+    /// (the round trip at the link rate), at least 64 KiB.
+    pub fn queue_or_default(&self) -> u64 {
+        self.queue_bytes.unwrap_or_else(|| {
+            let rtt_us = 2 * self.delay_us.unwrap_or(0);
+            let bdp = self.link_rate_bps.unwrap_or(0) as u128 * rtt_us as u128 / 8_000_000;
+            (bdp as u64).max(64 << 10)
+        })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -376,6 +424,15 @@ impl fmt::Display for Topology {
         }
         if let Some(l) = v.loss_ppm {
             write!(f, " loss {}%", l as f64 / 10_000.0)?;
+        }
+        if let Some(r) = v.link_rate_bps {
+            write!(f, " rate {}", units::show_rate(r))?;
+        }
+        if let Some(q) = v.queue_bytes {
+            write!(f, " queue {}", units::show_size(q))?;
+        }
+        if let Some(e) = v.emulator {
+            write!(f, " via {e}")?;
         }
         Ok(())
     }
@@ -633,6 +690,12 @@ impl Spec {
             if let Some(d) = v.delay_us {
                 within(Field::Delay, d, |us| format!("{}ms", us as f64 / 1000.0))?;
             }
+            if let Some(r) = v.link_rate_bps {
+                within(Field::LinkRate, r, units::show_rate)?;
+            }
+            if let Some(q) = v.queue_bytes {
+                within(Field::Queue, q, |n| n.to_string())?;
+            }
         }
         Ok(())
     }
@@ -778,6 +841,9 @@ impl Spec {
             Field::Loss => {
                 veth.and_then(|v| or_none(v.loss_ppm.map(|p| format!("{}%", p as f64 / 10_000.0))))
             }
+            Field::LinkRate => veth.and_then(|v| or_none(v.link_rate_bps.map(units::show_rate))),
+            Field::Queue => veth.and_then(|v| or_none(v.queue_bytes.map(units::show_size))),
+            Field::Emulator => veth.and_then(|v| or_none(v.emulator.map(|e| e.to_string()))),
         }
     }
 
@@ -1094,6 +1160,9 @@ mod tests {
             mtu: Some(1500),
             delay_us: Some(2500),
             loss_ppm: Some(5000),
+            link_rate_bps: Some(100_000_000),
+            queue_bytes: Some(256 << 10),
+            emulator: Some(Emulator::Plumb),
         }));
         let shown: Vec<(Field, String)> = Field::ALL
             .iter()

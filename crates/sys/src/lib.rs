@@ -1,6 +1,6 @@
 //! The one place in plumb that talks to the kernel below the level of std:
 //! raw socket options and ioctls (TCP_INFO, SO_MAX_PACING_RATE,
-//! TCP_CONGESTION, SIOCOUTQ/SIOCINQ, SIOCETHTOOL), CPU affinity, getrusage, rlimits,
+//! TCP_CONGESTION, SIOCOUTQ/SIOCINQ, SIOCETHTOOL, TUN devices), CPU affinity, getrusage, rlimits,
 //! parent-death signals, and the parsers and readers of the /proc and /sys
 //! files plumb measures with (stat, softirqs, net/snmp, net/netstat,
 //! task/*/stat and status).
@@ -21,6 +21,7 @@ pub mod knob;
 pub mod proc;
 pub mod process;
 pub mod sock;
+pub mod tun;
 
 pub use cookie::Cookie;
 pub use error::{plain_io, ParseError};

@@ -90,6 +90,9 @@ impl Settings {
         self.text(Field::Mtu, &a.mtu);
         self.text(Field::Delay, &a.delay);
         self.text(Field::Loss, &a.loss);
+        self.text(Field::LinkRate, &a.link_rate);
+        self.text(Field::Queue, &a.queue);
+        self.text(Field::Emulator, &a.emulator);
     }
 }
 
