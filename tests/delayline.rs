@@ -154,8 +154,17 @@ fn a_link_rate_caps_a_stream_at_that_rate() {
     let rate = 50e6;
     let rec = path_run(
         "rate",
-        &["stream", "--link-rate", "50M", "--duration", "3s"],
+        &[
+            "stream",
+            "--link-rate",
+            "50M",
+            "--duration",
+            "3s",
+            "--path-cpus",
+            "0",
+        ],
     );
+    assert_eq!(rec["spec"]["topology"]["veth"]["path_cpus"], "0");
     let it = &rec["iterations"][0];
     let client = &it["client"];
     // IP bytes the client's device handed the path in the window.
@@ -253,33 +262,66 @@ fn netem_is_chosen_where_the_kernel_has_it_and_the_delay_line_where_not() {
     }
 }
 
-#[test]
-fn a_killed_run_takes_its_tun_devices_with_it_and_the_next_start_its_namespaces() {
-    if skip_unless_root() {
-        return;
-    }
-    let j = journal("kill");
-    let mut child = plumb()
-        .env("PLUMB_JOURNAL", &j)
+/// A long stream through plumb's delay line, started; its pid once its
+/// namespaces are up and traffic flows.
+fn long_run(j: &std::path::Path) -> std::process::Child {
+    let child = plumb()
+        .env("PLUMB_JOURNAL", j)
         .args(["run", "stream", "--topology", "veth", "--emulator", "plumb"])
         .args(["--delay", "1ms", "--duration", "60s", "--no-store"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let pid = child.id();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while namespaces_of(pid).len() < 2 {
+    while namespaces_of(child.id()).len() < 2 {
         assert!(Instant::now() < deadline, "the namespaces never appeared");
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_millis(800));
+    child
+}
+
+/// Whether the client's TUN device of run `pid` exists.
+fn has_tun(pid: u32) -> bool {
+    ok(Command::new("ip").args([
+        "-n",
+        &format!("plumb-{pid}-client"),
+        "link",
+        "show",
+        "plumb-c",
+    ]))
+}
+
+#[test]
+fn a_run_stopped_with_ctrl_c_leaves_no_namespace_device_or_thread() {
+    if skip_unless_root() {
+        return;
+    }
+    let _alone = measuring_alone();
+    let mut child = long_run(&journal("int"));
+    let pid = child.id();
+    assert!(has_tun(pid), "the client's TUN device while running");
+    assert!(ok(Command::new("kill").args(["-INT", &pid.to_string()])));
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert!(namespaces_of(pid).is_empty(), "{:?}", namespaces_of(pid));
+}
+
+#[test]
+fn a_killed_run_takes_its_tun_devices_with_it_and_the_next_start_its_namespaces() {
+    if skip_unless_root() {
+        return;
+    }
+    let _alone = measuring_alone();
+    let j = journal("kill");
+    let mut child = long_run(&j);
+    let pid = child.id();
     let client_ns = format!("plumb-{pid}-client");
-    let has_tun = || ok(Command::new("ip").args(["-n", &client_ns, "link", "show", "plumb-c"]));
-    assert!(has_tun(), "the client's TUN device while running");
+    assert!(has_tun(pid), "the client's TUN device while running");
     child.kill().unwrap();
     child.wait().unwrap();
-    assert!(!has_tun(), "the TUN device went with the process");
+    assert!(!has_tun(pid), "the TUN device went with the process");
     let db = TempDb::new("path-kill");
     let out = plumb()
         .env("PLUMB_JOURNAL", &j)

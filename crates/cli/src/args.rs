@@ -690,6 +690,9 @@ pub struct CommonArgs {
     /// has it, else plumb's own delay line].
     #[arg(long = Field::Emulator.long(), value_name = "netem|plumb")]
     pub emulator: Option<String>,
+    /// The CPUs plumb's delay line runs on: 3, 2-3.
+    #[arg(long = Field::PathCpus.long(), value_name = "LIST")]
+    pub path_cpus: Option<String>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

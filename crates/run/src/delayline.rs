@@ -186,14 +186,25 @@ pub struct DelayLine {
 
 impl DelayLine {
     /// Starts moving packets between `client` and `server` (the devices
-    /// of the two namespaces) under `law`.
-    pub fn start(client: Tun, server: Tun, law: PathLaw) -> io::Result<DelayLine> {
+    /// of the two namespaces) under `law`, on the CPUs of `cpus` when
+    /// given.
+    pub fn start(
+        client: Tun,
+        server: Tun,
+        law: PathLaw,
+        cpus: Option<Vec<u32>>,
+    ) -> io::Result<DelayLine> {
         let stop = Arc::new(eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?);
         let counts: Arc<[Counters; 2]> = Arc::default();
         let (s, c) = (stop.clone(), counts.clone());
         let thread = std::thread::Builder::new()
             .name(PATH_THREAD.to_string())
-            .spawn(move || forward([client, server], law, &s, &c))?;
+            .spawn(move || {
+                if let Some(cpus) = cpus {
+                    plumb_sys::affinity::pin_current_thread_to(&cpus)?;
+                }
+                forward([client, server], law, &s, &c)
+            })?;
         Ok(DelayLine {
             stop,
             thread: Some(thread),

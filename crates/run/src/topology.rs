@@ -89,6 +89,17 @@ impl VethPair {
             (None, true) => Some(Emulator::Plumb),
             (None, false) => None,
         };
+        if v.path_cpus.is_some() && pair.emulator != Some(Emulator::Plumb) {
+            return Err(RunError::Setup {
+                flag: Some(Field::PathCpus.flag()),
+                message: format!(
+                    "{}: places plumb's delay line, and this path has none \
+                     (add {} plumb)",
+                    Field::PathCpus.flag(),
+                    Field::Emulator.flag()
+                ),
+            });
+        }
         if pair.emulator == Some(Emulator::Plumb) {
             pair.delay_line = Some(tun_pair(v, c, s)?);
         } else {
@@ -238,6 +249,14 @@ fn netem_works(ns: &str) -> bool {
 
 /// A TUN device in each namespace, and plumb's delay line between them.
 fn tun_pair(v: &Veth, client_ns: &str, server_ns: &str) -> Result<DelayLine, RunError> {
+    if let Some(c) = &v.path_cpus {
+        plumb_sys::affinity::check_cpus(c, Field::PathCpus.flag(), "this host").map_err(
+            |message| RunError::Setup {
+                flag: Some(Field::PathCpus.flag()),
+                message,
+            },
+        )?;
+    }
     // Whole offloaded segments pass fastest; a loss or a bottleneck must
     // see each packet of the wire.
     let offload = if v.loss_ppm.is_none() && v.link_rate_bps.is_none() {
@@ -259,7 +278,8 @@ fn tun_pair(v: &Veth, client_ns: &str, server_ns: &str) -> Result<DelayLine, Run
         queue_bytes: v.queue_or_default(),
         seed: seed(),
     };
-    DelayLine::start(client, server, law).map_err(fail)
+    let cpus = v.path_cpus.as_ref().map(|c| c.cpus().to_vec());
+    DelayLine::start(client, server, law, cpus).map_err(fail)
 }
 
 /// A seed for the delay line's losses, different at every run; the record

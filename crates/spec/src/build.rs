@@ -60,6 +60,7 @@ fn path_value(field: Field, value: &str, v: &mut Veth) -> Result<(), String> {
             &[("netem", Emulator::Netem), ("plumb", Emulator::Plumb)],
         )
         .map(|e| v.emulator = Some(e)),
+        Field::PathCpus => cpu_list(value).map(|c| v.path_cpus = Some(c)),
         _ => parse_loss_ppm(value)
             .map(|p| v.loss_ppm = Some(p))
             .map_err(text),
@@ -81,6 +82,11 @@ fn boolean(v: &str) -> Result<bool, String> {
 fn count<T: TryFrom<u64>>(v: &str) -> Result<T, String> {
     let n = parse_count(v).map_err(|e| e.to_string())?;
     T::try_from(n).map_err(|_| format!("'{v}' is too large"))
+}
+
+fn cpu_list(v: &str) -> Result<CpuList, String> {
+    v.parse::<CpuList>()
+        .map_err(|e| format!("'{v}' is not a CPU list ({e}); use a list like 0, 2-3 or 0-3,6"))
 }
 
 fn size<T: TryFrom<u64>>(v: &str) -> Result<T, String> {
@@ -233,12 +239,7 @@ pub fn build(settings: &[(Field, &str)], names: Names) -> Result<Spec, BuildErro
                     let c = if v.eq_ignore_ascii_case("none") {
                         None
                     } else {
-                        Some(v.parse::<CpuList>().map_err(|e| {
-                            format!(
-                                "'{v}' is not a CPU list ({e}); use a list like 0, 2-3 \
-                                         or 0-3,6"
-                            )
-                        })?)
+                        Some(cpu_list(v)?)
                     };
                     if field == Field::ClientCpus {
                         spec.client_cpus = c
@@ -259,7 +260,8 @@ pub fn build(settings: &[(Field, &str)], names: Names) -> Result<Spec, BuildErro
                 | Field::Loss
                 | Field::LinkRate
                 | Field::Queue
-                | Field::Emulator => {
+                | Field::Emulator
+                | Field::PathCpus => {
                     // A malformed value is named before where it applies.
                     if !v.eq_ignore_ascii_case("none") {
                         path_value(field, v, &mut Veth::default())?;

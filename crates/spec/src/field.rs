@@ -107,6 +107,8 @@ fields! {
     Queue = "queue", "queue", "queue";
     /// What emulates the path: netem or plumb's own delay line.
     Emulator = "emulator", "emulator", "emulator";
+    /// The CPUs plumb's delay line runs on.
+    PathCpus = "path_cpus", "path-cpus", "path cpus";
 }
 
 impl Field {

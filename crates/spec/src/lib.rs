@@ -367,6 +367,9 @@ pub struct Veth {
     /// run (netem where the kernel has it, else plumb's delay line).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub emulator: Option<Emulator>,
+    /// The CPUs plumb's delay line runs on (any when absent).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub path_cpus: Option<CpuList>,
 }
 
 /// What emulates the path of `--topology veth`.
@@ -433,6 +436,9 @@ impl fmt::Display for Topology {
         }
         if let Some(e) = v.emulator {
             write!(f, " via {e}")?;
+        }
+        if let Some(c) = &v.path_cpus {
+            write!(f, " on cpus {c}")?;
         }
         Ok(())
     }
@@ -844,6 +850,9 @@ impl Spec {
             Field::LinkRate => veth.and_then(|v| or_none(v.link_rate_bps.map(units::show_rate))),
             Field::Queue => veth.and_then(|v| or_none(v.queue_bytes.map(units::show_size))),
             Field::Emulator => veth.and_then(|v| or_none(v.emulator.map(|e| e.to_string()))),
+            Field::PathCpus => {
+                veth.and_then(|v| or_none(v.path_cpus.as_ref().map(|c| c.to_string())))
+            }
         }
     }
 
@@ -1163,6 +1172,7 @@ mod tests {
             link_rate_bps: Some(100_000_000),
             queue_bytes: Some(256 << 10),
             emulator: Some(Emulator::Plumb),
+            path_cpus: Some("1".parse().unwrap()),
         }));
         let shown: Vec<(Field, String)> = Field::ALL
             .iter()

@@ -23,6 +23,26 @@ pub fn pin_current_thread(cpu: u32) -> io::Result<()> {
     Ok(sched_setaffinity(None, &set)?)
 }
 
+/// Restricts the calling thread to the CPUs of `cpus`.
+pub fn pin_current_thread_to(cpus: &[u32]) -> io::Result<()> {
+    let mut set = CpuSet::new();
+    for &cpu in cpus {
+        match usize::try_from(cpu).ok().filter(|&i| i < CpuSet::MAX_CPU) {
+            Some(i) => set.set(i),
+            None => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "CPU {cpu} is beyond the {} a CPU set holds",
+                        CpuSet::MAX_CPU
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(sched_setaffinity(None, &set)?)
+}
+
 /// The CPUs the calling thread may run on, ascending.
 pub fn allowed_cpus() -> io::Result<Vec<u32>> {
     let set = sched_getaffinity(None)?;

@@ -93,6 +93,7 @@ impl Settings {
         self.text(Field::LinkRate, &a.link_rate);
         self.text(Field::Queue, &a.queue);
         self.text(Field::Emulator, &a.emulator);
+        self.text(Field::PathCpus, &a.path_cpus);
     }
 }
 
