@@ -133,17 +133,35 @@ fn s3_reports_rate_latency_and_cpu_per_flow_count_and_family() {
 }
 
 #[test]
-fn s4_pacing_caps_each_congestion_control() {
+fn s4_pacing_caps_each_congestion_control_and_the_round_trip_bounds_both() {
+    if !require_root("run over veth paths of different round trips (s4)") {
+        return;
+    }
     let _alone = measuring_alone();
-    let (text, md, _html) = sweep_and_report("s4-transfer-tuning");
+    let (text, md, html) = sweep_and_report("s4-transfer-tuning");
     assert!(text.contains("throughput by pacing_rate"), "{text}");
+    assert!(text.contains("throughput by delay"), "{text}");
     for cc in ["cubic", "bbr"] {
         let line = format!("{cc} delay=none");
         let paced = bits(&md_mean(&md, &line, "2G"));
         let free = bits(&md_mean(&md, &line, "none"));
         assert!(paced < 2.3e9, "{cc} paced at 2G ran {paced}");
         assert!(free > paced, "{cc}: unpaced {free} vs paced {paced}");
+        // One flow's window over a 50 ms round trip moves less than over
+        // none.
+        let line = format!("{cc} pacing_rate=none");
+        let near = bits(&md_mean(&md, &line, "none"));
+        let far = bits(&md_mean(&md, &line, "25ms"));
+        assert!(far < near, "{cc}: {far} at 50 ms, {near} at none");
     }
+    // The emulated points say what emulated them; TCP's retransmissions
+    // are shown per point.
+    assert!(
+        text.contains("delay 25ms via netem") || text.contains("delay 25ms via plumb"),
+        "{text}"
+    );
+    assert!(md.contains("## TCP retransmissions"), "{md}");
+    assert!(html.contains("<h2>TCP retransmissions</h2>"));
 }
 
 #[test]

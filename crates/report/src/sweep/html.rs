@@ -372,6 +372,22 @@ pub fn html(r: &SweepReport) -> String {
             "percentile",
         ));
     }
+    if !r.retransmits.is_empty() {
+        let _ = writeln!(
+            o,
+            "<h2>TCP retransmissions</h2><table><tr><th>point</th><th>per iteration</th><th>per GB</th></tr>"
+        );
+        for t in &r.retransmits {
+            let _ = writeln!(
+                o,
+                "<tr><td>{}</td><td>{:.0}</td><td>{:.1}</td></tr>",
+                esc(&t.name),
+                t.per_iteration,
+                t.per_gb
+            );
+        }
+        let _ = writeln!(o, "</table>");
+    }
     if !r.softirq.is_empty() {
         let _ = writeln!(o, "<h2>Softirq share of each CPU</h2>");
         let ncpu = r.softirq.iter().map(|s| s.per_cpu.len()).max().unwrap_or(0);

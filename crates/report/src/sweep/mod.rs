@@ -82,6 +82,16 @@ pub struct LatencyRow {
     pub us: [f64; 5],
 }
 
+/// TCP's retransmissions at one point: what a lossy or long path costs.
+#[derive(Debug, Clone)]
+pub struct RetransRow {
+    pub name: String,
+    /// Segments the sender(s) retransmitted, per iteration on average.
+    pub per_iteration: f64,
+    /// The same per GB received.
+    pub per_gb: f64,
+}
+
 pub const PERCENTILES: [&str; 5] = ["p50", "p90", "p99", "p99.9", "p99.99"];
 
 /// The softirq time of each CPU over one point's windows, as a share of
@@ -101,6 +111,8 @@ pub struct SweepReport {
     pub cpu: Vec<CpuRow>,
     pub latency: Vec<LatencyRow>,
     pub softirq: Vec<SoftirqRow>,
+    /// TCP's retransmissions at each point; empty when there were none.
+    pub retransmits: Vec<RetransRow>,
     /// Every line against the first, each with its environment diff.
     pub comparisons: Vec<Comparison>,
 }
@@ -204,9 +216,17 @@ pub fn build(
         }
     }
     // Runs are made in random order: values that are sizes or numbers go
-    // in numeric order ("auto" and other words after them, as first seen).
-    for (_, vals) in axes.iter_mut() {
-        let key = |v: &String| plumb_spec::parse_size(v).ok();
+    // in numeric order ("auto" and other words after them, as first seen);
+    // a delay or a loss of "none" is none at all, first.
+    for (axis, vals) in axes.iter_mut() {
+        use plumb_spec::Field;
+        let field = Field::from_key(axis);
+        let key = |v: &String| match field {
+            Some(Field::Delay | Field::Loss) if v.eq_ignore_ascii_case("none") => Some(0),
+            Some(Field::Delay) => plumb_spec::parse_delay_us(v).ok(),
+            Some(Field::Loss) => plumb_spec::parse_loss_ppm(v).ok().map(u64::from),
+            _ => plumb_spec::parse_size(v).ok(),
+        };
         if vals.iter().any(|v| key(v).is_some()) {
             vals.sort_by_key(|v| (key(v).is_none(), key(v).unwrap_or(0)));
         }
@@ -351,6 +371,7 @@ pub fn build(
     let mut cpu = Vec::new();
     let mut latency = Vec::new();
     let mut softirq = Vec::new();
+    let mut retransmits = Vec::new();
     for (series, coords, rs) in &cells {
         let name = point_name(series, coords);
         let its: Vec<_> = rs
@@ -361,6 +382,16 @@ pub fn build(
             continue;
         }
         let window: f64 = its.iter().map(|i| i.window_s.max(1e-9)).sum();
+        let retrans: f64 = its.iter().map(|i| i.derived.retransmits as f64).sum();
+        let gb: f64 = its
+            .iter()
+            .map(|i| i.transfer.received_bytes as f64 / 1e9)
+            .sum();
+        retransmits.push(RetransRow {
+            name: name.clone(),
+            per_iteration: retrans / its.len() as f64,
+            per_gb: if gb > 0.0 { retrans / gb } else { 0.0 },
+        });
         for end in [Role::Client, Role::Server] {
             let pick = |i: &plumb_samples::Iteration| -> (f64, f64, f64) {
                 let e = match end {
@@ -420,6 +451,10 @@ pub fn build(
                 .collect(),
         });
     }
+    // A table of zeros says nothing (request/response on a clean path).
+    if retransmits.iter().all(|t| t.per_iteration == 0.0) {
+        retransmits.clear();
+    }
     SweepReport {
         title: title.to_string(),
         metric,
@@ -428,6 +463,7 @@ pub fn build(
         cpu,
         latency,
         softirq,
+        retransmits,
         comparisons,
     }
 }

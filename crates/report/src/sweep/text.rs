@@ -83,6 +83,22 @@ pub fn terminal(r: &SweepReport) -> String {
         }
         o.push('\n');
     }
+    if !r.retransmits.is_empty() {
+        let _ = writeln!(o, "TCP retransmissions (sender's segments)");
+        let _ = writeln!(
+            o,
+            "  {:<40} {:>13} {:>10}",
+            "point", "per iteration", "per GB"
+        );
+        for t in &r.retransmits {
+            let _ = writeln!(
+                o,
+                "  {:<40} {:>13.0} {:>10.1}",
+                t.name, t.per_iteration, t.per_gb
+            );
+        }
+        o.push('\n');
+    }
     if !r.softirq.is_empty() {
         let _ = writeln!(o, "softirq share of each CPU");
         for s in &r.softirq {
@@ -176,6 +192,19 @@ pub fn markdown(r: &SweepReport) -> String {
         for l in &r.latency {
             let v: Vec<String> = l.us.iter().map(|x| format!("{x:.1}")).collect();
             let _ = writeln!(o, "| {} | {} |", l.name, v.join(" | "));
+        }
+    }
+    if !r.retransmits.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n## TCP retransmissions\n\n| point | per iteration | per GB |\n|---|---:|---:|"
+        );
+        for t in &r.retransmits {
+            let _ = writeln!(
+                o,
+                "| {} | {:.0} | {:.1} |",
+                t.name, t.per_iteration, t.per_gb
+            );
         }
     }
     if !r.softirq.is_empty() {
