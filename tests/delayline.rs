@@ -10,32 +10,10 @@ use serde_json::Value;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn journal(name: &str) -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("plumb-journal-path-{name}-{}", std::process::id()))
-}
-
-/// The namespaces a run of pid `pid` made.
-fn namespaces_of(pid: u32) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir("/run/netns")
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with(&format!("plumb-{pid}-")))
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
-}
-
-fn skip_unless_root() -> bool {
-    !require_root("build the --topology veth namespaces") || !require_tool("ip", "iproute2")
-}
-
 /// A run over the veth topology with plumb's delay line; its record.
 fn path_run(name: &str, args: &[&str]) -> Value {
     let out = plumb()
-        .env("PLUMB_JOURNAL", journal(name))
+        .env("PLUMB_JOURNAL", test_journal(name))
         .args(["run"])
         .args(args)
         .args([
@@ -65,12 +43,12 @@ fn interface<'a>(end: &'a Value, name: &str) -> &'a Value {
 
 #[test]
 fn a_delay_of_5ms_each_way_is_a_10ms_round_trip_for_rr_and_for_ping() {
-    if skip_unless_root() || !require_tool("ping", "iputils-ping") {
+    if skip_unless_veth() || !require_tool("ping", "iputils-ping") {
         return;
     }
     let _alone = measuring_alone();
     let child = plumb()
-        .env("PLUMB_JOURNAL", journal("delay"))
+        .env("PLUMB_JOURNAL", test_journal("delay"))
         .args(["run", "rr", "--topology", "veth", "--emulator", "plumb"])
         .args(["--delay", "5ms", "--duration", "4s", "--warmup", "500ms"])
         .args(["--iterations", "1", "--json", "--no-store"])
@@ -80,13 +58,13 @@ fn a_delay_of_5ms_each_way_is_a_10ms_round_trip_for_rr_and_for_ping() {
         .unwrap();
     let pid = child.id();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while namespaces_of(pid).len() < 2 {
+    while veth_namespaces(pid).len() < 2 {
         assert!(Instant::now() < deadline, "the namespaces never appeared");
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_millis(300));
     // The test's own round trips, during the run, through the same path.
-    let ns = &namespaces_of(pid)[0];
+    let ns = &veth_namespaces(pid)[0];
     assert!(ns.ends_with("-client"), "{ns}");
     let ping = Command::new("ip")
         .args([
@@ -115,12 +93,15 @@ fn a_delay_of_5ms_each_way_is_a_10ms_round_trip_for_rr_and_for_ping() {
         (10_000.0..10_500.0).contains(&p50),
         "5 ms each way: p50 {p50} us"
     );
-    assert!(namespaces_of(pid).is_empty(), "the run left its namespaces");
+    assert!(
+        veth_namespaces(pid).is_empty(),
+        "the run left its namespaces"
+    );
 }
 
 #[test]
 fn a_loss_of_1_percent_drops_a_binomial_share_that_tcp_retransmits() {
-    if skip_unless_root() {
+    if skip_unless_veth() {
         return;
     }
     let _alone = measuring_alone();
@@ -147,7 +128,7 @@ fn a_loss_of_1_percent_drops_a_binomial_share_that_tcp_retransmits() {
 
 #[test]
 fn a_link_rate_caps_a_stream_at_that_rate() {
-    if skip_unless_root() {
+    if skip_unless_veth() {
         return;
     }
     let _alone = measuring_alone();
@@ -186,7 +167,7 @@ fn a_link_rate_caps_a_stream_at_that_rate() {
 
 #[test]
 fn one_flow_moves_no_more_than_its_window_per_round_trip() {
-    if skip_unless_root() {
+    if skip_unless_veth() {
         return;
     }
     let _alone = measuring_alone();
@@ -222,7 +203,7 @@ fn one_flow_moves_no_more_than_its_window_per_round_trip() {
 
 #[test]
 fn netem_is_chosen_where_the_kernel_has_it_and_the_delay_line_where_not() {
-    if skip_unless_root() {
+    if skip_unless_veth() {
         return;
     }
     let netem = ok(Command::new("unshare")
@@ -231,7 +212,7 @@ fn netem_is_chosen_where_the_kernel_has_it_and_the_delay_line_where_not() {
     eprintln!("this kernel {} netem", if netem { "has" } else { "has no" });
     let run = |extra: &[&str]| {
         plumb()
-            .env("PLUMB_JOURNAL", journal("choice"))
+            .env("PLUMB_JOURNAL", test_journal("choice"))
             .args([
                 "run",
                 "rr",
@@ -262,77 +243,49 @@ fn netem_is_chosen_where_the_kernel_has_it_and_the_delay_line_where_not() {
     }
 }
 
-/// A long stream through plumb's delay line, started; its pid once its
-/// namespaces are up and traffic flows.
+/// A long stream through plumb's delay line, started.
 fn long_run(j: &std::path::Path) -> std::process::Child {
-    let child = plumb()
-        .env("PLUMB_JOURNAL", j)
-        .args(["run", "stream", "--topology", "veth", "--emulator", "plumb"])
-        .args(["--delay", "1ms", "--duration", "60s", "--no-store"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while namespaces_of(child.id()).len() < 2 {
-        assert!(Instant::now() < deadline, "the namespaces never appeared");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(800));
-    child
+    started_veth_run(j, &["stream", "--emulator", "plumb", "--delay", "1ms"])
 }
 
 /// Whether the client's TUN device of run `pid` exists.
 fn has_tun(pid: u32) -> bool {
-    ok(Command::new("ip").args([
-        "-n",
-        &format!("plumb-{pid}-client"),
-        "link",
-        "show",
-        "plumb-c",
-    ]))
+    let ns = format!("plumb-{pid}-client");
+    ok(Command::new("ip")
+        .args(["-n", &ns, "link", "show", "plumb-c"])
+        .stdout(Stdio::null()))
 }
 
 #[test]
 fn a_run_stopped_with_ctrl_c_leaves_no_namespace_device_or_thread() {
-    if skip_unless_root() {
+    if skip_unless_veth() {
         return;
     }
     let _alone = measuring_alone();
-    let mut child = long_run(&journal("int"));
+    let mut child = long_run(&test_journal("int"));
     let pid = child.id();
     assert!(has_tun(pid), "the client's TUN device while running");
     assert!(ok(Command::new("kill").args(["-INT", &pid.to_string()])));
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));
-    assert!(namespaces_of(pid).is_empty(), "{:?}", namespaces_of(pid));
+    assert!(
+        veth_namespaces(pid).is_empty(),
+        "{:?}",
+        veth_namespaces(pid)
+    );
 }
 
 #[test]
 fn a_killed_run_takes_its_tun_devices_with_it_and_the_next_start_its_namespaces() {
-    if skip_unless_root() {
+    if skip_unless_veth() {
         return;
     }
     let _alone = measuring_alone();
-    let j = journal("kill");
-    let mut child = long_run(&j);
-    let pid = child.id();
-    let client_ns = format!("plumb-{pid}-client");
-    assert!(has_tun(pid), "the client's TUN device while running");
-    child.kill().unwrap();
-    child.wait().unwrap();
+    let j = test_journal("path-kill");
+    let child = long_run(&j);
+    assert!(has_tun(child.id()), "the client's TUN device while running");
+    let pid = kill_leaving_namespaces(child);
+    // The device goes with its descriptor, so with the process.
     assert!(!has_tun(pid), "the TUN device went with the process");
-    let db = TempDb::new("path-kill");
-    let out = plumb()
-        .env("PLUMB_JOURNAL", &j)
-        .args(["list", "--db", db.path()])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains(&format!("removed network namespace {client_ns}")),
-        "{err}"
-    );
-    assert!(namespaces_of(pid).is_empty());
-    let _ = std::fs::remove_file(&j);
+    next_start_removes(&j, pid);
 }

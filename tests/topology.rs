@@ -3,31 +3,9 @@
 //! `plumb topology down`.
 
 mod common;
-use common::{items, ok, plumb, require_root, require_tool, TempDb, ONE_SHORT};
+use common::*;
 use serde_json::Value;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
-fn journal(name: &str) -> std::path::PathBuf {
-    let p = std::env::temp_dir().join(format!("plumb-journal-topo-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_file(&p);
-    p
-}
-
-fn namespaces_of(pid: u32) -> Vec<String> {
-    std::fs::read_dir("/run/netns")
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with(&format!("plumb-{pid}-")))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn skip_unless_root() -> bool {
-    !require_root("build the --topology veth namespaces") || !require_tool("ip", "iproute2")
-}
 
 fn veth_run(j: &std::path::Path, args: &[&str]) -> (u32, std::process::Output) {
     let child = plumb()
@@ -46,10 +24,10 @@ fn veth_run(j: &std::path::Path, args: &[&str]) -> (u32, std::process::Output) {
 
 #[test]
 fn stream_and_rr_over_veth_in_both_families_leave_nothing_behind() {
-    if skip_unless_root() {
+    if skip_unless_veth() {
         return;
     }
-    let j = journal("run");
+    let j = test_journal("run");
     for (workload, family) in [("stream", "-4"), ("rr", "-6")] {
         let (pid, out) = veth_run(&j, &[workload, family, "--mtu", "1500"]);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -81,9 +59,9 @@ fn stream_and_rr_over_veth_in_both_families_leave_nothing_behind() {
             assert_eq!(mss, "1448");
         }
         assert!(
-            namespaces_of(pid).is_empty(),
+            veth_namespaces(pid).is_empty(),
             "left {:?}",
-            namespaces_of(pid)
+            veth_namespaces(pid)
         );
     }
     assert_eq!(std::fs::read_to_string(&j).unwrap_or_default().trim(), "");
@@ -92,10 +70,10 @@ fn stream_and_rr_over_veth_in_both_families_leave_nothing_behind() {
 
 #[test]
 fn the_topology_is_part_of_the_spec_key() {
-    if skip_unless_root() {
+    if skip_unless_veth() {
         return;
     }
-    let j = journal("key");
+    let j = test_journal("key");
     let (_, veth) = veth_run(&j, &["rr"]);
     assert!(veth.status.success());
     let out = plumb()
@@ -115,53 +93,18 @@ fn the_topology_is_part_of_the_spec_key() {
 
 #[test]
 fn a_killed_veth_run_is_cleaned_up_at_the_next_start() {
-    if skip_unless_root() {
+    if skip_unless_veth() {
         return;
     }
-    let j = journal("kill");
-    let db = TempDb::new("topo-kill");
-    let mut child = plumb()
-        .env("PLUMB_JOURNAL", &j)
-        .args([
-            "run",
-            "stream",
-            "--topology",
-            "veth",
-            "--duration",
-            "60s",
-            "--no-store",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while namespaces_of(pid).len() < 2 {
-        assert!(Instant::now() < deadline, "namespaces never appeared");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(500));
-    child.kill().unwrap();
-    child.wait().unwrap();
-    assert_eq!(namespaces_of(pid).len(), 2, "the killed run left them");
-    let out = plumb()
-        .env("PLUMB_JOURNAL", &j)
-        .args(["list", "--db", db.path()])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains(&format!("removed network namespace plumb-{pid}-client")),
-        "{err}"
-    );
-    assert!(namespaces_of(pid).is_empty());
-    let _ = std::fs::remove_file(&j);
+    let j = test_journal("topo-kill");
+    let child = started_veth_run(&j, &["stream"]);
+    let pid = kill_leaving_namespaces(child);
+    next_start_removes(&j, pid);
 }
 
 #[test]
 fn topology_down_removes_leftovers_of_dead_processes_only() {
-    if skip_unless_root() {
+    if skip_unless_veth() {
         return;
     }
     // Above the largest pid_max, so no process can own it.
@@ -186,10 +129,10 @@ fn topology_down_removes_leftovers_of_dead_processes_only() {
 
 #[test]
 fn a_delay_lengthens_the_round_trip_whatever_emulates_it() {
-    if skip_unless_root() {
+    if skip_unless_veth() {
         return;
     }
-    let j = journal("delay");
+    let j = test_journal("delay");
     let (pid, out) = veth_run(&j, &["rr", "--delay", "5ms"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
@@ -204,7 +147,7 @@ fn a_delay_lengthens_the_round_trip_whatever_emulates_it() {
         "{}",
         rec["path"]
     );
-    assert!(namespaces_of(pid).is_empty());
+    assert!(veth_namespaces(pid).is_empty());
     let _ = std::fs::remove_file(&j);
 }
 

@@ -506,3 +506,81 @@ impl Drop for Spinner {
         let _ = self.0.wait();
     }
 }
+
+/// The namespaces `--topology veth` made for the run of pid `pid`, sorted
+/// (client first).
+pub fn veth_namespaces(pid: u32) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir("/run/netns")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&format!("plumb-{pid}-")))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Skipped (failed under CI) without root or `ip`.
+pub fn skip_unless_veth() -> bool {
+    !require_root("build the --topology veth namespaces") || !require_tool("ip", "iproute2")
+}
+
+/// A journal file of this test process named after `name`, not there yet.
+pub fn test_journal(name: &str) -> std::path::PathBuf {
+    let p = std::env::temp_dir().join(format!("plumb-journal-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_file(&p);
+    p
+}
+
+/// A long veth run (`plumb run` with `args`), started once its two
+/// namespaces are up and its traffic has flowed a moment.
+pub fn started_veth_run(journal: &std::path::Path, args: &[&str]) -> std::process::Child {
+    let child = plumb()
+        .env("PLUMB_JOURNAL", journal)
+        .args(["run"])
+        .args(args)
+        .args(["--topology", "veth", "--duration", "60s", "--no-store"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while veth_namespaces(child.id()).len() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the namespaces never appeared"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    child
+}
+
+/// Kills the run with SIGKILL: its namespaces stay. Its pid.
+pub fn kill_leaving_namespaces(mut child: std::process::Child) -> u32 {
+    let pid = child.id();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(veth_namespaces(pid).len(), 2, "the killed run left them");
+    pid
+}
+
+/// The next start of plumb (any command, with the same journal) removes
+/// the namespaces of the killed run `pid` and says so.
+pub fn next_start_removes(journal: &std::path::Path, pid: u32) {
+    let db = TempDb::new(&format!("restart-{pid}"));
+    let out = plumb()
+        .env("PLUMB_JOURNAL", journal)
+        .args(["list", "--db", db.path()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("removed network namespace plumb-{pid}-client")),
+        "{err}"
+    );
+    assert!(veth_namespaces(pid).is_empty());
+    let _ = std::fs::remove_file(journal);
+}
