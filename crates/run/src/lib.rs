@@ -207,12 +207,7 @@ pub fn run(
         }
     }
     if let Some(cpus) = &spec.client_cpus {
-        plumb_sys::affinity::check_cpus(cpus, Field::ClientCpus.flag(), "the client").map_err(
-            |message| RunError::Setup {
-                flag: Some(Field::ClientCpus.flag()),
-                message,
-            },
-        )?;
+        cpus_here(cpus, Field::ClientCpus, "the client")?;
     }
     // Every flow is a descriptor; a few dozen more go to the control
     // connection, epoll, eventfds and /proc reads.
@@ -356,6 +351,19 @@ pub fn run(
         server_knobs,
         environment: Some(environment),
         path,
+    })
+}
+
+/// Refuses CPUs of `field` that this host lacks or this process may not
+/// use; `whose` says where they were meant for.
+pub(crate) fn cpus_here(
+    cpus: &plumb_spec::CpuList,
+    field: Field,
+    whose: &str,
+) -> Result<(), RunError> {
+    plumb_sys::affinity::check_cpus(cpus, field.flag(), whose).map_err(|message| RunError::Setup {
+        flag: Some(field.flag()),
+        message,
     })
 }
 

@@ -250,12 +250,7 @@ fn netem_works(ns: &str) -> bool {
 /// A TUN device in each namespace, and plumb's delay line between them.
 fn tun_pair(v: &Veth, client_ns: &str, server_ns: &str) -> Result<DelayLine, RunError> {
     if let Some(c) = &v.path_cpus {
-        plumb_sys::affinity::check_cpus(c, Field::PathCpus.flag(), "this host").map_err(
-            |message| RunError::Setup {
-                flag: Some(Field::PathCpus.flag()),
-                message,
-            },
-        )?;
+        crate::cpus_here(c, Field::PathCpus, "this host")?;
     }
     // Whole offloaded segments pass fastest; a loss or a bottleneck must
     // see each packet of the wire.
