@@ -95,7 +95,8 @@ for name, rtt in [("rr-1ms", 2000), ("rr-10ms", 20000)]:
 timer_p50, timer_p99 = open(f"{work}/timer.txt").read().split()
 print()
 print(f"This host's timer alone: a 1 ms sleep wakes {timer_p50} us late at p50 and {timer_p99} us at p99 "
-      "(2000 sleeps); a held packet's release waits on such a wake-up, once each way.\n")
+      "(2000 sleeps). The delay line wakes 200 us before a release and waits the rest out on the CPU, "
+      "so only wake-ups later than that reach a packet, once each way.\n")
 print("The delay line's thread also carries the receiving namespace's network stack for each packet "
       "it writes (a TUN write is received in the writer's context), so its CPU per GB includes that "
       "softirq work, which over the veth pair is the sender's.")

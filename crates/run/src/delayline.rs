@@ -34,6 +34,10 @@ pub use plumb_samples::PATH_THREAD;
 /// and 80 ms) is a runaway sender, not a path: its packets are dropped as
 /// a full queue would.
 const MOST_HELD: u64 = 1 << 30;
+/// How long before a release the thread wakes, to wait the rest out on
+/// the CPU: more than a timer's usual lateness, little enough that packets
+/// arriving meanwhile are not held up long.
+const EARLY_NS: u64 = 200_000;
 /// Buffers kept for reuse once their packets are written.
 const POOL: usize = 4096;
 
@@ -350,7 +354,17 @@ fn forward(
                 }
             }
         }
-        let now = monotonic_ns();
+        let mut now = monotonic_ns();
+        // The timer wakes this thread EARLY before a release: a wake-up is
+        // late by tens to hundreds of microseconds on a busy host, so the
+        // last stretch is waited out here instead.
+        while let Some(next) = dirs.iter().filter_map(Direction::next_release).min() {
+            if next <= now || next - now > EARLY_NS {
+                break;
+            }
+            std::hint::spin_loop();
+            now = monotonic_ns();
+        }
         for k in 0..2 {
             while let Some(p) = dirs[k].due(now) {
                 let c = &counts[k];
@@ -374,6 +388,7 @@ fn forward(
         let next = dirs.iter().filter_map(Direction::next_release).min();
         if next != armed {
             if let Some(at) = next {
+                let at = at.saturating_sub(EARLY_NS);
                 let when = Timespec {
                     tv_sec: (at / 1_000_000_000) as _,
                     tv_nsec: (at % 1_000_000_000) as _,
