@@ -110,7 +110,7 @@ fn a_loss_of_1_percent_drops_a_binomial_share_that_tcp_retransmits() {
     let rec = path_run("loss", &["stream", "--loss", "1%", "--duration", "2s"]);
     let to_server = &rec["path"]["to_server"];
     let (lost, passed) = (u(&to_server["lost"]), u(&to_server["packets"]));
-    let n = (lost + passed + u(&to_server["queue_drops"])) as f64;
+    let n = (lost + passed + u(&to_server["queue_drops"]) + u(&to_server["refused"])) as f64;
     let sd = (n * 0.01 * 0.99).sqrt();
     assert!(n > 10_000.0, "{to_server}");
     assert!(

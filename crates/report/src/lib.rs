@@ -96,9 +96,13 @@ fn path(o: &mut String, rec: &RunRecord, it: Option<&Iteration>) {
     }
     for (way, c) in [("to server", &p.to_server), ("to client", &p.to_client)] {
         if let Some(c) = c {
+            let refused = match c.refused {
+                0 => String::new(),
+                n => format!(", refused {n} (device not up)"),
+            };
             let _ = writeln!(
                 o,
-                "            {way} {} pkts {}, lost {}, queue full {}",
+                "            {way} {} pkts {}, lost {}, queue full {}{refused}",
                 count(c.packets),
                 format_bytes(c.bytes),
                 c.lost,

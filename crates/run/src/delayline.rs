@@ -161,6 +161,7 @@ struct Counters {
     bytes: AtomicU64,
     lost: AtomicU64,
     queue_drops: AtomicU64,
+    refused: AtomicU64,
 }
 
 impl Counters {
@@ -170,6 +171,7 @@ impl Counters {
             bytes: self.bytes.load(Relaxed),
             lost: self.lost.load(Relaxed),
             queue_drops: self.queue_drops.load(Relaxed),
+            refused: self.refused.load(Relaxed),
         }
     }
 }
@@ -368,8 +370,9 @@ fn forward(
         for k in 0..2 {
             while let Some(p) = dirs[k].due(now) {
                 let c = &counts[k];
-                // A write fails only when the far device is going away
-                // (the run is ending): the packet is dropped.
+                // A write fails only while the far device is not up: a
+                // packet sent as the first device came up, before the
+                // second did, or one as the run ends.
                 match tuns[1 - k].write(&p) {
                     Ok(_) => {
                         c.packets.fetch_add(1, Relaxed);
@@ -377,7 +380,7 @@ fn forward(
                             .fetch_add(p.len().saturating_sub(VNET_HDR_LEN) as u64, Relaxed);
                     }
                     Err(_) => {
-                        c.queue_drops.fetch_add(1, Relaxed);
+                        c.refused.fetch_add(1, Relaxed);
                     }
                 }
                 if pool.len() < POOL {

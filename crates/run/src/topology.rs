@@ -100,8 +100,11 @@ impl VethPair {
                 ),
             });
         }
+        // The delay line starts once both devices are up: what the first
+        // sends meanwhile waits in its device's queue.
+        let mut tuns = None;
         if pair.emulator == Some(Emulator::Plumb) {
-            pair.delay_line = Some(tun_pair(v, c, s)?);
+            tuns = Some(tun_pair(v, c, s)?);
         } else {
             ip(
                 None,
@@ -129,6 +132,9 @@ impl VethPair {
                 &["addr", "add", &format!("{v6}/64"), "dev", ifname, "nodad"],
             )?;
             ip(Some(ns), &["link", "set", ifname, "up"])?;
+        }
+        if let Some((client, server)) = tuns {
+            pair.delay_line = Some(delay_line(v, client, server)?);
         }
         if pair.emulator == Some(Emulator::Netem) && v.emulated() {
             let netem = netem_of(v);
@@ -247,8 +253,8 @@ fn netem_works(ns: &str) -> bool {
     works
 }
 
-/// A TUN device in each namespace, and plumb's delay line between them.
-fn tun_pair(v: &Veth, client_ns: &str, server_ns: &str) -> Result<DelayLine, RunError> {
+/// A TUN device in each namespace, for plumb's delay line.
+fn tun_pair(v: &Veth, client_ns: &str, server_ns: &str) -> Result<(Tun, Tun), RunError> {
     if let Some(c) = &v.path_cpus {
         crate::cpus_here(c, Field::PathCpus, "this host")?;
     }
@@ -263,9 +269,17 @@ fn tun_pair(v: &Veth, client_ns: &str, server_ns: &str) -> Result<DelayLine, Run
         let _inside = raw::enter_netns(ns)?;
         Tun::create(name, offload)
     };
-    let fail = |e: std::io::Error| setup(format!("--emulator plumb: {e}"));
-    let client = tun_in(client_ns, CLIENT_IF).map_err(fail)?;
-    let server = tun_in(server_ns, SERVER_IF).map_err(fail)?;
+    let client = tun_in(client_ns, CLIENT_IF).map_err(line_failed)?;
+    let server = tun_in(server_ns, SERVER_IF).map_err(line_failed)?;
+    Ok((client, server))
+}
+
+fn line_failed(e: std::io::Error) -> RunError {
+    setup(format!("{} plumb: {e}", Field::Emulator.flag()))
+}
+
+/// plumb's delay line between the two devices, under the path `v` asks for.
+fn delay_line(v: &Veth, client: Tun, server: Tun) -> Result<DelayLine, RunError> {
     let law = PathLaw {
         delay_ns: v.delay_us.unwrap_or(0) * 1000,
         loss_ppm: v.loss_ppm.unwrap_or(0),
@@ -274,7 +288,7 @@ fn tun_pair(v: &Veth, client_ns: &str, server_ns: &str) -> Result<DelayLine, Run
         seed: seed(),
     };
     let cpus = v.path_cpus.as_ref().map(|c| c.cpus().to_vec());
-    DelayLine::start(client, server, law, cpus).map_err(fail)
+    DelayLine::start(client, server, law, cpus).map_err(line_failed)
 }
 
 /// A seed for the delay line's losses, different at every run; the record

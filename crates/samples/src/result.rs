@@ -706,9 +706,12 @@ pub struct PathCounts {
     pub bytes: u64,
     /// Packets dropped at the loss rate.
     pub lost: u64,
-    /// Packets dropped at the tail of the link's full queue, or refused
-    /// by the far device as the run ended.
+    /// Packets dropped at the tail of the link's full queue.
     pub queue_drops: u64,
+    /// Packets the far device refused while it was not up (as the path
+    /// was set up or taken down).
+    #[serde(default)]
+    pub refused: u64,
 }
 
 /// How the server end of a run came to be.
