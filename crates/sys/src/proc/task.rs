@@ -317,7 +317,13 @@ mod tests {
             })
             .unwrap();
         let tid = started_rx.recv().unwrap() as u32;
-        let tasks = read_tasks(None).unwrap();
+        // A listing of /proc/self/task can skip a live thread when others
+        // (the test harness's) exit while it is read: the kernel walks the
+        // list by position. A few tries see it.
+        let tasks = (0..5)
+            .map(|_| read_tasks(None).unwrap())
+            .find(|ts| ts.iter().any(|t| t.name == "plumb-test-x"))
+            .expect("the named thread in one of 5 listings");
         stop_tx.send(()).unwrap();
         handle.join().unwrap();
         let task = tasks.iter().find(|t| t.name == "plumb-test-x").unwrap();
