@@ -13,6 +13,7 @@
 //! and lengths tested in memory; [`DelayLine`] is its I/O.
 
 use plumb_samples::{PathCounts, PathResult};
+use plumb_stats::Rng;
 use plumb_sys::tun::{Tun, MAX_PACKET, VNET_HDR_LEN};
 use rustix::event::{epoll, eventfd, EventfdFlags};
 use rustix::time::{
@@ -63,27 +64,6 @@ pub enum Fate {
     QueueFull,
 }
 
-/// xorshift64*: small, fast, and the same sequence from the same seed on
-/// every host.
-#[derive(Debug, Clone)]
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.max(1))
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    /// True with probability ppm / 1e6.
-    fn hits(&mut self, ppm: u32) -> bool {
-        ppm > 0 && self.next() % 1_000_000 < u64::from(ppm)
-    }
-}
-
 /// One direction of the path.
 #[derive(Debug)]
 pub struct Direction {
@@ -98,7 +78,8 @@ pub struct Direction {
 
 impl Direction {
     /// A direction whose losses are drawn from `seed` (each direction of a
-    /// path its own).
+    /// path its own), by the seeded generator the statistics use, so the
+    /// same seed drops the same packets on every host.
     pub fn new(law: PathLaw, seed: u64) -> Direction {
         Direction {
             law,
@@ -111,7 +92,8 @@ impl Direction {
 
     /// The fate of a packet of `len` bytes on the wire arriving at `now`.
     pub fn fate(&mut self, now: u64, len: u64) -> Fate {
-        if self.rng.hits(self.law.loss_ppm) {
+        let ppm = self.law.loss_ppm;
+        if ppm > 0 && self.rng.below(1_000_000) < ppm as usize {
             return Fate::Lost;
         }
         if self.held_bytes + len > MOST_HELD {

@@ -10,6 +10,7 @@ mod describe;
 mod hypothesis;
 mod interval;
 mod rng;
+pub use rng::Rng;
 mod verdict;
 
 #[cfg(test)]

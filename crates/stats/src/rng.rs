@@ -1,6 +1,7 @@
-//! A small seeded PRNG, kept in-house so that a bootstrap interval can be
-//! reproduced bit for bit from the seed stored with a comparison, without
-//! depending on a rand crate whose streams may change between versions.
+//! A small seeded PRNG, kept in-house so that a bootstrap interval (and the
+//! losses of plumb's delay line) can be reproduced bit for bit from the
+//! seed stored with a comparison (or a run), without depending on a rand
+//! crate whose streams may change between versions.
 
 /// splitmix64 step; expands one `u64` seed into well-mixed state words so
 /// that nearby seeds (0, 1, 2, ...) still give unrelated streams.
@@ -15,13 +16,13 @@ fn splitmix64(state: &mut u64) -> u64 {
 /// xoshiro256**: fast, small and statistically sound for resampling; not
 /// for anything cryptographic.
 #[derive(Debug, Clone)]
-pub(crate) struct Rng {
+pub struct Rng {
     s: [u64; 4],
 }
 
 impl Rng {
     /// Seeds through splitmix64 so any seed, zero included, is usable.
-    pub(crate) fn new(seed: u64) -> Rng {
+    pub fn new(seed: u64) -> Rng {
         let mut sm = seed;
         let s = [
             splitmix64(&mut sm),
@@ -32,7 +33,7 @@ impl Rng {
         Rng { s }
     }
 
-    pub(crate) fn next_u64(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         let result = self.s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
         let t = self.s[1] << 17;
         self.s[2] ^= self.s[0];
@@ -47,7 +48,7 @@ impl Rng {
     /// An index in `0..n` by multiply-shift; the bias (at most n / 2^64) is
     /// far below anything a bootstrap could notice, and it avoids a
     /// data-dependent rejection loop.
-    pub(crate) fn below(&mut self, n: usize) -> usize {
+    pub fn below(&mut self, n: usize) -> usize {
         ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
     }
 
