@@ -3,22 +3,6 @@
 mod common;
 use common::*;
 
-fn schema() -> jsonschema::Validator {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/schemas/run.v1.schema.json"
-    ))
-    .unwrap();
-    let schema: serde_json::Value = serde_json::from_str(&text).unwrap();
-    jsonschema::validator_for(&schema).expect("the schema itself is valid")
-}
-
-fn errors(v: &jsonschema::Validator, doc: &serde_json::Value) -> Vec<String> {
-    v.iter_errors(doc)
-        .map(|e| format!("{} at {}", e, e.instance_path))
-        .collect()
-}
-
 #[test]
 fn run_json_validates_against_the_schema() {
     let v = schema();
@@ -65,7 +49,7 @@ fn run_json_validates_against_the_schema() {
         let args = [&["--duration", "1s"], extra].concat();
         let doc = workload_json(workload, &args);
         assert_eq!(doc["schema"], "plumb.run/1");
-        let errs = errors(&v, &doc);
+        let errs = schema_errors(&v, &doc);
         assert!(
             errs.is_empty(),
             "{workload} {args:?}: output does not match the schema:\n{}",
@@ -84,9 +68,9 @@ fn the_schema_rejects_what_is_not_a_run() {
     .unwrap();
     let example: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert!(
-        errors(&v, &example).is_empty(),
+        schema_errors(&v, &example).is_empty(),
         "the shipped example is valid: {:?}",
-        errors(&v, &example)
+        schema_errors(&v, &example)
     );
 
     let mut wrong_version = example.clone();

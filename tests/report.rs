@@ -4,82 +4,12 @@
 //! series, axis labels, the cliff sentences) is read back from the page.
 
 mod common;
-use common::{assert_mentions, assert_ok, items, plumb, skip, TempDb};
+use common::{assert_mentions, assert_ok, chromium, items, plumb, render, skip, TempDb};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 fn temp(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("plumb-report-{}-{name}", std::process::id()))
-}
-
-fn chromium() -> Option<&'static str> {
-    ["chromium", "chromium-browser", "google-chrome"]
-        .into_iter()
-        .find(|c| {
-            Command::new(c)
-                .arg("--version")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-        })
-}
-
-/// Opens `page` headless and returns the DOM after its scripts ran and
-/// what the page wrote to the console (Chromium logs each message as a
-/// CONSOLE line).
-fn render(browser: &str, page: &Path) -> (String, Vec<String>) {
-    let profile = temp("chromium-profile");
-    let mut child = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--enable-logging=stderr",
-            "--v=0",
-            "--window-size=1000,3000",
-            "--dump-dom",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(format!("file://{}", page.display()))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("chromium starts");
-    // Read both pipes while waiting, or a large DOM fills the pipe and
-    // Chromium never exits.
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let o = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = std::io::Read::read_to_string(&mut stdout, &mut s);
-        s
-    });
-    let e = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = std::io::Read::read_to_string(&mut stderr, &mut s);
-        s
-    });
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("chromium did not finish in 120 s");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let (dom, err) = (o.join().unwrap(), e.join().unwrap());
-    let _ = std::fs::remove_dir_all(&profile);
-    let console = err
-        .lines()
-        .filter(|l| l.contains("CONSOLE"))
-        .map(str::to_string)
-        .collect();
-    (dom, console)
 }
 
 /// A script added to a copy of the page: after layout it measures every

@@ -10,23 +10,11 @@ fn rr_json(args: &[&str]) -> Value {
     record_of(&[&["run", "rr", "--json", "--warmup", "300ms"], args].concat())
 }
 
-fn schema() -> jsonschema::Validator {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/schemas/run.v1.schema.json"
-    ))
-    .unwrap();
-    jsonschema::validator_for(&serde_json::from_str(&text).unwrap()).unwrap()
-}
-
 #[test]
 fn a_thousand_flows_agree_on_both_ends() {
     let rec = rr_json(&["--flows", "1000", "--duration", "2s"]);
     let v = schema();
-    let errs: Vec<String> = v
-        .iter_errors(&rec)
-        .map(|e| format!("{e} at {}", e.instance_path))
-        .collect();
+    let errs = schema_errors(&v, &rec);
     assert!(errs.is_empty(), "rr record does not validate: {errs:#?}");
     assert_eq!(rec["spec"]["workload"], "rr");
     assert_eq!(rec["confidence"]["metric"], "tps");

@@ -584,3 +584,90 @@ pub fn next_start_removes(journal: &std::path::Path, pid: u32) {
     assert!(veth_namespaces(pid).is_empty());
     let _ = std::fs::remove_file(journal);
 }
+
+/// Debian's Chromium, where it is installed.
+pub fn chromium() -> Option<&'static str> {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|c| {
+            std::process::Command::new(c)
+                .arg("--version")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+}
+
+/// Opens `page` headless and returns the DOM after its scripts ran and
+/// what the page wrote to the console (Chromium logs each message as a
+/// CONSOLE line).
+pub fn render(browser: &str, page: &std::path::Path) -> (String, Vec<String>) {
+    let profile = std::env::temp_dir().join(format!("plumb-chromium-{}", std::process::id()));
+    let mut child = std::process::Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--window-size=1000,3000",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("file://{}", page.display()))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("chromium starts");
+    // Read both pipes while waiting, or a large DOM fills the pipe and
+    // Chromium never exits.
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let o = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut stdout, &mut s);
+        s
+    });
+    let e = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut s);
+        s
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("chromium did not finish in 120 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let (dom, err) = (o.join().unwrap(), e.join().unwrap());
+    let _ = std::fs::remove_dir_all(&profile);
+    let console = err
+        .lines()
+        .filter(|l| l.contains("CONSOLE"))
+        .map(str::to_string)
+        .collect();
+    (dom, console)
+}
+
+/// The run record's JSON Schema, versioned in the repository.
+pub fn schema() -> jsonschema::Validator {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/schemas/run.v1.schema.json"
+    ))
+    .unwrap();
+    let schema: serde_json::Value = serde_json::from_str(&text).unwrap();
+    jsonschema::validator_for(&schema).expect("the schema itself is valid")
+}
+
+/// What in `doc` breaks the schema, one line each, with where.
+pub fn schema_errors(v: &jsonschema::Validator, doc: &serde_json::Value) -> Vec<String> {
+    v.iter_errors(doc)
+        .map(|e| format!("{} at {}", e, e.instance_path))
+        .collect()
+}

@@ -196,6 +196,14 @@ pub struct ShowArgs {
     /// Print the stored record as JSON (schema plumb.run/1).
     #[arg(long)]
     pub json: bool,
+    /// Each end's top kernel and plumb functions, by self and total time,
+    /// of a run made with --profile.
+    #[arg(long, conflicts_with = "json")]
+    pub profile: bool,
+    /// With --profile: also write each end's flame graph to FILE as a
+    /// self-contained HTML page.
+    #[arg(long, value_name = "FILE", requires = "profile")]
+    pub flame: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub db: DbArgs,
 }
@@ -293,6 +301,14 @@ pub struct CompareArgs {
     pub b: String,
     #[command(flatten)]
     pub verdict: VerdictArgs,
+    /// Per end, the functions whose CPU time per unit of work changed,
+    /// of runs made with --profile on both sides.
+    #[arg(long)]
+    pub profile: bool,
+    /// With --profile: also write a differential flame graph per end, with
+    /// the table of the functions that moved, to FILE as HTML.
+    #[arg(long, value_name = "FILE", requires = "profile")]
+    pub flame: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub db: DbArgs,
 }
@@ -613,6 +629,8 @@ pub struct CommonArgs {
     /// (without it, both runs carry a warning in their records).
     #[arg(long)]
     pub exclusive: bool,
+    #[command(flatten)]
+    pub profile: ProfileArgs,
     /// Use IPv4 (the default).
     #[arg(short = '4', long = "ipv4", conflicts_with = "ipv6")]
     pub ipv4: bool,
@@ -904,4 +922,47 @@ pub fn parse() -> Result<Cli, i32> {
                 }
             }
         })
+}
+
+/// Kernel profiles of both ends (perf_event_open on every CPU, root).
+#[derive(Args, Debug, Clone)]
+pub struct ProfileArgs {
+    /// Sample every CPU over each window and name the functions each end's
+    /// CPU time went to (`plumb show --profile`, `plumb compare --profile`).
+    #[arg(long)]
+    pub profile: bool,
+    /// Samples per second and CPU of --profile.
+    #[arg(long, value_name = "HZ", default_value_t = 997, requires = "profile")]
+    pub profile_freq: u64,
+    /// Data pages of each CPU's sample ring of --profile (a power of two).
+    #[arg(long, value_name = "PAGES", default_value_t = 64, requires = "profile")]
+    pub profile_ring: u32,
+}
+
+impl ProfileArgs {
+    /// What each end is asked, checked; None without --profile.
+    pub fn ask(&self) -> Result<Option<plumb_samples::ProfileAsk>, String> {
+        if !self.profile {
+            return Ok(None);
+        }
+        if !(1..=100_000).contains(&self.profile_freq) {
+            return Err(format!(
+                "--profile-freq {}: give 1 to 100000 samples per second",
+                self.profile_freq
+            ));
+        }
+        if !self.profile_ring.is_power_of_two() || self.profile_ring > 4096 {
+            return Err(format!(
+                "--profile-ring {}: give a power of two up to 4096 pages",
+                self.profile_ring
+            ));
+        }
+        if let Some(why) = plumb_sys::perf::refusal() {
+            return Err(why);
+        }
+        Ok(Some(plumb_samples::ProfileAsk {
+            freq_hz: self.profile_freq,
+            ring_pages: self.profile_ring,
+        }))
+    }
 }

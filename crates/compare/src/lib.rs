@@ -8,6 +8,7 @@
 #![deny(unsafe_code)]
 
 mod budget;
+pub mod profile;
 
 pub use budget::BudgetLine;
 use plumb_samples::{EnvChange, Environment, Iteration, Metric, RunRecord};
@@ -116,6 +117,10 @@ pub struct Point {
     /// sides, per end.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub irq_moves: Vec<String>,
+    /// Per end, the functions whose CPU time per unit of work changed,
+    /// where both sides were profiled (`--profile`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub profile: Vec<profile::EndProfiles>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -301,6 +306,7 @@ pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
             events_unit: metric.events_unit(),
             events,
             irq_moves: budget::irq_moves(&ia, &ib),
+            profile: profile::compare(&ia, &ib, metric),
         });
     }
     let paired = |k: &String| pairs.iter().any(|(x, y, _)| x == k || y == k);

@@ -59,6 +59,9 @@ pub enum Message {
         spec: Box<Spec>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         knobs: Vec<String>,
+        /// Profile the server's host over the window (`--profile`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        profile: Option<plumb_samples::ProfileAsk>,
     },
     /// Server → client: where to connect the data flows and the cookie each
     /// must open with.

@@ -549,7 +549,12 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
         }
     }
 
-    let Message::Setup { spec, knobs } = ctrl.next(until)? else {
+    let Message::Setup {
+        spec,
+        knobs,
+        profile,
+    } = ctrl.next(until)?
+    else {
         unreachable!("{IN_ORDER}")
     };
     let spec = *spec;
@@ -567,6 +572,9 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
         ) {
             return Err(ctrl.fail("spec", msg));
         }
+    }
+    if let Some(why) = profile.and_then(|_| plumb_sys::perf::refusal()) {
+        return Err(ctrl.fail("profile", format!("the server: {why}")));
     }
     let _slot = match sh.claim(peer, &spec) {
         Ok(s) => s,
@@ -621,6 +629,10 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
     let mut end = end
         .start()
         .map_err(|e| ctrl.fail("engine", e.to_string()))?;
+    if let Some(ask) = profile {
+        end.profile(ask)
+            .map_err(|e| ctrl.fail("profile", format!("the server: {e}")))?;
+    }
     ctrl.send(Message::Started)?;
 
     // A session that fails here drops the end, which stops its engine.

@@ -148,6 +148,7 @@ fn end() -> impl Strategy<Value = EndResult> {
                 softnet: Vec::new(),
                 interfaces: Vec::new(),
                 path_cpu_s: None,
+                profile: None,
             },
         )
 }
@@ -163,12 +164,19 @@ fn message() -> impl Strategy<Value = Message> {
         }),
         text.prop_map(|proof| Message::Auth { proof }),
         text.prop_map(|proof| Message::AuthOk { proof }),
-        (spec(), proptest::collection::vec(text, 0..3)).prop_map(|(s, knobs)| {
-            Message::Setup {
+        (
+            spec(),
+            proptest::collection::vec(text, 0..3),
+            any::<Option<(u16, u8)>>()
+        )
+            .prop_map(|(s, knobs, profile)| Message::Setup {
                 spec: Box::new(s),
                 knobs,
-            }
-        }),
+                profile: profile.map(|(f, p)| plumb_samples::ProfileAsk {
+                    freq_hz: f as u64,
+                    ring_pages: p as u32,
+                }),
+            }),
         (any::<u16>(), text, any::<u32>()).prop_map(|(data_port, cookie, threads)| {
             Message::Ready {
                 data_port,
@@ -213,9 +221,10 @@ proptest! {
         write_frame(&mut wire, &Frame::new(Message::Setup {
             spec: Box::new(s.clone()),
             knobs: vec!["sysctl:net.core.rmem_max=8388608".into()],
+            profile: None,
         })).unwrap();
         match read_frame(&wire[..], MAX_FRAME).unwrap().message {
-            Message::Setup { spec, knobs } => {
+            Message::Setup { spec, knobs, .. } => {
                 prop_assert_eq!(*spec, s);
                 prop_assert_eq!(knobs, vec!["sysctl:net.core.rmem_max=8388608".to_string()]);
             }

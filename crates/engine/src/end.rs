@@ -8,9 +8,10 @@
 //! ends agree on the moments (the control protocol) is not this module's.
 
 use crate::meter::{Meter, SampleSink};
+use crate::profile::{Profiler, Sampling};
 use crate::setup::{check_rx_mode, read_back_flows, read_back_udp, SetupError};
 use crate::{Engine, EngineConfig, EngineError, Link, Workload};
-use plumb_samples::{EndResult, OptionRecord, Role};
+use plumb_samples::{EndResult, OptionRecord, ProfileAsk, Role};
 use plumb_spec::Spec;
 use std::net::{TcpListener, TcpStream, UdpSocket};
 
@@ -71,6 +72,7 @@ impl ReadyEnd {
             engine,
             options: self.options,
             meter: None,
+            profile: Profiling::Off,
         })
     }
 }
@@ -80,6 +82,17 @@ pub struct RunningEnd {
     engine: Engine,
     options: Vec<OptionRecord>,
     meter: Option<Meter>,
+    profile: Profiling,
+}
+
+/// Where an end's profile stands.
+enum Profiling {
+    Off,
+    /// Samplers open, waiting for the window.
+    Ready(Profiler),
+    Sampling(Sampling),
+    /// Starting the samplers failed; the end says so with its figures.
+    Failed(String),
 }
 
 /// What stopping an end found beside its figures.
@@ -93,9 +106,23 @@ impl RunningEnd {
         &self.engine
     }
 
+    /// Profiles this end over the measurement window: the samplers open
+    /// now, before the window, so that opening them costs it nothing.
+    pub fn profile(&mut self, ask: ProfileAsk) -> Result<(), String> {
+        let p = Profiler::open(ask, self.engine.config().cpus.clone())?;
+        self.profile = Profiling::Ready(p);
+        Ok(())
+    }
+
     /// Opens the measurement window now; what the warm-up timed is dropped.
     pub fn open_window(&mut self) {
         self.meter = Some(Meter::open(&self.engine));
+        if let Profiling::Ready(p) = std::mem::replace(&mut self.profile, Profiling::Off) {
+            self.profile = match p.start() {
+                Ok(s) => Profiling::Sampling(s),
+                Err(e) => Profiling::Failed(e),
+            };
+        }
     }
 
     /// Closes the current interval of the window and starts the next.
@@ -117,7 +144,16 @@ impl RunningEnd {
             Some(m) => m,
             None => Meter::open(&self.engine),
         };
-        meter.close(&self.engine, sink, std::mem::take(&mut self.options))
+        let mut end = meter.close(&self.engine, sink, std::mem::take(&mut self.options));
+        match std::mem::replace(&mut self.profile, Profiling::Off) {
+            Profiling::Sampling(s) => match s.finish() {
+                Ok(p) => end.profile = Some(p),
+                Err(e) => end.warnings.push(e),
+            },
+            Profiling::Failed(e) => end.warnings.push(e),
+            Profiling::Off | Profiling::Ready(_) => {}
+        }
+        end
     }
 
     /// Stops the traffic and adds to `end` the zero-copy accounting, the

@@ -268,6 +268,7 @@ impl Meter {
             softnet: softnet_deltas(&self.host.softnet, &host.softnet),
             interfaces: interface_deltas(&self.host, &host),
             path_cpu_s,
+            profile: None,
         }
     }
 }

@@ -151,6 +151,7 @@ pub fn terminal(c: &Comparison) -> String {
         for m in &p.irq_moves {
             let _ = writeln!(o, "  {m}");
         }
+        o.push_str(&crate::profile::movers_text(p, crate::profile::TOP, "  "));
     }
     if !c.points.is_empty() {
         let _ = writeln!(o);
@@ -252,6 +253,7 @@ pub fn markdown(c: &Comparison) -> String {
         if !p.irq_moves.is_empty() {
             let _ = writeln!(o);
         }
+        o.push_str(&crate::profile::movers_markdown(p, crate::profile::TOP));
     }
     differences(&mut o, c, "- ");
     o
@@ -288,6 +290,10 @@ pub fn mail(c: &Comparison) -> String {
         method_line(c),
         n.join(" ")
     );
+    for p in c.points.iter().filter(|p| !p.profile.is_empty()) {
+        let _ = writeln!(o, "\n{}:", p.summary);
+        o.push_str(&crate::profile::movers_text(p, crate::profile::TOP, ""));
+    }
     o
 }
 

@@ -5,6 +5,8 @@
 
 pub mod compare;
 pub mod doctor;
+pub mod flame;
+pub mod profile;
 pub mod sweep;
 
 use plumb_samples::units::{

@@ -75,6 +75,8 @@ pub struct RunOptions {
     /// embedded server on this host and namespace shares the client's
     /// knobs; the caller sets them as its own.)
     pub server_knobs: Vec<knob::Setting>,
+    /// Profile both ends' hosts over each window (`--profile`).
+    pub profile: Option<plumb_samples::ProfileAsk>,
 }
 
 /// What the server end said besides its figures.
@@ -414,7 +416,7 @@ fn run_iteration_at(
         Some(_) => Vec::new(),
         None => opts.server_knobs.iter().map(|s| s.to_string()).collect(),
     };
-    let ready = session.setup(spec, &knobs)?;
+    let ready = session.setup(spec, &knobs, opts.profile)?;
     let cookie = Cookie::from_hex(&ready.cookie)
         .ok_or_else(|| CtlError::Protocol(format!("malformed cookie '{}'", ready.cookie)))?;
     let data = SocketAddr::new(server_addr.ip(), ready.data_port);
@@ -444,6 +446,12 @@ fn run_iteration_at(
     all_set()?;
     session.start(spec.setup_flows())?;
     let mut end = end.start().map_err(|e| RunError::Engine(e.to_string()))?;
+    if let Some(ask) = opts.profile {
+        end.profile(ask).map_err(|message| RunError::Setup {
+            flag: Some("--profile"),
+            message,
+        })?;
+    }
 
     let t0 = Instant::now();
     // A server that goes away mid-test leaves the client's figures, which

@@ -10,12 +10,16 @@
 pub mod audit;
 pub mod cpu;
 pub mod env;
+pub mod profile;
 pub mod result;
 pub mod units;
 
 pub use audit::{Audit, BusyProcess, Finding, Status, AUDIT_SCHEMA};
 pub use cpu::{CpuTimes, ProcessCpu, SchedTimes, SoftirqCounts, SoftnetCounts, ThreadCpu};
 pub use env::{EnvChange, Environment};
+pub use profile::{
+    FunctionTime, Profile, ProfileAsk, ProfileStack, PROFILE_STACKS_MAX, REST_FRAME,
+};
 pub use result::{
     Bimodal, Confidence, Derived, EndResult, FlowTotals, IntervalSample, Iteration, KernelCounters,
     Latency, OptionRecord, OptionStatus, Role, RunRecord, SoftirqShare, TcpInfo, TcpInfoSummary,

@@ -271,6 +271,9 @@ pub struct EndResult {
     /// apart from the process's. Absent without one.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub path_cpu_s: Option<f64>,
+    /// Where this end's CPU time went, function by function (`--profile`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub profile: Option<crate::Profile>,
 }
 
 impl EndResult {
@@ -310,6 +313,7 @@ impl EndResult {
             softnet: Vec::new(),
             interfaces: Vec::new(),
             path_cpu_s: None,
+            profile: None,
         }
     }
 }

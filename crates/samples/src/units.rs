@@ -65,6 +65,25 @@ impl Metric {
         }
     }
 
+    /// The unit of a function's time in a profile, per unit of work, and
+    /// what CPU-seconds per unit of work (per byte-GB or per transaction)
+    /// are multiplied by to be in it.
+    pub fn profile_unit(self) -> (&'static str, f64) {
+        match self {
+            Metric::Throughput => ("ms/GB", 1e3),
+            Metric::Tps => ("µs/tx", 1e6),
+        }
+    }
+
+    /// The work of an iteration this metric divides costs by: GB received,
+    /// or transactions.
+    pub fn work(self, it: &crate::Iteration) -> f64 {
+        match self {
+            Metric::Throughput => it.transfer.received_bytes as f64 / 1e9,
+            Metric::Tps => it.client.transactions as f64,
+        }
+    }
+
     /// What a count of events (migrations, drops) per unit of work counts.
     pub fn events_unit(self) -> &'static str {
         match self {

@@ -60,6 +60,41 @@ pub fn welch(a: &[f64], b: &[f64]) -> Option<Welch> {
     Some(Welch { t, df, p })
 }
 
+/// Welch's interval at `level` of `mean(b) - mean(a)`, the difference a
+/// report shows beside the p-value of [`welch`]. None where [`welch`] is.
+pub fn welch_difference(a: &[f64], b: &[f64], level: f64) -> Option<(f64, f64)> {
+    let w = welch(b, a)?;
+    let (_, va) = mean_var(a);
+    let (_, vb) = mean_var(b);
+    let diff = crate::describe::mean(b) - crate::describe::mean(a);
+    let se = (va / a.len() as f64 + vb / b.len() as f64).sqrt();
+    if se == 0.0 {
+        return Some((diff, diff));
+    }
+    let crit = StudentsT::new(0.0, 1.0, w.df)
+        .ok()?
+        .inverse_cdf(1.0 - (1.0 - level) / 2.0);
+    Some((diff - crit * se, diff + crit * se))
+}
+
+/// Benjamini-Hochberg adjusted p-values (q-values), in the order given:
+/// calling a test significant where its q is below `alpha` keeps the
+/// expected share of false discoveries among those called below `alpha`,
+/// for however many tests were made at once (independent or positively
+/// dependent tests).
+pub fn benjamini_hochberg(ps: &[f64]) -> Vec<f64> {
+    let m = ps.len();
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|&i, &j| ps[i].total_cmp(&ps[j]));
+    let mut q = vec![1.0; m];
+    let mut running = 1.0f64;
+    for (rank, &i) in order.iter().enumerate().rev() {
+        running = running.min(ps[i] * m as f64 / (rank + 1) as f64);
+        q[i] = running.min(1.0);
+    }
+    q
+}
+
 /// Largest group size for which the exact null distribution is used.
 const EXACT_MAX: usize = 20;
 
@@ -156,4 +191,34 @@ fn exact_cdf(m: usize, n: usize, u: usize) -> f64 {
     let total: u64 = counts.iter().sum();
     let below: u64 = counts.iter().take(u + 1).sum();
     below as f64 / total as f64
+}
+
+#[cfg(test)]
+mod many_tests {
+    use super::*;
+
+    #[test]
+    fn benjamini_hochberg_matches_r_p_adjust() {
+        // p.adjust(c(0.01, 0.04, 0.03, 0.005, 0.2), "BH") in R.
+        let q = benjamini_hochberg(&[0.01, 0.04, 0.03, 0.005, 0.2]);
+        let want = [0.025, 0.05, 0.05, 0.025, 0.2];
+        for (a, b) in q.iter().zip(want) {
+            assert!((a - b).abs() < 1e-12, "{q:?}");
+        }
+        assert!(benjamini_hochberg(&[]).is_empty());
+    }
+
+    #[test]
+    fn the_difference_interval_holds_the_difference_and_matches_welch() {
+        let a = [10.0, 11.0, 9.5, 10.5];
+        let b = [12.0, 12.5, 11.5, 13.0];
+        let (lo, hi) = welch_difference(&a, &b, 0.95).unwrap();
+        let d = 12.25 - 10.25;
+        assert!(lo < d && d < hi);
+        // Excludes 0 exactly when Welch's p is below 0.05.
+        assert!(welch(&a, &b).unwrap().p < 0.05 && lo > 0.0);
+        let c = [10.2, 9.8, 10.9, 10.1];
+        let (lo, hi) = welch_difference(&a, &c, 0.95).unwrap();
+        assert!(welch(&a, &c).unwrap().p > 0.05 && lo < 0.0 && hi > 0.0);
+    }
 }

@@ -20,7 +20,7 @@ pub use describe::{
     bimodal, cliff_steps, cliffs, jain_fairness, mad_outliers, Bimodality, Cliff, Summary,
     MAD_THRESHOLD,
 };
-pub use hypothesis::{mann_whitney, welch, Welch};
+pub use hypothesis::{benjamini_hochberg, mann_whitney, welch, welch_difference, Welch};
 pub use interval::{
     bootstrap_ratio, mean_with_interval, required_iterations_met, t_interval, Interval,
 };

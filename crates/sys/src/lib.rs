@@ -14,10 +14,13 @@
 
 pub mod affinity;
 pub mod cookie;
+pub mod elf;
 mod error;
 pub mod ethtool;
 pub mod host;
 pub mod knob;
+pub mod ksyms;
+pub mod perf;
 pub mod proc;
 pub mod process;
 pub mod sock;

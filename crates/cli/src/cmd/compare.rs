@@ -50,7 +50,25 @@ pub fn compare(a: CompareArgs) -> Result<i32, Failure> {
     let store = open_existing(&a.db)?;
     let sa = side(&store, &a.a)?;
     let sb = side(&store, &a.b)?;
-    let c = plumb_compare::compare(&sa, &sb, &params(&a.verdict));
+    let mut c = plumb_compare::compare(&sa, &sb, &params(&a.verdict));
+    if a.profile {
+        if c.points.iter().all(|p| p.profile.is_empty()) {
+            return Err(Failure::usage(format!(
+                "--profile: no test point of {} and {} was profiled on both sides (run them with --profile)",
+                c.a, c.b
+            )));
+        }
+        if let Some(path) = &a.flame {
+            let page = plumb_report::profile::compare_flame_page(&c, plumb_report::profile::TOP);
+            std::fs::write(path, page).map_err(|e| {
+                Failure::usage(format!("--flame {}: cannot write: {e}", path.display()))
+            })?;
+        }
+    } else {
+        for p in &mut c.points {
+            p.profile.clear();
+        }
+    }
     crate::out!("{}", render(&c, a.verdict.format)?);
     Ok(0)
 }

@@ -189,6 +189,17 @@ pub fn show(a: ShowArgs) -> Result<i32, Failure> {
         let text = serde_json::to_string_pretty(&run.record)
             .map_err(|e| Failure::usage(format!("cannot encode the record: {e}")))?;
         crate::outln!("{text}");
+    } else if a.profile {
+        if let Some(path) = &a.flame {
+            std::fs::write(path, plumb_report::profile::run_flame_page(&run.record)).map_err(
+                |e| Failure::usage(format!("--flame {}: cannot write: {e}", path.display())),
+            )?;
+        }
+        crate::outln!("run {}  {}", id.0, run.record.spec.summary());
+        crate::out!(
+            "{}",
+            plumb_report::profile::run_profile(&run.record, plumb_report::profile::TOP)
+        );
     } else {
         crate::outln!("run {}  started {}", id.0, run.record.started_at);
         crate::out!("{}", plumb_report::run_summary(&run.record));

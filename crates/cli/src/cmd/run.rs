@@ -163,6 +163,10 @@ fn spec_of(cmd: RunCommand) -> Result<(Spec, CommonArgs), Failure> {
 pub(crate) static EXCLUSIVE: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 
+/// --profile, for every run of this process.
+pub(crate) static PROFILE: std::sync::OnceLock<plumb_samples::ProfileAsk> =
+    std::sync::OnceLock::new();
+
 /// The key of --psk-file, read once: every run of this process uses it.
 static PSK: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
 /// --server-knob of the run, for a server end other than this host's.
@@ -274,6 +278,7 @@ pub fn flow_group_member() -> Result<i32, Failure> {
         psk: None,
         exclusive: false,
         server_knobs: Vec::new(),
+        profile: None,
     };
     let it = plumb_run::group::member(&opts).map_err(|e| Failure::usage(e.to_string()))?;
     crate::outln!(
@@ -303,6 +308,7 @@ pub fn run_and_store(
         psk: psk(),
         exclusive: EXCLUSIVE.load(std::sync::atomic::Ordering::Relaxed),
         server_knobs: SERVER_KNOBS.get().cloned().unwrap_or_default(),
+        profile: PROFILE.get().copied(),
     };
     let live = !json && std::io::stderr().is_terminal();
     let mut sink: Box<dyn SampleSink> = if live {
@@ -478,6 +484,9 @@ pub(crate) fn family_of(addr: &std::net::SocketAddr) -> Family {
 pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
     let (mut spec, a) = spec_of(cmd)?;
     EXCLUSIVE.store(a.exclusive, std::sync::atomic::Ordering::Relaxed);
+    if let Some(ask) = a.profile.ask().map_err(Failure::usage)? {
+        let _ = PROFILE.set(ask);
+    }
     let asked = match (a.ipv4, a.ipv6) {
         (true, _) => Some(Family::V4),
         (_, true) => Some(Family::V6),

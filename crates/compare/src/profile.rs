@@ -1,0 +1,381 @@
+//! Which functions' CPU time per unit of work changed between the two
+//! sides of a point, per end: each function's self and total time per GB
+//! (or per transaction) in every iteration, the Mann-Whitney test per
+//! function and the Benjamini-Hochberg control over all the functions
+//! tested at once.
+
+use plumb_samples::{Iteration, Metric, Profile, Role};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A function is tested where it took at least this share of the end's
+/// sampled time on either side: below it a handful of samples decide.
+pub const MIN_SHARE: f64 = 0.01;
+/// The false discovery rate the verdicts keep.
+pub const FDR: f64 = 0.05;
+/// A change smaller than this is called the same even when significant.
+pub const MIN_CHANGE: f64 = 0.05;
+
+/// Where a function's time is counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Part {
+    /// With the function innermost.
+    #[serde(rename = "self")]
+    Own,
+    /// With the function anywhere on the stack.
+    Total,
+}
+
+impl Part {
+    pub fn name(self) -> &'static str {
+        match self {
+            Part::Own => "self",
+            Part::Total => "total",
+        }
+    }
+}
+
+/// What became of one function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Move {
+    Grew,
+    Shrank,
+    /// Not significant after the control, or smaller than [`MIN_CHANGE`].
+    Same,
+    /// Fewer than two profiled iterations on a side.
+    Untested,
+}
+
+impl Move {
+    pub fn word(self) -> &'static str {
+        match self {
+            Move::Grew => "grew",
+            Move::Shrank => "shrank",
+            Move::Same => "same",
+            Move::Untested => "untested",
+        }
+    }
+}
+
+/// One function's change on one end.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FunctionChange {
+    pub function: String,
+    pub part: Part,
+    /// Mean over the iterations, in the end's unit.
+    pub a: f64,
+    pub b: f64,
+    /// (b - a) / a; None where a is 0.
+    pub change: Option<f64>,
+    /// Interval of b - a at 95 %, in the unit.
+    pub lo: f64,
+    pub hi: f64,
+    pub p: f64,
+    /// Benjamini-Hochberg adjusted p over every function of this end.
+    pub q: f64,
+    pub verdict: Move,
+}
+
+/// The profiles of one end compared.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EndProfiles {
+    pub end: Role,
+    /// `ms/GB` or `µs/tx`.
+    pub unit: &'static str,
+    /// The sampling event of each side (`cycles`, `cpu-clock`).
+    pub event_a: String,
+    pub event_b: String,
+    /// Profiled iterations on each side.
+    pub n_a: usize,
+    pub n_b: usize,
+    /// Samples lost to full rings on each side.
+    pub lost_a: u64,
+    pub lost_b: u64,
+    /// How the many tests are controlled, in words.
+    pub control: String,
+    /// Every function tested, largest absolute change first.
+    pub functions: Vec<FunctionChange>,
+    /// Each side's stacks over all its profiled iterations, folded
+    /// (`a;b;c`), in the unit: what a flame graph draws.
+    #[serde(skip)]
+    pub stacks_a: Vec<(String, f64)>,
+    #[serde(skip)]
+    pub stacks_b: Vec<(String, f64)>,
+}
+
+/// The stacks of one end over iterations, per unit of work of them all.
+pub fn folded(its: &[&Iteration], end: Role, metric: Metric) -> Vec<(String, f64)> {
+    let (_, scale) = metric.profile_unit();
+    let mut work = 0.0;
+    let mut out: BTreeMap<String, f64> = BTreeMap::new();
+    for it in its {
+        let Some(p) = end_profile(it, end) else {
+            continue;
+        };
+        work += metric.work(it);
+        for (names, s) in p.named_stacks() {
+            *out.entry(names.join(";")).or_default() += s;
+        }
+    }
+    if work <= 0.0 {
+        return Vec::new();
+    }
+    out.into_iter()
+        .map(|(k, v)| (k, v / work * scale))
+        .collect()
+}
+
+pub fn end_profile(it: &Iteration, end: Role) -> Option<&Profile> {
+    match end {
+        Role::Client => it.client.profile.as_ref(),
+        Role::Server => it.server.profile.as_ref(),
+    }
+}
+
+/// One profiled iteration of an end: its attributed time and each
+/// function's (self, total), in the unit.
+type IterationTimes = (f64, BTreeMap<String, (f64, f64)>);
+
+/// Per profiled iteration, each function's (self, total) in the unit.
+fn per_iteration(its: &[&Iteration], end: Role, metric: Metric) -> Vec<IterationTimes> {
+    let (_, scale) = metric.profile_unit();
+    its.iter()
+        .filter_map(|it| {
+            let p = end_profile(it, end)?;
+            let work = metric.work(it);
+            if work <= 0.0 {
+                return None;
+            }
+            let f = p
+                .functions()
+                .into_iter()
+                .map(|(name, t)| (name, (t.self_s / work * scale, t.total_s / work * scale)))
+                .collect();
+            Some((p.end_s() / work * scale, f))
+        })
+        .collect()
+}
+
+/// Both ends' function changes from the iterations of each side; an end
+/// profiled on neither side is left out.
+pub fn compare(ia: &[&Iteration], ib: &[&Iteration], metric: Metric) -> Vec<EndProfiles> {
+    [Role::Client, Role::Server]
+        .into_iter()
+        .filter_map(|end| compare_end(ia, ib, metric, end))
+        .collect()
+}
+
+fn compare_end(
+    ia: &[&Iteration],
+    ib: &[&Iteration],
+    metric: Metric,
+    end: Role,
+) -> Option<EndProfiles> {
+    let a = per_iteration(ia, end, metric);
+    let b = per_iteration(ib, end, metric);
+    if a.is_empty() && b.is_empty() {
+        return None;
+    }
+    let first = |its: &[&Iteration]| {
+        its.iter()
+            .find_map(|i| end_profile(i, end))
+            .map(|p| p.event.clone())
+            .unwrap_or_default()
+    };
+    let lost = |its: &[&Iteration]| -> u64 {
+        its.iter()
+            .filter_map(|i| end_profile(i, end))
+            .map(|p| p.lost)
+            .sum()
+    };
+    // The functions worth a test: a share of the end's time on a side.
+    let mut names = BTreeSet::new();
+    for side in [&a, &b] {
+        let total: f64 = side.iter().map(|s| s.0).sum();
+        let mut sums: BTreeMap<&str, f64> = BTreeMap::new();
+        for (_, f) in side.iter() {
+            for (n, t) in f {
+                *sums.entry(n).or_default() += t.1;
+            }
+        }
+        for (n, s) in sums {
+            if total > 0.0 && s / total >= MIN_SHARE {
+                names.insert(n.to_string());
+            }
+        }
+    }
+    let values = |side: &[IterationTimes], n: &str, part: Part| -> Vec<f64> {
+        side.iter()
+            .map(|(_, f)| {
+                f.get(n).map_or(0.0, |t| match part {
+                    Part::Own => t.0,
+                    Part::Total => t.1,
+                })
+            })
+            .collect()
+    };
+    let mut rows = Vec::new();
+    for n in &names {
+        for part in [Part::Own, Part::Total] {
+            let (xa, xb) = (values(&a, n, part), values(&b, n, part));
+            let ma = mean(&xa);
+            let mb = mean(&xb);
+            if ma == 0.0 && mb == 0.0 {
+                continue;
+            }
+            // Ranks, not means: a function's time per iteration is skewed
+            // and its spread differs between sides (one may be all zeros).
+            let tested = (xa.len() >= 2 && xb.len() >= 2)
+                .then(|| plumb_stats::mann_whitney(&xa, &xb))
+                .flatten();
+            let (lo, hi) =
+                plumb_stats::welch_difference(&xa, &xb, 0.95).unwrap_or((mb - ma, mb - ma));
+            rows.push(FunctionChange {
+                function: n.clone(),
+                part,
+                a: ma,
+                b: mb,
+                change: (ma > 0.0).then(|| (mb - ma) / ma),
+                lo,
+                hi,
+                p: tested.unwrap_or(1.0),
+                q: 1.0,
+                verdict: if tested.is_some() {
+                    Move::Same
+                } else {
+                    Move::Untested
+                },
+            });
+        }
+    }
+    // Self and total times are two questions, each its own family.
+    for part in [Part::Own, Part::Total] {
+        let family: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].part == part).collect();
+        let ps: Vec<f64> = family.iter().map(|&i| rows[i].p).collect();
+        for (&i, q) in family.iter().zip(plumb_stats::benjamini_hochberg(&ps)) {
+            let r = &mut rows[i];
+            r.q = q;
+            let big = r.change.is_none_or(|c| c.abs() >= MIN_CHANGE);
+            if r.verdict != Move::Untested && q < FDR && big {
+                r.verdict = if r.b > r.a { Move::Grew } else { Move::Shrank };
+            }
+        }
+    }
+    let tests = names.len();
+    rows.sort_by(|x, y| {
+        (y.b - y.a)
+            .abs()
+            .total_cmp(&(x.b - x.a).abs())
+            .then_with(|| x.function.cmp(&y.function))
+            .then(x.part.cmp(&y.part))
+    });
+    Some(EndProfiles {
+        end,
+        unit: metric.profile_unit().0,
+        event_a: first(ia),
+        event_b: first(ib),
+        n_a: a.len(),
+        n_b: b.len(),
+        lost_a: lost(ia),
+        lost_b: lost(ib),
+        control: format!(
+            "Mann-Whitney U per function over iterations (6 or more a side can reach significance); Benjamini-Hochberg at a false discovery rate of {:.0} % \
+             over the self times of this end's {} functions, and apart over their total times; \
+             changes under {:.0} % are the same",
+            FDR * 100.0,
+            tests,
+            MIN_CHANGE * 100.0
+        ),
+        functions: rows,
+        stacks_a: folded(ia, end, metric),
+        stacks_b: folded(ib, end, metric),
+    })
+}
+
+fn mean(xs: &[f64]) -> f64 {
+    plumb_stats::mean_with_interval(xs, 0.95).0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use plumb_samples::RunRecord;
+
+    /// Iterations of 1 GB each whose server spent `copy[i]` ms in
+    /// `_copy_to_iter` under `tcp_recvmsg`, and 50 ms in `tcp_recvmsg`
+    /// itself.
+    fn iterations(copy: &[u64]) -> Vec<Iteration> {
+        let text = include_str!("../../../schemas/examples/run.v1.example.json");
+        let r: RunRecord = serde_json::from_str(text).unwrap();
+        copy.iter()
+            .map(|&c| {
+                let mut it = r.iterations[0].clone();
+                it.transfer.received_bytes = 1_000_000_000;
+                let ms = 1_000_000;
+                let mut stacks = vec![(vec!["tcp_recvmsg".to_string()], 50 * ms)];
+                if c > 0 {
+                    stacks.push((
+                        vec!["tcp_recvmsg".to_string(), "_copy_to_iter".to_string()],
+                        c * ms,
+                    ));
+                }
+                let header = Profile {
+                    event: "cpu-clock".into(),
+                    freq_hz: 997,
+                    samples: 0,
+                    lost: 0,
+                    process_s: (50 + c) as f64 / 1e3,
+                    irq_s: 0.0,
+                    other_s: 0.0,
+                    idle_s: 0.0,
+                    frames: Vec::new(),
+                    stacks: Vec::new(),
+                    rest_ns: 0,
+                };
+                it.server.profile = Some(Profile::from_stacks(stacks, header));
+                it
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_function_that_vanished_shrank_and_its_unchanged_caller_did_not() {
+        let a = iterations(&[40, 55, 38, 61, 47, 52, 44, 58]);
+        let b = iterations(&[0; 8]);
+        let ra: Vec<&Iteration> = a.iter().collect();
+        let rb: Vec<&Iteration> = b.iter().collect();
+        let ends = compare(&ra, &rb, Metric::Throughput);
+        // Only the server was profiled.
+        assert_eq!(ends.len(), 1);
+        let e = &ends[0];
+        assert_eq!((e.end, e.unit, e.n_a, e.n_b), (Role::Server, "ms/GB", 8, 8));
+        let row = |f: &str, part: Part| {
+            e.functions
+                .iter()
+                .find(|r| r.function == f && r.part == part)
+                .unwrap()
+                .clone()
+        };
+        let copy = row("_copy_to_iter", Part::Own);
+        assert!((copy.a - 49.375).abs() < 1e-9, "{}", copy.a);
+        assert_eq!(copy.b, 0.0);
+        assert_eq!(copy.change, Some(-1.0));
+        assert!(copy.hi < 0.0 && copy.lo < copy.hi);
+        assert!(copy.q < FDR && copy.q >= copy.p, "{copy:?}");
+        assert_eq!(copy.verdict, Move::Shrank);
+        // The caller's own time did not move; its total lost the copy.
+        let own = row("tcp_recvmsg", Part::Own);
+        assert_eq!((own.a, own.b), (50.0, 50.0));
+        assert_eq!(own.verdict, Move::Same);
+        assert_eq!(row("tcp_recvmsg", Part::Total).verdict, Move::Shrank);
+        // The largest moves come first (ties by name), the still last.
+        assert_eq!(e.functions[0].function, "_copy_to_iter");
+        assert_eq!(e.functions.last().unwrap().function, "tcp_recvmsg");
+        assert_eq!(e.functions.last().unwrap().part, Part::Own);
+        // Three iterations a side cannot reach significance with ranks.
+        let ends = compare(&ra[..3], &rb[..3], Metric::Throughput);
+        assert!(ends[0].functions.iter().all(|r| r.verdict == Move::Same));
+    }
+}

@@ -1,0 +1,350 @@
+//! Kernel profiles rendered: the top functions of a run's ends (`plumb
+//! show --profile`), the functions that moved between two sides (`plumb
+//! compare --profile`), and both as flame graphs on one HTML page.
+
+use crate::flame::{diff_flame_svg, flame_svg, Stack};
+use plumb_compare::profile::{folded, EndProfiles, FunctionChange, Move, Part};
+use plumb_compare::{Comparison, Point};
+use plumb_samples::units::{format_change as pct, sig3};
+use plumb_samples::{FunctionTime, Iteration, Role, RunRecord};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// Functions listed per end and table.
+pub const TOP: usize = 15;
+
+/// What the event says of the machine, for every output to state.
+fn event_words(event: &str) -> String {
+    match event {
+        "cycles" => "cycles (the CPU's PMU)".into(),
+        "cpu-clock" => "cpu-clock (a timer: this CPU shows no PMU)".into(),
+        e => e.into(),
+    }
+}
+
+fn end_name(end: Role) -> &'static str {
+    match end {
+        Role::Client => "client",
+        Role::Server => "server",
+    }
+}
+
+fn profiled(rec: &RunRecord, end: Role) -> Vec<&Iteration> {
+    rec.iterations
+        .iter()
+        .filter(|i| plumb_compare::profile::end_profile(i, end).is_some())
+        .collect()
+}
+
+/// Each end's top functions by self and by total time, in CPU-seconds per
+/// iteration and per unit of work.
+pub fn run_profile(rec: &RunRecord, top: usize) -> String {
+    let metric = rec.metric();
+    let (unit, scale) = metric.profile_unit();
+    let mut o = String::new();
+    for end in [Role::Client, Role::Server] {
+        let its = profiled(rec, end);
+        let Some(first) = its
+            .first()
+            .and_then(|i| plumb_compare::profile::end_profile(i, end))
+        else {
+            continue;
+        };
+        let n = its.len() as f64;
+        let mut functions: BTreeMap<String, FunctionTime> = BTreeMap::new();
+        let (mut samples, mut lost, mut process, mut irq, mut other, mut idle) =
+            (0, 0, 0.0, 0.0, 0.0, 0.0);
+        let mut charged = 0.0;
+        let mut work = 0.0;
+        for it in &its {
+            let p = plumb_compare::profile::end_profile(it, end).expect("profiled");
+            samples += p.samples;
+            lost += p.lost;
+            process += p.process_s;
+            irq += p.irq_s;
+            other += p.other_s;
+            idle += p.idle_s;
+            work += metric.work(it);
+            let e = match end {
+                Role::Client => &it.client,
+                Role::Server => &it.server,
+            };
+            charged += e.process.user_s + e.process.system_s;
+            for (f, t) in p.functions() {
+                let e = functions.entry(f).or_default();
+                e.self_s += t.self_s;
+                e.total_s += t.total_s;
+            }
+        }
+        let _ = writeln!(
+            o,
+            "{} profile: {} at {} Hz, {} iteration{}, {samples} samples, {lost} lost",
+            end_name(end),
+            event_words(&first.event),
+            first.freq_hz,
+            its.len(),
+            if its.len() == 1 { "" } else { "s" }
+        );
+        let _ = writeln!(
+            o,
+            "  CPU-seconds per iteration: process {}, interrupts on its CPUs {}; \
+             elsewhere on the host: other processes {}, idle {}",
+            sig3(process / n),
+            sig3(irq / n),
+            sig3(other / n),
+            sig3(idle / n)
+        );
+        if charged > 0.0 {
+            let _ = writeln!(
+                o,
+                "  the samples of the process cover {:.0} % of the CPU time /proc charged to it{}",
+                process / charged * 100.0,
+                if first.event == "cpu-clock" {
+                    " (a timer cannot sample where interrupts are off: that time shows in the \
+                     function that turns them back on, and a CPU that sleeps often is sampled less)"
+                } else {
+                    ""
+                }
+            );
+        }
+        if lost > 0 {
+            let _ = writeln!(
+                o,
+                "  {lost} samples were lost to full rings: raise --profile-ring or lower --profile-freq"
+            );
+        }
+        let end_s = process + irq;
+        for (title, key) in [
+            (
+                "by self",
+                (|t: &FunctionTime| t.self_s) as fn(&FunctionTime) -> f64,
+            ),
+            ("by total", |t: &FunctionTime| t.total_s),
+        ] {
+            let mut rows: Vec<(&String, f64)> =
+                functions.iter().map(|(f, t)| (f, key(t))).collect();
+            rows.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+            let _ = writeln!(
+                o,
+                "  top {title:<40} {:>9} {:>9} {:>7}",
+                "CPU-s", unit, "share"
+            );
+            for (f, s) in rows.into_iter().take(top) {
+                let per_work = if work > 0.0 { s / work * scale } else { 0.0 };
+                let share = if end_s > 0.0 { s / end_s } else { 0.0 };
+                let _ = writeln!(
+                    o,
+                    "    {:<44} {:>9} {:>9} {:>6.1} %",
+                    clip(f, 44),
+                    sig3(s / n),
+                    sig3(per_work),
+                    share * 100.0
+                );
+            }
+        }
+    }
+    if o.is_empty() {
+        o.push_str("no profile in this run: run it with --profile\n");
+    }
+    o
+}
+
+fn clip(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let mut c: String = s.chars().take(n - 2).collect();
+        c.push_str("..");
+        c
+    }
+}
+
+fn change_of(f: &FunctionChange) -> String {
+    f.change.map(pct).unwrap_or_else(|| "new".into())
+}
+
+fn head(e: &EndProfiles) -> String {
+    let event = if e.event_a == e.event_b {
+        event_words(&e.event_a)
+    } else {
+        format!("{} vs {}", event_words(&e.event_a), event_words(&e.event_b))
+    };
+    format!(
+        "{} profile, {}: {event}, n {} vs {} iterations, {} vs {} samples lost",
+        end_name(e.end),
+        e.unit,
+        e.n_a,
+        e.n_b,
+        e.lost_a,
+        e.lost_b
+    )
+}
+
+/// The functions that moved most on each end, as terminal (or mail)
+/// lines: `client  net_rx_action  total  0.081 -> 0.120 ms/GB  +48 % ...`.
+pub fn movers_text(p: &Point, top: usize, indent: &str) -> String {
+    let mut o = String::new();
+    for e in &p.profile {
+        let _ = writeln!(o, "{indent}{}", head(e));
+        for part in [Part::Own, Part::Total] {
+            let _ = writeln!(o, "{indent}  by {} time:", part.name());
+            for f in e.functions.iter().filter(|f| f.part == part).take(top) {
+                let _ = writeln!(
+                    o,
+                    "{indent}    {:<6} {:<40} {:>8} -> {:<8} {:<5} {:>8}  [{} .. {}]  p {:.3}  q {:.3}  => {}",
+                    end_name(e.end),
+                    clip(&f.function, 40),
+                    sig3(f.a),
+                    sig3(f.b),
+                    e.unit,
+                    change_of(f),
+                    sig3(f.lo),
+                    sig3(f.hi),
+                    f.p,
+                    f.q,
+                    f.verdict.word()
+                );
+            }
+        }
+        let _ = writeln!(o, "{indent}  ({}; interval: 95 % of B - A)", e.control);
+    }
+    o
+}
+
+/// The same as a Markdown table per end.
+pub fn movers_markdown(p: &Point, top: usize) -> String {
+    let mut o = String::new();
+    for e in &p.profile {
+        let _ = writeln!(o, "{}, {}:\n", head(e), p.summary);
+        let _ = writeln!(
+            o,
+            "| function | part | A | B | change | 95 % interval of B - A | p | q | verdict |"
+        );
+        let _ = writeln!(o, "|---|---|---|---|---|---|---|---|---|");
+        for f in e.functions.iter().take(top) {
+            let _ = writeln!(
+                o,
+                "| `{}` | {} | {} | {} | {} | {} .. {} | {:.3} | {:.3} | {} |",
+                f.function,
+                f.part.name(),
+                sig3(f.a),
+                sig3(f.b),
+                change_of(f),
+                sig3(f.lo),
+                sig3(f.hi),
+                f.p,
+                f.q,
+                f.verdict.word()
+            );
+        }
+        let _ = writeln!(o, "\n_{}._\n", e.control);
+    }
+    o
+}
+
+fn stacks(folded: &[(String, f64)]) -> Vec<Stack<'_>> {
+    folded
+        .iter()
+        .map(|(k, v)| Stack {
+            frames: k.split(';').collect(),
+            value: *v,
+        })
+        .collect()
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+const PAGE_HEAD: &str = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">\
+<style>body{font-family:sans-serif;margin:1em}table{border-collapse:collapse;font-size:12px}\
+td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}td:first-child{text-align:left;font-family:monospace}\
+.grew{color:#b00}.shrank{color:#03b}.row{display:flex;gap:1em;align-items:flex-start;flex-wrap:wrap}</style>";
+
+/// One run's ends as plain flame graphs, in CPU time per unit of work.
+pub fn run_flame_page(rec: &RunRecord) -> String {
+    let metric = rec.metric();
+    let mut o = String::from(PAGE_HEAD);
+    let _ = write!(
+        o,
+        "<title>plumb profile: {}</title></head><body><h1>{}</h1>",
+        escape(&rec.spec.summary()),
+        escape(&rec.spec.summary())
+    );
+    for end in [Role::Client, Role::Server] {
+        let its = profiled(rec, end);
+        if its.is_empty() {
+            continue;
+        }
+        let f = folded(&its, end, metric);
+        let event = plumb_compare::profile::end_profile(its[0], end).map_or("", |p| &p.event);
+        let title = format!(
+            "{}: {} of {} iterations, {}",
+            end_name(end),
+            metric.profile_unit().0,
+            its.len(),
+            event_words(event)
+        );
+        let _ = write!(o, "<h2>{}</h2>", escape(&title));
+        o.push_str(&flame_svg(&title, &stacks(&f), 1200));
+    }
+    o.push_str("</body></html>\n");
+    o
+}
+
+/// Per point and end, the differential flame graph beside the table of
+/// the functions that moved most.
+pub fn compare_flame_page(c: &Comparison, top: usize) -> String {
+    let mut o = String::from(PAGE_HEAD);
+    let _ = write!(
+        o,
+        "<title>plumb profile: {} vs {}</title></head><body><h1>A = {}, B = {}</h1>",
+        escape(&c.a),
+        escape(&c.b),
+        escape(&c.a),
+        escape(&c.b)
+    );
+    for p in &c.points {
+        let _ = write!(o, "<h2>{}</h2>", escape(&p.summary));
+        for e in &p.profile {
+            let _ = write!(o, "<h3>{}</h3><div class=\"row\"><div>", escape(&head(e)));
+            let title = format!(
+                "{}: width B, colour B against A ({})",
+                end_name(e.end),
+                e.unit
+            );
+            o.push_str(&diff_flame_svg(
+                &title,
+                &stacks(&e.stacks_a),
+                &stacks(&e.stacks_b),
+                e.unit,
+                900,
+            ));
+            o.push_str("</div><table><tr><th>function</th><th>part</th><th>A</th><th>B</th><th>change</th><th>q</th><th>verdict</th></tr>");
+            for f in e.functions.iter().take(top) {
+                let class = match f.verdict {
+                    Move::Grew => "grew",
+                    Move::Shrank => "shrank",
+                    _ => "",
+                };
+                let _ = write!(
+                    o,
+                    "<tr class=\"{class}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.3}</td><td>{}</td></tr>",
+                    escape(&f.function),
+                    f.part.name(),
+                    sig3(f.a),
+                    sig3(f.b),
+                    change_of(f),
+                    f.q,
+                    f.verdict.word()
+                );
+            }
+            let _ = write!(o, "</table></div><p>{}.</p>", escape(&e.control));
+        }
+    }
+    o.push_str("</body></html>\n");
+    o
+}

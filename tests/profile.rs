@@ -1,0 +1,370 @@
+//! `--profile`: every CPU sampled with perf_event_open over the window,
+//! each end's share attributed, named from /proc/kallsyms and plumb's own
+//! symbols, stored with the run, shown, compared and drawn.
+
+mod common;
+use common::{
+    assert_mentions, assert_ok, assert_ok_for, chromium, f, items, online_cpus, plumb, render,
+    require_root, require_tool, skip, u, Started, TempDb,
+};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::process::Stdio;
+
+/// What each end's profile says of its function `name`'s self time.
+fn self_seconds(profile: &Value, name: &str) -> f64 {
+    let frames: Vec<&str> = items(&profile["frames"])
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    items(&profile["stacks"])
+        .filter(|s| {
+            let leaf = s["frames"].as_array().unwrap().last().unwrap();
+            frames[u(leaf) as usize] == name
+        })
+        .map(|s| u(&s["ns"]) as f64 / 1e9)
+        .sum()
+}
+
+/// The kernel's own names, read here: a profile must name functions that
+/// the running kernel has.
+fn kallsyms() -> std::collections::HashSet<String> {
+    std::fs::read_to_string("/proc/kallsyms")
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2).map(String::from))
+        .collect()
+}
+
+#[test]
+fn each_ends_samples_add_up_to_the_cpu_time_proc_charged_to_it() {
+    if !require_root("profile every CPU (perf_event_open)") {
+        return;
+    }
+    let _alone = common::measuring_alone();
+    // Both ends on one CPU keep it busy: a timer-sampled CPU that sleeps
+    // often is sampled unevenly (said in `show --profile`), which is not
+    // what this test is about.
+    let out = plumb()
+        .args(["run", "stream", "--profile", "--client-cpus", "0"])
+        .args([
+            "--server-cpus",
+            "0",
+            "--duration",
+            "2s",
+            "--warmup",
+            "300ms",
+        ])
+        .args(["--iterations", "2", "--no-store", "--json"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let errs = common::schema_errors(&common::schema(), &rec);
+    assert!(errs.is_empty(), "the record breaks the schema: {errs:#?}");
+    let names = kallsyms();
+    for it in items(&rec["iterations"]) {
+        for (end, syscall) in [("client", "tcp_sendmsg"), ("server", "tcp_recvmsg")] {
+            let e = &it[end];
+            let p = &e["profile"];
+            assert!(
+                ["cpu-clock", "cycles"].contains(&p["event"].as_str().unwrap()),
+                "{}",
+                p["event"]
+            );
+            assert_eq!(u(&p["freq_hz"]), 997);
+            let charged = f(&e["process"]["user_s"]) + f(&e["process"]["system_s"]);
+            let sampled = f(&p["process_s"]);
+            assert!(
+                (sampled - charged).abs() <= 0.15 * charged,
+                "{end}: sampled {sampled} s, /proc charged {charged} s"
+            );
+            // The stacks hold every attributed nanosecond, the rest folded.
+            let kept: u64 = items(&p["stacks"]).map(|s| u(&s["ns"])).sum();
+            let attributed = (f(&p["process_s"]) + f(&p["irq_s"])) * 1e9;
+            let total = (kept + u(&p["rest_ns"])) as f64;
+            assert!((total - attributed).abs() < 1e3, "{total} vs {attributed}");
+            // Its system call is in the stacks, by a name the kernel has.
+            let frames: Vec<&str> = items(&p["frames"]).map(|v| v.as_str().unwrap()).collect();
+            assert!(frames.contains(&syscall), "{end}: no {syscall}");
+            assert!(names.contains(syscall));
+            let kernel_named = frames.iter().filter(|f| names.contains(**f)).count();
+            assert!(kernel_named > 10, "{end}: {kernel_named} kernel names");
+            // plumb's own functions, from its own symbols.
+            assert!(
+                frames.iter().any(|f| f.starts_with("plumb_engine::")),
+                "{end}: no plumb function in {frames:?}"
+            );
+            assert_eq!(u(&p["lost"]), 0);
+        }
+    }
+}
+
+#[test]
+fn rx_skip_against_copy_shows_the_copy_to_user_gone_on_the_receiver_only() {
+    if !require_root("profile every CPU (perf_event_open)") {
+        return;
+    }
+    if online_cpus() < 2 {
+        skip("needs 2 CPUs to pin the ends apart");
+        return;
+    }
+    let _alone = common::measuring_alone();
+    let db = TempDb::new("profile-rx");
+    for rx in ["copy", "skip"] {
+        let out = plumb()
+            .args(["run", "stream", "--profile", "--rx", rx, "--label", rx])
+            .args([
+                "--client-cpus",
+                "0",
+                "--server-cpus",
+                "1",
+                "--duration",
+                "1s",
+            ])
+            .args(["--warmup", "300ms", "--iterations", "8", "--db", db.path()])
+            .output()
+            .unwrap();
+        assert_ok_for(&out, rx);
+    }
+    let compare = |format: &str| {
+        let out = plumb()
+            .args(["compare", "copy", "skip", "--profile", "--format", format])
+            .args(["--db", db.path()])
+            .output()
+            .unwrap();
+        assert_ok(&out);
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let json: Value = serde_json::from_str(&compare("json")).unwrap();
+    let ends: BTreeMap<String, &Value> = items(&json["points"][0]["profile"])
+        .map(|e| (e["end"].as_str().unwrap().to_string(), e))
+        .collect();
+    let shrank = |end: &str| -> Vec<(String, f64)> {
+        let mut v: Vec<(String, f64)> = items(&ends[end]["functions"])
+            .filter(|r| r["part"] == "self" && r["verdict"] == "shrank")
+            .map(|r| {
+                (
+                    r["function"].as_str().unwrap().to_string(),
+                    f(&r["a"]) - f(&r["b"]),
+                )
+            })
+            .collect();
+        v.sort_by(|a, b| b.1.total_cmp(&a.1));
+        v
+    };
+    let to_user = |f: &str| {
+        [
+            "copy_to_iter",
+            "copy_to_user",
+            "copy_user",
+            "rep_movs_alternative",
+            "copyout",
+        ]
+        .iter()
+        .any(|n| f.contains(n))
+    };
+    // The client sends, the server receives.
+    let receiver = shrank("server");
+    assert!(
+        receiver.first().is_some_and(|(f, _)| to_user(f)),
+        "largest significant decreases of the receiver: {receiver:?}"
+    );
+    let sender = shrank("client");
+    assert!(
+        !sender.iter().any(|(f, _)| f.contains("copy_to")),
+        "the sender's decreases name a copy to user: {sender:?}"
+    );
+    let copy = &receiver[0].0;
+    let line = format!("server {copy}");
+    for format in ["terminal", "mail"] {
+        let text = compare(format);
+        let row = text
+            .lines()
+            .find(|l| l.contains(&line) && l.contains("=> shrank"))
+            .unwrap_or_else(|| panic!("no {line} row in {format}:\n{text}"));
+        assert_mentions(row, &["ms/GB", "-100.0%", " q "]);
+        assert_mentions(&text, &["Benjamini-Hochberg", "Mann-Whitney"]);
+    }
+    assert_mentions(
+        &compare("markdown"),
+        &[&format!("| `{copy}` | self |"), "shrank"],
+    );
+
+    // The receiver's copy, by the run's own figures.
+    let run = plumb()
+        .args(["show", "1", "--json", "--db", db.path()])
+        .output()
+        .unwrap();
+    let rec: Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert!(self_seconds(&rec["iterations"][0]["server"]["profile"], copy) > 0.0);
+
+    // The differential flame graph, as Chromium lays it out.
+    let page = std::env::temp_dir().join(format!("plumb-flame-{}.html", std::process::id()));
+    let out = plumb()
+        .args(["compare", "copy", "skip", "--profile", "--db", db.path()])
+        .arg("--flame")
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(!html.contains("<script"), "a script in the page");
+    let Some(browser) = chromium() else {
+        let _ = std::fs::remove_file(&page);
+        skip("chromium is not installed (apt-get install chromium; tests/setup.sh installs it)");
+        return;
+    };
+    let (dom, console) = render(browser, &page);
+    let _ = std::fs::remove_file(&page);
+    assert!(console.is_empty(), "console messages: {console:?}");
+    assert_eq!(dom.matches("<svg").count(), 2, "one graph per end");
+    assert_mentions(&dom, &["tcp_sendmsg", "tcp_recvmsg"]);
+    // The receiver's copy shrank: named so in the table beside its graph.
+    assert_mentions(
+        &dom,
+        &[&format!(
+            "<tr class=\"shrank\"><td>{copy}</td><td>self</td>"
+        )],
+    );
+}
+
+#[test]
+fn a_ring_too_small_for_the_rate_loses_samples_and_says_so() {
+    if !require_root("profile every CPU (perf_event_open)") {
+        return;
+    }
+    let _alone = common::measuring_alone();
+    let db = TempDb::new("profile-lost");
+    let out = plumb()
+        .args(["run", "stream", "--profile", "--profile-freq", "20000"])
+        .args(["--profile-ring", "1", "--duration", "1s", "--warmup", "0"])
+        .args(["--iterations", "1", "--db", db.path()])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let show = plumb()
+        .args(["show", "1", "--profile", "--db", db.path()])
+        .output()
+        .unwrap();
+    assert_ok(&show);
+    let text = String::from_utf8(show.stdout).unwrap();
+    assert_mentions(
+        &text,
+        &["samples were lost to full rings", "--profile-ring"],
+    );
+    let lost: u64 = text
+        .lines()
+        .filter(|l| l.contains(" profile: "))
+        .map(|l| {
+            let before = l.rsplit_once(" lost").unwrap().0;
+            before.rsplit(' ').next().unwrap().parse::<u64>().unwrap()
+        })
+        .sum();
+    assert!(lost > 0, "{text}");
+
+    // Export and import carry the profiles whole.
+    let file = std::env::temp_dir().join(format!("plumb-profile-{}.json", std::process::id()));
+    assert_ok(
+        &plumb()
+            .args(["export", "--db", db.path(), "-o"])
+            .arg(&file)
+            .output()
+            .unwrap(),
+    );
+    let other = TempDb::new("profile-import");
+    assert_ok(
+        &plumb()
+            .args(["import", "--db", other.path()])
+            .arg(&file)
+            .output()
+            .unwrap(),
+    );
+    let _ = std::fs::remove_file(&file);
+    let again = plumb()
+        .args(["show", "1", "--profile", "--db", other.path()])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8(again.stdout).unwrap(), text);
+}
+
+#[test]
+fn a_plumb_serve_profiles_its_own_end_and_returns_it() {
+    if !require_root("profile every CPU (perf_event_open)") {
+        return;
+    }
+    let _alone = common::measuring_alone();
+    let mut child = plumb()
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr = common::listening_addr(&mut child);
+    let server = Started(child);
+    let out = plumb()
+        .args([
+            "run",
+            "rr",
+            "--profile",
+            "--server",
+            &addr,
+            "--duration",
+            "1s",
+        ])
+        .args(["--warmup", "0", "--iterations", "1", "--no-store", "--json"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p = &rec["iterations"][0]["server"]["profile"];
+    assert!(f(&p["process_s"]) > 0.0, "{p}");
+    let frames: Vec<&str> = items(&p["frames"]).map(|v| v.as_str().unwrap()).collect();
+    assert!(frames.contains(&"tcp_recvmsg"), "{frames:?}");
+    drop(server);
+}
+
+#[test]
+fn profiling_without_the_privilege_is_refused_before_the_run() {
+    if !require_root("run plumb as another user") || !require_tool("setpriv", "util-linux") {
+        return;
+    }
+    let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    if paranoid < 1 {
+        skip(&format!(
+            "kernel.perf_event_paranoid is {paranoid}: every user may profile every CPU here"
+        ));
+        return;
+    }
+    let out = std::process::Command::new("setpriv")
+        .args([
+            "--reuid",
+            "65534",
+            "--regid",
+            "65534",
+            "--clear-groups",
+            "--",
+        ])
+        .arg(env!("CARGO_BIN_EXE_plumb"))
+        .args([
+            "run",
+            "stream",
+            "--profile",
+            "--duration",
+            "1s",
+            "--no-store",
+        ])
+        .env("PLUMB_ACTIVITY_DIR", "off")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert_mentions(&err, &["--profile", "kernel.perf_event_paranoid", "root"]);
+    // Refused before the run: nothing was measured.
+    assert!(out.stdout.is_empty());
+}
