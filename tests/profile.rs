@@ -368,3 +368,98 @@ fn profiling_without_the_privilege_is_refused_before_the_run() {
     // Refused before the run: nothing was measured.
     assert!(out.stdout.is_empty());
 }
+
+#[test]
+fn an_experiment_profiles_the_points_its_file_asks_for() {
+    if !require_root("profile every CPU (perf_event_open)") {
+        return;
+    }
+    let _alone = common::measuring_alone();
+    let db = TempDb::new("profile-sweep");
+    let file = std::env::temp_dir().join(format!("plumb-profile-{}.toml", std::process::id()));
+    std::fs::write(
+        &file,
+        "name = \"profiled\"\niterations = 1\nprofile = true\norder = \"sequential\"\n\
+         [base]\nworkload = \"stream\"\nduration = \"1s\"\nwarmup = \"0\"\n\
+         [[variant]]\nname = \"seen\"\n\
+         [[variant]]\nname = \"unseen\"\nprofile = false\n",
+    )
+    .unwrap();
+    let out = plumb()
+        .args(["sweep", "--db", db.path()])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&file);
+    assert_ok(&out);
+    // In the file's order: the variant that is profiled first.
+    for (run, profiled) in [("1", true), ("2", false)] {
+        let show = plumb()
+            .args(["show", run, "--json", "--db", db.path()])
+            .output()
+            .unwrap();
+        let rec: Value = serde_json::from_slice(&show.stdout).unwrap();
+        let it = &rec["iterations"][0];
+        for end in ["client", "server"] {
+            assert_eq!(
+                it[end].get("profile").is_some(),
+                profiled,
+                "run {run} {end}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_smaller_loopback_mtu_reads_as_receive_softirq_growth_per_gb() {
+    if !require_root("set lo's MTU and profile every CPU") {
+        return;
+    }
+    if online_cpus() < 2 {
+        skip("needs 2 CPUs to pin the ends apart");
+        return;
+    }
+    let _alone = common::measuring_alone();
+    let db = TempDb::new("profile-mtu");
+    for (label, knob) in [("mtu-64k", None), ("mtu-1500", Some("mtu:lo=1500"))] {
+        let mut cmd = plumb();
+        cmd.args(["run", "stream", "--profile", "--label", label])
+            .args([
+                "--client-cpus",
+                "0",
+                "--server-cpus",
+                "1",
+                "--duration",
+                "1s",
+            ])
+            .args(["--warmup", "300ms", "--iterations", "8", "--db", db.path()]);
+        if let Some(k) = knob {
+            cmd.args(["--knob", k]);
+        }
+        assert_ok_for(&cmd.output().unwrap(), label);
+    }
+    // The knob went back: lo's MTU as `ip` reads it.
+    let ip = std::process::Command::new("ip")
+        .args(["-o", "link", "show", "lo"])
+        .output()
+        .unwrap();
+    assert_mentions(&String::from_utf8_lossy(&ip.stdout), &["mtu 65536"]);
+    let out = plumb()
+        .args(["compare", "mtu-64k", "mtu-1500", "--profile"])
+        .args(["--function", "net_rx_action", "--db", db.path()])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let text = String::from_utf8(out.stdout).unwrap();
+    // Only the function asked for, and on some end its total grew.
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(" ms/GB ") && l.contains("=> "))
+        .collect();
+    assert_eq!(rows.len(), 4, "{text}");
+    assert!(rows.iter().all(|l| l.contains(" net_rx_action ")), "{text}");
+    assert!(
+        rows.iter().any(|l| l.contains("=> grew")),
+        "net_rx_action did not grow per GB:\n{text}"
+    );
+}

@@ -128,6 +128,8 @@ pub struct SweepArgs {
     /// Use the file's [quick] profile: short windows, fewer points.
     #[arg(long)]
     pub quick: bool,
+    #[command(flatten)]
+    pub profile: ProfileArgs,
     /// Go on with an interrupted experiment: points already stored under
     /// the label are not run again.
     #[arg(long)]
@@ -309,6 +311,10 @@ pub struct CompareArgs {
     /// the table of the functions that moved, to FILE as HTML.
     #[arg(long, value_name = "FILE", requires = "profile")]
     pub flame: Option<std::path::PathBuf>,
+    /// With --profile: only the functions whose names contain NAME (each
+    /// listed however little it moved); repeat for more.
+    #[arg(long, value_name = "NAME", requires = "profile")]
+    pub function: Vec<String>,
     #[command(flatten)]
     pub db: DbArgs,
 }

@@ -34,6 +34,9 @@ pub enum PlanError {
     Host { variant: String, source: KnobError },
     #[error("{0}: topology veth needs root (it creates network namespaces)")]
     NeedsRoot(PointId),
+    /// `profile = true` where this process may not profile every CPU.
+    #[error("profile = true: {0}")]
+    Profile(String),
 }
 
 /// Why a sweep stopped before its end.
@@ -153,6 +156,11 @@ impl Plan {
                 return Err(PlanError::NeedsRoot(p.id.clone()));
             }
         }
+        if self.points.iter().any(|p| self.profiled(p)) {
+            if let Some(why) = plumb_sys::perf::refusal() {
+                return Err(PlanError::Profile(why));
+            }
+        }
         Ok(())
     }
 
@@ -175,6 +183,14 @@ impl Plan {
         self.variant_of(p)
             .map(|i| self.knobs[i].as_slice())
             .unwrap_or_default()
+    }
+
+    /// Whether `p` runs with kernel profiles: its variant's `profile`,
+    /// else the experiment's.
+    pub fn profiled(&self, p: &Point) -> bool {
+        self.variant_of(p)
+            .and_then(|i| self.experiment.variants[i].profile)
+            .unwrap_or(self.experiment.profile)
     }
 
     fn server_knobs_of(&self, p: &Point) -> &[Setting] {
@@ -231,6 +247,9 @@ pub fn run(
         // namespace under a veth topology) gets them through the run.
         let mut own = plan.knobs_of(p).to_vec();
         let mut with_server = opts.clone();
+        if with_server.profile.is_none() && plan.profiled(p) {
+            with_server.profile = Some(plumb_samples::ProfileAsk::default());
+        }
         if p.spec.topology.is_some() || opts.server.is_some() {
             with_server.server_knobs = plan.server_knobs_of(p).to_vec();
         } else {

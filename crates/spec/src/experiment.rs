@@ -81,6 +81,9 @@ pub struct Variant {
     pub server_knobs: Vec<Located>,
     /// Spec fields this variant sets over the base and the matrix.
     pub set: Vec<Located>,
+    /// `profile = true|false`: kernel profiles of this variant's points,
+    /// over the experiment's own `profile`.
+    pub profile: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -104,6 +107,9 @@ pub struct Experiment {
     pub seed: Option<u64>,
     /// The --quick profile: fields over the base, axes replaced, iterations.
     pub quick: Option<Quick>,
+    /// `profile = true`: every point runs with kernel profiles
+    /// (`plumb run --profile`).
+    pub profile: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -171,6 +177,13 @@ impl Ctx<'_> {
         match v.get_ref() {
             DeValue::Table(t) => Ok(t),
             _ => Err(self.err(&v.span(), key, "expected a table")),
+        }
+    }
+
+    fn boolean(&self, v: &Spanned<DeValue<'_>>, key: &str) -> Result<bool, ExperimentError> {
+        match v.get_ref() {
+            DeValue::Boolean(b) => Ok(*b),
+            _ => Err(self.err(&v.span(), key, "expected true or false")),
         }
     }
 
@@ -277,6 +290,7 @@ impl Experiment {
             order: Order::Random,
             seed: None,
             quick: None,
+            profile: false,
         };
         let mut name_line = None;
         for (k, v) in doc.get_ref() {
@@ -321,6 +335,7 @@ impl Experiment {
                             .map_err(|_| cx.err(&v.span(), key, "not a whole number"))?,
                     );
                 }
+                "profile" => exp.profile = cx.boolean(v, key)?,
                 "base" => exp.base = cx.fields(cx.table(v, key)?, "base.")?,
                 "matrix" => exp.axes = cx.axes(cx.table(v, key)?, "matrix.")?,
                 "variant" => {
@@ -335,11 +350,13 @@ impl Experiment {
                             knobs: Vec::new(),
                             server_knobs: Vec::new(),
                             set: Vec::new(),
+                            profile: None,
                         };
                         for (vk, vv) in t {
                             let vkey = format!("{at}.{}", vk.get_ref());
                             match vk.get_ref().as_ref() {
                                 "name" => var.name = cx.string(vv, &vkey)?,
+                                "profile" => var.profile = Some(cx.boolean(vv, &vkey)?),
                                 which @ ("knobs" | "server_knobs") => {
                                     let into = if which == "knobs" {
                                         &mut var.knobs
@@ -362,7 +379,7 @@ impl Experiment {
                                         &vk.span(),
                                         &vkey,
                                         format!(
-                                        "'{other}' is not a variant key; use name, knobs, server_knobs or set"
+                                        "'{other}' is not a variant key; use name, knobs, server_knobs, set or profile"
                                     ),
                                     ))
                                 }
@@ -657,6 +674,19 @@ nodelay = [false, true]
     }
 
     #[test]
+    fn profile_is_the_experiments_and_a_variant_may_say_otherwise() {
+        let e = Experiment::parse(
+            "name = \"p\"\nprofile = true\n[[variant]]\nname = \"on\"\n\
+             [[variant]]\nname = \"off\"\nprofile = false\n",
+        )
+        .unwrap();
+        assert!(e.profile);
+        assert_eq!(e.variants[0].profile, None);
+        assert_eq!(e.variants[1].profile, Some(false));
+        assert!(!Experiment::parse("name = \"q\"\n").unwrap().profile);
+    }
+
+    #[test]
     fn errors_point_at_the_line_and_key() {
         let cases = [
             (
@@ -674,6 +704,12 @@ nodelay = [false, true]
             ("name = \"x\"\n[base]\nmtu = 1500\n", 3, "mtu"),
             ("name = \"x\"\n[[variant]]\nknobs = {}\n", 2, "variant[0]"),
             ("name = \"x\"\nmatrix = 3\n", 2, "matrix"),
+            ("name = \"x\"\nprofile = \"yes\"\n", 2, "profile"),
+            (
+                "name = \"x\"\n[[variant]]\nname = \"a\"\nprofile = 1\n",
+                4,
+                "variant[0].profile",
+            ),
             ("name = \"x\"\n[base\n", 2, ""),
             ("[base]\nflows = 2\n", 1, "name"),
         ];

@@ -6,6 +6,7 @@
 //! regression verdict that combines them.
 #![deny(unsafe_code)]
 
+mod changepoint;
 mod describe;
 mod hypothesis;
 mod interval;
@@ -16,6 +17,7 @@ mod verdict;
 #[cfg(test)]
 mod tests;
 
+pub use changepoint::{change_points, describe, ChangeParams, ChangePoint};
 pub use describe::{
     bimodal, cliff_steps, cliffs, jain_fairness, mad_outliers, Bimodality, Cliff, Summary,
     MAD_THRESHOLD,

@@ -58,6 +58,12 @@ pub fn compare(a: CompareArgs) -> Result<i32, Failure> {
                 c.a, c.b
             )));
         }
+        if !a.function.is_empty() {
+            for e in c.points.iter_mut().flat_map(|p| p.profile.iter_mut()) {
+                e.functions
+                    .retain(|f| a.function.iter().any(|n| f.function.contains(n.as_str())));
+            }
+        }
         if let Some(path) = &a.flame {
             let page = plumb_report::profile::compare_flame_page(&c, plumb_report::profile::TOP);
             std::fs::write(path, page).map_err(|e| {

@@ -208,7 +208,7 @@ pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
         psk: super::run::psk(),
         exclusive: a.exclusive,
         server_knobs: Vec::new(),
-        profile: super::run::PROFILE.get().copied(),
+        profile: a.profile.ask().map_err(Failure::usage)?,
     };
     // Drawn only here, on the controller thread; indicatif hides it when
     // stderr is not a terminal.

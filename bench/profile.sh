@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# What --profile costs: a 1-flow stream (throughput, CPU per GB of both
+# ends) and a 1-flow rr (transactions per second), each run with and
+# without --profile at the default 997 Hz, alternating. Writes the
+# "profile" section of BENCHMARKS.md. Needs root (perf_event_open on every
+# CPU).
+#
+#   bench/profile.sh [REPS] [SECONDS]      (defaults: 7 repetitions, 5 s)
+#
+# Both sides run the same flows (1) and threads (1) on the same CPUs:
+# unpinned, then client on CPU 0 and server on CPU 1 where there are two.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPS=${1:-7}
+SECS=${2:-5}
+OUT=${OUT:-BENCHMARKS.md}
+PEERS=${PEERS:-none} # no peer profiles its own runs
+. bench/lib.sh
+bench_setup
+
+run() { # NAME ARGS...: one run's record into $work/NAME-$rep.json
+  local name=$1
+  shift
+  "$PLUMB" run "$@" --json --iterations 1 --no-store \
+    --duration "${SECS}s" --warmup 1s >"$work/$name-$rep.json"
+}
+
+pin=()
+if (($(nproc) >= 2)); then pin=(--client-cpus 0 --server-cpus 1); fi
+cases=(
+  "stream-off stream ${pin[*]}"
+  "stream-on stream --profile ${pin[*]}"
+  "rr-off rr ${pin[*]}"
+  "rr-on rr --profile ${pin[*]}"
+)
+for rep in $(seq 1 "$REPS"); do
+  n=${#cases[@]}
+  for k in $(seq 0 $((n - 1))); do
+    # shellcheck disable=SC2086
+    run ${cases[$(((k + rep) % n))]}
+  done
+done
+
+section=$(mktemp)
+python3 - "$work" "$REPS" "$SECS" "$(uname -r)" "$(nproc)" "${pin[*]:-unpinned}" >"$section" <<'PY'
+import glob, json, statistics, sys
+work, reps, secs, kernel, cpus, pin = sys.argv[1:]
+def recs(name):
+    return [json.load(open(f))["iterations"][0] for f in sorted(glob.glob(f"{work}/{name}-*.json"))]
+def med(xs):
+    return statistics.median(xs), min(xs), max(xs)
+def fmt(m, scale=1.0, unit=""):
+    return f"{m[0]/scale:.3g}{unit} ({m[1]/scale:.3g}-{m[2]/scale:.3g})"
+def cpu_per_gb(it):
+    gb = it["transfer"]["received_bytes"] / 1e9
+    s = sum(it[e]["process"]["user_s"] + it[e]["process"]["system_s"] for e in ("client", "server"))
+    return s / gb
+on = recs("stream-on")
+event = on[0]["client"]["profile"]["event"]
+lost = sum(it[e]["profile"]["lost"] for it in on for e in ("client", "server"))
+print("## profile: what --profile costs\n")
+print(f"`bench/profile.sh {reps} {secs}`: loopback, kernel {kernel}, {cpus} CPUs, {pin}, release build; "
+      f"medians of {reps} runs of {secs} s (min-max), the cases rotating. 1 flow and 1 thread on "
+      f"each end in every case; --profile samples every CPU at 997 Hz with {event} ({lost} samples "
+      "lost over all the profiled stream runs). Both ends profile (the embedded server is a "
+      "process of its own), so each CPU is sampled twice.\n")
+print("| case | without --profile | with --profile | ratio |")
+print("|---|---|---|---|")
+for name, label, key, scale, unit in [
+    ("stream", "stream throughput", lambda it: it["derived"]["throughput_bps"], 1e9, " Gbit/s"),
+    ("stream", "stream CPU s per GB, both processes", cpu_per_gb, 1, ""),
+    ("rr", "rr transactions/s", lambda it: it["client"]["transactions"] / it["window_s"], 1, ""),
+]:
+    off = [key(it) for it in recs(f"{name}-off")]
+    on_ = [key(it) for it in recs(f"{name}-on")]
+    print(f"| {label} | {fmt(med(off), scale, unit)} | {fmt(med(on_), scale, unit)} | "
+          f"{statistics.median(on_)/statistics.median(off):.3f} |")
+prof = [it["client"]["process"]["threads"] for it in on]
+pt = [sum(t["user_s"] + t["system_s"] for t in ts if t["name"] == "plumb-profile") for ts in prof]
+print(f"\nThe client's sampling thread (`plumb-profile`, off the ends' CPUs where there is one "
+      f"to spare) took {statistics.median(pt):.3f} CPU s per {secs} s window (median); "
+      "naming and folding the samples happens after the window closes.")
+print("\nA ratio above 1 for throughput or transactions (below 1 for CPU per GB) is the sampling timer "
+      "itself: firing on every CPU about a thousand times a second, it keeps an idle CPU from sleeping "
+      "deeply (a virtual CPU from halting), so a woken end runs sooner. Where that shows, compare "
+      "profiled runs with profiled runs.")
+PY
+write_section "$OUT" "## profile:" "$section"
