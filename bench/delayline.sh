@@ -39,13 +39,7 @@ cases=(
   "rr-1ms rr --emulator plumb --delay 1ms"
   "rr-10ms rr --emulator plumb --delay 10ms"
 )
-for rep in $(seq 1 "$REPS"); do
-  n=${#cases[@]}
-  for k in $(seq 0 $((n - 1))); do
-    # shellcheck disable=SC2086
-    run ${cases[$(((k + rep) % n))]}
-  done
-done
+bench_rotate "$REPS" "${cases[@]}"
 
 # The host's own timer: how late a 1 ms sleep wakes, the floor under any
 # delay a process can hold packets for.

@@ -65,3 +65,20 @@ open(out, "w").write(text)
 print(section)
 PY
 }
+
+# bench_rotate REPS CASE...: each repetition runs every case through the
+# script's run function, starting one case further each time, so that no
+# case always follows the same one; a case is "NAME ARGS..." and its
+# records go to $work/NAME-$rep.json.
+bench_rotate() {
+  local reps=$1 n k
+  shift
+  local cases=("$@")
+  n=${#cases[@]}
+  for rep in $(seq 1 "$reps"); do
+    for k in $(seq 0 $((n - 1))); do
+      # shellcheck disable=SC2086
+      run ${cases[$(((k + rep) % n))]}
+    done
+  done
+}

@@ -33,13 +33,7 @@ cases=(
   "rr-off rr ${pin[*]}"
   "rr-on rr --profile ${pin[*]}"
 )
-for rep in $(seq 1 "$REPS"); do
-  n=${#cases[@]}
-  for k in $(seq 0 $((n - 1))); do
-    # shellcheck disable=SC2086
-    run ${cases[$(((k + rep) % n))]}
-  done
-done
+bench_rotate "$REPS" "${cases[@]}"
 
 section=$(mktemp)
 python3 - "$work" "$REPS" "$SECS" "$(uname -r)" "$(nproc)" "${pin[*]:-unpinned}" >"$section" <<'PY'

@@ -35,6 +35,40 @@ fn kallsyms() -> std::collections::HashSet<String> {
         .collect()
 }
 
+/// Root and two CPUs: what a test of two ends pinned apart needs.
+fn may_pin_apart(for_what: &str) -> bool {
+    if !require_root(for_what) {
+        return false;
+    }
+    if online_cpus() < 2 {
+        skip("needs 2 CPUs to pin the ends apart");
+        return false;
+    }
+    true
+}
+
+/// Profiled 1-flow streams, the client on CPU 0 and the server on CPU 1,
+/// 8 iterations of 1 s, stored in `db`: one run per label, with its flags.
+fn profiled_runs(db: &TempDb, runs: &[(&str, &[&str])]) {
+    for (label, extra) in runs {
+        let out = plumb()
+            .args(["run", "stream", "--profile", "--label", label])
+            .args([
+                "--client-cpus",
+                "0",
+                "--server-cpus",
+                "1",
+                "--duration",
+                "1s",
+            ])
+            .args(["--warmup", "300ms", "--iterations", "8", "--db", db.path()])
+            .args(*extra)
+            .output()
+            .unwrap();
+        assert_ok_for(&out, label);
+    }
+}
+
 #[test]
 fn each_ends_samples_add_up_to_the_cpu_time_proc_charged_to_it() {
     if !require_root("profile every CPU (perf_event_open)") {
@@ -101,31 +135,15 @@ fn each_ends_samples_add_up_to_the_cpu_time_proc_charged_to_it() {
 
 #[test]
 fn rx_skip_against_copy_shows_the_copy_to_user_gone_on_the_receiver_only() {
-    if !require_root("profile every CPU (perf_event_open)") {
-        return;
-    }
-    if online_cpus() < 2 {
-        skip("needs 2 CPUs to pin the ends apart");
+    if !may_pin_apart("profile every CPU (perf_event_open)") {
         return;
     }
     let _alone = common::measuring_alone();
     let db = TempDb::new("profile-rx");
-    for rx in ["copy", "skip"] {
-        let out = plumb()
-            .args(["run", "stream", "--profile", "--rx", rx, "--label", rx])
-            .args([
-                "--client-cpus",
-                "0",
-                "--server-cpus",
-                "1",
-                "--duration",
-                "1s",
-            ])
-            .args(["--warmup", "300ms", "--iterations", "8", "--db", db.path()])
-            .output()
-            .unwrap();
-        assert_ok_for(&out, rx);
-    }
+    profiled_runs(
+        &db,
+        &[("copy", &["--rx", "copy"]), ("skip", &["--rx", "skip"])],
+    );
     let compare = |format: &str| {
         let out = plumb()
             .args(["compare", "copy", "skip", "--profile", "--format", format])
@@ -412,32 +430,15 @@ fn an_experiment_profiles_the_points_its_file_asks_for() {
 
 #[test]
 fn a_smaller_loopback_mtu_reads_as_receive_softirq_growth_per_gb() {
-    if !require_root("set lo's MTU and profile every CPU") {
-        return;
-    }
-    if online_cpus() < 2 {
-        skip("needs 2 CPUs to pin the ends apart");
+    if !may_pin_apart("set lo's MTU and profile every CPU") {
         return;
     }
     let _alone = common::measuring_alone();
     let db = TempDb::new("profile-mtu");
-    for (label, knob) in [("mtu-64k", None), ("mtu-1500", Some("mtu:lo=1500"))] {
-        let mut cmd = plumb();
-        cmd.args(["run", "stream", "--profile", "--label", label])
-            .args([
-                "--client-cpus",
-                "0",
-                "--server-cpus",
-                "1",
-                "--duration",
-                "1s",
-            ])
-            .args(["--warmup", "300ms", "--iterations", "8", "--db", db.path()]);
-        if let Some(k) = knob {
-            cmd.args(["--knob", k]);
-        }
-        assert_ok_for(&cmd.output().unwrap(), label);
-    }
+    profiled_runs(
+        &db,
+        &[("mtu-64k", &[]), ("mtu-1500", &["--knob", "mtu:lo=1500"])],
+    );
     // The knob went back: lo's MTU as `ip` reads it.
     let ip = std::process::Command::new("ip")
         .args(["-o", "link", "show", "lo"])

@@ -321,19 +321,8 @@ mod tests {
                         c * ms,
                     ));
                 }
-                let header = Profile {
-                    event: "cpu-clock".into(),
-                    freq_hz: 997,
-                    samples: 0,
-                    lost: 0,
-                    process_s: (50 + c) as f64 / 1e3,
-                    irq_s: 0.0,
-                    other_s: 0.0,
-                    idle_s: 0.0,
-                    frames: Vec::new(),
-                    stacks: Vec::new(),
-                    rest_ns: 0,
-                };
+                let mut header = Profile::empty("cpu-clock", 997);
+                header.process_s = (50 + c) as f64 / 1e3;
                 it.server.profile = Some(Profile::from_stacks(stacks, header));
                 it
             })

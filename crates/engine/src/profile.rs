@@ -248,19 +248,8 @@ fn attribute(
         Event::CpuClock => period,
         Event::Cycles => count * 1_000_000_000 / ask.freq_hz.max(1),
     };
-    let mut header = Profile {
-        event: event.name().to_string(),
-        freq_hz: ask.freq_hz,
-        samples: 0,
-        lost: got.lost,
-        process_s: 0.0,
-        irq_s: 0.0,
-        other_s: 0.0,
-        idle_s: 0.0,
-        frames: Vec::new(),
-        stacks: Vec::new(),
-        rest_ns: 0,
-    };
+    let mut header = Profile::empty(event.name(), ask.freq_hz);
+    header.lost = got.lost;
     let mut kernel_names: HashMap<u64, String> = HashMap::new();
     let mut user_names: HashMap<u64, String> = HashMap::new();
     let mut ksoftirqd = HashMap::new();

@@ -163,6 +163,34 @@ fn change_of(f: &FunctionChange) -> String {
     f.change.map(pct).unwrap_or_else(|| "new".into())
 }
 
+/// A mover's figures as text: A, B, the change, the interval of B - A,
+/// p, q and the verdict.
+struct Row {
+    a: String,
+    b: String,
+    change: String,
+    lo: String,
+    hi: String,
+    p: String,
+    q: String,
+    verdict: &'static str,
+}
+
+impl Row {
+    fn of(f: &FunctionChange) -> Row {
+        Row {
+            a: sig3(f.a),
+            b: sig3(f.b),
+            change: change_of(f),
+            lo: sig3(f.lo),
+            hi: sig3(f.hi),
+            p: format!("{:.3}", f.p),
+            q: format!("{:.3}", f.q),
+            verdict: f.verdict.word(),
+        }
+    }
+}
+
 fn head(e: &EndProfiles) -> String {
     let event = if e.event_a == e.event_b {
         event_words(&e.event_a)
@@ -189,20 +217,21 @@ pub fn movers_text(p: &Point, top: usize, indent: &str) -> String {
         for part in [Part::Own, Part::Total] {
             let _ = writeln!(o, "{indent}  by {} time:", part.name());
             for f in e.functions.iter().filter(|f| f.part == part).take(top) {
+                let r = Row::of(f);
                 let _ = writeln!(
                     o,
-                    "{indent}    {:<6} {:<40} {:>8} -> {:<8} {:<5} {:>8}  [{} .. {}]  p {:.3}  q {:.3}  => {}",
+                    "{indent}    {:<6} {:<40} {:>8} -> {:<8} {:<5} {:>8}  [{} .. {}]  p {}  q {}  => {}",
                     end_name(e.end),
                     clip(&f.function, 40),
-                    sig3(f.a),
-                    sig3(f.b),
+                    r.a,
+                    r.b,
                     e.unit,
-                    change_of(f),
-                    sig3(f.lo),
-                    sig3(f.hi),
-                    f.p,
-                    f.q,
-                    f.verdict.word()
+                    r.change,
+                    r.lo,
+                    r.hi,
+                    r.p,
+                    r.q,
+                    r.verdict
                 );
             }
         }
@@ -222,19 +251,20 @@ pub fn movers_markdown(p: &Point, top: usize) -> String {
         );
         let _ = writeln!(o, "|---|---|---|---|---|---|---|---|---|");
         for f in e.functions.iter().take(top) {
+            let r = Row::of(f);
             let _ = writeln!(
                 o,
-                "| `{}` | {} | {} | {} | {} | {} .. {} | {:.3} | {:.3} | {} |",
+                "| `{}` | {} | {} | {} | {} | {} .. {} | {} | {} | {} |",
                 f.function,
                 f.part.name(),
-                sig3(f.a),
-                sig3(f.b),
-                change_of(f),
-                sig3(f.lo),
-                sig3(f.hi),
-                f.p,
-                f.q,
-                f.verdict.word()
+                r.a,
+                r.b,
+                r.change,
+                r.lo,
+                r.hi,
+                r.p,
+                r.q,
+                r.verdict
             );
         }
         let _ = writeln!(o, "\n_{}._\n", e.control);

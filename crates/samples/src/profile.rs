@@ -82,6 +82,23 @@ pub struct FunctionTime {
 }
 
 impl Profile {
+    /// A profile of `event` at `freq_hz` that sampled nothing yet.
+    pub fn empty(event: &str, freq_hz: u64) -> Profile {
+        Profile {
+            event: event.to_string(),
+            freq_hz,
+            samples: 0,
+            lost: 0,
+            process_s: 0.0,
+            irq_s: 0.0,
+            other_s: 0.0,
+            idle_s: 0.0,
+            frames: Vec::new(),
+            stacks: Vec::new(),
+            rest_ns: 0,
+        }
+    }
+
     /// Builds a profile from stacks of names, outermost first, bounding
     /// the stacks kept.
     pub fn from_stacks(mut stacks: Vec<(Vec<String>, u64)>, header: Profile) -> Profile {
@@ -166,19 +183,7 @@ mod tests {
     use super::*;
 
     fn header() -> Profile {
-        Profile {
-            event: "cpu-clock".into(),
-            freq_hz: 997,
-            samples: 0,
-            lost: 0,
-            process_s: 0.0,
-            irq_s: 0.0,
-            other_s: 0.0,
-            idle_s: 0.0,
-            frames: Vec::new(),
-            stacks: Vec::new(),
-            rest_ns: 0,
-        }
+        Profile::empty("cpu-clock", 997)
     }
 
     fn names(s: &str) -> Vec<String> {
