@@ -25,8 +25,8 @@ const DRAIN_EVERY: Duration = Duration::from_millis(10);
 /// such in the process's accounting.
 pub const PROFILE_THREAD: &str = "plumb-profile";
 
-/// Kernel functions whose presence in a chain of the idle task means the
-/// sample was taken in interrupt or softirq context.
+/// Kernel functions whose presence in a chain means the sample was taken
+/// in interrupt or softirq context.
 const IRQ_ENTRIES: &[&str] = &[
     "handle_softirqs",
     "__do_softirq",
@@ -268,14 +268,17 @@ fn attribute(
             })
             .collect();
         let mine = k.pid == own_pid;
+        let in_irq = kernel.iter().any(|f| IRQ_ENTRIES.contains(&f.as_str()));
         // The CPU's own interrupt work: taken while it idled, or handed to
         // ksoftirqd. Interrupts taken inside another process are that
         // process's time (the kernel charges it so), not this end's.
-        let irq = (k.pid == 0 && kernel.iter().any(|f| IRQ_ENTRIES.contains(&f.as_str())))
-            || (k.pid != 0 && is_ksoftirqd(k.pid, &mut ksoftirqd));
+        let irq = (k.pid == 0 && in_irq) || (k.pid != 0 && is_ksoftirqd(k.pid, &mut ksoftirqd));
         let on_own_cpu = own_cpus.is_some_and(|c| c.contains(k.cpu));
         let root = if mine {
             header.process_s += s;
+            if in_irq {
+                header.process_irq_s += s;
+            }
             None
         } else if irq && on_own_cpu {
             header.irq_s += s;

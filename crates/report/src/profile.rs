@@ -54,7 +54,7 @@ pub fn run_profile(rec: &RunRecord, top: usize) -> String {
         let mut functions: BTreeMap<String, FunctionTime> = BTreeMap::new();
         let (mut samples, mut lost, mut process, mut irq, mut other, mut idle) =
             (0, 0, 0.0, 0.0, 0.0, 0.0);
-        let mut charged = 0.0;
+        let (mut charged, mut sampled_charged) = (0.0, 0.0);
         let mut work = 0.0;
         for it in &its {
             let p = plumb_compare::profile::end_profile(it, end).expect("profiled");
@@ -70,6 +70,7 @@ pub fn run_profile(rec: &RunRecord, top: usize) -> String {
                 Role::Server => &it.server,
             };
             charged += e.process.user_s + e.process.system_s;
+            sampled_charged += p.charged_s(e.irq_time_accounting);
             for (f, t) in p.functions() {
                 let e = functions.entry(f).or_default();
                 e.self_s += t.self_s;
@@ -98,7 +99,7 @@ pub fn run_profile(rec: &RunRecord, top: usize) -> String {
             let _ = writeln!(
                 o,
                 "  the samples of the process cover {:.0} % of the CPU time /proc charged to it{}",
-                process / charged * 100.0,
+                sampled_charged / charged * 100.0,
                 if first.event == "cpu-clock" {
                     " (a timer cannot sample where interrupts are off: that time shows in the \
                      function that turns them back on, and a CPU that sleeps often is sampled less)"

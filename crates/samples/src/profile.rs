@@ -47,6 +47,12 @@ pub struct Profile {
     pub lost: u64,
     /// CPU seconds sampled in this end's process.
     pub process_s: f64,
+    /// Of `process_s`, the seconds in interrupt or softirq context (the
+    /// receive path that loopback runs inside the sender's system call):
+    /// a kernel with CONFIG_IRQ_TIME_ACCOUNTING charges them as softirq
+    /// time, not the process's.
+    #[serde(default)]
+    pub process_irq_s: f64,
     /// CPU seconds sampled in interrupt and softirq context on this end's
     /// CPUs (where it is pinned) while they idled, and in ksoftirqd there.
     pub irq_s: f64,
@@ -90,6 +96,7 @@ impl Profile {
             samples: 0,
             lost: 0,
             process_s: 0.0,
+            process_irq_s: 0.0,
             irq_s: 0.0,
             other_s: 0.0,
             idle_s: 0.0,
@@ -132,6 +139,16 @@ impl Profile {
     /// Seconds attributed to this end: its process and its interrupts.
     pub fn end_s(&self) -> f64 {
         self.process_s + self.irq_s
+    }
+
+    /// The seconds of the process that its kernel charges to it (what
+    /// /proc/PID/stat counts): without the interrupt work inside it where
+    /// interrupt time is accounted apart.
+    pub fn charged_s(&self, irq_time_accounting: Option<bool>) -> f64 {
+        match irq_time_accounting {
+            Some(true) => self.process_s - self.process_irq_s,
+            _ => self.process_s,
+        }
     }
 
     /// Each stack as names, outermost first, with its seconds; the folded
