@@ -41,6 +41,10 @@ done
 [ -e /usr/include/stdio.h ] || missing+=(libc6-dev)
 # A font, or Chromium lays out the report's text with no width.
 [ -n "$(fc-list 2>/dev/null)" ] || missing+=(fonts-dejavu-core)
+# The OpenMetrics test parses with prometheus_client. Debian's package
+# serves /usr/bin/python3, which the test prefers to the python3 on PATH.
+/usr/bin/python3 -c 'import prometheus_client' 2>/dev/null ||
+  python3 -c 'import prometheus_client' 2>/dev/null || missing+=(python3-prometheus-client)
 missing=($(printf '%s\n' "${missing[@]}" | sort -u))
 
 if [ ${#missing[@]} -gt 0 ]; then

@@ -39,6 +39,12 @@ pub enum Command {
     Import(ImportArgs),
     /// Remove runs from the result database.
     Delete(DeleteArgs),
+    /// One test point's metric run after run (or label after label), with
+    /// the changes in it found by E-divisive means.
+    History(HistoryArgs),
+    /// Work on result databases as a whole.
+    #[command(subcommand)]
+    Db(DbCommand),
     /// Print this host's environment, or what differs between two runs.
     Env(EnvArgs),
     /// Compare two labels (or run ids): verdicts, CPU budget, environment diff.
@@ -214,6 +220,9 @@ pub struct ShowArgs {
 pub enum ExportFormat {
     Json,
     Csv,
+    /// The latest run of each test point as OpenMetrics gauges, for
+    /// Prometheus' textfile collector or a pushgateway (export only).
+    Openmetrics,
 }
 
 #[derive(Args, Debug)]
@@ -971,4 +980,65 @@ impl ProfileArgs {
             ring_pages: self.profile_ring,
         }))
     }
+}
+
+#[derive(Subcommand, Debug)]
+pub enum DbCommand {
+    /// Copy every run (with its environment and experiment tag) from one
+    /// result database to another; runs already there (by their unique id)
+    /// are skipped, so copying again adds only what is new.
+    Copy(CopyArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct CopyArgs {
+    /// The database to read.
+    pub from: std::path::PathBuf,
+    /// The database to write (created when missing).
+    pub to: std::path::PathBuf,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HistoryFormat {
+    Terminal,
+    Markdown,
+    Json,
+    /// A regression report per change, for a mailing list.
+    Mail,
+}
+
+#[derive(Args, Debug)]
+pub struct HistoryArgs {
+    /// The test point, by its spec key (`plumb list --format json` gives it).
+    #[arg(long, value_name = "KEY")]
+    pub spec_key: Option<String>,
+    /// The test point of an experiment, with --point.
+    #[arg(long, value_name = "NAME", requires = "point")]
+    pub experiment: Option<String>,
+    /// The point's id in the experiment (`sndbuf=8K,variant=rps`).
+    #[arg(long, value_name = "ID", requires = "experiment")]
+    pub point: Option<String>,
+    /// The runs in the order of these labels (comma-separated, e.g.
+    /// 6.5,6.6-rc1,6.6-rc2); runs under other labels are left out.
+    #[arg(long, value_delimiter = ',', value_name = "LABELS")]
+    pub labels: Vec<String>,
+    /// Print only the changes, one line each (nothing when none): for cron.
+    #[arg(long)]
+    pub changes: bool,
+    /// A change is accepted when its permutation p-value is at most this.
+    #[arg(long, default_value = "0.05", value_parser = alpha, value_name = "P")]
+    pub max_p: f64,
+    /// Changes of the mean smaller than this percent are not reported.
+    #[arg(long, default_value = "0", value_parser = percent, value_name = "PERCENT")]
+    pub min_change: f64,
+    #[arg(long, value_enum, default_value = "terminal")]
+    pub format: HistoryFormat,
+    /// Also write the series with its intervals and change points to FILE
+    /// as an HTML page.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    #[command(flatten)]
+    pub db: DbArgs,
 }

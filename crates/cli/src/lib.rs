@@ -97,6 +97,8 @@ pub fn main() -> i32 {
         args::Command::Export(a) => cmd::db::export(a),
         args::Command::Import(a) => cmd::db::import(a),
         args::Command::Delete(a) => cmd::db::delete(a),
+        args::Command::History(a) => cmd::history::history(a),
+        args::Command::Db(args::DbCommand::Copy(a)) => cmd::db::copy(a),
         args::Command::Env(a) => cmd::compare::env(a),
         args::Command::Compare(a) => cmd::compare::compare(a),
         args::Command::Check(a) => cmd::compare::check(a),

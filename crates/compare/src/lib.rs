@@ -8,6 +8,7 @@
 #![deny(unsafe_code)]
 
 mod budget;
+pub mod history;
 pub mod profile;
 
 pub use budget::BudgetLine;

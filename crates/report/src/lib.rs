@@ -6,6 +6,8 @@
 pub mod compare;
 pub mod doctor;
 pub mod flame;
+pub mod history;
+pub mod openmetrics;
 pub mod profile;
 pub mod sweep;
 

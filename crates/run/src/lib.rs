@@ -340,6 +340,7 @@ pub fn run(
     let path = veth.as_mut().and_then(topology::VethPair::finish_path);
     Ok(RunRecord {
         schema: RUN_SCHEMA.to_string(),
+        uuid: plumb_sys::cookie::new_uuid().ok(),
         plumb_version: env!("CARGO_PKG_VERSION").to_string(),
         started_at,
         label: opts.label.clone(),

@@ -645,6 +645,11 @@ pub struct Iteration {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord {
     pub schema: String,
+    /// The run's globally unique id (a random UUID), kept through export,
+    /// import and copy from store to store. Absent in records made before
+    /// it was given; a store gives one to each run it holds.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub uuid: Option<String>,
     pub plumb_version: String,
     /// RFC 3339 wall-clock time the run started.
     pub started_at: String,

@@ -5,10 +5,11 @@
 //!
 //! What is done, exactly:
 //! 1. Every segment of the series (at first the whole of it) gets its best
-//!    single split: the τ maximising the scaled energy statistic
-//!    Q(τ) = m n / (m + n) · Ê with α = 1, where
+//!    single split: the τ maximising, over the ends κ > τ of the second
+//!    sample (every κ up to 200 values, else the segment's end), the scaled
+//!    energy statistic Q(τ, κ) = m n / (m + n) · Ê with α = 1, where
 //!    Ê = 2/(m n)·ΣΣ|x_i − y_j| − C(m,2)⁻¹·Σ_{i<k}|x_i − x_k| − C(n,2)⁻¹·Σ_{j<k}|y_j − y_k|
-//!    for the m values before τ and the n from τ on, both at least
+//!    for the m values before τ and the n from τ up to κ, both at least
 //!    `min_size`.
 //! 2. The strongest candidate over all segments is tested by shuffling the
 //!    values of its segment `permutations` times and redoing step 1 on each
@@ -148,9 +149,33 @@ pub fn describe(params: &ChangeParams) -> String {
     )
 }
 
+/// Longest segment searched over every end of its second sample (O(n³));
+/// a longer one compares each split with the rest of the segment only.
+const KAPPA_MAX: usize = 200;
+
 /// The split of `xs` with the largest Q, as (index of the first value after
-/// it, Q), over splits leaving at least `min_size` (≥ 2) values each side.
+/// it, Q). As in Matteson and James, the values after the split are taken up
+/// to each later end κ in turn, not only to the end of the segment: a
+/// stretch that moved and came back (a regression that was fixed) is then
+/// as plain as a step.
 fn best_split(xs: &[f64], min_size: usize) -> Option<(usize, f64)> {
+    let n = xs.len();
+    let ends = if n <= KAPPA_MAX {
+        2 * min_size.max(2)..n + 1
+    } else {
+        n..n + 1
+    };
+    ends.filter_map(|kappa| split_to_end(&xs[..kappa], min_size))
+        .fold(None, |best: Option<(usize, f64)>, c| match best {
+            Some(b) if b.1 >= c.1 => Some(b),
+            _ => Some(c),
+        })
+}
+
+/// The split of `xs` with the largest Q of the values before it against all
+/// those after it, over splits leaving at least `min_size` (≥ 2) values
+/// each side.
+fn split_to_end(xs: &[f64], min_size: usize) -> Option<(usize, f64)> {
     let n = xs.len();
     if n < 2 * min_size {
         return None;
@@ -303,6 +328,19 @@ mod tests {
         assert!((found[0].mean_after - 130.0).abs() < 1.5, "{found:?}");
         assert!((found[1].mean_before - 130.0).abs() < 1.5, "{found:?}");
         assert!((found[1].mean_after - 90.0).abs() < 1.5, "{found:?}");
+    }
+
+    #[test]
+    fn a_stretch_that_moved_and_came_back_is_cut_at_both_ends() {
+        // Four runs each side of a four-run regression, with noise of 10 %:
+        // no single split of the whole series stands out, the stretch does.
+        let xs = [
+            9.49, 9.19, 9.39, 8.9, 2.50, 3.03, 2.50, 2.68, 8.35, 8.39, 8.23, 8.57,
+        ];
+        let found = change_points(&xs, &ChangeParams::default());
+        let indices: Vec<usize> = found.iter().map(|c| c.index).collect();
+        assert_eq!(indices, [4, 8], "{found:?}");
+        assert!(found[0].change < -0.6 && found[1].change > 1.5, "{found:?}");
     }
 
     #[test]

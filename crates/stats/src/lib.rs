@@ -17,7 +17,9 @@ mod verdict;
 #[cfg(test)]
 mod tests;
 
-pub use changepoint::{change_points, describe, ChangeParams, ChangePoint};
+pub use changepoint::{
+    change_points, describe as describe_change_points, ChangeParams, ChangePoint,
+};
 pub use describe::{
     bimodal, cliff_steps, cliffs, jain_fairness, mad_outliers, Bimodality, Cliff, Summary,
     MAD_THRESHOLD,

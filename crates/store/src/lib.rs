@@ -112,6 +112,9 @@ pub struct ExportedRun {
     pub record: RunRecord,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub env: Option<Environment>,
+    /// The experiment, point and variant the run was made for.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tag: Option<RunTag>,
 }
 
 /// `$PLUMB_DB`, else `$XDG_DATA_HOME/plumb/plumb.db`, else
@@ -196,7 +199,19 @@ const MIGRATIONS: &[&str] = &[
     // env_hash is the client's, server_env_hash the server's when it was
     // captured on a host or namespace of its own. Older runs have none.
     "ALTER TABLE runs ADD COLUMN server_env_hash TEXT REFERENCES environments(hash);",
+    // v6: each run's globally unique id, kept through export, import and
+    // copy; the runs stored before it get a random one here.
+    "ALTER TABLE runs ADD COLUMN uuid TEXT;
+    UPDATE runs SET uuid = lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' ||
+        substr(hex(randomblob(2)), 2) || '-' || substr('89ab', 1 + (abs(random()) % 4), 1) ||
+        substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6)));
+    CREATE UNIQUE INDEX runs_uuid ON runs(uuid);",
 ];
+
+/// A new random (version 4) UUID in SQL, for a run that comes without one.
+const NEW_UUID: &str = "lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' || \
+    substr(hex(randomblob(2)), 2) || '-' || substr('89ab', 1 + (abs(random()) % 4), 1) || \
+    substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6)))";
 
 /// The schema version this plumb writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -371,20 +386,24 @@ impl Store {
         let row = self
             .conn
             .query_row(
-                "SELECT r.record, e.facts, s.facts FROM runs r
+                "SELECT r.record, e.facts, s.facts, r.uuid FROM runs r
                  LEFT JOIN environments e ON e.hash = r.env_hash
                  LEFT JOIN environments s ON s.hash = r.server_env_hash
                  WHERE r.id = ?1",
                 params![id.0],
-                |r| Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?)),
+                |r| Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
             )
             .optional()
             .map_err(|e| self.err(e))?;
-        row.map(
-            |(record, client, server): (String, Option<String>, Option<String>)| {
-                self.decode(id.0, &record, client.as_deref(), server.as_deref())
-            },
-        )
+        type Row = (String, Option<String>, Option<String>, Option<String>);
+        row.map(|(record, client, server, uuid): Row| {
+            let mut run = self.decode(id.0, &record, client.as_deref(), server.as_deref())?;
+            // Runs stored before v6 got their id in the column only.
+            if run.record.uuid.is_none() {
+                run.record.uuid = uuid;
+            }
+            Ok(run)
+        })
         .transpose()
     }
 
@@ -553,17 +572,22 @@ impl Store {
             runs: self
                 .load(filter)?
                 .into_iter()
-                .map(|r| ExportedRun {
-                    record: r.record,
-                    env: r.env,
+                .map(|r| {
+                    Ok(ExportedRun {
+                        tag: self.tag_of(r.id)?,
+                        record: r.record,
+                        env: r.env,
+                    })
                 })
-                .collect(),
+                .collect::<Result<_>>()?,
         })
     }
 
-    /// Adds the runs of an export, all or none. A run already stored (same
-    /// start time, label and spec key) is skipped, so importing a file twice
-    /// does not double its runs. Returns the ids of the runs added.
+    /// Adds the runs of an export, all or none, with their tags. A run
+    /// already stored (the same id; for a run exported without one, the
+    /// same start time, label and spec key) is skipped, so importing a file
+    /// twice, or copying a store again, does not double its runs. Returns
+    /// the ids of the runs added.
     pub fn import(&mut self, export: &Export) -> Result<Vec<RunId>> {
         if export.schema != EXPORT_SCHEMA {
             return Err(StoreError::Import {
@@ -580,15 +604,26 @@ impl Store {
                         message: "the run has no iterations".into(),
                     });
                 }
-                let exists: bool = tx
-                    .query_row(
-                        "SELECT EXISTS(SELECT 1 FROM runs WHERE started_at = ?1 AND label = ?2 AND spec_key = ?3)",
-                        params![run.record.started_at, run.record.label, run.record.spec_key],
+                let r = &run.record;
+                let exists: bool = match &r.uuid {
+                    Some(u) => tx.query_row(
+                        "SELECT EXISTS(SELECT 1 FROM runs WHERE uuid = ?1)",
+                        params![u],
                         |r| r.get(0),
-                    )
-                    .map_err(wrap)?;
+                    ),
+                    None => tx.query_row(
+                        "SELECT EXISTS(SELECT 1 FROM runs WHERE started_at = ?1 AND label = ?2 AND spec_key = ?3)",
+                        params![r.started_at, r.label, r.spec_key],
+                        |r| r.get(0),
+                    ),
+                }
+                .map_err(wrap)?;
                 if !exists {
-                    ids.push(insert_in(tx, &run.record, run.env.as_ref()).map_err(wrap)?);
+                    let id = insert_in(tx, r, run.env.as_ref()).map_err(wrap)?;
+                    if let Some(tag) = &run.tag {
+                        tags::insert_tag(tx, id, tag).map_err(wrap)?;
+                    }
+                    ids.push(id);
                 }
             }
             Ok(ids)
@@ -689,10 +724,17 @@ fn insert_in(
         .parse::<jiff::Timestamp>()
         .map(|t| t.to_string())
         .unwrap_or_else(|_| record.started_at.clone());
+    let uuid: String = match &record.uuid {
+        Some(u) => u.clone(),
+        None => tx.query_row(&format!("SELECT {NEW_UUID}"), [], |r| r.get(0))?,
+    };
+    let mut record = record.clone();
+    record.uuid = Some(uuid.clone());
+    let record = &record;
     tx.execute(
         "INSERT INTO runs (started_at, label, workload, spec_key, summary, complete, iterations,
-                           throughput_bps, env_hash, record, tps, server_env_hash)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                           throughput_bps, env_hash, record, tps, server_env_hash, uuid)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
         params![
             started_at,
             record.label,
@@ -706,6 +748,7 @@ fn insert_in(
             to_json(record)?,
             mean_of(record, |d| d.tps),
             server_env_hash,
+            uuid,
         ],
     )?;
     let id = tx.last_insert_rowid();

@@ -4,10 +4,11 @@
 
 use super::{insert_in, RunId, Store, StoredRun};
 use plumb_samples::{Environment, RunRecord};
-use rusqlite::params;
+use rusqlite::{params, OptionalExtension, Transaction};
+use serde::{Deserialize, Serialize};
 
 /// Where a run belongs in an experiment.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunTag {
     pub experiment: String,
     /// The point's id: its axis values and variant, `sndbuf=8K,variant=rps`.
@@ -27,13 +28,28 @@ impl Store {
     ) -> super::Result<RunId> {
         self.write(|tx, wrap| {
             let id = insert_in(tx, record, env).map_err(wrap)?;
-            tx.execute(
-                "INSERT INTO run_tags (run_id, experiment, point, variant, seed) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![id.0, tag.experiment, tag.point, tag.variant, tag.seed.map(|s| s as i64)],
-            )
-            .map_err(wrap)?;
+            insert_tag(tx, id, tag).map_err(wrap)?;
             Ok(id)
         })
+    }
+
+    /// The tag of a run, if an experiment made it.
+    pub fn tag_of(&self, id: RunId) -> super::Result<Option<RunTag>> {
+        self.conn
+            .query_row(
+                "SELECT t.experiment, t.point, t.variant, t.seed FROM run_tags t WHERE t.run_id = ?1",
+                params![id.0],
+                |r| {
+                    Ok(RunTag {
+                        experiment: r.get(0)?,
+                        point: r.get(1)?,
+                        variant: r.get(2)?,
+                        seed: r.get::<_, Option<i64>>(3)?.map(|s| s as u64),
+                    })
+                },
+            )
+            .optional()
+            .map_err(|e| self.err(e))
     }
 
     /// The runs of an experiment (under `label` when given), oldest first.
@@ -82,4 +98,13 @@ impl Store {
              GROUP BY t.experiment ORDER BY MAX(r.started_at) DESC, MAX(r.id) DESC",
         )
     }
+}
+
+/// Tags the run `id` in the transaction that writes it.
+pub(crate) fn insert_tag(tx: &Transaction, id: RunId, tag: &RunTag) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO run_tags (run_id, experiment, point, variant, seed) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![id.0, tag.experiment, tag.point, tag.variant, tag.seed.map(|s| s as i64)],
+    )?;
+    Ok(())
 }

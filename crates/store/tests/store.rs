@@ -58,7 +58,10 @@ fn a_run_round_trips_with_its_environment() {
     let r = record("6.6", "2026-11-20T10:00:00Z");
     let id = s.insert_run(&r, Some(&env("6.6.0"))).unwrap();
     let got = s.get(id).unwrap().expect("stored");
-    assert_eq!(got.record, r);
+    // The store gave the run its unique id; the rest is as written.
+    let mut given = got.record.clone();
+    assert_eq!(given.uuid.take().map(|u| u.len()), Some(36));
+    assert_eq!(given, r);
     assert_eq!(got.env.unwrap().get("kernel.release"), Some("6.6.0"));
     assert!(s.get(RunId(id.0 + 100)).unwrap().is_none());
     let samples: usize = r
@@ -303,7 +306,9 @@ fn a_version_1_database_migrates_and_keeps_its_runs() {
     assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
     let runs = s.runs_with_label("6.5").unwrap();
     assert_eq!(runs.len(), 1);
-    assert_eq!(runs[0].record, r);
+    let mut migrated = runs[0].record.clone();
+    assert!(migrated.uuid.take().is_some(), "a migrated run gets its id");
+    assert_eq!(migrated, r);
     let samples: usize = r
         .iterations
         .iter()
@@ -398,4 +403,88 @@ fn a_reading_command_does_not_create_a_missing_database() {
     let db = TempDb::new("existing");
     Store::open(&db.0).unwrap();
     Store::open_existing(&db.0).expect("an existing database opens");
+}
+
+#[test]
+fn each_run_has_a_unique_id_that_export_import_and_tags_keep() {
+    let src = TempDb::new("uuid-src");
+    let dst = TempDb::new("uuid-dst");
+    let mut s = Store::open(&src.0).unwrap();
+    // A record that came with its id keeps it; one without gets one.
+    let mut given = record("a", "2026-11-20T10:00:00Z");
+    given.uuid = Some("0f1e2d3c-4b5a-4697-8877-665544332211".into());
+    let a = s.insert_run(&given, None).unwrap();
+    let tag = plumb_store::RunTag {
+        experiment: "e".into(),
+        point: "flows=1".into(),
+        variant: Some("v".into()),
+        seed: Some(7),
+    };
+    let b = s
+        .insert_tagged_run(&record("b", "2026-11-20T11:00:00Z"), None, &tag)
+        .unwrap();
+    let ua = s.get(a).unwrap().unwrap().record.uuid.unwrap();
+    let ub = s.get(b).unwrap().unwrap().record.uuid.unwrap();
+    assert_eq!(ua, "0f1e2d3c-4b5a-4697-8877-665544332211");
+    assert_eq!(ub.len(), 36);
+    assert_ne!(ua, ub);
+    assert_eq!(
+        count(
+            &src.0,
+            "SELECT COUNT(DISTINCT uuid) FROM runs WHERE uuid IS NOT NULL"
+        ),
+        2
+    );
+    let export = s.export(&RunFilter::default()).unwrap();
+    let mut d = Store::open(&dst.0).unwrap();
+    assert_eq!(d.import(&export).unwrap().len(), 2);
+    // The same runs under another start time are still the same runs.
+    let mut moved = export.clone();
+    for r in &mut moved.runs {
+        r.record.started_at = "2030-01-01T00:00:00Z".into();
+    }
+    assert_eq!(d.import(&moved).unwrap().len(), 0);
+    let back = d.export(&RunFilter::default()).unwrap();
+    let ids: Vec<_> = back
+        .runs
+        .iter()
+        .map(|r| r.record.uuid.clone().unwrap())
+        .collect();
+    assert_eq!(ids, vec![ua, ub]);
+    assert_eq!(back.runs[1].tag.as_ref(), Some(&tag));
+    assert_eq!(d.experiment_runs("e", None).unwrap().len(), 1);
+}
+
+#[test]
+fn runs_stored_before_ids_get_one_each_at_migration() {
+    let db = TempDb::new("migrate5");
+    {
+        drop(Store::open_at_version(&db.0, 5).unwrap());
+        // The runs as a version-5 plumb wrote them: no id anywhere.
+        let c = rusqlite::Connection::open(&db.0).unwrap();
+        for h in 10..13 {
+            let r = record("x", &format!("2026-11-20T{h}:00:00Z"));
+            c.execute(
+                "INSERT INTO runs (started_at, label, workload, spec_key, summary, complete,
+                                   iterations, throughput_bps, record)
+                 VALUES (?1, 'x', 'stream', ?2, 's', 1, ?3, 1e9, ?4)",
+                rusqlite::params![
+                    r.started_at,
+                    r.spec_key,
+                    r.iterations.len() as i64,
+                    serde_json::to_string(&r).unwrap()
+                ],
+            )
+            .unwrap();
+        }
+    }
+    let s = Store::open(&db.0).unwrap();
+    assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
+    assert_eq!(count(&db.0, "SELECT COUNT(DISTINCT uuid) FROM runs"), 3);
+    let rows = s.list(&RunFilter::default()).unwrap();
+    for r in rows {
+        let u = s.get(r.id).unwrap().unwrap().record.uuid.unwrap();
+        assert_eq!(u.len(), 36, "{u}");
+        assert_eq!(&u[14..15], "4", "{u}");
+    }
 }

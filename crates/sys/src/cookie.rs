@@ -45,3 +45,34 @@ mod tests {
         assert_eq!(Cookie::from_hex(&"g".repeat(32)), None);
     }
 }
+
+/// A random (version 4) UUID, `xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx`: a
+/// run's id that no other host will give.
+pub fn new_uuid() -> io::Result<String> {
+    let mut b = Cookie::random()?.0;
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    Ok(format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    ))
+}
+
+#[cfg(test)]
+mod uuid_tests {
+    #[test]
+    fn uuids_are_version_4_and_differ() {
+        let a = super::new_uuid().unwrap();
+        let b = super::new_uuid().unwrap();
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 36);
+        assert_eq!(&a[14..15], "4");
+        assert!("89ab".contains(&a[19..20]), "{a}");
+        assert_eq!(a.matches('-').count(), 4);
+    }
+}

@@ -2,7 +2,8 @@
 //! and the resolution of "a label or a run id" shared with compare and check.
 
 use crate::args::{
-    DbArgs, DeleteArgs, ExportArgs, ExportFormat, FilterArgs, ImportArgs, ListArgs, ShowArgs,
+    CopyArgs, DbArgs, DeleteArgs, ExportArgs, ExportFormat, FilterArgs, ImportArgs, ListArgs,
+    ShowArgs,
 };
 use crate::Failure;
 use plumb_compare::Side;
@@ -40,7 +41,7 @@ pub fn run_id(s: &str) -> Result<RunId, Failure> {
         })
 }
 
-fn filter(f: &FilterArgs) -> RunFilter {
+pub(crate) fn filter(f: &FilterArgs) -> RunFilter {
     RunFilter {
         label: f.label.clone(),
         workload: f.workload.clone(),
@@ -108,6 +109,11 @@ fn list_data(rows: &[plumb_store::RunRow], format: ExportFormat) -> Result<Strin
             serde_json::to_string_pretty(&rows)
                 .map_err(|e| Failure::usage(format!("cannot encode the list: {e}")))?
                 + "\n"
+        }
+        ExportFormat::Openmetrics => {
+            return Err(Failure::usage(
+                "list --format openmetrics: use `plumb export --format openmetrics`",
+            ))
         }
         ExportFormat::Csv => {
             let mut out = String::from(
@@ -218,6 +224,12 @@ pub fn export(a: ExportArgs) -> Result<i32, Failure> {
                 + "\n"
         }
         ExportFormat::Csv => store.export_csv(&f).map_err(store_err)?,
+        ExportFormat::Openmetrics => {
+            let e = store.export(&f).map_err(store_err)?;
+            // The export is oldest first; the latest run of a point wins.
+            let runs: Vec<_> = e.runs.iter().rev().map(|r| &r.record).collect();
+            plumb_report::openmetrics::openmetrics(&runs)
+        }
     };
     match &a.output {
         Some(path) => {
@@ -257,6 +269,36 @@ pub fn import(a: ImportArgs) -> Result<i32, Failure> {
     let ids = store.import(&export).map_err(store_err)?;
     let list: Vec<String> = ids.iter().map(|i| i.0.to_string()).collect();
     eprintln!("imported {} run(s): {}", ids.len(), list.join(" "));
+    Ok(0)
+}
+
+/// `plumb db copy FROM TO`: every run, its environment and tag, in
+/// batches (each one transaction), skipping the runs TO has already.
+pub fn copy(a: CopyArgs) -> Result<i32, Failure> {
+    let from = Store::open_existing(&a.from).map_err(store_err)?;
+    let mut to = Store::open(&a.to).map_err(store_err)?;
+    let all = from.export(&RunFilter::default()).map_err(store_err)?;
+    let bar = indicatif::ProgressBar::new(all.runs.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} runs  eta {eta}")
+            .expect("a valid template"),
+    );
+    let mut added = 0;
+    for batch in all.runs.chunks(100) {
+        let part = plumb_store::Export {
+            schema: all.schema.clone(),
+            runs: batch.to_vec(),
+        };
+        added += to.import(&part).map_err(store_err)?.len();
+        bar.inc(batch.len() as u64);
+    }
+    bar.finish_and_clear();
+    eprintln!(
+        "copied {added} run(s) from {} to {}; {} already there",
+        from.path(),
+        to.path(),
+        all.runs.len() - added
+    );
     Ok(0)
 }
 

@@ -1,0 +1,161 @@
+//! The history of one test point: its metric run after run, in time order
+//! or in the order of a list of labels (nightly kernels), each run with its
+//! interval, and the changes in that series found by E-divisive means.
+
+use plumb_samples::{Metric, RunRecord};
+use plumb_stats::{ChangeParams, ChangePoint};
+use serde::Serialize;
+
+/// One run of the series.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HistoryRun {
+    /// The store's local number of the run.
+    pub run: i64,
+    pub uuid: Option<String>,
+    pub started_at: String,
+    pub label: String,
+    /// Mean of the complete iterations, with its 95 % Student-t interval.
+    pub mean: f64,
+    pub lo: f64,
+    pub hi: f64,
+    pub iterations: usize,
+}
+
+/// A change of the series, between two neighbouring runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HistoryChange {
+    /// The position in `runs` of the first run after the change.
+    pub index: usize,
+    /// The run before the change and the first after it (local numbers).
+    pub before_run: i64,
+    pub after_run: i64,
+    pub before_label: String,
+    pub after_label: String,
+    /// Means of the runs between the neighbouring changes.
+    pub mean_before: f64,
+    pub mean_after: f64,
+    /// (after - before) / before.
+    pub change: f64,
+    pub p: f64,
+    /// Whether the change is for the worse (a lower rate).
+    pub regression: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct History {
+    pub spec_key: String,
+    pub summary: String,
+    pub metric: Metric,
+    pub unit: &'static str,
+    /// The change-point algorithm and its settings, in words.
+    pub method: String,
+    pub runs: Vec<HistoryRun>,
+    pub changes: Vec<HistoryChange>,
+}
+
+/// The series of `runs` (complete runs of one test point, with their local
+/// numbers, already in the order to show) and its changes.
+pub fn history(runs: &[(i64, &RunRecord)], params: &ChangeParams) -> Option<History> {
+    let (_, first) = runs.first()?;
+    let metric = first.metric();
+    let series: Vec<HistoryRun> = runs
+        .iter()
+        .filter_map(|(id, r)| {
+            let xs = r.metric_values();
+            if xs.is_empty() {
+                return None;
+            }
+            let (mean, lo, hi) = plumb_stats::mean_with_interval(&xs, 0.95);
+            Some(HistoryRun {
+                run: *id,
+                uuid: r.uuid.clone(),
+                started_at: r.started_at.clone(),
+                label: r.label.clone(),
+                mean,
+                lo,
+                hi,
+                iterations: xs.len(),
+            })
+        })
+        .collect();
+    let means: Vec<f64> = series.iter().map(|r| r.mean).collect();
+    let changes = plumb_stats::change_points(&means, params)
+        .into_iter()
+        .map(|c: ChangePoint| {
+            let (before, after) = (&series[c.index - 1], &series[c.index]);
+            HistoryChange {
+                index: c.index,
+                before_run: before.run,
+                after_run: after.run,
+                before_label: before.label.clone(),
+                after_label: after.label.clone(),
+                mean_before: c.mean_before,
+                mean_after: c.mean_after,
+                change: c.change,
+                p: c.p,
+                regression: c.mean_after < c.mean_before,
+            }
+        })
+        .collect();
+    Some(History {
+        spec_key: first.spec_key.clone(),
+        summary: first.spec.summary(),
+        metric,
+        unit: metric.unit(),
+        method: plumb_stats::describe_change_points(params),
+        runs: series,
+        changes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(label: &str, throughput: &[f64]) -> RunRecord {
+        let text = include_str!("../../../schemas/examples/run.v1.example.json");
+        let mut r: RunRecord = serde_json::from_str(text).unwrap();
+        let it = r.iterations[0].clone();
+        r.label = label.into();
+        r.iterations = throughput
+            .iter()
+            .map(|t| {
+                let mut i = it.clone();
+                i.complete = true;
+                i.derived.throughput_bps = *t;
+                i.derived.tps = None;
+                i
+            })
+            .collect();
+        r
+    }
+
+    #[test]
+    fn a_step_is_named_by_the_runs_and_labels_it_falls_between() {
+        let mut recs = Vec::new();
+        for i in 0..12 {
+            let base = if i < 6 { 10e9 } else { 8.8e9 };
+            let wobble = [0.0, 0.05e9, -0.04e9, 0.02e9][i % 4];
+            let t = base + wobble;
+            recs.push(record(&format!("k{i}"), &[t * 0.99, t, t * 1.01]));
+        }
+        let runs: Vec<(i64, &RunRecord)> = recs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (i as i64 + 1, r))
+            .collect();
+        let h = history(&runs, &ChangeParams::default()).unwrap();
+        assert_eq!(h.runs.len(), 12);
+        assert!(h.runs[0].lo < h.runs[0].mean && h.runs[0].mean < h.runs[0].hi);
+        assert_eq!(h.changes.len(), 1, "{:?}", h.changes);
+        let c = &h.changes[0];
+        assert_eq!((c.before_run, c.after_run), (6, 7));
+        assert_eq!(
+            (c.before_label.as_str(), c.after_label.as_str()),
+            ("k5", "k6")
+        );
+        assert!(c.regression && (c.change + 0.12).abs() < 0.01, "{c:?}");
+        assert!(c.p <= 0.05);
+        assert!(h.method.contains("E-divisive"), "{}", h.method);
+    }
+}

@@ -1,0 +1,239 @@
+//! The history of a test point rendered: the series with its intervals and
+//! its change points as a terminal table, Markdown, an HTML page with the
+//! series drawn, and a regression report in the form a kernel mailing list
+//! expects.
+
+use plumb_compare::history::{History, HistoryChange};
+use plumb_samples::units::format_change as pct;
+use std::fmt::Write;
+
+fn value(h: &History, v: f64) -> String {
+    h.metric.format(v)
+}
+
+/// `between run 7 (6.6-rc1) and run 8 (6.6-rc2): 10.2 -> 9.0 Gbit/s ...`
+pub fn change_line(h: &History, c: &HistoryChange) -> String {
+    format!(
+        "between run {} ({}) and run {} ({}): {} -> {}, {}, p {:.3}{}",
+        c.before_run,
+        c.before_label,
+        c.after_run,
+        c.after_label,
+        value(h, c.mean_before),
+        value(h, c.mean_after),
+        pct(c.change),
+        c.p,
+        if c.regression {
+            "  => regression"
+        } else {
+            "  => improvement"
+        }
+    )
+}
+
+/// Only the changes, one line each (for cron): nothing when there is none.
+pub fn changes_only(h: &History) -> String {
+    let mut o = String::new();
+    for c in &h.changes {
+        let _ = writeln!(o, "{} [{}]: {}", h.summary, h.spec_key, change_line(h, c));
+    }
+    o
+}
+
+pub fn terminal(h: &History) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{}  [{}]: {}, {} runs",
+        h.summary,
+        h.spec_key,
+        h.metric.title(),
+        h.runs.len()
+    );
+    let _ = writeln!(
+        o,
+        "  {:>5}  {:<20}  {:<16} {:>14}  95 % interval",
+        "run", "started (UTC)", "label", h.unit
+    );
+    for (i, r) in h.runs.iter().enumerate() {
+        if h.changes.iter().any(|c| c.index == i) {
+            let _ = writeln!(o, "  ----- change -----");
+        }
+        let _ = writeln!(
+            o,
+            "  {:>5}  {:<20}  {:<16} {:>14}  {} .. {}",
+            r.run,
+            r.started_at
+                .get(..19)
+                .unwrap_or(&r.started_at)
+                .replace('T', " "),
+            r.label,
+            value(h, r.mean),
+            value(h, r.lo),
+            value(h, r.hi)
+        );
+    }
+    let _ = writeln!(o, "change points: {}", h.method);
+    if h.changes.is_empty() {
+        let _ = writeln!(o, "  none");
+    }
+    for c in &h.changes {
+        let _ = writeln!(o, "  {}", change_line(h, c));
+    }
+    o
+}
+
+pub fn markdown(h: &History) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "**{}** (`{}`): {}\n",
+        h.summary,
+        h.spec_key,
+        h.metric.title()
+    );
+    let _ = writeln!(o, "| run | started | label | {} | 95 % interval |", h.unit);
+    let _ = writeln!(o, "|---|---|---|---|---|");
+    for r in &h.runs {
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {} .. {} |",
+            r.run,
+            r.started_at,
+            r.label,
+            value(h, r.mean),
+            value(h, r.lo),
+            value(h, r.hi)
+        );
+    }
+    let _ = writeln!(o, "\n_Change points: {}._\n", h.method);
+    for c in &h.changes {
+        let _ = writeln!(o, "- {}", change_line(h, c));
+    }
+    o
+}
+
+/// The kernel test robot's form: a headline naming the change and where
+/// it fell, then the test, then `detail`: the two runs around the change
+/// compared (their before/after table with the CPU budget, hosts, kernels
+/// and environment differences), as the caller renders it.
+pub fn mail(h: &History, c: &HistoryChange, detail: &str) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "plumb: {} {} {} of {} between {} and {}\n",
+        pct(c.change),
+        h.metric.unit(),
+        if c.regression {
+            "regression"
+        } else {
+            "improvement"
+        },
+        h.summary,
+        c.before_label,
+        c.after_label
+    );
+    let _ = writeln!(o, "test point: {} [{}]", h.summary, h.spec_key);
+    let _ = writeln!(
+        o,
+        "{}: {} (runs before) -> {} (runs after), {} change, p {:.3}",
+        h.metric.title(),
+        value(h, c.mean_before),
+        value(h, c.mean_after),
+        pct(c.change),
+        c.p
+    );
+    let _ = writeln!(o, "found by {}\n", h.method);
+    let _ = writeln!(
+        o,
+        "the two runs around the change (run {} against run {}):\n",
+        c.before_run, c.after_run
+    );
+    o.push_str(detail);
+    o
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// One page: the series as points with their intervals, each change a
+/// dashed line with its label, and the table; no script.
+pub fn html(h: &History) -> String {
+    let (w, ht, pad) = (900.0, 320.0, 60.0);
+    let n = h.runs.len().max(1) as f64;
+    let lo = h.runs.iter().map(|r| r.lo).fold(f64::INFINITY, f64::min);
+    let hi = h
+        .runs
+        .iter()
+        .map(|r| r.hi)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let (lo, hi) = if lo.is_finite() && hi > lo {
+        (lo - (hi - lo) * 0.1, hi + (hi - lo) * 0.1)
+    } else {
+        (0.0, 1.0)
+    };
+    let x = |i: f64| pad + (i + 0.5) / n * (w - 2.0 * pad);
+    let y = |v: f64| ht - pad - (v - lo) / (hi - lo) * (ht - 2.0 * pad);
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{ht}\" font-family=\"sans-serif\" font-size=\"11\">\
+         <rect x=\"{pad}\" y=\"{pad}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#999\"/>\
+         <text x=\"{pad}\" y=\"{}\">{}</text><text x=\"{pad}\" y=\"{}\">{}</text>",
+        w - 2.0 * pad,
+        ht - 2.0 * pad,
+        pad - 6.0,
+        escape(&value(h, hi)),
+        ht - pad + 14.0,
+        escape(&value(h, lo)),
+    );
+    for c in &h.changes {
+        let cx = (x(c.index as f64 - 1.0) + x(c.index as f64)) / 2.0;
+        let _ = write!(
+            svg,
+            "<g class=\"change\"><line x1=\"{cx}\" y1=\"{pad}\" x2=\"{cx}\" y2=\"{}\" stroke=\"#c00\" stroke-dasharray=\"4 3\"/>\
+             <text x=\"{}\" y=\"{}\" fill=\"#c00\">{} {}</text></g>",
+            ht - pad,
+            cx + 4.0,
+            pad + 12.0,
+            escape(&pct(c.change)),
+            escape(&c.after_label)
+        );
+    }
+    for (i, r) in h.runs.iter().enumerate() {
+        let cx = x(i as f64);
+        let _ = write!(
+            svg,
+            "<g class=\"run\"><title>run {} ({}): {} [{} .. {}]</title>\
+             <line x1=\"{cx}\" y1=\"{}\" x2=\"{cx}\" y2=\"{}\" stroke=\"#36c\"/>\
+             <circle cx=\"{cx}\" cy=\"{}\" r=\"3\" fill=\"#36c\"/>\
+             <text x=\"{cx}\" y=\"{}\" text-anchor=\"middle\">{}</text></g>",
+            r.run,
+            escape(&r.label),
+            escape(&value(h, r.mean)),
+            escape(&value(h, r.lo)),
+            escape(&value(h, r.hi)),
+            y(r.lo),
+            y(r.hi),
+            y(r.mean),
+            ht - pad + 28.0,
+            escape(&r.label)
+        );
+    }
+    svg.push_str("</svg>");
+    let mut o = format!(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>plumb history: {}</title></head>\
+         <body style=\"font-family:sans-serif\"><h1>{}</h1><p>[{}] {}, {} runs; change points: {}</p>{svg}<pre>",
+        escape(&h.summary),
+        escape(&h.summary),
+        escape(&h.spec_key),
+        escape(h.metric.title()),
+        h.runs.len(),
+        escape(&h.method)
+    );
+    o.push_str(&escape(&terminal(h)));
+    o.push_str("</pre></body></html>\n");
+    o
+}

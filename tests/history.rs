@@ -1,0 +1,191 @@
+//! `plumb history` over stored runs whose middle labels ran slower, and
+//! `plumb db copy` between two result databases.
+
+mod common;
+use common::{assert_mentions, assert_ok, f, items, plumb, Spinner, TempDb};
+use serde_json::Value;
+
+/// Twelve labels of one test point, both ends on CPU 0; during the middle
+/// four three spinners share that CPU, so they move less.
+fn twelve_labels(db: &TempDb) -> Vec<String> {
+    let labels: Vec<String> = (1..=12).map(|i| format!("k{i:02}")).collect();
+    for (i, label) in labels.iter().enumerate() {
+        let _spin: Vec<Spinner> = if (4..8).contains(&i) {
+            (0..3).map(|_| Spinner::start(Some("0"))).collect()
+        } else {
+            Vec::new()
+        };
+        let out = plumb()
+            .args(["run", "stream", "--client-cpus", "0", "--server-cpus", "0"])
+            .args(["--duration", "1s", "--warmup", "200ms", "--iterations", "2"])
+            .args(["--label", label, "--db", db.path()])
+            .output()
+            .unwrap();
+        assert_ok(&out);
+    }
+    labels
+}
+
+fn history(db: &TempDb, extra: &[&str]) -> String {
+    let out = plumb()
+        .args(["history", "--db", db.path()])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn the_change_is_found_between_the_labels_where_the_runs_slowed_and_recovered() {
+    let _alone = common::measuring_alone();
+    let db = TempDb::new("history");
+    let labels = twelve_labels(&db);
+    // Given in reverse, the labels set the order.
+    let reversed: Vec<String> = labels.iter().rev().cloned().collect();
+    let json: Value = serde_json::from_str(&history(
+        &db,
+        &["--format", "json", "--labels", &reversed.join(",")],
+    ))
+    .unwrap();
+    let order: Vec<&str> = items(&json["runs"])
+        .map(|r| r["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        order,
+        reversed.iter().map(|s| s.as_str()).collect::<Vec<_>>()
+    );
+    let json: Value = serde_json::from_str(&history(&db, &["--format", "json"])).unwrap();
+    let changes: Vec<(&str, &str, bool)> = items(&json["changes"])
+        .map(|c| {
+            (
+                c["before_label"].as_str().unwrap(),
+                c["after_label"].as_str().unwrap(),
+                c["regression"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        changes,
+        vec![("k04", "k05", true), ("k08", "k09", false)],
+        "{json:#}"
+    );
+    for c in items(&json["changes"]) {
+        assert!(f(&c["p"]) <= 0.05);
+    }
+    // The means each side agree with the runs' own figures, by show.
+    let slow: f64 = items(&json["runs"])
+        .skip(4)
+        .take(4)
+        .map(|r| f(&r["mean"]))
+        .sum::<f64>()
+        / 4.0;
+    assert!((f(&json["changes"][0]["mean_after"]) - slow).abs() < 1e-6 * slow);
+    assert_mentions(
+        json["method"].as_str().unwrap(),
+        &["E-divisive", "p <= 0.05"],
+    );
+
+    // For cron: one line per change, nothing else.
+    let lines = history(&db, &["--changes"]);
+    assert_eq!(lines.lines().count(), 2, "{lines}");
+    assert_mentions(&lines, &["run 4 (k04) and run 5 (k05)", "=> regression"]);
+    // Too large a minimum change leaves none.
+    assert_eq!(history(&db, &["--changes", "--min-change", "99"]), "");
+
+    // The mail names the regression in its headline and explains it.
+    let mail = history(&db, &["--format", "mail"]);
+    let headline = mail.lines().next().unwrap();
+    assert!(
+        headline.starts_with("plumb: -") && headline.contains("bit/s regression of stream"),
+        "{headline}"
+    );
+    assert_mentions(headline, &["between k04 and k05"]);
+    assert_mentions(
+        &mail,
+        &["E-divisive", "CPU seconds per GB", "between k08 and k09"],
+    );
+
+    // The page draws each run and marks each change.
+    let page = std::env::temp_dir().join(format!("plumb-history-{}.html", std::process::id()));
+    history(&db, &["--html", page.to_str().unwrap()]);
+    let html = std::fs::read_to_string(&page).unwrap();
+    let _ = std::fs::remove_file(&page);
+    assert_eq!(html.matches("class=\"run\"").count(), 12);
+    assert_eq!(html.matches("class=\"change\"").count(), 2);
+    assert!(!html.contains("<script"));
+
+    // Naming no point where the database holds two is refused with the keys.
+    let out = plumb()
+        .args([
+            "run",
+            "rr",
+            "--duration",
+            "1s",
+            "--warmup",
+            "0",
+            "--iterations",
+            "1",
+        ])
+        .args(["--db", db.path()])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let out = plumb()
+        .args(["history", "--db", db.path()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_mentions(
+        &String::from_utf8_lossy(&out.stderr),
+        &["2 test points match", "--spec-key"],
+    );
+}
+
+#[test]
+fn db_copy_moves_every_run_once_both_ways() {
+    let a = TempDb::new("copy-a");
+    let b = TempDb::new("copy-b");
+    for label in ["x", "y"] {
+        let out = plumb()
+            .args(["run", "stream", "--duration", "1s", "--warmup", "0"])
+            .args(["--iterations", "1", "--label", label, "--db", a.path()])
+            .output()
+            .unwrap();
+        assert_ok(&out);
+    }
+    let copy = |from: &TempDb, to: &TempDb| {
+        let out = plumb()
+            .args(["db", "copy", from.path(), to.path()])
+            .output()
+            .unwrap();
+        assert_ok(&out);
+        String::from_utf8(out.stderr).unwrap()
+    };
+    assert_mentions(&copy(&a, &b), &["copied 2 run(s)", "0 already there"]);
+    assert_mentions(&copy(&a, &b), &["copied 0 run(s)", "2 already there"]);
+    assert_mentions(&copy(&b, &a), &["copied 0 run(s)", "2 already there"]);
+    let uuids = |db: &TempDb| {
+        let out = plumb()
+            .args(["export", "--db", db.path()])
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mut u: Vec<String> = items(&v["runs"])
+            .map(|r| r["record"]["uuid"].as_str().unwrap().to_string())
+            .collect();
+        u.sort();
+        u
+    };
+    let (ua, ub) = (uuids(&a), uuids(&b));
+    assert_eq!(ua.len(), 2);
+    assert_eq!(ua, ub);
+    // A database that does not exist is not created by reading it.
+    let missing = std::env::temp_dir().join(format!("plumb-missing-{}.db", std::process::id()));
+    let out = plumb()
+        .args(["db", "copy", missing.to_str().unwrap(), b.path()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!missing.exists());
+}
