@@ -6,7 +6,7 @@
 //! What is done, exactly:
 //! 1. Every segment of the series (at first the whole of it) gets its best
 //!    single split: the τ maximising, over the ends κ > τ of the second
-//!    sample (every κ up to 200 values, else the segment's end), the scaled
+//!    sample (every κ up to 2000 values, else the segment's end), the scaled
 //!    energy statistic Q(τ, κ) = m n / (m + n) · Ê with α = 1, where
 //!    Ê = 2/(m n)·ΣΣ|x_i − y_j| − C(m,2)⁻¹·Σ_{i<k}|x_i − x_k| − C(n,2)⁻¹·Σ_{j<k}|y_j − y_k|
 //!    for the m values before τ and the n from τ up to κ, both at least
@@ -149,9 +149,10 @@ pub fn describe(params: &ChangeParams) -> String {
     )
 }
 
-/// Longest segment searched over every end of its second sample (O(n³));
-/// a longer one compares each split with the rest of the segment only.
-const KAPPA_MAX: usize = 200;
+/// Longest segment searched over every end of its second sample: the
+/// search keeps an n × n table of distance sums; a longer segment compares
+/// each split with the rest of the segment only.
+const KAPPA_MAX: usize = 2000;
 
 /// The split of `xs` with the largest Q, as (index of the first value after
 /// it, Q). As in Matteson and James, the values after the split are taken up
@@ -160,16 +161,53 @@ const KAPPA_MAX: usize = 200;
 /// as plain as a step.
 fn best_split(xs: &[f64], min_size: usize) -> Option<(usize, f64)> {
     let n = xs.len();
-    let ends = if n <= KAPPA_MAX {
-        2 * min_size.max(2)..n + 1
-    } else {
-        n..n + 1
-    };
-    ends.filter_map(|kappa| split_to_end(&xs[..kappa], min_size))
-        .fold(None, |best: Option<(usize, f64)>, c| match best {
-            Some(b) if b.1 >= c.1 => Some(b),
-            _ => Some(c),
+    let min_size = min_size.max(2);
+    if n < 2 * min_size {
+        return None;
+    }
+    if n > KAPPA_MAX {
+        return split_to_end(xs, min_size);
+    }
+    // sums[k][i]: distances from x_k to x_0 .. x_(i-1), so that a sum over
+    // any run of values is one subtraction, and the search O(n²).
+    let sums: Vec<Vec<f64>> = xs
+        .iter()
+        .map(|xk| {
+            let mut row = Vec::with_capacity(n + 1);
+            row.push(0.0);
+            for x in xs {
+                row.push(row.last().unwrap() + (xk - x).abs());
+            }
+            row
         })
+        .collect();
+    let d = |k: usize, from: usize, to: usize| sums[k][to] - sums[k][from];
+    let mut best: Option<(usize, f64)> = None;
+    let mut within_left = 0.0;
+    for tau in 1..n {
+        within_left += d(tau - 1, 0, tau - 1);
+        if tau < min_size {
+            continue;
+        }
+        let m = tau as f64;
+        let (mut across, mut within_right) = (0.0, 0.0);
+        for kappa in tau..n {
+            across += d(kappa, 0, tau);
+            within_right += d(kappa, tau, kappa);
+            let r = (kappa - tau + 1) as f64;
+            if kappa + 1 - tau < min_size {
+                continue;
+            }
+            let energy = 2.0 * across / (m * r)
+                - 2.0 * within_left / (m * (m - 1.0))
+                - 2.0 * within_right / (r * (r - 1.0));
+            let q = m * r / (m + r) * energy;
+            if best.is_none_or(|(_, b)| q > b) {
+                best = Some((tau, q));
+            }
+        }
+    }
+    best
 }
 
 /// The split of `xs` with the largest Q of the values before it against all
@@ -300,9 +338,45 @@ mod tests {
             .map(|t| (t, direct(t)))
             .max_by(|a, b| a.1.total_cmp(&b.1))
             .unwrap();
-        let (bt, bq) = best_split(&xs, 3).unwrap();
+        let (bt, bq) = split_to_end(&xs, 3).unwrap();
         assert_eq!(bt, t);
         assert!((bq - q).abs() < 1e-9 * q.abs(), "{bq} vs {q}");
+        // Over every end of the second sample, by the same definition.
+        let mut best = (0, f64::NEG_INFINITY);
+        for kappa in 6..=xs.len() {
+            for t in 3..=kappa - 3 {
+                let (x, y) = (&xs[..t], &xs[t..kappa]);
+                let q = energy_q(x, y);
+                if q > best.1 {
+                    best = (t, q);
+                }
+            }
+        }
+        let (bt, bq) = best_split(&xs, 3).unwrap();
+        assert_eq!(bt, best.0);
+        assert!(
+            (bq - best.1).abs() < 1e-9 * best.1.abs(),
+            "{bq} vs {}",
+            best.1
+        );
+    }
+
+    fn energy_q(x: &[f64], y: &[f64]) -> f64 {
+        let (m, n) = (x.len() as f64, y.len() as f64);
+        let pairs = |v: &[f64]| -> f64 {
+            (0..v.len())
+                .flat_map(|i| (i + 1..v.len()).map(move |k| (i, k)))
+                .map(|(i, k)| (v[i] - v[k]).abs())
+                .sum()
+        };
+        let across: f64 = x
+            .iter()
+            .flat_map(|a| y.iter().map(move |b| (a - b).abs()))
+            .sum();
+        let e = 2.0 / (m * n) * across
+            - pairs(x) / (m * (m - 1.0) / 2.0)
+            - pairs(y) / (n * (n - 1.0) / 2.0);
+        m * n / (m + n) * e
     }
 
     #[test]
