@@ -316,24 +316,7 @@ mod tests {
     #[test]
     fn incremental_sums_match_the_definition() {
         let xs = steps(&[(5.0, 7), (9.0, 6)], 1.5, 3);
-        let direct = |t: usize| {
-            let (x, y) = xs.split_at(t);
-            let (m, n) = (x.len() as f64, y.len() as f64);
-            let pairs = |v: &[f64]| -> f64 {
-                (0..v.len())
-                    .flat_map(|i| (i + 1..v.len()).map(move |k| (i, k)))
-                    .map(|(i, k)| (v[i] - v[k]).abs())
-                    .sum()
-            };
-            let across: f64 = x
-                .iter()
-                .flat_map(|a| y.iter().map(move |b| (a - b).abs()))
-                .sum();
-            let e = 2.0 / (m * n) * across
-                - pairs(x) / (m * (m - 1.0) / 2.0)
-                - pairs(y) / (n * (n - 1.0) / 2.0);
-            m * n / (m + n) * e
-        };
+        let direct = |t: usize| energy_q(&xs[..t], &xs[t..]);
         let (t, q) = (3..=xs.len() - 3)
             .map(|t| (t, direct(t)))
             .max_by(|a, b| a.1.total_cmp(&b.1))
