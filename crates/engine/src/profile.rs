@@ -90,8 +90,17 @@ pub struct Sampling {
     ask: ProfileAsk,
     event: Event,
     stop: Arc<AtomicBool>,
-    thread: JoinHandle<Result<Collected, String>>,
+    /// Taken by [`Sampling::finish`]; dropping a sampling that was never
+    /// finished (a session that failed) stops the thread, which closes the
+    /// events, so that a long-lived `plumb serve` samples nothing after.
+    thread: Option<JoinHandle<Result<Collected, String>>>,
     cpus: Option<CpuList>,
+}
+
+impl Drop for Sampling {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+    }
 }
 
 impl Profiler {
@@ -173,7 +182,7 @@ impl Profiler {
             ask,
             event,
             stop,
-            thread,
+            thread: Some(thread),
             cpus,
         })
     }
@@ -181,10 +190,12 @@ impl Profiler {
 
 impl Sampling {
     /// Stops sampling and returns this end's profile.
-    pub fn finish(self) -> Result<Profile, String> {
+    pub fn finish(mut self) -> Result<Profile, String> {
         self.stop.store(true, Ordering::Release);
         let got = self
             .thread
+            .take()
+            .expect("finished once")
             .join()
             .map_err(|_| "--profile: the sampling thread panicked".to_string())??;
         let names = Names::new();
@@ -332,6 +343,52 @@ mod tests {
             kernel: kernel.to_vec(),
             user: None,
         }
+    }
+
+    /// Whether this process may profile every CPU; outside CI a test that
+    /// may not says so and passes, under CI (root) it fails.
+    fn may_profile() -> bool {
+        match plumb_sys::perf::refusal() {
+            None => true,
+            Some(why) if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") => {
+                panic!("precondition missing under CI: {why}")
+            }
+            Some(why) => {
+                eprintln!("skipped: {why}");
+                false
+            }
+        }
+    }
+
+    fn profile_threads() -> usize {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .filter(|c| c.trim() == PROFILE_THREAD)
+            .count()
+    }
+
+    #[test]
+    fn a_sampling_dropped_unfinished_stops_its_thread() {
+        if !may_profile() {
+            return;
+        }
+        let s = Profiler::open(ProfileAsk::default(), None)
+            .unwrap()
+            .start()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(profile_threads() >= 1);
+        drop(s);
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while profile_threads() > 0 && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(
+            profile_threads(),
+            0,
+            "the sampling thread outlived its sampling"
+        );
     }
 
     #[test]
