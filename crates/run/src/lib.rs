@@ -222,6 +222,17 @@ pub fn run(
         // (Over veth the namespaces are this run's own: one process only.)
         if soft < want && opts.server.is_none() && spec.topology.is_none() && soft > 2 * SPARE_FDS {
             groups = group::groups_needed(spec.flows as u64, soft, SPARE_FDS) as u32;
+            if opts.profile.is_some() {
+                return Err(RunError::Setup {
+                    flag: Some("--profile"),
+                    message: format!(
+                        "--profile: {} flows need a group of {groups} client processes here \
+                         (this process may open {soft} files), which is not profiled; \
+                         raise the open-files limit (ulimit -n) or use fewer flows",
+                        spec.flows
+                    ),
+                });
+            }
         } else if soft < want {
             return Err(RunError::Setup {
                 flag: Some(Field::Flows.flag()),
