@@ -37,6 +37,10 @@ for t in "${tools[@]}"; do
 done
 # The ssh tests start their own sshd (not on every PATH: it is in sbin).
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+# The PostgreSQL store tests (crates/store/tests/postgres.rs) start their
+# own server; Debian keeps initdb and pg_ctl off PATH, in a versioned dir.
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null 2>&1 ||
+  missing+=(postgresql)
 # libc headers for the C compiler
 [ -e /usr/include/stdio.h ] || missing+=(libc6-dev)
 # A font, or Chromium lays out the report's text with no width.

@@ -749,7 +749,10 @@ pub struct TopologyDownArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct DbArgs {
-    /// The result database [default: $PLUMB_DB, else $XDG_DATA_HOME/plumb/plumb.db].
+    /// The result database: an SQLite file, or a PostgreSQL database as
+    /// postgres://USER@HOST[:PORT]/DB (password from PGPASSWORD or
+    /// ~/.pgpass; sslmode=disable or prefer, no TLS) [default: $PLUMB_DB,
+    /// else $XDG_DATA_HOME/plumb/plumb.db].
     #[arg(long, value_name = "PATH")]
     pub db: Option<std::path::PathBuf>,
 }

@@ -1,4 +1,6 @@
-//! The result store: one SQLite file (WAL) with a versioned schema.
+//! The result store: one SQLite file (WAL) with a versioned schema, or a
+//! PostgreSQL database (postgres.rs) when the location is a
+//! `postgres://` or `postgresql://` URL.
 //!
 //! A run is written in one transaction when it finishes, so a run that was
 //! interrupted, or a process that was killed, never leaves a row that looks
@@ -9,6 +11,10 @@
 //! Schema versions live in `PRAGMA user_version`. Each migration runs in its
 //! own transaction; a database written by a newer plumb is refused, never
 //! downgraded.
+//!
+//! Everything that is not SQL (decoding records, building filters, the
+//! columns derived from a record, CSV) is shared by both engines, so that
+//! they answer alike.
 #![deny(unsafe_code)]
 
 use plumb_samples::{Environment, RunRecord};
@@ -29,6 +35,12 @@ pub enum StoreError {
         #[source]
         source: rusqlite::Error,
     },
+    #[error("result database {path}: {message}")]
+    Postgres { path: String, message: String },
+    /// The PostgreSQL server could not be reached or refused us; `message`
+    /// says what to do.
+    #[error("result database {path}: {message}")]
+    Connect { path: String, message: String },
     #[error("result database {path}: schema version {found} is newer than this plumb understands ({known}); use a newer plumb")]
     TooNew {
         path: String,
@@ -56,7 +68,9 @@ pub enum StoreError {
     Import { index: usize, message: String },
 }
 
+mod postgres;
 mod tags;
+pub use postgres::pgpass_lookup;
 pub use tags::RunTag;
 
 pub type Result<T> = std::result::Result<T, StoreError>;
@@ -118,7 +132,8 @@ pub struct ExportedRun {
 }
 
 /// `$PLUMB_DB`, else `$XDG_DATA_HOME/plumb/plumb.db`, else
-/// `~/.local/share/plumb/plumb.db`, else `./plumb.db`.
+/// `~/.local/share/plumb/plumb.db`, else `./plumb.db`. `$PLUMB_DB` may be a
+/// `postgres://` URL: `Location::new` tells the two apart.
 pub fn default_path() -> PathBuf {
     if let Some(p) = std::env::var_os("PLUMB_DB").filter(|p| !p.is_empty()) {
         return PathBuf::from(p);
@@ -135,6 +150,41 @@ pub fn default_path() -> PathBuf {
         Some(d) => d.join("plumb").join("plumb.db"),
         None => PathBuf::from("plumb.db"),
     }
+}
+
+/// Where the results are: an SQLite file, or a PostgreSQL database named by
+/// a `postgres://` / `postgresql://` URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    File(PathBuf),
+    Postgres(String),
+}
+
+impl Location {
+    /// A URL with a PostgreSQL scheme is a server; anything else a file.
+    pub fn new(value: impl Into<PathBuf>) -> Location {
+        let path: PathBuf = value.into();
+        match path.to_str() {
+            Some(s) if is_postgres_url(s) => Location::Postgres(s.to_string()),
+            _ => Location::File(path),
+        }
+    }
+
+    /// `$PLUMB_DB` (a path or a URL), else the default file.
+    pub fn default_location() -> Location {
+        Location::new(default_path())
+    }
+}
+
+impl From<&Path> for Location {
+    fn from(p: &Path) -> Location {
+        Location::new(p)
+    }
+}
+
+fn is_postgres_url(s: &str) -> bool {
+    let lower = s.get(..13).unwrap_or(s).to_ascii_lowercase();
+    lower.starts_with("postgres://") || lower.starts_with("postgresql://")
 }
 
 /// Each entry takes the schema from version `i` to `i + 1`.
@@ -216,34 +266,71 @@ const NEW_UUID: &str = "lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) ||
 /// The schema version this plumb writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
+enum Conn {
+    Sqlite(Connection),
+    // The store reads through `&self`; a PostgreSQL client needs `&mut`.
+    // Neither connection is shared between threads, so a RefCell suffices.
+    Postgres(std::cell::RefCell<::postgres::Client>),
+}
+
 pub struct Store {
-    conn: Connection,
+    conn: Conn,
     path: String,
 }
 
+/// A stored run as its columns hold it: record, both ends' facts, uuid.
+type RawRun = (String, Option<String>, Option<String>, Option<String>);
+
 impl Store {
     /// Opens (creating if needed) the database at `path` and migrates it to
-    /// the current schema.
+    /// the current schema. A `postgres://` path is taken as a URL.
     pub fn open(path: &Path) -> Result<Store> {
-        Self::open_at_version(path, SCHEMA_VERSION)
+        Self::open_location(&Location::from(path))
     }
 
     /// Opens the database at `path` for a command that only reads: one that
     /// does not exist is an error (a mistyped --db would otherwise become a
     /// new, empty database that "has no runs").
     pub fn open_existing(path: &Path) -> Result<Store> {
-        if !path.exists() {
-            return Err(StoreError::Missing {
-                path: path.display().to_string(),
-            });
+        Self::open_existing_location(&Location::from(path))
+    }
+
+    /// Opens (creating the tables if needed) the store at `location`.
+    pub fn open_location(location: &Location) -> Result<Store> {
+        match location {
+            Location::File(path) => Self::open_at_version(path, SCHEMA_VERSION),
+            Location::Postgres(url) => Self::open_postgres(url),
         }
-        Self::open(path)
+    }
+
+    /// As `open_existing`; a PostgreSQL database must exist on its server
+    /// (plumb never creates one), its tables are made when missing.
+    pub fn open_existing_location(location: &Location) -> Result<Store> {
+        match location {
+            Location::File(path) if !path.exists() => Err(StoreError::Missing {
+                path: path.display().to_string(),
+            }),
+            _ => Self::open_location(location),
+        }
+    }
+
+    fn open_postgres(url: &str) -> Result<Store> {
+        let shown = postgres::redact(url);
+        let mut client = postgres::connect(url, &shown)?;
+        postgres::setup(&mut client, &shown)?;
+        Ok(Store {
+            conn: Conn::Postgres(std::cell::RefCell::new(client)),
+            path: shown,
+        })
     }
 
     /// Opens and migrates only up to `version`: how tests build a database
     /// of an older schema.
     #[doc(hidden)]
     pub fn open_at_version(path: &Path, version: i64) -> Result<Store> {
+        if let Location::Postgres(url) = Location::from(path) {
+            return Self::open_postgres(&url);
+        }
         let shown = path.display().to_string();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|source| StoreError::Dir {
@@ -256,7 +343,10 @@ impl Store {
             path: shown.clone(),
             source,
         })?;
-        let mut store = Store { conn, path: shown };
+        let mut store = Store {
+            conn: Conn::Sqlite(conn),
+            path: shown,
+        };
         store.setup(version)?;
         Ok(store)
     }
@@ -273,17 +363,24 @@ impl Store {
     }
 
     fn setup(&mut self, target: i64) -> Result<()> {
+        let path = self.path.clone();
+        let err = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let Conn::Sqlite(conn) = &mut self.conn else {
+            return Ok(());
+        };
         // Several plumb processes may share a database (a sweep beside a
         // compare); wait for a writer instead of failing at once.
-        self.conn
-            .busy_timeout(std::time::Duration::from_secs(10))
-            .map_err(|e| self.err(e))?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(err)?;
         // Turning a new file to WAL needs it to itself for a moment, and
         // SQLite answers "locked" at once rather than waiting when another
         // plumb opens the same new file: try again until the busy timeout.
         let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
         loop {
-            match self.conn.pragma_update(None, "journal_mode", "WAL") {
+            match conn.pragma_update(None, "journal_mode", "WAL") {
                 Ok(()) => break,
                 Err(rusqlite::Error::SqliteFailure(e, _))
                     if e.code == rusqlite::ErrorCode::DatabaseBusy
@@ -291,19 +388,17 @@ impl Store {
                 {
                     std::thread::sleep(std::time::Duration::from_millis(5));
                 }
-                Err(e) => return Err(self.err(e)),
+                Err(e) => return Err(err(e)),
             }
         }
-        self.conn
-            .pragma_update(None, "foreign_keys", "ON")
-            .map_err(|e| self.err(e))?;
-        let found: i64 = self
-            .conn
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(err)?;
+        let found: i64 = conn
             .pragma_query_value(None, "user_version", |r| r.get(0))
-            .map_err(|e| self.err(e))?;
+            .map_err(err)?;
         if found > SCHEMA_VERSION {
             return Err(StoreError::TooNew {
-                path: self.path.clone(),
+                path: path.clone(),
                 found,
                 known: SCHEMA_VERSION,
             });
@@ -311,18 +406,13 @@ impl Store {
         if found >= target {
             return Ok(());
         }
-        let path = self.path.clone();
         loop {
             // Another plumb may be migrating the same file right now (two
             // first runs on a new database): each step takes the write lock
             // first and reads the version under it, so a step is done once.
-            let tx = self
-                .conn
+            let tx = conn
                 .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-                .map_err(|source| StoreError::Sqlite {
-                    path: path.clone(),
-                    source,
-                })?;
+                .map_err(err)?;
             let step = (|| {
                 let version: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
                 if version >= target {
@@ -339,25 +429,48 @@ impl Store {
             match step {
                 Ok(true) => continue,
                 Ok(false) => return Ok(()),
-                Err(source) => return Err(StoreError::Sqlite { path, source }),
+                Err(source) => return Err(err(source)),
             }
         }
     }
 
     pub fn schema_version(&self) -> Result<i64> {
-        self.conn
-            .pragma_query_value(None, "user_version", |r| r.get(0))
-            .map_err(|e| self.err(e))
+        match &self.conn {
+            Conn::Sqlite(c) => c
+                .pragma_query_value(None, "user_version", |r| r.get(0))
+                .map_err(|e| self.err(e)),
+            Conn::Postgres(c) => postgres::schema_version(&mut c.borrow_mut(), &self.path),
+        }
     }
 
     /// Writes a finished run, its environment, iterations and interval
     /// samples, all in one transaction.
     pub fn insert_run(&mut self, record: &RunRecord, env: Option<&Environment>) -> Result<RunId> {
-        self.write(|tx, wrap| insert_in(tx, record, env).map_err(wrap))
+        self.insert_one(record, env, None)
     }
 
-    /// Runs `body` in one transaction and commits it; `body` turns SQLite
-    /// errors into the store's with the function it is given.
+    /// Writes one run, with its tag when it has one, in one transaction.
+    fn insert_one(
+        &mut self,
+        record: &RunRecord,
+        env: Option<&Environment>,
+        tag: Option<&RunTag>,
+    ) -> Result<RunId> {
+        if let Conn::Postgres(c) = &mut self.conn {
+            let ids = postgres::insert_runs(c.get_mut(), &self.path, &[(record, env, tag)], false)?;
+            return Ok(ids[0]);
+        }
+        self.write(|tx, wrap| {
+            let id = insert_in(tx, record, env).map_err(wrap)?;
+            if let Some(tag) = tag {
+                tags::insert_tag(tx, id, tag).map_err(wrap)?;
+            }
+            Ok(id)
+        })
+    }
+
+    /// Runs `body` in one SQLite transaction and commits it; `body` turns
+    /// SQLite errors into the store's with the function it is given.
     fn write<T>(
         &mut self,
         body: impl FnOnce(
@@ -370,11 +483,13 @@ impl Store {
             path: path.clone(),
             source,
         };
+        let Conn::Sqlite(conn) = &mut self.conn else {
+            unreachable!("an SQLite write on PostgreSQL");
+        };
         // Every write takes the write lock as it begins, waiting for it up
         // to the busy timeout: a deferred transaction that read first fails
         // at once when another writer committed in between.
-        let tx = self
-            .conn
+        let tx = conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(&wrap)?;
         let out = body(&tx, &wrap)?;
@@ -383,20 +498,21 @@ impl Store {
     }
 
     pub fn get(&self, id: RunId) -> Result<Option<StoredRun>> {
-        let row = self
-            .conn
-            .query_row(
-                "SELECT r.record, e.facts, s.facts, r.uuid FROM runs r
-                 LEFT JOIN environments e ON e.hash = r.env_hash
-                 LEFT JOIN environments s ON s.hash = r.server_env_hash
-                 WHERE r.id = ?1",
-                params![id.0],
-                |r| Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-            )
-            .optional()
-            .map_err(|e| self.err(e))?;
-        type Row = (String, Option<String>, Option<String>, Option<String>);
-        row.map(|(record, client, server, uuid): Row| {
+        let row: Option<RawRun> = match &self.conn {
+            Conn::Sqlite(c) => c
+                .query_row(
+                    "SELECT r.record, e.facts, s.facts, r.uuid FROM runs r
+                     LEFT JOIN environments e ON e.hash = r.env_hash
+                     LEFT JOIN environments s ON s.hash = r.server_env_hash
+                     WHERE r.id = ?1",
+                    params![id.0],
+                    |r| Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+                )
+                .optional()
+                .map_err(|e| self.err(e))?,
+            Conn::Postgres(c) => postgres::get(&mut c.borrow_mut(), &self.path, id)?,
+        };
+        row.map(|(record, client, server, uuid)| {
             let mut run = self.decode(id.0, &record, client.as_deref(), server.as_deref())?;
             // Runs stored before v6 got their id in the column only.
             if run.record.uuid.is_none() {
@@ -437,29 +553,32 @@ impl Store {
         })
     }
 
-    fn where_clause(filter: &RunFilter) -> Result<(String, Vec<rusqlite::types::Value>)> {
-        use rusqlite::types::Value;
+    /// The WHERE clause of `filter` and its arguments, all text;
+    /// `placeholder(n)` writes the n-th (from 1) in the engine's style.
+    fn where_clause(
+        filter: &RunFilter,
+        placeholder: impl Fn(usize) -> String,
+    ) -> Result<(String, Vec<String>)> {
         let mut conds = Vec::new();
         let mut args = Vec::new();
+        let mut cond = |column: &str, op: &str, value: String| {
+            args.push(value);
+            conds.push(format!("{column} {op} {}", placeholder(args.len())));
+        };
         if let Some(l) = &filter.label {
-            conds.push("label = ?");
-            args.push(Value::Text(l.clone()));
+            cond("label", "=", l.clone());
         }
         if let Some(w) = &filter.workload {
-            conds.push("workload = ?");
-            args.push(Value::Text(w.clone()));
+            cond("workload", "=", w.clone());
         }
         if let Some(k) = &filter.spec_key {
-            conds.push("spec_key = ?");
-            args.push(Value::Text(k.clone()));
+            cond("spec_key", "=", k.clone());
         }
         if let Some(s) = &filter.since {
-            conds.push("started_at >= ?");
-            args.push(Value::Text(timestamp("--since", s)?));
+            cond("started_at", ">=", timestamp("--since", s)?);
         }
         if let Some(u) = &filter.until {
-            conds.push("started_at < ?");
-            args.push(Value::Text(timestamp("--until", u)?));
+            cond("started_at", "<", timestamp("--until", u)?);
         }
         let clause = if conds.is_empty() {
             String::new()
@@ -471,20 +590,35 @@ impl Store {
 
     /// Runs matching `filter`, newest first.
     pub fn list(&self, filter: &RunFilter) -> Result<Vec<RunRow>> {
-        let (clause, mut args) = Self::where_clause(filter)?;
+        let postgres = matches!(self.conn, Conn::Postgres(_));
+        let placeholder = |n: usize| {
+            if postgres {
+                format!("${n}")
+            } else {
+                format!("?{n}")
+            }
+        };
+        let (clause, args) = Self::where_clause(filter, placeholder)?;
         let mut sql = format!(
             "SELECT id, started_at, label, workload, spec_key, complete, iterations, summary, throughput_bps, tps
              FROM runs{clause} ORDER BY started_at DESC, id DESC"
         );
-        if let Some(n) = filter.limit {
-            sql.push_str(" LIMIT ?");
-            args.push(rusqlite::types::Value::Integer(
-                n.min(i64::MAX as usize) as i64
-            ));
+        let limit = filter.limit.map(|n| n.min(i64::MAX as usize) as i64);
+        if limit.is_some() {
+            sql.push_str(&format!(" LIMIT {}", placeholder(args.len() + 1)));
         }
-        let mut stmt = self.conn.prepare(&sql).map_err(|e| self.err(e))?;
+        let c = match &self.conn {
+            Conn::Sqlite(c) => c,
+            Conn::Postgres(c) => {
+                return postgres::list(&mut c.borrow_mut(), &self.path, &sql, &args, limit)
+            }
+        };
+        let mut values: Vec<rusqlite::types::Value> =
+            args.into_iter().map(rusqlite::types::Value::Text).collect();
+        values.extend(limit.map(rusqlite::types::Value::Integer));
+        let mut stmt = c.prepare(&sql).map_err(|e| self.err(e))?;
         let rows = stmt
-            .query_map(rusqlite::params_from_iter(args), |r| {
+            .query_map(rusqlite::params_from_iter(values), |r| {
                 Ok(RunRow {
                     id: RunId(r.get(0)?),
                     started_at: r.get(1)?,
@@ -533,7 +667,11 @@ impl Store {
 
     /// The rows of a `SELECT name, COUNT(*) ...` query.
     fn counted(&self, sql: &str) -> Result<Vec<(String, u64)>> {
-        let mut stmt = self.conn.prepare(sql).map_err(|e| self.err(e))?;
+        let c = match &self.conn {
+            Conn::Sqlite(c) => c,
+            Conn::Postgres(c) => return postgres::counted(&mut c.borrow_mut(), &self.path, sql),
+        };
+        let mut stmt = c.prepare(sql).map_err(|e| self.err(e))?;
         let rows = stmt
             .query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))
             .map_err(|e| self.err(e))?;
@@ -544,6 +682,9 @@ impl Store {
     /// Removes a run with everything that belongs only to it. False when
     /// there was no such run.
     pub fn delete(&mut self, id: RunId) -> Result<bool> {
+        if let Conn::Postgres(c) = &mut self.conn {
+            return postgres::delete(c.get_mut(), &self.path, id);
+        }
         self.write(|tx, wrap| {
             tx.execute(
                 "DELETE FROM interval_samples WHERE run_id = ?1",
@@ -595,15 +736,22 @@ impl Store {
                 message: format!("schema is '{}', expected '{EXPORT_SCHEMA}'", export.schema),
             });
         }
+        if let Some(i) = export
+            .runs
+            .iter()
+            .position(|r| r.record.iterations.is_empty())
+        {
+            return Err(StoreError::Import {
+                index: i + 1,
+                message: "the run has no iterations".into(),
+            });
+        }
+        if let Conn::Postgres(c) = &mut self.conn {
+            return postgres::import(c.get_mut(), &self.path, &export.runs);
+        }
         self.write(|tx, wrap| {
             let mut ids = Vec::new();
-            for (i, run) in export.runs.iter().enumerate() {
-                if run.record.iterations.is_empty() {
-                    return Err(StoreError::Import {
-                        index: i + 1,
-                        message: "the run has no iterations".into(),
-                    });
-                }
+            for run in &export.runs {
                 let r = &run.record;
                 let exists: bool = match &r.uuid {
                     Some(u) => tx.query_row(
@@ -700,6 +848,46 @@ fn mean_of(record: &RunRecord, f: impl Fn(&plumb_samples::Derived) -> Option<f64
     (!done.is_empty()).then(|| done.iter().sum::<f64>() / done.len() as f64)
 }
 
+/// The columns of `runs` derived from a record, alike on both engines.
+struct Columns {
+    /// The record with its uuid, as stored.
+    record: RunRecord,
+    uuid: String,
+    started_at: String,
+    workload: String,
+    summary: String,
+    throughput_bps: Option<f64>,
+    tps: Option<f64>,
+    json: String,
+}
+
+impl Columns {
+    fn new(record: &RunRecord, uuid: String) -> std::result::Result<Columns, String> {
+        let mut record = record.clone();
+        record.uuid = Some(uuid.clone());
+        Ok(Columns {
+            // A run's time is stored normalised so that text order is time
+            // order.
+            started_at: record
+                .started_at
+                .parse::<jiff::Timestamp>()
+                .map(|t| t.to_string())
+                .unwrap_or_else(|_| record.started_at.clone()),
+            workload: record.spec.workload.to_string(),
+            summary: record.spec.summary(),
+            throughput_bps: mean_of(&record, |d| Some(d.throughput_bps)),
+            tps: mean_of(&record, |d| d.tps),
+            json: json(&record)?,
+            uuid,
+            record,
+        })
+    }
+}
+
+fn json<T: Serialize>(v: &T) -> std::result::Result<String, String> {
+    serde_json::to_string(v).map_err(|e| e.to_string())
+}
+
 fn insert_in(
     tx: &Transaction,
     record: &RunRecord,
@@ -718,37 +906,31 @@ fn insert_in(
     };
     let env_hash = put(env.map(Environment::client_end))?;
     let server_env_hash = put(env.and_then(Environment::server_end))?;
-    // A run's time is stored normalised so that text order is time order.
-    let started_at = record
-        .started_at
-        .parse::<jiff::Timestamp>()
-        .map(|t| t.to_string())
-        .unwrap_or_else(|_| record.started_at.clone());
     let uuid: String = match &record.uuid {
         Some(u) => u.clone(),
         None => tx.query_row(&format!("SELECT {NEW_UUID}"), [], |r| r.get(0))?,
     };
-    let mut record = record.clone();
-    record.uuid = Some(uuid.clone());
-    let record = &record;
+    let cols = Columns::new(record, uuid)
+        .map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?;
+    let record = &cols.record;
     tx.execute(
         "INSERT INTO runs (started_at, label, workload, spec_key, summary, complete, iterations,
                            throughput_bps, env_hash, record, tps, server_env_hash, uuid)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
         params![
-            started_at,
+            cols.started_at,
             record.label,
-            record.spec.workload.to_string(),
+            cols.workload,
             record.spec_key,
-            record.spec.summary(),
+            cols.summary,
             record.complete,
             record.iterations.len() as i64,
-            mean_of(record, |d| Some(d.throughput_bps)),
+            cols.throughput_bps,
             env_hash,
-            to_json(record)?,
-            mean_of(record, |d| d.tps),
+            cols.json,
+            cols.tps,
             server_env_hash,
-            uuid,
+            cols.uuid,
         ],
     )?;
     let id = tx.last_insert_rowid();

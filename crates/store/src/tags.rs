@@ -2,7 +2,7 @@
 //! `plumb sweep --resume` finds the points already stored and `plumb report
 //! --experiment` finds all of them again.
 
-use super::{insert_in, RunId, Store, StoredRun};
+use super::{postgres, Conn, RunId, Store, StoredRun};
 use plumb_samples::{Environment, RunRecord};
 use rusqlite::{params, OptionalExtension, Transaction};
 use serde::{Deserialize, Serialize};
@@ -26,30 +26,29 @@ impl Store {
         env: Option<&Environment>,
         tag: &RunTag,
     ) -> super::Result<RunId> {
-        self.write(|tx, wrap| {
-            let id = insert_in(tx, record, env).map_err(wrap)?;
-            insert_tag(tx, id, tag).map_err(wrap)?;
-            Ok(id)
-        })
+        self.insert_one(record, env, Some(tag))
     }
 
     /// The tag of a run, if an experiment made it.
     pub fn tag_of(&self, id: RunId) -> super::Result<Option<RunTag>> {
-        self.conn
-            .query_row(
-                "SELECT t.experiment, t.point, t.variant, t.seed FROM run_tags t WHERE t.run_id = ?1",
-                params![id.0],
-                |r| {
-                    Ok(RunTag {
-                        experiment: r.get(0)?,
-                        point: r.get(1)?,
-                        variant: r.get(2)?,
-                        seed: r.get::<_, Option<i64>>(3)?.map(|s| s as u64),
-                    })
-                },
-            )
-            .optional()
-            .map_err(|e| self.err(e))
+        let c = match &self.conn {
+            Conn::Sqlite(c) => c,
+            Conn::Postgres(c) => return postgres::tag_of(&mut c.borrow_mut(), &self.path, id),
+        };
+        c.query_row(
+            "SELECT t.experiment, t.point, t.variant, t.seed FROM run_tags t WHERE t.run_id = ?1",
+            params![id.0],
+            |r| {
+                Ok(RunTag {
+                    experiment: r.get(0)?,
+                    point: r.get(1)?,
+                    variant: r.get(2)?,
+                    seed: r.get::<_, Option<i64>>(3)?.map(|s| s as u64),
+                })
+            },
+        )
+        .optional()
+        .map_err(|e| self.err(e))
     }
 
     /// The runs of an experiment (under `label` when given), oldest first.
@@ -58,8 +57,16 @@ impl Store {
         experiment: &str,
         label: Option<&str>,
     ) -> super::Result<Vec<(RunTag, StoredRun)>> {
-        let mut stmt = self
-            .conn
+        let c = match &self.conn {
+            Conn::Sqlite(c) => c,
+            Conn::Postgres(c) => {
+                // Bound first: the client is borrowed again to read each run.
+                let rows =
+                    postgres::experiment_tags(&mut c.borrow_mut(), &self.path, experiment, label)?;
+                return self.runs_of(rows);
+            }
+        };
+        let mut stmt = c
             .prepare(
                 "SELECT t.run_id, t.point, t.variant, t.seed FROM run_tags t JOIN runs r ON r.id = t.run_id
                  WHERE t.experiment = ?1 AND (?2 IS NULL OR r.label = ?2)
@@ -81,6 +88,10 @@ impl Store {
             .map_err(|e| self.err(e))?
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(|e| self.err(e))?;
+        self.runs_of(rows)
+    }
+
+    fn runs_of(&self, rows: Vec<(RunId, RunTag)>) -> super::Result<Vec<(RunTag, StoredRun)>> {
         let mut out = Vec::with_capacity(rows.len());
         for (id, tag) in rows {
             if let Some(run) = self.get(id)? {

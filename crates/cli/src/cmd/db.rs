@@ -13,15 +13,22 @@ use std::io::{Read, Write};
 
 /// The database for a command that stores runs: created when missing.
 pub fn open(db: &DbArgs) -> Result<Store, Failure> {
-    let path = db.db.clone().unwrap_or_else(plumb_store::default_path);
-    Store::open(&path).map_err(store_err)
+    Store::open_location(&location(db)).map_err(store_err)
 }
 
 /// The database for a command that reads (or deletes) runs: one that does
 /// not exist is an error, not a new empty database.
 pub fn open_existing(db: &DbArgs) -> Result<Store, Failure> {
-    let path = db.db.clone().unwrap_or_else(plumb_store::default_path);
-    Store::open_existing(&path).map_err(store_err)
+    Store::open_existing_location(&location(db)).map_err(store_err)
+}
+
+/// --db, else $PLUMB_DB, else the default file; a postgres:// URL in either
+/// names a PostgreSQL database.
+fn location(db: &DbArgs) -> plumb_store::Location {
+    match &db.db {
+        Some(p) => plumb_store::Location::new(p.clone()),
+        None => plumb_store::Location::default_location(),
+    }
 }
 
 pub fn store_err(e: plumb_store::StoreError) -> Failure {
