@@ -278,8 +278,7 @@ pub struct Store {
     path: String,
 }
 
-/// A stored run as its columns hold it: record, both ends' facts, uuid.
-type RawRun = (String, Option<String>, Option<String>, Option<String>);
+use postgres::RawRun;
 
 impl Store {
     /// Opens (creating if needed) the database at `path` and migrates it to
@@ -512,15 +511,17 @@ impl Store {
                 .map_err(|e| self.err(e))?,
             Conn::Postgres(c) => postgres::get(&mut c.borrow_mut(), &self.path, id)?,
         };
-        row.map(|(record, client, server, uuid)| {
-            let mut run = self.decode(id.0, &record, client.as_deref(), server.as_deref())?;
-            // Runs stored before v6 got their id in the column only.
-            if run.record.uuid.is_none() {
-                run.record.uuid = uuid;
-            }
-            Ok(run)
-        })
-        .transpose()
+        row.map(|raw| self.stored(id.0, raw)).transpose()
+    }
+
+    /// A run as read: its record, environments and id decoded.
+    fn stored(&self, id: i64, (record, client, server, uuid): RawRun) -> Result<StoredRun> {
+        let mut run = self.decode(id, &record, client.as_deref(), server.as_deref())?;
+        // Runs stored before v6 got their id in the column only.
+        if run.record.uuid.is_none() {
+            run.record.uuid = uuid;
+        }
+        Ok(run)
     }
 
     fn decode(
@@ -637,17 +638,54 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
+    /// The runs matching `filter`, oldest first (the order they were
+    /// measured in, and the order an import recreates them in), read in one
+    /// query: a round trip per run is what a shared server cannot afford.
     fn load(&self, filter: &RunFilter) -> Result<Vec<StoredRun>> {
-        let ids: Vec<RunId> = self.list(filter)?.into_iter().map(|r| r.id).collect();
-        let mut out = Vec::with_capacity(ids.len());
-        // Oldest first: the order they were measured in, and the order an
-        // import recreates them in.
-        for id in ids.into_iter().rev() {
-            if let Some(run) = self.get(id)? {
-                out.push(run);
+        let postgres = matches!(self.conn, Conn::Postgres(_));
+        let placeholder = |n: usize| {
+            if postgres {
+                format!("${n}")
+            } else {
+                format!("?{n}")
             }
+        };
+        let (clause, args) = Self::where_clause(filter, placeholder)?;
+        // Newest first for the limit, as `list` counts it; turned below.
+        let mut sql = format!(
+            "SELECT r.id, r.record, e.facts, s.facts, r.uuid FROM runs r
+             LEFT JOIN environments e ON e.hash = r.env_hash
+             LEFT JOIN environments s ON s.hash = r.server_env_hash{clause}
+             ORDER BY r.started_at DESC, r.id DESC"
+        );
+        let limit = filter.limit.map(|n| n.min(i64::MAX as usize) as i64);
+        if limit.is_some() {
+            sql.push_str(&format!(" LIMIT {}", placeholder(args.len() + 1)));
         }
-        Ok(out)
+        let rows: Vec<(i64, RawRun)> = match &self.conn {
+            Conn::Postgres(c) => {
+                postgres::raw_runs(&mut c.borrow_mut(), &self.path, &sql, &args, limit)?
+            }
+            Conn::Sqlite(c) => {
+                let mut values: Vec<rusqlite::types::Value> =
+                    args.into_iter().map(rusqlite::types::Value::Text).collect();
+                if let Some(n) = limit {
+                    values.push(rusqlite::types::Value::Integer(n));
+                }
+                let mut stmt = c.prepare(&sql).map_err(|e| self.err(e))?;
+                let rows = stmt
+                    .query_map(rusqlite::params_from_iter(values), |r| {
+                        Ok((r.get(0)?, (r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+                    })
+                    .map_err(|e| self.err(e))?;
+                rows.collect::<std::result::Result<_, _>>()
+                    .map_err(|e| self.err(e))?
+            }
+        };
+        rows.into_iter()
+            .rev()
+            .map(|(id, raw)| self.stored(id, raw))
+            .collect()
     }
 
     /// Every run under `label`, oldest first.

@@ -512,6 +512,7 @@ fn corrupt(shown: &str, message: String) -> StoreError {
     }
 }
 
+/// A stored run as its columns hold it: record, both ends' facts, uuid.
 pub(crate) type RawRun = (String, Option<String>, Option<String>, Option<String>);
 
 pub(crate) fn get(c: &mut Client, shown: &str, id: RunId) -> Result<Option<RawRun>, StoreError> {
@@ -525,6 +526,26 @@ pub(crate) fn get(c: &mut Client, shown: &str, id: RunId) -> Result<Option<RawRu
         )
         .map_err(err(shown))?;
     Ok(row.map(|r| (r.get(0), r.get(1), r.get(2), r.get(3))))
+}
+
+/// The runs of `sql` (id, record, both environments, uuid) with `args` and
+/// the limit, in one query.
+pub(crate) fn raw_runs(
+    c: &mut Client,
+    shown: &str,
+    sql: &str,
+    args: &[String],
+    limit: Option<i64>,
+) -> Result<Vec<(i64, RawRun)>, StoreError> {
+    let mut params: Vec<&(dyn ToSql + Sync)> = args.iter().map(|a| a as _).collect();
+    if let Some(n) = &limit {
+        params.push(n);
+    }
+    let rows = c.query(sql, &params).map_err(err(shown))?;
+    Ok(rows
+        .iter()
+        .map(|r| (r.get(0), (r.get(1), r.get(2), r.get(3), r.get(4))))
+        .collect())
 }
 
 pub(crate) fn list(

@@ -372,7 +372,13 @@ mod tests {
 
     #[test]
     fn a_sample_splits_its_chain_at_the_context_markers() {
-        let b = sample_bytes(&[CONTEXT_KERNEL, 0xffff_ffff_8100_0001, 0xffff_ffff_8100_0002, CONTEXT_USER, 0x401000]);
+        let b = sample_bytes(&[
+            CONTEXT_KERNEL,
+            0xffff_ffff_8100_0001,
+            0xffff_ffff_8100_0002,
+            CONTEXT_USER,
+            0x401000,
+        ]);
         let s = parse_sample(&b).unwrap();
         assert_eq!((s.pid, s.tid, s.cpu, s.period), (42, 43, 1, 1_000_000));
         assert_eq!(s.kernel, vec![0xffff_ffff_8100_0001, 0xffff_ffff_8100_0002]);
