@@ -688,6 +688,11 @@ impl Store {
             .collect()
     }
 
+    /// The runs matching `filter`, oldest first, with their environments.
+    pub fn runs(&self, filter: &RunFilter) -> Result<Vec<StoredRun>> {
+        self.load(filter)
+    }
+
     /// Every run under `label`, oldest first.
     pub fn runs_with_label(&self, label: &str) -> Result<Vec<StoredRun>> {
         self.load(&RunFilter {

@@ -23,13 +23,7 @@ fn point_runs(store: &plumb_store::Store, a: &HistoryArgs) -> Result<Vec<StoredR
             spec_key: a.spec_key.clone(),
             ..filter(&a.filter)
         };
-        let mut out = Vec::new();
-        for row in store.list(&f).map_err(store_err)?.into_iter().rev() {
-            if let Some(run) = store.get(row.id).map_err(store_err)? {
-                out.push(run);
-            }
-        }
-        out
+        store.runs(&f).map_err(store_err)?
     };
     runs.retain(|r| r.record.complete);
     let keys: BTreeMap<&str, String> = runs
