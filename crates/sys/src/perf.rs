@@ -185,7 +185,7 @@ impl CpuSampler {
 
     fn ioctl(&self, request: libc::c_ulong) -> io::Result<()> {
         // SAFETY: ENABLE and DISABLE take no argument beyond the flag 0.
-        let r = unsafe { libc::ioctl(self.fd.as_raw_fd(), request, 0) };
+        let r = unsafe { libc::ioctl(self.fd.as_raw_fd(), request as _, 0) };
         if r < 0 {
             return Err(io::Error::last_os_error());
         }
