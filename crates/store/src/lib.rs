@@ -589,8 +589,14 @@ impl Store {
         Ok((clause, args))
     }
 
-    /// Runs matching `filter`, newest first.
-    pub fn list(&self, filter: &RunFilter) -> Result<Vec<RunRow>> {
+    /// `select` (a SELECT ... FROM of the runs table) over the runs matching
+    /// `filter`, newest first and limited as it asks, with the arguments of
+    /// its placeholders in this engine's style: what `list` and `load` share.
+    fn filtered(
+        &self,
+        filter: &RunFilter,
+        select: &str,
+    ) -> Result<(String, Vec<String>, Option<i64>)> {
         let postgres = matches!(self.conn, Conn::Postgres(_));
         let placeholder = |n: usize| {
             if postgres {
@@ -600,26 +606,30 @@ impl Store {
             }
         };
         let (clause, args) = Self::where_clause(filter, placeholder)?;
-        let mut sql = format!(
-            "SELECT id, started_at, label, workload, spec_key, complete, iterations, summary, throughput_bps, tps
-             FROM runs{clause} ORDER BY started_at DESC, id DESC"
-        );
+        let mut sql = format!("{select}{clause} ORDER BY started_at DESC, id DESC");
         let limit = filter.limit.map(|n| n.min(i64::MAX as usize) as i64);
         if limit.is_some() {
             sql.push_str(&format!(" LIMIT {}", placeholder(args.len() + 1)));
         }
+        Ok((sql, args, limit))
+    }
+
+    /// Runs matching `filter`, newest first.
+    pub fn list(&self, filter: &RunFilter) -> Result<Vec<RunRow>> {
+        let (sql, args, limit) = self.filtered(
+            filter,
+            "SELECT id, started_at, label, workload, spec_key, complete, iterations, summary, throughput_bps, tps
+             FROM runs",
+        )?;
         let c = match &self.conn {
             Conn::Sqlite(c) => c,
             Conn::Postgres(c) => {
                 return postgres::list(&mut c.borrow_mut(), &self.path, &sql, &args, limit)
             }
         };
-        let mut values: Vec<rusqlite::types::Value> =
-            args.into_iter().map(rusqlite::types::Value::Text).collect();
-        values.extend(limit.map(rusqlite::types::Value::Integer));
         let mut stmt = c.prepare(&sql).map_err(|e| self.err(e))?;
         let rows = stmt
-            .query_map(rusqlite::params_from_iter(values), |r| {
+            .query_map(sqlite_values(args, limit), |r| {
                 Ok(RunRow {
                     id: RunId(r.get(0)?),
                     started_at: r.get(1)?,
@@ -642,39 +652,21 @@ impl Store {
     /// measured in, and the order an import recreates them in), read in one
     /// query: a round trip per run is what a shared server cannot afford.
     fn load(&self, filter: &RunFilter) -> Result<Vec<StoredRun>> {
-        let postgres = matches!(self.conn, Conn::Postgres(_));
-        let placeholder = |n: usize| {
-            if postgres {
-                format!("${n}")
-            } else {
-                format!("?{n}")
-            }
-        };
-        let (clause, args) = Self::where_clause(filter, placeholder)?;
         // Newest first for the limit, as `list` counts it; turned below.
-        let mut sql = format!(
+        let (sql, args, limit) = self.filtered(
+            filter,
             "SELECT r.id, r.record, e.facts, s.facts, r.uuid FROM runs r
              LEFT JOIN environments e ON e.hash = r.env_hash
-             LEFT JOIN environments s ON s.hash = r.server_env_hash{clause}
-             ORDER BY r.started_at DESC, r.id DESC"
-        );
-        let limit = filter.limit.map(|n| n.min(i64::MAX as usize) as i64);
-        if limit.is_some() {
-            sql.push_str(&format!(" LIMIT {}", placeholder(args.len() + 1)));
-        }
+             LEFT JOIN environments s ON s.hash = r.server_env_hash",
+        )?;
         let rows: Vec<(i64, RawRun)> = match &self.conn {
             Conn::Postgres(c) => {
                 postgres::raw_runs(&mut c.borrow_mut(), &self.path, &sql, &args, limit)?
             }
             Conn::Sqlite(c) => {
-                let mut values: Vec<rusqlite::types::Value> =
-                    args.into_iter().map(rusqlite::types::Value::Text).collect();
-                if let Some(n) = limit {
-                    values.push(rusqlite::types::Value::Integer(n));
-                }
                 let mut stmt = c.prepare(&sql).map_err(|e| self.err(e))?;
                 let rows = stmt
-                    .query_map(rusqlite::params_from_iter(values), |r| {
+                    .query_map(sqlite_values(args, limit), |r| {
                         Ok((r.get(0)?, (r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
                     })
                     .map_err(|e| self.err(e))?;
@@ -853,6 +845,17 @@ impl Store {
         }
         Ok(out)
     }
+}
+
+/// The arguments of a filtered query (`Store::filtered`) for SQLite.
+fn sqlite_values(
+    args: Vec<String>,
+    limit: Option<i64>,
+) -> rusqlite::ParamsFromIter<Vec<rusqlite::types::Value>> {
+    let mut values: Vec<rusqlite::types::Value> =
+        args.into_iter().map(rusqlite::types::Value::Text).collect();
+    values.extend(limit.map(rusqlite::types::Value::Integer));
+    rusqlite::params_from_iter(values)
 }
 
 fn csv_field(s: &str) -> String {

@@ -537,15 +537,26 @@ pub(crate) fn raw_runs(
     args: &[String],
     limit: Option<i64>,
 ) -> Result<Vec<(i64, RawRun)>, StoreError> {
+    Ok(filtered(c, shown, sql, args, limit)?
+        .iter()
+        .map(|r| (r.get(0), (r.get(1), r.get(2), r.get(3), r.get(4))))
+        .collect())
+}
+
+/// The rows of a filtered query (`Store::filtered`): its arguments, then
+/// the limit where there is one.
+fn filtered(
+    c: &mut Client,
+    shown: &str,
+    sql: &str,
+    args: &[String],
+    limit: Option<i64>,
+) -> Result<Vec<::postgres::Row>, StoreError> {
     let mut params: Vec<&(dyn ToSql + Sync)> = args.iter().map(|a| a as _).collect();
     if let Some(n) = &limit {
         params.push(n);
     }
-    let rows = c.query(sql, &params).map_err(err(shown))?;
-    Ok(rows
-        .iter()
-        .map(|r| (r.get(0), (r.get(1), r.get(2), r.get(3), r.get(4))))
-        .collect())
+    c.query(sql, &params).map_err(err(shown))
 }
 
 pub(crate) fn list(
@@ -555,12 +566,7 @@ pub(crate) fn list(
     args: &[String],
     limit: Option<i64>,
 ) -> Result<Vec<RunRow>, StoreError> {
-    let mut params: Vec<&(dyn ToSql + Sync)> = args.iter().map(|a| a as _).collect();
-    if let Some(n) = &limit {
-        params.push(n);
-    }
-    let rows = c.query(sql, &params).map_err(err(shown))?;
-    Ok(rows
+    Ok(filtered(c, shown, sql, args, limit)?
         .iter()
         .map(|r| RunRow {
             id: RunId(r.get(0)),
