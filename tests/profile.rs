@@ -71,67 +71,73 @@ fn profiled_runs(db: &TempDb, runs: &[(&str, &[&str])]) {
 
 #[test]
 fn each_ends_samples_add_up_to_the_cpu_time_proc_charged_to_it() {
-    if !require_root("profile every CPU (perf_event_open)") {
+    if !may_pin_apart("profile every CPU (perf_event_open)") {
         return;
     }
     let _alone = common::measuring_alone();
-    // Both ends on one CPU keep it busy: a timer-sampled CPU that sleeps
-    // often is sampled unevenly (said in `show --profile`), which is not
-    // what this test is about.
-    let out = plumb()
-        .args(["run", "stream", "--profile", "--client-cpus", "0"])
-        .args([
-            "--server-cpus",
-            "0",
-            "--duration",
-            "2s",
-            "--warmup",
-            "300ms",
-        ])
-        .args(["--iterations", "2", "--no-store", "--json"])
-        .output()
-        .unwrap();
-    assert_ok(&out);
-    let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let errs = common::schema_errors(&common::schema(), &rec);
-    assert!(errs.is_empty(), "the record breaks the schema: {errs:#?}");
     let names = kallsyms();
-    for it in items(&rec["iterations"]) {
-        for (end, syscall) in [("client", "tcp_sendmsg"), ("server", "tcp_recvmsg")] {
-            let e = &it[end];
-            let p = &e["profile"];
-            assert!(
-                ["cpu-clock", "cycles"].contains(&p["event"].as_str().unwrap()),
-                "{}",
-                p["event"]
-            );
-            assert_eq!(u(&p["freq_hz"]), 997);
-            let charged = f(&e["process"]["user_s"]) + f(&e["process"]["system_s"]);
-            // Where the kernel accounts interrupt time apart, the softirq
-            // work inside the process is not charged to it.
-            let apart = e["irq_time_accounting"].as_bool() == Some(true);
-            let sampled = f(&p["process_s"]) - if apart { f(&p["process_irq_s"]) } else { 0.0 };
-            assert!(
-                (sampled - charged).abs() <= 0.15 * charged,
-                "{end}: sampled {sampled} s, /proc charged {charged} s"
-            );
-            // The stacks hold every attributed nanosecond, the rest folded.
-            let kept: u64 = items(&p["stacks"]).map(|s| u(&s["ns"])).sum();
-            let attributed = (f(&p["process_s"]) + f(&p["irq_s"])) * 1e9;
-            let total = (kept + u(&p["rest_ns"])) as f64;
-            assert!((total - attributed).abs() < 1e3, "{total} vs {attributed}");
-            // Its system call is in the stacks, by a name the kernel has.
-            let frames: Vec<&str> = items(&p["frames"]).map(|v| v.as_str().unwrap()).collect();
-            assert!(frames.contains(&syscall), "{end}: no {syscall}");
-            assert!(names.contains(syscall));
-            let kernel_named = frames.iter().filter(|f| names.contains(**f)).count();
-            assert!(kernel_named > 10, "{end}: {kernel_named} kernel names");
-            // plumb's own functions, from its own symbols.
-            assert!(
-                frames.iter().any(|f| f.starts_with("plumb_engine::")),
-                "{end}: no plumb function in {frames:?}"
-            );
-            assert_eq!(u(&p["lost"]), 0);
+    // Each end is checked where it sends: alone on its CPU and busy all
+    // of the window. A timer samples a CPU that sleeps between short
+    // bursts unevenly (the receiver here was sampled from 45 % short to
+    // 17 % over; `perf record -a -e cpu-clock` beside it missed as much),
+    // and two processes sharing a CPU trade samples at each switch. `show
+    // --profile` says so; neither is plumb's accounting at fault.
+    for (direction, sender, receiver) in
+        [("send", "client", "server"), ("recv", "server", "client")]
+    {
+        let out = plumb()
+            .args(["run", "stream", "--profile", "--direction", direction])
+            .args(["--client-cpus", "0", "--server-cpus", "1"])
+            .args(["--duration", "2s", "--warmup", "300ms"])
+            .args(["--iterations", "2", "--no-store", "--json"])
+            .output()
+            .unwrap();
+        assert_ok(&out);
+        let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let errs = common::schema_errors(&common::schema(), &rec);
+        assert!(errs.is_empty(), "the record breaks the schema: {errs:#?}");
+        for it in items(&rec["iterations"]) {
+            for (end, syscall) in [(sender, "tcp_sendmsg"), (receiver, "tcp_recvmsg")] {
+                let e = &it[end];
+                let p = &e["profile"];
+                assert!(
+                    ["cpu-clock", "cycles"].contains(&p["event"].as_str().unwrap()),
+                    "{}",
+                    p["event"]
+                );
+                assert_eq!(u(&p["freq_hz"]), 997);
+                let charged = f(&e["process"]["user_s"]) + f(&e["process"]["system_s"]);
+                // Where the kernel accounts interrupt time apart, the
+                // softirq work inside the process is not charged to it.
+                let apart = e["irq_time_accounting"].as_bool() == Some(true);
+                let sampled = f(&p["process_s"]) - if apart { f(&p["process_irq_s"]) } else { 0.0 };
+                if end == sender {
+                    assert!(
+                        (sampled - charged).abs() <= 0.15 * charged,
+                        "{direction}: {end}: sampled {sampled} s, /proc charged {charged} s"
+                    );
+                }
+                // The stacks hold every attributed nanosecond, the rest folded.
+                let kept: u64 = items(&p["stacks"]).map(|s| u(&s["ns"])).sum();
+                let attributed = (f(&p["process_s"]) + f(&p["irq_s"])) * 1e9;
+                let total = (kept + u(&p["rest_ns"])) as f64;
+                assert!((total - attributed).abs() < 1e3, "{total} vs {attributed}");
+                // Its system call is in the stacks, by a name the kernel has.
+                let frames: Vec<&str> = items(&p["frames"]).map(|v| v.as_str().unwrap()).collect();
+                assert!(
+                    frames.contains(&syscall),
+                    "{direction}: {end}: no {syscall}"
+                );
+                assert!(names.contains(syscall));
+                let kernel_named = frames.iter().filter(|f| names.contains(**f)).count();
+                assert!(kernel_named > 10, "{end}: {kernel_named} kernel names");
+                // plumb's own functions, from its own symbols.
+                assert!(
+                    frames.iter().any(|f| f.starts_with("plumb_engine::")),
+                    "{end}: no plumb function in {frames:?}"
+                );
+                assert_eq!(u(&p["lost"]), 0);
+            }
         }
     }
 }
@@ -203,7 +209,14 @@ fn rx_skip_against_copy_shows_the_copy_to_user_gone_on_the_receiver_only() {
             .lines()
             .find(|l| l.contains(&line) && l.contains("=> shrank"))
             .unwrap_or_else(|| panic!("no {line} row in {format}:\n{text}"));
-        assert_mentions(row, &["ms/GB", "-100.0%", " q "]);
+        assert_mentions(row, &["ms/GB", " q "]);
+        // Nearly all of it: the end's reads of /proc and of its control
+        // connection still copy to user, so a few samples can remain.
+        let change: f64 = row
+            .split_whitespace()
+            .find_map(|w| w.strip_suffix('%')?.parse().ok())
+            .unwrap_or_else(|| panic!("no change in {row}"));
+        assert!(change <= -90.0, "{change} % in {row}");
         assert_mentions(&text, &["Benjamini-Hochberg", "Mann-Whitney"]);
     }
     assert_mentions(
