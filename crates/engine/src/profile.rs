@@ -212,14 +212,14 @@ impl Sampling {
 
 /// What names addresses and processes.
 struct Names {
-    exe: Option<plumb_sys::elf::ExeMap>,
+    exe: Option<&'static plumb_sys::elf::ExeMap>,
     kernel: &'static plumb_sys::ksyms::KernelSymbols,
 }
 
 impl Names {
     fn new() -> Names {
         Names {
-            exe: plumb_sys::elf::ExeMap::own().ok(),
+            exe: plumb_sys::elf::ExeMap::own_once(),
             kernel: plumb_sys::ksyms::KernelSymbols::host(),
         }
     }
@@ -230,7 +230,6 @@ impl Names {
 
     fn user(&self, a: u64) -> String {
         self.exe
-            .as_ref()
             .and_then(|e| e.symbol(a))
             .unwrap_or("[unknown]")
             .to_string()

@@ -72,6 +72,13 @@ pub struct ExeMap {
 }
 
 impl ExeMap {
+    /// [`ExeMap::own`], read once per process: the running binary and
+    /// where it is loaded do not change.
+    pub fn own_once() -> Option<&'static ExeMap> {
+        static OWN: std::sync::OnceLock<Option<ExeMap>> = std::sync::OnceLock::new();
+        OWN.get_or_init(|| ExeMap::own().ok()).as_ref()
+    }
+
     /// For the calling process: /proc/self/exe and /proc/self/maps.
     pub fn own() -> Result<ExeMap, String> {
         let exe = "/proc/self/exe";

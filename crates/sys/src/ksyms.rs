@@ -60,13 +60,19 @@ impl KernelSymbols {
 
 /// Whether /proc/kallsyms shows this process real addresses.
 pub fn addresses_visible() -> bool {
-    std::fs::read_to_string("/proc/kallsyms")
-        .map(|t| {
-            t.lines().take(100).any(|l| {
-                l.split_whitespace()
-                    .next()
-                    .is_some_and(|a| !a.trim_start_matches('0').is_empty())
-            })
+    use std::io::BufRead;
+    // The first lines tell: reading the whole file, megabytes, would not.
+    std::fs::File::open("/proc/kallsyms")
+        .map(|f| {
+            std::io::BufReader::new(f)
+                .lines()
+                .take(100)
+                .map_while(Result::ok)
+                .any(|l| {
+                    l.split_whitespace()
+                        .next()
+                        .is_some_and(|a| !a.trim_start_matches('0').is_empty())
+                })
         })
         .unwrap_or(false)
 }

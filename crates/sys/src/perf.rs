@@ -313,11 +313,13 @@ fn parse_sample(b: &[u8]) -> Option<Sample> {
 
 /// The event to sample with on this host: cycles where opening it works,
 /// cpu-clock otherwise.
+/// A host's PMU does not come or go, so this is asked once per process.
 pub fn best_event() -> Event {
-    match CpuSampler::open(Event::Cycles, 0, 100, 1) {
+    static BEST: std::sync::OnceLock<Event> = std::sync::OnceLock::new();
+    *BEST.get_or_init(|| match CpuSampler::open(Event::Cycles, 0, 100, 1) {
         Ok(_) => Event::Cycles,
         Err(_) => Event::CpuClock,
-    }
+    })
 }
 
 /// Why this process may not profile every CPU, as one line naming the
