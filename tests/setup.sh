@@ -28,6 +28,7 @@ tools=(
   "fish fish"
   "ssh openssh-client"      # the ssh tests reach their own sshd in a namespace
   "ping iputils-ping"       # the delay-line test pings through the emulated path
+  "openssl openssl"         # the PostgreSQL TLS test makes its CA and certificates
 )
 
 missing=()

@@ -68,6 +68,7 @@ pub enum StoreError {
     Import { index: usize, message: String },
 }
 
+mod pgtls;
 mod postgres;
 mod tags;
 pub use postgres::pgpass_lookup;

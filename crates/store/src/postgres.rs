@@ -2,15 +2,15 @@
 //! database. The layout mirrors the SQLite one (lib.rs) so that both answer
 //! every query alike; only the SQL that differs lives here.
 //!
-//! There is no TLS: the project ships one static binary without OpenSSL, so
-//! `sslmode=require` and `verify-*` are refused rather than silently
-//! downgraded, and `prefer` (libpq's default) connects in the clear.
+//! TLS follows the URL's sslmode and sslrootcert as libpq reads them
+//! (pgtls.rs).
 
+use crate::pgtls::{self, SslMode};
 use crate::{
     tags::RunTag, Columns, Environment, ExportedRun, RunId, RunRecord, RunRow, StoreError,
     SCHEMA_VERSION,
 };
-use ::postgres::{config::Host, types::ToSql, Client, Config, GenericClient, NoTls};
+use ::postgres::{config::Host, types::ToSql, Client, Config, GenericClient};
 use std::str::FromStr;
 
 /// Versioned steps, each taking the schema to its version. PostgreSQL
@@ -124,6 +124,43 @@ fn query_param<'a>(url: &'a str, key: &str) -> Option<&'a str> {
         .map(|(_, v)| v)
 }
 
+/// `url` without the query parameters named in `keys`.
+fn without_params(url: &str, keys: &[&str]) -> String {
+    let Some((base, q)) = url.split_once('?') else {
+        return url.to_string();
+    };
+    let kept: Vec<&str> = q
+        .split('&')
+        .filter(|kv| !keys.contains(&kv.split_once('=').map_or(*kv, |(k, _)| k)))
+        .collect();
+    if kept.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    }
+}
+
+/// A URL query value with its %XX escapes read.
+fn percent_decode(v: &str) -> String {
+    let b = v.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = || std::str::from_utf8(b.get(i + 1..i + 3)?).ok();
+        match (b[i], hex().and_then(|h| u8::from_str_radix(h, 16).ok())) {
+            (b'%', Some(x)) => {
+                out.push(x);
+                i += 3;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// The password of the first line of a `.pgpass` file matching the server,
 /// as libpq reads it: `host:port:database:user:password`, `*` matching
 /// anything, `\:` and `\\` escaping.
@@ -178,17 +215,19 @@ fn connect_err(shown: &str, message: String) -> StoreError {
 /// Connects to the server named by `url`; `shown` is the URL without its
 /// password, for messages.
 pub(crate) fn connect(url: &str, shown: &str) -> Result<Client, StoreError> {
-    if let Some(mode @ ("require" | "verify-ca" | "verify-full")) = query_param(url, "sslmode") {
-        return Err(connect_err(
-            shown,
-            format!(
-                "sslmode={mode} needs TLS, which this plumb does not have for PostgreSQL; \
-                 use sslmode=disable or prefer (no TLS: a trusted network or an SSH tunnel)"
-            ),
-        ));
-    }
+    let mode = query_param(url, "sslmode")
+        .map(SslMode::parse)
+        .transpose()
+        .map_err(|e| connect_err(shown, e))?
+        .unwrap_or(SslMode::Prefer);
+    let rootcert = query_param(url, "sslrootcert").map(percent_decode);
+    let tls = pgtls::connector(mode, rootcert.as_deref()).map_err(|e| connect_err(shown, e))?;
+    // The postgres crate knows neither verify-* nor sslrootcert: both are
+    // taken here, and it is told only whether to insist on TLS.
+    let url = &without_params(url, &["sslmode", "sslrootcert"]);
     let mut config = Config::from_str(url)
         .map_err(|e| connect_err(shown, format!("not a PostgreSQL URL: {e}")))?;
+    config.ssl_mode(mode.wire());
     if config.get_user().is_none() {
         if let Some(u) = ["PGUSER", "USER"]
             .iter()
@@ -225,12 +264,23 @@ pub(crate) fn connect(url: &str, shown: &str) -> Result<Client, StoreError> {
             config.password(p);
         }
     }
-    config.connect(NoTls).map_err(|e| {
+    config.connect(tls).map_err(|e| {
         let auth = "give the password in the URL, in PGPASSWORD, or in ~/.pgpass \
                     (host:port:database:user:password)";
         let message = if let Some(db_err) = e.as_db_error() {
             use ::postgres::error::SqlState;
             match db_err.code() {
+                // What pg_hba.conf refuses, the password aside: often a
+                // connection in the clear where the server wants TLS.
+                c if *c == SqlState::INVALID_AUTHORIZATION_SPECIFICATION
+                    && db_err.message().contains("pg_hba.conf") =>
+                {
+                    format!(
+                        "the server refuses this connection ({}); where it asks for TLS, \
+                         use sslmode=require or verify-full",
+                        db_err.message()
+                    )
+                }
                 c if *c == SqlState::INVALID_PASSWORD
                     || *c == SqlState::INVALID_AUTHORIZATION_SPECIFICATION =>
                 {
@@ -244,6 +294,19 @@ pub(crate) fn connect(url: &str, shown: &str) -> Result<Client, StoreError> {
                 ),
                 _ => db_err.message().to_string(),
             }
+        } else if chain(&e).contains("server does not support TLS") {
+            format!(
+                "sslmode={} needs TLS and the server at {host}:{port} does not offer it; \
+                 turn ssl on in its postgresql.conf, or use sslmode=prefer",
+                mode.name()
+            )
+        } else if chain(&e).contains("certificate") {
+            format!(
+                "TLS with {host}:{port} failed: {}; sslrootcert must be the CA that signed \
+                 the server's certificate, and for verify-full the URL's host one it names \
+                 (verify-ca checks the CA only)",
+                chain(&e)
+            )
         } else if chain(&e).contains("password missing") {
             format!("the server asks user '{user}' for a password and none was given; {auth}")
         } else {
@@ -714,11 +777,26 @@ mod tests {
     }
 
     #[test]
-    fn tls_modes_are_refused_by_name() {
-        let e = connect("postgres://a@127.0.0.1:1/d?sslmode=require", "shown")
+    fn tls_parameters_are_read_here_and_kept_from_the_postgres_crate() {
+        let e = connect("postgres://a@127.0.0.1:1/d?sslmode=verify", "shown")
             .err()
             .unwrap();
-        assert!(e.to_string().contains("sslmode=require"), "{e}");
+        assert!(
+            e.to_string().contains("sslmode=verify is not a mode"),
+            "{e}"
+        );
+        assert_eq!(
+            without_params(
+                "postgres://a@h/d?sslmode=require&application_name=x&sslrootcert=%2Fca.pem",
+                &["sslmode", "sslrootcert"]
+            ),
+            "postgres://a@h/d?application_name=x"
+        );
+        assert_eq!(
+            without_params("postgres://a@h/d?sslmode=disable", &["sslmode"]),
+            "postgres://a@h/d"
+        );
+        assert_eq!(percent_decode("%2Fetc%2Fca%201.pem%"), "/etc/ca 1.pem%");
     }
 
     #[test]

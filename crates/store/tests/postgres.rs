@@ -65,6 +65,14 @@ struct PgServer {
 impl PgServer {
     /// `md5`: clients must give the password `PASSWORD`; otherwise trust.
     fn start(name: &str, md5: bool) -> Option<PgServer> {
+        PgServer::start_with(name, md5, false)
+    }
+
+    /// With `tls`, the server has a certificate for `localhost` only,
+    /// signed by the CA in `ca.pem` (beside it `other-ca.pem`, a CA that
+    /// signed nothing), takes clients of databases other than `postgres`
+    /// over TLS alone, and logs each connection.
+    fn start_with(name: &str, md5: bool, tls: bool) -> Option<PgServer> {
         let Some(bin) = pg_bin() else {
             skip("no initdb/pg_ctl (install Debian's postgresql package)");
             return None;
@@ -85,6 +93,9 @@ impl PgServer {
         std::fs::create_dir_all(&dir).unwrap();
         let pwfile = dir.join("pw");
         std::fs::write(&pwfile, PASSWORD).unwrap();
+        if tls && !make_certificates(&dir) {
+            return None;
+        }
         if root {
             // The server refuses to run as root: its files belong to the
             // package's unprivileged user.
@@ -123,6 +134,26 @@ impl PgServer {
             "initdb: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        let mut options = format!(
+            "-k {} -p {port} -c listen_addresses=127.0.0.1 -c fsync=off",
+            dir.display()
+        );
+        if tls {
+            let data = dir.join("data");
+            std::fs::write(
+                data.join("pg_hba.conf"),
+                format!(
+                    "local all all trust\nhostssl all all 127.0.0.1/32 {auth}\n\
+                     host postgres all 127.0.0.1/32 {auth}\n"
+                ),
+            )
+            .unwrap();
+            options += &format!(
+                " -c ssl=on -c ssl_cert_file={d}/server.pem -c ssl_key_file={d}/server.key \
+                 -c log_connections=on",
+                d = dir.display()
+            );
+        }
         let out = server
             .command("pg_ctl")
             .arg("-D")
@@ -130,10 +161,7 @@ impl PgServer {
             .arg("-l")
             .arg(dir.join("log"))
             .arg("-o")
-            .arg(format!(
-                "-k {} -p {port} -c listen_addresses=127.0.0.1 -c fsync=off",
-                dir.display()
-            ))
+            .arg(options)
             .args(["-w", "start"])
             .output()
             .unwrap();
@@ -188,6 +216,94 @@ impl PgServer {
         )
         .unwrap()
     }
+}
+
+/// A CA, a server certificate for `localhost` (no address) that it signs,
+/// and a second CA, made with `openssl` in `dir`.
+fn make_certificates(dir: &Path) -> bool {
+    if !Command::new("openssl")
+        .arg("version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        skip(
+            "no openssl to make certificates (apt-get install openssl; tests/setup.sh installs it)",
+        );
+        return false;
+    }
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let key = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    for ca in ["ca", "other-ca"] {
+        let (k, c, subj) = (
+            format!("{ca}.key"),
+            format!("{ca}.pem"),
+            format!("/CN=plumb test {ca}"),
+        );
+        let mut a = vec!["req", "-x509", "-days", "2", "-subj", &subj];
+        a.extend(key);
+        a.extend(["-keyout", &k, "-out", &c]);
+        a.extend(["-addext", "basicConstraints=critical,CA:TRUE"]);
+        a.extend(["-addext", "keyUsage=critical,keyCertSign,cRLSign"]);
+        openssl(&a);
+    }
+    let mut a = vec![
+        "req",
+        "-subj",
+        "/CN=localhost",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+    ];
+    a.extend(key);
+    openssl(&a);
+    std::fs::write(
+        dir.join("server.ext"),
+        "subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\n\
+         keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        "server.ext",
+        "-out",
+        "server.pem",
+    ]);
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        dir.join("server.key"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    true
 }
 
 impl Drop for PgServer {
@@ -680,12 +796,12 @@ fn an_unreachable_server_or_database_says_what_to_check() {
     );
     assert!(!e.contains(":pw@"), "{e}");
     let e = Store::open(Path::new(
-        "postgresql://a@127.0.0.1:1/d?sslmode=verify-full",
+        "postgresql://a@127.0.0.1:1/d?sslmode=verify-full&sslrootcert=/nonexistent/ca.pem",
     ))
     .err()
     .unwrap()
     .to_string();
-    assert!(e.contains("sslmode=verify-full"), "{e}");
+    assert!(e.contains("/nonexistent/ca.pem"), "{e}");
 
     let Some(server) = PgServer::start("nodb", false) else {
         return;
@@ -714,5 +830,114 @@ fn a_postgres_url_is_a_server_and_anything_else_a_file() {
     assert_eq!(
         Location::new("./postgres://x"),
         Location::File("./postgres://x".into())
+    );
+}
+
+#[test]
+fn tls_follows_sslmode_and_the_servers_log_shows_it_used() {
+    let Some(server) = PgServer::start_with("tls", false, true) else {
+        return;
+    };
+    server.database("tls");
+    let dir = &server.dir;
+    // The server's own word: each connection it authorized over TLS.
+    let tls_logins = || {
+        std::fs::read_to_string(dir.join("log"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("connection authorized") && l.contains("database=tls"))
+            .filter(|l| l.contains("SSL enabled"))
+            .count()
+    };
+    let url =
+        |host: &str, query: &str| format!("postgres://plumb@{host}:{}/tls{query}", server.port);
+    let ca = dir.join("ca.pem").display().to_string();
+    let other = dir.join("other-ca.pem").display().to_string();
+    let open = |u: &str| Store::open_location(&Location::new(u)).map(drop);
+    let logins_after = |u: &str| {
+        let before = tls_logins();
+        open(u).unwrap_or_else(|e| panic!("{u}: {e}"));
+        // The log is written by another process: give it a moment.
+        for _ in 0..50 {
+            if tls_logins() > before {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        tls_logins() - before
+    };
+
+    // The server takes this database over TLS alone: in the clear it says
+    // no, and the error says what to try.
+    let e = open(&url("127.0.0.1", "?sslmode=disable"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("pg_hba.conf") && e.contains("sslmode=require"),
+        "{e}"
+    );
+
+    // prefer (the default) and require encrypt without checking.
+    assert!(logins_after(&url("127.0.0.1", "")) >= 1);
+    assert!(logins_after(&url("127.0.0.1", "?sslmode=require")) >= 1);
+    // verify-ca: signed by the CA, whatever host it names.
+    assert!(
+        logins_after(&url(
+            "127.0.0.1",
+            &format!("?sslmode=verify-ca&sslrootcert={ca}")
+        )) >= 1
+    );
+    // verify-full: and naming the host the URL gives.
+    assert!(
+        logins_after(&url(
+            "localhost",
+            &format!("?sslmode=verify-full&sslrootcert={ca}")
+        )) >= 1
+    );
+
+    let e = open(&url(
+        "127.0.0.1",
+        &format!("?sslmode=verify-full&sslrootcert={ca}"),
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("certificate") && e.contains("verify-ca"), "{e}");
+    for mode in ["require", "verify-ca", "verify-full"] {
+        let e = open(&url(
+            "localhost",
+            &format!("?sslmode={mode}&sslrootcert={other}"),
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("certificate") && e.contains("sslrootcert"),
+            "{mode}: {e}"
+        );
+    }
+    let e = open(&url(
+        "localhost",
+        "?sslmode=verify-full&sslrootcert=/nonexistent/ca.pem",
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("/nonexistent/ca.pem"), "{e}");
+}
+
+#[test]
+fn insisting_on_tls_where_the_server_has_none_is_refused() {
+    let Some(server) = PgServer::start("notls", false) else {
+        return;
+    };
+    server.database("notls");
+    let url = format!("postgres://plumb@127.0.0.1:{}/notls", server.port);
+    // prefer goes on in the clear; require does not.
+    Store::open_location(&Location::new(&url)).unwrap();
+    let e = Store::open_location(&Location::new(format!("{url}?sslmode=require")))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("does not offer it") && e.contains("sslmode=prefer"),
+        "{e}"
     );
 }
