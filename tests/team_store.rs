@@ -6,7 +6,7 @@ mod common;
 #[path = "../crates/store/tests/pgserver/mod.rs"]
 mod pgserver;
 
-use common::{assert_ok, assert_ok_for, plumb, TempDb};
+use common::{assert_ok, assert_ok_for, plumb, skip, TempDb};
 use pgserver::PgServer;
 
 #[test]

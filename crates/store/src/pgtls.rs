@@ -111,15 +111,8 @@ pub(crate) fn connector(
             _ => None,
         },
     };
-    let webpki = |roots: RootCertStore| {
-        WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-            .build()
-            .map_err(|e| format!("sslrootcert: {e}"))
-    };
-    let verifier: Arc<dyn ServerCertVerifier> = match (mode, roots) {
-        (SslMode::Disable | SslMode::Prefer, _) | (SslMode::Require, None) => {
-            Arc::new(Unchecked(provider.clone()))
-        }
+    let chain = match (mode, roots) {
+        (SslMode::Disable | SslMode::Prefer, _) | (SslMode::Require, None) => None,
         (SslMode::VerifyCa | SslMode::VerifyFull, None) => {
             return Err(format!(
                 "sslmode={} checks the server's certificate against a CA: give the CA's PEM \
@@ -127,9 +120,17 @@ pub(crate) fn connector(
                 mode.name()
             ))
         }
-        (SslMode::Require | SslMode::VerifyCa, Some(r)) => Arc::new(ChainOnly(webpki(r)?)),
-        (SslMode::VerifyFull, Some(r)) => webpki(r)?,
+        (_, Some(r)) => Some(
+            WebPkiServerVerifier::builder_with_provider(Arc::new(r), provider.clone())
+                .build()
+                .map_err(|e| format!("sslrootcert: {e}"))?,
+        ),
     };
+    let verifier = Arc::new(Checks {
+        chain,
+        name: mode == SslMode::VerifyFull,
+        provider: provider.clone(),
+    });
     let config = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("TLS: {e}"))?
@@ -139,22 +140,38 @@ pub(crate) fn connector(
     Ok(MakeRustlsConnect::new(config))
 }
 
-/// Encryption without authentication (libpq's prefer and require with no
-/// CA): any certificate, but the handshake still proves the server holds
-/// its key.
+/// What is checked of the server's certificate. Without a chain, any
+/// certificate (libpq's prefer, and require with no CA): encryption
+/// without authentication, though the handshake still proves the server
+/// holds the certificate's key.
 #[derive(Debug)]
-struct Unchecked(Arc<CryptoProvider>);
+struct Checks {
+    /// Signed by the CA.
+    chain: Option<Arc<WebPkiServerVerifier>>,
+    /// And naming the host (verify-full).
+    name: bool,
+    provider: Arc<CryptoProvider>,
+}
 
-impl ServerCertVerifier for Unchecked {
+impl ServerCertVerifier for Checks {
     fn verify_server_cert(
         &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: UnixTime,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
     ) -> Result<ServerCertVerified, Error> {
-        Ok(ServerCertVerified::assertion())
+        let Some(chain) = &self.chain else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        // The name is checked last, once the chain holds.
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp, now) {
+            Err(Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) if !self.name => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
     }
 
     fn verify_tls12_signature(
@@ -167,7 +184,7 @@ impl ServerCertVerifier for Unchecked {
             message,
             cert,
             dss,
-            &self.0.signature_verification_algorithms,
+            &self.provider.signature_verification_algorithms,
         )
     }
 
@@ -181,60 +198,14 @@ impl ServerCertVerifier for Unchecked {
             message,
             cert,
             dss,
-            &self.0.signature_verification_algorithms,
+            &self.provider.signature_verification_algorithms,
         )
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-/// verify-ca: the chain to the CA, whatever host the certificate names.
-#[derive(Debug)]
-struct ChainOnly(Arc<WebPkiServerVerifier>);
-
-impl ServerCertVerifier for ChainOnly {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, Error> {
-        // The name is checked last, once the chain holds.
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
-        {
-            Err(Error::InvalidCertificate(
-                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
-            other => other,
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 
