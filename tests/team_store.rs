@@ -3,7 +3,7 @@
 //! comparison saying the same from either store.
 
 mod common;
-#[path = "../crates/store/tests/pgserver/mod.rs"]
+#[path = "../crates/store/tests/shared/pgserver.rs"]
 mod pgserver;
 
 use common::{assert_ok, assert_ok_for, plumb, skip, TempDb};
@@ -59,4 +59,35 @@ fn compare_says_the_same_from_sqlite_and_from_postgresql() {
     assert_eq!(said(db.path(), &list), said(&pg, &list));
     let show = ["show", "2", "--json"];
     assert_eq!(said(db.path(), &show), said(&pg, &show));
+}
+
+#[test]
+fn libpq_variables_set_tls_where_the_url_does_not() {
+    let Some(server) = PgServer::start_with("cli-tls", false, true) else {
+        return;
+    };
+    server.database("lab");
+    let ca = server.dir.join("ca.pem");
+    let list = |host: &str, mode: &str| {
+        plumb()
+            .args(["list", "--db"])
+            .arg(format!("postgres://plumb@{host}:{}/lab", server.port))
+            .env("PGSSLMODE", mode)
+            .env("PGSSLROOTCERT", &ca)
+            .output()
+            .unwrap()
+    };
+    // The certificate names localhost, and the CA signed it.
+    assert_ok(&list("localhost", "verify-full"));
+    assert_ok(&list("127.0.0.1", "verify-ca"));
+    for (host, mode, said) in [
+        ("127.0.0.1", "verify-full", "certificate not valid for name"),
+        ("127.0.0.1", "disable", "pg_hba.conf"),
+        ("127.0.0.1", "verify-everything", "PGSSLMODE"),
+    ] {
+        let out = list(host, mode);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{mode}: {err}");
+        assert!(err.contains(said), "{mode}: {err}");
+    }
 }

@@ -63,30 +63,9 @@ pub fn compare(db: &TempDb, a: &str, b: &str, format: &str) -> Output {
 }
 
 /// A database file unique to this test, removed with its WAL files on drop.
-pub struct TempDb(pub std::path::PathBuf);
-
-impl TempDb {
-    pub fn new(name: &str) -> TempDb {
-        let p = std::env::temp_dir().join(format!("plumb-{name}-{}.db", std::process::id()));
-        let db = TempDb(p);
-        db.clean();
-        db
-    }
-    pub fn path(&self) -> &str {
-        self.0.to_str().unwrap()
-    }
-    fn clean(&self) {
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", self.0.display()));
-        }
-    }
-}
-
-impl Drop for TempDb {
-    fn drop(&mut self) {
-        self.clean();
-    }
-}
+#[path = "../../crates/store/tests/shared/tempdb.rs"]
+mod tempdb;
+pub use tempdb::TempDb;
 
 /// `plumb run stream ARGS --json`, which must succeed; returns the record.
 pub fn stream_json(args: &[&str]) -> Value {

@@ -113,20 +113,8 @@ mod tests {
     use super::*;
 
     fn record(label: &str, throughput: &[f64]) -> RunRecord {
-        let text = include_str!("../../../schemas/examples/run.v1.example.json");
-        let mut r: RunRecord = serde_json::from_str(text).unwrap();
-        let it = r.iterations[0].clone();
+        let mut r = plumb_samples::testing::with_throughput(throughput);
         r.label = label.into();
-        r.iterations = throughput
-            .iter()
-            .map(|t| {
-                let mut i = it.clone();
-                i.complete = true;
-                i.derived.throughput_bps = *t;
-                i.derived.tps = None;
-                i
-            })
-            .collect();
         r
     }
 

@@ -423,21 +423,11 @@ mod tests {
     use super::*;
 
     fn record(throughput: &[f64], server_host: &str) -> RunRecord {
-        let text = include_str!("../../../schemas/examples/run.v1.example.json");
-        let mut r: RunRecord = serde_json::from_str(text).unwrap();
-        let it = r.iterations[0].clone();
+        let mut r = plumb_samples::testing::with_throughput(throughput);
         r.complete = true;
-        r.iterations = throughput
-            .iter()
-            .map(|t| {
-                let mut i = it.clone();
-                i.complete = true;
-                i.derived.throughput_bps = *t;
-                i.derived.tps = None;
-                i.server.hostname = server_host.to_string();
-                i
-            })
-            .collect();
+        for i in &mut r.iterations {
+            i.server.hostname = server_host.to_string();
+        }
         r
     }
 
@@ -453,8 +443,7 @@ mod tests {
 
     #[test]
     fn ends_on_one_host_count_its_cpus_once() {
-        let text = include_str!("../../../schemas/examples/run.v1.example.json");
-        let r: RunRecord = serde_json::from_str(text).unwrap();
+        let r = plumb_samples::testing::example();
         let same = r.iterations[0].client.hostname.clone();
         assert_eq!(budget_ends(&same), vec!["host".to_string()]);
         assert_eq!(
@@ -540,8 +529,7 @@ mod tests {
     }
 
     fn side(name: &str, client: Option<&str>, server: Option<&str>) -> Side {
-        let text = include_str!("../../../schemas/examples/run.v1.example.json");
-        let mut r: RunRecord = serde_json::from_str(text).expect("example record");
+        let mut r = plumb_samples::testing::example();
         r.build = client.map(str::to_string);
         r.peer = server.map(|b| plumb_samples::Peer {
             started: plumb_samples::ServerStart::Ssh,

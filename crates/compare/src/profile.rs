@@ -301,14 +301,12 @@ fn mean(xs: &[f64]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use plumb_samples::RunRecord;
 
     /// Iterations of 1 GB each whose server spent `copy[i]` ms in
     /// `_copy_to_iter` under `tcp_recvmsg`, and 50 ms in `tcp_recvmsg`
     /// itself.
     fn iterations(copy: &[u64]) -> Vec<Iteration> {
-        let text = include_str!("../../../schemas/examples/run.v1.example.json");
-        let r: RunRecord = serde_json::from_str(text).unwrap();
+        let r = plumb_samples::testing::example();
         copy.iter()
             .map(|&c| {
                 let mut it = r.iterations[0].clone();

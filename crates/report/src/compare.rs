@@ -336,13 +336,12 @@ pub fn csv(c: &Comparison) -> String {
 #[cfg(test)]
 mod tests {
     use plumb_compare::{compare, Side};
-    use plumb_samples::{InterfaceCounts, IrqCounts, IrqCpu, RunRecord, SchedTimes};
+    use plumb_samples::{InterfaceCounts, IrqCounts, IrqCpu, SchedTimes};
 
     /// The example run, its server on a host of its own, migrated
     /// `migrations` times and taking eth0's interrupts on `cpu`.
     fn side(name: &str, migrations: u64, cpu: u32) -> Side {
-        let text = include_str!("../../../schemas/examples/run.v1.example.json");
-        let mut r: RunRecord = serde_json::from_str(text).unwrap();
+        let mut r = plumb_samples::testing::example();
         r.complete = true;
         let mut it = r.iterations[0].clone();
         it.complete = true;

@@ -12,6 +12,8 @@ pub mod cpu;
 pub mod env;
 pub mod profile;
 pub mod result;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod units;
 
 pub use audit::{Audit, BusyProcess, Finding, Status, AUDIT_SCHEMA};

@@ -3,7 +3,8 @@
 //! certificate unchecked); `require` (TLS or no connection, the certificate
 //! checked against a CA where one is at hand, as libpq does); `verify-ca`
 //! (the certificate signed by the CA); `verify-full` (and naming the URL's
-//! host). The CA comes from `sslrootcert=FILE`, else ~/.postgresql/root.crt.
+//! host). The CA comes from `sslrootcert=FILE`, else ~/.postgresql/root.crt;
+//! PGSSLMODE and PGSSLROOTCERT stand in for a URL without them.
 //! rustls with ring: the static binary carries no OpenSSL.
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -28,7 +29,8 @@ pub(crate) enum SslMode {
 }
 
 impl SslMode {
-    pub(crate) fn parse(v: &str) -> Result<SslMode, String> {
+    /// `v` as given by `from` (the URL's sslmode, or PGSSLMODE).
+    pub(crate) fn parse(v: &str, from: &str) -> Result<SslMode, String> {
         Ok(match v {
             "disable" => SslMode::Disable,
             // libpq's allow tries the clear first; TLS first is no weaker.
@@ -38,7 +40,7 @@ impl SslMode {
             "verify-full" => SslMode::VerifyFull,
             other => {
                 return Err(format!(
-                    "sslmode={other} is not a mode; use disable, prefer, require, verify-ca \
+                    "{from}={other} is not a mode; use disable, prefer, require, verify-ca \
                      or verify-full"
                 ))
             }
@@ -97,26 +99,26 @@ pub(crate) fn connector(
     rootcert: Option<&str>,
 ) -> Result<MakeRustlsConnect, String> {
     let provider = Arc::new(ring::default_provider());
+    // disable and prefer check nothing, so they read no CA either.
+    let checks = matches!(
+        mode,
+        SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull
+    );
     let roots = match rootcert.map(PathBuf::from) {
-        Some(p) => Some(load_roots(&p)?),
-        None => match default_root().filter(|p| p.exists()) {
-            Some(p)
-                if matches!(
-                    mode,
-                    SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull
-                ) =>
-            {
-                Some(load_roots(&p)?)
-            }
-            _ => None,
+        Some(p) if checks => Some(load_roots(&p)?),
+        None if checks => match default_root().filter(|p| p.exists()) {
+            Some(p) => Some(load_roots(&p)?),
+            None => None,
         },
+        _ => None,
     };
     let chain = match (mode, roots) {
         (SslMode::Disable | SslMode::Prefer, _) | (SslMode::Require, None) => None,
         (SslMode::VerifyCa | SslMode::VerifyFull, None) => {
             return Err(format!(
                 "sslmode={} checks the server's certificate against a CA: give the CA's PEM \
-                 file as sslrootcert=FILE in the URL, or put it in ~/.postgresql/root.crt",
+                 file as sslrootcert=FILE in the URL (or PGSSLROOTCERT), or put it in \
+                 ~/.postgresql/root.crt",
                 mode.name()
             ))
         }
@@ -215,11 +217,14 @@ mod tests {
 
     #[test]
     fn modes_read_as_libpq_names_them() {
-        assert_eq!(SslMode::parse("verify-full"), Ok(SslMode::VerifyFull));
-        assert_eq!(SslMode::parse("allow"), Ok(SslMode::Prefer));
-        let e = SslMode::parse("verify").unwrap_err();
+        assert_eq!(
+            SslMode::parse("verify-full", "sslmode"),
+            Ok(SslMode::VerifyFull)
+        );
+        assert_eq!(SslMode::parse("allow", "sslmode"), Ok(SslMode::Prefer));
+        let e = SslMode::parse("verify", "PGSSLMODE").unwrap_err();
         assert!(
-            e.contains("sslmode=verify") && e.contains("verify-full"),
+            e.contains("PGSSLMODE=verify is not") && e.contains("verify-full"),
             "{e}"
         );
     }

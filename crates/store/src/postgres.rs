@@ -215,12 +215,23 @@ fn connect_err(shown: &str, message: String) -> StoreError {
 /// Connects to the server named by `url`; `shown` is the URL without its
 /// password, for messages.
 pub(crate) fn connect(url: &str, shown: &str) -> Result<Client, StoreError> {
-    let mode = query_param(url, "sslmode")
-        .map(SslMode::parse)
+    // The URL first, then libpq's variables; each value with its source.
+    let param = |key: &'static str, var: &'static str| {
+        query_param(url, key)
+            .map(|v| (percent_decode(v), key))
+            .or_else(|| {
+                std::env::var(var)
+                    .ok()
+                    .filter(|v| !v.is_empty())
+                    .map(|v| (v, var))
+            })
+    };
+    let mode = param("sslmode", "PGSSLMODE")
+        .map(|(m, from)| SslMode::parse(&m, from))
         .transpose()
         .map_err(|e| connect_err(shown, e))?
         .unwrap_or(SslMode::Prefer);
-    let rootcert = query_param(url, "sslrootcert").map(percent_decode);
+    let rootcert = param("sslrootcert", "PGSSLROOTCERT").map(|(v, _)| v);
     let tls = pgtls::connector(mode, rootcert.as_deref()).map_err(|e| connect_err(shown, e))?;
     // The postgres crate knows neither verify-* nor sslrootcert: both are
     // taken here, and it is told only whether to insist on TLS.

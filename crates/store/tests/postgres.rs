@@ -6,11 +6,15 @@
 use plumb_samples::{Environment, RunRecord};
 use plumb_store::{Export, Location, RunFilter, RunTag, Store, StoreError, SCHEMA_VERSION};
 use std::io::BufRead;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
+#[path = "shared/pgserver.rs"]
 mod pgserver;
+#[path = "shared/tempdb.rs"]
+mod tempdb;
 use pgserver::{PgServer, PASSWORD};
+use tempdb::TempDb;
 
 /// Records why a test cannot run and returns; under CI the image must have
 /// what the test needs, so a missing precondition fails instead.
@@ -25,32 +29,8 @@ fn skip(why: &str) {
     eprintln!("skipped: {test}: {why}");
 }
 
-struct TempDb(PathBuf);
-
-impl TempDb {
-    fn new(name: &str) -> TempDb {
-        let db = TempDb(
-            std::env::temp_dir().join(format!("plumb-store-pg-{name}-{}.db", std::process::id())),
-        );
-        db.clean();
-        db
-    }
-    fn clean(&self) {
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", self.0.display()));
-        }
-    }
-}
-
-impl Drop for TempDb {
-    fn drop(&mut self) {
-        self.clean();
-    }
-}
-
 fn record(label: &str, started_at: &str, n: u32) -> RunRecord {
-    let text = include_str!("../../../schemas/examples/run.v1.example.json");
-    let mut r: RunRecord = serde_json::from_str(text).unwrap();
+    let mut r = plumb_samples::testing::example();
     r.label = label.to_string();
     r.started_at = started_at.to_string();
     // Fixed ids, so that both engines hold the very same runs.

@@ -5,32 +5,10 @@ use plumb_samples::{Environment, RunRecord};
 use plumb_store::{Export, RunFilter, RunId, Store, StoreError, SCHEMA_VERSION};
 use std::path::PathBuf;
 
-struct TempDb(PathBuf);
-
-impl TempDb {
-    fn new(name: &str) -> TempDb {
-        let p = std::env::temp_dir().join(format!("plumb-store-{name}-{}.db", std::process::id()));
-        let db = TempDb(p);
-        db.clean();
-        db
-    }
-    fn clean(&self) {
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", self.0.display()));
-        }
-    }
-}
-
-impl Drop for TempDb {
-    fn drop(&mut self) {
-        self.clean();
-    }
-}
-
-fn example() -> RunRecord {
-    let text = include_str!("../../../schemas/examples/run.v1.example.json");
-    serde_json::from_str(text).expect("the schema example is a run record")
-}
+#[path = "shared/tempdb.rs"]
+mod tempdb;
+use plumb_samples::testing::example;
+use tempdb::TempDb;
 
 fn record(label: &str, started_at: &str) -> RunRecord {
     let mut r = example();

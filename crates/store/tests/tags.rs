@@ -5,8 +5,7 @@ use plumb_samples::RunRecord;
 use plumb_store::{RunTag, Store};
 
 fn record(label: &str, started_at: &str) -> RunRecord {
-    let text = include_str!("../../../schemas/examples/run.v1.example.json");
-    let mut r: RunRecord = serde_json::from_str(text).unwrap();
+    let mut r = plumb_samples::testing::example();
     r.label = label.to_string();
     r.started_at = started_at.to_string();
     r

@@ -124,8 +124,7 @@ mod tests {
 
     #[test]
     fn variants_make_lines_matched_by_their_place_in_the_matrix() {
-        let text = include_str!("../../../../schemas/examples/run.v1.example.json");
-        let record: RunRecord = serde_json::from_str(text).unwrap();
+        let record = plumb_samples::testing::example();
         let run = |point: &str| TaggedRun {
             point: PointId::parse(point),
             record: record.clone(),
