@@ -192,7 +192,7 @@ pub struct ListArgs {
     pub filter: FilterArgs,
     /// One JSON array or CSV lines instead of the table.
     #[arg(long, value_enum)]
-    pub format: Option<ExportFormat>,
+    pub format: Option<ListFormat>,
     #[command(flatten)]
     pub db: DbArgs,
 }
@@ -216,12 +216,19 @@ pub struct ShowArgs {
     pub db: DbArgs,
 }
 
+/// What `plumb list` prints besides its table: rows, not records.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListFormat {
+    Json,
+    Csv,
+}
+
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExportFormat {
     Json,
     Csv,
     /// The latest run of each test point as OpenMetrics gauges, for
-    /// Prometheus' textfile collector or a pushgateway (export only).
+    /// Prometheus' textfile collector or a pushgateway.
     Openmetrics,
 }
 

@@ -3,7 +3,7 @@
 
 use crate::args::{
     CopyArgs, DbArgs, DeleteArgs, ExportArgs, ExportFormat, FilterArgs, ImportArgs, ListArgs,
-    ShowArgs,
+    ListFormat, ShowArgs,
 };
 use crate::Failure;
 use plumb_compare::Side;
@@ -93,9 +93,9 @@ fn csv_field(s: &str) -> String {
 }
 
 /// The rows of `plumb list` as JSON or CSV, every field as stored.
-fn list_data(rows: &[plumb_store::RunRow], format: ExportFormat) -> Result<String, Failure> {
+fn list_data(rows: &[plumb_store::RunRow], format: ListFormat) -> Result<String, Failure> {
     Ok(match format {
-        ExportFormat::Json => {
+        ListFormat::Json => {
             let rows: Vec<serde_json::Value> = rows
                 .iter()
                 .map(|r| {
@@ -117,12 +117,7 @@ fn list_data(rows: &[plumb_store::RunRow], format: ExportFormat) -> Result<Strin
                 .map_err(|e| Failure::usage(format!("cannot encode the list: {e}")))?
                 + "\n"
         }
-        ExportFormat::Openmetrics => {
-            return Err(Failure::usage(
-                "list --format openmetrics: use `plumb export --format openmetrics`",
-            ))
-        }
-        ExportFormat::Csv => {
+        ListFormat::Csv => {
             let mut out = String::from(
                 "run,started_at,label,workload,spec_key,summary,iterations,complete,throughput_bps,tps\n",
             );
