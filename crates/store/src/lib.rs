@@ -650,9 +650,10 @@ impl Store {
     }
 
     /// The runs matching `filter`, oldest first (the order they were
-    /// measured in, and the order an import recreates them in), read in one
-    /// query: a round trip per run is what a shared server cannot afford.
-    fn load(&self, filter: &RunFilter) -> Result<Vec<StoredRun>> {
+    /// measured in, and the order an import recreates them in), with their
+    /// environments, read in one query: a round trip per run is what a
+    /// shared server cannot afford.
+    pub fn runs(&self, filter: &RunFilter) -> Result<Vec<StoredRun>> {
         // Newest first for the limit, as `list` counts it; turned below.
         let (sql, args, limit) = self.filtered(
             filter,
@@ -681,14 +682,9 @@ impl Store {
             .collect()
     }
 
-    /// The runs matching `filter`, oldest first, with their environments.
-    pub fn runs(&self, filter: &RunFilter) -> Result<Vec<StoredRun>> {
-        self.load(filter)
-    }
-
     /// Every run under `label`, oldest first.
     pub fn runs_with_label(&self, label: &str) -> Result<Vec<StoredRun>> {
-        self.load(&RunFilter {
+        self.runs(&RunFilter {
             label: Some(label.to_string()),
             ..RunFilter::default()
         })
@@ -747,7 +743,7 @@ impl Store {
         Ok(Export {
             schema: EXPORT_SCHEMA.to_string(),
             runs: self
-                .load(filter)?
+                .runs(filter)?
                 .into_iter()
                 .map(|r| {
                     Ok(ExportedRun {
@@ -820,7 +816,7 @@ impl Store {
             "run_id,started_at,label,workload,spec_key,spec,iteration,complete,window_s,throughput_bps,\
              sent_bytes,received_bytes,client_cpu_s_per_gb,server_cpu_s_per_gb,host_cpu_s_per_gb,retransmits\n",
         );
-        for run in self.load(filter)? {
+        for run in self.runs(filter)? {
             let r = &run.record;
             for it in &r.iterations {
                 out.push_str(&format!(

@@ -276,6 +276,7 @@ pub(crate) fn connect(url: &str, shown: &str) -> Result<Client, StoreError> {
         }
     }
     config.connect(tls).map_err(|e| {
+        let why = chain(&e);
         let auth = "give the password in the URL, in PGPASSWORD, or in ~/.pgpass \
                     (host:port:database:user:password)";
         let message = if let Some(db_err) = e.as_db_error() {
@@ -305,26 +306,26 @@ pub(crate) fn connect(url: &str, shown: &str) -> Result<Client, StoreError> {
                 ),
                 _ => db_err.message().to_string(),
             }
-        } else if chain(&e).contains("server does not support TLS") {
+        } else if why.contains("server does not support TLS") {
             format!(
                 "sslmode={} needs TLS and the server at {host}:{port} does not offer it; \
                  turn ssl on in its postgresql.conf, or use sslmode=prefer",
                 mode.name()
             )
-        } else if chain(&e).contains("certificate") {
+        } else if why.contains("certificate") {
             format!(
                 "TLS with {host}:{port} failed: {}; sslrootcert must be the CA that signed \
                  the server's certificate, and for verify-full the URL's host one it names \
                  (verify-ca checks the CA only)",
-                chain(&e)
+                why
             )
-        } else if chain(&e).contains("password missing") {
+        } else if why.contains("password missing") {
             format!("the server asks user '{user}' for a password and none was given; {auth}")
         } else {
             format!(
                 "cannot reach the PostgreSQL server at {host}:{port} ({}); \
                  check that it runs there and accepts TCP connections from this host",
-                chain(&e)
+                why
             )
         };
         connect_err(shown, message)
