@@ -163,6 +163,29 @@ pub(crate) enum Next {
     Done,
 }
 
+/// Reads a TCP flow up to `reads` times: `read` returns the bytes one read
+/// took (0 at the end of the stream) or None when the socket has no more,
+/// and `took` is handed each count and says whether to read again. Returns
+/// why the flow ended, if it did: the peer closed it or a read failed.
+#[inline]
+pub(crate) fn read_burst(
+    reads: usize,
+    mut read: impl FnMut() -> io::Result<Option<usize>>,
+    mut took: impl FnMut(usize) -> bool,
+) -> Option<String> {
+    for _ in 0..reads {
+        match read() {
+            Ok(Some(0)) => return Some("closed by the peer".to_string()),
+            Ok(Some(n)) if took(n) => {}
+            Ok(_) => break,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Some(plumb_sys::plain_io(&e)),
+        }
+    }
+    None
+}
+
 /// A workload's flows as the worker loop drives them. The loop is generic
 /// over the handler, so every call is static and inlined: no virtual call
 /// per event, let alone per byte. Each method is told the token its socket

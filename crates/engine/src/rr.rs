@@ -6,7 +6,7 @@
 //! real applications. In an open loop (`rate`) the client issues requests
 //! on a fixed schedule instead, and a late one shows in its latency.
 
-use crate::flow::{pattern, FlowCounters, Handler, Loop, Next, Shared};
+use crate::flow::{pattern, read_burst, FlowCounters, Handler, Loop, Next, Shared};
 use rustix::event::epoll;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -238,41 +238,31 @@ impl Handler for RrFlows {
         }
         let stream = &lp.sh.flows[i];
         let c = &lp.sh.counters[i];
-        let mut end = None;
-        for _ in 0..self.reads {
-            match (&*stream).read(&mut self.recv_buf) {
-                Ok(0) => {
-                    end = Some("closed by the peer".to_string());
-                    break;
-                }
-                Ok(got) => {
-                    c.add_received(got as u64);
-                    for _ in 0..complete(&mut self.partial[k], got, self.plan.in_size) {
-                        c.add_transaction();
-                        if self.interval_ns.is_none() {
-                            self.out[k].pending += 1;
-                        }
-                        if self.plan.client {
-                            let (head, len) = self.ring[k];
-                            if len > 0 {
-                                lp.timings
-                                    .record_since(self.started[k * self.depth + head as usize]);
-                                self.ring[k] = ((head + 1) % self.depth as u32, len - 1);
-                            }
+        let cap = self.recv_buf.len();
+        let buf = &mut self.recv_buf;
+        let end = read_burst(
+            self.reads,
+            || (&*stream).read(buf).map(Some),
+            |got| {
+                c.add_received(got as u64);
+                for _ in 0..complete(&mut self.partial[k], got, self.plan.in_size) {
+                    c.add_transaction();
+                    if self.interval_ns.is_none() {
+                        self.out[k].pending += 1;
+                    }
+                    if self.plan.client {
+                        let (head, len) = self.ring[k];
+                        if len > 0 {
+                            lp.timings
+                                .record_since(self.started[k * self.depth + head as usize]);
+                            self.ring[k] = ((head + 1) % self.depth as u32, len - 1);
                         }
                     }
-                    if got < self.recv_buf.len() {
-                        break;
-                    }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    end = Some(plumb_sys::plain_io(&e));
-                    break;
-                }
-            }
-        }
+                // A short read emptied the socket.
+                got == cap
+            },
+        );
         match end {
             Some(why) => {
                 self.end(lp, k, why);

@@ -38,32 +38,31 @@ impl SetupError {
     }
 }
 
+/// The error of a socket option the kernel refused, named by its field:
+/// `--sndbuf: the kernel refused SO_SNDBUF 8192: ...`.
+fn refused(field: Field, option: String) -> impl FnOnce(io::Error) -> SetupError {
+    move |e| {
+        SetupError::option(
+            field.flag(),
+            format!("the kernel refused {option}: {}", plain_io(&e)),
+        )
+    }
+}
+
 /// Options that must be in place before the handshake: buffer sizes decide the
 /// window scale, MSS is negotiated in the SYN.
 pub(crate) fn apply_before_connect(sock: &Socket, opts: &SocketOpts) -> Result<(), SetupError> {
     if let BufSize::Bytes(n) = opts.sndbuf {
-        sock.set_send_buffer_size(n as usize).map_err(|e| {
-            SetupError::option(
-                Field::Sndbuf.flag(),
-                format!("the kernel refused SO_SNDBUF {n}: {}", plain_io(&e)),
-            )
-        })?;
+        sock.set_send_buffer_size(n as usize)
+            .map_err(refused(Field::Sndbuf, format!("SO_SNDBUF {n}")))?;
     }
     if let BufSize::Bytes(n) = opts.rcvbuf {
-        sock.set_recv_buffer_size(n as usize).map_err(|e| {
-            SetupError::option(
-                Field::Rcvbuf.flag(),
-                format!("the kernel refused SO_RCVBUF {n}: {}", plain_io(&e)),
-            )
-        })?;
+        sock.set_recv_buffer_size(n as usize)
+            .map_err(refused(Field::Rcvbuf, format!("SO_RCVBUF {n}")))?;
     }
     if let Some(mss) = opts.mss {
-        sock.set_tcp_mss(mss).map_err(|e| {
-            SetupError::option(
-                Field::Mss.flag(),
-                format!("the kernel refused TCP_MAXSEG {mss}: {}", plain_io(&e)),
-            )
-        })?;
+        sock.set_tcp_mss(mss)
+            .map_err(refused(Field::Mss, format!("TCP_MAXSEG {mss}")))?;
     }
     Ok(())
 }
@@ -73,46 +72,32 @@ pub(crate) fn apply_before_connect(sock: &Socket, opts: &SocketOpts) -> Result<(
 pub fn apply_connected(stream: &TcpStream, opts: &SocketOpts) -> Result<(), SetupError> {
     let s = SockRef::from(stream);
     if opts.nodelay {
-        s.set_tcp_nodelay(true).map_err(|e| {
-            SetupError::option(
-                Field::Nodelay.flag(),
-                format!("the kernel refused TCP_NODELAY: {}", plain_io(&e)),
-            )
-        })?;
+        s.set_tcp_nodelay(true)
+            .map_err(refused(Field::Nodelay, "TCP_NODELAY".into()))?;
     }
     if opts.cork {
-        s.set_tcp_cork(true).map_err(|e| {
-            SetupError::option(
-                Field::Cork.flag(),
-                format!("the kernel refused TCP_CORK: {}", plain_io(&e)),
-            )
-        })?;
+        s.set_tcp_cork(true)
+            .map_err(refused(Field::Cork, "TCP_CORK".into()))?;
     }
     if let Some(cc) = &opts.cc {
         plumb_sys::sock::set_congestion(stream, cc).map_err(|e| {
-            let avail = plumb_sys::sock::available_congestion_controls();
+            let avail = match plumb_sys::sock::available_congestion_controls() {
+                a if a.is_empty() => "unknown".to_string(),
+                a => a,
+            };
             SetupError::option(
                 Field::Cc.flag(),
                 format!(
-                    "the kernel refused congestion control '{cc}' ({}); available here: {}",
-                    plain_io(&e),
-                    if avail.is_empty() {
-                        "unknown".to_string()
-                    } else {
-                        avail
-                    }
+                    "the kernel refused congestion control '{cc}' ({}); available here: {avail}",
+                    plain_io(&e)
                 ),
             )
         })?;
     }
     if let Some(bps) = opts.pacing_rate_bps {
         // SO_MAX_PACING_RATE is in bytes per second.
-        plumb_sys::sock::set_max_pacing_rate(stream, bps / 8).map_err(|e| {
-            SetupError::option(
-                Field::PacingRate.flag(),
-                format!("the kernel refused SO_MAX_PACING_RATE: {}", plain_io(&e)),
-            )
-        })?;
+        plumb_sys::sock::set_max_pacing_rate(stream, bps / 8)
+            .map_err(refused(Field::PacingRate, "SO_MAX_PACING_RATE".into()))?;
     }
     Ok(())
 }
@@ -276,7 +261,7 @@ pub fn udp_server_sockets(
 /// One option as asked and as the kernel granted it (or why it could not
 /// be read back).
 fn option_record(
-    name: &str,
+    field: Field,
     asked: String,
     granted: io::Result<String>,
     set: bool,
@@ -297,7 +282,7 @@ fn option_record(
         ),
     };
     OptionRecord {
-        name: name.to_string(),
+        name: field.key().to_string(),
         asked,
         granted,
         status,
@@ -308,25 +293,33 @@ fn option_record(
 /// Buffer sizes granted to a UDP socket, as [`read_back`] does for TCP.
 pub fn read_back_udp(sock: &UdpSocket, opts: &SocketOpts) -> Vec<OptionRecord> {
     let s = SockRef::from(sock);
-    let mut out = Vec::new();
-    for (name, asked, granted) in [
-        (Field::Sndbuf.key(), opts.sndbuf, s.send_buffer_size()),
-        (Field::Rcvbuf.key(), opts.rcvbuf, s.recv_buffer_size()),
-    ] {
-        let set = matches!(asked, BufSize::Bytes(_));
-        out.push(option_record(
-            name,
-            asked.to_string(),
-            granted.map(|g| g.to_string()),
-            set,
-            Some(if set {
-                "the kernel doubles the value asked for its own bookkeeping".to_string()
-            } else {
-                "the kernel default (net.core.wmem_default / rmem_default)".to_string()
-            }),
-        ));
-    }
-    out
+    let auto = "the kernel default (net.core.wmem_default / rmem_default)";
+    vec![
+        buffer_record(Field::Sndbuf, opts.sndbuf, s.send_buffer_size(), auto),
+        buffer_record(Field::Rcvbuf, opts.rcvbuf, s.recv_buffer_size(), auto),
+    ]
+}
+
+/// A socket buffer as asked and granted; `auto` says what the kernel does
+/// when no size is asked.
+fn buffer_record(
+    field: Field,
+    asked: BufSize,
+    granted: io::Result<usize>,
+    auto: &str,
+) -> OptionRecord {
+    let set = matches!(asked, BufSize::Bytes(_));
+    let note = match set {
+        true => "the kernel doubles the value asked for its own bookkeeping",
+        false => auto,
+    };
+    option_record(
+        field,
+        asked.to_string(),
+        granted.map(|g| g.to_string()),
+        set,
+        Some(note.to_string()),
+    )
 }
 
 fn resource_error(what: impl std::fmt::Display, made: u32, e: io::Error) -> SetupError {
@@ -528,73 +521,43 @@ pub fn read_back_flows(flows: &[TcpStream], opts: &SocketOpts) -> Vec<OptionReco
 /// What the kernel granted for each option, read back from one flow.
 pub fn read_back(stream: &TcpStream, opts: &SocketOpts) -> Vec<OptionRecord> {
     let s = SockRef::from(stream);
-    let mut out = Vec::new();
-    let buf_note = |b: BufSize| match b {
-        BufSize::Bytes(_) => {
-            Some("the kernel doubles the value asked for its own bookkeeping".to_string())
-        }
-        BufSize::Auto => Some("autotuned by the kernel; initial value".to_string()),
+    let autotuned = "autotuned by the kernel; initial value";
+    let flag = |field, asked: bool, granted: io::Result<bool>| {
+        option_record(field, on_off(asked), granted.map(on_off), asked, None)
     };
-    out.push(option_record(
-        Field::Sndbuf.key(),
-        opts.sndbuf.to_string(),
-        s.send_buffer_size().map(|v| v.to_string()),
-        matches!(opts.sndbuf, BufSize::Bytes(_)),
-        buf_note(opts.sndbuf),
-    ));
-    out.push(option_record(
-        Field::Rcvbuf.key(),
-        opts.rcvbuf.to_string(),
-        s.recv_buffer_size().map(|v| v.to_string()),
-        matches!(opts.rcvbuf, BufSize::Bytes(_)),
-        buf_note(opts.rcvbuf),
-    ));
-    out.push(option_record(
-        Field::Nodelay.key(),
-        on_off(opts.nodelay),
-        s.tcp_nodelay().map(on_off),
-        opts.nodelay,
-        None,
-    ));
-    out.push(option_record(
-        Field::Cork.key(),
-        on_off(opts.cork),
-        s.tcp_cork().map(on_off),
-        opts.cork,
-        None,
-    ));
-    out.push(option_record(
-        Field::Mss.key(),
-        opts.mss
-            .map(|m| m.to_string())
-            .unwrap_or_else(|| "auto".into()),
-        s.tcp_mss().map(|v| v.to_string()),
-        opts.mss.is_some(),
-        None,
-    ));
-    out.push(option_record(
-        Field::Cc.key(),
-        opts.cc.clone().unwrap_or_else(|| "default".into()),
-        plumb_sys::sock::congestion(stream),
-        opts.cc.is_some(),
-        None,
-    ));
-    out.push(option_record(
-        Field::PacingRate.key(),
-        opts.pacing_rate_bps
-            .map(|r| format!("{r} bit/s"))
-            .unwrap_or_else(|| "none".into()),
-        plumb_sys::sock::max_pacing_rate(stream).map(|r| {
-            if r == u64::MAX || r == u32::MAX as u64 {
-                "unlimited".to_string()
-            } else {
-                format!("{} bit/s", r.saturating_mul(8))
-            }
-        }),
-        opts.pacing_rate_bps.is_some(),
-        None,
-    ));
-    out
+    let pacing = |r: u64| match r {
+        // No limit reads back as ~0 in whichever width the kernel keeps.
+        u64::MAX | 0xffff_ffff => "unlimited".to_string(),
+        r => format!("{} bit/s", r.saturating_mul(8)),
+    };
+    vec![
+        buffer_record(Field::Sndbuf, opts.sndbuf, s.send_buffer_size(), autotuned),
+        buffer_record(Field::Rcvbuf, opts.rcvbuf, s.recv_buffer_size(), autotuned),
+        flag(Field::Nodelay, opts.nodelay, s.tcp_nodelay()),
+        flag(Field::Cork, opts.cork, s.tcp_cork()),
+        option_record(
+            Field::Mss,
+            opts.mss.map_or_else(|| "auto".into(), |m| m.to_string()),
+            s.tcp_mss().map(|v| v.to_string()),
+            opts.mss.is_some(),
+            None,
+        ),
+        option_record(
+            Field::Cc,
+            opts.cc.clone().unwrap_or_else(|| "default".into()),
+            plumb_sys::sock::congestion(stream),
+            opts.cc.is_some(),
+            None,
+        ),
+        option_record(
+            Field::PacingRate,
+            opts.pacing_rate_bps
+                .map_or_else(|| "none".into(), |r| format!("{r} bit/s")),
+            plumb_sys::sock::max_pacing_rate(stream).map(pacing),
+            opts.pacing_rate_bps.is_some(),
+            None,
+        ),
+    ]
 }
 
 #[cfg(test)]

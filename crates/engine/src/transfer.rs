@@ -4,7 +4,7 @@
 //! that discard in the kernel (MSG_TRUNC). Everything a flow needs is
 //! allocated when the worker starts; sending and receiving allocate nothing.
 
-use crate::flow::{pattern, FlowCounters, Handler, Loop, Next, Shared};
+use crate::flow::{pattern, read_burst, FlowCounters, Handler, Loop, Next, Shared};
 use plumb_spec::{RxMode, ZeroCopy};
 use plumb_sys::sock::zerocopy::{self as zc, ErrQueueEntry};
 use rustix::event::epoll;
@@ -116,23 +116,18 @@ impl Handler for StreamFlows {
         }
         let stream = &lp.sh.flows[i];
         let c = &lp.sh.counters[i];
-        let k = i - self.base;
-        let mut end = None;
-        for _ in 0..BURST {
-            match self.receivers[k].receive(stream, c, &mut self.recv_buf) {
-                Ok(Step::Moved(0)) => {
-                    end = Some("closed by the peer".to_string());
-                    break;
-                }
-                Ok(Step::Moved(n)) => c.add_received(n as u64),
-                Ok(_) => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    end = Some(plumb_sys::plain_io(&e));
-                    break;
-                }
-            }
-        }
+        let receiver = &mut self.receivers[i - self.base];
+        let end = read_burst(
+            BURST,
+            || match receiver.receive(stream, c, &mut self.recv_buf)? {
+                Step::Moved(n) => Ok(Some(n)),
+                _ => Ok(None),
+            },
+            |n| {
+                c.add_received(n as u64);
+                true
+            },
+        );
         match end {
             Some(why) => {
                 lp.end_tcp_flow(i, why);

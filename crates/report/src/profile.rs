@@ -190,6 +190,18 @@ impl Row {
             verdict: f.verdict.word(),
         }
     }
+
+    /// The figures as Markdown cells, in the column order of
+    /// [`movers_markdown`].
+    fn markdown_cells(&self) -> String {
+        let interval = format!("{} .. {}", self.lo, self.hi);
+        [&self.a, &self.b, &self.change, &interval, &self.p, &self.q]
+            .iter()
+            .map(|c| c.as_str())
+            .chain([self.verdict])
+            .collect::<Vec<_>>()
+            .join(" | ")
+    }
 }
 
 fn head(e: &EndProfiles) -> String {
@@ -255,17 +267,10 @@ pub fn movers_markdown(p: &Point, top: usize) -> String {
             let r = Row::of(f);
             let _ = writeln!(
                 o,
-                "| `{}` | {} | {} | {} | {} | {} .. {} | {} | {} | {} |",
+                "| `{}` | {} | {} |",
                 f.function,
                 f.part.name(),
-                r.a,
-                r.b,
-                r.change,
-                r.lo,
-                r.hi,
-                r.p,
-                r.q,
-                r.verdict
+                r.markdown_cells()
             );
         }
         let _ = writeln!(o, "\n_{}._\n", e.control);

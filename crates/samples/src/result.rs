@@ -405,6 +405,16 @@ pub struct IrqCpu {
     pub count: u64,
 }
 
+/// Adds each count of `$o` to `$into`. The pattern names every field of
+/// the type (those after `;` are not counts and are left alone) and has no
+/// `..`, so a count added to the type cannot be left out of its merge.
+macro_rules! add_counts {
+    ($into:ident += $o:ident as $ty:ident { $($count:ident),* $(; $($other:ident),*)? }) => {{
+        let $ty { $($count,)* $($($other: _,)*)? } = $o;
+        $( $into.$count += $count; )*
+    }};
+}
+
 /// What TCP_ZEROCOPY_RECEIVE did on one receiving end.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RxZeroCopyTotals {
@@ -417,12 +427,7 @@ pub struct RxZeroCopyTotals {
 impl RxZeroCopyTotals {
     /// Adds another process's counts of the same end (a flow group).
     pub fn merge(&mut self, o: &RxZeroCopyTotals) {
-        let RxZeroCopyTotals {
-            mapped_bytes,
-            copied_bytes,
-        } = o;
-        self.mapped_bytes += mapped_bytes;
-        self.copied_bytes += copied_bytes;
+        add_counts!(self += o as RxZeroCopyTotals { mapped_bytes, copied_bytes });
     }
 }
 
@@ -463,26 +468,10 @@ impl ZeroCopyTotals {
     /// Adds another process's counts of the same end (a flow group); the
     /// sysctl is the host's, the same for both.
     pub fn merge(&mut self, o: &ZeroCopyTotals) {
-        // Named one by one so that a new count cannot be left out.
-        let ZeroCopyTotals {
-            sends,
-            completions,
-            copied,
-            outstanding,
-            at_close,
-            copied_at_close,
-            enobufs,
-            fallback_copies,
-            optmem_max: _,
-        } = o;
-        self.sends += sends;
-        self.completions += completions;
-        self.copied += copied;
-        self.outstanding += outstanding;
-        self.at_close += at_close;
-        self.copied_at_close += copied_at_close;
-        self.enobufs += enobufs;
-        self.fallback_copies += fallback_copies;
+        add_counts!(self += o as ZeroCopyTotals {
+            sends, completions, copied, outstanding, at_close, copied_at_close, enobufs,
+            fallback_copies; optmem_max
+        });
     }
 
     /// Completions the kernel did not have to copy.
@@ -535,24 +524,10 @@ pub struct UdpTotals {
 impl UdpTotals {
     /// Adds another process's counts of the same end (a flow group).
     pub fn merge(&mut self, o: &UdpTotals) {
-        let UdpTotals {
-            packets_sent,
-            packets_received,
-            lost,
-            reordered,
-            queued_at_close,
-            timeouts,
-            late_responses,
-            strays,
-        } = o;
-        self.packets_sent += packets_sent;
-        self.packets_received += packets_received;
-        self.lost += lost;
-        self.reordered += reordered;
-        self.queued_at_close += queued_at_close;
-        self.timeouts += timeouts;
-        self.late_responses += late_responses;
-        self.strays += strays;
+        add_counts!(self += o as UdpTotals {
+            packets_sent, packets_received, lost, reordered, queued_at_close, timeouts,
+            late_responses, strays
+        });
     }
 }
 

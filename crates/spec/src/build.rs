@@ -8,8 +8,8 @@ use crate::units::{
     parse_count, parse_delay_us, parse_duration, parse_loss_ppm, parse_rate, parse_size,
 };
 use crate::{
-    parse_writes, BufSize, Close, CpuList, Direction, Emulator, Family, RxMode, Spec, Topology,
-    Veth, ZeroCopy,
+    parse_writes, BufSize, Choice, Close, CpuList, Direction, Emulator, Family, RxMode, Spec,
+    Topology, Veth, ZeroCopy,
 };
 
 /// A field that could not be set, or a spec that cannot run. `at` is the
@@ -55,11 +55,7 @@ fn path_value(field: Field, value: &str, v: &mut Veth) -> Result<(), String> {
             .map(|r| v.link_rate_bps = Some(r))
             .map_err(text),
         Field::Queue => size(value).map(|q| v.queue_bytes = Some(q)),
-        Field::Emulator => choice(
-            value,
-            &[("netem", Emulator::Netem), ("plumb", Emulator::Plumb)],
-        )
-        .map(|e| v.emulator = Some(e)),
+        Field::Emulator => choice(value, Emulator::NAMES).map(|e| v.emulator = Some(e)),
         Field::PathCpus => cpu_list(value).map(|c| v.path_cpus = Some(c)),
         _ => parse_loss_ppm(value)
             .map(|p| v.loss_ppm = Some(p))
@@ -140,16 +136,7 @@ pub fn build(settings: &[(Field, &str)], names: Names) -> Result<Spec, BuildErro
         let r: Result<(), String> = (|| {
             match field {
                 Field::Workload => {}
-                Field::Direction => {
-                    spec.direction = choice(
-                        v,
-                        &[
-                            ("send", Direction::Send),
-                            ("recv", Direction::Recv),
-                            ("both", Direction::Both),
-                        ],
-                    )?
-                }
+                Field::Direction => spec.direction = choice(v, Direction::NAMES)?,
                 Field::Flows => spec.flows = count(v)?,
                 Field::Threads => threads = Some(count::<u32>(v)?),
                 Field::MsgSize => spec.msg_size = size(v)?,
@@ -166,9 +153,7 @@ pub fn build(settings: &[(Field, &str)], names: Names) -> Result<Spec, BuildErro
                         Field::RespSize => rr.resp_size = size(v)?,
                         Field::Pipeline => rr.pipeline = count(v)?,
                         Field::Rate => rr.rate = Some(count(v)?),
-                        Field::Close => {
-                            rr.close = Some(choice(v, &[("rst", Close::Rst), ("fin", Close::Fin)])?)
-                        }
+                        Field::Close => rr.close = Some(choice(v, Close::NAMES)?),
                         _ => rr.timeout_ms = Some(parse_duration(v).map_err(|e| e.to_string())?),
                     }
                 }
@@ -197,40 +182,9 @@ pub fn build(settings: &[(Field, &str)], names: Names) -> Result<Spec, BuildErro
                 Field::PacingRate => {
                     spec.socket.pacing_rate_bps = Some(parse_rate(v).map_err(|e| e.to_string())?)
                 }
-                Field::ZeroCopy => {
-                    spec.zerocopy = choice(
-                        v,
-                        &[
-                            ("none", ZeroCopy::None),
-                            ("msg", ZeroCopy::Msg),
-                            ("sendfile", ZeroCopy::Sendfile),
-                            ("splice", ZeroCopy::Splice),
-                        ],
-                    )?
-                }
-                Field::Rx => {
-                    spec.rx = choice(
-                        v,
-                        &[
-                            ("copy", RxMode::Copy),
-                            ("skip", RxMode::Skip),
-                            ("zerocopy", RxMode::Zerocopy),
-                        ],
-                    )?
-                }
-                Field::Family => {
-                    spec.family = choice(
-                        v,
-                        &[
-                            ("ipv4", Family::V4),
-                            ("4", Family::V4),
-                            ("v4", Family::V4),
-                            ("ipv6", Family::V6),
-                            ("6", Family::V6),
-                            ("v6", Family::V6),
-                        ],
-                    )?
-                }
+                Field::ZeroCopy => spec.zerocopy = choice(v, ZeroCopy::NAMES)?,
+                Field::Rx => spec.rx = choice(v, RxMode::NAMES)?,
+                Field::Family => spec.family = choice(v, Family::NAMES)?,
                 Field::Duration => {
                     spec.duration_ms = parse_duration(v).map_err(|e| e.to_string())?
                 }

@@ -93,30 +93,11 @@ impl Direction {
     }
 }
 
-impl fmt::Display for Direction {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Direction::Send => "send",
-            Direction::Recv => "recv",
-            Direction::Both => "both",
-        })
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Family {
     V4,
     V6,
-}
-
-impl fmt::Display for Family {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Family::V4 => "ipv4",
-            Family::V6 => "ipv6",
-        })
-    }
 }
 
 /// Socket options applied to every data socket, on both ends.
@@ -156,17 +137,6 @@ impl ZeroCopy {
     }
 }
 
-impl fmt::Display for ZeroCopy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ZeroCopy::None => "none",
-            ZeroCopy::Msg => "msg",
-            ZeroCopy::Sendfile => "sendfile",
-            ZeroCopy::Splice => "splice",
-        })
-    }
-}
-
 /// How the receiving end of a stream takes its data.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -184,16 +154,6 @@ pub enum RxMode {
 impl RxMode {
     pub fn is_copy(&self) -> bool {
         *self == RxMode::Copy
-    }
-}
-
-impl fmt::Display for RxMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            RxMode::Copy => "copy",
-            RxMode::Skip => "skip",
-            RxMode::Zerocopy => "zerocopy",
-        })
     }
 }
 
@@ -246,6 +206,43 @@ pub enum Close {
     Rst,
     /// A normal close; the client keeps a TIME_WAIT socket per connection.
     Fin,
+}
+
+/// A spec field whose value is one of a few names. Each name is written
+/// once, in [`Choice::NAMES`]: Display, experiment files and the command
+/// line read them from there.
+pub trait Choice: Copy + PartialEq + 'static {
+    /// Every value with its names; a value's first name is the one shown,
+    /// any later ones are accepted too.
+    const NAMES: &'static [(&'static str, Self)];
+
+    fn name(self) -> &'static str {
+        let named = Self::NAMES.iter().find(|(_, v)| *v == self);
+        named.expect("every value has a name").0
+    }
+}
+
+macro_rules! choices {
+    ($($ty:ident: $($name:literal => $value:ident),+;)+) => {$(
+        impl Choice for $ty {
+            const NAMES: &'static [(&'static str, $ty)] = &[$(($name, $ty::$value)),+];
+        }
+
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    )+};
+}
+
+choices! {
+    Direction: "send" => Send, "recv" => Recv, "both" => Both;
+    Family: "ipv4" => V4, "4" => V4, "v4" => V4, "ipv6" => V6, "6" => V6, "v6" => V6;
+    ZeroCopy: "none" => None, "msg" => Msg, "sendfile" => Sendfile, "splice" => Splice;
+    RxMode: "copy" => Copy, "skip" => Skip, "zerocopy" => Zerocopy;
+    Close: "rst" => Rst, "fin" => Fin;
+    Emulator: "netem" => Netem, "plumb" => Plumb;
 }
 
 /// Resolves `8,rest` against a message of `size` bytes into write sizes that
@@ -380,15 +377,6 @@ pub enum Emulator {
     Netem,
     /// plumb's own delay line between a TUN device in each namespace.
     Plumb,
-}
-
-impl fmt::Display for Emulator {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Emulator::Netem => "netem",
-            Emulator::Plumb => "plumb",
-        })
-    }
 }
 
 impl Veth {
@@ -815,12 +803,7 @@ impl Spec {
             Field::Rate => rr.and_then(|r| or_none(r.rate.map(|n| n.to_string()))),
             Field::ReqWrites => rr.map(|r| writes(&r.req_writes)),
             Field::RespWrites => rr.map(|r| writes(&r.resp_writes)),
-            Field::Close => rr.and_then(|r| {
-                r.close.map(|c| match c {
-                    Close::Rst => "rst".to_string(),
-                    Close::Fin => "fin".to_string(),
-                })
-            }),
+            Field::Close => rr.and_then(|r| r.close.map(|c| c.to_string())),
             Field::Timeout => rr.and_then(|r| r.timeout_ms).map(units::show_ms),
             Field::ReqHeader
             | Field::ReqPayload

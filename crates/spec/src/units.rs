@@ -27,6 +27,16 @@ pub struct UnitError {
     pub accepted: &'static str,
 }
 
+impl UnitError {
+    fn new(value: &str, what: &'static str, accepted: &'static str) -> UnitError {
+        UnitError {
+            value: value.to_string(),
+            what,
+            accepted,
+        }
+    }
+}
+
 const SIZE_FORMS: &str = "use bytes like 256, or 8K, 64KiB, 128KB, 1M, 1G (powers of 1024)";
 const RATE_FORMS: &str = "use bits per second like 500M, 10G, 2.5Gbps, 100Mbit (powers of 1000)";
 const DURATION_FORMS: &str = "use 10s, 500ms, 2m, 1h (a bare number is seconds)";
@@ -52,11 +62,7 @@ fn number_and_unit(s: &str) -> Option<(f64, String)> {
 /// `256`, `8K`, `8k`, `64KiB`, `128KB`, `1M`, `1MiB`, `1G` → bytes (binary
 /// multiples).
 pub fn parse_size(s: &str) -> Result<u64, UnitError> {
-    let err = || UnitError {
-        value: s.to_string(),
-        what: "a size",
-        accepted: SIZE_FORMS,
-    };
+    let err = || UnitError::new(s, "a size", SIZE_FORMS);
     let (v, unit) = number_and_unit(s).ok_or_else(err)?;
     let unit = unit.strip_suffix('b').unwrap_or(&unit);
     let unit = unit
@@ -79,11 +85,7 @@ pub fn parse_size(s: &str) -> Result<u64, UnitError> {
 
 /// `500M`, `10G`, `2.5G`, `100Mbit`, `10Gbps` → bits per second (decimal).
 pub fn parse_rate(s: &str) -> Result<u64, UnitError> {
-    let err = || UnitError {
-        value: s.to_string(),
-        what: "a rate",
-        accepted: RATE_FORMS,
-    };
+    let err = || UnitError::new(s, "a rate", RATE_FORMS);
     let (_, raw) = split_number(s.trim());
     // Bytes per second written the usual way: a bit rate of that number
     // would be eight times off.
@@ -135,11 +137,7 @@ pub fn parse_duration(s: &str) -> Result<u64, UnitError> {
         .map(|ns| ns / 1e6)
         .filter(|ms| *ms <= 1e15)
         .map(|ms| ms.round() as u64)
-        .ok_or_else(|| UnitError {
-            value: s.to_string(),
-            what: "a duration",
-            accepted: DURATION_FORMS,
-        })
+        .ok_or_else(|| UnitError::new(s, "a duration", DURATION_FORMS))
 }
 
 /// The longest netem delay plumb asks for, in microseconds.
@@ -152,11 +150,7 @@ pub fn parse_delay_us(s: &str) -> Result<u64, UnitError> {
         .map(|ns| ns / 1e3)
         .filter(|us| *us <= MAX_DELAY_US as f64)
         .map(|us| us.round() as u64)
-        .ok_or_else(|| UnitError {
-            value: s.to_string(),
-            what: "a delay",
-            accepted: DELAY_FORMS,
-        })
+        .ok_or_else(|| UnitError::new(s, "a delay", DELAY_FORMS))
 }
 
 /// A loss: `1%`, `0.5%`, `0.01` (percent) → parts per million.
@@ -168,20 +162,12 @@ pub fn parse_loss_ppm(s: &str) -> Result<u32, UnitError> {
         .ok()
         .filter(|p| p.is_finite() && (0.0..=100.0).contains(p))
         .map(|p| (p * 10_000.0).round() as u32)
-        .ok_or_else(|| UnitError {
-            value: s.to_string(),
-            what: "a loss",
-            accepted: "use a percentage like 1% or 0.5%",
-        })
+        .ok_or_else(|| UnitError::new(s, "a loss", "use a percentage like 1% or 0.5%"))
 }
 
 /// `500`, `10k`, `1M`, `2.5k` → a whole count (decimal multiples).
 pub fn parse_count(s: &str) -> Result<u64, UnitError> {
-    let err = || UnitError {
-        value: s.to_string(),
-        what: "a count",
-        accepted: COUNT_FORMS,
-    };
+    let err = || UnitError::new(s, "a count", COUNT_FORMS);
     let (v, unit) = number_and_unit(s).ok_or_else(err)?;
     let mult = match unit.as_str() {
         "" => 1e0,

@@ -198,16 +198,22 @@ fn best_split(xs: &[f64], min_size: usize) -> Option<(usize, f64)> {
             if kappa + 1 - tau < min_size {
                 continue;
             }
-            let energy = 2.0 * across / (m * r)
-                - 2.0 * within_left / (m * (m - 1.0))
-                - 2.0 * within_right / (r * (r - 1.0));
-            let q = m * r / (m + r) * energy;
+            let q = divergence(across, within_left, within_right, m, r);
             if best.is_none_or(|(_, b)| q > b) {
                 best = Some((tau, q));
             }
         }
     }
     best
+}
+
+/// Q, the scaled energy distance between `m` values and the `r` after them,
+/// from the sums of pairwise distances across the two groups and within each.
+fn divergence(across: f64, within_left: f64, within_right: f64, m: f64, r: f64) -> f64 {
+    let energy = 2.0 * across / (m * r)
+        - 2.0 * within_left / (m * (m - 1.0))
+        - 2.0 * within_right / (r * (r - 1.0));
+    m * r / (m + r) * energy
 }
 
 /// The split of `xs` with the largest Q of the values before it against all
@@ -238,10 +244,7 @@ fn split_to_end(xs: &[f64], min_size: usize) -> Option<(usize, f64)> {
         if t + 1 < min_size {
             continue;
         }
-        let energy = 2.0 * across / (m * r)
-            - 2.0 * within_left / (m * (m - 1.0))
-            - 2.0 * within_right / (r * (r - 1.0));
-        let q = m * r / (m + r) * energy;
+        let q = divergence(across, within_left, within_right, m, r);
         if best.is_none_or(|(_, b)| q > b) {
             best = Some((t + 1, q));
         }

@@ -10,13 +10,13 @@ use rustix::net::{
 use std::io;
 use std::time::Duration;
 
-const NLMSG_HDR: usize = 16;
-const IFINFOMSG: usize = 16;
-const NLMSG_ERROR: u16 = 2;
-const RTM_NEWLINK: u16 = 16;
-const RTM_GETLINK: u16 = 18;
-const NLM_F_REQUEST: u16 = 1;
-const IFLA_IFNAME: u16 = 3;
+// The kernel's netlink constants as libc spells them; the message types
+// and flags are u16 on the wire whatever C type libc gives them.
+const NLMSG_HDR: usize = std::mem::size_of::<libc::nlmsghdr>();
+const IFINFOMSG: usize = std::mem::size_of::<libc::ifinfomsg>();
+const NLMSG_ERROR: u16 = libc::NLMSG_ERROR as u16;
+const NLM_F_REQUEST: u16 = libc::NLM_F_REQUEST as u16;
+use libc::{IFLA_IFNAME, RTM_GETLINK, RTM_NEWLINK};
 
 /// The u32 link attributes reported, by the name /sys would give them.
 const LIMITS: [(u16, &str); 7] = [

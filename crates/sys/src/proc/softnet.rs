@@ -4,14 +4,12 @@ use std::io;
 
 const SOFTNET: &str = "/proc/net/softnet_stat";
 
-// Column indexes (hexadecimal values, one row per online CPU).
-const COL_PROCESSED: usize = 0;
-const COL_DROPPED: usize = 1;
-const COL_SQUEEZE: usize = 2;
-const COL_RPS: usize = 9;
-const COL_FLOW_LIMIT: usize = 10;
-/// The CPU's number, since Linux 5.10; before, rows are online CPUs in
-/// order and the row's index stands in for it.
+// Columns are hexadecimal, one row per online CPU, at the index the
+// kernel prints them (net/core/net-procfs.c): 0 processed, 1 dropped,
+// 2 time_squeeze, 3-8 zeros kept for old readers, 9 received_rps,
+// 10 flow_limit_count, 11 backlog length and, since Linux 5.10, 12 the CPU's
+// number; before that, rows are online CPUs in order and the row's index
+// stands in for it.
 const COL_CPU: usize = 12;
 
 pub fn parse_softnet(text: &str) -> Result<Vec<SoftnetCounts>, ParseError> {
@@ -37,11 +35,11 @@ pub fn parse_softnet(text: &str) -> Result<Vec<SoftnetCounts>, ParseError> {
                     true => hex(COL_CPU, "cpu")? as u32,
                     false => i as u32,
                 },
-                processed: hex(COL_PROCESSED, "processed")?,
-                dropped: hex(COL_DROPPED, "dropped")?,
-                time_squeeze: hex(COL_SQUEEZE, "time_squeeze")?,
-                received_rps: hex(COL_RPS, "received_rps")?,
-                flow_limit_count: hex(COL_FLOW_LIMIT, "flow_limit_count")?,
+                processed: hex(0, "processed")?,
+                dropped: hex(1, "dropped")?,
+                time_squeeze: hex(2, "time_squeeze")?,
+                received_rps: hex(9, "received_rps")?,
+                flow_limit_count: hex(10, "flow_limit_count")?,
             })
         })
         .collect()
