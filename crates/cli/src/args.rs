@@ -335,6 +335,30 @@ pub struct CompareArgs {
     pub db: DbArgs,
 }
 
+/// When a test point has run often enough.
+#[derive(Args, Debug)]
+pub struct RepeatArgs {
+    /// Iterations of the test: MIN..MAX runs at least MIN and stops at the
+    /// confidence target or MAX; N runs exactly N.
+    #[arg(long, default_value = "3..10", value_parser = plumb_spec::parse_iterations, value_name = "MIN..MAX")]
+    pub iterations: (u32, u32),
+    /// Target for the interval of the mean: LEVEL:WIDTH in percent, 95:2.5
+    /// meaning the 95 % interval within ±2.5 % of the mean.
+    #[arg(long, default_value = "95:2.5", value_parser = plumb_spec::parse_confidence, value_name = "LEVEL:WIDTH")]
+    pub confidence: (f64, f64),
+}
+
+impl RepeatArgs {
+    pub fn repeat(&self) -> plumb_run::Repeat {
+        plumb_run::Repeat {
+            min: self.iterations.0,
+            max: self.iterations.1,
+            level: self.confidence.0,
+            target: self.confidence.1,
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct CheckArgs {
     /// The label whose runs are the reference.
@@ -350,10 +374,8 @@ pub struct CheckArgs {
     /// Label for the runs made now [default: the kernel release].
     #[arg(long)]
     pub label: Option<String>,
-    #[arg(long, default_value = "3..10", value_parser = plumb_spec::parse_iterations, value_name = "MIN..MAX")]
-    pub iterations: (u32, u32),
-    #[arg(long, default_value = "95:2.5", value_parser = plumb_spec::parse_confidence, value_name = "LEVEL:WIDTH")]
-    pub confidence: (f64, f64),
+    #[command(flatten)]
+    pub repeat: RepeatArgs,
     /// Do not keep the runs made now.
     #[arg(long)]
     pub no_store: bool,
@@ -387,114 +409,7 @@ fn percent(s: &str) -> Result<f64, String> {
         .ok_or_else(|| format!("'{s}' is not a percentage; use a number like 2 or 2.5 (0 to 100)"))
 }
 
-#[derive(Subcommand, Debug)]
-pub enum RunCommand {
-    /// Bulk TCP transfer in --msg-size writes (netperf TCP_STREAM/TCP_MAERTS).
-    Stream(StreamArgs),
-    /// TCP request/response on long-lived flows (netperf TCP_RR): transactions
-    /// per second and latency percentiles.
-    Rr(RrArgs),
-    /// A new TCP connection per transaction: connect, request, response,
-    /// close (netperf TCP_CRR).
-    Crr(CrrArgs),
-    /// UDP datagrams from the client as fast as its sockets take them: sent
-    /// and received datagrams and bits on both ends, loss and reordering
-    /// counted by the receiver (netperf UDP_STREAM, iperf3 -u).
-    UdpStream(UdpStreamArgs),
-    /// UDP request/response: a request whose response does not come within
-    /// --timeout is counted as lost and the flow goes on (netperf UDP_RR).
-    UdpRr(UdpRrArgs),
-}
-
-/// Socket options of the UDP workloads.
-#[derive(Args, Debug)]
-pub struct UdpSocketArgs {
-    /// SO_SNDBUF on both ends: a size like 256K, or auto (the kernel default).
-    #[arg(long = Field::Sndbuf.long(), value_name = "SIZE|auto")]
-    pub sndbuf: Option<String>,
-    /// SO_RCVBUF on both ends: a size like 256K, or auto (the kernel default).
-    #[arg(long = Field::Rcvbuf.long(), value_name = "SIZE|auto")]
-    pub rcvbuf: Option<String>,
-}
-
-#[derive(Args, Debug)]
-pub struct UdpStreamArgs {
-    /// Number of UDP flows (a connected socket each on the client).
-    #[arg(long = Field::Flows.long(), value_name = "N")]
-    pub flows: Option<String>,
-    /// Worker threads on each end [default: min(flows, CPUs)].
-    #[arg(long = Field::Threads.long(), value_name = "N")]
-    pub threads: Option<String>,
-    /// Bytes per datagram, plumb's 16-byte header included (16 to 65507);
-    /// 1472 fills a 1500-byte MTU over IPv4.
-    #[arg(long = Field::MsgSize.long(), value_name = "SIZE")]
-    pub msg_size: Option<String>,
-    #[command(flatten)]
-    pub socket: UdpSocketArgs,
-    #[command(flatten)]
-    pub common: CommonArgs,
-}
-
-#[derive(Args, Debug)]
-pub struct UdpRrArgs {
-    /// Number of UDP flows, each with one request outstanding.
-    #[arg(long = Field::Flows.long(), value_name = "N")]
-    pub flows: Option<String>,
-    /// Worker threads on each end [default: min(flows, CPUs)].
-    #[arg(long = Field::Threads.long(), value_name = "N")]
-    pub threads: Option<String>,
-    /// Bytes per request, plumb's 16-byte header included (16 to 65507).
-    #[arg(long = Field::ReqSize.long(), value_name = "SIZE")]
-    pub req_size: Option<String>,
-    /// Bytes per response (16 to 65507).
-    #[arg(long = Field::RespSize.long(), value_name = "SIZE")]
-    pub resp_size: Option<String>,
-    /// How long a request waits for its response before it counts as lost
-    /// and the flow sends the next one.
-    #[arg(long = Field::Timeout.long(), value_name = "TIME")]
-    pub timeout: Option<String>,
-    #[command(flatten)]
-    pub socket: UdpSocketArgs,
-    #[command(flatten)]
-    pub common: CommonArgs,
-}
-
-#[derive(clap::ValueEnum, Clone, Copy, Debug)]
-pub enum CloseArg {
-    /// SO_LINGER 0: a reset, no TIME_WAIT left behind (as neper does).
-    Rst,
-    /// A normal close: one TIME_WAIT socket per transaction on the client.
-    Fin,
-}
-
-#[derive(Args, Debug)]
-pub struct CrrArgs {
-    /// Connections in progress at once.
-    #[arg(long = Field::Flows.long(), value_name = "N")]
-    pub flows: Option<String>,
-    /// Worker threads on each end [default: min(flows, CPUs)].
-    #[arg(long = Field::Threads.long(), value_name = "N")]
-    pub threads: Option<String>,
-    /// Bytes per request.
-    #[arg(long = Field::ReqSize.long(), value_name = "SIZE")]
-    pub req_size: Option<String>,
-    /// Bytes per response.
-    #[arg(long = Field::RespSize.long(), value_name = "SIZE")]
-    pub resp_size: Option<String>,
-    /// How the client ends each connection.
-    #[arg(long = Field::Close.long(), value_enum)]
-    pub close: Option<CloseArg>,
-    /// Write each request in pieces: 8,rest is an 8-byte write, then the rest.
-    #[arg(long = Field::ReqWrites.long(), value_name = "LIST")]
-    pub req_writes: Option<String>,
-    /// Write each response in pieces: 8,rest is an 8-byte write, then the rest.
-    #[arg(long = Field::RespWrites.long(), value_name = "LIST")]
-    pub resp_writes: Option<String>,
-    #[command(flatten)]
-    pub socket: SocketArgs,
-    #[command(flatten)]
-    pub common: CommonArgs,
-}
+pub use crate::workload_args::RunCommand;
 
 fn size(s: &str) -> Result<u64, String> {
     plumb_spec::parse_size(s).map_err(|e| e.to_string())
@@ -505,121 +420,6 @@ fn rate(s: &str) -> Result<u64, String> {
 fn duration(s: &str) -> Result<u64, String> {
     plumb_spec::parse_duration(s).map_err(|e| e.to_string())
 }
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DirectionArg {
-    /// The client sends, the server receives.
-    Send,
-    /// The server sends, the client receives (netperf TCP_MAERTS).
-    Recv,
-    /// Both send and receive on every flow.
-    Both,
-}
-
-#[derive(Args, Debug)]
-pub struct StreamArgs {
-    /// Which way the data flows, seen from the client.
-    #[arg(long = Field::Direction.long(), value_enum)]
-    pub direction: Option<DirectionArg>,
-    /// Number of TCP connections.
-    #[arg(long = Field::Flows.long(), value_name = "N")]
-    pub flows: Option<String>,
-    /// Worker threads on each end [default: min(flows, CPUs)].
-    #[arg(long = Field::Threads.long(), value_name = "N")]
-    pub threads: Option<String>,
-    /// Bytes per write (and per read): 256, 8K, 128K, 1M, 1MiB.
-    #[arg(long = Field::MsgSize.long(), value_name = "SIZE")]
-    pub msg_size: Option<String>,
-    /// How the sending end hands data to the kernel: none (write), msg
-    /// (MSG_ZEROCOPY with completions), sendfile or splice (from an
-    /// in-memory file of --msg-size).
-    #[arg(long = Field::ZeroCopy.long(), value_enum)]
-    pub zerocopy: Option<ZeroCopyArg>,
-    /// How the receiving end takes data: copy (read), skip (MSG_TRUNC, not
-    /// copied to user space) or zerocopy (TCP_ZEROCOPY_RECEIVE).
-    #[arg(long = Field::Rx.long(), value_enum)]
-    pub rx: Option<RxArg>,
-    #[command(flatten)]
-    pub socket: SocketArgs,
-    #[command(flatten)]
-    pub common: CommonArgs,
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ZeroCopyArg {
-    None,
-    Msg,
-    Sendfile,
-    Splice,
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RxArg {
-    Copy,
-    Skip,
-    Zerocopy,
-}
-
-/// Socket options applied on both ends of every flow.
-#[derive(Args, Debug)]
-pub struct SocketArgs {
-    /// SO_SNDBUF on both ends: a size like 8K, or auto (kernel autotuning).
-    #[arg(long = Field::Sndbuf.long(), value_name = "SIZE|auto")]
-    pub sndbuf: Option<String>,
-    /// SO_RCVBUF on both ends: a size like 8K, or auto (kernel autotuning).
-    #[arg(long = Field::Rcvbuf.long(), value_name = "SIZE|auto")]
-    pub rcvbuf: Option<String>,
-    /// Set TCP_NODELAY (disable Nagle) on every flow.
-    #[arg(long = Field::Nodelay.long())]
-    pub nodelay: bool,
-    /// Set TCP_CORK on every flow.
-    #[arg(long = Field::Cork.long())]
-    pub cork: bool,
-    /// TCP_MAXSEG asked before connecting, in bytes.
-    #[arg(long = Field::Mss.long(), value_name = "BYTES")]
-    pub mss: Option<String>,
-    /// Congestion control (TCP_CONGESTION), e.g. cubic or bbr.
-    #[arg(long = Field::Cc.long(), value_name = "NAME")]
-    pub cc: Option<String>,
-    /// Per-flow pacing with SO_MAX_PACING_RATE, in bits/s: 500M, 10G.
-    #[arg(long = Field::PacingRate.long(), value_name = "RATE")]
-    pub pacing_rate: Option<String>,
-}
-
-#[derive(Args, Debug)]
-pub struct RrArgs {
-    /// Number of TCP connections.
-    #[arg(long = Field::Flows.long(), value_name = "N")]
-    pub flows: Option<String>,
-    /// Worker threads on each end [default: min(flows, CPUs)].
-    #[arg(long = Field::Threads.long(), value_name = "N")]
-    pub threads: Option<String>,
-    /// Bytes per request: 1, 64, 8K.
-    #[arg(long = Field::ReqSize.long(), value_name = "SIZE")]
-    pub req_size: Option<String>,
-    /// Bytes per response.
-    #[arg(long = Field::RespSize.long(), value_name = "SIZE")]
-    pub resp_size: Option<String>,
-    /// Requests outstanding per flow (netperf -b); 1 is a closed loop.
-    #[arg(long = Field::Pipeline.long(), value_name = "N")]
-    pub pipeline: Option<String>,
-    /// Open loop: issue this many transactions per second over all flows on a
-    /// fixed schedule (10k, 1M); latency counts from the planned send time,
-    /// so queueing is not hidden. --pipeline caps what each flow may have
-    /// outstanding.
-    #[arg(long = Field::Rate.long(), value_name = "PER_SEC")]
-    pub rate: Option<String>,
-    /// Write each request in pieces: 8,rest is an 8-byte write, then the rest.
-    #[arg(long = Field::ReqWrites.long(), value_name = "LIST")]
-    pub req_writes: Option<String>,
-    /// Write each response in pieces: 8,rest is an 8-byte write, then the rest.
-    #[arg(long = Field::RespWrites.long(), value_name = "LIST")]
-    pub resp_writes: Option<String>,
-    #[command(flatten)]
-    pub socket: SocketArgs,
-    #[command(flatten)]
-    pub common: CommonArgs,
-}
-
 /// Where the server end is: the flags `run` and `sweep` share.
 #[derive(Args, Debug, Clone)]
 pub struct ServerArgs {
@@ -659,18 +459,6 @@ pub struct CommonArgs {
     /// Use IPv6.
     #[arg(short = '6', long = "ipv6")]
     pub ipv6: bool,
-    /// Length of the measurement window: 10s, 500ms, 2m.
-    #[arg(long = Field::Duration.long(), value_name = "TIME")]
-    pub duration: Option<String>,
-    /// Traffic before the window opens, not measured.
-    #[arg(long = Field::Warmup.long(), value_name = "TIME")]
-    pub warmup: Option<String>,
-    /// Pin the client's worker threads, one CPU each in turn: 0, 0-3,6.
-    #[arg(long = Field::ClientCpus.long(), value_name = "LIST")]
-    pub client_cpus: Option<String>,
-    /// Pin the server's worker threads, one CPU each in turn: 1, 4-7.
-    #[arg(long = Field::ServerCpus.long(), value_name = "LIST")]
-    pub server_cpus: Option<String>,
     #[command(flatten)]
     pub far: ServerArgs,
     /// What this run is compared as [default: the kernel release].
@@ -679,14 +467,8 @@ pub struct CommonArgs {
     /// Print the run record as JSON (schema plumb.run/1) instead of a summary.
     #[arg(long)]
     pub json: bool,
-    /// Iterations of the test: MIN..MAX runs at least MIN and stops at the
-    /// confidence target or MAX; N runs exactly N.
-    #[arg(long, default_value = "3..10", value_parser = plumb_spec::parse_iterations, value_name = "MIN..MAX")]
-    pub iterations: (u32, u32),
-    /// Target for the interval of the mean: LEVEL:WIDTH in percent, 95:2.5
-    /// meaning the 95 % interval within ±2.5 % of the mean.
-    #[arg(long, default_value = "95:2.5", value_parser = plumb_spec::parse_confidence, value_name = "LEVEL:WIDTH")]
-    pub confidence: (f64, f64),
+    #[command(flatten)]
+    pub repeat: RepeatArgs,
     #[command(flatten)]
     pub db: DbArgs,
     /// Do not keep the run in the result database.
@@ -705,40 +487,6 @@ pub struct CommonArgs {
     /// and with the embedded server on this host it is a --knob. Repeatable.
     #[arg(long = "server-knob", value_parser = knob_setting, value_name = "KNOB=VALUE")]
     pub server_knobs: Vec<plumb_run::knob::Setting>,
-    /// Where the ends run: loopback (this host's), or veth (two network
-    /// namespaces joined by a veth pair, client in one, server in the other;
-    /// needs root).
-    #[arg(long = Field::Topology.long(), value_enum)]
-    pub topology: Option<TopologyArg>,
-    /// MTU of the veth pair (--topology veth).
-    #[arg(long = Field::Mtu.long(), value_name = "BYTES")]
-    pub mtu: Option<String>,
-    /// One-way delay each way of the path (--topology veth): 10ms, 500us.
-    #[arg(long = Field::Delay.long(), value_name = "TIME")]
-    pub delay: Option<String>,
-    /// Share of packets lost each way of the path: 1%, 0.1%.
-    #[arg(long = Field::Loss.long(), value_name = "PERCENT")]
-    pub loss: Option<String>,
-    /// The path's bottleneck each way, in bits/s: 100M, 1G.
-    #[arg(long = Field::LinkRate.long(), value_name = "RATE")]
-    pub link_rate: Option<String>,
-    /// The bottleneck's buffer in bytes [default: one bandwidth-delay
-    /// product, at least 64K].
-    #[arg(long = Field::Queue.long(), value_name = "BYTES")]
-    pub queue: Option<String>,
-    /// What emulates delay, loss and rate [default: netem where the kernel
-    /// has it, else plumb's own delay line].
-    #[arg(long = Field::Emulator.long(), value_name = "netem|plumb")]
-    pub emulator: Option<String>,
-    /// The CPUs plumb's delay line runs on: 3, 2-3.
-    #[arg(long = Field::PathCpus.long(), value_name = "LIST")]
-    pub path_cpus: Option<String>,
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TopologyArg {
-    Loopback,
-    Veth,
 }
 
 #[derive(Subcommand, Debug)]

@@ -58,17 +58,6 @@ pub const UDP_MAX: u64 = 65507;
 /// How long a udp-rr client waits for a response by default.
 pub const UDP_RR_TIMEOUT_MS: u64 = 200;
 
-impl fmt::Display for Workload {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Workload::Stream => "stream",
-            Workload::Rr => "rr",
-            Workload::Crr => "crr",
-            Workload::UdpStream => "udp-stream",
-            Workload::UdpRr => "udp-rr",
-        })
-    }
-}
 
 /// Which way the data goes, seen from the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -237,6 +226,8 @@ macro_rules! choices {
 }
 
 choices! {
+    Workload: "stream" => Stream, "rr" => Rr, "crr" => Crr, "udp-stream" => UdpStream,
+        "udp-rr" => UdpRr;
     Direction: "send" => Send, "recv" => Recv, "both" => Both;
     Family: "ipv4" => V4, "4" => V4, "v4" => V4, "ipv6" => V6, "6" => V6, "v6" => V6;
     ZeroCopy: "none" => None, "msg" => Msg, "sendfile" => Sendfile, "splice" => Splice;

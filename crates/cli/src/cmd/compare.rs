@@ -102,7 +102,7 @@ fn check_inner(a: CheckArgs) -> Result<i32, Failure> {
                 .label
                 .clone()
                 .unwrap_or_else(plumb_sys::proc::kernel_release);
-            let repeat = super::repeat(a.iterations, a.confidence);
+            let repeat = a.repeat.repeat();
             // The server end of the runs made now; one started over ssh
             // serves them all and ends with this.
             let family = specs

@@ -11,16 +11,6 @@ pub mod sweep;
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 
-/// The repetition policy of `--iterations MIN..MAX --confidence LEVEL,WIDTH`.
-pub fn repeat(iterations: (u32, u32), confidence: (f64, f64)) -> plumb_run::Repeat {
-    plumb_run::Repeat {
-        min: iterations.0,
-        max: iterations.1,
-        level: confidence.0,
-        target: confidence.1,
-    }
-}
-
 /// `127.0.0.1`, `127.0.0.1:5000`, `::1`, `[::1]:5000`, `localhost:5000`.
 pub fn parse_addr(s: &str, default_port: u16, flag: &str) -> Result<SocketAddr, crate::Failure> {
     parse_addr_of(s, default_port, flag, None)

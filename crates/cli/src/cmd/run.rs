@@ -1,10 +1,9 @@
-use crate::args::{CommonArgs, RunCommand, ServerArgs, SocketArgs, UdpSocketArgs};
+use crate::args::{CommonArgs, RunCommand, ServerArgs};
 use crate::Failure;
-use clap::ValueEnum;
 use plumb_engine::SampleSink;
 use plumb_run::RunOptions;
 use plumb_samples::{format_bits_per_sec, IntervalSample, Peer, Role, ServerStart};
-use plumb_spec::{Family, Field, Names, Spec, Workload};
+use plumb_spec::{Family, Field, Names, Spec};
 use std::io::IsTerminal;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -38,117 +37,23 @@ impl SampleSink for Live {
     }
 }
 
-/// The fields a command line sets, as typed, in the order `plumb_spec::build`
-/// takes them: the same path an experiment file's fields take.
-#[derive(Default)]
-struct Settings(Vec<(Field, String)>);
-
-impl Settings {
-    fn text(&mut self, field: Field, value: &Option<String>) {
-        if let Some(v) = value {
-            self.0.push((field, v.clone()));
-        }
-    }
-    fn choice<T: ValueEnum>(&mut self, field: Field, value: &Option<T>) {
-        if let Some(v) = value.as_ref().and_then(ValueEnum::to_possible_value) {
-            self.0.push((field, v.get_name().to_string()));
-        }
-    }
-    fn switch(&mut self, field: Field, on: bool) {
-        if on {
-            self.0.push((field, "true".into()));
-        }
-    }
-    fn workload(workload: Workload, flows: &Option<String>, threads: &Option<String>) -> Settings {
-        let mut s = Settings(vec![(Field::Workload, workload.to_string())]);
-        s.text(Field::Flows, flows);
-        s.text(Field::Threads, threads);
-        s
-    }
-    fn socket(&mut self, a: &SocketArgs) {
-        self.text(Field::Sndbuf, &a.sndbuf);
-        self.text(Field::Rcvbuf, &a.rcvbuf);
-        self.switch(Field::Nodelay, a.nodelay);
-        self.switch(Field::Cork, a.cork);
-        self.text(Field::Mss, &a.mss);
-        self.text(Field::Cc, &a.cc);
-        self.text(Field::PacingRate, &a.pacing_rate);
-    }
-    fn udp_socket(&mut self, a: &UdpSocketArgs) {
-        self.text(Field::Sndbuf, &a.sndbuf);
-        self.text(Field::Rcvbuf, &a.rcvbuf);
-    }
-    fn common(&mut self, a: &CommonArgs) {
-        if a.ipv6 {
-            self.0.push((Field::Family, Family::V6.to_string()));
-        }
-        self.text(Field::Duration, &a.duration);
-        self.text(Field::Warmup, &a.warmup);
-        self.text(Field::ClientCpus, &a.client_cpus);
-        self.text(Field::ServerCpus, &a.server_cpus);
-        self.choice(Field::Topology, &a.topology);
-        self.text(Field::Mtu, &a.mtu);
-        self.text(Field::Delay, &a.delay);
-        self.text(Field::Loss, &a.loss);
-        self.text(Field::LinkRate, &a.link_rate);
-        self.text(Field::Queue, &a.queue);
-        self.text(Field::Emulator, &a.emulator);
-        self.text(Field::PathCpus, &a.path_cpus);
-    }
-}
-
 /// The spec a `plumb run` command line asks for, and its common arguments.
 fn spec_of(cmd: RunCommand) -> Result<(Spec, CommonArgs), Failure> {
-    let (s, common) = match cmd {
-        RunCommand::Stream(a) => {
-            let mut s = Settings::workload(Workload::Stream, &a.flows, &a.threads);
-            s.choice(Field::Direction, &a.direction);
-            s.text(Field::MsgSize, &a.msg_size);
-            s.choice(Field::ZeroCopy, &a.zerocopy);
-            s.choice(Field::Rx, &a.rx);
-            s.socket(&a.socket);
-            (s, a.common)
-        }
-        RunCommand::Rr(a) => {
-            let mut s = Settings::workload(Workload::Rr, &a.flows, &a.threads);
-            s.text(Field::ReqSize, &a.req_size);
-            s.text(Field::RespSize, &a.resp_size);
-            s.text(Field::Pipeline, &a.pipeline);
-            s.text(Field::Rate, &a.rate);
-            s.text(Field::ReqWrites, &a.req_writes);
-            s.text(Field::RespWrites, &a.resp_writes);
-            s.socket(&a.socket);
-            (s, a.common)
-        }
-        RunCommand::Crr(a) => {
-            let mut s = Settings::workload(Workload::Crr, &a.flows, &a.threads);
-            s.text(Field::ReqSize, &a.req_size);
-            s.text(Field::RespSize, &a.resp_size);
-            s.choice(Field::Close, &a.close);
-            s.text(Field::ReqWrites, &a.req_writes);
-            s.text(Field::RespWrites, &a.resp_writes);
-            s.socket(&a.socket);
-            (s, a.common)
-        }
-        RunCommand::UdpStream(a) => {
-            let mut s = Settings::workload(Workload::UdpStream, &a.flows, &a.threads);
-            s.text(Field::MsgSize, &a.msg_size);
-            s.udp_socket(&a.socket);
-            (s, a.common)
-        }
-        RunCommand::UdpRr(a) => {
-            let mut s = Settings::workload(Workload::UdpRr, &a.flows, &a.threads);
-            s.text(Field::ReqSize, &a.req_size);
-            s.text(Field::RespSize, &a.resp_size);
-            s.text(Field::Timeout, &a.timeout);
-            s.udp_socket(&a.socket);
-            (s, a.common)
-        }
-    };
-    let mut s = s;
-    s.common(&common);
-    let settings: Vec<(Field, &str)> = s.0.iter().map(|(f, v)| (*f, v.as_str())).collect();
-    let spec = plumb_spec::build(&settings, Names::Flags)
+    let RunCommand {
+        workload,
+        settings,
+        common,
+    } = cmd;
+    // The order plumb_spec::build takes them in: the workload first, since
+    // it picks the defaults the others change.
+    let workload = workload.to_string();
+    let family = Family::V6.to_string();
+    let mut fields: Vec<(Field, &str)> = vec![(Field::Workload, &workload)];
+    fields.extend(settings.iter().map(|(f, v)| (*f, v.as_str())));
+    if common.ipv6 {
+        fields.push((Field::Family, &family));
+    }
+    let spec = plumb_spec::build(&fields, Names::Flags)
         .map_err(|e| Failure::usage(format!("{}: {}", e.field.flag(), e.message)))?;
     if spec.topology.is_some() && common.far.server.is_some() {
         return Err(Failure::usage(format!(
@@ -513,7 +418,7 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
         .label
         .clone()
         .unwrap_or_else(plumb_sys::proc::kernel_release);
-    let repeat = super::repeat(a.iterations, a.confidence);
+    let repeat = a.repeat.repeat();
     // Ctrl-C from here on ends the run and reports it: the handler goes in
     // before any knob does, or a Ctrl-C just after the knobs went in would
     // kill plumb with them still set (restored only at its next start).

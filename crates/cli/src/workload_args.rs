@@ -1,0 +1,454 @@
+//! `plumb run WORKLOAD`: the spec fields each workload takes as flags, in
+//! one table. clap's arguments and the settings handed to
+//! `plumb_spec::build` (the path an experiment file's fields take too) are
+//! both made from it, so a field a workload gains is one row here.
+
+use crate::args::CommonArgs;
+use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches};
+use plumb_spec::{Choice, Close, Direction, Emulator, Field, RxMode, Workload, ZeroCopy};
+
+/// A parsed `plumb run WORKLOAD`.
+#[derive(Debug)]
+pub struct RunCommand {
+    pub workload: Workload,
+    /// The fields the command line set, as typed, in table order.
+    pub settings: Vec<(Field, String)>,
+    pub common: CommonArgs,
+}
+
+/// How a flag takes its value.
+#[derive(Clone, Copy)]
+enum Takes {
+    /// A value, shown in help under this name.
+    Value(&'static str),
+    /// No value: the flag sets the field to true.
+    Switch,
+    /// One of the names of a [`Choice`], shown in help under this name.
+    Choice(&'static str, fn() -> Vec<&'static str>),
+}
+
+#[derive(Clone, Copy)]
+struct Flag {
+    field: Field,
+    takes: Takes,
+    help: &'static str,
+}
+
+const fn value(field: Field, name: &'static str, help: &'static str) -> Flag {
+    Flag {
+        field,
+        takes: Takes::Value(name),
+        help,
+    }
+}
+
+const fn switch(field: Field, help: &'static str) -> Flag {
+    Flag {
+        field,
+        takes: Takes::Switch,
+        help,
+    }
+}
+
+/// The first name of each value: aliases are accepted but not offered.
+fn names<T: Choice>() -> Vec<&'static str> {
+    let mut names = Vec::new();
+    for (name, v) in T::NAMES {
+        if v.name() == *name {
+            names.push(*name);
+        }
+    }
+    names
+}
+
+const fn choice<T: Choice>(field: Field, name: &'static str, help: &'static str) -> Flag {
+    Flag {
+        field,
+        takes: Takes::Choice(name, names::<T>),
+        help,
+    }
+}
+
+const THREADS: Flag = value(
+    Field::Threads,
+    "N",
+    "Worker threads on each end [default: min(flows, CPUs)]",
+);
+const REQ_WRITES: Flag = value(
+    Field::ReqWrites,
+    "LIST",
+    "Write each request in pieces: 8,rest is an 8-byte write, then the rest",
+);
+const RESP_WRITES: Flag = value(
+    Field::RespWrites,
+    "LIST",
+    "Write each response in pieces: 8,rest is an 8-byte write, then the rest",
+);
+
+/// Socket options applied on both ends of every TCP flow.
+const TCP_SOCKET: [Flag; 7] = [
+    value(
+        Field::Sndbuf,
+        "SIZE|auto",
+        "SO_SNDBUF on both ends: a size like 8K, or auto (kernel autotuning)",
+    ),
+    value(
+        Field::Rcvbuf,
+        "SIZE|auto",
+        "SO_RCVBUF on both ends: a size like 8K, or auto (kernel autotuning)",
+    ),
+    switch(Field::Nodelay, "Set TCP_NODELAY (disable Nagle) on every flow"),
+    switch(Field::Cork, "Set TCP_CORK on every flow"),
+    value(
+        Field::Mss,
+        "BYTES",
+        "TCP_MAXSEG asked before connecting, in bytes",
+    ),
+    value(
+        Field::Cc,
+        "NAME",
+        "Congestion control (TCP_CONGESTION), e.g. cubic or bbr",
+    ),
+    value(
+        Field::PacingRate,
+        "RATE",
+        "Per-flow pacing with SO_MAX_PACING_RATE, in bits/s: 500M, 10G",
+    ),
+];
+
+/// Socket options of the UDP workloads.
+const UDP_SOCKET: [Flag; 2] = [
+    value(
+        Field::Sndbuf,
+        "SIZE|auto",
+        "SO_SNDBUF on both ends: a size like 256K, or auto (the kernel default)",
+    ),
+    value(
+        Field::Rcvbuf,
+        "SIZE|auto",
+        "SO_RCVBUF on both ends: a size like 256K, or auto (the kernel default)",
+    ),
+];
+
+const STREAM: &[Flag] = &[
+    choice::<Direction>(
+        Field::Direction,
+        "DIRECTION",
+        "Which way the data flows, seen from the client: send (the client sends), recv \
+         (the server sends, netperf TCP_MAERTS) or both (both ways on every flow)",
+    ),
+    value(Field::Flows, "N", "Number of TCP connections"),
+    THREADS,
+    value(
+        Field::MsgSize,
+        "SIZE",
+        "Bytes per write (and per read): 256, 8K, 128K, 1M, 1MiB",
+    ),
+    choice::<ZeroCopy>(
+        Field::ZeroCopy,
+        "ZEROCOPY",
+        "How the sending end hands data to the kernel: none (write), msg (MSG_ZEROCOPY with \
+         completions), sendfile or splice (from an in-memory file of --msg-size)",
+    ),
+    choice::<RxMode>(
+        Field::Rx,
+        "RX",
+        "How the receiving end takes data: copy (read), skip (MSG_TRUNC, not copied to user \
+         space) or zerocopy (TCP_ZEROCOPY_RECEIVE)",
+    ),
+];
+
+const RR: &[Flag] = &[
+    value(Field::Flows, "N", "Number of TCP connections"),
+    THREADS,
+    value(Field::ReqSize, "SIZE", "Bytes per request: 1, 64, 8K"),
+    value(Field::RespSize, "SIZE", "Bytes per response"),
+    value(
+        Field::Pipeline,
+        "N",
+        "Requests outstanding per flow (netperf -b); 1 is a closed loop",
+    ),
+    value(
+        Field::Rate,
+        "PER_SEC",
+        "Open loop: issue this many transactions per second over all flows on a fixed \
+         schedule (10k, 1M); latency counts from the planned send time, so queueing is not \
+         hidden. --pipeline caps what each flow may have outstanding",
+    ),
+    REQ_WRITES,
+    RESP_WRITES,
+];
+
+const CRR: &[Flag] = &[
+    value(Field::Flows, "N", "Connections in progress at once"),
+    THREADS,
+    value(Field::ReqSize, "SIZE", "Bytes per request"),
+    value(Field::RespSize, "SIZE", "Bytes per response"),
+    choice::<Close>(
+        Field::Close,
+        "CLOSE",
+        "How the client ends each connection: rst (SO_LINGER 0, a reset that leaves no \
+         TIME_WAIT, as neper does) or fin (a normal close, one TIME_WAIT socket per \
+         transaction on the client)",
+    ),
+    REQ_WRITES,
+    RESP_WRITES,
+];
+
+const UDP_STREAM: &[Flag] = &[
+    value(
+        Field::Flows,
+        "N",
+        "Number of UDP flows (a connected socket each on the client)",
+    ),
+    THREADS,
+    value(
+        Field::MsgSize,
+        "SIZE",
+        "Bytes per datagram, plumb's 16-byte header included (16 to 65507); 1472 fills a \
+         1500-byte MTU over IPv4",
+    ),
+];
+
+const UDP_RR: &[Flag] = &[
+    value(
+        Field::Flows,
+        "N",
+        "Number of UDP flows, each with one request outstanding",
+    ),
+    THREADS,
+    value(
+        Field::ReqSize,
+        "SIZE",
+        "Bytes per request, plumb's 16-byte header included (16 to 65507)",
+    ),
+    value(Field::RespSize, "SIZE", "Bytes per response (16 to 65507)"),
+    value(
+        Field::Timeout,
+        "TIME",
+        "How long a request waits for its response before it counts as lost and the flow \
+         sends the next one",
+    ),
+];
+
+/// The window, where the ends run and the path between them: every workload
+/// takes these.
+const EVERY: &[Flag] = &[
+    value(
+        Field::Duration,
+        "TIME",
+        "Length of the measurement window: 10s, 500ms, 2m",
+    ),
+    value(
+        Field::Warmup,
+        "TIME",
+        "Traffic before the window opens, not measured",
+    ),
+    value(
+        Field::ClientCpus,
+        "LIST",
+        "Pin the client's worker threads, one CPU each in turn: 0, 0-3,6",
+    ),
+    value(
+        Field::ServerCpus,
+        "LIST",
+        "Pin the server's worker threads, one CPU each in turn: 1, 4-7",
+    ),
+    Flag {
+        field: Field::Topology,
+        takes: Takes::Choice("TOPOLOGY", || vec!["loopback", "veth"]),
+        help: "Where the ends run: loopback (this host's), or veth (two network namespaces \
+               joined by a veth pair, client in one, server in the other; needs root)",
+    },
+    value(Field::Mtu, "BYTES", "MTU of the veth pair (--topology veth)"),
+    value(
+        Field::Delay,
+        "TIME",
+        "One-way delay each way of the path (--topology veth): 10ms, 500us",
+    ),
+    value(
+        Field::Loss,
+        "PERCENT",
+        "Share of packets lost each way of the path: 1%, 0.1%",
+    ),
+    value(
+        Field::LinkRate,
+        "RATE",
+        "The path's bottleneck each way, in bits/s: 100M, 1G",
+    ),
+    value(
+        Field::Queue,
+        "BYTES",
+        "The bottleneck's buffer in bytes [default: one bandwidth-delay product, at least 64K]",
+    ),
+    choice::<Emulator>(
+        Field::Emulator,
+        "EMULATOR",
+        "What emulates delay, loss and rate [default: netem where the kernel has it, else \
+         plumb's own delay line]",
+    ),
+    value(
+        Field::PathCpus,
+        "LIST",
+        "The CPUs plumb's delay line runs on: 3, 2-3",
+    ),
+];
+
+/// A workload's subcommand: what it is, and the flags it takes in `--help`
+/// order.
+fn table(w: Workload) -> (&'static str, Vec<Flag>) {
+    let with = |own: &[Flag], socket: &[Flag]| [own, socket, EVERY].concat();
+    match w {
+        Workload::Stream => (
+            "Bulk TCP transfer in --msg-size writes (netperf TCP_STREAM/TCP_MAERTS)",
+            with(STREAM, &TCP_SOCKET),
+        ),
+        Workload::Rr => (
+            "TCP request/response on long-lived flows (netperf TCP_RR): transactions per \
+             second and latency percentiles",
+            with(RR, &TCP_SOCKET),
+        ),
+        Workload::Crr => (
+            "A new TCP connection per transaction: connect, request, response, close \
+             (netperf TCP_CRR)",
+            with(CRR, &TCP_SOCKET),
+        ),
+        Workload::UdpStream => (
+            "UDP datagrams from the client as fast as its sockets take them: sent and \
+             received datagrams and bits on both ends, loss and reordering counted by the \
+             receiver (netperf UDP_STREAM, iperf3 -u)",
+            with(UDP_STREAM, &UDP_SOCKET),
+        ),
+        Workload::UdpRr => (
+            "UDP request/response: a request whose response does not come within --timeout \
+             is counted as lost and the flow goes on (netperf UDP_RR)",
+            with(UDP_RR, &UDP_SOCKET),
+        ),
+    }
+}
+
+impl Flag {
+    /// The flag as clap takes it; its id is the field's key, which the help
+    /// defaults are looked up by.
+    fn arg(&self) -> Arg {
+        let arg = Arg::new(self.field.key())
+            .long(self.field.long())
+            .help(self.help);
+        match self.takes {
+            Takes::Value(name) => arg.value_name(name),
+            Takes::Switch => arg.action(ArgAction::SetTrue),
+            Takes::Choice(name, names) => arg.value_name(name).value_parser(names()),
+        }
+    }
+
+    /// The flag's value as typed, if it was given.
+    fn setting(&self, m: &ArgMatches) -> Option<String> {
+        match self.takes {
+            Takes::Switch => m.get_flag(self.field.key()).then(|| "true".to_string()),
+            _ => m.get_one::<String>(self.field.key()).cloned(),
+        }
+    }
+}
+
+impl clap::Subcommand for RunCommand {
+    fn augment_subcommands(cmd: Command) -> Command {
+        Workload::NAMES.iter().fold(cmd, |cmd, (name, w)| {
+            let (about, flags) = table(*w);
+            let sub = flags
+                .iter()
+                .fold(Command::new(*name), |c, f| c.arg(f.arg()));
+            // After the common flags, whose own doc would stand as about.
+            let sub = CommonArgs::augment_args(sub).about(about).long_about(None);
+            cmd.subcommand(sub)
+        })
+    }
+
+    fn augment_subcommands_for_update(cmd: Command) -> Command {
+        Self::augment_subcommands(cmd)
+    }
+
+    fn has_subcommand(name: &str) -> bool {
+        Workload::NAMES.iter().any(|(n, _)| *n == name)
+    }
+}
+
+impl FromArgMatches for RunCommand {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        let missing = || clap::Error::new(clap::error::ErrorKind::MissingSubcommand);
+        let (name, m) = m.subcommand().ok_or_else(missing)?;
+        let workload = Workload::NAMES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .ok_or_else(missing)?
+            .1;
+        let settings = table(workload)
+            .1
+            .iter()
+            .filter_map(|f| Some((f.field, f.setting(m)?)))
+            .collect();
+        Ok(RunCommand {
+            workload,
+            settings,
+            common: CommonArgs::from_arg_matches(m)?,
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        *self = RunCommand::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_workload_takes_each_field_once_and_only_those_its_spec_has() {
+        for (name, w) in Workload::NAMES {
+            let spec = plumb_spec::build::defaults(name).unwrap();
+            let flags = table(*w).1;
+            for (i, f) in flags.iter().enumerate() {
+                assert!(
+                    !flags[..i].iter().any(|g| g.field == f.field),
+                    "{name}: {} twice",
+                    f.field.flag()
+                );
+                // The path's fields need the path.
+                let settable = plumb_spec::build(
+                    &[
+                        (Field::Workload, name),
+                        (Field::Topology, "veth"),
+                        (f.field, &example(f)),
+                    ],
+                    plumb_spec::Names::Flags,
+                );
+                assert!(settable.is_ok(), "{name} {}: {settable:?}", f.field.flag());
+            }
+            assert_eq!(spec.workload, *w);
+        }
+    }
+
+    fn example(f: &Flag) -> String {
+        match f.takes {
+            Takes::Switch => "true".into(),
+            Takes::Choice(_, names) => names()[0].into(),
+            Takes::Value(_) => match f.field {
+                Field::Cc => "cubic".into(),
+                Field::ReqWrites | Field::RespWrites => "rest".into(),
+                Field::Timeout | Field::Duration | Field::Warmup | Field::Delay => "100ms".into(),
+                Field::Loss => "1%".into(),
+                Field::LinkRate => "1G".into(),
+                Field::Queue => "64K".into(),
+                Field::ClientCpus | Field::ServerCpus | Field::PathCpus => "0".into(),
+                Field::Mtu => "1500".into(),
+                Field::Sndbuf | Field::Rcvbuf => "auto".into(),
+                Field::ReqSize | Field::RespSize | Field::MsgSize => "64".into(),
+                Field::PacingRate => "1G".into(),
+                Field::Mss => "1000".into(),
+                Field::Threads => "1".into(),
+                _ => "2".into(),
+            },
+        }
+    }
+}
