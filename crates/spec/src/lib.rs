@@ -92,9 +92,13 @@ pub enum Family {
 /// Socket options applied to every data socket, on both ends.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SocketOpts {
+    /// SO_SNDBUF; Auto leaves the size to the kernel (autotuning for TCP).
     pub sndbuf: BufSize,
+    /// SO_RCVBUF, as `sndbuf`.
     pub rcvbuf: BufSize,
+    /// TCP_NODELAY: segments go out without waiting to fill (no Nagle).
     pub nodelay: bool,
+    /// TCP_CORK: partial segments wait until the cork is pulled or 200 ms.
     pub cork: bool,
     /// TCP_MAXSEG asked before connecting.
     pub mss: Option<u32>,

@@ -86,8 +86,11 @@ impl Event {
 /// One sample: where the CPU was, on behalf of whom.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sample {
+    /// The process (thread group) running; 0 for the idle task.
     pub pid: u32,
+    /// The thread running.
     pub tid: u32,
+    /// The CPU sampled.
     pub cpu: u32,
     /// Cycles or nanoseconds since the previous sample of this event.
     pub period: u64,

@@ -13,8 +13,11 @@ pub struct TaskSnapshot {
     pub stime_ticks: u64,
     /// The CPU the thread last ran on.
     pub last_cpu: u32,
+    /// Context switches the thread asked for by blocking, and those forced
+    /// on it by preemption (/proc/<pid>/task/<tid>/status).
     pub voluntary_csw: u64,
     pub involuntary_csw: u64,
+    /// The CPUs it may run on, as the kernel lists them: 0-3,6.
     pub cpus_allowed_list: String,
     /// None where the kernel keeps no per-task scheduler statistics
     /// (CONFIG_SCHED_INFO off).
