@@ -10,6 +10,12 @@ use serde_json::Value;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Root and `ip` for the --topology veth namespaces, then the host to this
+/// test alone while the guard lives; None after the skip.
+fn veth_alone() -> Option<std::sync::MutexGuard<'static, ()>> {
+    (!skip_unless_veth()).then(measuring_alone)
+}
+
 /// A run over the veth topology with plumb's delay line; its record.
 fn path_run(name: &str, args: &[&str]) -> Value {
     let out = plumb()
@@ -103,10 +109,9 @@ fn a_delay_of_5ms_each_way_is_a_10ms_round_trip_for_rr_and_for_ping() {
 
 #[test]
 fn a_loss_of_1_percent_drops_a_binomial_share_that_tcp_retransmits() {
-    if skip_unless_veth() {
+    let Some(_alone) = veth_alone() else {
         return;
-    }
-    let _alone = measuring_alone();
+    };
     let rec = path_run("loss", &["stream", "--loss", "1%", "--duration", "2s"]);
     let to_server = &rec["path"]["to_server"];
     let (lost, passed) = (u(&to_server["lost"]), u(&to_server["packets"]));
@@ -130,10 +135,9 @@ fn a_loss_of_1_percent_drops_a_binomial_share_that_tcp_retransmits() {
 
 #[test]
 fn a_link_rate_caps_a_stream_at_that_rate() {
-    if skip_unless_veth() {
+    let Some(_alone) = veth_alone() else {
         return;
-    }
-    let _alone = measuring_alone();
+    };
     let rate = 50e6;
     let rec = path_run(
         "rate",
@@ -169,10 +173,9 @@ fn a_link_rate_caps_a_stream_at_that_rate() {
 
 #[test]
 fn one_flow_moves_no_more_than_its_window_per_round_trip() {
-    if skip_unless_veth() {
+    let Some(_alone) = veth_alone() else {
         return;
-    }
-    let _alone = measuring_alone();
+    };
     let rec = path_run(
         "bdp",
         &[
@@ -260,10 +263,9 @@ fn has_tun(pid: u32) -> bool {
 
 #[test]
 fn a_run_stopped_with_ctrl_c_leaves_no_namespace_device_or_thread() {
-    if skip_unless_veth() {
+    let Some(_alone) = veth_alone() else {
         return;
-    }
-    let _alone = measuring_alone();
+    };
     let mut child = long_run(&test_journal("int"));
     let pid = child.id();
     assert!(has_tun(pid), "the client's TUN device while running");
@@ -279,10 +281,9 @@ fn a_run_stopped_with_ctrl_c_leaves_no_namespace_device_or_thread() {
 
 #[test]
 fn a_killed_run_takes_its_tun_devices_with_it_and_the_next_start_its_namespaces() {
-    if skip_unless_veth() {
+    let Some(_alone) = veth_alone() else {
         return;
-    }
-    let _alone = measuring_alone();
+    };
     let j = test_journal("path-kill");
     let child = long_run(&j);
     assert!(has_tun(child.id()), "the client's TUN device while running");

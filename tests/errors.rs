@@ -24,44 +24,32 @@ fn fails_with(args: &[&str], needles: &[&str]) {
 
 #[test]
 fn invalid_values_name_the_flag_and_the_accepted_forms() {
-    fails_with(
-        &["run", "stream", "--msg-size", "8Q"],
-        &["--msg-size", "'8Q'", "8K"],
-    );
-    fails_with(&["run", "stream", "--sndbuf", "big"], &["--sndbuf", "auto"]);
-    fails_with(&["run", "stream", "--rcvbuf", "-4"], &["--rcvbuf"]);
-    fails_with(
-        &["run", "stream", "--pacing-rate", "fast"],
-        &["--pacing-rate", "10G"],
-    );
-    fails_with(
-        &["run", "stream", "--duration", "forever"],
-        &["--duration", "10s"],
-    );
-    fails_with(&["run", "stream", "--warmup", "1x"], &["--warmup"]);
-    fails_with(&["run", "stream", "--flows", "0"], &["--flows"]);
-    fails_with(
-        &["run", "stream", "--client-cpus", "a-b"],
-        &["--client-cpus", "0-3,6"],
-    );
-    fails_with(
-        &["run", "stream", "--direction", "sideways"],
-        &["--direction", "send", "recv", "both"],
-    );
-    fails_with(
-        &["run", "stream", "--flows", "2", "--threads", "3"],
-        &["--threads", "at most 2"],
-    );
-    fails_with(&["run", "stream", "--mss", "10"], &["--mss", "88"]);
-    fails_with(
-        &["run", "stream", "--msg-size", "1G"],
-        &["--msg-size", "64M"],
-    );
-    fails_with(&["run", "stream", "-4", "-6"], &["--ipv4", "--ipv6"]);
-    fails_with(
-        &["run", "stream", "--server", "no such host!"],
-        &["--server"],
-    );
+    // `plumb run stream` with these flags, and what its error must say.
+    let cases: [(&[&str], &[&str]); 14] = [
+        (&["--msg-size", "8Q"], &["--msg-size", "'8Q'", "8K"]),
+        (&["--sndbuf", "big"], &["--sndbuf", "auto"]),
+        (&["--rcvbuf", "-4"], &["--rcvbuf"]),
+        (&["--pacing-rate", "fast"], &["--pacing-rate", "10G"]),
+        (&["--duration", "forever"], &["--duration", "10s"]),
+        (&["--warmup", "1x"], &["--warmup"]),
+        (&["--flows", "0"], &["--flows"]),
+        (&["--client-cpus", "a-b"], &["--client-cpus", "0-3,6"]),
+        (
+            &["--direction", "sideways"],
+            &["--direction", "send", "recv", "both"],
+        ),
+        (
+            &["--flows", "2", "--threads", "3"],
+            &["--threads", "at most 2"],
+        ),
+        (&["--mss", "10"], &["--mss", "88"]),
+        (&["--msg-size", "1G"], &["--msg-size", "64M"]),
+        (&["-4", "-6"], &["--ipv4", "--ipv6"]),
+        (&["--server", "no such host!"], &["--server"]),
+    ];
+    for (flags, needles) in cases {
+        fails_with(&[&["run", "stream"], flags].concat(), needles);
+    }
 }
 
 #[test]
@@ -118,22 +106,7 @@ fn port_in_use() {
 #[test]
 fn ctrl_c_stops_cleanly_prints_partial_results_and_leaves_no_child() {
     use std::time::{Duration, Instant};
-    let child = plumb()
-        .args([
-            "run",
-            "stream",
-            "--no-store",
-            "--iterations",
-            "1",
-            "--duration",
-            "30s",
-            "--warmup",
-            "200ms",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = stream_in_background(&["--duration", "30s", "--warmup", "200ms"]);
     let pid = child.id();
     std::thread::sleep(Duration::from_millis(2000));
     let servers = children(pid);

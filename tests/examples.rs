@@ -7,9 +7,11 @@ use common::{
     assert_mentions, assert_ok, assert_ok_for, measuring_alone, plumb, require_root, TempDb,
 };
 
-/// Runs examples/NAME.toml --quick into a fresh database; returns the
-/// terminal report, the Markdown report and the HTML page.
+/// Runs examples/NAME.toml --quick into a fresh database, the host to
+/// itself; returns the terminal report, the Markdown report and the HTML
+/// page.
 fn sweep_and_report(name: &str) -> (String, String, String) {
+    let _alone = measuring_alone();
     let file = format!("{}/examples/{name}.toml", env!("CARGO_MANIFEST_DIR"));
     let db = TempDb::new(&format!("example-{name}"));
     let journal = std::env::temp_dir().join(format!("plumb-example-{}-{name}", std::process::id()));
@@ -74,7 +76,6 @@ fn md_mean(md: &str, line: &str, x: &str) -> String {
 
 #[test]
 fn s1_throughput_rises_with_the_buffer_size() {
-    let _alone = measuring_alone();
     let (text, md, html) = sweep_and_report("s1-small-buffers");
     assert!(text.contains("throughput by buffers"), "{text}");
     let label = md
@@ -95,7 +96,6 @@ fn s2_shows_the_softirq_time_of_each_cpu_per_variant() {
     if !require_root("set RPS on lo and build a veth pair (s2)") {
         return;
     }
-    let _alone = measuring_alone();
     let (text, _md, html) = sweep_and_report("s2-loopback-cpu");
     let section = text
         .split("softirq share of each CPU")
@@ -118,7 +118,6 @@ fn s2_shows_the_softirq_time_of_each_cpu_per_variant() {
 
 #[test]
 fn s3_reports_rate_latency_and_cpu_per_flow_count_and_family() {
-    let _alone = measuring_alone();
     let (text, _md, html) = sweep_and_report("s3-many-flows");
     assert_mentions(
         &text,
@@ -137,7 +136,6 @@ fn s4_pacing_caps_each_congestion_control_and_the_round_trip_bounds_both() {
     if !require_root("run over veth paths of different round trips (s4)") {
         return;
     }
-    let _alone = measuring_alone();
     let (text, md, html) = sweep_and_report("s4-transfer-tuning");
     assert!(text.contains("throughput by pacing_rate"), "{text}");
     assert!(text.contains("throughput by delay"), "{text}");
@@ -169,7 +167,6 @@ fn s5_finds_and_names_the_cliff_at_the_mss() {
     if !require_root("run over a veth pair (s5)") {
         return;
     }
-    let _alone = measuring_alone();
     let (text, md, html) = sweep_and_report("s5-magic-length");
     let cliff = "between resp_payload 1447 and 1448 bytes (nagle)";
     assert!(

@@ -3,7 +3,7 @@
 //! a command that only reads never creates a database it was pointed at.
 
 mod common;
-use common::{assert_ok, assert_ok_for, plumb, TempDb};
+use common::{assert_ok_for, plumb, store_one_iteration, ExperimentFile, TempDb};
 use std::process::Command;
 
 /// Runs `plumb ARGS | READER` in bash; returns plumb's exit status (from
@@ -40,12 +40,18 @@ fn quiet_end((code, err): (i32, String), what: &str) {
 fn output_into_a_closed_pipe_ends_quietly() {
     let db = TempDb::new("habits-pipe");
     for label in ["a", "b"] {
-        let out = plumb()
-            .args(["run", "stream", "--duration", "300ms", "--warmup", "100ms"])
-            .args(["--iterations", "1", "--label", label, "--db", db.path()])
-            .output()
-            .unwrap();
-        assert_ok(&out);
+        store_one_iteration(
+            &db,
+            &[
+                "stream",
+                "--duration",
+                "300ms",
+                "--warmup",
+                "100ms",
+                "--label",
+                label,
+            ],
+        );
     }
     // `env` prints thousands of facts: far more than a pipe holds.
     quiet_end(piped(&["env"], "head -c 1"), "env | head -c 1");
@@ -64,22 +70,16 @@ fn output_into_a_closed_pipe_ends_quietly() {
 #[test]
 fn a_sweep_whose_stdout_closes_keeps_measuring_and_storing() {
     let db = TempDb::new("habits-sweep");
-    let file = std::env::temp_dir().join(format!("plumb-habits-{}.toml", std::process::id()));
-    std::fs::write(
-        &file,
+    let file = ExperimentFile::new(
+        "habits",
         r#"
 name = "habits"
 iterations = 1
 base = { workload = "stream", duration = "300ms", warmup = "100ms" }
 matrix = { msg_size = ["16K", "64K", "128K"] }
 "#,
-    )
-    .unwrap();
-    let (code, err) = piped(
-        &["sweep", file.to_str().unwrap(), "--db", db.path()],
-        "true",
     );
-    let _ = std::fs::remove_file(&file);
+    let (code, err) = piped(&["sweep", file.path(), "--db", db.path()], "true");
     quiet_end((code, err.clone()), "sweep | true");
     assert_eq!(code, 0, "{err}");
     let list = plumb()

@@ -2,7 +2,10 @@
 //! `plumb db copy` between two result databases.
 
 mod common;
-use common::{assert_mentions, assert_ok, chromium, f, items, plumb, render, Spinner, TempDb};
+use common::{
+    assert_mentions, assert_ok, chromium, f, items, plumb, render, store_one_iteration, Spinner,
+    TempDb,
+};
 use serde_json::Value;
 
 /// Sixteen labels of one test point, both ends on CPU 0; during the middle
@@ -130,21 +133,7 @@ fn the_change_is_found_between_the_labels_where_the_runs_slowed_and_recovered() 
     let _ = std::fs::remove_file(&page);
 
     // Naming no point where the database holds two is refused with the keys.
-    let out = plumb()
-        .args([
-            "run",
-            "rr",
-            "--duration",
-            "1s",
-            "--warmup",
-            "0",
-            "--iterations",
-            "1",
-        ])
-        .args(["--db", db.path()])
-        .output()
-        .unwrap();
-    assert_ok(&out);
+    store_one_iteration(&db, &["rr", "--duration", "1s", "--warmup", "0"]);
     let out = plumb()
         .args(["history", "--db", db.path()])
         .output()
@@ -161,12 +150,18 @@ fn db_copy_moves_every_run_once_both_ways() {
     let a = TempDb::new("copy-a");
     let b = TempDb::new("copy-b");
     for label in ["x", "y"] {
-        let out = plumb()
-            .args(["run", "stream", "--duration", "1s", "--warmup", "0"])
-            .args(["--iterations", "1", "--label", label, "--db", a.path()])
-            .output()
-            .unwrap();
-        assert_ok(&out);
+        store_one_iteration(
+            &a,
+            &[
+                "stream",
+                "--duration",
+                "1s",
+                "--warmup",
+                "0",
+                "--label",
+                label,
+            ],
+        );
     }
     let copy = |from: &TempDb, to: &TempDb| {
         let out = plumb()

@@ -5,11 +5,12 @@
 mod common;
 use common::{
     assert_mentions, assert_ok, assert_ok_for, chromium, f, items, online_cpus, plumb, render,
-    require_root, require_tool, skip, u, Started, TempDb,
+    require_root, require_tool, skip, u, ExperimentFile, Started, TempDb,
 };
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::process::Stdio;
+use std::sync::MutexGuard;
 
 /// What each end's profile says of its function `name`'s self time.
 fn self_seconds(profile: &Value, name: &str) -> f64 {
@@ -47,6 +48,19 @@ fn may_pin_apart(for_what: &str) -> bool {
     true
 }
 
+/// What profiling every CPU (perf_event_open) needs: root. Some(the host
+/// to this test alone while the guard lives), or None after the skip.
+fn profiling_alone() -> Option<MutexGuard<'static, ()>> {
+    require_root(PROFILE_EVERY_CPU).then(common::measuring_alone)
+}
+
+/// The same, with two CPUs to pin the ends apart.
+fn profiling_pinned_apart() -> Option<MutexGuard<'static, ()>> {
+    may_pin_apart(PROFILE_EVERY_CPU).then(common::measuring_alone)
+}
+
+const PROFILE_EVERY_CPU: &str = "profile every CPU (perf_event_open)";
+
 /// Profiled 1-flow streams, the client on CPU 0 and the server on CPU 1,
 /// 8 iterations of 1 s, stored in `db`: one run per label, with its flags.
 fn profiled_runs(db: &TempDb, runs: &[(&str, &[&str])]) {
@@ -71,10 +85,9 @@ fn profiled_runs(db: &TempDb, runs: &[(&str, &[&str])]) {
 
 #[test]
 fn each_ends_samples_add_up_to_the_cpu_time_proc_charged_to_it() {
-    if !may_pin_apart("profile every CPU (perf_event_open)") {
+    let Some(_alone) = profiling_pinned_apart() else {
         return;
-    }
-    let _alone = common::measuring_alone();
+    };
     let names = kallsyms();
     // Each end is checked where it sends: alone on its CPU and busy all
     // of the window. A timer samples a CPU that sleeps between short
@@ -144,10 +157,9 @@ fn each_ends_samples_add_up_to_the_cpu_time_proc_charged_to_it() {
 
 #[test]
 fn rx_skip_against_copy_shows_the_copy_to_user_gone_on_the_receiver_only() {
-    if !may_pin_apart("profile every CPU (perf_event_open)") {
+    let Some(_alone) = profiling_pinned_apart() else {
         return;
-    }
-    let _alone = common::measuring_alone();
+    };
     let db = TempDb::new("profile-rx");
     profiled_runs(
         &db,
@@ -264,10 +276,9 @@ fn rx_skip_against_copy_shows_the_copy_to_user_gone_on_the_receiver_only() {
 
 #[test]
 fn a_ring_too_small_for_the_rate_loses_samples_and_says_so() {
-    if !require_root("profile every CPU (perf_event_open)") {
+    let Some(_alone) = profiling_alone() else {
         return;
-    }
-    let _alone = common::measuring_alone();
+    };
     let db = TempDb::new("profile-lost");
     let out = plumb()
         .args(["run", "stream", "--profile", "--profile-freq", "20000"])
@@ -323,10 +334,9 @@ fn a_ring_too_small_for_the_rate_loses_samples_and_says_so() {
 
 #[test]
 fn a_plumb_serve_profiles_its_own_end_and_returns_it() {
-    if !require_root("profile every CPU (perf_event_open)") {
+    let Some(_alone) = profiling_alone() else {
         return;
-    }
-    let _alone = common::measuring_alone();
+    };
     let mut child = plumb()
         .args(["serve", "--listen", "127.0.0.1:0"])
         .stdin(Stdio::null())
@@ -405,26 +415,21 @@ fn profiling_without_the_privilege_is_refused_before_the_run() {
 
 #[test]
 fn an_experiment_profiles_the_points_its_file_asks_for() {
-    if !require_root("profile every CPU (perf_event_open)") {
+    let Some(_alone) = profiling_alone() else {
         return;
-    }
-    let _alone = common::measuring_alone();
+    };
     let db = TempDb::new("profile-sweep");
-    let file = std::env::temp_dir().join(format!("plumb-profile-{}.toml", std::process::id()));
-    std::fs::write(
-        &file,
+    let file = ExperimentFile::new(
+        "profile",
         "name = \"profiled\"\niterations = 1\nprofile = true\norder = \"sequential\"\n\
          [base]\nworkload = \"stream\"\nduration = \"1s\"\nwarmup = \"0\"\n\
          [[variant]]\nname = \"seen\"\n\
          [[variant]]\nname = \"unseen\"\nprofile = false\n",
-    )
-    .unwrap();
+    );
     let out = plumb()
-        .args(["sweep", "--db", db.path()])
-        .arg(&file)
+        .args(["sweep", "--db", db.path(), file.path()])
         .output()
         .unwrap();
-    let _ = std::fs::remove_file(&file);
     assert_ok(&out);
     // In the file's order: the variant that is profiled first.
     for (run, profiled) in [("1", true), ("2", false)] {

@@ -4,7 +4,7 @@
 //! host both ends share, and --format on a sweep's comparison.
 
 mod common;
-use common::{assert_ok, plumb, run, TempDb};
+use common::{assert_ok, plumb, run, ExperimentFile, TempDb};
 use serde_json::Value;
 
 fn ok(out: &std::process::Output) -> String {
@@ -98,9 +98,8 @@ fn lists_reports_and_comparisons_of_labels() {
 #[test]
 fn a_sweep_compares_in_the_asked_format_and_report_finds_it() {
     let db = TempDb::new("report-fixes-sweep");
-    let file = std::env::temp_dir().join(format!("plumb-report-fixes-{}.toml", std::process::id()));
-    std::fs::write(
-        &file,
+    let file = ExperimentFile::new(
+        "report-fixes",
         r#"
 name = "fixes"
 order = "interleaved"
@@ -109,17 +108,9 @@ base = { workload = "rr", duration = "300ms", warmup = "100ms" }
 matrix = { req_size = [1, 100] }
 variant = [{ name = "plain" }, { name = "other" }]
 "#,
-    )
-    .unwrap();
+    );
     let out = plumb()
-        .args([
-            "sweep",
-            file.to_str().unwrap(),
-            "--format",
-            "json",
-            "--db",
-            db.path(),
-        ])
+        .args(["sweep", file.path(), "--format", "json", "--db", db.path()])
         .output()
         .unwrap();
     let text = ok(&out);
@@ -137,5 +128,4 @@ variant = [{ name = "plain" }, { name = "other" }]
         said.contains(", later, of the most recent runs"),
         "the newest run is not the experiment's: {said}"
     );
-    let _ = std::fs::remove_file(&file);
 }

@@ -204,13 +204,7 @@ fn bad_rr_flags_are_named() {
         (vec!["--req-size", "0"], "--req-size"),
         (vec!["--resp-size", "1G"], "--resp-size"),
     ] {
-        let mut all = vec!["run", "rr"];
-        all.extend_from_slice(&args);
-        let out = run(&all);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(needle), "{args:?}: {err}");
-        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+        assert_refused_in_one_line(&[&["run", "rr"], &args[..]].concat(), needle);
     }
 }
 

@@ -86,22 +86,16 @@ impl Server {
     /// A one-iteration stream run against this server that goes on in the
     /// background for `duration`, with `extra` flags.
     fn stream_in_background(&self, duration: &str, extra: &[&str]) -> std::process::Child {
-        plumb()
-            .args([
-                "run",
-                "stream",
-                "--no-store",
-                "--iterations",
-                "1",
-                "--server",
-            ])
-            .arg(self.addr.to_string())
-            .args(["--duration", duration, "--warmup", "200ms"])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
+        let addr = self.addr.to_string();
+        let args = [
+            "--server",
+            &addr,
+            "--duration",
+            duration,
+            "--warmup",
+            "200ms",
+        ];
+        common::stream_in_background(&[&args[..], extra].concat())
     }
 
     /// `plumb run stream` against this server.
@@ -517,13 +511,16 @@ fn the_right_key_is_served_and_a_wrong_or_missing_one_is_refused_and_logged() {
 fn a_world_readable_or_short_key_is_refused() {
     let p = key_file("loose", "correct horse battery staple");
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let o = run(&[
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--psk-file",
-        p.to_str().unwrap(),
-    ]);
+    let serve_with_key = |key: &std::path::Path| {
+        run(&[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--psk-file",
+            key.to_str().unwrap(),
+        ])
+    };
+    let o = serve_with_key(&p);
     assert_eq!(o.status.code(), Some(2));
     assert!(
         text(&o).contains("--psk-file") && text(&o).contains("any user"),
@@ -531,13 +528,7 @@ fn a_world_readable_or_short_key_is_refused() {
         text(&o)
     );
     let short = key_file("short", "hunter2");
-    let o = run(&[
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--psk-file",
-        short.to_str().unwrap(),
-    ]);
+    let o = serve_with_key(&short);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).contains("at least 16"), "{}", text(&o));
     let _ = std::fs::remove_file(p);

@@ -214,18 +214,15 @@ fn pinning_is_visible_in_proc_and_reported() {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
 
-    let workers: Vec<_> = client_threads
-        .iter()
-        .filter(|t| is_worker(&t.0, "plumb-c"))
-        .collect();
-    assert_eq!(workers.len(), 1, "{client_threads:?}");
-    assert_eq!(workers[0].1, "0");
-    let workers: Vec<_> = server_threads
-        .iter()
-        .filter(|t| is_worker(&t.0, "plumb-s"))
-        .collect();
-    assert_eq!(workers.len(), 1, "{server_threads:?}");
-    assert_eq!(workers[0].1, "1");
+    // Each end's one worker thread is allowed its pinned CPU alone.
+    for (threads, prefix, cpu) in [
+        (&client_threads, "plumb-c", "0"),
+        (&server_threads, "plumb-s", "1"),
+    ] {
+        let workers: Vec<_> = threads.iter().filter(|t| is_worker(&t.0, prefix)).collect();
+        assert_eq!(workers.len(), 1, "{threads:?}");
+        assert_eq!(workers[0].1, cpu);
+    }
 
     let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let it = &rec["iterations"][0];

@@ -18,12 +18,24 @@ impl Drop for Files {
 fn write(name: &str, text: &str) -> (std::path::PathBuf, Files) {
     let p = std::env::temp_dir().join(format!("plumb-sweep-{name}-{}.toml", std::process::id()));
     std::fs::write(&p, text).unwrap();
-    let j = std::env::temp_dir().join(format!("plumb-sweep-journal-{name}-{}", std::process::id()));
-    (p.clone(), Files(vec![p, j]))
+    (p.clone(), Files(vec![p, journal(name)]))
 }
 
 fn journal(name: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("plumb-sweep-journal-{name}-{}", std::process::id()))
+}
+
+/// `plumb sweep FILE --db DB`, its knobs journalled in the journal of the
+/// file written as `name`.
+fn sweep(name: &str, file: &std::path::Path, db: &TempDb) -> Command {
+    let mut c = plumb();
+    c.env("PLUMB_JOURNAL", journal(name)).args([
+        "sweep",
+        file.to_str().unwrap(),
+        "--db",
+        db.path(),
+    ]);
+    c
 }
 
 #[test]
@@ -57,11 +69,7 @@ name = "other"
     );
     let db = TempDb::new("sweep-all");
     let before = std::fs::read_to_string("/sys/class/net/lo/queues/rx-0/rps_cpus").ok();
-    let out = plumb()
-        .env("PLUMB_JOURNAL", journal("all"))
-        .args(["sweep", file.to_str().unwrap(), "--db", db.path()])
-        .output()
-        .unwrap();
+    let out = sweep("all", &file, &db).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
@@ -123,9 +131,7 @@ msg_size = ["4K", "16K", "64K", "128K"]
 "#,
     );
     let db = TempDb::new("sweep-resume");
-    let mut child = plumb()
-        .env("PLUMB_JOURNAL", journal("resume"))
-        .args(["sweep", file.to_str().unwrap(), "--db", db.path()])
+    let mut child = sweep("resume", &file, &db)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -142,15 +148,8 @@ msg_size = ["4K", "16K", "64K", "128K"]
     let stored_first = 1 + rest.iter().filter(|l| l.starts_with("msg_size=")).count();
     assert!(stored_first < 4, "interrupted before the end: {rest:?}");
 
-    let out = plumb()
-        .env("PLUMB_JOURNAL", journal("resume"))
-        .args([
-            "sweep",
-            file.to_str().unwrap(),
-            "--db",
-            db.path(),
-            "--resume",
-        ])
+    let out = sweep("resume", &file, &db)
+        .arg("--resume")
         .output()
         .unwrap();
     assert_ok(&out);
@@ -220,11 +219,7 @@ knobs = { "offload:lo:lro" = "on" }
 "#,
     );
     let db = TempDb::new("sweep-badknob");
-    let out = plumb()
-        .env("PLUMB_JOURNAL", journal("badknob"))
-        .args(["sweep", file.to_str().unwrap(), "--db", db.path()])
-        .output()
-        .unwrap();
+    let out = sweep("badknob", &file, &db).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("variant 'lro': knob offload:lo:lro"), "{err}");

@@ -34,16 +34,7 @@ fn stream_and_rr_over_veth_in_both_families_leave_nothing_behind() {
         assert!(out.status.success(), "{workload} {family}: {err}");
         let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(rec["spec"]["topology"]["veth"]["mtu"], 1500);
-        let schema: Value = serde_json::from_str(
-            &std::fs::read_to_string(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/schemas/run.v1.schema.json"
-            ))
-            .unwrap(),
-        )
-        .unwrap();
-        let v = jsonschema::validator_for(&schema).unwrap();
-        let errs: Vec<String> = v.iter_errors(&rec).map(|e| e.to_string()).collect();
+        let errs = schema_errors(&schema(), &rec);
         assert!(errs.is_empty(), "schema: {errs:?}");
         let it = &rec["iterations"][0];
         let metric = it["derived"]["tps"]

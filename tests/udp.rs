@@ -189,15 +189,7 @@ fn bad_udp_sizes_name_the_flag() {
         ("udp-rr", "--req-size", "4"),
         ("udp-rr", "--timeout", "0s"),
     ] {
-        let out = run(&["run", workload, flag, value, "--duration", "1s"]);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(
-            out.status.code(),
-            Some(2),
-            "{workload} {flag} {value}: {err}"
-        );
-        assert!(err.contains(flag), "{err}");
-        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+        assert_refused_in_one_line(&["run", workload, flag, value, "--duration", "1s"], flag);
     }
 }
 

@@ -109,6 +109,23 @@ fn assert_zerocopy_balances(end: &Value, what: &str) {
 
 const MODES: [&str; 4] = ["none", "msg", "sendfile", "splice"];
 
+/// The flags of a 1 s window (after 200 ms of warm-up) of 64 KiB messages
+/// sent with `mode` in `direction`.
+fn mode_flags<'a>(mode: &'a str, direction: &'a str) -> [&'a str; 10] {
+    [
+        "--zerocopy",
+        mode,
+        "--direction",
+        direction,
+        "--msg-size",
+        "64K",
+        "--duration",
+        "1s",
+        "--warmup",
+        "200ms",
+    ]
+}
+
 fn check_mode(rec: &Value, mode: &str, direction: &str, what: &str) {
     assert_counts_agree(rec, what);
     let spec = &rec["spec"];
@@ -136,20 +153,7 @@ fn check_mode(rec: &Value, mode: &str, direction: &str, what: &str) {
 fn each_send_mode_moves_what_it_claims_on_loopback_both_ways() {
     for direction in ["send", "recv"] {
         for mode in MODES {
-            let rec = stream_json(&[
-                "--zerocopy",
-                mode,
-                "--direction",
-                direction,
-                "--flows",
-                "2",
-                "--msg-size",
-                "64K",
-                "--duration",
-                "1s",
-                "--warmup",
-                "200ms",
-            ]);
+            let rec = stream_json(&[&mode_flags(mode, direction)[..], &["--flows", "2"]].concat());
             check_mode(
                 &rec,
                 mode,
@@ -338,20 +342,7 @@ fn each_send_mode_moves_what_it_claims_over_veth() {
         .chain([("msg", "recv"), ("splice", "recv")])
     {
         let what = format!("veth {mode} {direction}");
-        let rec = agreeing(&what, || {
-            veth.stream(&[
-                "--zerocopy",
-                mode,
-                "--direction",
-                direction,
-                "--msg-size",
-                "64K",
-                "--duration",
-                "1s",
-                "--warmup",
-                "200ms",
-            ])
-        });
+        let rec = agreeing(&what, || veth.stream(&mode_flags(mode, direction)));
         check_mode(&rec, mode, direction, &what);
     }
     agreeing("veth rx skip", || {

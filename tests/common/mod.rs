@@ -57,6 +57,41 @@ pub fn assert_mentions(text: &str, needles: &[&str]) {
     }
 }
 
+/// `plumb run ARGS --iterations 1 --db DB`: one iteration stored in `db`
+/// (under the label ARGS give, if any), which must succeed.
+pub fn store_one_iteration(db: &TempDb, args: &[&str]) {
+    let out = plumb()
+        .arg("run")
+        .args(args)
+        .args(["--iterations", "1", "--db", db.path()])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+}
+
+/// A one-iteration `plumb run stream ARGS`, not stored, going on in the
+/// background; its stdout and stderr are piped.
+pub fn stream_in_background(args: &[&str]) -> std::process::Child {
+    plumb()
+        .args(["run", "stream", "--no-store", "--iterations", "1"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Runs plumb (through [`run`]), which must refuse: exit 2 with a single
+/// line on stderr that holds `needle`.
+#[track_caller]
+pub fn assert_refused_in_one_line(args: &[&str], needle: &str) {
+    let out = run(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.contains(needle), "{args:?}: {err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+}
+
 /// `plumb compare A B --format FORMAT` over the runs in `db`.
 pub fn compare(db: &TempDb, a: &str, b: &str, format: &str) -> Output {
     run(&["compare", a, b, "--db", db.path(), "--format", format])
@@ -66,6 +101,29 @@ pub fn compare(db: &TempDb, a: &str, b: &str, format: &str) -> Output {
 #[path = "../../crates/store/tests/shared/tempdb.rs"]
 mod tempdb;
 pub use tempdb::TempDb;
+
+/// An experiment file of this test process in the temporary directory,
+/// removed on drop.
+pub struct ExperimentFile(pub std::path::PathBuf);
+
+impl ExperimentFile {
+    /// `plumb-NAME-PID.toml`, holding `toml`.
+    pub fn new(name: &str, toml: &str) -> ExperimentFile {
+        let p = std::env::temp_dir().join(format!("plumb-{name}-{}.toml", std::process::id()));
+        std::fs::write(&p, toml).unwrap();
+        ExperimentFile(p)
+    }
+
+    pub fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for ExperimentFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
 
 /// `plumb run stream ARGS --json`, which must succeed; returns the record.
 pub fn stream_json(args: &[&str]) -> Value {
@@ -205,41 +263,11 @@ pub fn is_root() -> bool {
         .unwrap_or(false)
 }
 
-/// A test whose precondition is missing. Under CI (`CI=true`) that is a
-/// failure naming the precondition: CI installs everything, so a missing
-/// tool there is a broken image, not a reason to pass. Elsewhere the test
-/// returns early after one `skipped: <test>: <why>` line.
-///
-/// The line goes straight to file descriptor 2: libtest captures only what
-/// `print!`/`eprint!` write, so the line shows in a plain `cargo test` run
-/// between the `test ... ok` lines. It is also appended to
-/// `target/tmp/skipped.txt`, which `tests/setup.sh` (the README's test
-/// command) empties before the run and counts after it.
-pub fn skip(why: &str) {
-    let test = std::thread::current()
-        .name()
-        .unwrap_or("unnamed test")
-        .to_string();
-    if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
-        panic!("precondition missing under CI: {test}: {why}");
-    }
-    let line = format!("skipped: {test}: {why}\n");
-    use std::io::Write;
-    let _ = std::io::stderr().write_all(line.as_bytes());
-    let _ = std::fs::create_dir_all(env!("CARGO_TARGET_TMPDIR"));
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(skipped_file())
-    {
-        let _ = f.write_all(line.as_bytes());
-    }
-}
-
-/// Where skips are recorded for the count at the end of the run.
-pub fn skipped_file() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("skipped.txt")
-}
+/// `skip`: a test whose precondition is missing says so and returns (fails
+/// under CI); counted by `tests/setup.sh`.
+#[path = "../../crates/store/tests/shared/precondition.rs"]
+mod precondition;
+pub use precondition::skip;
 
 /// True when the test runs as root; otherwise records the skip (or fails
 /// under CI) and the caller returns.

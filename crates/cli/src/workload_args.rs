@@ -97,7 +97,10 @@ const TCP_SOCKET: [Flag; 7] = [
         "SIZE|auto",
         "SO_RCVBUF on both ends: a size like 8K, or auto (kernel autotuning)",
     ),
-    switch(Field::Nodelay, "Set TCP_NODELAY (disable Nagle) on every flow"),
+    switch(
+        Field::Nodelay,
+        "Set TCP_NODELAY (disable Nagle) on every flow",
+    ),
     switch(Field::Cork, "Set TCP_CORK on every flow"),
     value(
         Field::Mss,
@@ -260,7 +263,11 @@ const EVERY: &[Flag] = &[
         help: "Where the ends run: loopback (this host's), or veth (two network namespaces \
                joined by a veth pair, client in one, server in the other; needs root)",
     },
-    value(Field::Mtu, "BYTES", "MTU of the veth pair (--topology veth)"),
+    value(
+        Field::Mtu,
+        "BYTES",
+        "MTU of the veth pair (--topology veth)",
+    ),
     value(
         Field::Delay,
         "TIME",

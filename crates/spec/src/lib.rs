@@ -58,7 +58,6 @@ pub const UDP_MAX: u64 = 65507;
 /// How long a udp-rr client waits for a response by default.
 pub const UDP_RR_TIMEOUT_MS: u64 = 200;
 
-
 /// Which way the data goes, seen from the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -11,23 +11,13 @@ use std::process::{Command, Stdio};
 
 #[path = "shared/pgserver.rs"]
 mod pgserver;
+#[path = "shared/precondition.rs"]
+mod precondition;
 #[path = "shared/tempdb.rs"]
 mod tempdb;
 use pgserver::{PgServer, PASSWORD};
+use precondition::skip;
 use tempdb::TempDb;
-
-/// Records why a test cannot run and returns; under CI the image must have
-/// what the test needs, so a missing precondition fails instead.
-fn skip(why: &str) {
-    let test = std::thread::current()
-        .name()
-        .unwrap_or("unnamed test")
-        .to_string();
-    if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
-        panic!("precondition missing under CI: {test}: {why}");
-    }
-    eprintln!("skipped: {test}: {why}");
-}
 
 fn record(label: &str, started_at: &str, n: u32) -> RunRecord {
     let mut r = plumb_samples::testing::example();
@@ -500,22 +490,12 @@ fn an_unreachable_server_or_database_says_what_to_check() {
 
 #[test]
 fn a_postgres_url_is_a_server_and_anything_else_a_file() {
-    assert_eq!(
-        Location::new("postgres://u@h/db"),
-        Location::Postgres("postgres://u@h/db".into())
-    );
-    assert_eq!(
-        Location::new("PostgreSQL://u@h:5433/db"),
-        Location::Postgres("PostgreSQL://u@h:5433/db".into())
-    );
-    assert_eq!(
-        Location::new("postgres/plumb.db"),
-        Location::File("postgres/plumb.db".into())
-    );
-    assert_eq!(
-        Location::new("./postgres://x"),
-        Location::File("./postgres://x".into())
-    );
+    for server in ["postgres://u@h/db", "PostgreSQL://u@h:5433/db"] {
+        assert_eq!(Location::new(server), Location::Postgres(server.into()));
+    }
+    for file in ["postgres/plumb.db", "./postgres://x"] {
+        assert_eq!(Location::new(file), Location::File(file.into()));
+    }
 }
 
 #[test]

@@ -29,6 +29,27 @@ fn count(path: &PathBuf, sql: &str) -> i64 {
     c.query_row(sql, [], |r| r.get(0)).unwrap()
 }
 
+/// Writes `r` into `runs` by hand, as a plumb of an older schema did: only
+/// the columns of the first version, with the client's environment
+/// `env_hash` (stored before, or none). Its row id.
+fn insert_old_run(c: &rusqlite::Connection, r: &RunRecord, env_hash: Option<&str>) -> RunId {
+    c.execute(
+        "INSERT INTO runs (started_at, label, workload, spec_key, summary, complete, iterations,
+                           throughput_bps, env_hash, record)
+         VALUES (?1, ?2, 'stream', ?3, 's', 1, ?4, 1e9, ?5, ?6)",
+        rusqlite::params![
+            r.started_at,
+            r.label,
+            r.spec_key,
+            r.iterations.len() as i64,
+            env_hash,
+            serde_json::to_string(r).unwrap()
+        ],
+    )
+    .unwrap();
+    RunId(c.last_insert_rowid())
+}
+
 #[test]
 fn a_run_round_trips_with_its_environment() {
     let db = TempDb::new("roundtrip");
@@ -135,21 +156,7 @@ fn a_version_4_run_migrates_without_a_server_environment() {
             rusqlite::params![e.hash(), serde_json::to_string(&e.facts).unwrap()],
         )
         .unwrap();
-        let r = record("x", "2026-11-20T10:00:00Z");
-        c.execute(
-            "INSERT INTO runs (started_at, label, workload, spec_key, summary, complete, iterations,
-                               throughput_bps, env_hash, record)
-             VALUES (?1, 'x', 'stream', ?2, 's', 1, ?3, 1e9, ?4, ?5)",
-            rusqlite::params![
-                r.started_at,
-                r.spec_key,
-                r.iterations.len() as i64,
-                e.hash(),
-                serde_json::to_string(&r).unwrap()
-            ],
-        )
-        .unwrap();
-        RunId(c.last_insert_rowid())
+        insert_old_run(&c, &record("x", "2026-11-20T10:00:00Z"), Some(&e.hash()))
     };
     let s = Store::open(&db.0).unwrap();
     assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
@@ -266,19 +273,7 @@ fn a_version_1_database_migrates_and_keeps_its_runs() {
             )
             .unwrap();
         assert_eq!(has_samples, 0);
-        c.execute(
-            "INSERT INTO runs (started_at, label, workload, spec_key, summary, complete, iterations,
-                               throughput_bps, env_hash, record)
-             VALUES (?1, ?2, 'stream', ?3, 's', 1, ?4, 1e9, NULL, ?5)",
-            rusqlite::params![
-                r.started_at,
-                r.label,
-                r.spec_key,
-                r.iterations.len() as i64,
-                serde_json::to_string(&r).unwrap()
-            ],
-        )
-        .unwrap();
+        insert_old_run(&c, &r, None);
     }
     let s = Store::open(&db.0).unwrap();
     assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
@@ -441,19 +436,7 @@ fn runs_stored_before_ids_get_one_each_at_migration() {
         // The runs as a version-5 plumb wrote them: no id anywhere.
         let c = rusqlite::Connection::open(&db.0).unwrap();
         for h in 10..13 {
-            let r = record("x", &format!("2026-11-20T{h}:00:00Z"));
-            c.execute(
-                "INSERT INTO runs (started_at, label, workload, spec_key, summary, complete,
-                                   iterations, throughput_bps, record)
-                 VALUES (?1, 'x', 'stream', ?2, 's', 1, ?3, 1e9, ?4)",
-                rusqlite::params![
-                    r.started_at,
-                    r.spec_key,
-                    r.iterations.len() as i64,
-                    serde_json::to_string(&r).unwrap()
-                ],
-            )
-            .unwrap();
+            insert_old_run(&c, &record("x", &format!("2026-11-20T{h}:00:00Z")), None);
         }
     }
     let s = Store::open(&db.0).unwrap();

@@ -112,18 +112,14 @@ impl PgServer {
             root,
         };
         let auth = if md5 { "md5" } else { "trust" };
-        let out = server
-            .command("initdb")
-            .arg("-D")
-            .arg(dir.join("data"))
-            .args(["-U", "plumb", "-A", auth, "--no-sync", "-E", "UTF8"])
-            .arg(format!("--pwfile={}", pwfile.display()))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "initdb: {}",
-            String::from_utf8_lossy(&out.stderr)
+        succeeds(
+            "initdb",
+            server
+                .command("initdb")
+                .arg("-D")
+                .arg(dir.join("data"))
+                .args(["-U", "plumb", "-A", auth, "--no-sync", "-E", "UTF8"])
+                .arg(format!("--pwfile={}", pwfile.display())),
         );
         let mut options = format!(
             "-k {} -p {port} -c listen_addresses=127.0.0.1 -c fsync=off",
@@ -209,6 +205,18 @@ impl PgServer {
     }
 }
 
+/// Runs a tool of the set-up, which must succeed: else the test fails
+/// with `what` and the tool's stderr.
+#[track_caller]
+fn succeeds(what: &str, cmd: &mut Command) {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A CA, a server certificate for `localhost` (no address) that it signs,
 /// and a second CA, made with `openssl` in `dir`.
 fn make_certificates(dir: &Path) -> bool {
@@ -223,15 +231,9 @@ fn make_certificates(dir: &Path) -> bool {
         return false;
     }
     let openssl = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
+        succeeds(
+            &format!("openssl {args:?}"),
+            Command::new("openssl").args(args).current_dir(dir),
         );
     };
     let key = [
