@@ -365,7 +365,10 @@ impl clap::Subcommand for RunCommand {
                 .iter()
                 .fold(Command::new(*name), |c, f| c.arg(f.arg()));
             // After the common flags, whose own doc would stand as about.
-            let sub = CommonArgs::augment_args(sub).about(about).long_about(None);
+            let sub = CommonArgs::augment_args(sub)
+                .about(about)
+                .long_about(None)
+                .next_line_help(true);
             cmd.subcommand(sub)
         })
     }

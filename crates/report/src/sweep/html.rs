@@ -259,6 +259,20 @@ pub fn html(r: &SweepReport) -> String {
         esc(&r.title),
         esc(&r.title)
     );
+    plots(&mut o, r);
+    cliffs(&mut o, r);
+    cpu(&mut o, r);
+    latency(&mut o, r);
+    retransmits(&mut o, r);
+    softirq(&mut o, r);
+    comparisons(&mut o, r);
+    env_diff(&mut o, r);
+    o.push_str("</body></html>\n");
+    o
+}
+
+/// One line plot per axis, its cliffs marked.
+fn plots(o: &mut String, r: &SweepReport) {
     for p in &r.plots {
         let _ = writeln!(o, "<h2>{} by {}</h2>", esc(r.metric.title()), esc(&p.axis));
         let mut xs: Vec<String> = Vec::new();
@@ -303,6 +317,10 @@ pub fn html(r: &SweepReport) -> String {
         o.push_str(&svg_lines(&xs, &lines, &|v| r.show(v), &marks, &p.axis));
         o.push('\n');
     }
+}
+
+/// The cliffs, each with its likely cause when one is known.
+fn cliffs(o: &mut String, r: &SweepReport) {
     let _ = writeln!(o, "<h2>Cliffs</h2>");
     if r.cliffs.is_empty() {
         let _ = writeln!(o, "<p>none</p>");
@@ -325,6 +343,10 @@ pub fn html(r: &SweepReport) -> String {
         }
         let _ = writeln!(o, "</ul>");
     }
+}
+
+/// CPU per end, as bars.
+fn cpu(o: &mut String, r: &SweepReport) {
     let _ = writeln!(
         o,
         "<h2>CPU per end</h2><p>CPU-seconds per second of window: the process's user and system time, and softirq time over the whole host.</p>"
@@ -348,6 +370,10 @@ pub fn html(r: &SweepReport) -> String {
         ],
         " CPU-s/s",
     ));
+}
+
+/// The latency percentiles of each point, when any were timed.
+fn latency(o: &mut String, r: &SweepReport) {
     if !r.latency.is_empty() {
         let _ = writeln!(o, "<h2>Latency percentiles</h2>");
         let xs: Vec<String> = PERCENTILES.iter().map(|s| s.to_string()).collect();
@@ -372,6 +398,10 @@ pub fn html(r: &SweepReport) -> String {
             "percentile",
         ));
     }
+}
+
+/// TCP's retransmissions at each point, when there were any.
+fn retransmits(o: &mut String, r: &SweepReport) {
     if !r.retransmits.is_empty() {
         let _ = writeln!(
             o,
@@ -388,6 +418,10 @@ pub fn html(r: &SweepReport) -> String {
         }
         let _ = writeln!(o, "</table>");
     }
+}
+
+/// The softirq share of each CPU, as a table and as bars.
+fn softirq(o: &mut String, r: &SweepReport) {
     if !r.softirq.is_empty() {
         let _ = writeln!(o, "<h2>Softirq share of each CPU</h2>");
         let ncpu = r.softirq.iter().map(|s| s.per_cpu.len()).max().unwrap_or(0);
@@ -415,6 +449,10 @@ pub fn html(r: &SweepReport) -> String {
             .collect();
         o.push_str(&svg_bars(&rows, &[("softirq %", "#e15759")], " %"));
     }
+}
+
+/// Each line against the first.
+fn comparisons(o: &mut String, r: &SweepReport) {
     for c in &r.comparisons {
         let _ = writeln!(
             o,
@@ -445,6 +483,10 @@ pub fn html(r: &SweepReport) -> String {
         }
         let _ = writeln!(o, "</table>");
     }
+}
+
+/// The environment diff of the first line against the last.
+fn env_diff(o: &mut String, r: &SweepReport) {
     // The first line against the last, as the last comparison has it.
     let env_diff = r.comparisons.last().map_or(&[][..], |c| &c.env_diff[..]);
     let _ = writeln!(o, "<h2>Environment diff</h2>");
@@ -468,6 +510,4 @@ pub fn html(r: &SweepReport) -> String {
         }
         let _ = writeln!(o, "</table>");
     }
-    o.push_str("</body></html>\n");
-    o
 }

@@ -201,6 +201,31 @@ pub fn build(
     } else {
         Metric::Throughput
     };
+    let axes = axes_of(entries);
+    let cells = cells_of(entries, &axes);
+    let (plots, cliffs) = plots_of(entries, &axes, &cells, metric, cliff_factor);
+    let Tables {
+        cpu,
+        latency,
+        softirq,
+        retransmits,
+    } = tables_of(&cells);
+    SweepReport {
+        title: title.to_string(),
+        metric,
+        plots,
+        cliffs,
+        cpu,
+        latency,
+        softirq,
+        retransmits,
+        comparisons,
+    }
+}
+
+/// The axes and their values: axes in the order first seen (the
+/// experiment's order), values in numeric order where they are numbers.
+fn axes_of(entries: &[Entry]) -> Vec<(String, Vec<String>)> {
     // Axes and their values in the order first seen: the experiment's order.
     let mut axes: Vec<(String, Vec<String>)> = Vec::new();
     for e in entries {
@@ -231,6 +256,13 @@ pub fn build(
             vals.sort_by_key(|v| (key(v).is_none(), key(v).unwrap_or(0)));
         }
     }
+    axes
+}
+
+/// Every (series, coords) with its runs, lines in order of first
+/// appearance and points in axis order, whatever order the runs were made
+/// in.
+fn cells_of<'a>(entries: &'a [Entry], axes: &[(String, Vec<String>)]) -> Vec<Cell<'a>> {
     // Every (series, coords) with its metric values, pooled over runs.
     let mut cells: Vec<Cell> = Vec::new();
     for e in entries {
@@ -262,16 +294,30 @@ pub fn build(
             .collect();
         (series_order.iter().position(|x| x == s), place)
     });
-    let stat = |rs: &[&RunRecord]| -> (f64, f64, f64, usize) {
-        let xs: Vec<f64> = rs.iter().flat_map(|r| r.metric_values()).collect();
-        let (m, lo, hi) = plumb_stats::mean_with_interval(&xs, 0.95);
-        (m, lo, hi, xs.len())
-    };
+    cells
+}
+
+/// The mean of a point's metric over its runs, its 95 % interval and how
+/// many values it is over.
+fn stat(rs: &[&RunRecord]) -> (f64, f64, f64, usize) {
+    let xs: Vec<f64> = rs.iter().flat_map(|r| r.metric_values()).collect();
+    let (m, lo, hi) = plumb_stats::mean_with_interval(&xs, 0.95);
+    (m, lo, hi, xs.len())
+}
+
+/// One plot per axis, its lines' cliffs noted.
+fn plots_of(
+    entries: &[Entry],
+    axes: &[(String, Vec<String>)],
+    cells: &[Cell],
+    metric: Metric,
+    cliff_factor: f64,
+) -> (Vec<AxisPlot>, Vec<CliffNote>) {
     let mut plots = Vec::new();
     let mut cliffs = Vec::new();
-    for (axis, values) in &axes {
+    for (axis, values) in axes {
         let mut lines: Vec<Line> = Vec::new();
-        for (series, coords, rs) in &cells {
+        for (series, coords, rs) in cells {
             let Some(x) = coords.iter().find(|(k, _)| k == axis).map(|(_, v)| v) else {
                 continue;
             };
@@ -311,7 +357,7 @@ pub fn build(
                 } else {
                     "to nothing".into()
                 };
-                let only_line = lines_count_hint(&axes, axis);
+                let only_line = lines_count_hint(axes, axis);
                 let text = format!(
                     "{} {} {times} between {axis} {} and {}{}{}",
                     metric.title(),
@@ -368,11 +414,23 @@ pub fn build(
         });
     }
 
+    (plots, cliffs)
+}
+
+/// The per-point tables: CPU, latency, softirq share and retransmissions.
+struct Tables {
+    cpu: Vec<CpuRow>,
+    latency: Vec<LatencyRow>,
+    softirq: Vec<SoftirqRow>,
+    retransmits: Vec<RetransRow>,
+}
+
+fn tables_of(cells: &[Cell]) -> Tables {
     let mut cpu = Vec::new();
     let mut latency = Vec::new();
     let mut softirq = Vec::new();
     let mut retransmits = Vec::new();
-    for (series, coords, rs) in &cells {
+    for (series, coords, rs) in cells {
         let name = point_name(series, coords);
         let its: Vec<_> = rs
             .iter()
@@ -455,16 +513,11 @@ pub fn build(
     if retransmits.iter().all(|t| t.per_iteration == 0.0) {
         retransmits.clear();
     }
-    SweepReport {
-        title: title.to_string(),
-        metric,
-        plots,
-        cliffs,
+    Tables {
         cpu,
         latency,
         softirq,
         retransmits,
-        comparisons,
     }
 }
 
