@@ -71,6 +71,19 @@ if ! grep -qw bbr /proc/sys/net/ipv4/tcp_available_congestion_control 2>/dev/nul
   fi
 fi
 
+# Namespaces that a test process killed mid-run left behind (the tests name
+# theirs plumb-TAG-PID): their addresses would clash with the new run's.
+# Only those whose process is gone; plumb's own veth namespaces are
+# `plumb topology down`'s.
+if [ "$(id -u)" = 0 ] && command -v ip >/dev/null 2>&1; then
+  for ns in $(ip netns list 2>/dev/null | awk '/^plumb-[a-z0-9]+-[0-9]+( |$)/ {print $1}'); do
+    pid=${ns##*-}
+    if [ ! -e "/proc/$pid" ] && ip netns del "$ns" 2>/dev/null; then
+      echo "tests/setup.sh: removed namespace $ns, left by test process $pid, which is gone" >&2
+    fi
+  done
+fi
+
 # Where the tests record their skips (CARGO_TARGET_TMPDIR of the tests).
 target=${CARGO_TARGET_DIR:-target}
 skipped="$target/tmp/skipped.txt"
