@@ -5,7 +5,6 @@
 //! on one line that names the flag and the accepted forms.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use plumb_spec::Field;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -582,19 +581,10 @@ fn port_range(s: &str) -> Result<(u16, u16), String> {
     Ok((lo, hi))
 }
 
-/// The command line, with the default of every spec field in `plumb run`'s
-/// help taken from the spec the workload starts from, so it is defined once.
+/// The command line.
 pub fn command() -> clap::Command {
     use clap::CommandFactory;
-    values_may_start_with_a_hyphen(Cli::command()).mut_subcommand("run", |run| {
-        let workloads: Vec<String> = run
-            .get_subcommands()
-            .map(|c| c.get_name().to_string())
-            .collect();
-        workloads.iter().fold(run, |run, w| {
-            run.mut_subcommand(w, |c| with_spec_defaults(c, w))
-        })
-    })
+    values_may_start_with_a_hyphen(Cli::command())
 }
 
 /// Every flag that takes a value takes the next word as it, so `--sndbuf -5`
@@ -614,36 +604,6 @@ fn values_may_start_with_a_hyphen(cmd: clap::Command) -> clap::Command {
         .collect();
     subcommands.iter().fold(cmd, |cmd, name| {
         cmd.mut_subcommand(name, values_may_start_with_a_hyphen)
-    })
-}
-
-fn with_spec_defaults(cmd: clap::Command, workload: &str) -> clap::Command {
-    let Some(spec) = plumb_spec::build::defaults(workload) else {
-        return cmd;
-    };
-    let cmd = cmd.after_help(
-        "Sizes are bytes (K, M, G = 1024), rates bit/s (K, M, G = 1000), times ns to h, \
-         letters in any case; see docs/units.md.",
-    );
-    let ids: Vec<String> = cmd
-        .get_arguments()
-        .map(|a| a.get_id().to_string())
-        .collect();
-    ids.iter().fold(cmd, |cmd, id| {
-        let Some(default) = Field::from_key(id).and_then(|f| spec.value_of(f)) else {
-            return cmd;
-        };
-        if default.is_empty() || default == "none" || default == "false" {
-            return cmd;
-        }
-        cmd.mut_arg(id, |a| {
-            let help = a.get_help().map(|h| h.to_string()).unwrap_or_default();
-            if help.contains("[default") {
-                a
-            } else {
-                a.help(format!("{help} [default: {default}]"))
-            }
-        })
     })
 }
 

@@ -5,7 +5,7 @@
 
 use crate::args::CommonArgs;
 use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches};
-use plumb_spec::{Choice, Close, Direction, Emulator, Field, RxMode, Workload, ZeroCopy};
+use plumb_spec::{Choice, Close, Direction, Emulator, Field, RxMode, Spec, Workload, ZeroCopy};
 
 /// A parsed `plumb run WORKLOAD`.
 #[derive(Debug)]
@@ -50,15 +50,8 @@ const fn switch(field: Field, help: &'static str) -> Flag {
     }
 }
 
-/// The first name of each value: aliases are accepted but not offered.
 fn names<T: Choice>() -> Vec<&'static str> {
-    let mut names = Vec::new();
-    for (name, v) in T::NAMES {
-        if v.name() == *name {
-            names.push(*name);
-        }
-    }
-    names
+    T::shown().map(|(name, _)| name).collect()
 }
 
 const fn choice<T: Choice>(field: Field, name: &'static str, help: &'static str) -> Flag {
@@ -335,12 +328,21 @@ fn table(w: Workload) -> (&'static str, Vec<Flag>) {
 }
 
 impl Flag {
-    /// The flag as clap takes it; its id is the field's key, which the help
-    /// defaults are looked up by.
-    fn arg(&self) -> Arg {
+    /// The flag as clap takes it, its id the field's key. Its help gives
+    /// the default from `spec`, the spec the workload starts from, so the
+    /// default is defined once.
+    fn arg(&self, spec: &Spec) -> Arg {
+        let default = spec
+            .value_of(self.field)
+            .filter(|d| !(d.is_empty() || d == "none" || d == "false"))
+            .filter(|_| !self.help.contains("[default"));
+        let help = match default {
+            Some(d) => format!("{} [default: {d}]", self.help),
+            None => self.help.to_string(),
+        };
         let arg = Arg::new(self.field.key())
             .long(self.field.long())
-            .help(self.help);
+            .help(help);
         match self.takes {
             Takes::Value(name) => arg.value_name(name),
             Takes::Switch => arg.action(ArgAction::SetTrue),
@@ -357,18 +359,28 @@ impl Flag {
     }
 }
 
+/// The workload of the subcommand `name`.
+fn workload_named(name: &str) -> Option<Workload> {
+    Workload::shown().find(|(n, _)| *n == name).map(|(_, w)| w)
+}
+
 impl clap::Subcommand for RunCommand {
     fn augment_subcommands(cmd: Command) -> Command {
-        Workload::NAMES.iter().fold(cmd, |cmd, (name, w)| {
-            let (about, flags) = table(*w);
+        Workload::shown().fold(cmd, |cmd, (name, w)| {
+            let (about, flags) = table(w);
+            let spec = Spec::defaults(w);
             let sub = flags
                 .iter()
-                .fold(Command::new(*name), |c, f| c.arg(f.arg()));
+                .fold(Command::new(name), |c, f| c.arg(f.arg(&spec)));
             // After the common flags, whose own doc would stand as about.
             let sub = CommonArgs::augment_args(sub)
                 .about(about)
                 .long_about(None)
-                .next_line_help(true);
+                .next_line_help(true)
+                .after_help(
+                    "Sizes are bytes (K, M, G = 1024), rates bit/s (K, M, G = 1000), times ns \
+                     to h, letters in any case; see docs/units.md.",
+                );
             cmd.subcommand(sub)
         })
     }
@@ -378,7 +390,7 @@ impl clap::Subcommand for RunCommand {
     }
 
     fn has_subcommand(name: &str) -> bool {
-        Workload::NAMES.iter().any(|(n, _)| *n == name)
+        workload_named(name).is_some()
     }
 }
 
@@ -386,11 +398,7 @@ impl FromArgMatches for RunCommand {
     fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
         let missing = || clap::Error::new(clap::error::ErrorKind::MissingSubcommand);
         let (name, m) = m.subcommand().ok_or_else(missing)?;
-        let workload = Workload::NAMES
-            .iter()
-            .find(|(n, _)| *n == name)
-            .ok_or_else(missing)?
-            .1;
+        let workload = workload_named(name).ok_or_else(missing)?;
         let settings = table(workload)
             .1
             .iter()
@@ -415,9 +423,8 @@ mod tests {
 
     #[test]
     fn each_workload_takes_each_field_once_and_only_those_its_spec_has() {
-        for (name, w) in Workload::NAMES {
-            let spec = plumb_spec::build::defaults(name).unwrap();
-            let flags = table(*w).1;
+        for (name, w) in Workload::shown() {
+            let flags = table(w).1;
             for (i, f) in flags.iter().enumerate() {
                 assert!(
                     !flags[..i].iter().any(|g| g.field == f.field),
@@ -435,7 +442,6 @@ mod tests {
                 );
                 assert!(settable.is_ok(), "{name} {}: {settable:?}", f.field.flag());
             }
-            assert_eq!(spec.workload, *w);
         }
     }
 

@@ -526,7 +526,7 @@ pub fn read_back(stream: &TcpStream, opts: &SocketOpts) -> Vec<OptionRecord> {
         option_record(field, on_off(asked), granted.map(on_off), asked, None)
     };
     let pacing = |r: u64| match r {
-        // No limit reads back as ~0 in whichever width the kernel keeps.
+        // No limit reads back as all ones, in whichever width the kernel keeps.
         u64::MAX | 0xffff_ffff => "unlimited".to_string(),
         r => format!("{} bit/s", r.saturating_mul(8)),
     };

@@ -9,7 +9,7 @@ use crate::units::{
 };
 use crate::{
     parse_writes, BufSize, Choice, Close, CpuList, Direction, Emulator, Family, RxMode, Spec,
-    Topology, Veth, ZeroCopy,
+    Topology, Veth, Workload, ZeroCopy,
 };
 
 /// A field that could not be set, or a spec that cannot run. `at` is the
@@ -22,17 +22,9 @@ pub struct BuildError {
     pub message: String,
 }
 
-/// The spec of `workload` with its defaults: what `plumb run WORKLOAD`
-/// runs without flags. Threads are left at 1; [`build`] sets them.
+/// [`Spec::defaults`] of the workload named `workload`, in any case.
 pub fn defaults(workload: &str) -> Option<Spec> {
-    Some(match workload.to_ascii_lowercase().as_str() {
-        "stream" => Spec::stream(),
-        "rr" => Spec::rr(),
-        "crr" => Spec::crr(),
-        "udp-stream" | "udp_stream" => Spec::udp_stream(),
-        "udp-rr" | "udp_rr" => Spec::udp_rr(),
-        _ => return None,
-    })
+    choice(workload, Workload::NAMES).ok().map(Spec::defaults)
 }
 
 /// Worker threads when not asked: one per flow, at most one per CPU.

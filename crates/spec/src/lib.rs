@@ -212,6 +212,14 @@ pub trait Choice: Copy + PartialEq + 'static {
         let named = Self::NAMES.iter().find(|(_, v)| *v == self);
         named.expect("every value has a name").0
     }
+
+    /// The names shown, one per value: aliases are accepted but not offered.
+    fn shown() -> impl Iterator<Item = (&'static str, Self)> {
+        Self::NAMES
+            .iter()
+            .copied()
+            .filter(|(name, v)| v.name() == *name)
+    }
 }
 
 macro_rules! choices {
@@ -230,7 +238,7 @@ macro_rules! choices {
 
 choices! {
     Workload: "stream" => Stream, "rr" => Rr, "crr" => Crr, "udp-stream" => UdpStream,
-        "udp-rr" => UdpRr;
+        "udp-rr" => UdpRr, "udp_stream" => UdpStream, "udp_rr" => UdpRr;
     Direction: "send" => Send, "recv" => Recv, "both" => Both;
     Family: "ipv4" => V4, "4" => V4, "v4" => V4, "ipv6" => V6, "6" => V6, "v6" => V6;
     ZeroCopy: "none" => None, "msg" => Msg, "sendfile" => Sendfile, "splice" => Splice;
@@ -478,6 +486,18 @@ fn show_bytes(n: u64) -> String {
 }
 
 impl Spec {
+    /// The spec of `workload` with its defaults: what `plumb run WORKLOAD`
+    /// runs without flags. Threads are left at 1; [`build()`] sets them.
+    pub fn defaults(workload: Workload) -> Spec {
+        match workload {
+            Workload::Stream => Spec::stream(),
+            Workload::Rr => Spec::rr(),
+            Workload::Crr => Spec::crr(),
+            Workload::UdpStream => Spec::udp_stream(),
+            Workload::UdpRr => Spec::udp_rr(),
+        }
+    }
+
     /// A stream spec with the defaults of `plumb run stream`.
     pub fn stream() -> Spec {
         Spec {
@@ -842,9 +862,7 @@ impl Spec {
             (None, Some(host)) => format!("{}, to {host}", self.summary_on_loopback()),
             (None, None) => self.summary_on_loopback(),
         };
-        let Some(defaults) = build::defaults(&self.workload.to_string()) else {
-            return line;
-        };
+        let defaults = Spec::defaults(self.workload);
         for &field in Field::ALL {
             if self.in_headline(field) {
                 continue;
