@@ -1,6 +1,7 @@
 //! Renderings of a comparison. Every one states the method (test, alpha, n,
 //! noise band) next to the verdicts, so a pasted table cannot lose it.
 
+use crate::table::{Align, Table};
 use plumb_compare::{BudgetLine, Comparison, Point};
 use plumb_samples::units::{format_change as pct, format_cpu_cost as cost, scaled, sig3};
 use plumb_samples::Metric;
@@ -86,13 +87,13 @@ fn budget_lines(p: &Point) -> impl Iterator<Item = &BudgetLine> {
 }
 
 /// A table's unit, its lines, and how its figures are written.
-type Table<'a> = (&'static str, Vec<&'a BudgetLine>, fn(f64) -> String);
+type Explanation<'a> = (&'static str, Vec<&'a BudgetLine>, fn(f64) -> String);
 
 /// The tables that explain a point: its CPU budget, and the events per
 /// unit of work where either side counted any, each with its unit and how
 /// its figures are written.
-fn explanation(p: &Point) -> Vec<Table<'_>> {
-    let mut tables: Vec<Table> = vec![(p.budget_unit, budget_lines(p).collect(), cost)];
+fn explanation(p: &Point) -> Vec<Explanation<'_>> {
+    let mut tables: Vec<Explanation> = vec![(p.budget_unit, budget_lines(p).collect(), cost)];
     if !p.events.is_empty() {
         tables.push((p.events_unit, p.events.iter().collect(), sig3));
     }
@@ -214,38 +215,42 @@ pub fn markdown(c: &Comparison) -> String {
     if let Some(k) = kernels_line(c) {
         let _ = writeln!(o, "{k}\n");
     }
-    let _ = writeln!(
-        o,
-        "| test point | A | B | change | ratio interval | p | verdict |"
-    );
-    let _ = writeln!(o, "|---|---|---|---|---|---|---|");
+    let mut table = Table::new([
+        ("test point", Align::Left, 0),
+        ("A", Align::Right, 0),
+        ("B", Align::Right, 0),
+        ("change", Align::Right, 0),
+        ("ratio interval", Align::Right, 0),
+        ("p", Align::Right, 0),
+        ("verdict", Align::Left, 0),
+    ]);
     for p in &c.points {
-        let _ = writeln!(
-            o,
-            "| {} | {} (n={}) | {} (n={}) | {} | {:.3}..{:.3} | {:.4} | {} |",
-            p.summary,
-            value(p, p.a.mean),
-            p.a.n,
-            value(p, p.b.mean),
-            p.b.n,
+        table.row([
+            p.summary.clone(),
+            format!("{} (n={})", value(p, p.a.mean), p.a.n),
+            format!("{} (n={})", value(p, p.b.mean), p.b.n),
             pct(p.change),
-            p.ratio_lo,
-            p.ratio_hi,
-            p.p_value,
-            p.verdict
-        );
+            format!("{:.3}..{:.3}", p.ratio_lo, p.ratio_hi),
+            format!("{:.4}", p.p_value),
+            p.verdict.to_string(),
+        ]);
     }
+    o.push_str(&table.markdown());
     let _ = writeln!(o, "\n_Method: {}._\n", method_line(c));
     for p in &c.points {
         for (unit, lines, figure) in explanation(p) {
             let _ = writeln!(o, "{unit}, {}:\n", p.summary);
-            let _ = writeln!(o, "| end | A | B | change |");
-            let _ = writeln!(o, "|---|---|---|---|");
+            let mut table = Table::new([
+                ("end", Align::Left, 0),
+                ("A", Align::Right, 0),
+                ("B", Align::Right, 0),
+                ("change", Align::Right, 0),
+            ]);
             for l in lines {
-                let (a, b) = (figure(l.a), figure(l.b));
-                let _ = writeln!(o, "| {} {} | {a} | {b} | {} |", l.end, l.part, change(l));
+                let end = format!("{} {}", l.end, l.part);
+                table.row([end, figure(l.a), figure(l.b), change(l)]);
             }
-            let _ = writeln!(o);
+            let _ = writeln!(o, "{}", table.markdown());
         }
         for m in &p.irq_moves {
             let _ = writeln!(o, "- {m}");

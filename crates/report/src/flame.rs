@@ -2,6 +2,7 @@
 //! the same in a mail attachment, a CI artifact viewer or an `<img>` tag, so
 //! the exact numbers live in hover `<title>`s instead of interactive zoom.
 
+use crate::table::esc;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -283,21 +284,6 @@ fn with_unit(v: f64, unit: &str) -> String {
     } else {
         format!("{} {unit}", num(v))
     }
-}
-
-fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&apos;"),
-            _ => o.push(c),
-        }
-    }
-    o
 }
 
 #[cfg(test)]

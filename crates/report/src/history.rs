@@ -3,6 +3,7 @@
 //! series drawn, and a regression report in the form a kernel mailing list
 //! expects.
 
+use crate::table::esc;
 use plumb_compare::history::{History, HistoryChange};
 use plumb_samples::units::format_change as pct;
 use std::fmt::Write;
@@ -153,13 +154,6 @@ pub fn mail(h: &History, c: &HistoryChange, detail: &str) -> String {
     o
 }
 
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
 /// One page: the series as points with their intervals, each change a
 /// dashed line with its label, and the table; no script.
 pub fn html(h: &History) -> String {
@@ -185,9 +179,9 @@ pub fn html(h: &History) -> String {
         w - 2.0 * pad,
         ht - 2.0 * pad,
         pad - 6.0,
-        escape(&value(h, hi)),
+        esc(&value(h, hi)),
         ht - pad + 14.0,
-        escape(&value(h, lo)),
+        esc(&value(h, lo)),
     );
     for c in &h.changes {
         let cx = (x(c.index as f64 - 1.0) + x(c.index as f64)) / 2.0;
@@ -198,8 +192,8 @@ pub fn html(h: &History) -> String {
             ht - pad,
             cx + 4.0,
             pad + 12.0,
-            escape(&pct(c.change)),
-            escape(&c.after_label)
+            esc(&pct(c.change)),
+            esc(&c.after_label)
         );
     }
     for (i, r) in h.runs.iter().enumerate() {
@@ -211,29 +205,29 @@ pub fn html(h: &History) -> String {
              <circle cx=\"{cx}\" cy=\"{}\" r=\"3\" fill=\"#36c\"/>\
              <text x=\"{cx}\" y=\"{}\" text-anchor=\"middle\">{}</text></g>",
             r.run,
-            escape(&r.label),
-            escape(&value(h, r.mean)),
-            escape(&value(h, r.lo)),
-            escape(&value(h, r.hi)),
+            esc(&r.label),
+            esc(&value(h, r.mean)),
+            esc(&value(h, r.lo)),
+            esc(&value(h, r.hi)),
             y(r.lo),
             y(r.hi),
             y(r.mean),
             ht - pad + 28.0,
-            escape(&r.label)
+            esc(&r.label)
         );
     }
     svg.push_str("</svg>");
     let mut o = format!(
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>plumb history: {}</title></head>\
          <body style=\"font-family:sans-serif\"><h1>{}</h1><p>[{}] {}, {} runs; change points: {}</p>{svg}<pre>",
-        escape(&h.summary),
-        escape(&h.summary),
-        escape(&h.spec_key),
-        escape(h.metric.title()),
+        esc(&h.summary),
+        esc(&h.summary),
+        esc(&h.spec_key),
+        esc(h.metric.title()),
         h.runs.len(),
-        escape(&h.method)
+        esc(&h.method)
     );
-    o.push_str(&escape(&terminal(h)));
+    o.push_str(&esc(&terminal(h)));
     o.push_str("</pre></body></html>\n");
     o
 }

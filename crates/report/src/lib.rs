@@ -10,6 +10,7 @@ pub mod history;
 pub mod openmetrics;
 pub mod profile;
 pub mod sweep;
+pub mod table;
 
 use plumb_samples::units::{
     format_half_width, format_micros as micros, format_seconds as secs, format_share as pct,

@@ -3,6 +3,7 @@
 //! compare --profile`), and both as flame graphs on one HTML page.
 
 use crate::flame::{diff_flame_svg, flame_svg, Stack};
+use crate::table::esc;
 use plumb_compare::profile::{folded, EndProfiles, FunctionChange, Move, Part};
 use plumb_compare::{Comparison, Point};
 use plumb_samples::units::{format_change as pct, sig3};
@@ -288,13 +289,6 @@ fn stacks(folded: &[(String, f64)]) -> Vec<Stack<'_>> {
         .collect()
 }
 
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
 const PAGE_HEAD: &str = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">\
 <style>body{font-family:sans-serif;margin:1em}table{border-collapse:collapse;font-size:12px}\
 td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}td:first-child{text-align:left;font-family:monospace}\
@@ -307,8 +301,8 @@ pub fn run_flame_page(rec: &RunRecord) -> String {
     let _ = write!(
         o,
         "<title>plumb profile: {}</title></head><body><h1>{}</h1>",
-        escape(&rec.spec.summary()),
-        escape(&rec.spec.summary())
+        esc(&rec.spec.summary()),
+        esc(&rec.spec.summary())
     );
     for end in [Role::Client, Role::Server] {
         let its = profiled(rec, end);
@@ -324,7 +318,7 @@ pub fn run_flame_page(rec: &RunRecord) -> String {
             its.len(),
             event_words(event)
         );
-        let _ = write!(o, "<h2>{}</h2>", escape(&title));
+        let _ = write!(o, "<h2>{}</h2>", esc(&title));
         o.push_str(&flame_svg(&title, &stacks(&f), 1200));
     }
     o.push_str("</body></html>\n");
@@ -338,15 +332,15 @@ pub fn compare_flame_page(c: &Comparison, top: usize) -> String {
     let _ = write!(
         o,
         "<title>plumb profile: {} vs {}</title></head><body><h1>A = {}, B = {}</h1>",
-        escape(&c.a),
-        escape(&c.b),
-        escape(&c.a),
-        escape(&c.b)
+        esc(&c.a),
+        esc(&c.b),
+        esc(&c.a),
+        esc(&c.b)
     );
     for p in &c.points {
-        let _ = write!(o, "<h2>{}</h2>", escape(&p.summary));
+        let _ = write!(o, "<h2>{}</h2>", esc(&p.summary));
         for e in &p.profile {
-            let _ = write!(o, "<h3>{}</h3><div class=\"row\"><div>", escape(&head(e)));
+            let _ = write!(o, "<h3>{}</h3><div class=\"row\"><div>", esc(&head(e)));
             let title = format!(
                 "{}: width B, colour B against A ({})",
                 end_name(e.end),
@@ -369,7 +363,7 @@ pub fn compare_flame_page(c: &Comparison, top: usize) -> String {
                 let _ = write!(
                     o,
                     "<tr class=\"{class}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.3}</td><td>{}</td></tr>",
-                    escape(&f.function),
+                    esc(&f.function),
                     f.part.name(),
                     sig3(f.a),
                     sig3(f.b),
@@ -378,7 +372,7 @@ pub fn compare_flame_page(c: &Comparison, top: usize) -> String {
                     f.verdict.word()
                 );
             }
-            let _ = write!(o, "</table></div><p>{}.</p>", escape(&e.control));
+            let _ = write!(o, "</table></div><p>{}.</p>", esc(&e.control));
         }
     }
     o.push_str("</body></html>\n");

@@ -1,17 +1,11 @@
 //! The sweep report as one HTML page with inline SVG plots.
 
 use super::{SweepReport, PERCENTILES};
+use crate::table::{esc, Align, Table};
 use std::fmt::Write;
 
 /// A line to draw: its name and (x index, mean, low, high) per point.
 type PlotLine = (String, Vec<(usize, f64, f64, f64)>);
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
 
 const COLORS: [&str; 8] = [
     "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf",
@@ -402,21 +396,9 @@ fn latency(o: &mut String, r: &SweepReport) {
 
 /// TCP's retransmissions at each point, when there were any.
 fn retransmits(o: &mut String, r: &SweepReport) {
-    if !r.retransmits.is_empty() {
-        let _ = writeln!(
-            o,
-            "<h2>TCP retransmissions</h2><table><tr><th>point</th><th>per iteration</th><th>per GB</th></tr>"
-        );
-        for t in &r.retransmits {
-            let _ = writeln!(
-                o,
-                "<tr><td>{}</td><td>{:.0}</td><td>{:.1}</td></tr>",
-                esc(&t.name),
-                t.per_iteration,
-                t.per_gb
-            );
-        }
-        let _ = writeln!(o, "</table>");
+    if let Some(section) = r.retransmit_section() {
+        let _ = writeln!(o, "<h2>{}</h2>", esc(section.title));
+        o.push_str(&section.table.html());
     }
 }
 
@@ -425,19 +407,17 @@ fn softirq(o: &mut String, r: &SweepReport) {
     if !r.softirq.is_empty() {
         let _ = writeln!(o, "<h2>Softirq share of each CPU</h2>");
         let ncpu = r.softirq.iter().map(|s| s.per_cpu.len()).max().unwrap_or(0);
-        let _ = write!(o, "<table><tr><th>point</th>");
-        for c in 0..ncpu {
-            let _ = write!(o, "<th>cpu{c}</th>");
-        }
-        let _ = writeln!(o, "</tr>");
+        let cpus = (0..ncpu).map(|c| (format!("cpu{c}"), Align::Right, 0));
+        let mut table = Table::new(
+            [("point".to_string(), Align::Left, 0)]
+                .into_iter()
+                .chain(cpus),
+        );
         for s in &r.softirq {
-            let _ = write!(o, "<tr><td>{}</td>", esc(&s.name));
-            for (_, f) in &s.per_cpu {
-                let _ = write!(o, "<td class=\"n\">{:.1} %</td>", f * 100.0);
-            }
-            let _ = writeln!(o, "</tr>");
+            let shares = s.per_cpu.iter().map(|(_, f)| format!("{:.1} %", f * 100.0));
+            table.row([s.name.clone()].into_iter().chain(shares));
         }
-        let _ = writeln!(o, "</table>");
+        o.push_str(&table.html());
         let rows: Vec<(String, Vec<f64>)> = r
             .softirq
             .iter()
@@ -493,21 +473,20 @@ fn env_diff(o: &mut String, r: &SweepReport) {
     if env_diff.is_empty() {
         let _ = writeln!(o, "<p>no difference recorded</p>");
     } else {
-        let _ = writeln!(o, "<table><tr><th>fact</th><th>A</th><th>B</th></tr>");
+        let mut table = Table::new([
+            ("fact", Align::Left, 0),
+            ("A", Align::Left, 0),
+            ("B", Align::Left, 0),
+        ]);
         for d in env_diff {
             // The end is named where the runs kept the server's facts apart.
             let fact = match &d.end {
                 Some(end) => format!("{end}: {}", d.key),
                 None => d.key.clone(),
             };
-            let _ = writeln!(
-                o,
-                "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&fact),
-                esc(d.a.as_deref().unwrap_or("(absent)")),
-                esc(d.b.as_deref().unwrap_or("(absent)"))
-            );
+            let absent = |v: &Option<String>| v.clone().unwrap_or_else(|| "(absent)".into());
+            table.row([fact, absent(&d.a), absent(&d.b)]);
         }
-        let _ = writeln!(o, "</table>");
+        o.push_str(&table.html());
     }
 }

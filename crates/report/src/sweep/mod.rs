@@ -14,6 +14,7 @@ pub use html::html;
 pub use lines::{experiment_lines, matrix_side, named_lines, Lines, TaggedRun};
 pub use text::{markdown, terminal};
 
+use crate::table::{Align, Table};
 use plumb_compare::Comparison;
 use plumb_samples::{Metric, Role, RunRecord};
 use std::collections::BTreeMap;
@@ -532,12 +533,102 @@ fn entries_series_count(entries: &[Entry]) -> usize {
     s.len()
 }
 
+/// Per-point figures as a table under a heading, the same in every format.
+pub struct Section {
+    /// Written as a heading in Markdown and HTML, and lower case first on
+    /// the terminal as plumb's other terminal headings are.
+    pub title: &'static str,
+    /// What the figures are, where the title does not say it.
+    pub note: Option<&'static str>,
+    pub table: Table,
+}
+
 impl SweepReport {
     /// A value of the report's metric in its unit.
     pub fn show(&self, v: f64) -> String {
         self.metric.format(v)
     }
+
+    /// The tables of figures per point, in report order; latency and
+    /// retransmissions only where there are any.
+    pub fn sections(&self) -> Vec<Section> {
+        let mut out = vec![self.cpu_section()];
+        out.extend(self.latency_section());
+        out.extend(self.retransmit_section());
+        out
+    }
+
+    fn cpu_section(&self) -> Section {
+        let mut table = Table::new([
+            ("point", Align::Left, NAME_W),
+            ("end", Align::Left, 7),
+            ("user", Align::Right, 7),
+            ("system", Align::Right, 7),
+            ("softirq", Align::Right, 8),
+        ]);
+        for c in &self.cpu {
+            table.row([
+                c.name.clone(),
+                c.end.to_string(),
+                format!("{:.3}", c.user),
+                format!("{:.3}", c.system),
+                format!("{:.3}", c.softirq),
+            ]);
+        }
+        Section {
+            title: "CPU per end",
+            note: Some("CPU-seconds per second of window; softirq over the whole host"),
+            table,
+        }
+    }
+
+    fn latency_section(&self) -> Option<Section> {
+        if self.latency.is_empty() {
+            return None;
+        }
+        let columns = PERCENTILES.iter().map(|p| (*p, Align::Right, 8));
+        let mut table = Table::new([("point", Align::Left, NAME_W)].into_iter().chain(columns));
+        for l in &self.latency {
+            table.row(
+                [l.name.clone()]
+                    .into_iter()
+                    .chain(l.us.iter().map(|v| format!("{v:.1}"))),
+            );
+        }
+        Some(Section {
+            title: "Latency percentiles (us)",
+            note: None,
+            table,
+        })
+    }
+
+    /// TCP's retransmissions, when there were any.
+    pub fn retransmit_section(&self) -> Option<Section> {
+        if self.retransmits.is_empty() {
+            return None;
+        }
+        let mut table = Table::new([
+            ("point", Align::Left, NAME_W),
+            ("per iteration", Align::Right, 13),
+            ("per GB", Align::Right, 10),
+        ]);
+        for t in &self.retransmits {
+            table.row([
+                t.name.clone(),
+                format!("{:.0}", t.per_iteration),
+                format!("{:.1}", t.per_gb),
+            ]);
+        }
+        Some(Section {
+            title: "TCP retransmissions",
+            note: Some("sender's segments"),
+            table,
+        })
+    }
 }
+
+/// The terminal width of a point's name, so that sections line up.
+const NAME_W: usize = 40;
 
 #[cfg(test)]
 mod tests {

@@ -1,6 +1,6 @@
 //! The sweep report as terminal text and as Markdown.
 
-use super::{SeriesPoint, SoftirqRow, SweepReport, PERCENTILES};
+use super::{SeriesPoint, SoftirqRow, SweepReport};
 use plumb_samples::units::format_share;
 use std::fmt::Write;
 
@@ -45,58 +45,13 @@ pub fn terminal(r: &SweepReport) -> String {
         }
         o.push('\n');
     }
-    let _ = writeln!(
-        o,
-        "CPU per end (CPU-seconds per second of window; softirq over the whole host)"
-    );
-    let _ = writeln!(
-        o,
-        "  {:<40} {:<7} {:>7} {:>7} {:>8}",
-        "point", "end", "user", "system", "softirq"
-    );
-    for c in &r.cpu {
-        let _ = writeln!(
-            o,
-            "  {:<40} {:<7} {:>7.3} {:>7.3} {:>8.3}",
-            c.name, c.end, c.user, c.system, c.softirq
-        );
-    }
-    o.push('\n');
-    if !r.latency.is_empty() {
-        let _ = writeln!(o, "latency percentiles (us)");
-        let _ = writeln!(
-            o,
-            "  {:<40} {}",
-            "point",
-            PERCENTILES
-                .iter()
-                .map(|p| format!("{p:>9}"))
-                .collect::<String>()
-        );
-        for l in &r.latency {
-            let _ = writeln!(
-                o,
-                "  {:<40} {}",
-                l.name,
-                l.us.iter().map(|v| format!("{v:>9.1}")).collect::<String>()
-            );
-        }
-        o.push('\n');
-    }
-    if !r.retransmits.is_empty() {
-        let _ = writeln!(o, "TCP retransmissions (sender's segments)");
-        let _ = writeln!(
-            o,
-            "  {:<40} {:>13} {:>10}",
-            "point", "per iteration", "per GB"
-        );
-        for t in &r.retransmits {
-            let _ = writeln!(
-                o,
-                "  {:<40} {:>13.0} {:>10.1}",
-                t.name, t.per_iteration, t.per_gb
-            );
-        }
+    for section in r.sections() {
+        let title = terminal_heading(section.title);
+        let _ = match section.note {
+            Some(note) => writeln!(o, "{title} ({note})"),
+            None => writeln!(o, "{title}"),
+        };
+        o.push_str(&section.table.terminal("  "));
         o.push('\n');
     }
     if !r.softirq.is_empty() {
@@ -108,6 +63,19 @@ pub fn terminal(r: &SweepReport) -> String {
     }
     comparisons(&mut o, r, false);
     o
+}
+
+/// A heading as the terminal writes it: lower case first, unless its
+/// first word is an acronym (CPU, TCP).
+fn terminal_heading(title: &str) -> String {
+    let mut chars = title.chars();
+    match (chars.next(), chars.next()) {
+        (Some(first), Some(second)) if second.is_lowercase() => first
+            .to_lowercase()
+            .chain(title[first.len_utf8()..].chars())
+            .collect(),
+        _ => title.to_string(),
+    }
 }
 
 /// `9.1 Gbit/s .. 9.4 Gbit/s`.
@@ -171,41 +139,12 @@ pub fn markdown(r: &SweepReport) -> String {
             let _ = writeln!(o, "  - likely cause: {cause}");
         }
     }
-    let _ = writeln!(
-        o,
-        "\n## CPU per end\n\nCPU-seconds per second of window; softirq over the whole host.\n\n| point | end | user | system | softirq |\n|---|---|---:|---:|---:|"
-    );
-    for c in &r.cpu {
-        let _ = writeln!(
-            o,
-            "| {} | {} | {:.3} | {:.3} | {:.3} |",
-            c.name, c.end, c.user, c.system, c.softirq
-        );
-    }
-    if !r.latency.is_empty() {
-        let _ = writeln!(
-            o,
-            "\n## Latency percentiles (us)\n\n| point | {} |\n|---|{}",
-            PERCENTILES.join(" | "),
-            "---:|".repeat(5)
-        );
-        for l in &r.latency {
-            let v: Vec<String> = l.us.iter().map(|x| format!("{x:.1}")).collect();
-            let _ = writeln!(o, "| {} | {} |", l.name, v.join(" | "));
+    for section in r.sections() {
+        let _ = writeln!(o, "\n## {}\n", section.title);
+        if let Some(note) = section.note {
+            let _ = writeln!(o, "_{note}_\n");
         }
-    }
-    if !r.retransmits.is_empty() {
-        let _ = writeln!(
-            o,
-            "\n## TCP retransmissions\n\n| point | per iteration | per GB |\n|---|---:|---:|"
-        );
-        for t in &r.retransmits {
-            let _ = writeln!(
-                o,
-                "| {} | {:.0} | {:.1} |",
-                t.name, t.per_iteration, t.per_gb
-            );
-        }
+        o.push_str(&section.table.markdown());
     }
     if !r.softirq.is_empty() {
         let _ = writeln!(o, "\n## Softirq share of each CPU\n");
