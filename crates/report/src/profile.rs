@@ -171,8 +171,7 @@ struct Row {
     a: String,
     b: String,
     change: String,
-    lo: String,
-    hi: String,
+    interval: String,
     p: String,
     q: String,
     verdict: &'static str,
@@ -184,8 +183,10 @@ impl Row {
             a: sig3(f.a),
             b: sig3(f.b),
             change: change_of(f),
-            lo: sig3(f.lo),
-            hi: sig3(f.hi),
+            interval: f.interval.map_or_else(
+                || "too few".into(),
+                |(lo, hi)| format!("{} .. {}", sig3(lo), sig3(hi)),
+            ),
             p: format!("{:.3}", f.p),
             q: format!("{:.3}", f.q),
             verdict: f.verdict.word(),
@@ -195,13 +196,19 @@ impl Row {
     /// The figures as Markdown cells, in the column order of
     /// [`movers_markdown`].
     fn markdown_cells(&self) -> String {
-        let interval = format!("{} .. {}", self.lo, self.hi);
-        [&self.a, &self.b, &self.change, &interval, &self.p, &self.q]
-            .iter()
-            .map(|c| c.as_str())
-            .chain([self.verdict])
-            .collect::<Vec<_>>()
-            .join(" | ")
+        [
+            &self.a,
+            &self.b,
+            &self.change,
+            &self.interval,
+            &self.p,
+            &self.q,
+        ]
+        .iter()
+        .map(|c| c.as_str())
+        .chain([self.verdict])
+        .collect::<Vec<_>>()
+        .join(" | ")
     }
 }
 
@@ -234,22 +241,25 @@ pub fn movers_text(p: &Point, top: usize, indent: &str) -> String {
                 let r = Row::of(f);
                 let _ = writeln!(
                     o,
-                    "{indent}    {:<6} {:<40} {:>8} -> {:<8} {:<5} {:>8}  [{} .. {}]  p {}  q {}  => {}",
+                    "{indent}    {:<6} {:<40} {:>8} -> {:<8} {:<5} {:>8}  [{}]  p {}  q {}  => {}",
                     end_name(e.end),
                     clip(&f.function, 40),
                     r.a,
                     r.b,
                     e.unit,
                     r.change,
-                    r.lo,
-                    r.hi,
+                    r.interval,
                     r.p,
                     r.q,
                     r.verdict
                 );
             }
         }
-        let _ = writeln!(o, "{indent}  ({}; interval: 95 % of B - A)", e.control);
+        let _ = writeln!(
+            o,
+            "{indent}  ({}; interval: 95 % of the shift B - A, Hodges-Lehmann)",
+            e.control
+        );
     }
     o
 }
@@ -261,7 +271,7 @@ pub fn movers_markdown(p: &Point, top: usize) -> String {
         let _ = writeln!(o, "{}, {}:\n", head(e), p.summary);
         let _ = writeln!(
             o,
-            "| function | part | A | B | change | 95 % interval of B - A | p | q | verdict |"
+            "| function | part | A | B | change | 95 % interval of the shift B - A | p | q | verdict |"
         );
         let _ = writeln!(o, "|---|---|---|---|---|---|---|---|---|");
         for f in e.functions.iter().take(top) {

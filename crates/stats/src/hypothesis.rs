@@ -60,23 +60,6 @@ pub fn welch(a: &[f64], b: &[f64]) -> Option<Welch> {
     Some(Welch { t, df, p })
 }
 
-/// Welch's interval at `level` of `mean(b) - mean(a)`, the difference a
-/// report shows beside the p-value of [`welch`]. None where [`welch`] is.
-pub fn welch_difference(a: &[f64], b: &[f64], level: f64) -> Option<(f64, f64)> {
-    let w = welch(b, a)?;
-    let (_, va) = mean_var(a);
-    let (_, vb) = mean_var(b);
-    let diff = crate::describe::mean(b) - crate::describe::mean(a);
-    let se = (va / a.len() as f64 + vb / b.len() as f64).sqrt();
-    if se == 0.0 {
-        return Some((diff, diff));
-    }
-    let crit = StudentsT::new(0.0, 1.0, w.df)
-        .ok()?
-        .inverse_cdf(1.0 - (1.0 - level) / 2.0);
-    Some((diff - crit * se, diff + crit * se))
-}
-
 /// Benjamini-Hochberg adjusted p-values (q-values), in the order given:
 /// calling a test significant where its q is below `alpha` keeps the
 /// expected share of false discoveries among those called below `alpha`,
@@ -122,7 +105,6 @@ pub fn mann_whitney(a: &[f64], b: &[f64]) -> Option<f64> {
         .collect();
     pooled.sort_by(|x, y| x.0.total_cmp(&y.0));
     let (mut ra, mut rb) = (0.0f64, 0.0f64);
-    let mut tie_term = 0.0f64;
     let mut i = 0;
     while i < n {
         let mut j = i + 1;
@@ -138,36 +120,59 @@ pub fn mann_whitney(a: &[f64], b: &[f64]) -> Option<f64> {
                 rb += rank;
             }
         }
-        let t = (j - i) as f64;
-        tie_term += t * t * t - t;
         i = j;
     }
     let ua = ra - (na * (na + 1)) as f64 / 2.0;
     let ub = rb - (nb * (nb + 1)) as f64 / 2.0;
     let (u_min, u_max) = (ua.min(ub), ua.max(ub));
-
-    let p = if na <= EXACT_MAX && nb <= EXACT_MAX && tie_term == 0.0 {
+    let p = match null_of(na, nb, pooled.chunk_by(|x, y| x.0 == y.0).map(<[_]>::len)) {
         // Without ties U is an integer.
-        2.0 * exact_cdf(na, nb, u_min as usize)
-    } else {
-        let (fa, fb, fnn) = (na as f64, nb as f64, n as f64);
-        let mu = fa * fb / 2.0;
-        let var = fa * fb / 12.0 * ((fnn + 1.0) - tie_term / (fnn * (fnn - 1.0)));
-        if var <= 0.0 {
-            // Every value tied: no evidence of any difference.
-            1.0
-        } else {
-            let z = (u_max - mu - 0.5) / var.sqrt();
-            2.0 * Normal::standard().sf(z)
+        Null::Exact(counts) => {
+            let total: u64 = counts.iter().sum();
+            let below: u64 = counts.iter().take(u_min as usize + 1).sum();
+            2.0 * below as f64 / total as f64
         }
+        // Every value tied: no evidence of any difference.
+        Null::Normal { sd, .. } if sd <= 0.0 => 1.0,
+        Null::Normal { mean, sd } => 2.0 * Normal::standard().sf((u_max - mean - 0.5) / sd),
     };
     Some(p.clamp(0.0, 1.0))
 }
 
-/// `P(U <= u)` under the null for group sizes `m` and `n` (no ties), from
-/// the count of arrangements with each U. Depends on the sizes only as an
-/// unordered pair, which keeps the test symmetric.
-fn exact_cdf(m: usize, n: usize, u: usize) -> f64 {
+/// The distribution of U where the two sides do not differ.
+enum Null {
+    /// How many arrangements give each U, from 0 to m·n: with at most
+    /// [`EXACT_MAX`] values a side and no ties. Depends on the sizes only
+    /// as an unordered pair, which keeps the test symmetric.
+    Exact(Vec<u64>),
+    /// The normal approximation, its variance corrected for ties.
+    Normal { mean: f64, sd: f64 },
+}
+
+/// The null of U for `m` and `n` values, given the lengths of the runs of
+/// equal values in their pooled sample.
+fn null_of(m: usize, n: usize, runs: impl Iterator<Item = usize>) -> Null {
+    // Σ (t³ - t) over the runs: what ties take from U's variance.
+    let ties: f64 = runs
+        .map(|t| {
+            let t = t as f64;
+            t * t * t - t
+        })
+        .sum();
+    if m <= EXACT_MAX && n <= EXACT_MAX && ties == 0.0 {
+        return Null::Exact(exact_counts(m, n));
+    }
+    let (fm, fn_, all) = (m as f64, n as f64, (m + n) as f64);
+    let var = fm * fn_ / 12.0 * ((all + 1.0) - ties / (all * (all - 1.0)));
+    Null::Normal {
+        mean: fm * fn_ / 2.0,
+        sd: var.max(0.0).sqrt(),
+    }
+}
+
+/// How many arrangements of `m` and `n` untied values have each U, from 0
+/// to `m * n`.
+fn exact_counts(m: usize, n: usize) -> Vec<u64> {
     let (m, n) = (m.min(n), m.max(n));
     // counts[j][k]: arrangements of i a's and j b's with U = k, built up
     // over i with f(i, j, k) = f(i-1, j, k-j) + f(i, j-1, k).
@@ -187,10 +192,73 @@ fn exact_cdf(m: usize, n: usize, u: usize) -> f64 {
         }
         prev = cur;
     }
-    let counts = &prev[n];
-    let total: u64 = counts.iter().sum();
-    let below: u64 = counts.iter().take(u + 1).sum();
-    below as f64 / total as f64
+    prev.swap_remove(n)
+}
+
+/// How far `b` lies from `a` without assuming a distribution: the
+/// Hodges-Lehmann estimate (the median of every difference `b_j - a_i`)
+/// and its interval at `level`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Shift {
+    pub estimate: f64,
+    pub lo: f64,
+    pub hi: f64,
+}
+
+/// The shift of `b` against `a` with Moses's interval: the differences
+/// ranked `c` and `m·n + 1 - c`, where `c - 1` is the largest U that
+/// [`mann_whitney`] rejects at `1 - level`. The interval is the test
+/// turned around, so it leaves 0 out exactly where the test's p is below
+/// `1 - level` (in the exact regime; nearly so with ties). A mean's
+/// interval beside a rank test's verdict can disagree with it.
+///
+/// None where [`mann_whitney`] is, and where the sides are too small for
+/// the test ever to reject at that level (3 and 3 at 95 %).
+pub fn hodges_lehmann(a: &[f64], b: &[f64], level: f64) -> Option<Shift> {
+    if a.is_empty() || b.is_empty() || a.iter().chain(b).any(|x| !x.is_finite()) {
+        return None;
+    }
+    let (m, n) = (a.len(), b.len());
+    let mut d: Vec<f64> = b
+        .iter()
+        .flat_map(|y| a.iter().map(move |x| y - x))
+        .collect();
+    d.sort_by(f64::total_cmp);
+    let mid = d.len() / 2;
+    let estimate = if d.len() % 2 == 1 {
+        d[mid]
+    } else {
+        (d[mid - 1] + d[mid]) / 2.0
+    };
+    let tail = (1.0 - level) / 2.0;
+    let mut pooled: Vec<f64> = a.iter().chain(b).copied().collect();
+    pooled.sort_by(f64::total_cmp);
+    let c = match null_of(m, n, pooled.chunk_by(|x, y| x == y).map(<[_]>::len)) {
+        Null::Exact(counts) => {
+            let total: u64 = counts.iter().sum();
+            let mut below = 0u64;
+            counts
+                .iter()
+                .position(|&k| {
+                    below += k;
+                    below as f64 / total as f64 > tail
+                })
+                .unwrap_or(0)
+        }
+        // mann_whitney rejects where min U < mean - 0.5 - z·sd.
+        Null::Normal { mean, sd } => {
+            let z = Normal::standard().inverse_cdf(1.0 - tail);
+            (mean - 0.5 - z * sd).ceil().max(0.0) as usize
+        }
+    };
+    if c == 0 {
+        return None;
+    }
+    Some(Shift {
+        estimate,
+        lo: d[c - 1],
+        hi: d[d.len() - c],
+    })
 }
 
 #[cfg(test)]
@@ -209,16 +277,41 @@ mod many_tests {
     }
 
     #[test]
-    fn the_difference_interval_holds_the_difference_and_matches_welch() {
-        let a = [10.0, 11.0, 9.5, 10.5];
-        let b = [12.0, 12.5, 11.5, 13.0];
-        let (lo, hi) = welch_difference(&a, &b, 0.95).unwrap();
-        let d = 12.25 - 10.25;
-        assert!(lo < d && d < hi);
-        // Excludes 0 exactly when Welch's p is below 0.05.
-        assert!(welch(&a, &b).unwrap().p < 0.05 && lo > 0.0);
-        let c = [10.2, 9.8, 10.9, 10.1];
-        let (lo, hi) = welch_difference(&a, &c, 0.95).unwrap();
-        assert!(welch(&a, &c).unwrap().p > 0.05 && lo < 0.0 && hi > 0.0);
+    fn the_shift_of_two_apart_samples_is_their_median_difference() {
+        // wilcox.test(11:14, 1:4, conf.int = TRUE) in R: 10, [7, 13].
+        let s = hodges_lehmann(&[1.0, 2.0, 3.0, 4.0], &[11.0, 12.0, 13.0, 14.0], 0.95).unwrap();
+        assert_eq!((s.estimate, s.lo, s.hi), (10.0, 7.0, 13.0));
+        // Three a side: even the farthest apart give p = 0.1, so no 95 %
+        // interval exists.
+        assert_eq!(
+            hodges_lehmann(&[1.0, 2.0, 3.0], &[7.0, 8.0, 9.0], 0.95),
+            None
+        );
+        assert_eq!(hodges_lehmann(&[], &[1.0], 0.95), None);
+        assert_eq!(hodges_lehmann(&[f64::NAN, 1.0], &[1.0, 2.0], 0.95), None);
+    }
+
+    #[test]
+    fn the_shift_interval_leaves_out_zero_exactly_where_mann_whitney_rejects() {
+        let mut rng = crate::Rng::new(7);
+        let mut draw = |shift: f64| shift + rng.uniform();
+        let mut rejected = [0usize; 2];
+        // Sizes on both sides of the exact regime's limit, shifts from none
+        // to plain.
+        for (m, n) in [(4, 4), (5, 9), (12, 20), (20, 20), (21, 25), (40, 30)] {
+            for k in 0..60 {
+                let shift = (k % 6) as f64 * 0.12;
+                let a: Vec<f64> = (0..m).map(|_| draw(0.0)).collect();
+                let b: Vec<f64> = (0..n).map(|_| draw(shift)).collect();
+                let p = mann_whitney(&a, &b).unwrap();
+                let s = hodges_lehmann(&a, &b, 0.95).unwrap();
+                assert!(s.lo <= s.estimate && s.estimate <= s.hi, "{s:?}");
+                let excludes = s.lo > 0.0 || s.hi < 0.0;
+                assert_eq!(excludes, p <= 0.05, "m {m} n {n} p {p} {s:?}");
+                rejected[usize::from(excludes)] += 1;
+            }
+        }
+        // Both answers were met many times, so the agreement means something.
+        assert!(rejected[0] > 50 && rejected[1] > 50, "{rejected:?}");
     }
 }

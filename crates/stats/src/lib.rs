@@ -24,7 +24,7 @@ pub use describe::{
     bimodal, cliff_steps, cliffs, jain_fairness, mad_outliers, Bimodality, Cliff, Summary,
     MAD_THRESHOLD,
 };
-pub use hypothesis::{benjamini_hochberg, mann_whitney, welch, welch_difference, Welch};
+pub use hypothesis::{benjamini_hochberg, hodges_lehmann, mann_whitney, welch, Shift, Welch};
 pub use interval::{
     bootstrap_ratio, mean_with_interval, required_iterations_met, t_interval, Interval,
 };
