@@ -222,8 +222,8 @@ fn compare_end(
     for n in &names {
         for part in [Part::Own, Part::Total] {
             let (xa, xb) = (values(&a, n, part), values(&b, n, part));
-            let ma = mean(&xa);
-            let mb = mean(&xb);
+            let ma = plumb_stats::mean(&xa);
+            let mb = plumb_stats::mean(&xb);
             if ma == 0.0 && mb == 0.0 {
                 continue;
             }
@@ -292,10 +292,6 @@ fn compare_end(
         stacks_a: folded(ia, end, metric),
         stacks_b: folded(ib, end, metric),
     })
-}
-
-fn mean(xs: &[f64]) -> f64 {
-    plumb_stats::mean_with_interval(xs, 0.95).0
 }
 
 #[cfg(test)]

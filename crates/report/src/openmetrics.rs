@@ -103,7 +103,7 @@ pub fn openmetrics(runs: &[&RunRecord]) -> String {
             escape(host(|i| &i.server)),
         );
         let values = rec.metric_values();
-        let mean = (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64);
+        let mean = (!values.is_empty()).then(|| plumb_stats::mean(&values));
         let tx = rec.spec.is_transactional();
         add(if tx { TPS } else { THROUGHPUT }, &labels, mean);
         let half_width = rec.confidence.as_ref().and_then(|c| c.relative_half_width);

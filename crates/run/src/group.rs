@@ -187,7 +187,7 @@ pub fn merge_ends(parts: &[EndResult]) -> Option<EndResult> {
     out.threads = parts.iter().map(|p| p.threads).sum();
     // The windows open and close together behind the barrier; their mean
     // is the group's window.
-    out.window_s = parts.iter().map(|p| p.window_s).sum::<f64>() / parts.len() as f64;
+    out.window_s = plumb_stats::mean(&parts.iter().map(|p| p.window_s).collect::<Vec<_>>());
     out.bytes_sent = sum(&|p| p.bytes_sent);
     out.bytes_received = sum(&|p| p.bytes_received);
     out.queued_start_bytes = sum(&|p| p.queued_start_bytes);

@@ -149,11 +149,7 @@ impl Repeat {
 
 /// What the iterations so far say: the interval, outliers, two levels.
 pub fn confidence(values: &[f64], repeat: &Repeat) -> Confidence {
-    let mean = if values.is_empty() {
-        0.0
-    } else {
-        values.iter().sum::<f64>() / values.len() as f64
-    };
+    let mean = plumb_stats::mean(values);
     let interval = plumb_stats::t_interval(values, repeat.level);
     let relative = interval
         .as_ref()

@@ -61,7 +61,11 @@ pub(crate) fn sorted(xs: &[f64]) -> Vec<f64> {
     v
 }
 
-pub(crate) fn mean(xs: &[f64]) -> f64 {
+/// The arithmetic mean; 0 for an empty sample, as nothing measured.
+pub fn mean(xs: &[f64]) -> f64 {
+    if xs.is_empty() {
+        return 0.0;
+    }
     xs.iter().sum::<f64>() / xs.len() as f64
 }
 

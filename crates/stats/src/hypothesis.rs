@@ -224,12 +224,7 @@ pub fn hodges_lehmann(a: &[f64], b: &[f64], level: f64) -> Option<Shift> {
         .flat_map(|y| a.iter().map(move |x| y - x))
         .collect();
     d.sort_by(f64::total_cmp);
-    let mid = d.len() / 2;
-    let estimate = if d.len() % 2 == 1 {
-        d[mid]
-    } else {
-        (d[mid - 1] + d[mid]) / 2.0
-    };
+    let estimate = crate::describe::median_sorted(&d);
     let tail = (1.0 - level) / 2.0;
     let mut pooled: Vec<f64> = a.iter().chain(b).copied().collect();
     pooled.sort_by(f64::total_cmp);

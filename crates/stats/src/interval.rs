@@ -66,7 +66,7 @@ pub fn t_interval(xs: &[f64], level: f64) -> Option<Interval> {
 /// hi): what a report shows for one point. Below two values the interval
 /// is the mean itself; an empty sample is all 0.
 pub fn mean_with_interval(xs: &[f64], level: f64) -> (f64, f64, f64) {
-    let m = if xs.is_empty() { 0.0 } else { mean(xs) };
+    let m = mean(xs);
     t_interval(xs, level).map_or((m, m, m), |i| (m, i.lo, i.hi))
 }
 

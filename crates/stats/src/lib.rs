@@ -21,7 +21,7 @@ pub use changepoint::{
     change_points, describe as describe_change_points, ChangeParams, ChangePoint,
 };
 pub use describe::{
-    bimodal, cliff_steps, cliffs, jain_fairness, mad_outliers, Bimodality, Cliff, Summary,
+    bimodal, cliff_steps, cliffs, jain_fairness, mad_outliers, mean, Bimodality, Cliff, Summary,
     MAD_THRESHOLD,
 };
 pub use hypothesis::{benjamini_hochberg, hodges_lehmann, mann_whitney, welch, Shift, Welch};

@@ -481,7 +481,7 @@ fn tables_of(cells: &[Cell]) -> Tables {
             .collect();
         if !lats.is_empty() {
             let avg = |f: fn(&plumb_samples::Latency) -> f64| {
-                lats.iter().map(|l| f(l)).sum::<f64>() / lats.len() as f64
+                plumb_stats::mean(&lats.iter().map(|l| f(l)).collect::<Vec<_>>())
             };
             latency.push(LatencyRow {
                 name: name.clone(),
