@@ -110,6 +110,19 @@ fn the_change_is_found_between_the_labels_where_the_runs_slowed_and_recovered() 
         &["E-divisive", "CPU seconds per GB", "between k11 and k12"],
     );
 
+    // Markdown: one table row per run, figures right-aligned, the changes
+    // listed under it.
+    let md = history(&db, &["--format", "markdown"]);
+    let rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| ")).collect();
+    assert_eq!(rows.len(), 17, "a header and 16 runs:\n{md}");
+    assert!(md.contains("\n|---:|---|---|---:|---:|\n"), "{md}");
+    assert!(rows[6].contains(" | k06 | "), "{md}");
+    assert_eq!(
+        md.lines().filter(|l| l.starts_with("- ")).count(),
+        2,
+        "{md}"
+    );
+
     // The page draws each run and marks each change.
     let page = std::env::temp_dir().join(format!("plumb-history-{}.html", std::process::id()));
     history(&db, &["--html", page.to_str().unwrap()]);

@@ -3,7 +3,7 @@
 //! series drawn, and a regression report in the form a kernel mailing list
 //! expects.
 
-use crate::table::esc;
+use crate::table::{esc, Align, Table};
 use plumb_compare::history::{History, HistoryChange};
 use plumb_samples::units::format_change as pct;
 use std::fmt::Write;
@@ -93,20 +93,19 @@ pub fn markdown(h: &History) -> String {
         h.spec_key,
         h.metric.title()
     );
-    let _ = writeln!(o, "| run | started | label | {} | 95 % interval |", h.unit);
-    let _ = writeln!(o, "|---|---|---|---|---|");
+    let mut table = Table::new([
+        ("run", Align::Right, 0),
+        ("started", Align::Left, 0),
+        ("label", Align::Left, 0),
+        (h.unit, Align::Right, 0),
+        ("95 % interval", Align::Right, 0),
+    ]);
     for r in &h.runs {
-        let _ = writeln!(
-            o,
-            "| {} | {} | {} | {} | {} .. {} |",
-            r.run,
-            r.started_at,
-            r.label,
-            value(h, r.mean),
-            value(h, r.lo),
-            value(h, r.hi)
-        );
+        let interval = format!("{} .. {}", value(h, r.lo), value(h, r.hi));
+        let (run, started) = (r.run.to_string(), r.started_at.clone());
+        table.row([run, started, r.label.clone(), value(h, r.mean), interval]);
     }
+    o.push_str(&table.markdown());
     let _ = writeln!(o, "\n_Change points: {}._\n", h.method);
     for c in &h.changes {
         let _ = writeln!(o, "- {}", change_line(h, c));

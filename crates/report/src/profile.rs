@@ -3,7 +3,7 @@
 //! compare --profile`), and both as flame graphs on one HTML page.
 
 use crate::flame::{diff_flame_svg, flame_svg, Stack};
-use crate::table::esc;
+use crate::table::{esc, Align, Table};
 use plumb_compare::profile::{folded, EndProfiles, FunctionChange, Move, Part};
 use plumb_compare::{Comparison, Point};
 use plumb_samples::units::{format_change as pct, sig3};
@@ -192,24 +192,6 @@ impl Row {
             verdict: f.verdict.word(),
         }
     }
-
-    /// The figures as Markdown cells, in the column order of
-    /// [`movers_markdown`].
-    fn markdown_cells(&self) -> String {
-        [
-            &self.a,
-            &self.b,
-            &self.change,
-            &self.interval,
-            &self.p,
-            &self.q,
-        ]
-        .iter()
-        .map(|c| c.as_str())
-        .chain([self.verdict])
-        .collect::<Vec<_>>()
-        .join(" | ")
-    }
 }
 
 fn head(e: &EndProfiles) -> String {
@@ -269,21 +251,26 @@ pub fn movers_markdown(p: &Point, top: usize) -> String {
     let mut o = String::new();
     for e in &p.profile {
         let _ = writeln!(o, "{}, {}:\n", head(e), p.summary);
-        let _ = writeln!(
-            o,
-            "| function | part | A | B | change | 95 % interval of the shift B - A | p | q | verdict |"
-        );
-        let _ = writeln!(o, "|---|---|---|---|---|---|---|---|---|");
+        let mut table = Table::new([
+            ("function", Align::Left, 0),
+            ("part", Align::Left, 0),
+            ("A", Align::Right, 0),
+            ("B", Align::Right, 0),
+            ("change", Align::Right, 0),
+            ("95 % interval of the shift B - A", Align::Right, 0),
+            ("p", Align::Right, 0),
+            ("q", Align::Right, 0),
+            ("verdict", Align::Left, 0),
+        ]);
         for f in e.functions.iter().take(top) {
             let r = Row::of(f);
-            let _ = writeln!(
-                o,
-                "| `{}` | {} | {} |",
-                f.function,
-                f.part.name(),
-                r.markdown_cells()
-            );
+            let (function, part) = (format!("`{}`", f.function), f.part.name().to_string());
+            let verdict = r.verdict.to_string();
+            table.row([
+                function, part, r.a, r.b, r.change, r.interval, r.p, r.q, verdict,
+            ]);
         }
+        o.push_str(&table.markdown());
         let _ = writeln!(o, "\n_{}._\n", e.control);
     }
     o

@@ -108,7 +108,8 @@ impl Table {
         for r in &self.rows {
             o.push('|');
             for i in 0..self.columns.len() {
-                let _ = write!(o, " {} |", Self::cell(r, i));
+                // A bar in a cell (C++'s operator|) would end the cell.
+                let _ = write!(o, " {} |", Self::cell(r, i).replace('|', "\\|"));
             }
             o.push('\n');
         }
@@ -185,6 +186,13 @@ mod tests {
             sample().markdown(),
             "| point | per GB |\n|---|---:|\n| a <b> | 1.5 |\n| a much longer point | 12345.0 |\n"
         );
+    }
+
+    #[test]
+    fn a_bar_in_a_markdown_cell_is_escaped() {
+        let mut t = Table::new([("function", Align::Left, 0)]);
+        t.row(["operator|".to_string()]);
+        assert_eq!(t.markdown().lines().last(), Some("| operator\\| |"));
     }
 
     #[test]
