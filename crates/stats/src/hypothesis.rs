@@ -208,14 +208,19 @@ pub struct Shift {
 /// The shift of `b` against `a` with Moses's interval: the differences
 /// ranked `c` and `m·n + 1 - c`, where `c - 1` is the largest U that
 /// [`mann_whitney`] rejects at `1 - level`. The interval is the test
-/// turned around, so it leaves 0 out exactly where the test's p is below
-/// `1 - level` (in the exact regime; nearly so with ties). A mean's
-/// interval beside a rank test's verdict can disagree with it.
+/// turned around, so it leaves 0 out exactly where the test's p is at
+/// most `1 - level` (in the exact regime; nearly so with ties), where a
+/// mean's interval beside a rank test's verdict can disagree with it.
 ///
-/// None where [`mann_whitney`] is, and where the sides are too small for
-/// the test ever to reject at that level (3 and 3 at 95 %).
+/// None where [`mann_whitney`] is, for a level outside (0, 1), and where
+/// the sides are too small for the test ever to reject at that level (3
+/// and 3 at 95 %).
 pub fn hodges_lehmann(a: &[f64], b: &[f64], level: f64) -> Option<Shift> {
-    if a.is_empty() || b.is_empty() || a.iter().chain(b).any(|x| !x.is_finite()) {
+    if a.is_empty()
+        || b.is_empty()
+        || !crate::interval::valid_level(level)
+        || a.iter().chain(b).any(|x| !x.is_finite())
+    {
         return None;
     }
     let (m, n) = (a.len(), b.len());
@@ -283,6 +288,7 @@ mod many_tests {
             None
         );
         assert_eq!(hodges_lehmann(&[], &[1.0], 0.95), None);
+        assert_eq!(hodges_lehmann(&[1.0, 2.0], &[1.0, 2.0], 1.0), None);
         assert_eq!(hodges_lehmann(&[f64::NAN, 1.0], &[1.0, 2.0], 0.95), None);
     }
 

@@ -36,7 +36,7 @@ impl Interval {
     }
 }
 
-fn valid_level(level: f64) -> bool {
+pub(crate) fn valid_level(level: f64) -> bool {
     level > 0.0 && level < 1.0
 }
 
