@@ -101,6 +101,14 @@ fn s2_shows_the_softirq_time_of_each_cpu_per_variant() {
         .split("softirq share of each CPU")
         .nth(1)
         .expect("a per-CPU softirq section");
+    let header = section.lines().nth(1).unwrap_or_default();
+    // Shares are right-aligned under their CPU's heading.
+    let share_under = |row: &str, cpu: &str| {
+        let end = header.find(&format!(" {cpu}")).map(|i| i + 1 + cpu.len());
+        end.and_then(|e| row.get(..e))
+            .and_then(|r| r.split_whitespace().last())
+            .is_some_and(|cell| cell.ends_with('%'))
+    };
     for variant in ["two-cpus", "same-cpu", "rps", "veth"] {
         for workload in ["stream", "udp-stream"] {
             let row = section
@@ -110,7 +118,10 @@ fn s2_shows_the_softirq_time_of_each_cpu_per_variant() {
                         .starts_with(&format!("{variant} workload={workload} "))
                 })
                 .unwrap_or_else(|| panic!("no {variant} {workload} row:\n{section}"));
-            assert!(row.contains("cpu0 ") && row.contains("cpu1 "), "{row}");
+            assert!(
+                share_under(row, "cpu0") && share_under(row, "cpu1"),
+                "{header}\n{row}"
+            );
         }
     }
     assert!(html.contains("Softirq share of each CPU"));

@@ -1,6 +1,6 @@
 //! The sweep report as one HTML page with inline SVG plots.
 
-use super::{SweepReport, PERCENTILES};
+use super::{Section, SweepReport, PERCENTILES};
 use crate::table::{esc, Align, Table};
 use std::fmt::Write;
 
@@ -397,38 +397,35 @@ fn latency(o: &mut String, r: &SweepReport) {
 /// TCP's retransmissions at each point, when there were any.
 fn retransmits(o: &mut String, r: &SweepReport) {
     if let Some(section) = r.retransmit_section() {
-        let _ = writeln!(o, "<h2>{}</h2>", esc(section.title));
-        o.push_str(&section.table.html());
+        write_section(o, &section);
     }
+}
+
+/// A section's heading, its note and its table.
+fn write_section(o: &mut String, section: &Section) {
+    let _ = writeln!(o, "<h2>{}</h2>", esc(section.title));
+    if let Some(note) = section.note {
+        let _ = writeln!(o, "<p>{}</p>", esc(note));
+    }
+    o.push_str(&section.table.html());
 }
 
 /// The softirq share of each CPU, as a table and as bars.
 fn softirq(o: &mut String, r: &SweepReport) {
-    if !r.softirq.is_empty() {
-        let _ = writeln!(o, "<h2>Softirq share of each CPU</h2>");
-        let ncpu = r.softirq.iter().map(|s| s.per_cpu.len()).max().unwrap_or(0);
-        let cpus = (0..ncpu).map(|c| (format!("cpu{c}"), Align::Right, 0));
-        let mut table = Table::new(
-            [("point".to_string(), Align::Left, 0)]
-                .into_iter()
-                .chain(cpus),
-        );
-        for s in &r.softirq {
-            let shares = s.per_cpu.iter().map(|(_, f)| format!("{:.1} %", f * 100.0));
-            table.row([s.name.clone()].into_iter().chain(shares));
-        }
-        o.push_str(&table.html());
-        let rows: Vec<(String, Vec<f64>)> = r
-            .softirq
-            .iter()
-            .flat_map(|s| {
-                s.per_cpu
-                    .iter()
-                    .map(move |(c, f)| (format!("{} cpu{c}", s.name), vec![f * 100.0]))
-            })
-            .collect();
-        o.push_str(&svg_bars(&rows, &[("softirq %", "#e15759")], " %"));
-    }
+    let Some(section) = r.softirq_section() else {
+        return;
+    };
+    write_section(o, &section);
+    let rows: Vec<(String, Vec<f64>)> = r
+        .softirq
+        .iter()
+        .flat_map(|s| {
+            s.per_cpu
+                .iter()
+                .map(move |(c, f)| (format!("{} cpu{c}", s.name), vec![f * 100.0]))
+        })
+        .collect();
+    o.push_str(&svg_bars(&rows, &[("softirq %", "#e15759")], " %"));
 }
 
 /// Each line against the first.

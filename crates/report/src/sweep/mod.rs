@@ -16,6 +16,7 @@ pub use text::{markdown, terminal};
 
 use crate::table::{Align, Table};
 use plumb_compare::Comparison;
+use plumb_samples::units::format_share;
 use plumb_samples::{Metric, Role, RunRecord};
 use std::collections::BTreeMap;
 
@@ -534,7 +535,7 @@ fn entries_series_count(entries: &[Entry]) -> usize {
 }
 
 /// Per-point figures as a table under a heading, the same in every format.
-pub struct Section {
+pub(crate) struct Section {
     /// Written as a heading in Markdown and HTML, and lower case first on
     /// the terminal as plumb's other terminal headings are.
     pub title: &'static str,
@@ -549,12 +550,13 @@ impl SweepReport {
         self.metric.format(v)
     }
 
-    /// The tables of figures per point, in report order; latency and
-    /// retransmissions only where there are any.
-    pub fn sections(&self) -> Vec<Section> {
+    /// The tables of figures per point, in report order; latency,
+    /// retransmissions and softirq shares only where there are any.
+    pub(crate) fn sections(&self) -> Vec<Section> {
         let mut out = vec![self.cpu_section()];
         out.extend(self.latency_section());
         out.extend(self.retransmit_section());
+        out.extend(self.softirq_section());
         out
     }
 
@@ -603,7 +605,7 @@ impl SweepReport {
     }
 
     /// TCP's retransmissions, when there were any.
-    pub fn retransmit_section(&self) -> Option<Section> {
+    pub(crate) fn retransmit_section(&self) -> Option<Section> {
         if self.retransmits.is_empty() {
             return None;
         }
@@ -622,6 +624,42 @@ impl SweepReport {
         Some(Section {
             title: "TCP retransmissions",
             note: Some("sender's segments"),
+            table,
+        })
+    }
+
+    /// The softirq share of each CPU of the client's host, a column per CPU
+    /// that any point used: points pinned to different CPUs leave the
+    /// others' cells empty rather than shifting under the wrong heading.
+    pub(crate) fn softirq_section(&self) -> Option<Section> {
+        if self.softirq.is_empty() {
+            return None;
+        }
+        let mut cpus: Vec<u32> = self
+            .softirq
+            .iter()
+            .flat_map(|s| s.per_cpu.iter().map(|(c, _)| *c))
+            .collect();
+        cpus.sort_unstable();
+        cpus.dedup();
+        let columns = cpus.iter().map(|c| (format!("cpu{c}"), Align::Right, 6));
+        let mut table = Table::new(
+            [("point".to_string(), Align::Left, NAME_W)]
+                .into_iter()
+                .chain(columns),
+        );
+        for s in &self.softirq {
+            let share = |cpu: &u32| {
+                s.per_cpu
+                    .iter()
+                    .find(|(c, _)| c == cpu)
+                    .map_or_else(String::new, |(_, f)| format_share(*f))
+            };
+            table.row([s.name.clone()].into_iter().chain(cpus.iter().map(share)));
+        }
+        Some(Section {
+            title: "Softirq share of each CPU",
+            note: Some("on the client's host, of all of each CPU's time"),
             table,
         })
     }
@@ -675,6 +713,54 @@ mod tests {
         let p = &r.plots[0].lines[0].points[0];
         assert_eq!(p.n, 3);
         assert!(p.lo < p.mean && p.mean < p.hi);
+    }
+
+    #[test]
+    fn softirq_shares_stand_under_their_own_cpu_in_every_format() {
+        // One point measured on CPUs 0 and 1, the other on 1 and 3: cpu3's
+        // share must not slide under cpu1's heading.
+        let cpu = |cpu: u32, softirq_s: f64| plumb_samples::CpuTimes {
+            cpu,
+            idle_s: 1.0 - softirq_s,
+            softirq_s,
+            ..Default::default()
+        };
+        let mut runs = sweep();
+        runs.truncate(2);
+        for (e, cpus) in runs
+            .iter_mut()
+            .zip([[cpu(0, 0.25), cpu(1, 0.5)], [cpu(1, 0.125), cpu(3, 0.75)]])
+        {
+            for i in &mut e.record.iterations {
+                i.client.cpus = cpus.to_vec();
+            }
+        }
+        let r = build("t", &runs, Vec::new(), 4.0);
+        let md = markdown(&r);
+        assert!(md.contains("| point | cpu0 | cpu1 | cpu3 |"), "{md}");
+        assert!(
+            md.contains("| nagle msg_size=1024 | 25.0% | 50.0% |  |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| nodelay msg_size=1024 |  | 12.5% | 75.0% |"),
+            "{md}"
+        );
+        let text = terminal(&r);
+        let rows: Vec<&str> = text
+            .split("softirq share of each CPU")
+            .nth(1)
+            .expect("the section on the terminal")
+            .lines()
+            .skip(1)
+            .take(3)
+            .collect();
+        let at = |row: &str, cell: &str| row.find(cell).map(|i| i + cell.len());
+        // Right-aligned: a share ends where its heading ends.
+        assert_eq!(at(rows[1], "25.0%"), at(rows[0], "cpu0"), "{text}");
+        assert_eq!(at(rows[2], "75.0%"), at(rows[0], "cpu3"), "{text}");
+        let page = html(&r);
+        assert!(page.contains("<th>cpu3</th>"), "{page}");
     }
 
     #[test]

@@ -1,7 +1,6 @@
 //! The sweep report as terminal text and as Markdown.
 
-use super::{SeriesPoint, SoftirqRow, SweepReport};
-use plumb_samples::units::format_share;
+use super::{SeriesPoint, SweepReport};
 use std::fmt::Write;
 
 /// The report as terminal text.
@@ -54,13 +53,6 @@ pub fn terminal(r: &SweepReport) -> String {
         o.push_str(&section.table.terminal("  "));
         o.push('\n');
     }
-    if !r.softirq.is_empty() {
-        let _ = writeln!(o, "softirq share of each CPU");
-        for s in &r.softirq {
-            let _ = writeln!(o, "  {:<40} {}", s.name, softirq_cells(s).join("  "));
-        }
-        o.push('\n');
-    }
     comparisons(&mut o, r, false);
     o
 }
@@ -81,14 +73,6 @@ fn terminal_heading(title: &str) -> String {
 /// `9.1 Gbit/s .. 9.4 Gbit/s`.
 fn interval(r: &SweepReport, pt: &SeriesPoint) -> String {
     format!("{} .. {}", r.show(pt.lo), r.show(pt.hi))
-}
-
-/// `cpu0 1.3%` for each CPU.
-fn softirq_cells(s: &SoftirqRow) -> Vec<String> {
-    s.per_cpu
-        .iter()
-        .map(|(c, f)| format!("cpu{c} {}", format_share(*f)))
-        .collect()
 }
 
 /// The comparisons, each with its environment diff.
@@ -145,12 +129,6 @@ pub fn markdown(r: &SweepReport) -> String {
             let _ = writeln!(o, "_{note}_\n");
         }
         o.push_str(&section.table.markdown());
-    }
-    if !r.softirq.is_empty() {
-        let _ = writeln!(o, "\n## Softirq share of each CPU\n");
-        for s in &r.softirq {
-            let _ = writeln!(o, "- {}: {}", s.name, softirq_cells(s).join(", "));
-        }
     }
     o.push('\n');
     comparisons(&mut o, r, true);
