@@ -22,7 +22,7 @@ fn pair(p: &Point) -> String {
     }
 }
 
-fn method_line(c: &Comparison) -> String {
+pub(crate) fn method_line(c: &Comparison) -> String {
     format!(
         "{}; alpha {}, {:.0} % intervals, {} bootstrap resamples (seed {}), noise band ±{:.1} %",
         c.method.test,
@@ -208,13 +208,9 @@ fn env_diff(o: &mut String, c: &Comparison, bullet: &str) {
     }
 }
 
-/// A Markdown table for an issue or a pull request.
-pub fn markdown(c: &Comparison) -> String {
-    let mut o = String::new();
-    let _ = writeln!(o, "**A** = `{}`, **B** = `{}`\n", c.a, c.b);
-    if let Some(k) = kernels_line(c) {
-        let _ = writeln!(o, "{k}\n");
-    }
+/// Each test point's means, change, interval, p and verdict, a row each
+/// marked with its verdict.
+pub(crate) fn points_table(c: &Comparison) -> Table {
     let mut table = Table::new([
         ("test point", Align::Left, 0),
         ("A", Align::Right, 0),
@@ -225,17 +221,31 @@ pub fn markdown(c: &Comparison) -> String {
         ("verdict", Align::Left, 0),
     ]);
     for p in &c.points {
-        table.row([
-            p.summary.clone(),
-            format!("{} (n={})", value(p, p.a.mean), p.a.n),
-            format!("{} (n={})", value(p, p.b.mean), p.b.n),
-            pct(p.change),
-            format!("{:.3}..{:.3}", p.ratio_lo, p.ratio_hi),
-            format!("{:.4}", p.p_value),
-            p.verdict.to_string(),
-        ]);
+        let verdict = p.verdict.to_string();
+        table.row_of_class(
+            &verdict,
+            [
+                p.summary.clone(),
+                format!("{} (n={})", value(p, p.a.mean), p.a.n),
+                format!("{} (n={})", value(p, p.b.mean), p.b.n),
+                pct(p.change),
+                format!("{:.3}..{:.3}", p.ratio_lo, p.ratio_hi),
+                format!("{:.4}", p.p_value),
+                verdict.clone(),
+            ],
+        );
     }
-    o.push_str(&table.markdown());
+    table
+}
+
+/// A Markdown table for an issue or a pull request.
+pub fn markdown(c: &Comparison) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "**A** = `{}`, **B** = `{}`\n", c.a, c.b);
+    if let Some(k) = kernels_line(c) {
+        let _ = writeln!(o, "{k}\n");
+    }
+    o.push_str(&points_table(c).markdown());
     let _ = writeln!(o, "\n_Method: {}._\n", method_line(c));
     for p in &c.points {
         for (unit, lines, figure) in explanation(p) {

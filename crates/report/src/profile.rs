@@ -4,7 +4,7 @@
 
 use crate::flame::{diff_flame_svg, flame_svg, Stack};
 use crate::table::{esc, Align, Table};
-use plumb_compare::profile::{folded, EndProfiles, FunctionChange, Move, Part};
+use plumb_compare::profile::{folded, EndProfiles, FunctionChange, Part};
 use plumb_compare::{Comparison, Point};
 use plumb_samples::units::{format_change as pct, sig3};
 use plumb_samples::{FunctionTime, Iteration, Role, RunRecord};
@@ -251,29 +251,38 @@ pub fn movers_markdown(p: &Point, top: usize) -> String {
     let mut o = String::new();
     for e in &p.profile {
         let _ = writeln!(o, "{}, {}:\n", head(e), p.summary);
-        let mut table = Table::new([
-            ("function", Align::Left, 0),
-            ("part", Align::Left, 0),
-            ("A", Align::Right, 0),
-            ("B", Align::Right, 0),
-            ("change", Align::Right, 0),
-            ("95 % interval of the shift B - A", Align::Right, 0),
-            ("p", Align::Right, 0),
-            ("q", Align::Right, 0),
-            ("verdict", Align::Left, 0),
-        ]);
-        for f in e.functions.iter().take(top) {
-            let r = Row::of(f);
-            let (function, part) = (format!("`{}`", f.function), f.part.name().to_string());
-            let verdict = r.verdict.to_string();
-            table.row([
-                function, part, r.a, r.b, r.change, r.interval, r.p, r.q, verdict,
-            ]);
-        }
-        o.push_str(&table.markdown());
+        o.push_str(&movers_table(e, top, |f| format!("`{f}`")).markdown());
         let _ = writeln!(o, "\n_{}._\n", e.control);
     }
     o
+}
+
+/// An end's `top` movers, a row each marked with its verdict; `function`
+/// writes a function's name as the format sets code.
+fn movers_table(e: &EndProfiles, top: usize, function: fn(&str) -> String) -> Table {
+    let mut table = Table::new([
+        ("function", Align::Left, 0),
+        ("part", Align::Left, 0),
+        ("A", Align::Right, 0),
+        ("B", Align::Right, 0),
+        ("change", Align::Right, 0),
+        ("95 % interval of the shift B - A", Align::Right, 0),
+        ("p", Align::Right, 0),
+        ("q", Align::Right, 0),
+        ("verdict", Align::Left, 0),
+    ]);
+    for f in e.functions.iter().take(top) {
+        let r = Row::of(f);
+        let (function, part) = (function(&f.function), f.part.name().to_string());
+        let verdict = r.verdict.to_string();
+        table.row_of_class(
+            r.verdict,
+            [
+                function, part, r.a, r.b, r.change, r.interval, r.p, r.q, verdict,
+            ],
+        );
+    }
+    table
 }
 
 fn stacks(folded: &[(String, f64)]) -> Vec<Stack<'_>> {
@@ -350,26 +359,9 @@ pub fn compare_flame_page(c: &Comparison, top: usize) -> String {
                 e.unit,
                 900,
             ));
-            o.push_str("</div><table><tr><th>function</th><th>part</th><th>A</th><th>B</th><th>change</th><th>q</th><th>verdict</th></tr>");
-            for f in e.functions.iter().take(top) {
-                let class = match f.verdict {
-                    Move::Grew => "grew",
-                    Move::Shrank => "shrank",
-                    _ => "",
-                };
-                let _ = write!(
-                    o,
-                    "<tr class=\"{class}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.3}</td><td>{}</td></tr>",
-                    esc(&f.function),
-                    f.part.name(),
-                    sig3(f.a),
-                    sig3(f.b),
-                    change_of(f),
-                    f.q,
-                    f.verdict.word()
-                );
-            }
-            let _ = write!(o, "</table></div><p>{}.</p>", esc(&e.control));
+            o.push_str("</div>");
+            o.push_str(&movers_table(e, top, str::to_string).html());
+            let _ = write!(o, "</div><p>{}.</p>", esc(&e.control));
         }
     }
     o.push_str("</body></html>\n");

@@ -21,9 +21,17 @@ struct Column {
 }
 
 #[derive(Debug, Clone)]
+struct Row {
+    cells: Vec<String>,
+    /// What the row is (a verdict: `regression`, `grew`), for a page's
+    /// style to mark; the other renderings carry it in a cell already.
+    class: Option<String>,
+}
+
+#[derive(Debug, Clone)]
 pub struct Table {
     columns: Vec<Column>,
-    rows: Vec<Vec<String>>,
+    rows: Vec<Row>,
 }
 
 impl Table {
@@ -44,11 +52,23 @@ impl Table {
 
     /// One row; a row with fewer cells than columns leaves the rest empty.
     pub fn row(&mut self, cells: impl IntoIterator<Item = String>) {
-        self.rows.push(cells.into_iter().collect());
+        self.rows.push(Row {
+            cells: cells.into_iter().collect(),
+            class: None,
+        });
     }
 
-    fn cell(row: &[String], i: usize) -> &str {
-        row.get(i).map_or("", String::as_str)
+    /// One row of a kind a page marks: its class in HTML, with spaces made
+    /// dashes (`no change` -> `no-change`).
+    pub fn row_of_class(&mut self, class: &str, cells: impl IntoIterator<Item = String>) {
+        self.row(cells);
+        if let Some(r) = self.rows.last_mut() {
+            r.class = Some(class.replace(' ', "-"));
+        }
+    }
+
+    fn cell(row: &Row, i: usize) -> &str {
+        row.cells.get(i).map_or("", String::as_str)
     }
 
     /// Columns one space apart, each line after `indent`.
@@ -124,7 +144,12 @@ impl Table {
         }
         o.push_str("</tr>\n");
         for r in &self.rows {
-            o.push_str("<tr>");
+            match &r.class {
+                Some(class) => {
+                    let _ = write!(o, "<tr class=\"{}\">", esc(class));
+                }
+                None => o.push_str("<tr>"),
+            }
             for (i, c) in self.columns.iter().enumerate() {
                 let class = match c.align {
                     Align::Left => "",
@@ -201,6 +226,17 @@ mod tests {
         assert!(h.starts_with("<table><tr><th>point</th><th>per GB</th></tr>\n"));
         assert!(h.contains("<tr><td>a &lt;b&gt;</td><td class=\"n\">1.5</td></tr>"));
         assert!(h.ends_with("</table>\n"));
+    }
+
+    #[test]
+    fn a_row_of_a_class_is_marked_in_html_only() {
+        let mut t = Table::new([("point", Align::Left, 0), ("verdict", Align::Left, 0)]);
+        t.row_of_class("no change", ["a".to_string(), "no change".into()]);
+        t.row(["b".to_string(), "regression".into()]);
+        let h = t.html();
+        assert!(h.contains("<tr class=\"no-change\"><td>a</td>"), "{h}");
+        assert!(h.contains("<tr><td>b</td>"), "{h}");
+        assert_eq!(t.markdown().lines().nth(2), Some("| a | no change |"));
     }
 
     #[test]

@@ -433,32 +433,12 @@ fn comparisons(o: &mut String, r: &SweepReport) {
     for c in &r.comparisons {
         let _ = writeln!(
             o,
-            "<h2>{} vs {}</h2><p>{}: alpha {}, noise band ±{:.1} %, {} % intervals</p>",
+            "<h2>{} vs {}</h2><p>{}</p>",
             esc(&c.a),
             esc(&c.b),
-            esc(&c.method.test),
-            c.method.alpha,
-            c.method.noise_band * 100.0,
-            c.method.level * 100.0
+            esc(&crate::compare::method_line(c))
         );
-        let _ = writeln!(
-            o,
-            "<table><tr><th>point</th><th>A</th><th>B</th><th>change</th><th>p</th><th>verdict</th></tr>"
-        );
-        for p in &c.points {
-            let class = p.verdict.to_string().replace(' ', "-");
-            let _ = writeln!(
-                o,
-                "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:+.1} %</td><td class=\"n\">{:.4}</td><td class=\"{class}\">{}</td></tr>",
-                esc(&format!("{} [{}]", p.summary, p.spec_key)),
-                esc(&r.show(p.a.mean)),
-                esc(&r.show(p.b.mean)),
-                p.change * 100.0,
-                p.p_value,
-                p.verdict
-            );
-        }
-        let _ = writeln!(o, "</table>");
+        o.push_str(&crate::compare::points_table(c).html());
     }
 }
 

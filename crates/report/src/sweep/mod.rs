@@ -786,6 +786,31 @@ mod tests {
     }
 
     #[test]
+    fn the_page_compares_with_the_cells_of_the_markdown_and_marks_each_verdict() {
+        let side = |name: &str, t: f64| {
+            plumb_compare::Side::new(name, vec![record(&[t, t * 1.01, t * 0.99])], None)
+        };
+        let c = plumb_compare::compare(
+            &side("a", 9e9),
+            &side("b", 4e9),
+            &plumb_stats::CompareParams::default(),
+        );
+        let r = build("t", &sweep(), vec![c], 4.0);
+        let (md, page) = (markdown(&r), html(&r));
+        let p = &r.comparisons[0].points[0];
+        let row = md
+            .lines()
+            .find(|l| l.starts_with(&format!("| {} |", p.summary)))
+            .unwrap_or_else(|| panic!("{md}"));
+        for cell in row.split('|').map(str::trim).filter(|c| !c.is_empty()) {
+            let cell = crate::table::esc(cell);
+            assert!(page.contains(&format!(">{cell}</td>")), "{cell}\n{page}");
+        }
+        assert_eq!(p.verdict, plumb_stats::Verdict::Regression);
+        assert!(page.contains("<tr class=\"regression\">"), "{page}");
+    }
+
+    #[test]
     fn the_environment_is_stated_once() {
         let side =
             |name: &str| plumb_compare::Side::new(name, vec![record(&[9e9, 9.1e9, 8.9e9])], None);
