@@ -61,10 +61,10 @@ impl Table {
     /// One row of a kind a page marks: its class in HTML, with spaces made
     /// dashes (`no change` -> `no-change`).
     pub fn row_of_class(&mut self, class: &str, cells: impl IntoIterator<Item = String>) {
-        self.row(cells);
-        if let Some(r) = self.rows.last_mut() {
-            r.class = Some(class.replace(' ', "-"));
-        }
+        self.rows.push(Row {
+            cells: cells.into_iter().collect(),
+            class: Some(class.replace(' ', "-")),
+        });
     }
 
     fn cell(row: &Row, i: usize) -> &str {

@@ -455,13 +455,13 @@ fn env_diff(o: &mut String, r: &SweepReport) {
             ("A", Align::Left, 0),
             ("B", Align::Left, 0),
         ]);
+        let absent = |v: &Option<String>| v.clone().unwrap_or_else(|| "(absent)".into());
         for d in env_diff {
             // The end is named where the runs kept the server's facts apart.
             let fact = match &d.end {
                 Some(end) => format!("{end}: {}", d.key),
                 None => d.key.clone(),
             };
-            let absent = |v: &Option<String>| v.clone().unwrap_or_else(|| "(absent)".into());
             table.row([fact, absent(&d.a), absent(&d.b)]);
         }
         o.push_str(&table.html());
