@@ -147,11 +147,11 @@ fn frame(json: &str) -> Vec<u8> {
 }
 
 fn hello() -> Vec<u8> {
-    frame(r#"{"version":1,"type":"hello","software":"test"}"#)
+    frame(r#"{"version":2,"type":"hello","software":"test"}"#)
 }
 
 fn setup_frame(spec: &plumb_spec::Spec) -> Vec<u8> {
-    let mut v = serde_json::json!({"version": 1, "type": "setup"});
+    let mut v = serde_json::json!({"version": 2, "type": "setup"});
     v["spec"] = serde_json::to_value(spec).unwrap();
     frame(&v.to_string())
 }
@@ -322,7 +322,7 @@ fn a_thousand_malformed_sessions_leave_the_server_serving_with_no_leak() {
                 assert_eq!(error_of(&got).expect("an error frame").0, "frame");
             }
             5 => {
-                let got = exchange(addr, &frame(r#"{"version":1,"type":"launch_missiles"}"#));
+                let got = exchange(addr, &frame(r#"{"version":2,"type":"launch_missiles"}"#));
                 assert_eq!(error_of(&got).expect("an error frame").0, "frame");
             }
             6 => {
@@ -335,14 +335,14 @@ fn a_thousand_malformed_sessions_leave_the_server_serving_with_no_leak() {
                 assert!(msg.contains("99"), "{msg}");
             }
             7 => {
-                let got = exchange(addr, &frame(r#"{"version":1,"type":"start"}"#));
+                let got = exchange(addr, &frame(r#"{"version":2,"type":"start"}"#));
                 let (code, msg) = error_of(&got).expect("an error frame");
                 assert_eq!(code, "order");
                 assert!(msg.contains("expected hello, got start"), "{msg}");
             }
             8 => {
                 let mut b = hello();
-                b.extend(frame(r#"{"version":1,"type":"stop"}"#));
+                b.extend(frame(r#"{"version":2,"type":"stop"}"#));
                 let got = exchange(addr, &b);
                 assert_eq!(frames(&got)[0]["type"], "welcome");
                 assert_eq!(error_of(&got).expect("an error frame").0, "order");
@@ -461,11 +461,11 @@ fn the_right_key_is_served_and_a_wrong_or_missing_one_is_refused_and_logged() {
     // By hand: a made-up proof gets the message and a closed connection,
     // and nothing the server says carries the key.
     let mut b = frame(&format!(
-        r#"{{"version":1,"type":"hello","software":"x","nonce":"{}"}}"#,
+        r#"{{"version":2,"type":"hello","software":"x","nonce":"{}"}}"#,
         "ab".repeat(16)
     ));
     b.extend(frame(&format!(
-        r#"{{"version":1,"type":"auth","proof":"{}"}}"#,
+        r#"{{"version":2,"type":"auth","proof":"{}"}}"#,
         "00".repeat(32)
     )));
     let got = exchange(server.addr, &b);

@@ -41,8 +41,21 @@ fn udp_stream_accounts_for_every_datagram() {
         (sent as f64 - accounted).abs() <= allowed,
         "sent {sent}, received {got} + lost {lost} (allowed {allowed})"
     );
+    // The loss over the client's window, from the datagrams it marked: every
+    // marked datagram is counted once at most, and on an idle loopback all
+    // of them arrive.
+    let (marked, arrived) = (u(&cu["window_sent"]), u(&su["window_received"]));
+    assert!(marked > 1000 && arrived <= marked, "{cu} {su}");
     let loss = f(&it["derived"]["loss"]);
-    assert!((loss - lost as f64 / accounted).abs() < 1e-9, "{loss}");
+    assert!(
+        (loss - (marked - arrived) as f64 / marked as f64).abs() < 1e-12,
+        "{loss}"
+    );
+    // The marked datagrams are those sent in the client's window.
+    assert!(
+        marked.abs_diff(sent) <= sent / 100 + 64,
+        "{marked} marked, {sent} sent"
+    );
     // Goodput is what the server received.
     let bps = f(&it["derived"]["throughput_bps"]);
     let expect = got as f64 * 1472.0 * 8.0 / f(&s["window_s"]);
@@ -83,21 +96,39 @@ fn datagrams_queued_as_the_window_closes_are_counted_as_received() {
         let q = u(&s["udp"]["queued_at_close"]);
         assert!(q <= got, "{}", s["udp"]);
         queued.push(q);
-        // The queued datagrams are among those received, not a hole
-        // between sent and received + lost. What the kernel dropped for a
-        // full receive buffer just before the close leaves no gap the
-        // receiver could see (no later datagram came in the window): the
-        // kernel's own count of those drops, read from /proc/net/snmp over
-        // the server's window, less the drops the receiver did see as gaps,
-        // may stand for them.
-        let dropped = (counter(s, "Udp.RcvbufErrors") - lost as f64).max(0.0);
-        let allowed = edge_allowance(sent as f64 / f(&c["window_s"]), c, s, 64.0);
-        let hole = sent as f64 - (got + lost) as f64;
+        // Of the datagrams the client sent inside its window (it marks
+        // them), the server counts those that arrived, whenever they came:
+        // never more than were sent, however late the server's edges were
+        // on a CPU it shares with a spinning shell. (Its own figures,
+        // received and lost over its own window, cover the datagrams sent
+        // while that window was open, which can be tens of milliseconds
+        // off the client's here.)
+        let (marked, arrived) = (u(&c["udp"]["window_sent"]), u(&s["udp"]["window_received"]));
         assert!(
-            -allowed <= hole && hole <= allowed + dropped,
-            "sent {sent}, received {got} + lost {lost} (allowed {allowed}, and {dropped} more \
-             the kernel dropped for a full buffer), {q} of them queued"
+            arrived <= marked,
+            "the server got {arrived} of the {marked} datagrams the client marked"
         );
+        // The client stops marking just before it tells the server to stop
+        // and counts just after: the few sent in between are not marked.
+        assert!(
+            marked.abs_diff(sent) <= sent / 100 + 64,
+            "{marked} marked, {sent} sent"
+        );
+        // What did not arrive, the kernel dropped for a full receive buffer:
+        // its own count, read from /proc/net/snmp over the client's window
+        // (both ends are on this host, and a datagram is dropped as the
+        // client sends it), agrees but for those the client sent unmarked
+        // between its last mark and its count.
+        let missing = (marked - arrived) as f64;
+        let dropped = counter(c, "Udp.RcvbufErrors");
+        let allowed = 64.0 + 0.02 * dropped.max(missing);
+        assert!(
+            (missing - dropped).abs() <= allowed,
+            "{missing} marked datagrams did not arrive, the kernel dropped {dropped} \
+             (allowed {allowed}); received {got} + lost {lost} of {sent}, {q} queued"
+        );
+        let loss = f(&it["derived"]["loss"]);
+        assert!((loss - missing / marked as f64).abs() < 1e-12, "{loss}");
     }
     assert!(
         queued.iter().any(|&q| q > 0),

@@ -21,6 +21,8 @@ pub enum FrameError {
     Timeout,
     #[error("frame of {0} bytes is over the limit of {1} bytes")]
     TooLarge(usize, usize),
+    #[error("the peer did not answer as a plumb server: it sent \"{0}\"")]
+    NotPlumb(String),
     #[error("malformed message: {0}")]
     Invalid(String),
     #[error("protocol version {0} is not spoken here (this side speaks {PROTOCOL_VERSION})")]
@@ -79,10 +81,21 @@ pub fn frames_from(
 pub fn read_frame(mut r: impl Read, max: usize) -> Result<Frame, FrameError> {
     let mut len = [0u8; 4];
     r.read_exact(&mut len)?;
-    let len = u32::from_be_bytes(len) as usize;
-    if len > max {
-        return Err(FrameError::TooLarge(len, max));
+    let announced = u32::from_be_bytes(len) as usize;
+    if announced > max {
+        // A length of four printable bytes is over any limit (at least
+        // 0x09090909): a peer speaking a text protocol, whose words say more
+        // than the length they make.
+        if len.iter().all(|&b| printable(b)) {
+            let mut more = [0u8; 60];
+            let n = r.read(&mut more).unwrap_or(0);
+            let mut said = len.to_vec();
+            said.extend_from_slice(&more[..n]);
+            return Err(FrameError::NotPlumb(shown(&said)));
+        }
+        return Err(FrameError::TooLarge(announced, max));
     }
+    let len = announced;
     // Read in steps rather than allocating `len` at once: a peer that
     // announces 1 MiB and sends 10 bytes costs 10 bytes.
     let mut body = Vec::with_capacity(len.min(64 * 1024));
@@ -91,6 +104,21 @@ pub fn read_frame(mut r: impl Read, max: usize) -> Result<Frame, FrameError> {
         return Err(FrameError::Closed);
     }
     decode_frame(&body)
+}
+
+fn printable(b: u8) -> bool {
+    b.is_ascii_graphic() || b" \t\r\n".contains(&b)
+}
+
+/// Bytes as a reader can see them: text as it is, up to the first
+/// unprintable byte, with line ends and quotes escaped.
+fn shown(bytes: &[u8]) -> String {
+    let text: Vec<u8> = bytes
+        .iter()
+        .copied()
+        .take_while(|&b| printable(b))
+        .collect();
+    String::from_utf8_lossy(&text).escape_default().to_string()
 }
 
 /// Decodes one frame's body. The version is looked at first, so that a peer
@@ -160,6 +188,20 @@ mod tests {
     }
 
     #[test]
+    fn a_peer_speaking_text_is_named_with_what_it_said() {
+        let reply = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+        let e = read_frame(&reply[..], MAX_RESULT_FRAME).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the peer did not answer as a plumb server: it sent \
+             \"HTTP/1.1 400 Bad Request\\r\\nContent-Length: 0\\r\\n\\r\\n\""
+        );
+        // Binary bytes stop the quote.
+        let e = read_frame(&b"SSH-2.0\x00\x01"[..], MAX_FRAME).unwrap_err();
+        assert!(e.to_string().ends_with("it sent \"SSH-2.0\""), "{e}");
+    }
+
+    #[test]
     fn other_versions_are_named() {
         let body = br#"{"version":7,"type":"hello","software":"x"}"#;
         let mut buf = (body.len() as u32).to_be_bytes().to_vec();
@@ -215,7 +257,7 @@ mod tests {
             read_frame(&buf[..], MAX_FRAME),
             Err(FrameError::Closed)
         ));
-        let unknown = br#"{"version":1,"type":"launch_missiles"}"#;
+        let unknown = br#"{"version":2,"type":"launch_missiles"}"#;
         let mut buf = (unknown.len() as u32).to_be_bytes().to_vec();
         buf.extend_from_slice(unknown);
         assert!(matches!(

@@ -12,7 +12,10 @@ use plumb_samples::{EndResult, Environment};
 use plumb_spec::Spec;
 use serde::{Deserialize, Serialize};
 
-pub const PROTOCOL_VERSION: u32 = 1;
+/// 2: a udp-stream sender marks the datagrams it sends inside its window
+/// (the sequence number's top bit), which a server of version 1 would read
+/// as a jump of 2^63.
+pub const PROTOCOL_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Frame {

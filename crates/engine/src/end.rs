@@ -157,15 +157,15 @@ impl RunningEnd {
     }
 
     /// Stops the traffic and adds to `end` the zero-copy accounting, the
-    /// connections a crr server refused, and the flows that failed inside
-    /// the window.
+    /// datagrams a udp-stream sender marked, the connections a crr server
+    /// refused, and the flows that failed inside the window.
     pub fn stop(self, end: &mut EndResult) -> Result<Stopped, EngineError> {
-        let zerocopy = self.engine.zerocopy_probe();
+        let finals = self.engine.final_counts();
         let strays = self.engine.strays();
         let role = self.engine.config().role;
         let crr = matches!(self.engine.config().workload, Workload::Crr(_));
         let errors = self.engine.stop()?;
-        zerocopy.fill(end);
+        finals.fill(end);
         if crr && role == Role::Server && strays > 0 {
             end.warnings.push(format!(
                 "the server closed {strays} connections that came from another address than the client's"

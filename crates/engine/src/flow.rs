@@ -38,6 +38,10 @@ pub struct FlowCounters {
     pub expect: AtomicU64,
     /// udp-rr client: requests that timed out.
     pub timeouts: AtomicU64,
+    /// udp-stream: datagrams the sender marked as sent inside its window,
+    /// and of those, what the receiver got (whenever they came).
+    pub window_sent: AtomicU64,
+    pub window_received: AtomicU64,
     /// MSG_ZEROCOPY: successful sends, completions read, completions the
     /// kernel flagged as copied, sends refused with ENOBUFS, and pieces
     /// written as plain copies after an ENOBUFS with nothing outstanding.
@@ -69,6 +73,7 @@ pub struct Tally {
     pub timeouts: AtomicU64,
     pub gaps: AtomicU64,
     pub late: AtomicU64,
+    pub window_received: AtomicU64,
 }
 
 impl FlowCounters {
@@ -83,6 +88,7 @@ impl FlowCounters {
             (&self.timeouts, &h.timeouts),
             (&self.gaps, &h.gaps),
             (&self.late, &h.late),
+            (&self.window_received, &h.window_received),
             // At the window's edges every worker has handed over before the
             // engine reads; only a worker late for a per-second sample may
             // hand over while that sample is read, which then may mix two
@@ -134,6 +140,9 @@ pub(crate) struct Shared {
     pub range: std::ops::Range<usize>,
     pub stop: Arc<AtomicBool>,
     pub window_closed: Arc<AtomicBool>,
+    /// Set while this end's window is open (see
+    /// [`crate::Engine::mark_window_open`]).
+    pub in_window: Arc<AtomicBool>,
     pub wake: Arc<OwnedFd>,
     /// A crr server's listener, shared by its workers.
     pub listener: Option<Arc<TcpListener>>,
@@ -404,6 +413,7 @@ pub(crate) fn test_shared(
         counters: Arc::new((0..counted).map(|_| FlowCounters::default()).collect()),
         stop: Arc::new(AtomicBool::new(false)),
         window_closed: Arc::new(AtomicBool::new(false)),
+        in_window: Arc::new(AtomicBool::new(false)),
         wake: Arc::new(wake),
         listener: None,
         udp_socks: Arc::new(udp_socks),

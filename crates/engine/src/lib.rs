@@ -39,6 +39,7 @@ use std::net::TcpStream;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{
     AtomicBool, AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering::Relaxed,
+    Ordering::Release,
 };
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -213,14 +214,17 @@ impl Counts {
     }
 }
 
-/// The MSG_ZEROCOPY counts of an engine, read once its workers are done.
-pub struct ZeroCopyProbe {
+/// The counts of an engine that are final only once its workers are done:
+/// MSG_ZEROCOPY's, and the datagrams a udp-stream sender marked as sent in
+/// its window (a worker may be between sending a marked datagram and
+/// counting it as the window closes).
+pub struct FinalCounts {
     active: bool,
     rx_mapped: bool,
     counters: Arc<Vec<FlowCounters>>,
 }
 
-impl ZeroCopyProbe {
+impl FinalCounts {
     /// The totals over all flows; None when this end sent no MSG_ZEROCOPY.
     pub fn totals(&self) -> Option<plumb_samples::ZeroCopyTotals> {
         if !self.active {
@@ -245,6 +249,13 @@ impl ZeroCopyProbe {
 
     /// The totals, and the warnings they call for, into `end`.
     pub fn fill(&self, end: &mut plumb_samples::EndResult) {
+        if let Some(u) = end.udp.as_mut().filter(|_| end.role == Role::Client) {
+            u.window_sent = self
+                .counters
+                .iter()
+                .map(|c| c.window_sent.load(Acquire))
+                .sum();
+        }
         if self.rx_mapped {
             let (mut mapped, mut copied) = (0, 0);
             for c in self.counters.iter() {
@@ -332,6 +343,7 @@ pub struct Engine {
     counters: Arc<Vec<FlowCounters>>,
     stop: Arc<AtomicBool>,
     window_closed: Arc<AtomicBool>,
+    in_window: Arc<AtomicBool>,
     wakes: Vec<Arc<OwnedFd>>,
     workers: Vec<JoinHandle<std::io::Result<Vec<FlowError>>>>,
     latency: Vec<Arc<latency::LatencySlot>>,
@@ -421,12 +433,14 @@ impl Engine {
         let strays = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let window_closed = Arc::new(AtomicBool::new(false));
+        let in_window = Arc::new(AtomicBool::new(false));
         let mut engine = Engine {
             config: config.clone(),
             flows: flows.clone(),
             counters: counters.clone(),
             stop: stop.clone(),
             window_closed: window_closed.clone(),
+            in_window: in_window.clone(),
             wakes: Vec::new(),
             workers: Vec::new(),
             latency: Vec::new(),
@@ -456,6 +470,7 @@ impl Engine {
                     range: (w * n / threads)..((w + 1) * n / threads),
                     stop: stop.clone(),
                     window_closed: window_closed.clone(),
+                    in_window: in_window.clone(),
                     wake: wake.clone(),
                     listener: listener.clone(),
                     udp_socks: udp_socks.clone(),
@@ -577,6 +592,8 @@ impl Engine {
             };
             flows.push((snap.0, snap.1));
             transactions.push(snap.4);
+            t.window_sent += c.window_sent.load(Acquire);
+            t.window_received += rd(&c.window_received, &h.window_received);
             t.packets_sent += snap.2;
             t.packets_received += snap.3;
             t.timeouts += snap.5;
@@ -687,16 +704,26 @@ impl Engine {
 
     /// A handle on the MSG_ZEROCOPY counts that outlives [`Engine::stop`],
     /// whose workers read the last completions before they return.
-    pub fn zerocopy_probe(&self) -> ZeroCopyProbe {
-        ZeroCopyProbe {
+    pub fn final_counts(&self) -> FinalCounts {
+        FinalCounts {
             active: self.config.sends_zerocopy(),
             rx_mapped: self.config.receives_mapped(),
             counters: self.counters.clone(),
         }
     }
 
-    /// From now on a failing flow is the peer tearing down, not a problem.
+    /// The window opens: a udp-stream sender marks what it sends from now
+    /// on as sent inside it.
+    pub fn mark_window_open(&self) {
+        self.in_window.store(true, Release);
+    }
+
+    /// From now on a failing flow is the peer tearing down, not a problem,
+    /// and a udp-stream sender no longer marks its datagrams: the client
+    /// calls this before it tells the server to stop, so that every marked
+    /// datagram left before the server's last count.
     pub fn mark_window_closed(&self) {
+        self.in_window.store(false, Release);
         self.window_closed.store(true, Relaxed);
     }
 

@@ -90,14 +90,19 @@ impl Meter {
     /// Opens the window now.
     pub fn open(engine: &Engine) -> Meter {
         // What was timed during the warm-up is dropped here.
-        // The window opens as the workers are asked for their latencies:
-        // each hands its counts over with them, so the counts read below are
-        // those of that moment (a worker that is slow to answer moves no
-        // data meanwhile, save the batch it is in).
-        let opened = Instant::now();
+        // The window opens as the workers hand their counts over (with their
+        // latencies, where they time transactions), so the counts read below
+        // are those of that moment, and the clock is read once they have: a
+        // udp-stream receiver first reads what its socket holds, which takes
+        // as long as the queue is deep, and the datagrams it reads meanwhile
+        // are counted before this edge, so the window's length must not
+        // include that time (a worker that is slow to answer otherwise moves
+        // no data meanwhile, save the batch it is in).
+        engine.mark_window_open();
         let latency = engine
             .collect_latency(None)
             .map(|_| crate::latency::new_histogram());
+        let opened = Instant::now();
         let start = engine.counts();
         let queued_start = engine.queued_bytes();
         let host = HostSnapshot::take();
@@ -129,9 +134,10 @@ impl Meter {
 
     /// Closes the current interval and starts the next.
     pub fn tick(&mut self, engine: &Engine, sink: &mut dyn SampleSink) {
-        // Latencies first: the transactions counted are those handed over.
-        let now = Instant::now();
+        // Latencies first: the transactions counted are those handed over,
+        // and the clock is read once they are, as at the opening.
         let timed = engine.collect_latency(Some(TICK_WAIT));
+        let now = Instant::now();
         let c = engine.counts();
         let p99_us = self.take_latency(timed.as_ref());
         let s = IntervalSample {
@@ -156,9 +162,10 @@ impl Meter {
         options: Vec<OptionRecord>,
     ) -> EndResult {
         // As at the opening: the counts are those handed over with the
-        // latencies, so the transactions are exactly those timed.
-        let end_t = Instant::now();
+        // latencies, so the transactions are exactly those timed, and the
+        // clock is read once they are handed over.
         let timed = engine.collect_latency(None);
+        let end_t = Instant::now();
         let end = engine.counts();
         let tail_p99 = self.take_latency(timed.as_ref());
         let queued_end = engine.queued_bytes();
@@ -260,6 +267,11 @@ impl Meter {
                     timeouts: b.timeouts - a.timeouts,
                     late_responses: b.late_responses - a.late_responses,
                     strays: b.strays - a.strays,
+                    // Marked only inside the sender's window, so the totals
+                    // are the window's; the receiver's include what came
+                    // before its own window opened.
+                    window_sent: b.window_sent,
+                    window_received: b.window_received,
                 }
             }),
             zerocopy: None,

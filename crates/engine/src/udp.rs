@@ -16,7 +16,7 @@ use crate::flow::{pattern, FlowCounters, Handler, Loop, Next, Shared};
 use rustix::event::epoll;
 use std::collections::VecDeque;
 use std::io;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
 
 pub const HEADER: usize = plumb_spec::UDP_HEADER as usize;
 
@@ -44,20 +44,28 @@ impl UdpPlan {
     }
 }
 
+/// The sequence number's top bit: a stream's datagram sent inside the
+/// sender's window. The receiver counts the marked ones it gets, so that
+/// the loss over the sender's window is exact whenever the receiver's own
+/// window opened and closed (its edges follow the control messages, late
+/// by however long its CPU was busy elsewhere).
+const IN_WINDOW: u64 = 1 << 63;
+
 fn put_header(buf: &mut [u8], tag: u32, flow: u32, seq: u64) {
     buf[0..4].copy_from_slice(&tag.to_le_bytes());
     buf[4..8].copy_from_slice(&flow.to_le_bytes());
     buf[8..16].copy_from_slice(&seq.to_le_bytes());
 }
 
-/// (flow, seq) of a datagram with this test's tag.
-fn header(buf: &[u8], tag: u32) -> Option<(u32, u64)> {
+/// (flow, seq, marked as sent inside the sender's window) of a datagram
+/// with this test's tag.
+fn header(buf: &[u8], tag: u32) -> Option<(u32, u64, bool)> {
     if buf.len() < HEADER || buf[0..4] != tag.to_le_bytes() {
         return None;
     }
     let flow = u32::from_le_bytes(buf[4..8].try_into().ok()?);
     let seq = u64::from_le_bytes(buf[8..16].try_into().ok()?);
-    Some((flow, seq))
+    Some((flow, seq & !IN_WINDOW, seq & IN_WINDOW != 0))
 }
 
 /// Datagrams sent or read for one ready socket before the loop moves on.
@@ -113,12 +121,17 @@ impl Handler for UdpStreamClient {
         let c = &lp.sh.counters[i];
         let mut refused = None;
         for _ in 0..BURST {
+            let marked = lp.sh.in_window.load(Acquire);
             let seq = c.packets_sent.load(Relaxed);
-            put_header(&mut self.buf, self.plan.tag, i as u32, seq);
+            let mark = if marked { IN_WINDOW } else { 0 };
+            put_header(&mut self.buf, self.plan.tag, i as u32, seq | mark);
             match sock.send(&self.buf) {
                 Ok(n) => {
                     c.add_sent(n as u64);
                     FlowCounters::bump(&c.packets_sent, 1);
+                    if marked {
+                        FlowCounters::bump(&c.window_sent, 1);
+                    }
                 }
                 Err(e) if blocked(&e) => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted || filtered(&e) => continue,
@@ -277,7 +290,7 @@ impl Handler for UdpRrClient {
             };
             let c = &lp.sh.counters[i];
             match header(&self.inbuf[..got], self.plan.tag) {
-                Some((flow, seq)) if flow as usize == i => {
+                Some((flow, seq, _)) if flow as usize == i => {
                     c.add_received(got as u64);
                     FlowCounters::bump(&c.packets_received, 1);
                     if seq == self.waiting[k]
@@ -344,8 +357,8 @@ impl UdpServer {
     /// or None for a stray.
     fn count(&self, lp: &Loop, got: usize) -> Option<(u32, u64)> {
         let udp = &self.plan;
-        let Some((flow, seq)) =
-            header(&self.inbuf[..got], udp.tag).filter(|&(flow, _)| (flow as usize) < udp.flows)
+        let Some((flow, seq, marked)) =
+            header(&self.inbuf[..got], udp.tag).filter(|&(flow, _, _)| (flow as usize) < udp.flows)
         else {
             lp.sh.strays.fetch_add(1, Relaxed);
             return None;
@@ -355,6 +368,9 @@ impl UdpServer {
         FlowCounters::bump(&c.packets_received, 1);
         if udp.rr {
             return Some((flow, seq));
+        }
+        if marked {
+            FlowCounters::bump(&c.window_received, 1);
         }
         // SO_REUSEPORT hashes a flow's 4-tuple to one socket, so only this
         // worker writes this flow's sequence state.
@@ -451,9 +467,11 @@ mod tests {
     fn header_round_trip_and_strays() {
         let mut b = [0u8; 32];
         put_header(&mut b, 0xdead_beef, 7, 1 << 40);
-        assert_eq!(header(&b, 0xdead_beef), Some((7, 1 << 40)));
+        assert_eq!(header(&b, 0xdead_beef), Some((7, 1 << 40, false)));
         assert_eq!(header(&b, 0xdead_beee), None);
         assert_eq!(header(&b[..15], 0xdead_beef), None);
+        put_header(&mut b, 0xdead_beef, 7, (1 << 40) | IN_WINDOW);
+        assert_eq!(header(&b, 0xdead_beef), Some((7, 1 << 40, true)));
     }
 }
 
@@ -503,6 +521,40 @@ mod flow_tests {
         assert_eq!(c.gaps.load(Relaxed), 2);
         assert_eq!(c.late.load(Relaxed), 1);
         assert_eq!(lp.sh.strays.load(Relaxed), 2, "wrong tag, unknown flow");
+        assert_eq!(c.window_received.load(Relaxed), 0, "none marked");
+    }
+
+    #[test]
+    fn what_the_sender_marked_is_counted_against_its_window() {
+        let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        client.connect(server.local_addr().unwrap()).unwrap();
+        let mut rx = Loop::new(test_shared(Vec::new(), vec![server], 1, false)).unwrap();
+        let mut server = UdpServer::new(plan(false, false));
+        server.start(&mut rx).unwrap();
+        let mut tx = Loop::new(test_shared(Vec::new(), vec![client], 1, false)).unwrap();
+        let mut sender = UdpStreamClient::new(plan(true, false));
+        // Before, inside and after the sender's window: a burst each.
+        for open in [false, true, false] {
+            tx.sh.in_window.store(open, Relaxed);
+            sender
+                .on_writable(&mut tx, 0, epoll::EventFlags::OUT)
+                .unwrap();
+        }
+        let sent = &tx.sh.counters[0];
+        assert_eq!(sent.packets_sent.load(Relaxed), 3 * BURST as u64);
+        assert_eq!(sent.window_sent.load(Relaxed), BURST as u64);
+        for _ in 0..3 * BURST {
+            server
+                .on_readable(&mut rx, 0, epoll::EventFlags::IN)
+                .unwrap();
+        }
+        let got = &rx.sh.counters[0];
+        assert_eq!(got.packets_received.load(Relaxed), 3 * BURST as u64);
+        assert_eq!(got.window_received.load(Relaxed), BURST as u64);
+        // The mark is not part of the sequence: nothing skipped.
+        assert_eq!(got.gaps.load(Relaxed), 0);
+        assert_eq!(got.expect.load(Relaxed), 3 * BURST as u64);
     }
 
     #[test]
@@ -559,7 +611,7 @@ mod flow_tests {
         h.start(&mut lp).unwrap();
         let mut b = [0u8; 64];
         let (_, from) = server.recv_from(&mut b).unwrap();
-        assert_eq!(header(&b, 0x5eed), Some((0, 0)));
+        assert_eq!(header(&b, 0x5eed), Some((0, 0, false)));
         (server, lp, h, from)
     }
 
@@ -595,7 +647,7 @@ mod flow_tests {
         let c = &lp.sh.counters[0];
         assert_eq!(c.timeouts.load(Relaxed), 1);
         server.recv_from(&mut b).unwrap();
-        assert_eq!(header(&b, 0x5eed), Some((0, 1)));
+        assert_eq!(header(&b, 0x5eed), Some((0, 1, false)));
         // A late answer to 0 is late; the answer to 1 is a transaction.
         server.send_to(&datagram(0x5eed, 0, 0), from).unwrap();
         server.send_to(&datagram(0x5eed, 0, 1), from).unwrap();

@@ -187,9 +187,20 @@ fn datagrams(spec: &Spec, client: &EndResult, server: &EndResult, host_busy: f64
             if server.window_s > 0.0 {
                 d.pps = Some(s.packets_received as f64 / server.window_s);
             }
-            let seen = s.packets_received + s.lost;
+            // Over the sender's window, from the datagrams it marked: exact
+            // whatever the skew of the two windows. Records of servers that
+            // did not count marks fall back to the receiver's gaps over its
+            // own window.
+            let (lost, seen) = if c.window_sent > 0 {
+                (
+                    c.window_sent.saturating_sub(s.window_received),
+                    c.window_sent,
+                )
+            } else {
+                (s.lost, s.packets_received + s.lost)
+            };
             d.loss = Some(if seen > 0 {
-                s.lost as f64 / seen as f64
+                lost as f64 / seen as f64
             } else {
                 0.0
             });

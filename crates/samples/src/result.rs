@@ -519,6 +519,16 @@ pub struct UdpTotals {
     /// Datagrams without this test's tag, or too short to carry it: dropped
     /// and not counted anywhere else.
     pub strays: u64,
+    /// Stream sender: datagrams it sent inside its own window, each marked
+    /// so in its header.
+    #[serde(default)]
+    pub window_sent: u64,
+    /// Stream receiver: of the datagrams the sender marked as sent inside
+    /// its window, those that arrived, whenever they came: the sender's
+    /// `window_sent` less these were lost, exactly, however far apart the
+    /// two ends' windows opened and closed.
+    #[serde(default)]
+    pub window_received: u64,
 }
 
 impl UdpTotals {
@@ -526,7 +536,7 @@ impl UdpTotals {
     pub fn merge(&mut self, o: &UdpTotals) {
         add_counts!(self += o as UdpTotals {
             packets_sent, packets_received, lost, reordered, queued_at_close, timeouts,
-            late_responses, strays
+            late_responses, strays, window_sent, window_received
         });
     }
 }
