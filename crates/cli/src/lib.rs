@@ -141,17 +141,4 @@ mod tests {
         );
         assert_eq!(Failure::run(&e("x")).code, exit::RUN);
     }
-
-    #[test]
-    fn every_comparison_defaults_to_one_bootstrap_seed() {
-        use clap::FromArgMatches;
-        let m = args::command()
-            .try_get_matches_from(["plumb", "compare", "a", "b"])
-            .unwrap();
-        let cli = args::Cli::from_arg_matches(&m).unwrap();
-        let args::Command::Compare(c) = cli.command else {
-            panic!("parsed as compare")
-        };
-        assert_eq!(c.verdict.seed, plumb_stats::CompareParams::default().seed);
-    }
 }

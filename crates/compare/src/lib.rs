@@ -1,7 +1,7 @@
 //! Verdicts from records handed in (never paths or the store): runs are
 //! matched by a key (the spec key, or an experiment point's place in its
-//! matrix), each matched point gets its deltas, Welch's test, a
-//! bootstrap interval of the ratio and a three-way verdict, and the
+//! matrix), each matched point gets its deltas, Welch's test, Fieller's
+//! interval of the ratio and a verdict, and the
 //! comparison is explained by the environment diff, the CPU budget per
 //! end (seconds of user, system and softirq time per GB moved), the events
 //! behind it and the CPUs that took each device's interrupts.
@@ -16,6 +16,17 @@ use plumb_samples::{EnvChange, Environment, Iteration, Metric, RunRecord};
 use plumb_stats::{CompareParams, Verdict};
 use serde::Serialize;
 use std::collections::BTreeMap;
+
+/// A side of a point whose iterations sit on two levels.
+#[derive(Debug, Clone, Serialize)]
+pub struct TwoLevels {
+    /// "A" or "B".
+    pub side: String,
+    pub low: f64,
+    pub low_n: usize,
+    pub high: f64,
+    pub high_n: usize,
+}
 
 /// One side of a comparison: a label (or a run id) and the runs under it.
 #[derive(Debug, Clone)]
@@ -72,8 +83,6 @@ pub struct Method {
     pub alpha: f64,
     pub noise_band: f64,
     pub level: f64,
-    pub resamples: usize,
-    pub seed: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -99,10 +108,19 @@ pub struct Point {
     /// mean(b) / mean(a) - 1.
     pub change: f64,
     pub p_value: f64,
-    /// Bootstrap interval of mean(b) / mean(a).
+    /// Fieller's interval of mean(b) / mean(a), which leaves 1 out exactly
+    /// where `p_value` is below 1 - level; `ratio_hi` is infinite (null in
+    /// JSON) where A's mean is not distinguishable from 0.
     pub ratio_lo: f64,
     pub ratio_hi: f64,
     pub verdict: Verdict,
+    /// With the verdict `too_few`: iterations a side at which a test could
+    /// decide.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub needed: Option<usize>,
+    /// The sides whose iterations sit on two levels, whatever the verdict.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub bimodal: Vec<TwoLevels>,
     /// What the budget lines count: "CPU seconds per GB" or "CPU
     /// microseconds per transaction".
     pub budget_unit: &'static str,
@@ -191,11 +209,14 @@ fn different_builds(a: &Side, b: &Side) -> Option<String> {
 }
 
 impl Comparison {
-    /// The worst verdict over all points: regression beats inconclusive
-    /// beats improvement and no change.
+    /// The worst verdict over all points: regression beats the undecided
+    /// ones (bimodal, too few iterations, inconclusive) beat improvement
+    /// and no change.
     pub fn overall(&self) -> Option<Verdict> {
         let rank = |v: &Verdict| match v {
-            Verdict::Regression => 3,
+            Verdict::Regression => 5,
+            Verdict::Bimodal => 4,
+            Verdict::TooFew => 3,
             Verdict::Inconclusive => 2,
             Verdict::Improvement => 1,
             Verdict::NoChange => 0,
@@ -303,6 +324,18 @@ pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
             ratio_lo: c.ratio.lo,
             ratio_hi: c.ratio.hi,
             verdict: c.verdict,
+            needed: c.needed,
+            bimodal: c
+                .bimodal
+                .iter()
+                .map(|(side, l)| TwoLevels {
+                    side: side.to_string(),
+                    low: l.low_mean,
+                    low_n: l.low_n,
+                    high: l.high_mean,
+                    high_n: l.high_n,
+                })
+                .collect(),
             budget,
             events_unit: metric.events_unit(),
             events,
@@ -325,12 +358,11 @@ pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
         a: a.name.clone(),
         b: b.name.clone(),
         method: Method {
-            test: "Welch's t-test on iteration means; percentile bootstrap interval of the ratio of means".into(),
+            test: "Welch's t-test on iteration means; Fieller's interval of the ratio of means"
+                .into(),
             alpha: params.alpha,
             noise_band: params.noise_band,
             level: params.level,
-            resamples: params.resamples,
-            seed: params.seed,
         },
         only_a: only(&ka, &kb),
         only_b: only(&kb, &ka),
@@ -398,8 +430,9 @@ impl Bisect {
 }
 
 /// A regression counts as bad only when it is significant and the drop is
-/// beyond `threshold` (a fraction); any point that cannot be told, or no
-/// point at all, is a skip.
+/// beyond `threshold` (a fraction); any point that cannot be told (too few
+/// iterations, a side on two levels, or inconclusive without ruling out a
+/// drop that large), or no point at all, is a skip.
 pub fn bisect(c: &Comparison, threshold: f64) -> Bisect {
     if c.points.is_empty() {
         return Bisect::Skip;
@@ -412,6 +445,7 @@ pub fn bisect(c: &Comparison, threshold: f64) -> Bisect {
             // ratio's interval is above the threshold, a regression that
             // large is ruled out.
             Verdict::Inconclusive if p.ratio_lo < 1.0 - threshold => out = Bisect::Skip,
+            Verdict::TooFew | Verdict::Bimodal => out = Bisect::Skip,
             _ => {}
         }
     }
@@ -439,6 +473,37 @@ mod tests {
         ends.retain(|e| e.contains("host"));
         ends.dedup();
         ends
+    }
+
+    fn verdict_of(a: &[f64], b: &[f64]) -> Comparison {
+        let side = |name: &str, xs: &[f64]| Side::new(name, vec![record(xs, "h")], None);
+        compare(&side("a", a), &side("b", b), &CompareParams::default())
+    }
+
+    #[test]
+    fn too_few_iterations_and_two_levels_are_skips_for_bisect() {
+        // Two iterations a side, one of them wild: a drop far beyond any
+        // threshold that no test can yet decide.
+        let c = verdict_of(&[9e9, 9.2e9], &[1e9, 8e9]);
+        let p = &c.points[0];
+        assert_eq!(p.verdict, Verdict::TooFew, "{p:?}");
+        assert_eq!(p.needed, Some(4).max(p.needed));
+        assert!(p.ratio_lo < 1.0 && p.ratio_hi > 1.0);
+        assert_eq!(bisect(&c, 0.05), Bisect::Skip);
+        assert_eq!(c.overall(), Some(Verdict::TooFew));
+        let json = serde_json::to_value(&c).unwrap();
+        assert_eq!(json["points"][0]["verdict"], "too_few");
+        assert!(json["points"][0]["needed"].as_u64().unwrap() >= 4);
+        // B runs at A's rate but stalls in two iterations.
+        let a = [9e9, 9.1e9, 8.9e9, 9.05e9, 8.95e9, 9e9];
+        let c = verdict_of(&a, &[9e9, 1e9, 9.1e9, 8.9e9, 1.1e9, 9.05e9]);
+        let p = &c.points[0];
+        assert_eq!(p.verdict, Verdict::Bimodal, "{p:?}");
+        assert_eq!(bisect(&c, 0.05), Bisect::Skip);
+        let json = serde_json::to_value(&c).unwrap();
+        assert_eq!(json["points"][0]["verdict"], "bimodal");
+        assert_eq!(json["points"][0]["bimodal"][0]["side"], "B");
+        assert_eq!(json["points"][0]["bimodal"][0]["low_n"], 2);
     }
 
     #[test]

@@ -5,6 +5,7 @@ use crate::table::{Align, Table};
 use plumb_compare::{BudgetLine, Comparison, Point};
 use plumb_samples::units::{format_change as pct, format_cpu_cost as cost, scaled, sig3};
 use plumb_samples::Metric;
+use plumb_stats::Verdict;
 use std::fmt::Write;
 
 /// A metric value in its unit: bits/s scaled, transactions/s as they are.
@@ -22,14 +23,52 @@ fn pair(p: &Point) -> String {
     }
 }
 
+/// The verdict as a reader needs it: with too few iterations, how many a
+/// side would do; with a side on two levels, both levels, whatever the
+/// verdict.
+pub(crate) fn verdict_words(p: &Point) -> String {
+    let mut o = match (p.verdict, p.needed) {
+        (Verdict::TooFew, Some(n)) => format!(
+            "too few iterations ({} and {}): at least {n} a side needed to decide",
+            p.a.n, p.b.n
+        ),
+        (v, _) => v.to_string(),
+    };
+    for l in &p.bimodal {
+        let _ = write!(
+            o,
+            "{}{} on two levels, {} ({}) and {} ({})",
+            if p.verdict == Verdict::Bimodal {
+                ": "
+            } else {
+                "; "
+            },
+            l.side,
+            value(p, l.low),
+            l.low_n,
+            value(p, l.high),
+            l.high_n
+        );
+    }
+    o
+}
+
+/// A ratio interval; its upper end may be unbounded (A's mean not told
+/// from 0).
+fn ratio_interval(p: &Point) -> String {
+    if p.ratio_hi.is_finite() {
+        format!("{:.3} .. {:.3}", p.ratio_lo, p.ratio_hi)
+    } else {
+        format!("{:.3} .. unbounded", p.ratio_lo)
+    }
+}
+
 pub(crate) fn method_line(c: &Comparison) -> String {
     format!(
-        "{}; alpha {}, {:.0} % intervals, {} bootstrap resamples (seed {}), noise band ±{:.1} %",
+        "{}; alpha {}, {:.0} % intervals, noise band ±{:.1} %",
         c.method.test,
         c.method.alpha,
         c.method.level * 100.0,
-        c.method.resamples,
-        c.method.seed,
         c.method.noise_band * 100.0
     )
 }
@@ -129,12 +168,11 @@ pub fn terminal(c: &Comparison) -> String {
         }
         let _ = writeln!(
             o,
-            "  change {}   ratio B/A {:.3} .. {:.3}   p {:.4}   => {}",
+            "  change {}   ratio B/A {}   p {:.4}   => {}",
             pct(p.change),
-            p.ratio_lo,
-            p.ratio_hi,
+            ratio_interval(p),
             p.p_value,
-            p.verdict
+            verdict_words(p)
         );
         for (unit, lines, figure) in explanation(p) {
             let _ = writeln!(o, "  {unit:<22} {:>10} {:>10} {:>9}", "A", "B", "change");
@@ -221,17 +259,16 @@ pub(crate) fn points_table(c: &Comparison) -> Table {
         ("verdict", Align::Left, 0),
     ]);
     for p in &c.points {
-        let verdict = p.verdict.to_string();
         table.row_of_class(
-            &verdict,
+            &p.verdict.to_string(),
             [
                 p.summary.clone(),
                 format!("{} (n={})", value(p, p.a.mean), p.a.n),
                 format!("{} (n={})", value(p, p.b.mean), p.b.n),
                 pct(p.change),
-                format!("{:.3}..{:.3}", p.ratio_lo, p.ratio_hi),
+                ratio_interval(p).replace(" .. ", ".."),
                 format!("{:.4}", p.p_value),
-                verdict.clone(),
+                verdict_words(p),
             ],
         );
     }
@@ -291,7 +328,7 @@ pub fn mail(c: &Comparison) -> String {
             p.summary,
             pair(p),
             pct(p.change),
-            p.verdict
+            verdict_words(p)
         );
     }
     let n: Vec<String> = c
@@ -392,5 +429,41 @@ mod tests {
             assert!(line.contains("+100.0%"), "{line}");
             assert!(text.contains(moved), "{text}");
         }
+    }
+
+    fn throughput(name: &str, xs: &[f64]) -> Side {
+        let mut r = plumb_samples::testing::with_throughput(xs);
+        r.complete = true;
+        Side::new(name, vec![r], None)
+    }
+
+    #[test]
+    fn a_verdict_names_what_it_lacks_and_the_levels_of_a_side() {
+        let c = compare(
+            &throughput("a", &[9e9, 9.2e9]),
+            &throughput("b", &[1e9, 8e9]),
+            &Default::default(),
+        );
+        let needed = c.points[0].needed.unwrap();
+        let words = format!("too few iterations (2 and 2): at least {needed} a side needed");
+        for text in [super::terminal(&c), super::markdown(&c), super::mail(&c)] {
+            assert!(text.contains(&words), "{text}");
+        }
+        // The interval beside it holds 1, and the means' intervals stay
+        // positive with two iterations.
+        let p = &c.points[0];
+        assert!(p.ratio_lo < 1.0 && 1.0 < p.ratio_hi);
+        assert!(p.b.lo > 0.0, "{:?}", p.b);
+        let a = [9e9, 9.1e9, 8.9e9, 9.05e9, 8.95e9, 9e9];
+        let c = compare(
+            &throughput("a", &a),
+            &throughput("b", &[9e9, 1e9, 9.1e9, 8.9e9, 1.1e9, 9.05e9]),
+            &Default::default(),
+        );
+        let text = super::terminal(&c);
+        assert!(
+            text.contains("=> bimodal: B on two levels, 1.05 Gbit/s (2) and 9.01 Gbit/s (4)"),
+            "{text}"
+        );
     }
 }

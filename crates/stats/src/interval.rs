@@ -1,6 +1,8 @@
 //! Confidence intervals: Student-t for one mean (how many iterations are
-//! enough) and a percentile bootstrap for a ratio of means (how big a
-//! change between two builds is).
+//! enough), its log-scale form for a positive mean (what a report shows),
+//! Fieller's interval for a ratio of means (how big a change between two
+//! builds is, in agreement with Welch's test) and a percentile bootstrap of
+//! the same ratio.
 
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, StudentsT};
@@ -62,12 +64,74 @@ pub fn t_interval(xs: &[f64], level: f64) -> Option<Interval> {
     })
 }
 
-/// The mean of `xs` and its Student-t interval at `level`, as (mean, lo,
-/// hi): what a report shows for one point. Below two values the interval
-/// is the mean itself; an empty sample is all 0.
+/// The mean of `xs` and its interval at `level`, as (mean, lo, hi): what a
+/// report shows for one point. Where every value is positive (a rate, a
+/// latency, a cost) the Student-t interval is taken on the log scale
+/// (`mean · exp(±t · se / mean)`, the delta method), so that it stays
+/// positive however few the iterations: two iterations of 50 and 160 k tx/s
+/// give 8.7 k .. 1.3 M, not -133 k .. 342 k. Otherwise the plain Student-t
+/// interval. Below two values the interval is the mean itself; an empty
+/// sample is all 0.
 pub fn mean_with_interval(xs: &[f64], level: f64) -> (f64, f64, f64) {
     let m = mean(xs);
-    t_interval(xs, level).map_or((m, m, m), |i| (m, i.lo, i.hi))
+    let Some(i) = t_interval(xs, level) else {
+        return (m, m, m);
+    };
+    if m > 0.0 && xs.iter().all(|&x| x > 0.0) {
+        let spread = i.half_width / m;
+        (m, m * (-spread).exp(), m * spread.exp())
+    } else {
+        (m, i.lo, i.hi)
+    }
+}
+
+/// Fieller's interval of `mean(b) / mean(a)` at `level`, with Welch's
+/// degrees of freedom for the difference of means: the set of ratios `r`
+/// for which Welch's test of `mean(b) = r · mean(a)` does not reject. At
+/// `r = 1` that test is [`crate::welch`] itself, so the interval leaves 1
+/// out exactly where Welch's p is below `1 - level`: a verdict taken from
+/// the test never disagrees with the interval printed beside it, however
+/// few the iterations (a bootstrap of two values per side is far too
+/// narrow). Ratios of positive quantities are not negative, so the lower
+/// end is cut at 0; where `mean(a)` is itself not distinguishable from 0
+/// the set is unbounded and `hi` is infinite.
+///
+/// None when a side has fewer than 2 values, a value is not finite, the
+/// level is outside (0, 1) or `mean(a)` is 0.
+pub fn fieller_ratio(a: &[f64], b: &[f64], level: f64) -> Option<Interval> {
+    let w = crate::hypothesis::welch(a, b)?;
+    if !valid_level(level) {
+        return None;
+    }
+    let (ma, va) = mean_var(a);
+    let (mb, vb) = mean_var(b);
+    if ma == 0.0 {
+        return None;
+    }
+    let (qa, qb) = (va / a.len() as f64, vb / b.len() as f64);
+    let point = mb / ma;
+    let t = StudentsT::new(0.0, 1.0, w.df)
+        .ok()?
+        .inverse_cdf(1.0 - (1.0 - level) / 2.0);
+    let t2 = t * t;
+    // (mb - r·ma)² <= t²·(qb + r²·qa), a quadratic in r: c2·r² - 2·c1·r + c0 <= 0.
+    let c2 = ma * ma - t2 * qa;
+    let c1 = ma * mb;
+    let c0 = mb * mb - t2 * qb;
+    let (lo, hi) = if c2 > 0.0 {
+        let root = (c1 * c1 - c2 * c0).max(0.0).sqrt();
+        ((c1 - root) / c2, (c1 + root) / c2)
+    } else {
+        (0.0, f64::INFINITY)
+    };
+    let lo = lo.max(0.0);
+    Some(Interval {
+        mean: point,
+        lo,
+        hi,
+        half_width: (hi - lo) / 2.0,
+        level,
+    })
 }
 
 /// Whether a run has iterated enough: the t interval's relative half width

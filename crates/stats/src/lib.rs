@@ -1,7 +1,7 @@
 //! Pure statistics on slices and histograms, kept apart from all I/O:
 //! summaries, Student-t confidence intervals, Welch's test, Mann-Whitney U
 //! (written here; statrs' exact path returns the complement p-value for some
-//! orderings), bootstrap intervals of ratios with a stored seed, MAD-based
+//! orderings), Fieller and bootstrap intervals of ratios, MAD-based
 //! outlier flags, bimodality and cliff detection over sweeps, and the
 //! regression verdict that combines them.
 #![deny(unsafe_code)]
@@ -26,6 +26,9 @@ pub use describe::{
 };
 pub use hypothesis::{benjamini_hochberg, hodges_lehmann, mann_whitney, welch, Shift, Welch};
 pub use interval::{
-    bootstrap_ratio, mean_with_interval, required_iterations_met, t_interval, Interval,
+    bootstrap_ratio, fieller_ratio, mean_with_interval, required_iterations_met, t_interval,
+    Interval,
 };
-pub use verdict::{compare, CompareParams, Comparison, Verdict, DEFAULT_SEED};
+pub use verdict::{
+    compare, fewest_to_decide, CompareParams, Comparison, Verdict, DEFAULT_SEED, NEEDED_MAX,
+};

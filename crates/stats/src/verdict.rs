@@ -5,9 +5,9 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::describe::Summary;
+use crate::describe::{Bimodality, Summary};
 use crate::hypothesis::{welch, Welch};
-use crate::interval::{bootstrap_ratio, Interval};
+use crate::interval::{fieller_ratio, Interval};
 
 /// What a comparison concludes. `Inconclusive` is a first-class answer: a
 /// lab that must always say better or worse would report noise as change.
@@ -18,6 +18,12 @@ pub enum Verdict {
     Improvement,
     NoChange,
     Inconclusive,
+    /// Undecided, and a side has fewer iterations than any test needs to
+    /// decide at alpha: [`Comparison::needed`] says how many.
+    TooFew,
+    /// Undecided, and a side's iterations sit on two levels
+    /// ([`Comparison::bimodal`]): a mean between them describes neither.
+    Bimodal,
 }
 
 impl fmt::Display for Verdict {
@@ -29,6 +35,8 @@ impl fmt::Display for Verdict {
             Verdict::Improvement => "improvement",
             Verdict::NoChange => "no change",
             Verdict::Inconclusive => "inconclusive",
+            Verdict::TooFew => "too few iterations",
+            Verdict::Bimodal => "bimodal",
         })
     }
 }
@@ -41,12 +49,12 @@ pub struct CompareParams {
     pub alpha: f64,
     /// Changes within ±this fraction are not worth reporting (0.02 = 2 %).
     pub noise_band: f64,
-    /// Confidence level of the bootstrap ratio interval.
+    /// Confidence level of the ratio interval and of each side's interval.
     pub level: f64,
-    /// Bootstrap resamples; 10 000 keeps the 95 % interval ends stable to
-    /// well under the noise band.
+    /// Bootstrap resamples, for a caller that asks for
+    /// [`crate::bootstrap_ratio`] beside the verdict's Fieller interval.
     pub resamples: usize,
-    /// Bootstrap seed, so the same data always gets the same verdict.
+    /// Bootstrap seed, so the same data always gets the same interval.
     pub seed: u64,
     /// Throughput: true; latency or CPU cost: false.
     pub higher_is_better: bool,
@@ -69,7 +77,7 @@ impl Default for CompareParams {
 }
 
 /// Everything behind a verdict, so that a report can show its evidence.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
     pub a: Summary,
     pub b: Summary,
@@ -77,21 +85,84 @@ pub struct Comparison {
     pub change: f64,
     /// Welch's test of a against b (`t` follows `welch(a, b)`).
     pub welch: Welch,
-    /// Bootstrap interval of `mean(b) / mean(a)`.
+    /// Fieller's interval of `mean(b) / mean(a)` (see
+    /// [`crate::fieller_ratio`]): it leaves 1 out exactly where Welch's p is
+    /// below `1 - level`.
     pub ratio: Interval,
     pub verdict: Verdict,
+    /// With [`Verdict::TooFew`]: iterations a side at which a test could
+    /// decide (the most of the fewest any rank test needs at alpha, and the
+    /// count at which Welch's test would reject at the spread observed, where
+    /// that is at most [`NEEDED_MAX`]).
+    pub needed: Option<usize>,
+    /// The sides whose iterations sit on two levels, `'A'` or `'B'`, with
+    /// the levels: stated whatever the verdict, and the verdict itself when
+    /// nothing was decided.
+    pub bimodal: Vec<(char, Bimodality)>,
+}
+
+/// The most iterations a side that [`Comparison::needed`] will name from
+/// the spread observed: beyond it the spread, not the count, is the
+/// trouble.
+pub const NEEDED_MAX: usize = 1000;
+
+/// The fewest values a side at which a two-sided rank test of two equal
+/// samples can reach `alpha` at all: its smallest p is `2 / C(2n, n)` (all
+/// of one side above all of the other). 4 at alpha 0.05 (p 0.029; 3 gives
+/// 0.1). Below it no test without a model of the noise can decide, and
+/// Welch's test rests on a spread of two or three values.
+pub fn fewest_to_decide(alpha: f64) -> usize {
+    let mut n = 1usize;
+    loop {
+        // C(2n, n) by the product formula, in floats: exact far beyond any n
+        // this loop reaches for a sane alpha.
+        let ways: f64 = (1..=n).map(|k| (n + k) as f64 / k as f64).product();
+        if 2.0 / ways < alpha || n >= 64 {
+            return n;
+        }
+        n += 1;
+    }
+}
+
+/// Iterations a side at which Welch's test would reject at `alpha` with the
+/// means and standard deviations observed; None past [`NEEDED_MAX`] or with
+/// no difference of means.
+fn welch_needed(a: &Summary, b: &Summary, alpha: f64) -> Option<usize> {
+    let diff = (b.mean - a.mean).abs();
+    if diff == 0.0 {
+        return None;
+    }
+    let (va, vb) = (a.sd * a.sd, b.sd * b.sd);
+    let from = a.n.max(b.n).max(2);
+    (from..=NEEDED_MAX).find(|&n| {
+        let n = n as f64;
+        let (qa, qb) = (va / n, vb / n);
+        let se2 = qa + qb;
+        if se2 == 0.0 {
+            return true;
+        }
+        let t = diff / se2.sqrt();
+        let df = se2 * se2 / ((qa * qa + qb * qb) / (n - 1.0));
+        statrs::distribution::StudentsT::new(0.0, 1.0, df)
+            .map(|d| {
+                use statrs::distribution::ContinuousCDF;
+                2.0 * d.sf(t) < alpha
+            })
+            .unwrap_or(false)
+    })
 }
 
 /// Compares baseline `a` with candidate `b` and decides.
 ///
-/// Rule, in order: if the whole bootstrap interval of the ratio lies within
+/// Rule, in order: if the whole ratio interval lies within
 /// `[1 - noise_band, 1 + noise_band]` the change is too small to matter:
 /// `NoChange`. Otherwise, if Welch's p < `alpha` *and* the ratio interval
 /// lies entirely on one side of 1, the direction (with
-/// `higher_is_better`) gives `Regression` or `Improvement`. Anything else
-/// is `Inconclusive`. Requiring both the test and the interval keeps the
-/// false-verdict rate of an A/A comparison at or below `alpha`, which the
-/// percentile bootstrap alone (too narrow on ~10 values) would exceed.
+/// `higher_is_better`) gives `Regression` or `Improvement`; with the
+/// default level (`1 - alpha`) the two conditions are one, since the
+/// interval is Fieller's for Welch's test. Undecided, a side on two levels
+/// is `Bimodal`, a side with fewer iterations than any test needs
+/// ([`fewest_to_decide`]) is `TooFew`, and anything else is `Inconclusive`.
 ///
 /// None when either side has fewer than 2 values, holds a non-finite
 /// value, or has `mean(a) == 0`.
@@ -102,8 +173,14 @@ pub fn compare(a: &[f64], b: &[f64], p: &CompareParams) -> Option<Comparison> {
     let sa = Summary::of(a)?;
     let sb = Summary::of(b)?;
     let w = welch(a, b)?;
-    let ratio = bootstrap_ratio(a, b, p.level, p.resamples, p.seed)?;
+    let ratio = fieller_ratio(a, b, p.level)?;
     let within_band = ratio.lo >= 1.0 - p.noise_band && ratio.hi <= 1.0 + p.noise_band;
+    let bimodal: Vec<(char, Bimodality)> = [('A', a), ('B', b)]
+        .into_iter()
+        .filter_map(|(side, xs)| Some((side, crate::describe::bimodal(xs)?)))
+        .collect();
+    let fewest = fewest_to_decide(p.alpha);
+    let mut needed = None;
     let verdict = if within_band {
         Verdict::NoChange
     } else if w.p < p.alpha && (ratio.lo > 1.0 || ratio.hi < 1.0) {
@@ -113,6 +190,11 @@ pub fn compare(a: &[f64], b: &[f64], p: &CompareParams) -> Option<Comparison> {
         } else {
             Verdict::Regression
         }
+    } else if !bimodal.is_empty() {
+        Verdict::Bimodal
+    } else if sa.n.min(sb.n) < fewest {
+        needed = Some(welch_needed(&sa, &sb, p.alpha).map_or(fewest, |n| n.max(fewest)));
+        Verdict::TooFew
     } else {
         Verdict::Inconclusive
     };
@@ -123,5 +205,7 @@ pub fn compare(a: &[f64], b: &[f64], p: &CompareParams) -> Option<Comparison> {
         welch: w,
         ratio,
         verdict,
+        needed,
+        bimodal,
     })
 }

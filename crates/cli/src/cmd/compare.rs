@@ -10,7 +10,6 @@ pub(crate) fn params(v: &VerdictArgs) -> CompareParams {
     CompareParams {
         alpha: v.alpha,
         noise_band: v.noise_band,
-        seed: v.seed,
         higher_is_better: true,
         ..CompareParams::default()
     }

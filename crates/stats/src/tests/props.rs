@@ -72,6 +72,34 @@ proptest! {
     }
 
     #[test]
+    fn fieller_agrees_with_welch(
+        a in prop::collection::vec(1.0f64..1e3, 2..=12),
+        b in prop::collection::vec(1.0f64..1e3, 2..=12),
+    ) {
+        let w = welch(&a, &b).unwrap();
+        let f = fieller_ratio(&a, &b, 0.95).unwrap();
+        prop_assert!(f.lo >= 0.0 && f.lo <= f.mean && f.mean <= f.hi, "{:?}", f);
+        // Away from the test's edge, where rounding could tip either way.
+        if (w.p - 0.05).abs() > 1e-6 && f.hi.is_finite() {
+            prop_assert_eq!(f.lo > 1.0 || f.hi < 1.0, w.p < 0.05, "{:?} p {}", f, w.p);
+        }
+    }
+
+    #[test]
+    fn a_verdict_agrees_with_its_interval(
+        a in prop::collection::vec(1.0f64..1e3, 2..=12),
+        b in prop::collection::vec(1.0f64..1e3, 2..=12),
+    ) {
+        let c = compare(&a, &b, &CompareParams::default()).unwrap();
+        let left_out = c.ratio.lo > 1.0 || c.ratio.hi < 1.0;
+        let decided = matches!(c.verdict, Verdict::Regression | Verdict::Improvement);
+        prop_assert!(!decided || left_out, "{:?}", c);
+        if c.ratio.hi.is_finite() && (c.welch.p - 0.05).abs() > 1e-6 {
+            prop_assert_eq!(decided, left_out, "{:?}", c);
+        }
+    }
+
+    #[test]
     fn jain_in_range(xs in prop::collection::vec(0.0f64..1e9, 1..=32)) {
         if let Some(j) = jain_fairness(&xs) {
             let n = xs.len() as f64;

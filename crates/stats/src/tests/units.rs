@@ -313,9 +313,110 @@ fn cliffs_in_a_sweep() {
 fn a_mean_with_its_interval_degrades_to_the_mean() {
     assert_eq!(mean_with_interval(&[], 0.95), (0.0, 0.0, 0.0));
     assert_eq!(mean_with_interval(&[4.0], 0.95), (4.0, 4.0, 4.0));
+    // A sample that crosses 0 gets the plain Student-t interval.
+    let crossing = [-3.0, 1.0, 5.0];
+    let (m, lo, hi) = mean_with_interval(&crossing, 0.95);
+    let t = t_interval(&crossing, 0.95).unwrap();
+    assert_eq!((m, lo, hi), (t.mean, t.lo, t.hi));
+}
+
+#[test]
+fn a_positive_means_interval_stays_positive_however_few_the_iterations() {
+    // Two iterations of a rate: the t interval runs below 0.
+    let rate = [50_000.0, 160_000.0];
+    let t = t_interval(&rate, 0.95).unwrap();
+    assert!(t.lo < 0.0, "{t:?}");
+    let (m, lo, hi) = mean_with_interval(&rate, 0.95);
+    assert_eq!(m, 105_000.0);
+    assert!(lo > 0.0 && lo < m && hi > m, "{lo} .. {hi}");
+    // Symmetric on the log scale, by the t interval's own spread.
+    assert!(close((m / lo).ln(), (hi / m).ln(), 1e-12));
+    assert!(close((hi / m).ln(), t.half_width / m, 1e-12));
+    // With many tight iterations it is the t interval to within rounding.
     let (m, lo, hi) = mean_with_interval(&A1, 0.95);
     let t = t_interval(&A1, 0.95).unwrap();
-    assert_eq!((m, lo, hi), (t.mean, t.lo, t.hi));
+    assert!(
+        (lo / t.lo - 1.0).abs() < 0.01 && (hi / t.hi - 1.0).abs() < 0.01,
+        "{m} {lo} {hi} {t:?}"
+    );
+}
+
+#[test]
+fn fieller_leaves_one_out_exactly_where_welch_rejects() {
+    // Wikipedia's example: p 0.021, so the 95 % interval leaves 1 out and
+    // the 99 % one holds it.
+    let w = welch(&A1, &A2).unwrap();
+    let f = fieller_ratio(&A1, &A2, 0.95).unwrap();
+    assert!(f.lo > 1.0, "{f:?} p {}", w.p);
+    let f = fieller_ratio(&A1, &A2, 0.99).unwrap();
+    assert!(f.lo < 1.0 && 1.0 < f.hi, "{f:?} p {}", w.p);
+    // At the level 1 - p the test sits on its edge, so 1 is an end.
+    let edge = fieller_ratio(&A1, &A2, 1.0 - w.p).unwrap();
+    assert!(close(edge.lo, 1.0, 1e-9), "{edge:?}");
+    // A clear change: the interval is all above 1 and holds the point.
+    let b: Vec<f64> = A1.iter().map(|x| x * 1.5).collect();
+    let f = fieller_ratio(&A1, &b, 0.95).unwrap();
+    assert!(f.lo > 1.0 && f.lo < 1.5 && 1.5 < f.hi, "{f:?}");
+    // Equal constants: the interval is the point.
+    let f = fieller_ratio(&[2.0, 2.0], &[3.0, 3.0], 0.95).unwrap();
+    assert_eq!((f.lo, f.hi), (1.5, 1.5));
+    // A baseline indistinguishable from 0: no upper end.
+    let f = fieller_ratio(&[-1.0, 2.0], &[3.0, 3.1], 0.95).unwrap();
+    assert_eq!((f.lo, f.hi), (0.0, f64::INFINITY));
+    assert!(fieller_ratio(&[1.0], &A1, 0.95).is_none());
+    assert!(fieller_ratio(&[0.0, 0.0], &A1, 0.95).is_none());
+    assert!(fieller_ratio(&A1, &A2, 1.0).is_none());
+}
+
+#[test]
+fn the_fewest_iterations_any_rank_test_needs() {
+    // 2 / C(2n, n): 0.33, 0.1, 0.029 at n = 2, 3, 4; 0.0079 at 5.
+    assert_eq!(fewest_to_decide(0.05), 4);
+    assert_eq!(fewest_to_decide(0.01), 5);
+    assert_eq!(fewest_to_decide(0.2), 3);
+}
+
+#[test]
+fn too_few_iterations_say_so_with_the_number_needed() {
+    let p = CompareParams::default();
+    // Two iterations a side, a change of thousands of percent that one
+    // wild iteration makes undecidable: not "inconclusive" but too few,
+    // and the interval beside it holds 1 as the verdict says.
+    let a = [20.0, 26.0];
+    let b = [20_000.0, 200_000.0];
+    let c = compare(&a, &b, &p).unwrap();
+    assert_eq!(c.verdict, Verdict::TooFew, "{c:?}");
+    assert!(c.ratio.lo < 1.0 && c.ratio.hi > 1.0, "{:?}", c.ratio);
+    assert!(c.ratio.lo >= 0.0);
+    let needed = c.needed.unwrap();
+    assert!(needed >= 4 && needed <= NEEDED_MAX, "{needed}");
+    assert_eq!(Verdict::TooFew.to_string(), "too few iterations");
+    // The same two iterations a side, clear enough for Welch: decided.
+    let c = compare(&[100.0, 101.0], &[150.0, 151.0], &p).unwrap();
+    assert_eq!(c.verdict, Verdict::Improvement);
+    assert_eq!(c.needed, None);
+}
+
+#[test]
+fn a_side_on_two_levels_is_named_with_both_levels() {
+    let p = CompareParams::default();
+    let a = [23.0, 22.5, 23.2, 22.8, 23.1, 22.9, 23.0, 22.7];
+    // Pipelined iterations that mostly stall like A's, two of them running
+    // a hundred times faster.
+    let b = [21.0, 2561.0, 22.0, 21.5, 2549.0, 21.8, 21.2, 22.1];
+    let c = compare(&a, &b, &p).unwrap();
+    assert_eq!(c.verdict, Verdict::Bimodal, "{c:?}");
+    assert!(c.ratio.lo < 1.0, "the interval agrees: {:?}", c.ratio);
+    let (side, levels) = c.bimodal[0];
+    assert_eq!(side, 'B');
+    assert!(close(levels.low_mean, 21.6, 1e-9) && levels.low_n == 6);
+    assert!(close(levels.high_mean, 2555.0, 1e-9) && levels.high_n == 2);
+    // Decided in spite of two levels: the verdict stands, the levels are
+    // still stated.
+    let b: Vec<f64> = [30.0, 30.5, 29.8, 30.2, 60.0, 60.5, 59.8, 60.2].to_vec();
+    let c = compare(&a, &b, &p).unwrap();
+    assert_eq!(c.verdict, Verdict::Improvement);
+    assert_eq!(c.bimodal.len(), 1);
 }
 
 #[test]
@@ -324,6 +425,7 @@ fn verdict_names() {
     assert_eq!(Verdict::Regression.to_string(), "regression");
     assert_eq!(Verdict::Improvement.to_string(), "improvement");
     assert_eq!(Verdict::Inconclusive.to_string(), "inconclusive");
+    assert_eq!(Verdict::Bimodal.to_string(), "bimodal");
 }
 
 #[test]
