@@ -192,6 +192,71 @@ fn kernel_facts(f: &mut Facts) {
     f.put_file("kernel.version", "/proc/sys/kernel/version");
     f.put_file("kernel.cmdline", "/proc/cmdline");
     f.put_file("kernel.hostname", "/proc/sys/kernel/hostname");
+    // What decides a kernel comparison beside the release: the mitigations
+    // in force, the clock, transparent huge pages, the configuration the
+    // kernel was built with, and the modules loaded.
+    for (name, e) in sorted_entries(Path::new("/sys/devices/system/cpu/vulnerabilities")) {
+        f.put_file(format!("cpu.vulnerability.{name}"), e.path());
+    }
+    f.put_file(
+        "kernel.clocksource",
+        "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+    );
+    for knob in ["enabled", "defrag"] {
+        if let Some(v) = read(&Path::new("/sys/kernel/mm/transparent_hugepage").join(knob)) {
+            f.put(format!("mm.thp.{knob}"), selected(&v));
+        }
+    }
+    let release = read(Path::new("/proc/sys/kernel/osrelease")).unwrap_or_default();
+    let boot = PathBuf::from(format!("/boot/config-{release}"));
+    match [boot.as_path(), Path::new("/proc/config.gz")]
+        .into_iter()
+        .find_map(|p| Some((p, fs::read(p).ok()?)))
+    {
+        Some((path, bytes)) => {
+            use sha2::Digest;
+            let hash = hex(&sha2::Sha256::digest(&bytes)[..8]);
+            f.put(
+                "kernel.config_sha256",
+                format!("{hash} ({})", path.display()),
+            );
+        }
+        None => f.unknown(
+            "kernel.config_sha256",
+            &format!("neither {} nor /proc/config.gz can be read", boot.display()),
+        ),
+    }
+    match fs::read_to_string("/proc/modules") {
+        Ok(text) => {
+            for name in loaded_modules(&text) {
+                f.put(format!("kernel.module.{name}"), "loaded");
+            }
+        }
+        // No /proc/modules: a kernel built without module support.
+        Err(_) => f.put("kernel.modules", "not supported"),
+    }
+}
+
+/// The choice a sysfs knob marks in brackets ("always [madvise] never" is
+/// madvise), or the text as it is.
+fn selected(v: &str) -> String {
+    v.split_once('[')
+        .and_then(|(_, rest)| rest.split_once(']'))
+        .map_or_else(|| v.to_string(), |(choice, _)| choice.to_string())
+}
+
+/// The module names of /proc/modules, sorted.
+fn loaded_modules(text: &str) -> Vec<&str> {
+    let mut v: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn cpu_facts(f: &mut Facts) {
@@ -561,6 +626,51 @@ mod tests {
         ] {
             assert_eq!(env.get(k), None, "{k}");
         }
+    }
+
+    #[test]
+    fn kernel_comparisons_are_decided_by_facts_read_from_their_files() {
+        let env = capture(&[]);
+        for (name, e) in sorted_entries(Path::new("/sys/devices/system/cpu/vulnerabilities")) {
+            let want = read(&e.path()).unwrap();
+            assert_eq!(
+                env.get(&format!("cpu.vulnerability.{name}")),
+                Some(want.as_str())
+            );
+        }
+        let clock = "/sys/devices/system/clocksource/clocksource0/current_clocksource";
+        if Path::new(clock).exists() {
+            assert_eq!(env.get("kernel.clocksource"), Some(file(clock).as_str()));
+        }
+        if let Some(thp) = read(Path::new("/sys/kernel/mm/transparent_hugepage/enabled")) {
+            let chosen = env.get("mm.thp.enabled").unwrap();
+            assert!(thp.contains(&format!("[{chosen}]")), "{thp} vs {chosen}");
+        }
+        // Every module /proc/modules lists, by name; a kernel built without
+        // modules has no such file, and says so.
+        match fs::read_to_string("/proc/modules") {
+            Ok(modules) => {
+                for m in modules.lines().filter_map(|l| l.split_whitespace().next()) {
+                    assert_eq!(
+                        env.get(&format!("kernel.module.{m}")),
+                        Some("loaded"),
+                        "{m}"
+                    );
+                }
+            }
+            Err(_) => assert_eq!(env.get("kernel.modules"), Some("not supported")),
+        }
+        assert!(
+            env.get("kernel.config_sha256").is_some()
+                || env.unknown_reason("kernel.config_sha256").is_some(),
+            "the kernel's configuration is hashed or said to be unreadable"
+        );
+        assert_eq!(selected("always [madvise] never"), "madvise");
+        assert_eq!(selected("tsc"), "tsc");
+        assert_eq!(
+            loaded_modules("veth 40960 0 - Live 0x0\nbridge 1 0 - Live 0x0\n"),
+            vec!["bridge", "veth"]
+        );
     }
 
     #[test]
