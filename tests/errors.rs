@@ -131,3 +131,48 @@ fn ctrl_c_stops_cleanly_prints_partial_results_and_leaves_no_child() {
         servers[0]
     );
 }
+
+#[test]
+fn a_database_path_in_a_directory_that_does_not_exist_is_refused() {
+    let missing = std::env::temp_dir().join(format!("plumb-no-such-dir-{}", std::process::id()));
+    let db = missing.join("typo").join("plumb.db");
+    let db = db.to_str().unwrap();
+    fails_with(
+        &["list", "--db", db],
+        &[&format!("--db {db}: the directory"), "does not exist"],
+    );
+    fails_with(
+        &["run", "stream", "--db", db, "--duration", "1s"],
+        &["--db", "does not exist"],
+    );
+    // The same path from the environment names the variable.
+    let out = plumb().args(["list"]).env("PLUMB_DB", db).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(&format!("$PLUMB_DB {db}")), "{err}");
+    assert!(!missing.exists(), "no directory made for a mistyped path");
+}
+
+#[test]
+fn a_server_that_is_not_plumb_is_named_with_what_it_said() {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    // An HTTP server: whatever comes, a 400 and the connection closed.
+    let http = std::thread::spawn(move || {
+        if let Ok((mut s, _)) = l.accept() {
+            let mut buf = [0u8; 512];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let out = run(&["run", "stream", "--server", &addr, "--duration", "1s"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("did not answer as a plumb server: it sent \"HTTP/1.1 400 Bad Request"),
+        "{err}"
+    );
+    assert!(!err.contains("over the limit"), "{err}");
+    http.join().unwrap();
+}

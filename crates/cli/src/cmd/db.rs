@@ -13,22 +13,39 @@ use std::io::{Read, Write};
 
 /// The database for a command that stores runs: created when missing.
 pub fn open(db: &DbArgs) -> Result<Store, Failure> {
-    Store::open_location(&location(db)).map_err(store_err)
+    Store::open_location(&location(db)?).map_err(store_err)
 }
 
 /// The database for a command that reads (or deletes) runs: one that does
 /// not exist is an error, not a new empty database.
 pub fn open_existing(db: &DbArgs) -> Result<Store, Failure> {
-    Store::open_existing_location(&location(db)).map_err(store_err)
+    Store::open_existing_location(&location(db)?).map_err(store_err)
 }
 
 /// --db, else $PLUMB_DB, else the default file; a postgres:// URL in either
-/// names a PostgreSQL database.
-fn location(db: &DbArgs) -> plumb_store::Location {
-    match &db.db {
-        Some(p) => plumb_store::Location::new(p.clone()),
-        None => plumb_store::Location::default_location(),
+/// names a PostgreSQL database. The default file's directories are made
+/// when missing; a path the user named must be in a directory that exists,
+/// so that a typo in it is an error rather than a new, empty database.
+fn location(db: &DbArgs) -> Result<plumb_store::Location, Failure> {
+    use plumb_store::Location;
+    let env = std::env::var_os("PLUMB_DB").filter(|p| !p.is_empty());
+    let (location, from) = match (&db.db, env) {
+        (Some(p), _) => (Location::new(p.clone()), Some("--db")),
+        (None, Some(p)) => (Location::new(p), Some("$PLUMB_DB")),
+        (None, None) => (Location::default_location(), None),
+    };
+    if let (Some(from), Location::File(path)) = (from, &location) {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if !dir.is_dir() {
+                return Err(Failure::usage(format!(
+                    "{from} {}: the directory {} does not exist; create it, or correct the path",
+                    path.display(),
+                    dir.display()
+                )));
+            }
+        }
     }
+    Ok(location)
 }
 
 pub fn store_err(e: plumb_store::StoreError) -> Failure {
