@@ -12,7 +12,8 @@
 //! [`Direction`] is the law of one direction, a state machine over times
 //! and lengths tested in memory; [`DelayLine`] is its I/O.
 
-use plumb_samples::{PathCounts, PathResult};
+use plumb_samples::{Iteration, PathCounts, PathResult};
+use plumb_spec::{Spec, Topology};
 use plumb_stats::Rng;
 use plumb_sys::tun::{Tun, MAX_PACKET, VNET_HDR_LEN};
 use rustix::event::{epoll, eventfd, EventfdFlags};
@@ -41,6 +42,41 @@ const MOST_HELD: u64 = 1 << 30;
 const EARLY_NS: u64 = 200_000;
 /// Buffers kept for reuse once their packets are written.
 const POOL: usize = 4096;
+/// A link that carried this share of its rate over the window was full: a
+/// sender it holds back keeps its queue from running dry, and the window's
+/// edges cost a little.
+const LINK_FULL: f64 = 0.9;
+
+/// The warning for an iteration whose delay line was busy nearly all its
+/// window, when that may be what bounded the run. None when the spec's link
+/// rate is the bound: the line waits out the last EARLY_NS before each
+/// release on the CPU, so a full link, whose packets leave closer together
+/// than that, keeps it busy however much room it has to spare.
+pub fn busy_warning(spec: &Spec, it: &Iteration) -> Option<String> {
+    let cpu = it.client.path_cpu_s.filter(|c| *c >= 0.9 * it.window_s)?;
+    let rate = match &spec.topology {
+        Some(Topology::Veth(v)) => v.link_rate_bps,
+        _ => None,
+    };
+    // The client's device counts the IP bytes of each way through the line,
+    // as the link's law does.
+    let carried = it
+        .client
+        .interfaces
+        .iter()
+        .find(|i| i.name == crate::topology::CLIENT_IF)
+        .map(|i| i.counters.tx_bytes.max(i.counters.rx_bytes));
+    if let (Some(rate), Some(bytes)) = (rate, carried) {
+        if bytes as f64 * 8.0 >= LINK_FULL * rate as f64 * it.window_s {
+            return None;
+        }
+    }
+    Some(format!(
+        "plumb's delay line was busy {:.0} % of the window: the path, not the ends, \
+         may bound this run (see BENCHMARKS.md for its ceiling)",
+        100.0 * cpu / it.window_s
+    ))
+}
 
 /// What the path does to every packet, the same each way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -446,6 +482,55 @@ mod tests {
         assert!((lost - 2000.0).abs() < 5.0 * 44.5, "{lost}");
         assert_eq!(a, draw(3));
         assert_ne!(a, draw(4));
+    }
+
+    #[test]
+    fn a_busy_line_warns_unless_the_link_rate_it_was_asked_for_is_full() {
+        use plumb_samples::{EndResult, InterfaceCounts, Role};
+        use plumb_spec::Veth;
+        // 1 s window; the client's device carried `tx` bytes toward the
+        // server, and the line's thread ran `cpu` seconds of it.
+        let iteration = |cpu: f64, tx: u64| {
+            let mut client = EndResult::empty(Role::Client, 1);
+            client.path_cpu_s = Some(cpu);
+            let mut dev = InterfaceCounts {
+                name: crate::topology::CLIENT_IF.into(),
+                ..Default::default()
+            };
+            dev.counters.tx_bytes = tx;
+            client.interfaces.push(dev);
+            Iteration {
+                index: 0,
+                complete: true,
+                warmup_s: 0.0,
+                window_s: 1.0,
+                transfer: Default::default(),
+                derived: Default::default(),
+                client,
+                server: EndResult::empty(Role::Server, 1),
+            }
+        };
+        let spec = |link_rate_bps| {
+            let mut s = Spec::stream();
+            s.topology = Some(Topology::Veth(Veth {
+                link_rate_bps,
+                ..Veth::default()
+            }));
+            s
+        };
+        let gbit = Some(1_000_000_000);
+        // 1 Gbit/s asked and 0.95 of it carried: the link is the bound.
+        assert_eq!(
+            busy_warning(&spec(gbit), &iteration(0.99, 118_750_000)),
+            None
+        );
+        // Half of it carried: something else held the run back.
+        let w = busy_warning(&spec(gbit), &iteration(0.99, 62_500_000)).unwrap();
+        assert!(w.contains("busy 99 %") && w.contains("may bound"), "{w}");
+        // No link rate: a busy line may be the bound whatever it carried.
+        assert!(busy_warning(&spec(None), &iteration(0.99, 118_750_000)).is_some());
+        // A line with time to spare says nothing.
+        assert_eq!(busy_warning(&spec(None), &iteration(0.5, 0)), None);
     }
 
     #[test]

@@ -299,14 +299,9 @@ pub fn run(
                 .warnings
                 .extend(a.overlapping(began).iter().map(activity::Other::describe));
         }
-        // A delay line that was busy all the window may be what bounds it.
-        if let Some(cpu) = it.client.path_cpu_s.filter(|c| *c >= 0.9 * it.window_s) {
-            it.client.warnings.push(format!(
-                "plumb's delay line was busy {:.0} % of the window: the path, not the ends, \
-                 may bound this run (see BENCHMARKS.md for its ceiling)",
-                100.0 * cpu / it.window_s
-            ));
-        }
+        it.client
+            .warnings
+            .extend(delayline::busy_warning(spec, &it));
         it.index = iterations.len() as u32;
         // More iterations of a starved spec would starve alike.
         let starved = derive::starved(spec, &it);
