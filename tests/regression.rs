@@ -315,3 +315,37 @@ fn env_prints_the_host_and_diffs_runs() {
     let out = run(&["env", "--diff", "e1", "e2", "--db", db.path()]);
     assert_ok(&out);
 }
+
+#[test]
+fn a_busy_neighbour_on_one_side_is_named_and_kept_apart_from_the_tests_cpu() {
+    let _alone = measuring_alone();
+    let db = TempDb::new("neighbour");
+    // Paced well below what loopback carries, so that the test's own
+    // processes spend about the same on both sides.
+    let spec = ["--iterations", "2", "--pacing-rate", "2G"];
+    stored_run(&db, "quiet", &spec);
+    {
+        // A shell spinning on a CPU of this host all through B's runs.
+        let _neighbour = Spinner::start(None);
+        stored_run(&db, "busy", &spec);
+    }
+    let out = compare(&db, "quiet", "busy", "json");
+    let c: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p = &c["points"][0];
+    let other = p["budget"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["part"] == "other processes")
+        .unwrap_or_else(|| panic!("no line for other processes: {p}"));
+    assert!(f(&other["b"]) > 2.0 * f(&other["a"]), "{other}");
+    let said = p["neighbours"][0].as_str().unwrap_or_else(|| panic!("{p}"));
+    assert!(said.contains("busier under B"), "{said}");
+    // The terminal says it beside the budget.
+    let out = compare(&db, "quiet", "busy", "terminal");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("other processes on the host were busier under B"),
+        "{text}"
+    );
+}

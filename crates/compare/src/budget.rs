@@ -14,8 +14,10 @@ pub struct BudgetLine {
     /// host`, `server host` (every CPU of the machine that end ran on), or
     /// `host` when both ends ran on one machine.
     pub end: String,
-    /// For CPU time `user`, `system`, `softirq`, `irq`, or for a process
-    /// `run-queue wait` (its threads runnable but not on a CPU); for events
+    /// For a process's CPU time `user`, `system` or `run-queue wait` (its
+    /// threads runnable but not on a CPU); for a host's `softirq`, `irq`
+    /// and `other processes` (its user and system time less that of the
+    /// test's ends that ran on it: a neighbour's compile, not the test); for events
     /// `migrations`, `softnet dropped`, `time_squeeze`, `interface drops`.
     pub part: String,
     pub a: f64,
@@ -88,12 +90,60 @@ pub(crate) fn cpu(its: &[&Iteration], transactional: bool) -> Figures {
         }
         for (end, host) in hosts(i) {
             let sum = |f: fn(&plumb_samples::CpuTimes) -> f64| end.cpus.iter().map(f).sum();
-            add(&host, "user", sum(|c| c.user_s + c.nice_s));
-            add(&host, "system", sum(|c| c.system_s));
+            let busy: f64 = sum(|c| c.user_s + c.nice_s + c.system_s);
+            // The ends' own time is in their lines: the host's is the rest.
+            let ends: f64 = [&i.client, &i.server]
+                .into_iter()
+                .filter(|e| e.hostname == end.hostname)
+                .map(|e| e.process.user_s + e.process.system_s)
+                .sum();
+            // Sampled at each tick on either side of the subtraction: a
+            // few ticks' noise, never below nothing.
+            add(&host, OTHER, (busy - ends).max(0.0));
             add(&host, "irq", sum(|c| c.irq_s));
             add(&host, "softirq", sum(|c| c.softirq_s));
         }
     })
+}
+
+/// The budget part of a host's CPU time that the test's ends did not spend.
+pub const OTHER: &str = "other processes";
+
+/// Where a host's other processes were busier on one side than on the
+/// other: more than twice as busy, and by at least a tenth of what the
+/// test's own processes spent, per unit of work. A neighbour's compile on
+/// one side moves every CPU figure of that side without any setting having
+/// changed. One line a host, naming the busier side.
+pub fn busier_neighbours(lines: &[BudgetLine]) -> Vec<String> {
+    let own = |side: fn(&BudgetLine) -> f64| -> f64 {
+        lines
+            .iter()
+            .filter(|l| (l.end == "client" || l.end == "server") && l.part != "run-queue wait")
+            .map(side)
+            .sum()
+    };
+    let (own_a, own_b) = (own(|l| l.a), own(|l| l.b));
+    lines
+        .iter()
+        .filter(|l| l.part == OTHER)
+        .filter_map(|l| {
+            let (side, more, less, own) = if l.b > l.a {
+                ("B", l.b, l.a, own_b)
+            } else {
+                ("A", l.a, l.b, own_a)
+            };
+            (more > 2.0 * less && more - less >= 0.1 * own).then(|| {
+                format!(
+                    "other processes on the {} were busier under {side}: {} against {} per unit \
+                     of work, where the test's own processes spent {}; its CPU figures count them",
+                    l.end,
+                    plumb_samples::units::format_cpu_cost(more),
+                    plumb_samples::units::format_cpu_cost(less),
+                    plumb_samples::units::format_cpu_cost(own)
+                )
+            })
+        })
+        .collect()
 }
 
 /// Events per GB received, or per million transactions: the end's threads

@@ -11,7 +11,7 @@ mod budget;
 pub mod history;
 pub mod profile;
 
-pub use budget::BudgetLine;
+pub use budget::{busier_neighbours, BudgetLine, OTHER};
 use plumb_samples::{EnvChange, Environment, Iteration, Metric, RunRecord};
 use plumb_stats::{CompareParams, Verdict};
 use serde::Serialize;
@@ -125,6 +125,10 @@ pub struct Point {
     /// microseconds per transaction".
     pub budget_unit: &'static str,
     pub budget: Vec<BudgetLine>,
+    /// Hosts whose other processes were busier on one side (see
+    /// [`busier_neighbours`]).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub neighbours: Vec<String>,
     /// What the event lines count: "events per GB" or "events per million
     /// transactions".
     pub events_unit: &'static str,
@@ -336,6 +340,7 @@ pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
                     high_n: l.high_n,
                 })
                 .collect(),
+            neighbours: busier_neighbours(&budget),
             budget,
             events_unit: metric.events_unit(),
             events,
@@ -504,6 +509,41 @@ mod tests {
         assert_eq!(json["points"][0]["verdict"], "bimodal");
         assert_eq!(json["points"][0]["bimodal"][0]["side"], "B");
         assert_eq!(json["points"][0]["bimodal"][0]["low_n"], 2);
+    }
+
+    #[test]
+    fn a_busier_neighbour_is_named_apart_from_the_tests_own_cpu() {
+        // B's host spent 8 s more than its ends in user time: a compile.
+        let side = |name: &str, neighbour: f64| {
+            let mut r = record(&[9e9, 9.1e9, 8.9e9], "h");
+            for i in &mut r.iterations {
+                i.server.hostname = i.client.hostname.clone();
+                i.client.cpus[0].user_s += neighbour;
+            }
+            Side::new(name, vec![r], None)
+        };
+        let c = compare(&side("a", 0.0), &side("b", 8.0), &CompareParams::default());
+        let p = &c.points[0];
+        let other = p.budget.iter().find(|l| l.part == OTHER).unwrap();
+        assert_eq!(other.end, "host");
+        assert!(other.b > other.a, "{other:?}");
+        // The ends' own lines are untouched by the neighbour.
+        for l in p
+            .budget
+            .iter()
+            .filter(|l| l.end == "client" || l.end == "server")
+        {
+            assert_eq!(l.a, l.b, "{l:?}");
+        }
+        assert_eq!(p.neighbours.len(), 1, "{:?}", p.neighbours);
+        assert!(
+            p.neighbours[0].contains("busier under B"),
+            "{}",
+            p.neighbours[0]
+        );
+        // The same host on both sides says nothing.
+        let c = compare(&side("a", 0.0), &side("b", 0.0), &CompareParams::default());
+        assert!(c.points[0].neighbours.is_empty());
     }
 
     #[test]

@@ -115,12 +115,13 @@ fn leftovers(o: &mut String, c: &Comparison, bullet: &str) {
 }
 
 /// Budget lines worth a reader's eye: the processes always, the hosts'
-/// softirq and system time, and any line that moved by more than 5 %.
+/// softirq and other processes' time, and any line that moved by more than
+/// 5 %.
 fn budget_lines(p: &Point) -> impl Iterator<Item = &BudgetLine> {
     p.budget.iter().filter(|l| {
         !l.end.ends_with("host")
             || l.part == "softirq"
-            || l.part == "system"
+            || l.part == plumb_compare::OTHER
             || l.change.is_some_and(|c| c.abs() > 0.05)
     })
 }
@@ -187,7 +188,7 @@ pub fn terminal(c: &Comparison) -> String {
                 );
             }
         }
-        for m in &p.irq_moves {
+        for m in p.irq_moves.iter().chain(&p.neighbours) {
             let _ = writeln!(o, "  {m}");
         }
         o.push_str(&crate::profile::movers_text(p, crate::profile::TOP, "  "));
@@ -299,10 +300,10 @@ pub fn markdown(c: &Comparison) -> String {
             }
             let _ = writeln!(o, "{}", table.markdown());
         }
-        for m in &p.irq_moves {
+        for m in p.irq_moves.iter().chain(&p.neighbours) {
             let _ = writeln!(o, "- {m}");
         }
-        if !p.irq_moves.is_empty() {
+        if !p.irq_moves.is_empty() || !p.neighbours.is_empty() {
             let _ = writeln!(o);
         }
         o.push_str(&crate::profile::movers_markdown(p, crate::profile::TOP));

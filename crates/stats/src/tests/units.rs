@@ -389,7 +389,7 @@ fn too_few_iterations_say_so_with_the_number_needed() {
     assert!(c.ratio.lo < 1.0 && c.ratio.hi > 1.0, "{:?}", c.ratio);
     assert!(c.ratio.lo >= 0.0);
     let needed = c.needed.unwrap();
-    assert!(needed >= 4 && needed <= NEEDED_MAX, "{needed}");
+    assert!((4..=NEEDED_MAX).contains(&needed), "{needed}");
     assert_eq!(Verdict::TooFew.to_string(), "too few iterations");
     // The same two iterations a side, clear enough for Welch: decided.
     let c = compare(&[100.0, 101.0], &[150.0, 151.0], &p).unwrap();
