@@ -122,3 +122,77 @@ fn facts_a_run_could_not_capture_are_not_differences() {
     assert!(!text.contains("if.lo.offload.tx"), "{text}");
     assert_eq!(text.matches("not captured on A").count(), 1, "{text}");
 }
+
+/// `--dry-run` says what would run, under the key the run is then stored
+/// under, and touches nothing: no database, no traffic.
+#[test]
+fn a_dry_run_names_the_spec_key_the_run_stores() {
+    let db = TempDb::new("dry-run");
+    let args = [
+        "run",
+        "rr",
+        "--flows",
+        "2",
+        "--duration",
+        "300ms",
+        "--warmup",
+        "100ms",
+        "--db",
+        db.path(),
+        "--label",
+        "dry",
+        "--json",
+    ];
+    let dry = run(&[&args[..], &["--dry-run"]].concat());
+    assert_ok(&dry);
+    let plan: Value = serde_json::from_slice(&dry.stdout).unwrap();
+    assert_eq!(plan["dry_run"], true);
+    assert_eq!(plan["label"], "dry");
+    let point = &plan["points"][0];
+    assert_eq!(point["spec"]["flows"], 2);
+    assert!(
+        !std::path::Path::new(db.path()).exists(),
+        "a dry run made the database"
+    );
+    let real = run(&args);
+    assert_ok(&real);
+    let rec: Value = serde_json::from_slice(&real.stdout).unwrap();
+    assert_eq!(point["spec_key"], rec["spec_key"], "{plan}");
+    // The text names the same key and summary line.
+    let text = run(&[
+        "run",
+        "rr",
+        "--flows",
+        "2",
+        "--duration",
+        "300ms",
+        "--warmup",
+        "100ms",
+        "--dry-run",
+    ]);
+    assert_ok(&text);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains(&format!("spec key   {}", rec["spec_key"].as_str().unwrap())),
+        "{text}"
+    );
+    assert!(text.contains("rr 2 flows"), "{text}");
+    // A sweep lists every point of the plan.
+    let sweep = run(&[
+        "sweep",
+        "examples/s1-small-buffers.toml",
+        "--quick",
+        "--dry-run",
+        "--format",
+        "json",
+        "--db",
+        db.path(),
+    ]);
+    assert_ok(&sweep);
+    let plan: Value = serde_json::from_slice(&sweep.stdout).unwrap();
+    let points = plan["points"].as_array().unwrap();
+    assert!(points.len() >= 2, "{plan}");
+    assert!(points
+        .iter()
+        .all(|p| p["point"].is_string() && p["spec_key"].is_string()));
+}

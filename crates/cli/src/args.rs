@@ -133,6 +133,11 @@ pub struct SweepArgs {
     /// Use the file's [quick] profile: short windows, fewer points.
     #[arg(long)]
     pub quick: bool,
+    /// Print every point's summary line, spec key and spec, the label, the
+    /// server end and the iterations, and stop: nothing is measured, stored
+    /// or set (with --format json, as one JSON document).
+    #[arg(long)]
+    pub dry_run: bool,
     #[command(flatten)]
     pub profile: ProfileArgs,
     /// Go on with an interrupted experiment: points already stored under
@@ -303,9 +308,6 @@ pub struct VerdictArgs {
     /// Changes whose whole interval lies within ±this percent are no change.
     #[arg(long, default_value = "2", value_parser = percent, value_name = "PERCENT")]
     pub noise_band: f64,
-    /// Seed of the bootstrap, so a comparison can be reproduced.
-    #[arg(long, default_value_t = plumb_stats::DEFAULT_SEED)]
-    pub seed: u64,
     #[arg(long, value_enum, default_value = "terminal")]
     pub format: CompareFormat,
 }
@@ -378,6 +380,11 @@ pub struct CheckArgs {
     /// Do not keep the runs made now.
     #[arg(long)]
     pub no_store: bool,
+    /// Print the baseline's test points that would run now (summary line,
+    /// spec key, spec), the label and the iterations, and stop: nothing is
+    /// measured, stored or set.
+    #[arg(long)]
+    pub dry_run: bool,
     /// The server end of the runs made now, as `plumb run --server`
     /// [default: the embedded server].
     #[command(flatten)]
@@ -450,6 +457,11 @@ pub struct CommonArgs {
     /// (without it, both runs carry a warning in their records).
     #[arg(long)]
     pub exclusive: bool,
+    /// Print the test point's summary line, spec key and spec, the label,
+    /// the server end and the iterations, and stop: nothing is measured,
+    /// stored or set (with --json, as one JSON document).
+    #[arg(long)]
+    pub dry_run: bool,
     #[command(flatten)]
     pub profile: ProfileArgs,
     /// Use IPv4 (the default).
@@ -504,9 +516,13 @@ pub struct TopologyDownArgs {
 #[derive(Args, Debug, Clone)]
 pub struct DbArgs {
     /// The result database: an SQLite file, or a PostgreSQL database as
-    /// postgres://USER@HOST[:PORT]/DB (password from PGPASSWORD or
-    /// ~/.pgpass; sslmode=disable or prefer, no TLS) [default: $PLUMB_DB,
-    /// else $XDG_DATA_HOME/plumb/plumb.db].
+    /// postgres://USER@HOST[:PORT]/DB[?sslmode=MODE&sslrootcert=FILE]
+    /// (password from PGPASSWORD or ~/.pgpass; MODE prefer, the default,
+    /// uses TLS where the server offers it, require insists on it,
+    /// verify-ca also checks the server's certificate against the CA in
+    /// FILE, else ~/.postgresql/root.crt, verify-full its host name too, and
+    /// disable never uses TLS) [default: $PLUMB_DB, else
+    /// $XDG_DATA_HOME/plumb/plumb.db].
     #[arg(long, value_name = "PATH")]
     pub db: Option<std::path::PathBuf>,
 }

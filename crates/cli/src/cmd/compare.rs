@@ -91,6 +91,11 @@ pub fn check(a: CheckArgs) -> Result<i32, Failure> {
 }
 
 fn check_inner(a: CheckArgs) -> Result<i32, Failure> {
+    if a.dry_run && a.candidate.is_some() {
+        return Err(Failure::usage(
+            "--dry-run: with --candidate nothing runs; leave out one or the other",
+        ));
+    }
     let mut store = open_existing(&a.db)?;
     let baseline = side(&store, &a.baseline)?;
     let candidate = match &a.candidate {
@@ -102,6 +107,18 @@ fn check_inner(a: CheckArgs) -> Result<i32, Failure> {
                 .clone()
                 .unwrap_or_else(plumb_sys::proc::kernel_release);
             let repeat = a.repeat.repeat();
+            if a.dry_run {
+                let mut planned: Vec<super::dry::Planned> = specs
+                    .iter()
+                    .map(|r| super::dry::Planned {
+                        point: None,
+                        spec: r.spec.clone(),
+                    })
+                    .collect();
+                let server = super::dry::aim(&a.far, &mut planned)?;
+                let json = a.verdict.format == CompareFormat::Json;
+                return super::dry::print(&planned, &label, &server, &repeat, json);
+            }
             // The server end of the runs made now; one started over ssh
             // serves them all and ends with this.
             let family = specs

@@ -2,6 +2,7 @@ pub mod compare;
 pub mod db;
 pub mod docs;
 pub mod doctor;
+mod dry;
 pub mod history;
 pub mod knob;
 pub mod report;

@@ -419,6 +419,11 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
         .clone()
         .unwrap_or_else(plumb_sys::proc::kernel_release);
     let repeat = a.repeat.repeat();
+    if a.dry_run {
+        let mut planned = [super::dry::Planned { point: None, spec }];
+        let server = super::dry::aim(&a.far, &mut planned)?;
+        return super::dry::print(&planned, &label, &server, &repeat, a.json);
+    }
     // Ctrl-C from here on ends the run and reports it: the handler goes in
     // before any knob does, or a Ctrl-C just after the knobs went in would
     // kill plumb with them still set (restored only at its next start).

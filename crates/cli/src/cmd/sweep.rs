@@ -153,6 +153,19 @@ pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
     let seed = plan.seed(a.order_seed);
     let label = plan.label(a.label.as_deref());
     let repeat = plan.repeat();
+    if a.dry_run {
+        let mut planned: Vec<super::dry::Planned> = plan
+            .points
+            .iter()
+            .map(|p| super::dry::Planned {
+                point: Some(p.id.to_string()),
+                spec: p.spec.clone(),
+            })
+            .collect();
+        let server = super::dry::aim(&far_args, &mut planned)?;
+        let json = a.verdict.format == crate::args::CompareFormat::Json;
+        return super::dry::print(&planned, &label, &server, &repeat, json);
+    }
     let mut store = super::db::open(&a.db)?;
     let stored: Vec<PointId> = store
         .experiment_runs(&exp.name, Some(&label))

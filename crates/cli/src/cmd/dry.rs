@@ -1,0 +1,101 @@
+//! `--dry-run` of `run`, `sweep` and `check`: what a command would run,
+//! each test point's summary line, its spec key and its spec, with the
+//! label, the server end and the repetition policy, and nothing measured,
+//! stored or set on the host. A bisect script or a night's experiment can
+//! be checked with it first.
+
+use super::run::{family_of, server_end, ServerEnd};
+use crate::args::ServerArgs;
+use crate::Failure;
+use plumb_spec::Spec;
+
+/// One test point a command would run: its place in an experiment, if any.
+pub(crate) struct Planned {
+    pub point: Option<String>,
+    pub spec: Spec,
+}
+
+/// Points the specs at the server end `f` names, as the run would, without
+/// reaching it; and says which end that is.
+pub(crate) fn aim(f: &ServerArgs, specs: &mut [Planned]) -> Result<String, Failure> {
+    Ok(match server_end(f, None)? {
+        ServerEnd::Embedded => "embedded: plumb serve --once on this host".to_string(),
+        ServerEnd::Manual(addr, host) => {
+            for p in specs.iter_mut() {
+                p.spec.server_host = Some(host.clone());
+                p.spec.family = family_of(&addr);
+            }
+            format!("{host} ({addr})")
+        }
+        ServerEnd::Ssh(t) => {
+            for p in specs.iter_mut() {
+                p.spec.server_host = Some(t.host.clone());
+            }
+            format!(
+                "started over ssh on {} (the family follows the address it answers on)",
+                t.host
+            )
+        }
+    })
+}
+
+/// Prints the plan, as text or as one JSON document.
+pub(crate) fn print(
+    planned: &[Planned],
+    label: &str,
+    server: &str,
+    repeat: &plumb_run::Repeat,
+    json: bool,
+) -> Result<i32, Failure> {
+    if json {
+        let points: Vec<serde_json::Value> = planned
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "point": p.point,
+                    "spec_key": p.spec.key(),
+                    "summary": p.spec.summary(),
+                    "spec": p.spec,
+                })
+            })
+            .collect();
+        let doc = serde_json::json!({
+            "dry_run": true,
+            "label": label,
+            "server": server,
+            "iterations": {"min": repeat.min, "max": repeat.max},
+            "confidence": {"level": repeat.level, "width": repeat.target},
+            "points": points,
+        });
+        let text = serde_json::to_string_pretty(&doc)
+            .map_err(|e| Failure::usage(format!("cannot encode the plan: {e}")))?;
+        crate::outln!("{text}");
+        return Ok(0);
+    }
+    crate::outln!(
+        "dry run: {} test point{}, nothing measured, stored or set",
+        planned.len(),
+        if planned.len() == 1 { "" } else { "s" }
+    );
+    crate::outln!("label      {label}");
+    crate::outln!("server     {server}");
+    crate::outln!(
+        "iterations {} to {}, until the {:.0} % interval is within ±{} %",
+        repeat.min,
+        repeat.max,
+        repeat.level * 100.0,
+        repeat.target * 100.0
+    );
+    for p in planned {
+        crate::outln!();
+        if let Some(point) = &p.point {
+            crate::outln!("point      {point}");
+        }
+        crate::outln!("spec key   {}", p.spec.key());
+        crate::outln!("summary    {}", p.spec.summary());
+        let spec = serde_json::to_string(&p.spec)
+            .map_err(|e| Failure::usage(format!("cannot encode the spec: {e}")))?;
+        crate::outln!("spec       {spec}");
+    }
+    Ok(0)
+}
