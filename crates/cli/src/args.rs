@@ -516,13 +516,13 @@ pub struct TopologyDownArgs {
 #[derive(Args, Debug, Clone)]
 pub struct DbArgs {
     /// The result database: an SQLite file, or a PostgreSQL database as
-    /// postgres://USER@HOST[:PORT]/DB[?sslmode=MODE&sslrootcert=FILE]
-    /// (password from PGPASSWORD or ~/.pgpass; MODE prefer, the default,
-    /// uses TLS where the server offers it, require insists on it,
-    /// verify-ca also checks the server's certificate against the CA in
-    /// FILE, else ~/.postgresql/root.crt, verify-full its host name too, and
-    /// disable never uses TLS) [default: $PLUMB_DB, else
-    /// $XDG_DATA_HOME/plumb/plumb.db].
+    /// postgres://USER@HOST[:PORT]/DB, with options after a ? joined by &:
+    /// sslmode=MODE and sslrootcert=FILE (password from PGPASSWORD or
+    /// ~/.pgpass; MODE prefer, the default, uses TLS where the server offers
+    /// it, require insists on it, verify-ca also checks the server's
+    /// certificate against the CA in FILE, else ~/.postgresql/root.crt,
+    /// verify-full its host name too, and disable never uses TLS) [default:
+    /// $PLUMB_DB, else $XDG_DATA_HOME/plumb/plumb.db].
     #[arg(long, value_name = "PATH")]
     pub db: Option<std::path::PathBuf>,
 }

@@ -22,6 +22,7 @@ use plumb_samples::{
 };
 use std::collections::BTreeMap;
 use std::fmt::Write;
+use table::{Align, Table};
 
 /// The headline metric of a record in its unit.
 fn metric_text(rec: &RunRecord, v: f64) -> String {
@@ -891,34 +892,37 @@ fn sched(o: &mut String, it: &Iteration) {
     }
 }
 
+/// The socket options as asked and as each end read them back, in columns
+/// sized from their cells: a value wider than its column (a pacing rate in
+/// bit/s) would otherwise run into the next one.
 fn options(o: &mut String, it: &Iteration) {
-    let _ = writeln!(
-        o,
-        "{:<13}{:<16}{:<25}server granted",
-        "option", "asked", "client granted"
-    );
+    let mut table = Table::new([
+        ("option", Align::Left, 12),
+        ("asked", Align::Left, 15),
+        ("client granted", Align::Left, 24),
+        ("server granted", Align::Left, 0),
+    ]);
+    let show = |r: &plumb_samples::OptionRecord| -> String {
+        match r.status {
+            OptionStatus::Unsupported => "unsupported".into(),
+            _ => r.granted.clone(),
+        }
+    };
     for c in &it.client.socket_options {
         let s = it.server.socket_options.iter().find(|s| s.name == c.name);
-        let show = |r: &plumb_samples::OptionRecord| -> String {
-            match r.status {
-                OptionStatus::Unsupported => "unsupported".into(),
-                _ => r.granted.clone(),
-            }
-        };
-        let _ = writeln!(
-            o,
-            "{:<13}{:<16}{:<25}{}",
-            c.name,
-            c.asked,
+        table.row([
+            c.name.clone(),
+            c.asked.clone(),
             show(c),
-            s.map(show).unwrap_or_else(|| "-".into())
-        );
+            s.map(show).unwrap_or_else(|| "-".into()),
+        ]);
     }
+    o.push_str(&table.terminal(""));
 }
 
 #[cfg(test)]
 mod wrap_tests {
-    use super::{fit_80, wrap};
+    use super::{fit_80, options, wrap};
 
     #[test]
     fn parts_fit_in_80_columns() {
@@ -949,5 +953,39 @@ mod wrap_tests {
         }
         let words: usize = lines.iter().map(|l| l.split_whitespace().count()).sum();
         assert_eq!(words, 40);
+    }
+
+    #[test]
+    fn option_columns_stay_apart_whatever_the_width_of_a_value() {
+        let mut it = plumb_samples::testing::example().iterations[0].clone();
+        let pacing = |granted: &str| plumb_samples::OptionRecord {
+            name: "pacing_rate".into(),
+            asked: "15000000000 bit/s".into(),
+            granted: granted.into(),
+            status: plumb_samples::OptionStatus::Applied,
+            note: None,
+        };
+        it.client.socket_options = vec![pacing("15000000000 bit/s")];
+        it.server.socket_options = vec![pacing("14999999999 bit/s")];
+        let mut o = String::new();
+        options(&mut o, &it);
+        let lines: Vec<&str> = o.lines().collect();
+        assert_eq!(lines.len(), 2, "{o}");
+        assert!(
+            lines[1].contains("pacing_rate  15000000000 bit/s 15000000000 bit/s"),
+            "{o}"
+        );
+        // Each value starts under its heading.
+        let head = |h: &str| lines[0].find(h).unwrap();
+        assert_eq!(
+            lines[1].find("14999999999"),
+            Some(head("server granted")),
+            "{o}"
+        );
+        assert_eq!(
+            lines[1].rfind("15000000000"),
+            Some(head("client granted")),
+            "{o}"
+        );
     }
 }

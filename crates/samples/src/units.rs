@@ -57,6 +57,16 @@ impl Metric {
         }
     }
 
+    /// A round value in its unit, as an axis tick is labelled: `5 Gbit/s`
+    /// rather than the `5.00 Gbit/s` three significant digits would make of
+    /// it, `2.5 Gbit/s`, `20 k tx/s`.
+    pub fn format_round(self, v: f64) -> String {
+        match self {
+            Metric::Throughput => format_bits_per_sec_exact(v),
+            Metric::Tps => format!("{} tx/s", scale_with(v, " ", trimmed)),
+        }
+    }
+
     /// What a CPU cost of this metric counts.
     pub fn cost_unit(self) -> &'static str {
         match self {
@@ -105,6 +115,14 @@ pub fn format_bits_per_sec(bps: f64) -> String {
     format!("{} {unit}bit/s", sig3(v))
 }
 
+/// A rate that is a setting or a round figure rather than a measurement,
+/// without rounding it to three digits or padding it with zeros:
+/// `15 Gbit/s`, `2.5 Mbit/s`, `1.234 Gbit/s`, `0 bit/s`.
+pub fn format_bits_per_sec_exact(bps: f64) -> String {
+    let (v, unit) = scale_decimal(bps);
+    format!("{} {unit}bit/s", trimmed(v))
+}
+
 /// `941 tx/s`, `52.1 k tx/s`, `1.23 M tx/s`.
 pub fn format_tx_rate(v: f64) -> String {
     format!("{} tx/s", scaled(v, " "))
@@ -112,12 +130,16 @@ pub fn format_tx_rate(v: f64) -> String {
 
 /// 941, 52.1k, 1.23M (with `sep` between the digits and the prefix).
 pub fn scaled(v: f64, sep: &str) -> String {
+    scale_with(v, sep, sig3)
+}
+
+fn scale_with(v: f64, sep: &str, digits: fn(f64) -> String) -> String {
     if v.abs() >= 1e6 {
-        format!("{}{sep}M", sig3(v / 1e6))
+        format!("{}{sep}M", digits(v / 1e6))
     } else if v.abs() >= 1e3 {
-        format!("{}{sep}k", sig3(v / 1e3))
+        format!("{}{sep}k", digits(v / 1e3))
     } else {
-        sig3(v)
+        digits(v)
     }
 }
 
@@ -135,6 +157,16 @@ pub fn format_seconds(s: f64) -> String {
 /// `41.2 us`.
 pub fn format_micros(seconds: f64) -> String {
     format!("{} us", sig3(seconds * 1e6))
+}
+
+/// A latency in microseconds as the latency tables show it: `41.2`.
+pub fn format_latency_us(us: f64) -> String {
+    format!("{us:.1}")
+}
+
+/// CPU-seconds per second of a window (a load of one CPU is 1): `0.125`.
+pub fn format_cpu_load(v: f64) -> String {
+    format!("{v:.3}")
 }
 
 /// A share of a whole: 0.123 -> `12.3%`.
@@ -194,6 +226,17 @@ fn scale_decimal(v: f64) -> (f64, &'static str) {
     }
 }
 
+/// Up to three decimals, without trailing zeros: 5, 2.5, 0.125.
+pub fn trimmed(v: f64) -> String {
+    let s = format!("{v:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s == "-0" {
+        "0".into()
+    } else {
+        s.into()
+    }
+}
+
 /// Three significant digits without scientific notation: 9.41, 94.1, 941.
 pub fn sig3(v: f64) -> String {
     let a = v.abs();
@@ -225,6 +268,18 @@ mod tests {
         assert_eq!(format_tx_rate(52_100.0), "52.1 k tx/s");
         assert_eq!(Metric::Tps.format(1.234e6), "1.23 M tx/s");
         assert_eq!(Metric::Throughput.format(9.41e9), "9.41 Gbit/s");
+    }
+
+    #[test]
+    fn round_figures_lose_the_zeros_of_three_digits() {
+        assert_eq!(format_bits_per_sec_exact(15e9), "15 Gbit/s");
+        assert_eq!(format_bits_per_sec_exact(2.5e6), "2.5 Mbit/s");
+        assert_eq!(format_bits_per_sec_exact(0.0), "0 bit/s");
+        assert_eq!(Metric::Throughput.format_round(5e9), "5 Gbit/s");
+        assert_eq!(Metric::Tps.format_round(20_000.0), "20 k tx/s");
+        assert_eq!(Metric::Tps.format_round(0.0), "0 tx/s");
+        assert_eq!(trimmed(0.125), "0.125");
+        assert_eq!(trimmed(-0.0001), "0");
     }
 
     #[test]

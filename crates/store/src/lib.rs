@@ -817,31 +817,36 @@ impl Store {
              sent_bytes,received_bytes,client_cpu_s_per_gb,server_cpu_s_per_gb,host_cpu_s_per_gb,retransmits\n",
         );
         for run in self.runs(filter)? {
-            let r = &run.record;
-            for it in &r.iterations {
-                out.push_str(&format!(
-                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
-                    run.id.0,
-                    csv_field(&r.started_at),
-                    csv_field(&r.label),
-                    r.spec.workload,
-                    r.spec_key,
-                    csv_field(&r.spec.summary()),
-                    it.index,
-                    it.complete,
-                    it.window_s,
-                    it.derived.throughput_bps,
-                    it.transfer.sent_bytes,
-                    it.transfer.received_bytes,
-                    it.derived.client_cpu_s_per_gb,
-                    it.derived.server_cpu_s_per_gb,
-                    it.derived.host_cpu_s_per_gb,
-                    it.derived.retransmits,
-                ));
+            for it in &run.record.iterations {
+                out.push_str(&csv_line(run.id, &run.record, it));
             }
         }
         Ok(out)
     }
+}
+
+/// One iteration of a run as a line of `export_csv`. Iterations are
+/// numbered from 1, as the terminal shows them (#1), not by their index.
+fn csv_line(id: RunId, r: &RunRecord, it: &plumb_samples::Iteration) -> String {
+    format!(
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+        id.0,
+        csv_field(&r.started_at),
+        csv_field(&r.label),
+        r.spec.workload,
+        r.spec_key,
+        csv_field(&r.spec.summary()),
+        it.index + 1,
+        it.complete,
+        it.window_s,
+        it.derived.throughput_bps,
+        it.transfer.sent_bytes,
+        it.transfer.received_bytes,
+        it.derived.client_cpu_s_per_gb,
+        it.derived.server_cpu_s_per_gb,
+        it.derived.host_cpu_s_per_gb,
+        it.derived.retransmits,
+    )
 }
 
 /// The arguments of a filtered query (`Store::filtered`) for SQLite.
@@ -1040,4 +1045,26 @@ fn backfill_interval_samples(tx: &Transaction) -> rusqlite::Result<()> {
 
 fn to_json<T: Serialize>(v: &T) -> rusqlite::Result<String> {
     serde_json::to_string(v).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
+}
+
+#[cfg(test)]
+mod csv_tests {
+    use super::*;
+
+    #[test]
+    fn csv_numbers_iterations_from_one_as_the_terminal_does() {
+        let r = plumb_samples::testing::example();
+        let it = &r.iterations[0];
+        assert_eq!(it.index, 0);
+        let line = csv_line(RunId(3), &r, it);
+        // The iteration follows the spec, whose summary is quoted for its
+        // commas.
+        assert!(r.spec.summary().contains(','));
+        let iteration = line
+            .split("\",")
+            .nth(1)
+            .and_then(|rest| rest.split(',').next());
+        assert_eq!(iteration, Some("1"), "{line}");
+        assert!(line.starts_with("3,"), "{line}");
+    }
 }

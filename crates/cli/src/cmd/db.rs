@@ -286,9 +286,23 @@ pub fn import(a: ImportArgs) -> Result<i32, Failure> {
     })?;
     let mut store = open(&a.db)?;
     let ids = store.import(&export).map_err(store_err)?;
-    let list: Vec<String> = ids.iter().map(|i| i.0.to_string()).collect();
-    eprintln!("imported {} run(s): {}", ids.len(), list.join(" "));
+    eprintln!("{}", imported(&ids, export.runs.len()));
     Ok(0)
+}
+
+/// What an import did with the `offered` runs of a file: the ids of those
+/// it added, and how many it skipped as already stored.
+fn imported(ids: &[RunId], offered: usize) -> String {
+    let mut line = format!("imported {} run(s)", ids.len());
+    let skipped = offered.saturating_sub(ids.len());
+    if skipped > 0 {
+        line += &format!(", skipped {skipped} already in the store");
+    }
+    if !ids.is_empty() {
+        let list: Vec<String> = ids.iter().map(|i| i.0.to_string()).collect();
+        line += &format!(": {}", list.join(" "));
+    }
+    line
 }
 
 /// `plumb db copy FROM TO`: every run, its environment and tag, in
@@ -343,4 +357,22 @@ pub fn delete(a: DeleteArgs) -> Result<i32, Failure> {
         )));
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod import_tests {
+    use super::{imported, RunId};
+
+    #[test]
+    fn an_import_says_how_many_runs_it_skipped() {
+        assert_eq!(
+            imported(&[], 3),
+            "imported 0 run(s), skipped 3 already in the store"
+        );
+        assert_eq!(
+            imported(&[RunId(7), RunId(8)], 3),
+            "imported 2 run(s), skipped 1 already in the store: 7 8"
+        );
+        assert_eq!(imported(&[RunId(7)], 1), "imported 1 run(s): 7");
+    }
 }

@@ -31,16 +31,7 @@ fn point_runs(store: &plumb_store::Store, a: &HistoryArgs) -> Result<Vec<StoredR
         .map(|r| (r.record.spec_key.as_str(), r.record.spec.summary()))
         .collect();
     if keys.len() > 1 {
-        let named: Vec<String> = keys
-            .iter()
-            .take(10)
-            .map(|(k, s)| format!("  --spec-key {k}  ({s})"))
-            .collect();
-        return Err(Failure::usage(format!(
-            "history: {} test points match; name one with --spec-key (or --experiment and --point):\n{}",
-            keys.len(),
-            named.join("\n")
-        )));
+        return Err(Failure::usage(several_points(&keys)));
     }
     if runs.is_empty() {
         return Err(Failure::usage(
@@ -48,6 +39,92 @@ fn point_runs(store: &plumb_store::Store, a: &HistoryArgs) -> Result<Vec<StoredR
         ));
     }
     Ok(runs)
+}
+
+/// What `--changes --format json` prints: the test point and its change
+/// points, without the runs.
+fn changes_json(h: &plumb_compare::history::History) -> serde_json::Value {
+    serde_json::json!({
+        "spec_key": h.spec_key,
+        "summary": h.summary,
+        "metric": h.metric,
+        "unit": h.unit,
+        "method": h.method,
+        "changes": h.changes,
+    })
+}
+
+/// The error for flags that match several test points: the first few
+/// named, and how many more there are.
+fn several_points(keys: &BTreeMap<&str, String>) -> String {
+    const SHOWN: usize = 10;
+    let mut named: Vec<String> = keys
+        .iter()
+        .take(SHOWN)
+        .map(|(k, s)| format!("  --spec-key {k}  ({s})"))
+        .collect();
+    if keys.len() > SHOWN {
+        named.push(format!(
+            "  and {} more (`plumb list --format json` gives every spec key)",
+            keys.len() - SHOWN
+        ));
+    }
+    format!(
+        "history: {} test points match; name one with --spec-key (or --experiment and --point):\n{}",
+        keys.len(),
+        named.join("\n")
+    )
+}
+
+/// The history in `format`; with `changes`, only its change points
+/// (nothing in text when there is none). `runs` are the series' runs, which
+/// a mail compares around each change.
+fn render(
+    h: &plumb_compare::history::History,
+    format: HistoryFormat,
+    changes: bool,
+    runs: &[StoredRun],
+) -> Result<String, Failure> {
+    Ok(match format {
+        HistoryFormat::Terminal | HistoryFormat::Markdown if changes => {
+            plumb_report::history::changes_only(h)
+        }
+        HistoryFormat::Terminal => plumb_report::history::terminal(h),
+        HistoryFormat::Markdown => plumb_report::history::markdown(h),
+        HistoryFormat::Json => {
+            let encoded = if changes {
+                serde_json::to_string_pretty(&changes_json(h))
+            } else {
+                serde_json::to_string_pretty(h)
+            };
+            encoded.map_err(|e| Failure::usage(format!("cannot encode the history: {e}")))? + "\n"
+        }
+        HistoryFormat::Mail => {
+            let by_id = |id: i64| runs.iter().find(|r| r.id.0 == id).expect("in the series");
+            let mut out = String::new();
+            for c in &h.changes {
+                let side = |id: i64| {
+                    let r = by_id(id);
+                    Side::new(
+                        format!("{} (run {id})", r.record.label),
+                        vec![r.record.clone()],
+                        r.env.clone(),
+                    )
+                };
+                let (before, after) = (side(c.before_run), side(c.after_run));
+                let cmp =
+                    plumb_compare::compare(&before, &after, &plumb_stats::CompareParams::default());
+                let detail = plumb_report::compare::terminal(&cmp);
+                out.push_str(&plumb_report::history::mail(h, c, &detail));
+                out.push('\n');
+            }
+            // --changes says nothing when nothing changed, for cron.
+            if out.is_empty() && !changes {
+                out = format!("no change in {} ({})\n", h.summary, h.method);
+            }
+            out
+        }
+    })
 }
 
 pub fn history(a: HistoryArgs) -> Result<i32, Failure> {
@@ -78,46 +155,67 @@ pub fn history(a: HistoryArgs) -> Result<i32, Failure> {
         std::fs::write(path, plumb_report::history::html(&h))
             .map_err(|e| Failure::usage(format!("--html {}: cannot write: {e}", path.display())))?;
     }
-    let text = if a.changes {
-        plumb_report::history::changes_only(&h)
-    } else {
-        match a.format {
-            HistoryFormat::Terminal => plumb_report::history::terminal(&h),
-            HistoryFormat::Markdown => plumb_report::history::markdown(&h),
-            HistoryFormat::Json => {
-                serde_json::to_string_pretty(&h)
-                    .map_err(|e| Failure::usage(format!("cannot encode the history: {e}")))?
-                    + "\n"
-            }
-            HistoryFormat::Mail => {
-                let by_id = |id: i64| runs.iter().find(|r| r.id.0 == id).expect("in the series");
-                let mut out = String::new();
-                for c in &h.changes {
-                    let side = |id: i64| {
-                        let r = by_id(id);
-                        Side::new(
-                            format!("{} (run {id})", r.record.label),
-                            vec![r.record.clone()],
-                            r.env.clone(),
-                        )
-                    };
-                    let (before, after) = (side(c.before_run), side(c.after_run));
-                    let cmp = plumb_compare::compare(
-                        &before,
-                        &after,
-                        &plumb_stats::CompareParams::default(),
-                    );
-                    let detail = plumb_report::compare::terminal(&cmp);
-                    out.push_str(&plumb_report::history::mail(&h, c, &detail));
-                    out.push('\n');
-                }
-                if out.is_empty() {
-                    out = format!("no change in {} ({})\n", h.summary, h.method);
-                }
-                out
-            }
-        }
-    };
+    let text = render(&h, a.format, a.changes, &runs)?;
     crate::out!("{text}");
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use plumb_compare::history::{History, HistoryChange};
+
+    #[test]
+    fn more_matching_points_than_are_named_are_counted() {
+        let summaries: Vec<(String, String)> = (0..14)
+            .map(|i| (format!("key{i:02}"), format!("stream {i}")))
+            .collect();
+        let keys: BTreeMap<&str, String> = summaries
+            .iter()
+            .map(|(k, s)| (k.as_str(), s.clone()))
+            .collect();
+        let text = several_points(&keys);
+        assert!(text.starts_with("history: 14 test points match"), "{text}");
+        assert_eq!(text.matches("--spec-key key").count(), 10, "{text}");
+        assert!(text.ends_with("and 4 more (`plumb list --format json` gives every spec key)"));
+        let few: BTreeMap<&str, String> = keys.into_iter().take(3).collect();
+        assert!(!several_points(&few).contains("more"));
+    }
+
+    #[test]
+    fn the_changes_as_json_are_the_change_points_with_their_fields() {
+        let change = HistoryChange {
+            index: 4,
+            before_run: 4,
+            after_run: 5,
+            before_label: "nightly-04".into(),
+            after_label: "nightly-05".into(),
+            mean_before: 10e9,
+            mean_after: 2.83e9,
+            change: -0.717,
+            p: 0.015,
+            regression: true,
+        };
+        let h = History {
+            spec_key: "7307bc2dbea14553".into(),
+            summary: "stream send 1 flow".into(),
+            metric: plumb_samples::Metric::Throughput,
+            unit: "bit/s",
+            method: "E-divisive means".into(),
+            runs: Vec::new(),
+            changes: vec![change],
+        };
+        let text = render(&h, HistoryFormat::Json, true, &[]).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["spec_key"], "7307bc2dbea14553");
+        assert_eq!(v["metric"], "throughput");
+        let c = &v["changes"][0];
+        assert_eq!(c["before_label"], "nightly-04");
+        assert_eq!(c["after_run"], 5);
+        assert_eq!(c["regression"], true);
+        assert_eq!(c["p"], 0.015);
+        assert!(v.get("runs").is_none());
+        let line = render(&h, HistoryFormat::Terminal, true, &[]).unwrap();
+        assert!(line.starts_with("stream send 1 flow [7307bc2dbea14553]: between run 4"));
+    }
 }

@@ -2,6 +2,7 @@
 
 use super::{Section, SweepReport, PERCENTILES};
 use crate::table::{esc, Align, Table};
+use plumb_samples::units::{format_cpu_load, format_latency_us, format_share, trimmed};
 use std::fmt::Write;
 
 /// A line to draw: its name and (x index, mean, low, high) per point.
@@ -18,10 +19,38 @@ const RIGHT: f64 = 20.0;
 const TOP: f64 = 20.0;
 const BOTTOM: f64 = 50.0;
 
+/// Colour alone cannot tell a line from one drawn over it: each line also
+/// gets a dash pattern and its points a marker, and the legend shows both.
+const DASHES: [&str; 4] = ["", "8 4", "2 3", "10 3 2 3"];
+
+/// A point's marker: its radius, and whether it is filled. Rings of
+/// different sizes stay visible around each other where points coincide.
+const MARKERS: [(f64, bool); 3] = [(3.5, true), (5.5, false), (7.5, false)];
+
 struct YScale {
     log: bool,
     lo: f64,
     hi: f64,
+    /// The distance between ticks of a linear scale: 1, 2 or 5 times a
+    /// power of ten, so that ticks fall on round values.
+    step: f64,
+}
+
+/// The round step (1, 2 or 5 times a power of ten) nearest `raw`.
+fn nice_step(raw: f64) -> f64 {
+    let raw = raw.max(f64::MIN_POSITIVE);
+    let unit = 10f64.powf(raw.log10().floor());
+    let f = raw / unit;
+    let nice = if f < 1.5 {
+        1.0
+    } else if f < 3.0 {
+        2.0
+    } else if f < 7.0 {
+        5.0
+    } else {
+        10.0
+    };
+    nice * unit
 }
 
 impl YScale {
@@ -39,12 +68,16 @@ impl YScale {
                 log: true,
                 lo: 10f64.powf(min_pos.log10().floor()),
                 hi: 10f64.powf(max.log10().ceil()),
+                step: 10.0,
             }
         } else {
+            // About five ticks, the top one just above the highest value.
+            let step = nice_step(max * 1.05 / 5.0);
             YScale {
                 log: false,
                 lo: 0.0,
-                hi: max * 1.1,
+                hi: (max * 1.05 / step).ceil() * step,
+                step,
             }
         }
     }
@@ -67,18 +100,44 @@ impl YScale {
             }
             t
         } else {
-            (0..=5)
-                .map(|i| self.lo + (self.hi - self.lo) * i as f64 / 5.0)
-                .collect()
+            let n = ((self.hi - self.lo) / self.step).round() as usize;
+            // Multiples of the step, not sums of it, stay round.
+            (0..=n).map(|i| self.lo + self.step * i as f64).collect()
         }
     }
 }
 
-/// A line chart with categorical x, interval bars, and cliffs marked.
+/// A point's marker at (x, y) in colour `c`, with a title when it is a
+/// point of the plot rather than the legend's sample.
+fn marker(s: &mut String, li: usize, x: f64, y: f64, c: &str, title: Option<&str>) {
+    let (r, filled) = MARKERS[li % MARKERS.len()];
+    let fill = if filled { c } else { "none" };
+    let _ = write!(
+        s,
+        "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"{r}\" fill=\"{fill}\" stroke=\"{c}\" stroke-width=\"1.5\">"
+    );
+    if let Some(t) = title {
+        let _ = write!(s, "<title>{}</title>", esc(t));
+    }
+    s.push_str("</circle>");
+}
+
+/// The dash attribute of line `li`, empty for a solid line.
+fn dash(li: usize) -> String {
+    match DASHES[li % DASHES.len()] {
+        "" => String::new(),
+        d => format!(" stroke-dasharray=\"{d}\""),
+    }
+}
+
+/// A line chart with categorical x, interval bars, and cliffs marked;
+/// `show` writes a value as the page's tables do, `tick` an axis tick's
+/// round value.
 fn svg_lines(
     x_labels: &[String],
     lines: &[PlotLine],
     show: &dyn Fn(f64) -> String,
+    tick: &dyn Fn(f64) -> String,
     marks: &[(usize, String)],
     x_title: &str,
 ) -> String {
@@ -110,7 +169,7 @@ fn svg_lines(
             W - RIGHT,
             LEFT - 6.0,
             y + 4.0,
-            esc(&show(t))
+            esc(&tick(t))
         );
     }
     let every = (n / 16).max(1);
@@ -149,7 +208,8 @@ fn svg_lines(
             .collect();
         let _ = write!(
             s,
-            "<polyline fill=\"none\" stroke=\"{c}\" stroke-width=\"2\" points=\"{}\"/>",
+            "<polyline fill=\"none\" stroke=\"{c}\" stroke-width=\"2\"{} points=\"{}\"/>",
+            dash(li),
             path.join(" ")
         );
         for &(i, m, lo, hi) in pts {
@@ -158,25 +218,30 @@ fn svg_lines(
                 s,
                 "<line x1=\"{xi:.1}\" x2=\"{xi:.1}\" y1=\"{y0:.1}\" y2=\"{y1:.1}\" stroke=\"{c}\"/>\
                  <line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{y0:.1}\" y2=\"{y0:.1}\" stroke=\"{c}\"/>\
-                 <line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{y1:.1}\" y2=\"{y1:.1}\" stroke=\"{c}\"/>\
-                 <circle cx=\"{xi:.1}\" cy=\"{:.1}\" r=\"3.5\" fill=\"{c}\"><title>{}: {} ({} .. {})</title></circle>",
+                 <line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{y1:.1}\" y2=\"{y1:.1}\" stroke=\"{c}\"/>",
                 xi - 4.0,
                 xi + 4.0,
                 xi - 4.0,
                 xi + 4.0,
-                scale.y(m),
-                esc(name),
-                esc(&show(m)),
-                esc(&show(lo)),
-                esc(&show(hi))
             );
+            let title = format!("{name}: {} ({} .. {})", show(m), show(lo), show(hi));
+            marker(&mut s, li, xi, scale.y(m), c, Some(&title));
         }
+        // The legend shows each line as drawn: its dash and its marker.
         let ly = H + 20.0 * li as f64 + 4.0;
         let _ = write!(
             s,
-            "<rect x=\"{LEFT}\" y=\"{}\" width=\"14\" height=\"4\" fill=\"{c}\"/><text x=\"{}\" y=\"{ly}\" class=\"t\">{}</text>",
-            ly - 6.0,
-            LEFT + 20.0,
+            "<line x1=\"{LEFT}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" stroke=\"{c}\" stroke-width=\"2\"{}/>",
+            LEFT + 32.0,
+            ly - 4.0,
+            ly - 4.0,
+            dash(li)
+        );
+        marker(&mut s, li, LEFT + 16.0, ly - 4.0, c, None);
+        let _ = write!(
+            s,
+            "<text x=\"{}\" y=\"{ly}\" class=\"t\">{}</text>",
+            LEFT + 40.0,
             esc(name)
         );
     }
@@ -184,8 +249,14 @@ fn svg_lines(
     s
 }
 
-/// Horizontal stacked bars: one row per name, parts in the given colors.
-fn svg_bars(rows: &[(String, Vec<f64>)], parts: &[(&str, &str)], unit: &str) -> String {
+/// Horizontal stacked bars: one row per name, parts in the given colors,
+/// values written by `show` as the section's table writes them.
+fn svg_bars(
+    rows: &[(String, Vec<f64>)],
+    parts: &[(&str, &str)],
+    show: &dyn Fn(f64) -> String,
+    unit: &str,
+) -> String {
     let row_h = 22.0;
     let label_w = 330.0;
     let h = TOP + row_h * rows.len() as f64 + 50.0;
@@ -210,18 +281,19 @@ fn svg_bars(rows: &[(String, Vec<f64>)], parts: &[(&str, &str)], unit: &str) -> 
             let w = bw * v / max;
             let _ = write!(
                 s,
-                "<rect x=\"{x0:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{}\" fill=\"{color}\"><title>{}: {part} {v:.3}{unit}</title></rect>",
+                "<rect x=\"{x0:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{}\" fill=\"{color}\"><title>{}: {part} {}{unit}</title></rect>",
                 row_h - 6.0,
-                esc(name)
+                esc(name),
+                esc(&show(*v))
             );
             x0 += w;
         }
         let _ = write!(
             s,
-            "<text x=\"{:.1}\" y=\"{:.1}\" class=\"t\">{:.3}</text>",
+            "<text x=\"{:.1}\" y=\"{:.1}\" class=\"t\">{}</text>",
             x0 + 4.0,
             y + 14.0,
-            vals.iter().sum::<f64>()
+            esc(&show(vals.iter().sum::<f64>()))
         );
     }
     let ly = TOP + row_h * rows.len() as f64 + 20.0;
@@ -308,7 +380,14 @@ fn plots(o: &mut String, r: &SweepReport) {
                 )
             })
             .collect();
-        o.push_str(&svg_lines(&xs, &lines, &|v| r.show(v), &marks, &p.axis));
+        o.push_str(&svg_lines(
+            &xs,
+            &lines,
+            &|v| r.show(v),
+            &|v| r.metric.format_round(v),
+            &marks,
+            &p.axis,
+        ));
         o.push('\n');
     }
 }
@@ -362,6 +441,7 @@ fn cpu(o: &mut String, r: &SweepReport) {
             ("system", "#f28e2b"),
             ("softirq", "#e15759"),
         ],
+        &format_cpu_load,
         " CPU-s/s",
     ));
 }
@@ -387,7 +467,8 @@ fn latency(o: &mut String, r: &SweepReport) {
         o.push_str(&svg_lines(
             &xs,
             &lines,
-            &|v| format!("{v:.0} us"),
+            &|v| format!("{} us", format_latency_us(v)),
+            &|v| format!("{} us", trimmed(v)),
             &[],
             "percentile",
         ));
@@ -422,10 +503,15 @@ fn softirq(o: &mut String, r: &SweepReport) {
         .flat_map(|s| {
             s.per_cpu
                 .iter()
-                .map(move |(c, f)| (format!("{} cpu{c}", s.name), vec![f * 100.0]))
+                .map(move |(c, f)| (format!("{} cpu{c}", s.name), vec![*f]))
         })
         .collect();
-    o.push_str(&svg_bars(&rows, &[("softirq %", "#e15759")], " %"));
+    o.push_str(&svg_bars(
+        &rows,
+        &[("softirq share", "#e15759")],
+        &format_share,
+        "",
+    ));
 }
 
 /// Each line against the first.

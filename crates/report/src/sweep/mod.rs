@@ -16,7 +16,7 @@ pub use text::{markdown, terminal};
 
 use crate::table::{Align, Table};
 use plumb_compare::Comparison;
-use plumb_samples::units::format_share;
+use plumb_samples::units::{format_cpu_load, format_latency_us, format_share};
 use plumb_samples::{Metric, Role, RunRecord};
 use std::collections::BTreeMap;
 
@@ -167,8 +167,10 @@ fn field_name(path: &str) -> String {
 }
 
 /// The spec fields that differ between the runs, as the coordinates of
-/// each, for runs that are not an experiment's; a field a run leaves unset
-/// is `-`.
+/// each, for runs that are not an experiment's. A field of the vocabulary
+/// reads as an experiment file writes it (`8K`, `none` where unset), a rate
+/// in its unit (`15 Gbit/s`), rather than as the record stores it
+/// (`15000000000`, or nothing); anything else as stored, `-` where unset.
 pub fn varying_coords(runs: &[&RunRecord]) -> Vec<Vec<(String, String)>> {
     let flat: Vec<_> = runs.iter().map(|r| plumb_compare::spec_fields(r)).collect();
     let value = |f: &plumb_samples::Environment, k: &str| {
@@ -180,14 +182,37 @@ pub fn varying_coords(runs: &[&RunRecord]) -> Vec<Vec<(String, String)>> {
         .into_iter()
         .filter(|k| flat.iter().any(|f| value(f, k) != value(&flat[0], k)))
         .collect();
-    flat.iter()
-        .map(|f| {
+    runs.iter()
+        .zip(&flat)
+        .map(|(r, f)| {
             varying
                 .iter()
-                .map(|k| (field_name(k), value(f, k)))
+                .map(|k| {
+                    let name = field_name(k);
+                    let shown = plumb_spec::Field::from_key(&name)
+                        .and_then(|field| setting(&r.spec, field));
+                    (name, shown.unwrap_or_else(|| value(f, k)))
+                })
                 .collect()
         })
         .collect()
+}
+
+/// A field's value in `spec` as a report shows it on an axis and in a
+/// point's name; None where the field has no value of its own.
+fn setting(spec: &plumb_spec::Spec, field: plumb_spec::Field) -> Option<String> {
+    use plumb_samples::units::format_bits_per_sec_exact as rate;
+    use plumb_spec::{Field, Topology};
+    let veth = spec.topology.as_ref().map(|Topology::Veth(v)| v);
+    let bps = match field {
+        Field::PacingRate => spec.socket.pacing_rate_bps,
+        Field::LinkRate => veth.and_then(|v| v.link_rate_bps),
+        _ => None,
+    };
+    match bps {
+        Some(bps) => Some(rate(bps as f64)),
+        None => spec.value_of(field),
+    }
 }
 
 /// Puts the report together. `cliff_factor` is the ratio of adjacent points
@@ -244,14 +269,19 @@ fn axes_of(entries: &[Entry]) -> Vec<(String, Vec<String>)> {
     }
     // Runs are made in random order: values that are sizes or numbers go
     // in numeric order ("auto" and other words after them, as first seen);
-    // a delay or a loss of "none" is none at all, first.
+    // a delay, a loss or a rate of "none" is none at all, first.
     for (axis, vals) in axes.iter_mut() {
         use plumb_spec::Field;
         let field = Field::from_key(axis);
         let key = |v: &String| match field {
-            Some(Field::Delay | Field::Loss) if v.eq_ignore_ascii_case("none") => Some(0),
+            Some(Field::Delay | Field::Loss | Field::PacingRate | Field::LinkRate)
+                if v.eq_ignore_ascii_case("none") =>
+            {
+                Some(0)
+            }
             Some(Field::Delay) => plumb_spec::parse_delay_us(v).ok(),
             Some(Field::Loss) => plumb_spec::parse_loss_ppm(v).ok().map(u64::from),
+            Some(Field::PacingRate | Field::LinkRate) => plumb_spec::parse_rate(v).ok(),
             _ => plumb_spec::parse_size(v).ok(),
         };
         if vals.iter().any(|v| key(v).is_some()) {
@@ -572,9 +602,9 @@ impl SweepReport {
             table.row([
                 c.name.clone(),
                 c.end.to_string(),
-                format!("{:.3}", c.user),
-                format!("{:.3}", c.system),
-                format!("{:.3}", c.softirq),
+                format_cpu_load(c.user),
+                format_cpu_load(c.system),
+                format_cpu_load(c.softirq),
             ]);
         }
         Section {
@@ -594,7 +624,7 @@ impl SweepReport {
             table.row(
                 [l.name.clone()]
                     .into_iter()
-                    .chain(l.us.iter().map(|v| format!("{v:.1}"))),
+                    .chain(l.us.iter().map(|v| format_latency_us(*v))),
             );
         }
         Some(Section {
@@ -779,7 +809,10 @@ mod tests {
             3,
             "axis, CPU and softirq plots"
         );
-        assert!(page.contains("stroke-dasharray"), "the cliff is marked");
+        assert!(
+            page.contains("stroke=\"#d00\" stroke-dasharray"),
+            "the cliff is marked"
+        );
         assert!(
             !page.contains("http://") && !page.contains("https://") && !page.contains("<script")
         );
@@ -830,7 +863,7 @@ mod tests {
     }
 
     #[test]
-    fn varying_fields_are_named_as_experiments_name_them_and_unset_is_a_dash() {
+    fn varying_fields_are_named_and_valued_as_experiments_write_them() {
         let with = |pacing: Option<u64>, cc: Option<&str>| {
             let mut r = record(&[1e9]);
             r.spec.socket.pacing_rate_bps = pacing;
@@ -839,7 +872,7 @@ mod tests {
         };
         let (a, b, c) = (
             with(None, None),
-            with(Some(1_000_000_000), None),
+            with(Some(15_000_000_000), None),
             with(None, Some("reno")),
         );
         let coords = varying_coords(&[&a, &b, &c]);
@@ -850,13 +883,144 @@ mod tests {
                 .map(|(_, v)| v.as_str())
         };
         assert_eq!(coords[0].len(), 2, "{coords:?}");
-        assert_eq!(at(0, "cc"), Some("-"));
-        assert_eq!(at(0, "pacing_rate"), Some("-"));
-        assert_eq!(at(1, "pacing_rate"), Some("1000000000"));
+        assert_eq!(at(0, "cc"), Some("none"));
+        assert_eq!(at(0, "pacing_rate"), Some("none"));
+        assert_eq!(at(1, "pacing_rate"), Some("15 Gbit/s"));
         assert_eq!(at(2, "cc"), Some("reno"));
         for c in coords.iter().flatten() {
             assert!(c.0 != "null" && c.1 != "null", "{c:?}");
         }
         assert!(varying_coords(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_paced_run_against_an_unpaced_one_is_plotted_on_readable_ticks() {
+        let mut paced = record(&[4.2e9, 4.3e9, 4.25e9]);
+        paced.spec.socket.pacing_rate_bps = Some(15_000_000_000);
+        let free = record(&[8.4e9, 8.5e9, 8.45e9]);
+        let lines = named_lines(vec![
+            plumb_compare::Side::new("baseline", vec![free], None),
+            plumb_compare::Side::new("paced", vec![paced], None),
+        ]);
+        let r = build(&lines.title, &lines.entries, Vec::new(), 4.0);
+        assert_eq!(r.plots[0].axis, "pacing_rate");
+        // Unpaced first, as a delay of none comes first.
+        let xs: Vec<&str> = r.plots[0]
+            .lines
+            .iter()
+            .flat_map(|l| l.points.iter().map(|p| p.x.as_str()))
+            .collect();
+        assert_eq!(xs, ["none", "15 Gbit/s"]);
+        let page = html(&r);
+        let labels = |class: &str| -> Vec<String> {
+            let open = format!("class=\"{class}\">");
+            page.split(&open)
+                .skip(1)
+                .map(|t| t[..t.find("</text>").unwrap()].to_string())
+                .collect()
+        };
+        let ticks = labels("t");
+        for want in [
+            "none",
+            "15 Gbit/s",
+            "0 bit/s",
+            "2 Gbit/s",
+            "8 Gbit/s",
+            "10 Gbit/s",
+        ] {
+            assert!(ticks.iter().any(|t| t == want), "{want} in {ticks:?}");
+        }
+        assert!(!page.contains(">15000000000<") && !page.contains(">-</text>"));
+        assert!(
+            !ticks
+                .iter()
+                .any(|t| t.contains(".") && t.ends_with("bit/s")),
+            "a tick that is not round: {ticks:?}"
+        );
+        assert!(terminal(&r).contains("15 Gbit/s"));
+    }
+
+    #[test]
+    fn bars_are_labelled_as_their_table_writes_the_figures() {
+        let cpu = |cpu: u32, softirq_s: f64| plumb_samples::CpuTimes {
+            cpu,
+            idle_s: 1.0 - softirq_s,
+            softirq_s,
+            ..Default::default()
+        };
+        let mut runs = sweep();
+        runs.truncate(1);
+        for i in &mut runs[0].record.iterations {
+            i.client.cpus = vec![cpu(0, 0.27363)];
+        }
+        let r = build("t", &runs, Vec::new(), 4.0);
+        let page = html(&r);
+        assert!(markdown(&r).contains("| 27.4% |"));
+        let bars = &page[page.find("<h2>Softirq share").unwrap()..];
+        assert!(bars.contains(">27.4%</text>"), "{bars}");
+        assert!(bars.contains(": softirq share 27.4%</title>"), "{bars}");
+        assert!(!bars.contains("27.363"), "{bars}");
+        let c = &r.cpu[0];
+        let total = format_cpu_load(c.user + c.system + c.softirq);
+        assert!(page.contains(&format!(">{total}</text>")), "{page}");
+    }
+
+    #[test]
+    fn each_line_is_told_apart_by_its_dash_and_marker_as_the_legend_shows() {
+        /// An attribute of the element whose markup follows its tag's name.
+        fn attr<'a>(el: &'a str, name: &str) -> Option<&'a str> {
+            let el = &el[..el.find('>')?];
+            let value = el.split(&format!(" {name}=\"")).nth(1)?;
+            Some(&value[..value.find('"')?])
+        }
+        let mut runs = sweep();
+        for e in &mut runs {
+            for i in &mut e.record.iterations {
+                i.client.latency = Some(plumb_samples::Latency {
+                    p50_us: 50.0,
+                    p90_us: 60.0,
+                    p99_us: 80.0,
+                    p999_us: 90.0,
+                    p9999_us: 100.0,
+                    ..Default::default()
+                });
+            }
+        }
+        let r = build("t", &runs, Vec::new(), 4.0);
+        let page = html(&r);
+        let chart = &page[page.find("<h2>Latency percentiles").unwrap()..];
+        let chart = &chart[..chart.find("</svg>").unwrap()];
+        // Eight points at the same latencies: each line lies on the others.
+        let polylines: Vec<&str> = chart.split("<polyline").skip(1).collect();
+        assert_eq!(polylines.len(), 8);
+        let dashes: std::collections::BTreeSet<Option<&str>> = polylines
+            .iter()
+            .map(|p| attr(p, "stroke-dasharray"))
+            .collect();
+        assert!(dashes.len() > 1, "lines dashed apart: {dashes:?}");
+        let markers: std::collections::BTreeSet<(Option<&str>, bool)> = chart
+            .split("<circle")
+            .skip(1)
+            .map(|c| (attr(c, "r"), attr(c, "fill") == Some("none")))
+            .collect();
+        assert!(
+            markers.len() > 1,
+            "markers of more than one kind: {markers:?}"
+        );
+        // The legend draws each line's sample, dashed as the line is, beside
+        // its name.
+        for (l, line) in r.latency.iter().zip(&polylines) {
+            let name = format!(">{}</text>", crate::table::esc(&l.name));
+            let at = chart
+                .find(&name)
+                .unwrap_or_else(|| panic!("{name} in {chart}"));
+            let sample = &chart[chart[..at].rfind("<line").unwrap()..];
+            assert_eq!(attr(sample, "stroke"), attr(line, "stroke"), "{sample}");
+            assert_eq!(
+                attr(sample, "stroke-dasharray"),
+                attr(line, "stroke-dasharray"),
+                "{sample}"
+            );
+        }
     }
 }
