@@ -125,6 +125,7 @@ fn check_inner(a: CheckArgs) -> Result<i32, Failure> {
                 .first()
                 .map_or(plumb_spec::Family::V4, |r| r.spec.family);
             let end = super::run::reach(&a.far, family)?;
+            let ctx = end.context(false, None);
             let mut runs = Vec::new();
             let mut env = None;
             for r in specs {
@@ -134,7 +135,7 @@ fn check_inner(a: CheckArgs) -> Result<i32, Failure> {
                 let (rec, e) = super::run::run_and_store(
                     &spec,
                     &label,
-                    end.addr,
+                    &ctx,
                     &repeat,
                     if a.no_store { None } else { Some(&mut store) },
                     false,

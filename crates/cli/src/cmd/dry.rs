@@ -20,7 +20,7 @@ pub(crate) struct Planned {
 pub(crate) fn aim(f: &ServerArgs, specs: &mut [Planned]) -> Result<String, Failure> {
     Ok(match server_end(f, None)? {
         ServerEnd::Embedded => "embedded: plumb serve --once on this host".to_string(),
-        ServerEnd::Manual(addr, host) => {
+        ServerEnd::Manual(addr, host, _) => {
             for p in specs.iter_mut() {
                 p.spec.server_host = Some(host.clone());
                 p.spec.family = family_of(&addr);

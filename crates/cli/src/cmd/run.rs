@@ -64,51 +64,68 @@ fn spec_of(cmd: RunCommand) -> Result<(Spec, CommonArgs), Failure> {
     Ok((spec, common))
 }
 
-/// --exclusive, for every run of this process.
-pub(crate) static EXCLUSIVE: std::sync::atomic::AtomicBool =
-    std::sync::atomic::AtomicBool::new(false);
+/// What every run of one command shares, built once from its flags and
+/// handed to each run: the server end and the key of its sessions, how the
+/// records name a server started over ssh, and what each run asks of the
+/// host.
+pub(crate) struct RunContext {
+    /// The server end, unless the embedded one.
+    pub server: Option<std::net::SocketAddr>,
+    /// The key of the sessions: a `--psk-file`'s, or the one handed to a
+    /// server started over ssh.
+    pub psk: Option<Vec<u8>>,
+    /// The server of `--server ssh://`, as the records name it.
+    pub far: Option<Peer>,
+    /// --exclusive.
+    pub exclusive: bool,
+    /// --profile.
+    pub profile: Option<plumb_samples::ProfileAsk>,
+    /// --server-knob, for a server end other than this host's.
+    pub server_knobs: Vec<plumb_run::knob::Setting>,
+}
 
-/// --profile, for every run of this process.
-pub(crate) static PROFILE: std::sync::OnceLock<plumb_samples::ProfileAsk> =
-    std::sync::OnceLock::new();
-
-/// The key of --psk-file, read once: every run of this process uses it.
-static PSK: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
-/// --server-knob of the run, for a server end other than this host's.
-static SERVER_KNOBS: std::sync::OnceLock<Vec<plumb_run::knob::Setting>> =
-    std::sync::OnceLock::new();
-
-/// The server of --server ssh://, as the records of this process name it.
-static FAR: std::sync::OnceLock<Peer> = std::sync::OnceLock::new();
-
-/// The server end a record names: the one started over ssh, a manual one
-/// (its host as the user named it, the address it was reached at, and the
-/// build its figures came with), or the embedded one (this same executable).
-pub(crate) fn peer(
-    spec: &Spec,
-    server: Option<std::net::SocketAddr>,
-    build: Option<String>,
-) -> Peer {
-    if let Some(p) = FAR.get() {
-        return p.clone();
+impl RunContext {
+    /// The options of one run under `label`.
+    pub(crate) fn options(&self, label: &str) -> Result<RunOptions, Failure> {
+        Ok(RunOptions {
+            server: self.server,
+            label: label.to_string(),
+            interrupted: interrupt_flag(),
+            server_exe: std::env::current_exe()
+                .map_err(|e| Failure::usage(format!("cannot find the plumb executable: {e}")))?,
+            psk: self.psk.clone(),
+            exclusive: self.exclusive,
+            server_knobs: self.server_knobs.clone(),
+            profile: self.profile,
+        })
     }
-    match server {
-        Some(a) => Peer {
-            started: ServerStart::Manual,
-            server: spec.server_host.clone(),
-            address: Some(a.to_string()),
-            build,
-            build_id: None,
-            same_host: false,
-        },
-        None => Peer {
-            started: ServerStart::Embedded,
-            server: None,
-            address: None,
-            build: Some(env!("PLUMB_BUILD").to_string()),
-            build_id: None,
-            same_host: spec.topology.is_none(),
-        },
+
+    /// The server end a record of `spec` names: the one started over ssh, a
+    /// manual one (its host as the user named it, the address it was
+    /// reached at, and the build its figures came with), or the embedded
+    /// one (this same executable).
+    pub(crate) fn peer(&self, spec: &Spec, build: Option<String>) -> Peer {
+        if let Some(p) = &self.far {
+            return p.clone();
+        }
+        match self.server {
+            Some(a) => Peer {
+                started: ServerStart::Manual,
+                server: spec.server_host.clone(),
+                address: Some(a.to_string()),
+                build,
+                build_id: None,
+                same_host: false,
+            },
+            None => Peer {
+                started: ServerStart::Embedded,
+                server: None,
+                address: None,
+                build: Some(env!("PLUMB_BUILD").to_string()),
+                build_id: None,
+                same_host: spec.topology.is_none(),
+            },
+        }
     }
 }
 
@@ -135,24 +152,20 @@ pub(crate) fn start_far_end(
         prefer_v6: family == Family::V6,
         notify: |m| eprintln!("plumb: {m}"),
     };
-    let far = plumb_run::ssh::SshServer::start(target, &opts)
-        .map_err(|e| Failure::usage(format!("--server {e}")))?;
-    let _ = PSK.set(far.key.clone());
-    let _ = FAR.set(Peer {
+    plumb_run::ssh::SshServer::start(target, &opts)
+        .map_err(|e| Failure::usage(format!("--server {e}")))
+}
+
+/// A server started over ssh as the records name it.
+fn far_peer(target: &plumb_run::ssh::SshTarget, far: &plumb_run::ssh::SshServer) -> Peer {
+    Peer {
         started: ServerStart::Ssh,
         server: Some(target.given.clone()),
         address: Some(far.addr.to_string()),
         build: Some(far.build.clone()),
         build_id: Some(far.build_id.clone()),
         same_host: false,
-    });
-    Ok(far)
-}
-
-/// The key of the sessions: a `--psk-file`'s, or the one handed to a
-/// server started over ssh.
-pub(crate) fn psk() -> Option<Vec<u8>> {
-    PSK.get().cloned()
+    }
 }
 
 /// Installs the Ctrl-C/SIGTERM handlers once and hands out their flag: the
@@ -193,28 +206,19 @@ pub fn flow_group_member() -> Result<i32, Failure> {
     Ok(0)
 }
 
-/// Runs `spec` under `label`, prints progress on a terminal, captures the
-/// environment and keeps the record in `store` when one is given (only a
-/// complete run: an interrupted one is printed, never stored).
-pub fn run_and_store(
+/// Runs `spec` under `label` in the command's context, prints progress on
+/// a terminal, captures the environment and keeps the record in `store`
+/// when one is given (only a complete run: an interrupted one is printed,
+/// never stored).
+pub(crate) fn run_and_store(
     spec: &Spec,
     label: &str,
-    server: Option<std::net::SocketAddr>,
+    ctx: &RunContext,
     repeat: &plumb_run::Repeat,
     store: Option<&mut plumb_store::Store>,
     json: bool,
 ) -> Result<(plumb_samples::RunRecord, plumb_samples::Environment), Failure> {
-    let opts = RunOptions {
-        server,
-        label: label.to_string(),
-        interrupted: interrupt_flag(),
-        server_exe: std::env::current_exe()
-            .map_err(|e| Failure::usage(format!("cannot find the plumb executable: {e}")))?,
-        psk: psk(),
-        exclusive: EXCLUSIVE.load(std::sync::atomic::Ordering::Relaxed),
-        server_knobs: SERVER_KNOBS.get().cloned().unwrap_or_default(),
-        profile: PROFILE.get().copied(),
-    };
+    let opts = ctx.options(label)?;
     let live = !json && std::io::stderr().is_terminal();
     let mut sink: Box<dyn SampleSink> = if live {
         Box::new(Live)
@@ -244,7 +248,7 @@ pub fn run_and_store(
         .iterations
         .iter()
         .find_map(|i| i.server.build.clone());
-    record.peer = Some(peer(spec, server, server_build));
+    record.peer = Some(ctx.peer(spec, server_build));
     for w in record.iterations.iter().flat_map(|i| &i.client.warnings) {
         if w.starts_with("server lost") {
             eprintln!("plumb: {w}; the partial results are marked incomplete");
@@ -276,11 +280,12 @@ pub fn run_and_store(
 }
 
 /// The server end `--server` names, checked with the flags that go with
-/// it; a key file given is loaded for the sessions.
+/// it.
 pub(crate) enum ServerEnd {
     Embedded,
-    /// A `plumb serve` at an address, and the host part as given.
-    Manual(std::net::SocketAddr, String),
+    /// A `plumb serve` at an address, the host part as given, and the key
+    /// of its `--psk-file`.
+    Manual(std::net::SocketAddr, String, Option<Vec<u8>>),
     /// One plumb starts over ssh (see [`start_far_end`]).
     Ssh(plumb_run::ssh::SshTarget),
 }
@@ -318,15 +323,16 @@ pub(crate) fn server_end(f: &ServerArgs, asked: Option<Family>) -> Result<Server
             "--psk-file: only with --server HOST[:PORT] (the key of its plumb serve)",
         ));
     }
-    if let Some(p) = &f.psk_file {
-        let key = plumb_ctl::auth::load_key(p, "--psk-file").map_err(Failure::usage)?;
-        let _ = PSK.set(key);
-    }
+    let key = match &f.psk_file {
+        Some(p) => Some(plumb_ctl::auth::load_key(p, "--psk-file").map_err(Failure::usage)?),
+        None => None,
+    };
     Ok(match (&f.server, ssh) {
         (_, Some(t)) => ServerEnd::Ssh(t),
         (Some(s), None) => ServerEnd::Manual(
             super::parse_addr_of(s, plumb_ctl::DEFAULT_PORT, "--server", asked)?,
             host_part(s),
+            key,
         ),
         (None, None) => ServerEnd::Embedded,
     })
@@ -338,10 +344,29 @@ pub(crate) fn server_end(f: &ServerArgs, asked: Option<Family>) -> Result<Server
 pub(crate) struct Reached {
     pub addr: Option<std::net::SocketAddr>,
     host: Option<String>,
+    psk: Option<Vec<u8>>,
+    far: Option<Peer>,
     _far: Option<plumb_run::ssh::SshServer>,
 }
 
 impl Reached {
+    /// The context of runs against this server end, which ask `exclusive`
+    /// and `profile` of the host (and set no knob of the server's).
+    pub fn context(
+        &self,
+        exclusive: bool,
+        profile: Option<plumb_samples::ProfileAsk>,
+    ) -> RunContext {
+        RunContext {
+            server: self.addr,
+            psk: self.psk.clone(),
+            far: self.far.clone(),
+            exclusive,
+            profile,
+            server_knobs: Vec::new(),
+        }
+    }
+
     /// Points `spec` at this server end, as `plumb run --server` does.
     pub fn aim(&self, spec: &mut Spec) {
         if let (Some(addr), Some(host)) = (self.addr, &self.host) {
@@ -358,11 +383,15 @@ pub(crate) fn reach(f: &ServerArgs, family: Family) -> Result<Reached, Failure> 
         ServerEnd::Embedded => Reached {
             addr: None,
             host: None,
+            psk: None,
+            far: None,
             _far: None,
         },
-        ServerEnd::Manual(addr, host) => Reached {
+        ServerEnd::Manual(addr, host, psk) => Reached {
             addr: Some(addr),
             host: Some(host),
+            psk,
+            far: None,
             _far: None,
         },
         ServerEnd::Ssh(t) => {
@@ -370,6 +399,8 @@ pub(crate) fn reach(f: &ServerArgs, family: Family) -> Result<Reached, Failure> 
             Reached {
                 addr: Some(far.addr),
                 host: Some(t.host.clone()),
+                psk: Some(far.key.clone()),
+                far: Some(far_peer(&t, &far)),
                 _far: Some(far),
             }
         }
@@ -388,27 +419,24 @@ pub(crate) fn family_of(addr: &std::net::SocketAddr) -> Family {
 
 pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
     let (mut spec, a) = spec_of(cmd)?;
-    EXCLUSIVE.store(a.exclusive, std::sync::atomic::Ordering::Relaxed);
-    if let Some(ask) = a.profile.ask().map_err(Failure::usage)? {
-        let _ = PROFILE.set(ask);
-    }
+    let profile = a.profile.ask().map_err(Failure::usage)?;
     let asked = match (a.ipv4, a.ipv6) {
         (true, _) => Some(Family::V4),
         (_, true) => Some(Family::V6),
         _ => None,
     };
     let end = server_end(&a.far, asked)?;
-    let mut server = match &end {
-        ServerEnd::Manual(addr, host) => {
+    let (mut server, psk) = match &end {
+        ServerEnd::Manual(addr, host, psk) => {
             spec.family = family_of(addr);
             spec.server_host = Some(host.clone());
-            Some(*addr)
+            (Some(*addr), psk.clone())
         }
         ServerEnd::Ssh(t) => {
             spec.server_host = Some(t.host.clone());
-            None
+            (None, None)
         }
-        ServerEnd::Embedded => None,
+        ServerEnd::Embedded => (None, None),
     };
     let ssh = match end {
         ServerEnd::Ssh(t) => Some(t),
@@ -431,10 +459,9 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
     // The embedded server on this host and namespace is this host: its
     // knobs are the client's.
     let mut knobs = a.knobs.clone();
+    let mut server_knobs = a.server_knobs.clone();
     if server.is_none() && ssh.is_none() && spec.topology.is_none() {
-        knobs.extend(a.server_knobs.iter().cloned());
-    } else {
-        let _ = SERVER_KNOBS.set(a.server_knobs.clone());
+        knobs.append(&mut server_knobs);
     }
     // Restored when this goes out of scope: after the run, on its error, or
     // after an interrupted run has been reported.
@@ -454,7 +481,15 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
         server = Some(f.addr);
         spec.family = family_of(&f.addr);
     }
-    let (record, _env) = match run_and_store(&spec, &label, server, &repeat, store.as_mut(), a.json)
+    let ctx = RunContext {
+        server,
+        psk: far.as_ref().map(|f| f.key.clone()).or(psk),
+        far: ssh.as_ref().zip(far.as_ref()).map(|(t, f)| far_peer(t, f)),
+        exclusive: a.exclusive,
+        profile,
+        server_knobs,
+    };
+    let (record, _env) = match run_and_store(&spec, &label, &ctx, &repeat, store.as_mut(), a.json)
     {
         Ok(r) => r,
         // A dropped ssh connection is the reason, not what it broke.

@@ -8,7 +8,6 @@ use crate::Failure;
 use indicatif::{ProgressBar, ProgressStyle};
 use plumb_report::sweep::{matrix_side, TaggedRun};
 use plumb_run::experiment::{self as runner, Observer, Plan, PlanError, SweepError};
-use plumb_run::RunOptions;
 use plumb_samples::units::format_half_width;
 use plumb_samples::RunRecord;
 use plumb_spec::experiment::{Order, Point, PointId};
@@ -82,8 +81,8 @@ fn resume_command(a: &SweepArgs, seed: Option<u64>) -> String {
 /// Shows the sweep on a progress bar and stores each finished point.
 struct Keeper<'a> {
     store: &'a mut Store,
-    /// The server end, unless the embedded one.
-    server: Option<std::net::SocketAddr>,
+    /// The runs' context: how a record names the server end.
+    ctx: &'a super::run::RunContext,
     experiment: String,
     seed: u64,
     points: usize,
@@ -116,7 +115,7 @@ impl Observer for Keeper<'_> {
             .iter()
             .find_map(|i| i.server.build.clone());
         record.build = Some(env!("PLUMB_BUILD").to_string());
-        record.peer = Some(super::run::peer(&record.spec, self.server, server_build));
+        record.peer = Some(self.ctx.peer(&record.spec, server_build));
         let record = &record;
         let tag = RunTag {
             experiment: self.experiment.clone(),
@@ -211,18 +210,8 @@ pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
     for p in &mut plan.points {
         end.aim(&mut p.spec);
     }
-    let server = end.addr;
-    let opts = RunOptions {
-        server,
-        label: label.clone(),
-        interrupted: super::run::interrupt_flag(),
-        server_exe: std::env::current_exe()
-            .map_err(|e| Failure::usage(format!("cannot find the plumb executable: {e}")))?,
-        psk: super::run::psk(),
-        exclusive: a.exclusive,
-        server_knobs: Vec::new(),
-        profile: a.profile.ask().map_err(Failure::usage)?,
-    };
+    let ctx = end.context(a.exclusive, a.profile.ask().map_err(Failure::usage)?);
+    let opts = ctx.options(&label)?;
     // Drawn only here, on the controller thread; indicatif hides it when
     // stderr is not a terminal.
     let bar = ProgressBar::new((todo.len() as u32 * repeat.min) as u64);
@@ -232,7 +221,7 @@ pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
     );
     let mut keeper = Keeper {
         store: &mut store,
-        server,
+        ctx: &ctx,
         experiment: exp.name.clone(),
         seed,
         points,
