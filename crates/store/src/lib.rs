@@ -257,6 +257,10 @@ const MIGRATIONS: &[&str] = &[
         substr(hex(randomblob(2)), 2) || '-' || substr('89ab', 1 + (abs(random()) % 4), 1) ||
         substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6)));
     CREATE UNIQUE INDEX runs_uuid ON runs(uuid);",
+    // v7: each tagged run's variant's place in the experiment file, so
+    // that a report takes the same variant as its baseline as the sweep
+    // did. Older tags have none: their file is not at hand to tell.
+    "ALTER TABLE run_tags ADD COLUMN variant_rank INTEGER;",
 ];
 
 /// A new random (version 4) UUID in SQL, for a run that comes without one.

@@ -7,17 +7,18 @@
 
 use crate::pgtls::{self, SslMode};
 use crate::{
-    tags::RunTag, Columns, Environment, ExportedRun, RunId, RunRecord, RunRow, StoreError,
-    SCHEMA_VERSION,
+    tags::{self, RunTag},
+    Columns, Environment, ExportedRun, RunId, RunRecord, RunRow, StoreError, SCHEMA_VERSION,
 };
 use ::postgres::{config::Host, types::ToSql, Client, Config, GenericClient};
 use std::str::FromStr;
 
 /// Versioned steps, each taking the schema to its version. PostgreSQL
 /// support began at SQLite's v6, so its first step builds that layout whole.
-pub(crate) const MIGRATIONS: &[(i64, &str)] = &[(
-    6,
-    r#"CREATE TABLE environments (
+pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
+    (
+        6,
+        r#"CREATE TABLE environments (
         hash TEXT PRIMARY KEY,
         facts TEXT NOT NULL
     );
@@ -71,7 +72,10 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[(
         seed BIGINT
     );
     CREATE INDEX run_tags_experiment ON run_tags(experiment, point);"#,
-)];
+    ),
+    // As SQLite's v7: the variant's place in the experiment file.
+    (7, "ALTER TABLE run_tags ADD COLUMN variant_rank BIGINT;"),
+];
 
 /// The advisory lock that serialises migrations: two first writers on a new
 /// database would otherwise both create the tables and one would fail.
@@ -463,8 +467,16 @@ pub(crate) fn insert_runs(
         let id = insert_in(&mut tx, shown, record, *env)?;
         if let Some(tag) = tag {
             tx.execute(
-                "INSERT INTO run_tags (run_id, experiment, point, variant, seed) VALUES ($1, $2, $3, $4, $5)",
-                &[&id.0, &tag.experiment, &tag.point, &tag.variant, &tag.seed.map(|s| s as i64)],
+                "INSERT INTO run_tags (run_id, experiment, point, variant, seed, variant_rank)
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+                &[
+                    &id.0,
+                    &tag.experiment,
+                    &tag.point,
+                    &tag.variant,
+                    &tag.seed.map(|s| s as i64),
+                    &tag.variant_rank.map(i64::from),
+                ],
             )
             .map_err(&e)?;
         }
@@ -694,7 +706,7 @@ pub(crate) fn delete(c: &mut Client, shown: &str, id: RunId) -> Result<bool, Sto
 pub(crate) fn tag_of(c: &mut Client, shown: &str, id: RunId) -> Result<Option<RunTag>, StoreError> {
     let row = c
         .query_opt(
-            "SELECT experiment, point, variant, seed FROM run_tags WHERE run_id = $1",
+            "SELECT experiment, point, variant, seed, variant_rank FROM run_tags WHERE run_id = $1",
             &[&id.0],
         )
         .map_err(err(shown))?;
@@ -703,6 +715,7 @@ pub(crate) fn tag_of(c: &mut Client, shown: &str, id: RunId) -> Result<Option<Ru
         point: r.get(1),
         variant: r.get(2),
         seed: r.get::<_, Option<i64>>(3).map(|s| s as u64),
+        variant_rank: tags::rank(r.get(4)),
     }))
 }
 
@@ -714,7 +727,8 @@ pub(crate) fn experiment_tags(
 ) -> Result<Vec<(RunId, RunTag)>, StoreError> {
     let rows = c
         .query(
-            "SELECT t.run_id, t.point, t.variant, t.seed FROM run_tags t JOIN runs r ON r.id = t.run_id
+            "SELECT t.run_id, t.point, t.variant, t.seed, t.variant_rank
+             FROM run_tags t JOIN runs r ON r.id = t.run_id
              WHERE t.experiment = $1 AND ($2::text IS NULL OR r.label = $2)
              ORDER BY r.started_at, r.id",
             &[&experiment, &label],
@@ -730,6 +744,7 @@ pub(crate) fn experiment_tags(
                     point: r.get(1),
                     variant: r.get(2),
                     seed: r.get::<_, Option<i64>>(3).map(|s| s as u64),
+                    variant_rank: tags::rank(r.get(4)),
                 },
             )
         })

@@ -1,6 +1,7 @@
-//! Runs made by an experiment carry its name, the point and the variant, so
-//! `plumb sweep --resume` finds the points already stored and `plumb report
-//! --experiment` finds all of them again.
+//! Runs made by an experiment carry its name, the point and the variant
+//! (with its place in the file), so `plumb sweep --resume` finds the points
+//! already stored and `plumb report --experiment` finds all of them again,
+//! with the same baseline as the sweep.
 
 use super::{postgres, Conn, RunId, Store, StoredRun};
 use plumb_samples::{Environment, RunRecord};
@@ -16,6 +17,13 @@ pub struct RunTag {
     pub variant: Option<String>,
     /// The seed the experiment's order was drawn with.
     pub seed: Option<u64>,
+    /// The variant's place among the experiment file's variants, from 0:
+    /// the report takes the first as its baseline, as the sweep does, even
+    /// when a random order ran another variant first. None for the runs of
+    /// an experiment without variants, and for runs stored before schema
+    /// version 7 began to keep it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant_rank: Option<u32>,
 }
 
 impl Store {
@@ -36,7 +44,8 @@ impl Store {
             Conn::Postgres(c) => return postgres::tag_of(&mut c.borrow_mut(), &self.path, id),
         };
         c.query_row(
-            "SELECT t.experiment, t.point, t.variant, t.seed FROM run_tags t WHERE t.run_id = ?1",
+            "SELECT t.experiment, t.point, t.variant, t.seed, t.variant_rank FROM run_tags t
+             WHERE t.run_id = ?1",
             params![id.0],
             |r| {
                 Ok(RunTag {
@@ -44,6 +53,7 @@ impl Store {
                     point: r.get(1)?,
                     variant: r.get(2)?,
                     seed: r.get::<_, Option<i64>>(3)?.map(|s| s as u64),
+                    variant_rank: rank(r.get(4)?),
                 })
             },
         )
@@ -68,7 +78,8 @@ impl Store {
         };
         let mut stmt = c
             .prepare(
-                "SELECT t.run_id, t.point, t.variant, t.seed FROM run_tags t JOIN runs r ON r.id = t.run_id
+                "SELECT t.run_id, t.point, t.variant, t.seed, t.variant_rank
+                 FROM run_tags t JOIN runs r ON r.id = t.run_id
                  WHERE t.experiment = ?1 AND (?2 IS NULL OR r.label = ?2)
                  ORDER BY r.started_at, r.id",
             )
@@ -82,6 +93,7 @@ impl Store {
                         point: r.get(1)?,
                         variant: r.get(2)?,
                         seed: r.get::<_, Option<i64>>(3)?.map(|s| s as u64),
+                        variant_rank: rank(r.get(4)?),
                     },
                 ))
             })
@@ -114,8 +126,23 @@ impl Store {
 /// Tags the run `id` in the transaction that writes it.
 pub(crate) fn insert_tag(tx: &Transaction, id: RunId, tag: &RunTag) -> rusqlite::Result<()> {
     tx.execute(
-        "INSERT INTO run_tags (run_id, experiment, point, variant, seed) VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![id.0, tag.experiment, tag.point, tag.variant, tag.seed.map(|s| s as i64)],
+        "INSERT INTO run_tags (run_id, experiment, point, variant, seed, variant_rank)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![
+            id.0,
+            tag.experiment,
+            tag.point,
+            tag.variant,
+            tag.seed.map(|s| s as i64),
+            tag.variant_rank
+        ],
     )?;
     Ok(())
+}
+
+/// A stored rank as the tag holds it. Neither engine has an unsigned type:
+/// a value no plumb writes (negative, or past u32) reads as none, alike on
+/// both, rather than failing the whole report.
+pub(crate) fn rank(v: Option<i64>) -> Option<u32> {
+    v.and_then(|v| u32::try_from(v).ok())
 }

@@ -46,6 +46,8 @@ fn tag(point: &str, variant: Option<&str>) -> RunTag {
         point: point.into(),
         variant: variant.map(str::to_string),
         seed: Some(42),
+        // Not 0: a rank that is not the first is the one to lose.
+        variant_rank: variant.map(|_| 1),
     }
 }
 
@@ -178,6 +180,37 @@ fn both_engines_answer_every_operation_alike() {
         Err(StoreError::TooNew { found: 99, .. }) => {}
         other => panic!("expected TooNew, got {:?}", other.err()),
     }
+}
+
+#[test]
+fn a_version_6_database_migrates_its_tags_without_ranks() {
+    let Some(server) = PgServer::start("rank", false) else {
+        return;
+    };
+    let url = server.database("rank");
+    let id = {
+        let mut s = Store::open_location(&Location::new(&url)).unwrap();
+        s.insert_tagged_run(
+            &record("x", "2026-11-01T00:00:00Z", 1),
+            None,
+            &tag("sndbuf=8K,variant=rps", Some("rps")),
+        )
+        .unwrap()
+    };
+    // Back to the layout a version-6 plumb made: no rank column.
+    let mut c = server.client("rank");
+    c.batch_execute(
+        "ALTER TABLE run_tags DROP COLUMN variant_rank; UPDATE plumb_schema SET version = 6",
+    )
+    .unwrap();
+    let s = Store::open_location(&Location::new(&url)).unwrap();
+    assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
+    let old = RunTag {
+        variant_rank: None,
+        ..tag("sndbuf=8K,variant=rps", Some("rps"))
+    };
+    assert_eq!(s.tag_of(id).unwrap(), Some(old.clone()));
+    assert_eq!(s.experiment_runs("sweep1", None).unwrap()[0].0, old);
 }
 
 #[test]

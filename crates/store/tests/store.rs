@@ -392,6 +392,7 @@ fn each_run_has_a_unique_id_that_export_import_and_tags_keep() {
         point: "flows=1".into(),
         variant: Some("v".into()),
         seed: Some(7),
+        variant_rank: Some(2),
     };
     let b = s
         .insert_tagged_run(&record("b", "2026-11-20T11:00:00Z"), None, &tag)
@@ -448,4 +449,50 @@ fn runs_stored_before_ids_get_one_each_at_migration() {
         assert_eq!(u.len(), 36, "{u}");
         assert_eq!(&u[14..15], "4", "{u}");
     }
+}
+
+#[test]
+fn tags_stored_before_ranks_migrate_without_one() {
+    let db = TempDb::new("migrate6");
+    let tag = plumb_store::RunTag {
+        experiment: "e".into(),
+        point: "flows=1,variant=nagle".into(),
+        variant: Some("nagle".into()),
+        seed: Some(9),
+        variant_rank: None,
+    };
+    let id = {
+        // A version-6 plumb's tag, written through the store of the time:
+        // its run_tags has no rank column to write to.
+        drop(Store::open_at_version(&db.0, 6).unwrap());
+        let c = rusqlite::Connection::open(&db.0).unwrap();
+        let id = insert_old_run(&c, &record("x", "2026-11-20T10:00:00Z"), None);
+        c.execute(
+            "UPDATE runs SET uuid = '0f1e2d3c-4b5a-4697-8877-665544332211' WHERE id = ?1",
+            rusqlite::params![id.0],
+        )
+        .unwrap();
+        c.execute(
+            "INSERT INTO run_tags (run_id, experiment, point, variant, seed)
+             VALUES (?1, 'e', 'flows=1,variant=nagle', 'nagle', 9)",
+            rusqlite::params![id.0],
+        )
+        .unwrap();
+        id
+    };
+    let mut s = Store::open(&db.0).unwrap();
+    assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
+    assert_eq!(s.tag_of(id).unwrap(), Some(tag.clone()));
+    assert_eq!(s.experiment_runs("e", None).unwrap()[0].0, tag);
+    // A new tag in the migrated database keeps its rank.
+    let ranked = plumb_store::RunTag {
+        point: "flows=1,variant=nodelay".into(),
+        variant: Some("nodelay".into()),
+        variant_rank: Some(1),
+        ..tag
+    };
+    let b = s
+        .insert_tagged_run(&record("x", "2026-11-20T11:00:00Z"), None, &ranked)
+        .unwrap();
+    assert_eq!(s.tag_of(b).unwrap(), Some(ranked));
 }

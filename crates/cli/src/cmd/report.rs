@@ -76,10 +76,13 @@ pub fn exec(a: ReportArgs) -> Result<i32, Failure> {
             }
             let runs = runs
                 .into_iter()
-                .map(|(t, r)| TaggedRun {
-                    point: PointId::parse(&t.point),
-                    record: r.record,
-                    env: r.env,
+                .map(|(t, r)| {
+                    let run = TaggedRun {
+                        point: PointId::parse(&t.point),
+                        record: r.record,
+                        env: r.env,
+                    };
+                    (run, t.variant_rank)
                 })
                 .collect();
             sweep::experiment_lines(name, runs)

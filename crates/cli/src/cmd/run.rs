@@ -489,8 +489,7 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
         profile,
         server_knobs,
     };
-    let (record, _env) = match run_and_store(&spec, &label, &ctx, &repeat, store.as_mut(), a.json)
-    {
+    let (record, _env) = match run_and_store(&spec, &label, &ctx, &repeat, store.as_mut(), a.json) {
         Ok(r) => r,
         // A dropped ssh connection is the reason, not what it broke.
         Err(e) => {

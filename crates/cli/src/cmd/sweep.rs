@@ -84,6 +84,9 @@ struct Keeper<'a> {
     /// The runs' context: how a record names the server end.
     ctx: &'a super::run::RunContext,
     experiment: String,
+    /// The experiment's variants in the file's order: a point's rank among
+    /// them is stored with it, for `plumb report` to take the same baseline.
+    variants: Vec<String>,
     seed: u64,
     points: usize,
     bar: ProgressBar,
@@ -122,6 +125,10 @@ impl Observer for Keeper<'_> {
             point: point.id.to_string(),
             variant: point.id.variant.clone(),
             seed: Some(self.seed),
+            variant_rank: point.id.variant.as_ref().and_then(|v| {
+                let rank = self.variants.iter().position(|n| n == v)?;
+                u32::try_from(rank).ok()
+            }),
         };
         let id = self
             .store
@@ -223,6 +230,7 @@ pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
         store: &mut store,
         ctx: &ctx,
         experiment: exp.name.clone(),
+        variants: exp.variants.iter().map(|v| v.name.clone()).collect(),
         seed,
         points,
         bar: bar.clone(),
