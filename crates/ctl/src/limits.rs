@@ -72,6 +72,8 @@ impl Limits {
         if let Some(max) = self.max_rate_bps {
             let show = |b: u64| format_bits_per_sec(b as f64);
             let flows = spec.flows as u64;
+            // Every workload is named, so that a new one is given its limit
+            // on purpose.
             match (spec.workload, &spec.rr) {
                 (Workload::Stream, _) => {
                     let Some(pacing) = spec.socket.pacing_rate_bps else {
@@ -99,7 +101,7 @@ impl Limits {
                         show(max)
                     ));
                 }
-                (_, Some(rr)) => {
+                (Workload::Rr | Workload::Crr | Workload::UdpRr, Some(rr)) => {
                     if let Some(tps) = rr.rate {
                         let total = tps
                             .saturating_mul(rr.req_size.saturating_add(rr.resp_size))
@@ -114,7 +116,9 @@ impl Limits {
                         }
                     }
                 }
-                _ => {}
+                // Validation gives these their sizes; without them there is
+                // no rate to check.
+                (Workload::Rr | Workload::Crr | Workload::UdpRr, None) => {}
             }
         }
         Ok(())

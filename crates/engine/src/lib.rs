@@ -78,30 +78,15 @@ impl EngineConfig {
                 w.iter().map(|&n| n as usize).collect()
             }
         };
-        let crr = spec
-            .rr
-            .as_ref()
-            .filter(|_| spec.workload == plumb_spec::Workload::Crr)
-            .map(|r| {
-                let (out_writes, in_size) = if server {
-                    (writes(&r.resp_writes, r.resp_size), r.req_size as usize)
-                } else {
-                    (writes(&r.req_writes, r.req_size), r.resp_size as usize)
-                };
-                CrrPlan {
-                    client: !server,
-                    slots: spec.flows as usize,
-                    out_writes,
-                    in_size,
-                    rst: r.close != Some(plumb_spec::Close::Fin),
-                    peer: (!server).then_some(link.peer),
-                    accept_from: server.then(|| link.peer.ip()),
-                    opts: spec.socket.clone(),
-                }
-            });
-        let udp = spec.workload.is_udp().then(|| UdpPlan {
+        // validate() gives rr, crr and udp-rr their request and response.
+        let rr = || {
+            spec.rr
+                .as_ref()
+                .expect("a validated request/response spec carries its sizes")
+        };
+        let udp = |rr: bool| UdpPlan {
             client: !server,
-            rr: spec.workload == plumb_spec::Workload::UdpRr,
+            rr,
             tag: UdpPlan::tag_of(&link.cookie),
             out_size: match (&spec.rr, server) {
                 (Some(r), true) => r.resp_size as usize,
@@ -115,13 +100,20 @@ impl EngineConfig {
                 .and_then(|r| r.timeout_ms)
                 .unwrap_or(plumb_spec::UDP_RR_TIMEOUT_MS)
                 * 1_000_000,
-        });
-        let rr = spec
-            .rr
-            .as_ref()
-            .filter(|_| crr.is_none() && udp.is_none())
-            .map(|r| {
-                if server {
+        };
+        // Every workload is named, so that a new one gets its plan on
+        // purpose rather than running as a stream.
+        let workload = match spec.workload {
+            plumb_spec::Workload::Stream => Workload::Stream(StreamPlan {
+                sends,
+                receives,
+                msg_size: spec.msg_size as usize,
+                zerocopy: spec.zerocopy,
+                rx: spec.rx,
+            }),
+            plumb_spec::Workload::Rr => {
+                let r = rr();
+                Workload::Rr(if server {
                     RrPlan {
                         client: false,
                         out_writes: writes(&r.resp_writes, r.resp_size),
@@ -139,19 +131,28 @@ impl EngineConfig {
                         depth: r.pipeline,
                         rate: r.rate.map(|x| x as f64),
                     }
-                }
-            });
-        let workload = match (crr, udp, rr) {
-            (Some(c), _, _) => Workload::Crr(c),
-            (None, Some(u), _) => Workload::Udp(u),
-            (None, None, Some(r)) => Workload::Rr(r),
-            (None, None, None) => Workload::Stream(StreamPlan {
-                sends,
-                receives,
-                msg_size: spec.msg_size as usize,
-                zerocopy: spec.zerocopy,
-                rx: spec.rx,
-            }),
+                })
+            }
+            plumb_spec::Workload::Crr => {
+                let r = rr();
+                let (out_writes, in_size) = if server {
+                    (writes(&r.resp_writes, r.resp_size), r.req_size as usize)
+                } else {
+                    (writes(&r.req_writes, r.req_size), r.resp_size as usize)
+                };
+                Workload::Crr(CrrPlan {
+                    client: !server,
+                    slots: spec.flows as usize,
+                    out_writes,
+                    in_size,
+                    rst: r.close != Some(plumb_spec::Close::Fin),
+                    peer: (!server).then_some(link.peer),
+                    accept_from: server.then(|| link.peer.ip()),
+                    opts: spec.socket.clone(),
+                })
+            }
+            plumb_spec::Workload::UdpStream => Workload::Udp(udp(false)),
+            plumb_spec::Workload::UdpRr => Workload::Udp(udp(true)),
         };
         EngineConfig {
             role,

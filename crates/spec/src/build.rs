@@ -49,9 +49,12 @@ fn path_value(field: Field, value: &str, v: &mut Veth) -> Result<(), String> {
         Field::Queue => size(value).map(|q| v.queue_bytes = Some(q)),
         Field::Emulator => choice(value, Emulator::NAMES).map(|e| v.emulator = Some(e)),
         Field::PathCpus => cpu_list(value).map(|c| v.path_cpus = Some(c)),
-        _ => parse_loss_ppm(value)
+        Field::Loss => parse_loss_ppm(value)
             .map(|p| v.loss_ppm = Some(p))
             .map_err(text),
+        // A field of the path that is not parsed here is a wiring mistake,
+        // said out loud rather than read as another field.
+        other => Err(format!("{} is not a setting of the path", other.key())),
     }
 }
 

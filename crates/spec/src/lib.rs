@@ -882,8 +882,10 @@ impl Spec {
         line
     }
 
-    /// Fields the first part of the summary shows already, and the warm-up,
-    /// which changes when the window opens, not what it measures.
+    /// Fields the first part of the summary shows already, those that only
+    /// set others, and the warm-up, which changes when the window opens,
+    /// not what it measures. Every field is named here, so that a new one
+    /// is placed in the summary on purpose.
     fn in_headline(&self, field: Field) -> bool {
         match field {
             Field::Nodelay => self.rr.is_some(),
@@ -895,7 +897,37 @@ impl Spec {
             | Field::PacingRate
             | Field::ClientCpus
             | Field::ServerCpus => false,
-            _ => true,
+            Field::Workload
+            | Field::Direction
+            | Field::Flows
+            | Field::Threads
+            | Field::MsgSize
+            | Field::ReqSize
+            | Field::RespSize
+            | Field::Pipeline
+            | Field::Rate
+            | Field::ReqWrites
+            | Field::RespWrites
+            | Field::ReqHeader
+            | Field::ReqPayload
+            | Field::RespHeader
+            | Field::RespPayload
+            | Field::Close
+            | Field::Timeout
+            | Field::Buffers
+            | Field::ZeroCopy
+            | Field::Rx
+            | Field::Family
+            | Field::Duration
+            | Field::Warmup
+            | Field::Topology
+            | Field::Mtu
+            | Field::Delay
+            | Field::Loss
+            | Field::LinkRate
+            | Field::Queue
+            | Field::Emulator
+            | Field::PathCpus => true,
         }
     }
 
