@@ -1,6 +1,8 @@
-//! The control protocol (length-prefixed, versioned JSON frames) and both of
-//! its sides: `server` is what `plumb serve` runs, driving the engine in the
-//! server role; `client` is the session the run orchestrator drives.
+//! The control protocol (length-prefixed, versioned JSON frames): frames,
+//! messages, their order, authentication, limits and the liveness of the
+//! peer, and the client's session over them. No engine runs here: the test
+//! ends that both sides drive (the client's and `plumb serve`'s) are the
+//! run crate's.
 #![deny(unsafe_code)]
 
 pub mod auth;
@@ -10,7 +12,9 @@ pub mod limits;
 pub mod liveness;
 pub mod message;
 pub mod order;
-pub mod server;
+
+/// The control port `plumb serve` listens on when none is given.
+pub const DEFAULT_PORT: u16 = 12867;
 
 pub use client::{CtlError, Ready, Session};
 pub use frame::{
@@ -20,4 +24,3 @@ pub use frame::{
 pub use limits::{Cidr, Limits};
 pub use message::{Frame, Message, PROTOCOL_VERSION};
 pub use order::Order;
-pub use server::{serve, KnobGuard, LogFormat, ServeConfig, ServeError, ServerKnobs, DEFAULT_PORT};

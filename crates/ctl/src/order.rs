@@ -11,7 +11,7 @@
 use crate::message::Message;
 
 /// Why a message the order let through is the one a side matched for.
-pub(crate) const IN_ORDER: &str = "the order lets no other message through here";
+pub const IN_ORDER: &str = "the order lets no other message through here";
 
 /// The message a session waits for next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -672,6 +672,30 @@ pub fn check(settings: &[Setting]) -> Result<(), KnobError> {
     Ok(())
 }
 
+/// The knobs a client asks of `plumb serve` (`KNOB=VALUE` each), set in
+/// the server's own namespace through the default journal, all or none;
+/// one line per knob saying what it did, and what puts them back when
+/// dropped.
+pub fn apply_server(knobs: &[String]) -> Result<(Vec<String>, Applied), String> {
+    let here = raw::own_netns_name();
+    let settings = knobs
+        .iter()
+        .map(|k| {
+            let mut s: Setting = k.parse().map_err(|e: KnobError| e.0)?;
+            if let Some(ns) = &s.knob.netns {
+                return Err(format!(
+                    "'{k}' names namespace {ns}: a server knob acts in the server's own \
+                     namespace; leave out @{ns}"
+                ));
+            }
+            s.knob.netns = here.clone();
+            Ok(s)
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let (applied, changes) = apply(&Journal::open_default(), &settings).map_err(|e| e.0)?;
+    Ok((changes.iter().map(Change::line).collect(), applied))
+}
+
 /// Checks every setting, then makes them one by one. Nothing is changed
 /// when a check fails; when a change fails, those already made are undone.
 pub fn apply(journal: &Journal, settings: &[Setting]) -> Result<(Applied, Vec<Change>), KnobError> {

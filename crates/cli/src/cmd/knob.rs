@@ -37,37 +37,6 @@ pub fn apply(settings: &[Setting]) -> Result<Applied, Failure> {
     Ok(applied)
 }
 
-/// The knobs `plumb serve --allow-knobs` sets for a client's session: the
-/// same checks, journal and restore as local knobs, in the server's own
-/// network namespace (named in the journal when it is not the host's, so a
-/// restore from anywhere acts there).
-#[derive(Debug)]
-pub struct HostKnobs;
-
-impl plumb_ctl::ServerKnobs for HostKnobs {
-    fn apply(&self, knobs: &[String]) -> Result<(Vec<String>, plumb_ctl::KnobGuard), String> {
-        let here = plumb_sys::knob::own_netns_name();
-        let settings = knobs
-            .iter()
-            .map(|k| {
-                let mut s: Setting = k.parse().map_err(|e: knob::KnobError| e.0)?;
-                if let Some(ns) = &s.knob.netns {
-                    return Err(format!(
-                        "'{k}' names namespace {ns}: a server knob acts in the server's own \
-                         namespace; leave out @{ns}"
-                    ));
-                }
-                s.knob.netns = here.clone();
-                Ok(s)
-            })
-            .collect::<Result<Vec<_>, String>>()?;
-        let (applied, changes) =
-            knob::apply(&Journal::open_default(), &settings).map_err(|e| e.0)?;
-        let lines = changes.iter().map(knob::Change::line).collect();
-        Ok((lines, Box::new(applied)))
-    }
-}
-
 pub fn restore(a: RestoreArgs) -> Result<i32, Failure> {
     let journal = a
         .journal

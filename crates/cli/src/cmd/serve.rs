@@ -1,6 +1,7 @@
 use crate::args::{LogArg, ServeArgs};
 use crate::Failure;
-use plumb_ctl::{serve, Cidr, Limits, LogFormat, ServeConfig, ServeError, DEFAULT_PORT};
+use plumb_ctl::{Cidr, Limits, DEFAULT_PORT};
+use plumb_run::serve::{serve, LogFormat, ServeConfig, ServeError};
 
 pub fn exec(a: ServeArgs) -> Result<i32, Failure> {
     // Started over ssh, the server takes an ephemeral port and says which.
@@ -27,6 +28,13 @@ pub fn exec(a: ServeArgs) -> Result<i32, Failure> {
         .iter()
         .map(|s| Cidr::parse(s).map_err(|e| Failure::usage(format!("--allow: {e}"))))
         .collect::<Result<Vec<_>, _>>()?;
+    // A server started over ssh:// takes the ssh login as the right to
+    // change its host.
+    let allow_knobs = a.allow_knobs || a.ssh_session;
+    if allow_knobs {
+        // What a killed server of this host left set goes back first.
+        super::knob::recover_at_start();
+    }
     match serve(&ServeConfig {
         listen,
         once: a.once,
@@ -44,14 +52,8 @@ pub fn exec(a: ServeArgs) -> Result<i32, Failure> {
             LogArg::Text => LogFormat::Text,
             LogArg::Json => LogFormat::Json,
         },
-        environment: (!a.same_host).then_some(plumb_run::env::capture_toward as fn(_) -> _),
-        // A server started over ssh:// takes the ssh login as the right to
-        // change its host.
-        knobs: (a.allow_knobs || a.ssh_session).then(|| {
-            // What a killed server of this host left set goes back first.
-            super::knob::recover_at_start();
-            std::sync::Arc::new(super::knob::HostKnobs) as _
-        }),
+        capture_env: !a.same_host,
+        allow_knobs,
     }) {
         Ok(()) => Ok(0),
         Err(e @ ServeError::Listen { .. }) => Err(Failure::usage(e.to_string())),

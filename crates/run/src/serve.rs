@@ -3,15 +3,18 @@
 //! runs the mirror image with the engine in the server role. Every read has
 //! a deadline; a session that goes wrong ends with an error message to the
 //! client, a closed connection and a log line; the server itself goes on.
+//! The protocol (frames, messages, their order, authentication, limits) is
+//! `plumb_ctl`'s; this is the server end's runtime, beside the client's in
+//! this crate, so it captures the environment and sets knobs itself.
 
-use crate::auth;
-use crate::frame::{frames_from, read_frame_until, write_frame, FrameError, MAX_FRAME};
-use crate::limits::{Cidr, Limits};
-use crate::message::{software, Frame, Message};
-use crate::order::{Order, IN_ORDER};
+use plumb_ctl::auth;
+use plumb_ctl::frame::{frames_from, read_frame_until, write_frame, FrameError, MAX_FRAME};
+use plumb_ctl::limits::{Cidr, Limits};
+use plumb_ctl::message::{software, Frame, Message};
+use plumb_ctl::order::{Order, IN_ORDER};
 use plumb_engine::meter::NoSink;
 use plumb_engine::{udp_server_sockets, DataListener, Link, ReadyEnd, RunningEnd, Sockets};
-use plumb_samples::{EndResult, Environment, Role};
+use plumb_samples::{EndResult, Role};
 use plumb_spec::Spec;
 use plumb_sys::{plain_io, Cookie};
 use std::cell::RefCell;
@@ -22,8 +25,7 @@ use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The control port `plumb serve` listens on when none is given.
-pub const DEFAULT_PORT: u16 = 12867;
+pub use plumb_ctl::DEFAULT_PORT;
 
 /// How long a client has from connecting to sending its spec, and later to
 /// sending `start`: a whole frame must arrive in that time, however slowly
@@ -57,24 +59,14 @@ pub struct ServeConfig {
     /// Tests run at the same time.
     pub concurrent: u32,
     pub log: LogFormat,
-    /// Captures this host's environment for the interfaces that reach the
-    /// given client address, sent with each session's results; None sends
-    /// none. Given by the binary, which knows how to capture one.
-    pub environment: Option<fn(std::net::IpAddr) -> Environment>,
-    /// Sets host knobs for a session (`plumb serve --allow-knobs`); None
-    /// refuses every session that asks for one.
-    pub knobs: Option<Arc<dyn ServerKnobs>>,
-}
-
-/// Puts a session's knobs back when dropped.
-pub type KnobGuard = Box<dyn Send>;
-
-/// How a server end sets host knobs, given by the binary, which knows how
-/// (the journal that restores them after a crash lives there too).
-pub trait ServerKnobs: Send + Sync + std::fmt::Debug {
-    /// Checks every `KNOB=VALUE`, then sets them all or none; returns one
-    /// line per knob saying what it did, and the guard that restores them.
-    fn apply(&self, knobs: &[String]) -> Result<(Vec<String>, KnobGuard), String>;
+    /// Sends this host's environment, for the interfaces that reach the
+    /// client, with each session's results; false where the client's own
+    /// capture stands for this host (the embedded server).
+    pub capture_env: bool,
+    /// Sets host knobs for a session (`plumb serve --allow-knobs`), with
+    /// the journal that restores them after a crash; false refuses every
+    /// session that asks for one.
+    pub allow_knobs: bool,
 }
 
 impl ServeConfig {
@@ -89,8 +81,8 @@ impl ServeConfig {
             data_ports: None,
             concurrent: 1,
             log: LogFormat::Text,
-            environment: None,
-            knobs: None,
+            capture_env: false,
+            allow_knobs: false,
         }
     }
 }
@@ -220,7 +212,7 @@ pub fn serve(cfg: &ServeConfig) -> Result<(), ServeError> {
         // A host without IPv6 still serves IPv4 on the default address.
         Err(e)
             if listen.ip() == IpAddr::V6(Ipv6Addr::UNSPECIFIED)
-                && e.raw_os_error() == Some(libc::EAFNOSUPPORT) =>
+                && e.raw_os_error() == Some(rustix::io::Errno::AFNOSUPPORT.raw_os_error()) =>
         {
             listen = SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), listen.port());
             bind(listen).map_err(|e| ServeError::Listen {
@@ -478,16 +470,16 @@ fn session_knobs(
     sh: &Arc<Shared>,
     peer: SocketAddr,
     knobs: &[String],
-) -> Result<(Vec<String>, Option<KnobGuard>), String> {
+) -> Result<(Vec<String>, Option<crate::knob::Applied>), String> {
     if knobs.is_empty() {
         return Ok((Vec::new(), None));
     }
-    let Some(host) = &sh.cfg.knobs else {
+    if !sh.cfg.allow_knobs {
         return Err(
             "--server-knob: this server does not set knobs (start plumb serve with --allow-knobs)"
                 .into(),
         );
-    };
+    }
     if sh.cfg.psk.is_none() {
         return Err(
             "--server-knob: knobs need a session that proved the key, and this server \
@@ -504,9 +496,8 @@ fn session_knobs(
             sh.cfg.concurrent
         ));
     }
-    let (lines, guard) = host
-        .apply(knobs)
-        .map_err(|e| format!("--server-knob: {e}"))?;
+    let (lines, guard) =
+        crate::knob::apply_server(knobs).map_err(|e| format!("--server-knob: {e}"))?;
     for l in &lines {
         sh.log("knob", Some(peer), l);
     }
@@ -515,7 +506,7 @@ fn session_knobs(
 
 fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), String> {
     let _ = stream.set_nodelay(true);
-    crate::liveness::watch_peer(&stream);
+    plumb_ctl::liveness::watch_peer(&stream);
     let local_ip = stream
         .local_addr()
         .map_err(|e| plain_io(&e))?
@@ -655,8 +646,8 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
     // do, so that the client's next session finds this server free.
     let env = sh
         .cfg
-        .environment
-        .map(|capture| Box::new(capture(peer.ip())));
+        .capture_env
+        .then(|| Box::new(crate::env::capture_toward(peer.ip())));
     drop(knob_guard);
     ctrl.send(Message::Results {
         end: Box::new(result),
