@@ -3,9 +3,8 @@
 //! already stored and `plumb report --experiment` finds all of them again,
 //! with the same baseline as the sweep.
 
-use super::{postgres, Conn, RunId, Store, StoredRun};
+use crate::{Result, RunId, Store, StoredRun};
 use plumb_samples::{Environment, RunRecord};
-use rusqlite::{params, OptionalExtension, Transaction};
 use serde::{Deserialize, Serialize};
 
 /// Where a run belongs in an experiment.
@@ -33,32 +32,13 @@ impl Store {
         record: &RunRecord,
         env: Option<&Environment>,
         tag: &RunTag,
-    ) -> super::Result<RunId> {
+    ) -> Result<RunId> {
         self.insert_one(record, env, Some(tag))
     }
 
     /// The tag of a run, if an experiment made it.
-    pub fn tag_of(&self, id: RunId) -> super::Result<Option<RunTag>> {
-        let c = match &self.conn {
-            Conn::Sqlite(c) => c,
-            Conn::Postgres(c) => return postgres::tag_of(&mut c.borrow_mut(), &self.path, id),
-        };
-        c.query_row(
-            "SELECT t.experiment, t.point, t.variant, t.seed, t.variant_rank FROM run_tags t
-             WHERE t.run_id = ?1",
-            params![id.0],
-            |r| {
-                Ok(RunTag {
-                    experiment: r.get(0)?,
-                    point: r.get(1)?,
-                    variant: r.get(2)?,
-                    seed: r.get::<_, Option<i64>>(3)?.map(|s| s as u64),
-                    variant_rank: rank(r.get(4)?),
-                })
-            },
-        )
-        .optional()
-        .map_err(|e| self.err(e))
+    pub fn tag_of(&self, id: RunId) -> Result<Option<RunTag>> {
+        self.backend.tag_of(id)
     }
 
     /// The runs of an experiment (under `label` when given), oldest first.
@@ -66,44 +46,8 @@ impl Store {
         &self,
         experiment: &str,
         label: Option<&str>,
-    ) -> super::Result<Vec<(RunTag, StoredRun)>> {
-        let c = match &self.conn {
-            Conn::Sqlite(c) => c,
-            Conn::Postgres(c) => {
-                // Bound first: the client is borrowed again to read each run.
-                let rows =
-                    postgres::experiment_tags(&mut c.borrow_mut(), &self.path, experiment, label)?;
-                return self.runs_of(rows);
-            }
-        };
-        let mut stmt = c
-            .prepare(
-                "SELECT t.run_id, t.point, t.variant, t.seed, t.variant_rank
-                 FROM run_tags t JOIN runs r ON r.id = t.run_id
-                 WHERE t.experiment = ?1 AND (?2 IS NULL OR r.label = ?2)
-                 ORDER BY r.started_at, r.id",
-            )
-            .map_err(|e| self.err(e))?;
-        let rows = stmt
-            .query_map(params![experiment, label], |r| {
-                Ok((
-                    RunId(r.get(0)?),
-                    RunTag {
-                        experiment: experiment.to_string(),
-                        point: r.get(1)?,
-                        variant: r.get(2)?,
-                        seed: r.get::<_, Option<i64>>(3)?.map(|s| s as u64),
-                        variant_rank: rank(r.get(4)?),
-                    },
-                ))
-            })
-            .map_err(|e| self.err(e))?
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| self.err(e))?;
-        self.runs_of(rows)
-    }
-
-    fn runs_of(&self, rows: Vec<(RunId, RunTag)>) -> super::Result<Vec<(RunTag, StoredRun)>> {
+    ) -> Result<Vec<(RunTag, StoredRun)>> {
+        let rows = self.backend.experiment_tags(experiment, label)?;
         let mut out = Vec::with_capacity(rows.len());
         for (id, tag) in rows {
             if let Some(run) = self.get(id)? {
@@ -115,29 +59,9 @@ impl Store {
 
     /// The experiments with stored runs and their number of runs, most
     /// recently run first.
-    pub fn experiments(&self) -> super::Result<Vec<(String, u64)>> {
-        self.counted(
-            "SELECT t.experiment, COUNT(*) FROM run_tags t JOIN runs r ON r.id = t.run_id \
-             GROUP BY t.experiment ORDER BY MAX(r.started_at) DESC, MAX(r.id) DESC",
-        )
+    pub fn experiments(&self) -> Result<Vec<(String, u64)>> {
+        self.backend.experiments()
     }
-}
-
-/// Tags the run `id` in the transaction that writes it.
-pub(crate) fn insert_tag(tx: &Transaction, id: RunId, tag: &RunTag) -> rusqlite::Result<()> {
-    tx.execute(
-        "INSERT INTO run_tags (run_id, experiment, point, variant, seed, variant_rank)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![
-            id.0,
-            tag.experiment,
-            tag.point,
-            tag.variant,
-            tag.seed.map(|s| s as i64),
-            tag.variant_rank
-        ],
-    )?;
-    Ok(())
 }
 
 /// A stored rank as the tag holds it. Neither engine has an unsigned type:

@@ -77,6 +77,7 @@ fn answers(s: &mut Store) -> Vec<String> {
     ];
     for f in &filters {
         out.push(format!("{:?}", s.list(f).unwrap()));
+        out.push(format!("{:?}", s.runs(f).unwrap()));
         out.push(serde_json::to_string(&s.export(f).unwrap()).unwrap());
         out.push(s.export_csv(f).unwrap());
     }
@@ -94,6 +95,7 @@ fn answers(s: &mut Store) -> Vec<String> {
     ));
     out.push(format!("{:?}", s.experiment_runs("none", None).unwrap()));
     out.push(format!("{:?}", s.runs_with_label("old").unwrap()));
+    out.push(format!("{:?}", s.runs_with_label("none").unwrap()));
     out.push(format!("{:?}", s.schema_version().unwrap()));
     out
 }
