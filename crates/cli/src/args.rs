@@ -4,7 +4,17 @@
 //! through the spec crate's parser for their unit. A bad value is refused
 //! on one line that names the flag and the accepted forms.
 
+use clap::builder::TypedValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+pub use plumb_report::format::of;
+pub use plumb_report::Format;
+
+/// `--format`'s parser for a command that writes `formats`: their names
+/// are the possible values, so help, completions and errors list them.
+fn formats(formats: &'static [Format]) -> impl TypedValueParser<Value = Format> {
+    clap::builder::PossibleValuesParser::new(formats.iter().map(|f| f.name()))
+        .map(|name| Format::from_name(&name).expect("one of the possible values"))
+}
 
 #[derive(Parser, Debug)]
 #[command(
@@ -91,12 +101,6 @@ pub struct ManArgs {
     pub dir: std::path::PathBuf,
 }
 
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReportFormat {
-    Terminal,
-    Markdown,
-}
-
 #[derive(Args, Debug)]
 pub struct ReportArgs {
     /// Labels or run ids, one line each.
@@ -113,8 +117,8 @@ pub struct ReportArgs {
     /// Also write one self-contained HTML page with the plots.
     #[arg(long, value_name = "FILE")]
     pub html: Option<std::path::PathBuf>,
-    #[arg(long, value_enum, default_value = "terminal")]
-    pub format: ReportFormat,
+    #[arg(long, default_value = "terminal", value_parser = formats(of::REPORT))]
+    pub format: Format,
     /// Adjacent points whose ratio is at least this are a cliff.
     #[arg(long, default_value = "4", value_name = "FACTOR")]
     pub cliff_factor: f64,
@@ -195,8 +199,8 @@ pub struct ListArgs {
     #[command(flatten)]
     pub filter: FilterArgs,
     /// One JSON array or CSV lines instead of the table.
-    #[arg(long, value_enum)]
-    pub format: Option<ListFormat>,
+    #[arg(long, value_parser = formats(of::LIST))]
+    pub format: Option<Format>,
     #[command(flatten)]
     pub db: DbArgs,
 }
@@ -220,28 +224,15 @@ pub struct ShowArgs {
     pub db: DbArgs,
 }
 
-/// What `plumb list` prints besides its table: rows, not records.
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ListFormat {
-    Json,
-    Csv,
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ExportFormat {
-    Json,
-    Csv,
-    /// The latest run of each test point as OpenMetrics gauges, for
-    /// Prometheus' textfile collector or a pushgateway.
-    Openmetrics,
-}
-
 #[derive(Args, Debug)]
 pub struct ExportArgs {
     #[command(flatten)]
     pub filter: FilterArgs,
-    #[arg(long, value_enum, default_value = "json")]
-    pub format: ExportFormat,
+    /// json (for `import`), csv (a line per iteration) or openmetrics (the
+    /// latest run of each test point as gauges, for Prometheus' textfile
+    /// collector or a pushgateway).
+    #[arg(long, default_value = "json", value_parser = formats(of::EXPORT))]
+    pub format: Format,
     /// Write here instead of stdout.
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<std::path::PathBuf>,
@@ -291,15 +282,6 @@ pub struct EnvArgs {
     pub db: DbArgs,
 }
 
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CompareFormat {
-    Terminal,
-    Markdown,
-    Mail,
-    Json,
-    Csv,
-}
-
 #[derive(Args, Debug)]
 pub struct VerdictArgs {
     /// Significance level of the test.
@@ -308,8 +290,8 @@ pub struct VerdictArgs {
     /// Changes whose whole interval lies within ±this percent are no change.
     #[arg(long, default_value = "2", value_parser = percent, value_name = "PERCENT")]
     pub noise_band: f64,
-    #[arg(long, value_enum, default_value = "terminal")]
-    pub format: CompareFormat,
+    #[arg(long, default_value = "terminal", value_parser = formats(of::COMPARISON))]
+    pub format: Format,
 }
 
 #[derive(Args, Debug)]
@@ -732,15 +714,6 @@ pub struct CopyArgs {
     pub to: std::path::PathBuf,
 }
 
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HistoryFormat {
-    Terminal,
-    Markdown,
-    Json,
-    /// A regression report per change, for a mailing list.
-    Mail,
-}
-
 #[derive(Args, Debug)]
 pub struct HistoryArgs {
     /// The test point, by its spec key (`plumb list --format json` gives it).
@@ -765,8 +738,9 @@ pub struct HistoryArgs {
     /// Changes of the mean smaller than this percent are not reported.
     #[arg(long, default_value = "0", value_parser = percent, value_name = "PERCENT")]
     pub min_change: f64,
-    #[arg(long, value_enum, default_value = "terminal")]
-    pub format: HistoryFormat,
+    /// mail writes a regression report per change, for a mailing list.
+    #[arg(long, default_value = "terminal", value_parser = formats(of::HISTORY))]
+    pub format: Format,
     /// Also write the series with its intervals and change points to FILE
     /// as an HTML page.
     #[arg(long, value_name = "FILE")]

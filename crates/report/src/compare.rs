@@ -144,6 +144,33 @@ fn change(l: &BudgetLine) -> String {
     l.change.map(pct).unwrap_or_else(|| "-".into())
 }
 
+/// The comparison in `format`: one of [`crate::format::of::COMPARISON`].
+pub fn render(c: &Comparison, format: crate::Format) -> Result<String, String> {
+    use crate::Format::*;
+    Ok(match format {
+        Terminal => terminal(c),
+        Markdown => markdown(c),
+        Mail => mail(c),
+        Csv => csv(c),
+        Json => crate::format::json(c, "comparison")?,
+        Openmetrics => return Err(format!("a comparison cannot be written as {format}")),
+    })
+}
+
+/// Several comparisons in one format: JSON as one array, the others one
+/// after another.
+pub fn render_all(cs: &[Comparison], format: crate::Format) -> Result<String, String> {
+    if format == crate::Format::Json {
+        return crate::format::json(cs, "comparisons");
+    }
+    let mut out = String::new();
+    for c in cs {
+        out.push_str(&render(c, format)?);
+        out.push('\n');
+    }
+    Ok(out)
+}
+
 /// The terminal rendering (the default).
 pub fn terminal(c: &Comparison) -> String {
     let mut o = String::new();

@@ -41,6 +41,49 @@ pub fn changes_only(h: &History) -> String {
     o
 }
 
+/// The history in `format` (one of [`crate::format::of::HISTORY`]); with
+/// `changes`, only its change points (nothing in text when there is none).
+/// For a mail, `compared` gives the terminal comparison of the runs before
+/// and after a change, by their run ids.
+pub fn render(
+    h: &History,
+    format: crate::Format,
+    changes: bool,
+    compared: &dyn Fn(i64, i64) -> String,
+) -> Result<String, String> {
+    use crate::Format::*;
+    Ok(match format {
+        Terminal | Markdown if changes => changes_only(h),
+        Terminal => terminal(h),
+        Markdown => markdown(h),
+        Json if changes => crate::format::json(
+            &serde_json::json!({
+                "spec_key": h.spec_key,
+                "summary": h.summary,
+                "metric": h.metric,
+                "unit": h.unit,
+                "method": h.method,
+                "changes": h.changes,
+            }),
+            "history",
+        )?,
+        Json => crate::format::json(h, "history")?,
+        Mail => {
+            let mut out = String::new();
+            for c in &h.changes {
+                out.push_str(&mail(h, c, &compared(c.before_run, c.after_run)));
+                out.push('\n');
+            }
+            // --changes says nothing when nothing changed, for cron.
+            if out.is_empty() && !changes {
+                out = format!("no change in {} ({})\n", h.summary, h.method);
+            }
+            out
+        }
+        Csv | Openmetrics => return Err(format!("a history cannot be written as {format}")),
+    })
+}
+
 pub fn terminal(h: &History) -> String {
     let mut o = String::new();
     let _ = writeln!(

@@ -6,6 +6,8 @@
 pub mod compare;
 pub mod doctor;
 pub mod flame;
+pub mod format;
+pub use format::Format;
 pub mod history;
 pub mod openmetrics;
 pub mod profile;
@@ -181,19 +183,20 @@ pub(crate) fn wrap(text: &str, width: usize, indent: &str) -> Vec<String> {
 
 fn iterations_table(o: &mut String, rec: &RunRecord) {
     let _ = writeln!(o);
-    let _ = writeln!(
-        o,
-        "{:<6}{:>16}{:>12}{:>12}{:>10}",
-        "iter",
-        if rec.spec.is_transactional() {
-            "transactions"
-        } else {
-            "throughput"
-        },
-        "client CPU",
-        "server CPU",
-        "retrans"
-    );
+    let metric = if rec.spec.is_transactional() {
+        "transactions"
+    } else {
+        "throughput"
+    };
+    let mut table = Table::new([
+        ("iter", Align::Left, 6),
+        (metric, Align::Right, 15),
+        ("client CPU", Align::Right, 11),
+        ("server CPU", Align::Right, 11),
+        ("retrans", Align::Right, 9),
+        // What sets an iteration apart, after the figures.
+        ("", Align::Left, 0),
+    ]);
     let outliers: Vec<u32> = rec
         .confidence
         .as_ref()
@@ -202,21 +205,21 @@ fn iterations_table(o: &mut String, rec: &RunRecord) {
     for it in &rec.iterations {
         let mut flags = String::new();
         if outliers.contains(&it.index) {
-            flags.push_str("  outlier");
+            flags.push_str(" outlier ");
         }
         if !it.complete {
-            flags.push_str("  INCOMPLETE");
+            flags.push_str(" INCOMPLETE");
         }
-        let _ = writeln!(
-            o,
-            "{:<6}{:>16}{:>12}{:>12}{:>10}{flags}",
+        table.row([
             format!("#{}", it.index + 1),
             metric_text(rec, it.derived.metric()),
             secs(it.client.process.total_s()),
             secs(it.server.process.total_s()),
-            it.derived.retransmits,
-        );
+            it.derived.retransmits.to_string(),
+            flags.trim_end().to_string(),
+        ]);
     }
+    o.push_str(&table.terminal(""));
     if let Some(c) = &rec.confidence {
         let n = rec.iterations.iter().filter(|i| i.complete).count();
         let width = c
@@ -655,28 +658,32 @@ fn per_cpu(o: &mut String, it: &Iteration) {
         }
         r.join("+")
     };
-    let _ = writeln!(
-        o,
-        "{:<5}{:<14}{:>8}{:>8}{:>8}{:>8}{:>8}{:>9}",
-        "cpu", "pinned", "user", "system", "irq", "softirq", "idle", "softirq%"
-    );
+    let mut table = Table::new([
+        ("cpu", Align::Left, 4),
+        ("pinned", Align::Left, 14),
+        ("user", Align::Right, 7),
+        ("system", Align::Right, 7),
+        ("irq", Align::Right, 7),
+        ("softirq", Align::Right, 7),
+        ("idle", Align::Right, 7),
+        ("softirq%", Align::Right, 8),
+    ]);
     let mut cpus: Vec<_> = it.client.cpus.iter().collect();
     cpus.sort_by_key(|c| (role_of(c.cpu).is_empty(), c.cpu));
     for c in cpus.iter().take(16) {
         let total = c.total_s().max(f64::EPSILON);
-        let _ = writeln!(
-            o,
-            "{:<5}{:<14}{:>8}{:>8}{:>8}{:>8}{:>8}{:>9}",
-            c.cpu,
+        table.row([
+            c.cpu.to_string(),
             role_of(c.cpu),
             format!("{:.2}", c.user_s + c.nice_s),
             format!("{:.2}", c.system_s),
             format!("{:.2}", c.irq_s),
             format!("{:.2}", c.softirq_s),
             format!("{:.2}", c.idle_s + c.iowait_s),
-            pct(c.softirq_s / total)
-        );
+            pct(c.softirq_s / total),
+        ]);
     }
+    o.push_str(&table.terminal(""));
     if cpus.len() > 16 {
         let _ = writeln!(o, "({} more CPUs in --json)", cpus.len() - 16);
     }
@@ -986,6 +993,39 @@ mod wrap_tests {
             lines[1].rfind("15000000000"),
             Some(head("client granted")),
             "{o}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod table_tests {
+    /// The iterations and the per-CPU tables are `Table`s now; their text is
+    /// the hand-aligned one they replaced: the same headers, and each figure
+    /// ending in the same column.
+    #[test]
+    fn the_summary_tables_keep_their_columns() {
+        let mut rec = plumb_samples::testing::with_throughput(&[9e9, 9.1e9, 8.9e9]);
+        rec.iterations[0].complete = false;
+        let text = super::run_summary(&rec);
+        let header = text
+            .lines()
+            .find(|l| l.starts_with("iter"))
+            .unwrap_or_else(|| panic!("{text}"));
+        assert_eq!(
+            header,
+            "iter        throughput  client CPU  server CPU   retrans"
+        );
+        let row = text.lines().find(|l| l.starts_with("#1 ")).unwrap();
+        // Right edges of {:<6}{:>16}{:>12}{:>12}{:>10}: 22, 34, 46, 56.
+        for edge in [22, 34, 46, 56] {
+            assert_ne!(row.as_bytes()[edge - 1], b' ', "{row}");
+            assert_eq!(row.as_bytes()[edge], b' ', "{row}");
+        }
+        assert!(row.ends_with("  INCOMPLETE"), "{row}");
+        let cpu = text.lines().find(|l| l.starts_with("cpu  pinned")).unwrap();
+        assert_eq!(
+            cpu,
+            "cpu  pinned            user  system     irq softirq    idle softirq%"
         );
     }
 }

@@ -1,7 +1,7 @@
 //! `plumb compare`, `plumb check` and `plumb env`.
 
 use super::db::{open_existing, side};
-use crate::args::{CheckArgs, CompareArgs, CompareFormat, EnvArgs, VerdictArgs};
+use crate::args::{CheckArgs, CompareArgs, EnvArgs, Format, VerdictArgs};
 use crate::Failure;
 use plumb_compare::{Comparison, Side};
 use plumb_stats::CompareParams;
@@ -15,34 +15,14 @@ pub(crate) fn params(v: &VerdictArgs) -> CompareParams {
     }
 }
 
-fn render(c: &Comparison, format: CompareFormat) -> Result<String, Failure> {
-    Ok(match format {
-        CompareFormat::Terminal => plumb_report::compare::terminal(c),
-        CompareFormat::Markdown => plumb_report::compare::markdown(c),
-        CompareFormat::Mail => plumb_report::compare::mail(c),
-        CompareFormat::Csv => plumb_report::compare::csv(c),
-        CompareFormat::Json => {
-            serde_json::to_string_pretty(c)
-                .map_err(|e| Failure::usage(format!("cannot encode the comparison: {e}")))?
-                + "\n"
-        }
-    })
+fn render(c: &Comparison, format: Format) -> Result<String, Failure> {
+    plumb_report::compare::render(c, format).map_err(Failure::usage)
 }
 
 /// Several comparisons in one format: JSON as one array, the others one
 /// after another.
-pub(crate) fn render_all(cs: &[Comparison], format: CompareFormat) -> Result<String, Failure> {
-    if format == CompareFormat::Json {
-        return Ok(serde_json::to_string_pretty(cs)
-            .map_err(|e| Failure::usage(format!("cannot encode the comparison: {e}")))?
-            + "\n");
-    }
-    let mut out = String::new();
-    for c in cs {
-        out.push_str(&render(c, format)?);
-        out.push('\n');
-    }
-    Ok(out)
+pub(crate) fn render_all(cs: &[Comparison], format: Format) -> Result<String, Failure> {
+    plumb_report::compare::render_all(cs, format).map_err(Failure::usage)
 }
 
 pub fn compare(a: CompareArgs) -> Result<i32, Failure> {
@@ -116,7 +96,7 @@ fn check_inner(a: CheckArgs) -> Result<i32, Failure> {
                     })
                     .collect();
                 let server = super::dry::aim(&a.far, &mut planned)?;
-                let json = a.verdict.format == CompareFormat::Json;
+                let json = a.verdict.format == Format::Json;
                 return super::dry::print(&planned, &label, &server, &repeat, json);
             }
             // The server end of the runs made now; one started over ssh

@@ -2,8 +2,7 @@
 //! and the resolution of "a label or a run id" shared with compare and check.
 
 use crate::args::{
-    CopyArgs, DbArgs, DeleteArgs, ExportArgs, ExportFormat, FilterArgs, ImportArgs, ListArgs,
-    ListFormat, ShowArgs,
+    CopyArgs, DbArgs, DeleteArgs, ExportArgs, FilterArgs, Format, ImportArgs, ListArgs, ShowArgs,
 };
 use crate::Failure;
 use plumb_compare::Side;
@@ -109,10 +108,20 @@ fn csv_field(s: &str) -> String {
     }
 }
 
+/// A format a command's `--format` let through but that it has no
+/// rendering for: a wiring mistake, said as the flag's error.
+pub(crate) fn unwritten(format: Format, what: &str, written: &[Format]) -> Failure {
+    let names: Vec<&str> = written.iter().map(|f| f.name()).collect();
+    Failure::usage(format!(
+        "--format {format}: {what} is written as {}",
+        names.join(", ")
+    ))
+}
+
 /// The rows of `plumb list` as JSON or CSV, every field as stored.
-fn list_data(rows: &[plumb_store::RunRow], format: ListFormat) -> Result<String, Failure> {
+fn list_data(rows: &[plumb_store::RunRow], format: Format) -> Result<String, Failure> {
     Ok(match format {
-        ListFormat::Json => {
+        Format::Json => {
             let rows: Vec<serde_json::Value> = rows
                 .iter()
                 .map(|r| {
@@ -134,7 +143,7 @@ fn list_data(rows: &[plumb_store::RunRow], format: ListFormat) -> Result<String,
                 .map_err(|e| Failure::usage(format!("cannot encode the list: {e}")))?
                 + "\n"
         }
-        ListFormat::Csv => {
+        Format::Csv => {
             let mut out = String::from(
                 "run,started_at,label,workload,spec_key,summary,iterations,complete,throughput_bps,tps\n",
             );
@@ -156,6 +165,7 @@ fn list_data(rows: &[plumb_store::RunRow], format: ListFormat) -> Result<String,
             }
             out
         }
+        other => return Err(unwritten(other, "a list", crate::args::of::LIST)),
     })
 }
 
@@ -236,19 +246,20 @@ pub fn export(a: ExportArgs) -> Result<i32, Failure> {
     let store = open_existing(&a.db)?;
     let f = filter(&a.filter);
     let text = match a.format {
-        ExportFormat::Json => {
+        Format::Json => {
             let e = store.export(&f).map_err(store_err)?;
             serde_json::to_string_pretty(&e)
                 .map_err(|e| Failure::usage(format!("cannot encode the export: {e}")))?
                 + "\n"
         }
-        ExportFormat::Csv => store.export_csv(&f).map_err(store_err)?,
-        ExportFormat::Openmetrics => {
+        Format::Csv => store.export_csv(&f).map_err(store_err)?,
+        Format::Openmetrics => {
             let e = store.export(&f).map_err(store_err)?;
             // The export is oldest first; the latest run of a point wins.
             let runs: Vec<_> = e.runs.iter().rev().map(|r| &r.record).collect();
             plumb_report::openmetrics::openmetrics(&runs)
         }
+        other => return Err(unwritten(other, "an export", crate::args::of::EXPORT)),
     };
     match &a.output {
         Some(path) => {

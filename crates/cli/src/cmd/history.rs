@@ -1,7 +1,7 @@
 //! `plumb history`: one test point's runs in order, with their change points.
 
 use super::db::{filter, open_existing, store_err};
-use crate::args::{HistoryArgs, HistoryFormat};
+use crate::args::{Format, HistoryArgs};
 use crate::Failure;
 use plumb_compare::Side;
 use plumb_store::{RunFilter, StoredRun};
@@ -41,19 +41,6 @@ fn point_runs(store: &plumb_store::Store, a: &HistoryArgs) -> Result<Vec<StoredR
     Ok(runs)
 }
 
-/// What `--changes --format json` prints: the test point and its change
-/// points, without the runs.
-fn changes_json(h: &plumb_compare::history::History) -> serde_json::Value {
-    serde_json::json!({
-        "spec_key": h.spec_key,
-        "summary": h.summary,
-        "metric": h.metric,
-        "unit": h.unit,
-        "method": h.method,
-        "changes": h.changes,
-    })
-}
-
 /// The error for flags that match several test points: the first few
 /// named, and how many more there are.
 fn several_points(keys: &BTreeMap<&str, String>) -> String {
@@ -76,55 +63,31 @@ fn several_points(keys: &BTreeMap<&str, String>) -> String {
     )
 }
 
-/// The history in `format`; with `changes`, only its change points
-/// (nothing in text when there is none). `runs` are the series' runs, which
-/// a mail compares around each change.
+/// The history in `format`; with `changes`, only its change points. `runs`
+/// are the series' runs, which a mail compares around each change.
 fn render(
     h: &plumb_compare::history::History,
-    format: HistoryFormat,
+    format: Format,
     changes: bool,
     runs: &[StoredRun],
 ) -> Result<String, Failure> {
-    Ok(match format {
-        HistoryFormat::Terminal | HistoryFormat::Markdown if changes => {
-            plumb_report::history::changes_only(h)
-        }
-        HistoryFormat::Terminal => plumb_report::history::terminal(h),
-        HistoryFormat::Markdown => plumb_report::history::markdown(h),
-        HistoryFormat::Json => {
-            let encoded = if changes {
-                serde_json::to_string_pretty(&changes_json(h))
-            } else {
-                serde_json::to_string_pretty(h)
-            };
-            encoded.map_err(|e| Failure::usage(format!("cannot encode the history: {e}")))? + "\n"
-        }
-        HistoryFormat::Mail => {
-            let by_id = |id: i64| runs.iter().find(|r| r.id.0 == id).expect("in the series");
-            let mut out = String::new();
-            for c in &h.changes {
-                let side = |id: i64| {
-                    let r = by_id(id);
-                    Side::new(
-                        format!("{} (run {id})", r.record.label),
-                        vec![r.record.clone()],
-                        r.env.clone(),
-                    )
-                };
-                let (before, after) = (side(c.before_run), side(c.after_run));
-                let cmp =
-                    plumb_compare::compare(&before, &after, &plumb_stats::CompareParams::default());
-                let detail = plumb_report::compare::terminal(&cmp);
-                out.push_str(&plumb_report::history::mail(h, c, &detail));
-                out.push('\n');
-            }
-            // --changes says nothing when nothing changed, for cron.
-            if out.is_empty() && !changes {
-                out = format!("no change in {} ({})\n", h.summary, h.method);
-            }
-            out
-        }
-    })
+    let compared = |before: i64, after: i64| {
+        let side = |id: i64| {
+            let r = runs.iter().find(|r| r.id.0 == id).expect("in the series");
+            Side::new(
+                format!("{} (run {id})", r.record.label),
+                vec![r.record.clone()],
+                r.env.clone(),
+            )
+        };
+        let cmp = plumb_compare::compare(
+            &side(before),
+            &side(after),
+            &plumb_stats::CompareParams::default(),
+        );
+        plumb_report::compare::terminal(&cmp)
+    };
+    plumb_report::history::render(h, format, changes, &compared).map_err(Failure::usage)
 }
 
 pub fn history(a: HistoryArgs) -> Result<i32, Failure> {
@@ -205,7 +168,7 @@ mod tests {
             runs: Vec::new(),
             changes: vec![change],
         };
-        let text = render(&h, HistoryFormat::Json, true, &[]).unwrap();
+        let text = render(&h, Format::Json, true, &[]).unwrap();
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["spec_key"], "7307bc2dbea14553");
         assert_eq!(v["metric"], "throughput");
@@ -215,7 +178,7 @@ mod tests {
         assert_eq!(c["regression"], true);
         assert_eq!(c["p"], 0.015);
         assert!(v.get("runs").is_none());
-        let line = render(&h, HistoryFormat::Terminal, true, &[]).unwrap();
+        let line = render(&h, Format::Terminal, true, &[]).unwrap();
         assert!(line.starts_with("stream send 1 flow [7307bc2dbea14553]: between run 4"));
     }
 }

@@ -2,7 +2,7 @@
 //! Markdown, and with --html one self-contained page with plots.
 
 use super::db::store_err;
-use crate::args::{ReportArgs, ReportFormat};
+use crate::args::{Format, ReportArgs};
 use crate::Failure;
 use plumb_report::sweep::{self, Lines, TaggedRun};
 use plumb_spec::experiment::PointId;
@@ -120,8 +120,15 @@ pub fn exec(a: ReportArgs) -> Result<i32, Failure> {
         .collect();
     let report = sweep::build(&title, &entries, comparisons, a.cliff_factor);
     match a.format {
-        ReportFormat::Terminal => crate::out!("{}", sweep::terminal(&report)),
-        ReportFormat::Markdown => crate::out!("{}", sweep::markdown(&report)),
+        Format::Terminal => crate::out!("{}", sweep::terminal(&report)),
+        Format::Markdown => crate::out!("{}", sweep::markdown(&report)),
+        other => {
+            return Err(super::db::unwritten(
+                other,
+                "a report",
+                crate::args::of::REPORT,
+            ))
+        }
     }
     if let Some(path) = &a.html {
         std::fs::write(path, sweep::html(&report))

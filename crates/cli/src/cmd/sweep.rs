@@ -169,7 +169,7 @@ pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
             })
             .collect();
         let server = super::dry::aim(&far_args, &mut planned)?;
-        let json = a.verdict.format == crate::args::CompareFormat::Json;
+        let json = a.verdict.format == crate::args::Format::Json;
         return super::dry::print(&planned, &label, &server, &repeat, json);
     }
     let mut store = super::db::open(&a.db)?;
