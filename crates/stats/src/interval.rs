@@ -26,6 +26,18 @@ pub struct Interval {
 }
 
 impl Interval {
+    /// An interval from its ends, around a point estimate that need not be
+    /// its middle.
+    fn around(point: f64, lo: f64, hi: f64, level: f64) -> Interval {
+        Interval {
+            mean: point,
+            lo,
+            hi,
+            half_width: (hi - lo) / 2.0,
+            level,
+        }
+    }
+
     /// The precision target of a run is relative ("±1 % of the mean"),
     /// because throughput spans orders of magnitude across specs. Infinite
     /// when the mean is 0, so that such a target is never met by accident.
@@ -125,13 +137,7 @@ pub fn fieller_ratio(a: &[f64], b: &[f64], level: f64) -> Option<Interval> {
         (0.0, f64::INFINITY)
     };
     let lo = lo.max(0.0);
-    Some(Interval {
-        mean: point,
-        lo,
-        hi,
-        half_width: (hi - lo) / 2.0,
-        level,
-    })
+    Some(Interval::around(point, lo, hi, level))
 }
 
 /// Whether a run has iterated enough: the t interval's relative half width
@@ -183,13 +189,7 @@ pub fn bootstrap_ratio(
     let tail = (1.0 - level) / 2.0;
     let lo = quantile_sorted(&ratios, tail);
     let hi = quantile_sorted(&ratios, 1.0 - tail);
-    Some(Interval {
-        mean: point,
-        lo,
-        hi,
-        half_width: (hi - lo) / 2.0,
-        level,
-    })
+    Some(Interval::around(point, lo, hi, level))
 }
 
 fn resample_mean(xs: &[f64], rng: &mut Rng) -> f64 {

@@ -88,16 +88,15 @@ fn check_inner(a: CheckArgs) -> Result<i32, Failure> {
                 .unwrap_or_else(plumb_sys::proc::kernel_release);
             let repeat = a.repeat.repeat();
             if a.dry_run {
-                let mut planned: Vec<super::dry::Planned> = specs
+                let planned = specs
                     .iter()
                     .map(|r| super::dry::Planned {
                         point: None,
                         spec: r.spec.clone(),
                     })
                     .collect();
-                let server = super::dry::aim(&a.far, &mut planned)?;
                 let json = a.verdict.format == Format::Json;
-                return super::dry::print(&planned, &label, &server, &repeat, json);
+                return super::dry::show(planned, &a.far, &label, &repeat, json);
             }
             // The server end of the runs made now; one started over ssh
             // serves them all and ends with this.

@@ -17,7 +17,7 @@ pub(crate) struct Planned {
 
 /// Points the specs at the server end `f` names, as the run would, without
 /// reaching it; and says which end that is.
-pub(crate) fn aim(f: &ServerArgs, specs: &mut [Planned]) -> Result<String, Failure> {
+fn aim(f: &ServerArgs, specs: &mut [Planned]) -> Result<String, Failure> {
     Ok(match server_end(f, None)? {
         ServerEnd::Embedded => "embedded: plumb serve --once on this host".to_string(),
         ServerEnd::Manual(addr, host, _) => {
@@ -39,8 +39,21 @@ pub(crate) fn aim(f: &ServerArgs, specs: &mut [Planned]) -> Result<String, Failu
     })
 }
 
+/// Aims the plan at the server end `f` names and prints it: what
+/// `--dry-run` does in every command.
+pub(crate) fn show(
+    mut planned: Vec<Planned>,
+    f: &ServerArgs,
+    label: &str,
+    repeat: &plumb_run::Repeat,
+    json: bool,
+) -> Result<i32, Failure> {
+    let server = aim(f, &mut planned)?;
+    print(&planned, label, &server, repeat, json)
+}
+
 /// Prints the plan, as text or as one JSON document.
-pub(crate) fn print(
+fn print(
     planned: &[Planned],
     label: &str,
     server: &str,

@@ -448,9 +448,8 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
         .unwrap_or_else(plumb_sys::proc::kernel_release);
     let repeat = a.repeat.repeat();
     if a.dry_run {
-        let mut planned = [super::dry::Planned { point: None, spec }];
-        let server = super::dry::aim(&a.far, &mut planned)?;
-        return super::dry::print(&planned, &label, &server, &repeat, a.json);
+        let planned = vec![super::dry::Planned { point: None, spec }];
+        return super::dry::show(planned, &a.far, &label, &repeat, a.json);
     }
     // Ctrl-C from here on ends the run and reports it: the handler goes in
     // before any knob does, or a Ctrl-C just after the knobs went in would

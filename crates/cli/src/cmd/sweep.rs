@@ -160,7 +160,7 @@ pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
     let label = plan.label(a.label.as_deref());
     let repeat = plan.repeat();
     if a.dry_run {
-        let mut planned: Vec<super::dry::Planned> = plan
+        let planned = plan
             .points
             .iter()
             .map(|p| super::dry::Planned {
@@ -168,9 +168,8 @@ pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
                 spec: p.spec.clone(),
             })
             .collect();
-        let server = super::dry::aim(&far_args, &mut planned)?;
         let json = a.verdict.format == crate::args::Format::Json;
-        return super::dry::print(&planned, &label, &server, &repeat, json);
+        return super::dry::show(planned, &far_args, &label, &repeat, json);
     }
     let mut store = super::db::open(&a.db)?;
     let stored: Vec<PointId> = store

@@ -702,6 +702,16 @@ const NAME_W: usize = 40;
 mod tests {
     use super::*;
 
+    /// A CPU's window with `softirq_s` of its second in softirq.
+    fn cpu(cpu: u32, softirq_s: f64) -> plumb_samples::CpuTimes {
+        plumb_samples::CpuTimes {
+            cpu,
+            idle_s: 1.0 - softirq_s,
+            softirq_s,
+            ..Default::default()
+        }
+    }
+
     fn record(throughput: &[f64]) -> RunRecord {
         plumb_samples::testing::with_throughput(throughput)
     }
@@ -749,12 +759,6 @@ mod tests {
     fn softirq_shares_stand_under_their_own_cpu_in_every_format() {
         // One point measured on CPUs 0 and 1, the other on 1 and 3: cpu3's
         // share must not slide under cpu1's heading.
-        let cpu = |cpu: u32, softirq_s: f64| plumb_samples::CpuTimes {
-            cpu,
-            idle_s: 1.0 - softirq_s,
-            softirq_s,
-            ..Default::default()
-        };
         let mut runs = sweep();
         runs.truncate(2);
         for (e, cpus) in runs
@@ -942,12 +946,6 @@ mod tests {
 
     #[test]
     fn bars_are_labelled_as_their_table_writes_the_figures() {
-        let cpu = |cpu: u32, softirq_s: f64| plumb_samples::CpuTimes {
-            cpu,
-            idle_s: 1.0 - softirq_s,
-            softirq_s,
-            ..Default::default()
-        };
         let mut runs = sweep();
         runs.truncate(1);
         for i in &mut runs[0].record.iterations {
