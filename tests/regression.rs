@@ -338,7 +338,7 @@ fn a_busy_neighbour_on_one_side_is_named_and_kept_apart_from_the_tests_cpu() {
         .iter()
         .find(|l| l["part"] == "other processes")
         .unwrap_or_else(|| panic!("no line for other processes: {p}"));
-    assert!(f(&other["b"]) > 2.0 * f(&other["a"]), "{other}");
+    assert!(f(&other["b"]) > f(&other["a"]), "{other}");
     let said = p["neighbours"][0].as_str().unwrap_or_else(|| panic!("{p}"));
     assert!(said.contains("busier under B"), "{said}");
     // The terminal says it beside the budget.

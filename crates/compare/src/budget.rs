@@ -90,16 +90,11 @@ pub(crate) fn cpu(its: &[&Iteration], transactional: bool) -> Figures {
         }
         for (end, host) in hosts(i) {
             let sum = |f: fn(&plumb_samples::CpuTimes) -> f64| end.cpus.iter().map(f).sum();
-            let busy: f64 = sum(|c| c.user_s + c.nice_s + c.system_s);
-            // The ends' own time is in their lines: the host's is the rest.
-            let ends: f64 = [&i.client, &i.server]
-                .into_iter()
-                .filter(|e| e.hostname == end.hostname)
-                .map(|e| e.process.user_s + e.process.system_s)
-                .sum();
-            // Sampled at each tick on either side of the subtraction: a
+            // The ends' own time is in their lines: the host's is the rest,
+            // sampled at each tick on either side of the subtraction: a
             // few ticks' noise, never below nothing.
-            add(&host, OTHER, (busy - ends).max(0.0));
+            let (busy, own) = busy_and_own(i, end);
+            add(&host, OTHER, (busy - own).max(0.0));
             add(&host, "irq", sum(|c| c.irq_s));
             add(&host, "softirq", sum(|c| c.softirq_s));
         }
@@ -109,37 +104,64 @@ pub(crate) fn cpu(its: &[&Iteration], transactional: bool) -> Figures {
 /// The budget part of a host's CPU time that the test's ends did not spend.
 pub const OTHER: &str = "other processes";
 
-/// Where a host's other processes were busier on one side than on the
-/// other: more than twice as busy, and by at least a tenth of what the
-/// test's own processes spent, per unit of work. A neighbour's compile on
-/// one side moves every CPU figure of that side without any setting having
-/// changed. One line a host, naming the busier side.
-pub fn busier_neighbours(lines: &[BudgetLine]) -> Vec<String> {
-    let own = |side: fn(&BudgetLine) -> f64| -> f64 {
-        lines
-            .iter()
-            .filter(|l| (l.end == "client" || l.end == "server") && l.part != "run-queue wait")
-            .map(side)
-            .sum()
-    };
-    let (own_a, own_b) = (own(|l| l.a), own(|l| l.b));
-    lines
+/// The CPU seconds of a host over an iteration's window: all its busy
+/// time, and the part the test's ends spent on it.
+fn busy_and_own(i: &Iteration, end: &EndResult) -> (f64, f64) {
+    let busy = end
+        .cpus
         .iter()
-        .filter(|l| l.part == OTHER)
-        .filter_map(|l| {
-            let (side, more, less, own) = if l.b > l.a {
-                ("B", l.b, l.a, own_b)
+        .map(|c| c.user_s + c.nice_s + c.system_s)
+        .sum();
+    let own = [&i.client, &i.server]
+        .into_iter()
+        .filter(|e| e.hostname == end.hostname)
+        .map(|e| e.process.user_s + e.process.system_s)
+        .sum();
+    (busy, own)
+}
+
+/// Per host: the CPUs its other processes kept busy on average over the
+/// windows, and the CPUs the test's own processes did.
+fn others_busy(its: &[&Iteration]) -> BTreeMap<String, (f64, f64)> {
+    let mut sums: BTreeMap<String, (f64, f64, f64)> = BTreeMap::new();
+    for i in its {
+        for (end, host) in hosts(i) {
+            let (busy, own) = busy_and_own(i, end);
+            let s = sums.entry(host).or_default();
+            s.0 += (busy - own).max(0.0);
+            s.1 += own;
+            s.2 += i.window_s;
+        }
+    }
+    sums.into_iter()
+        .filter(|(_, s)| s.2 > 0.0)
+        .map(|(host, (other, own, window))| (host, (other / window, own / window)))
+        .collect()
+}
+
+/// Where a host's other processes were busier on one side than on the
+/// other: a neighbour's compile on one side moves every CPU figure of that
+/// side without any setting having changed. Measured in CPUs kept busy on
+/// average over the windows, not per unit of work, so that a steady
+/// neighbour on both sides reads the same whatever the rates; said where
+/// one side's other processes kept at least a quarter of a CPU more busy
+/// and half as much again as the other's. One line a host, naming the
+/// busier side.
+pub fn busier_neighbours(a: &[&Iteration], b: &[&Iteration]) -> Vec<String> {
+    let (oa, ob) = (others_busy(a), others_busy(b));
+    oa.iter()
+        .filter_map(|(host, &(other_a, own_a))| {
+            let &(other_b, own_b) = ob.get(host)?;
+            let (side, more, less, own) = if other_b > other_a {
+                ("B", other_b, other_a, own_b)
             } else {
-                ("A", l.a, l.b, own_a)
+                ("A", other_a, other_b, own_a)
             };
-            (more > 2.0 * less && more - less >= 0.1 * own).then(|| {
+            (more - less >= 0.25 && more >= 1.5 * less).then(|| {
                 format!(
-                    "other processes on the {} were busier under {side}: {} against {} per unit \
-                     of work, where the test's own processes spent {}; its CPU figures count them",
-                    l.end,
-                    plumb_samples::units::format_cpu_cost(more),
-                    plumb_samples::units::format_cpu_cost(less),
-                    plumb_samples::units::format_cpu_cost(own)
+                    "other processes on the {host} were busier under {side}: they kept {more:.2} \
+                     CPUs busy against {less:.2}, beside the test's own {own:.2}; the CPU \
+                     figures of that side count them"
                 )
             })
         })

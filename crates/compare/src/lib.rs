@@ -340,7 +340,7 @@ pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
                     high_n: l.high_n,
                 })
                 .collect(),
-            neighbours: busier_neighbours(&budget),
+            neighbours: busier_neighbours(&ia, &ib),
             budget,
             events_unit: metric.events_unit(),
             events,
