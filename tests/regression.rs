@@ -319,14 +319,32 @@ fn env_prints_the_host_and_diffs_runs() {
 #[test]
 fn a_busy_neighbour_on_one_side_is_named_and_kept_apart_from_the_tests_cpu() {
     let _alone = measuring_alone();
+    // The quiet side must be quiet for a busier one to stand out: on a host
+    // whose CPUs other processes already keep busy, B's spinners have no
+    // room to show.
+    // Tests of this file that run beside the measuring ones end within
+    // seconds: wait for them, but not for a neighbour that stays.
+    let quiet_by = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut busy = busy_cpus(std::time::Duration::from_millis(500));
+    while busy > 0.5 && std::time::Instant::now() < quiet_by {
+        busy = busy_cpus(std::time::Duration::from_millis(500));
+    }
+    if busy > 0.5 {
+        skip(&format!(
+            "other processes keep {busy:.2} CPUs of this host busy; this test needs a quiet host"
+        ));
+        return;
+    }
     let db = TempDb::new("neighbour");
     // Paced well below what loopback carries, so that the test's own
     // processes spend about the same on both sides.
     let spec = ["--iterations", "2", "--pacing-rate", "2G"];
     stored_run(&db, "quiet", &spec);
     {
-        // A shell spinning on a CPU of this host all through B's runs.
-        let _neighbour = Spinner::start(None);
+        // Shells spinning on this host all through B's runs, one for each
+        // CPU, so that they take a share of it whatever else runs here.
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let _neighbours: Vec<Spinner> = (0..cpus).map(|_| Spinner::start(None)).collect();
         stored_run(&db, "busy", &spec);
     }
     let out = compare(&db, "quiet", "busy", "json");
@@ -348,4 +366,27 @@ fn a_busy_neighbour_on_one_side_is_named_and_kept_apart_from_the_tests_cpu() {
         text.contains("other processes on the host were busier under B"),
         "{text}"
     );
+}
+
+/// The CPUs this host kept busy on average over `over`, from /proc/stat.
+fn busy_cpus(over: std::time::Duration) -> f64 {
+    let read = || -> (f64, f64) {
+        let stat = std::fs::read_to_string("/proc/stat").unwrap();
+        let f: Vec<f64> = stat
+            .lines()
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .skip(1)
+            .map(|v| v.parse().unwrap())
+            .collect();
+        // user nice system idle iowait irq softirq steal
+        let idle = f[3] + f[4];
+        (f.iter().take(8).sum::<f64>() - idle, f.iter().take(8).sum())
+    };
+    let (b0, t0) = read();
+    std::thread::sleep(over);
+    let (b1, t1) = read();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    (b1 - b0) / (t1 - t0).max(1.0) * cpus
 }
