@@ -128,7 +128,7 @@ fn facts_a_run_could_not_capture_are_not_differences() {
 #[test]
 fn a_dry_run_names_the_spec_key_the_run_stores() {
     let db = TempDb::new("dry-run");
-    let args = [
+    let spec_args = [
         "run",
         "rr",
         "--flows",
@@ -137,12 +137,12 @@ fn a_dry_run_names_the_spec_key_the_run_stores() {
         "300ms",
         "--warmup",
         "100ms",
-        "--db",
-        db.path(),
-        "--label",
-        "dry",
-        "--json",
     ];
+    let args = [
+        &spec_args[..],
+        &["--db", db.path(), "--label", "dry", "--json"],
+    ]
+    .concat();
     let dry = run(&[&args[..], &["--dry-run"]].concat());
     assert_ok(&dry);
     let plan: Value = serde_json::from_slice(&dry.stdout).unwrap();
@@ -159,17 +159,7 @@ fn a_dry_run_names_the_spec_key_the_run_stores() {
     let rec: Value = serde_json::from_slice(&real.stdout).unwrap();
     assert_eq!(point["spec_key"], rec["spec_key"], "{plan}");
     // The text names the same key and summary line.
-    let text = run(&[
-        "run",
-        "rr",
-        "--flows",
-        "2",
-        "--duration",
-        "300ms",
-        "--warmup",
-        "100ms",
-        "--dry-run",
-    ]);
+    let text = run(&[&spec_args[..], &["--dry-run"]].concat());
     assert_ok(&text);
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(
