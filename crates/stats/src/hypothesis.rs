@@ -28,13 +28,47 @@ pub struct Welch {
 /// `t = ±∞, p = 0`, with `df = n_a + n_b - 2`. The result is symmetric:
 /// swapping `a` and `b` negates `t` and leaves `df` and `p` bit-identical.
 pub fn welch(a: &[f64], b: &[f64]) -> Option<Welch> {
-    if a.len() < 2 || b.len() < 2 || a.iter().chain(b).any(|x| !x.is_finite()) {
-        return None;
+    welch_of(Moments::of(a)?, Moments::of(b)?)
+}
+
+/// A side's mean, sample variance and count: all Welch's test reads of it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Moments {
+    pub mean: f64,
+    pub var: f64,
+    pub n: f64,
+}
+
+impl Moments {
+    /// None for fewer than 2 values or a value that is not finite.
+    pub(crate) fn of(xs: &[f64]) -> Option<Moments> {
+        if xs.len() < 2 || xs.iter().any(|x| !x.is_finite()) {
+            return None;
+        }
+        let (mean, var) = mean_var(xs);
+        Some(Moments::new(mean, var, xs.len()))
     }
-    let (na, nb) = (a.len() as f64, b.len() as f64);
-    let (ma, va) = mean_var(a);
-    let (mb, vb) = mean_var(b);
-    let (qa, qb) = (va / na, vb / nb);
+
+    pub(crate) fn new(mean: f64, var: f64, n: usize) -> Moments {
+        Moments {
+            mean,
+            var,
+            n: n as f64,
+        }
+    }
+
+    /// The variance of the mean.
+    pub(crate) fn var_of_mean(&self) -> f64 {
+        self.var / self.n
+    }
+}
+
+/// [`welch`] from each side's moments (at least 2 values a side), so that
+/// a caller can ask what the test would say of other counts.
+pub(crate) fn welch_of(a: Moments, b: Moments) -> Option<Welch> {
+    let (na, nb) = (a.n, b.n);
+    let (ma, mb) = (a.mean, b.mean);
+    let (qa, qb) = (a.var_of_mean(), b.var_of_mean());
     let se2 = qa + qb;
     let diff = ma - mb;
     if se2 == 0.0 {

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use crate::describe::{mean, mean_var};
+use crate::hypothesis::{welch_of, Moments};
 use crate::rng::Rng;
 
 /// A confidence interval with its centre, so that a consumer can show
@@ -54,6 +55,12 @@ pub(crate) fn valid_level(level: f64) -> bool {
     level > 0.0 && level < 1.0
 }
 
+/// The two-sided Student-t critical value of a `level` interval.
+fn t_critical(df: f64, level: f64) -> Option<f64> {
+    let dist = StudentsT::new(0.0, 1.0, df).ok()?;
+    Some(dist.inverse_cdf(1.0 - (1.0 - level) / 2.0))
+}
+
 /// Student-t interval of the mean, the honest interval for the handful of
 /// iterations a network benchmark can afford (the normal interval is too
 /// narrow below ~30). None for fewer than 2 values, a non-finite value, or
@@ -64,9 +71,7 @@ pub fn t_interval(xs: &[f64], level: f64) -> Option<Interval> {
     }
     let n = xs.len() as f64;
     let (m, var) = mean_var(xs);
-    let dist = StudentsT::new(0.0, 1.0, n - 1.0).ok()?;
-    let crit = dist.inverse_cdf(1.0 - (1.0 - level) / 2.0);
-    let half_width = crit * (var / n).sqrt();
+    let half_width = t_critical(n - 1.0, level)? * (var / n).sqrt();
     Some(Interval {
         mean: m,
         lo: m - half_width,
@@ -111,20 +116,15 @@ pub fn mean_with_interval(xs: &[f64], level: f64) -> (f64, f64, f64) {
 /// None when a side has fewer than 2 values, a value is not finite, the
 /// level is outside (0, 1) or `mean(a)` is 0.
 pub fn fieller_ratio(a: &[f64], b: &[f64], level: f64) -> Option<Interval> {
-    let w = crate::hypothesis::welch(a, b)?;
-    if !valid_level(level) {
+    let (sa, sb) = (Moments::of(a)?, Moments::of(b)?);
+    let w = welch_of(sa, sb)?;
+    let (ma, mb) = (sa.mean, sb.mean);
+    if !valid_level(level) || ma == 0.0 {
         return None;
     }
-    let (ma, va) = mean_var(a);
-    let (mb, vb) = mean_var(b);
-    if ma == 0.0 {
-        return None;
-    }
-    let (qa, qb) = (va / a.len() as f64, vb / b.len() as f64);
+    let (qa, qb) = (sa.var_of_mean(), sb.var_of_mean());
     let point = mb / ma;
-    let t = StudentsT::new(0.0, 1.0, w.df)
-        .ok()?
-        .inverse_cdf(1.0 - (1.0 - level) / 2.0);
+    let t = t_critical(w.df, level)?;
     let t2 = t * t;
     // (mb - r·ma)² <= t²·(qb + r²·qa), a quadratic in r: c2·r² - 2·c1·r + c0 <= 0.
     let c2 = ma * ma - t2 * qa;

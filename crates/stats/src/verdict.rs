@@ -6,7 +6,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::describe::{Bimodality, Summary};
-use crate::hypothesis::{welch, Welch};
+use crate::hypothesis::{welch, welch_of, Moments, Welch};
 use crate::interval::{fieller_ratio, Interval};
 
 /// What a comparison concludes. `Inconclusive` is a first-class answer: a
@@ -128,27 +128,14 @@ pub fn fewest_to_decide(alpha: f64) -> usize {
 /// means and standard deviations observed; None past [`NEEDED_MAX`] or with
 /// no difference of means.
 fn welch_needed(a: &Summary, b: &Summary, alpha: f64) -> Option<usize> {
-    let diff = (b.mean - a.mean).abs();
-    if diff == 0.0 {
+    if b.mean == a.mean {
         return None;
     }
     let (va, vb) = (a.sd * a.sd, b.sd * b.sd);
     let from = a.n.max(b.n).max(2);
     (from..=NEEDED_MAX).find(|&n| {
-        let n = n as f64;
-        let (qa, qb) = (va / n, vb / n);
-        let se2 = qa + qb;
-        if se2 == 0.0 {
-            return true;
-        }
-        let t = diff / se2.sqrt();
-        let df = se2 * se2 / ((qa * qa + qb * qb) / (n - 1.0));
-        statrs::distribution::StudentsT::new(0.0, 1.0, df)
-            .map(|d| {
-                use statrs::distribution::ContinuousCDF;
-                2.0 * d.sf(t) < alpha
-            })
-            .unwrap_or(false)
+        let (sa, sb) = (Moments::new(a.mean, va, n), Moments::new(b.mean, vb, n));
+        welch_of(sa, sb).is_some_and(|w| w.p < alpha)
     })
 }
 
