@@ -139,9 +139,7 @@ fn list_data(rows: &[plumb_store::RunRow], format: Format) -> Result<String, Fai
                     })
                 })
                 .collect();
-            serde_json::to_string_pretty(&rows)
-                .map_err(|e| Failure::usage(format!("cannot encode the list: {e}")))?
-                + "\n"
+            plumb_report::format::json(&rows, "list").map_err(Failure::usage)?
         }
         Format::Csv => {
             let mut out = String::from(
@@ -248,9 +246,7 @@ pub fn export(a: ExportArgs) -> Result<i32, Failure> {
     let text = match a.format {
         Format::Json => {
             let e = store.export(&f).map_err(store_err)?;
-            serde_json::to_string_pretty(&e)
-                .map_err(|e| Failure::usage(format!("cannot encode the export: {e}")))?
-                + "\n"
+            plumb_report::format::json(&e, "export").map_err(Failure::usage)?
         }
         Format::Csv => store.export_csv(&f).map_err(store_err)?,
         Format::Openmetrics => {

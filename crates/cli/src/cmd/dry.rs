@@ -4,7 +4,7 @@
 //! stored or set on the host. A bisect script or a night's experiment can
 //! be checked with it first.
 
-use super::run::{family_of, server_end, ServerEnd};
+use super::run::{server_end, ServerEnd};
 use crate::args::ServerArgs;
 use crate::Failure;
 use plumb_spec::Spec;
@@ -18,24 +18,17 @@ pub(crate) struct Planned {
 /// Points the specs at the server end `f` names, as the run would, without
 /// reaching it; and says which end that is.
 fn aim(f: &ServerArgs, specs: &mut [Planned]) -> Result<String, Failure> {
-    Ok(match server_end(f, None)? {
+    let end = server_end(f, None)?;
+    for p in specs.iter_mut() {
+        end.aim(&mut p.spec);
+    }
+    Ok(match end {
         ServerEnd::Embedded => "embedded: plumb serve --once on this host".to_string(),
-        ServerEnd::Manual(addr, host, _) => {
-            for p in specs.iter_mut() {
-                p.spec.server_host = Some(host.clone());
-                p.spec.family = family_of(&addr);
-            }
-            format!("{host} ({addr})")
-        }
-        ServerEnd::Ssh(t) => {
-            for p in specs.iter_mut() {
-                p.spec.server_host = Some(t.host.clone());
-            }
-            format!(
-                "started over ssh on {} (the family follows the address it answers on)",
-                t.host
-            )
-        }
+        ServerEnd::Manual(addr, host, _) => format!("{host} ({addr})"),
+        ServerEnd::Ssh(t) => format!(
+            "started over ssh on {} (the family follows the address it answers on)",
+            t.host
+        ),
     })
 }
 
@@ -80,9 +73,10 @@ fn print(
             "confidence": {"level": repeat.level, "width": repeat.target},
             "points": points,
         });
-        let text = serde_json::to_string_pretty(&doc)
-            .map_err(|e| Failure::usage(format!("cannot encode the plan: {e}")))?;
-        crate::outln!("{text}");
+        crate::out!(
+            "{}",
+            plumb_report::format::json(&doc, "plan").map_err(Failure::usage)?
+        );
         return Ok(0);
     }
     crate::outln!(

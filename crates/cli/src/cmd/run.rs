@@ -290,6 +290,22 @@ pub(crate) enum ServerEnd {
     Ssh(plumb_run::ssh::SshTarget),
 }
 
+impl ServerEnd {
+    /// Points `spec` at this end as far as it is known before it is
+    /// reached: the host it names, and for an address the family; a server
+    /// started over ssh gives its family when it answers.
+    pub(crate) fn aim(&self, spec: &mut Spec) {
+        match self {
+            ServerEnd::Manual(addr, host, _) => {
+                spec.family = family_of(addr);
+                spec.server_host = Some(host.clone());
+            }
+            ServerEnd::Ssh(t) => spec.server_host = Some(t.host.clone()),
+            ServerEnd::Embedded => {}
+        }
+    }
+}
+
 /// Reads `--server` and its companions; `asked` is the family -4/-6 chose
 /// among a name's addresses.
 pub(crate) fn server_end(f: &ServerArgs, asked: Option<Family>) -> Result<ServerEnd, Failure> {
@@ -426,17 +442,10 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
         _ => None,
     };
     let end = server_end(&a.far, asked)?;
+    end.aim(&mut spec);
     let (mut server, psk) = match &end {
-        ServerEnd::Manual(addr, host, psk) => {
-            spec.family = family_of(addr);
-            spec.server_host = Some(host.clone());
-            (Some(*addr), psk.clone())
-        }
-        ServerEnd::Ssh(t) => {
-            spec.server_host = Some(t.host.clone());
-            (None, None)
-        }
-        ServerEnd::Embedded => (None, None),
+        ServerEnd::Manual(addr, _, psk) => (Some(*addr), psk.clone()),
+        ServerEnd::Ssh(_) | ServerEnd::Embedded => (None, None),
     };
     let ssh = match end {
         ServerEnd::Ssh(t) => Some(t),
