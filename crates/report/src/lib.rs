@@ -203,12 +203,12 @@ fn iterations_table(o: &mut String, rec: &RunRecord) {
         .map(|c| c.outliers.clone())
         .unwrap_or_default();
     for it in &rec.iterations {
-        let mut flags = String::new();
+        let mut flags = Vec::new();
         if outliers.contains(&it.index) {
-            flags.push_str(" outlier ");
+            flags.push("outlier");
         }
         if !it.complete {
-            flags.push_str(" INCOMPLETE");
+            flags.push("INCOMPLETE");
         }
         table.row([
             format!("#{}", it.index + 1),
@@ -216,7 +216,12 @@ fn iterations_table(o: &mut String, rec: &RunRecord) {
             secs(it.client.process.total_s()),
             secs(it.server.process.total_s()),
             it.derived.retransmits.to_string(),
-            flags.trim_end().to_string(),
+            // Two spaces before each, as the figures' columns stand apart.
+            flags
+                .iter()
+                .map(|f| format!(" {f}"))
+                .collect::<Vec<_>>()
+                .join(" "),
         ]);
     }
     o.push_str(&table.terminal(""));
