@@ -313,3 +313,82 @@ fn interface_and_softnet_deltas_agree_with_proc_read_around_the_run() {
         );
     }
 }
+
+/// `/proc/net/sockstat` as seen from inside `ns`: (TCP sockets in use, all
+/// sockets).
+fn sockstat_in(ns: &Netns) -> (u64, u64) {
+    let out = ns.exec("cat").arg("/proc/net/sockstat").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let word = |line: &str, key: &str| -> u64 {
+        let l = text.lines().find(|l| l.starts_with(line)).expect(line);
+        let w: Vec<&str> = l.split_whitespace().collect();
+        let i = w.iter().position(|x| *x == key).expect(key);
+        w[i + 1].parse().unwrap()
+    };
+    (word("TCP:", "inuse"), word("sockets:", "used"))
+}
+
+#[test]
+fn sockstat_holds_the_runs_flows_and_the_namespace_has_none_left_after() {
+    let _alone = measuring_alone();
+    // A namespace of its own: no other test's sockets are counted in it.
+    let Some(ns) = Netns::new("sockstat") else {
+        return;
+    };
+    let (before, _) = sockstat_in(&ns);
+    let flows = 8u64;
+    let mut cmd = ns.exec(env!("CARGO_BIN_EXE_plumb"));
+    cmd.env("PLUMB_ACTIVITY_DIR", "off").args([
+        "run",
+        "stream",
+        "--flows",
+        "8",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0",
+        "--iterations",
+        "1",
+        "--no-store",
+        "--json",
+    ]);
+    let out = cmd.output().unwrap();
+    assert_ok(&out);
+    let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let client = &rec["iterations"][0]["client"];
+    let s = &client["sockstat"];
+    // Both ends' flows are open as the window closes, beside at most a few
+    // of plumb's own (the control connection's two ends, the listeners).
+    let tcp = u(&s["tcp_inuse"]) - before;
+    assert!(
+        (2 * flows..=2 * flows + 6).contains(&tcp),
+        "{tcp} TCP sockets in use for {flows} flows: {s}"
+    );
+    assert!(u(&s["sockets_used"]) >= u(&s["tcp_inuse"]), "{s}");
+    // A stream keeps data queued in its sockets: TCP holds memory.
+    assert!(u(&s["tcp_mem_pages"]) > 0, "{s}");
+    // The kernel, read here: every one of them closed with the run.
+    let (after, _) = sockstat_in(&ns);
+    assert_eq!(after, before, "TCP sockets left in use in the namespace");
+
+    // The summary shows the levels once: both ends shared the namespace.
+    let mut cmd = ns.exec(env!("CARGO_BIN_EXE_plumb"));
+    cmd.env("PLUMB_ACTIVITY_DIR", "off").args([
+        "run",
+        "stream",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0",
+        "--iterations",
+        "1",
+        "--no-store",
+    ]);
+    let out = cmd.output().unwrap();
+    assert_ok(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("sockstat")).collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    assert_mentions(lines[0], &["client", "tcp sockets", "tcp memory", "pages"]);
+    assert!(!text.contains("sockstat    server"), "{text}");
+}

@@ -5,7 +5,7 @@
 use libfuzzer_sys::fuzz_target;
 use plumb_sys::proc::{
     kconfig_enabled, parse_net_dev, parse_sched_migrations, parse_schedstat, parse_snmp,
-    parse_softirqs, parse_softnet, parse_stat, parse_status, parse_task_stat,
+    parse_sockstat, parse_softirqs, parse_softnet, parse_stat, parse_status, parse_task_stat,
 };
 
 fuzz_target!(|data: &[u8]| {
@@ -15,6 +15,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = parse_stat(text);
     let _ = parse_softirqs(text);
     let _ = parse_snmp(text);
+    let _ = parse_sockstat(text);
     let _ = parse_task_stat(text);
     let _ = parse_status(text);
     let _ = parse_schedstat(text);

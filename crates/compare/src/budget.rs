@@ -3,7 +3,8 @@
 //! drops and squeezes, interface drops), and which CPUs took each device's
 //! interrupts on either side.
 
-use plumb_samples::{EndResult, Iteration, Role, SoftnetCounts};
+use plumb_samples::figure::{self, Kind, Merge};
+use plumb_samples::{EndResult, Iteration, Role};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -168,42 +169,44 @@ pub fn busier_neighbours(a: &[&Iteration], b: &[&Iteration]) -> Vec<String> {
         .collect()
 }
 
-/// Events per GB received, or per million transactions: the end's threads
-/// moved between CPUs, packets its host's backlogs dropped, NET_RX rounds
-/// that ran out of budget, and packets its interfaces dropped.
+/// Events per GB received, or per million transactions, as the probes
+/// declare them (`plumb_samples::figure`): the end's threads moved between
+/// CPUs, packets its host's backlogs dropped, NET_RX rounds that ran out of
+/// budget, packets its interfaces dropped. A figure of the process counts
+/// per end, one of the host once per host, one of the network namespace
+/// once per namespace.
 pub(crate) fn events(its: &[&Iteration], transactional: bool) -> Figures {
     per_work(its, transactional, |i, add| {
-        for end in [&i.client, &i.server] {
-            if end.lost {
+        let json = |e: &EndResult| serde_json::to_value(e).unwrap_or_default();
+        let ends = [(&i.client, json(&i.client)), (&i.server, json(&i.server))];
+        let hosts = hosts(i);
+        for (part, f) in figure::events() {
+            let Kind::Event(name) = f.kind else {
                 continue;
+            };
+            for (end, record) in &ends {
+                let counts_as = match part.merge {
+                    Merge::OncePerHost => hosts
+                        .iter()
+                        .find(|(h, _)| h.role == end.role)
+                        .map(|(_, name)| name.clone()),
+                    // Ends in one namespace see the same interfaces: those
+                    // count once, as the client's.
+                    Merge::OncePerNamespace => (!end.lost
+                        && !i.shared_with_client(end.role, part.merge))
+                    .then(|| end.role.name().to_string()),
+                    Merge::Sum | Merge::PerGroup | Merge::PerFlow | Merge::Distribution => {
+                        (!end.lost).then(|| end.role.name().to_string())
+                    }
+                };
+                let value = figure::part_of(record, part.key).unwrap_or(&serde_json::Value::Null);
+                let value = figure::figure_value(value, f.path);
+                if let (Some(who), Some(v)) = (counts_as, value) {
+                    add(&who, name, v);
+                }
             }
-            if let Some(m) = end.process.sched.and_then(|s| s.migrations) {
-                add(end.role.name(), "migrations", m as f64);
-            }
-            // Ends in one namespace see the same interfaces: those count
-            // once, as the client's.
-            let shared = end.role == Role::Server
-                && i.client.hostname == i.server.hostname
-                && names(&i.client) == names(&i.server);
-            if !shared {
-                let drops: u64 = end
-                    .interfaces
-                    .iter()
-                    .map(|n| n.counters.rx_dropped + n.counters.tx_dropped)
-                    .sum();
-                add(end.role.name(), "interface drops", drops as f64);
-            }
-        }
-        for (end, host) in hosts(i) {
-            let t = SoftnetCounts::total(&end.softnet);
-            add(&host, "softnet dropped", t.dropped as f64);
-            add(&host, "time_squeeze", t.time_squeeze as f64);
         }
     })
-}
-
-fn names(end: &EndResult) -> Vec<&str> {
-    end.interfaces.iter().map(|i| i.name.as_str()).collect()
 }
 
 /// The lines of two sides' figures that both have, with their change.

@@ -8,7 +8,8 @@
 //! ends agree on the moments (the control protocol) is not this module's.
 
 use crate::meter::{Meter, SampleSink};
-use crate::profile::{Profiler, Sampling};
+use crate::probe::{self, Probe};
+use crate::profile::Profiler;
 use crate::setup::{check_rx_mode, read_back_flows, read_back_udp, SetupError};
 use crate::{Engine, EngineConfig, EngineError, Link, Workload};
 use plumb_samples::{EndResult, OptionRecord, ProfileAsk, Role};
@@ -72,7 +73,7 @@ impl ReadyEnd {
             engine,
             options: self.options,
             meter: None,
-            profile: Profiling::Off,
+            probes: probe::defaults(),
         })
     }
 }
@@ -82,17 +83,8 @@ pub struct RunningEnd {
     engine: Engine,
     options: Vec<OptionRecord>,
     meter: Option<Meter>,
-    profile: Profiling,
-}
-
-/// Where an end's profile stands.
-enum Profiling {
-    Off,
-    /// Samplers open, waiting for the window.
-    Ready(Profiler),
-    Sampling(Sampling),
-    /// Starting the samplers failed; the end says so with its figures.
-    Failed(String),
+    /// What the window reads at its edges beside the flows' counts.
+    probes: Vec<Box<dyn Probe>>,
 }
 
 /// What stopping an end found beside its figures.
@@ -110,19 +102,14 @@ impl RunningEnd {
     /// now, before the window, so that opening them costs it nothing.
     pub fn profile(&mut self, ask: ProfileAsk) -> Result<(), String> {
         let p = Profiler::open(ask, self.engine.config().cpus.clone())?;
-        self.profile = Profiling::Ready(p);
+        self.probes.push(probe::profiler(p));
         Ok(())
     }
 
     /// Opens the measurement window now; what the warm-up timed is dropped.
     pub fn open_window(&mut self) {
-        self.meter = Some(Meter::open(&self.engine));
-        if let Profiling::Ready(p) = std::mem::replace(&mut self.profile, Profiling::Off) {
-            self.profile = match p.start() {
-                Ok(s) => Profiling::Sampling(s),
-                Err(e) => Profiling::Failed(e),
-            };
-        }
+        let probes = std::mem::take(&mut self.probes);
+        self.meter = Some(Meter::open(&self.engine, probes));
     }
 
     /// Closes the current interval of the window and starts the next.
@@ -142,18 +129,9 @@ impl RunningEnd {
     pub fn close_window(&mut self, sink: &mut dyn SampleSink) -> EndResult {
         let meter = match self.meter.take() {
             Some(m) => m,
-            None => Meter::open(&self.engine),
+            None => Meter::open(&self.engine, std::mem::take(&mut self.probes)),
         };
-        let mut end = meter.close(&self.engine, sink, std::mem::take(&mut self.options));
-        match std::mem::replace(&mut self.profile, Profiling::Off) {
-            Profiling::Sampling(s) => match s.finish() {
-                Ok(p) => end.profile = Some(p),
-                Err(e) => end.warnings.push(e),
-            },
-            Profiling::Failed(e) => end.warnings.push(e),
-            Profiling::Off | Profiling::Ready(_) => {}
-        }
-        end
+        meter.close(&self.engine, sink, std::mem::take(&mut self.options))
     }
 
     /// Stops the traffic and adds to `end` the zero-copy accounting, the

@@ -10,6 +10,7 @@ pub mod end;
 mod flow;
 pub mod latency;
 pub mod meter;
+pub mod probe;
 pub mod profile;
 mod rr;
 pub mod setup;

@@ -19,8 +19,7 @@ use plumb_samples::units::{
     format_tx_rate, sig3,
 };
 use plumb_samples::{
-    format_bits_per_sec, format_bytes, EndResult, Iteration, OptionStatus, Role, RunRecord,
-    SoftnetCounts,
+    format_bits_per_sec, format_bytes, EndResult, Iteration, OptionStatus, RunRecord, SoftnetCounts,
 };
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -402,6 +401,7 @@ fn iteration(o: &mut String, it: &Iteration, planned_s: f64, transactional: bool
     );
     sched(o, it);
     network(o, it);
+    levels(o, it);
     let rss = |e: &EndResult| format_bytes(e.process.rss_bytes);
     let flows = it.client.flows.len().max(1) as u64;
     let _ = writeln!(
@@ -757,17 +757,11 @@ type Field = fn(&SoftnetCounts) -> u64;
 /// Each end's interfaces and per-CPU packet processing, where they moved:
 /// once for ends that share a host and namespace, per end otherwise.
 fn network(o: &mut String, it: &Iteration) {
+    use plumb_samples::figure::Merge;
     let (c, s) = (&it.client, &it.server);
-    let same_host = c.hostname == s.hostname;
-    let names = |e: &EndResult| {
-        e.interfaces
-            .iter()
-            .map(|i| i.name.clone())
-            .collect::<Vec<_>>()
-    };
     let mut head = "net";
     for end in [c, s] {
-        if end.lost || (end.role == Role::Server && same_host && names(s) == names(c)) {
+        if end.lost || it.shared_with_client(end.role, Merge::OncePerNamespace) {
             continue;
         }
         for i in &end.interfaces {
@@ -826,7 +820,8 @@ fn network(o: &mut String, it: &Iteration) {
     }
     let mut head = "softnet";
     for end in [c, s] {
-        if end.lost || end.softnet.is_empty() || (end.role == Role::Server && same_host) {
+        if end.lost || end.softnet.is_empty() || it.shared_with_client(end.role, Merge::OncePerHost)
+        {
             continue;
         }
         let t = SoftnetCounts::total(&end.softnet);
@@ -850,6 +845,54 @@ fn network(o: &mut String, it: &Iteration) {
         }
         let _ = writeln!(o, "{}", fit_80(&parts));
         head = "";
+    }
+}
+
+/// The levels the probes declare (`plumb_samples::figure`), one line per
+/// part and end, those that are not zero: once for a part of the host or
+/// the namespace where both ends share it.
+fn levels(o: &mut String, it: &Iteration) {
+    use plumb_samples::figure::{self, Kind};
+    let (c, s) = (&it.client, &it.server);
+    let json = |e: &EndResult| serde_json::to_value(e).unwrap_or_default();
+    let records = [(c, json(c)), (s, json(s))];
+    for (_, part) in figure::parts() {
+        let shown: Vec<(&str, &str, &str)> = part
+            .figures
+            .iter()
+            .filter_map(|f| match f.kind {
+                Kind::Level(name) => Some((name, f.path, f.unit)),
+                Kind::Event(_) | Kind::Detail => None,
+            })
+            .collect();
+        if shown.is_empty() {
+            continue;
+        }
+        let mut head = part.key;
+        for (end, record) in &records {
+            if end.lost || it.shared_with_client(end.role, part.merge) {
+                continue;
+            }
+            let Some(value) = figure::part_of(record, part.key) else {
+                continue;
+            };
+            let mut words: Vec<String> = shown
+                .iter()
+                .filter_map(|(name, path, unit)| {
+                    let v = figure::figure_value(value, path).filter(|v| *v != 0.0)?;
+                    Some(match name.ends_with(unit) {
+                        true => format!("{name} {}", count(v as u64)),
+                        false => format!("{name} {} {unit}", count(v as u64)),
+                    })
+                })
+                .collect();
+            if words.is_empty() {
+                continue;
+            }
+            words[0] = format!("{head:<12}{:<7}{}", end.role.to_string(), words[0]);
+            let _ = writeln!(o, "{}", fit_80(&words));
+            head = "";
+        }
     }
 }
 

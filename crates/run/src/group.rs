@@ -10,6 +10,7 @@
 use crate::{derive, run_iteration_at, RunError, RunOptions};
 use plumb_engine::latency::{from_buckets, new_histogram, summarize};
 use plumb_engine::meter::NoSink;
+use plumb_samples::figure;
 use plumb_samples::{EndResult, Iteration, TcpInfoSummary, TCP_INFO_PER_FLOW_MAX};
 use plumb_spec::Spec;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -216,53 +217,16 @@ pub fn merge_ends(parts: &[EndResult]) -> Option<EndResult> {
     }
 
     // Flows are numbered on across the processes, in group order.
-    let mut offset = 0u32;
+    let mut offsets = Vec::new();
     out.flows.clear();
-    let mut infos = Vec::new();
     for p in parts {
+        let first = out.flows.len() as u32;
+        offsets.push(first as u64);
         out.flows.extend(p.flows.iter().map(|f| {
             let mut f = f.clone();
-            f.flow += offset;
+            f.flow += first;
             f
         }));
-        infos.extend(p.tcp_info.iter().map(|t| {
-            let mut t = t.clone();
-            t.flow += offset;
-            t
-        }));
-        offset += p.flows.len() as u32;
-    }
-
-    out.process.user_s = parts.iter().map(|p| p.process.user_s).sum();
-    out.process.system_s = parts.iter().map(|p| p.process.system_s).sum();
-    out.process.voluntary_csw = sum(&|p| p.process.voluntary_csw);
-    out.process.involuntary_csw = sum(&|p| p.process.involuntary_csw);
-    out.process.rss_bytes = sum(&|p| p.process.rss_bytes);
-    out.process.threads = parts
-        .iter()
-        .flat_map(|p| p.process.threads.iter().cloned())
-        .collect();
-
-    // Per-flow TCP_INFO where every process kept it; else the distributions,
-    // combined conservatively (min of minima, max of p99s and maxima, the
-    // flow-weighted mean of the medians).
-    let all_kept = parts
-        .iter()
-        .all(|p| p.tcp_info.len() as u32 == p.tcp_info_summary.as_ref().map_or(0, |s| s.flows));
-    if all_kept {
-        out.tcp_info_summary = TcpInfoSummary::of(&infos);
-        out.tcp_info = if infos.len() > TCP_INFO_PER_FLOW_MAX {
-            Vec::new()
-        } else {
-            infos
-        };
-    } else {
-        out.tcp_info.clear();
-        let sums: Vec<&TcpInfoSummary> = parts
-            .iter()
-            .filter_map(|p| p.tcp_info_summary.as_ref())
-            .collect();
-        out.tcp_info_summary = combine_summaries(&sums);
     }
 
     for p in rest {
@@ -293,34 +257,31 @@ pub fn merge_ends(parts: &[EndResult]) -> Option<EndResult> {
             u.merge(v);
         }
     }
-    Some(out)
-}
 
-fn combine_summaries(parts: &[&TcpInfoSummary]) -> Option<TcpInfoSummary> {
-    let flows: u32 = parts.iter().map(|s| s.flows).sum();
-    if flows == 0 {
-        return None;
-    }
-    let dist = |f: &dyn Fn(&TcpInfoSummary) -> [f64; 4]| -> [f64; 4] {
-        let min = parts.iter().map(|s| f(s)[0]).fold(f64::INFINITY, f64::min);
-        let median = parts.iter().map(|s| f(s)[1] * s.flows as f64).sum::<f64>() / flows as f64;
-        let p99 = parts.iter().map(|s| f(s)[2]).fold(0.0, f64::max);
-        let max = parts.iter().map(|s| f(s)[3]).fold(0.0, f64::max);
-        [min, median, p99, max]
+    // What the probes wrote merges by the rule each part declares.
+    let json = |e: &EndResult| serde_json::to_value(e).expect("an end serializes");
+    let groups: Vec<serde_json::Value> = parts.iter().map(json).collect();
+    let mut merged = json(&out);
+    figure::merge_parts(&mut merged, &groups, &offsets);
+    let mut out: EndResult = serde_json::from_value(merged).expect("a merged end reads back");
+    // Where every process kept its flows' TCP_INFO, their distribution is
+    // exact, not combined.
+    let kept = |p: &EndResult| {
+        p.tcp_info.len() as u32 == p.tcp_info_summary.as_ref().map_or(0, |s| s.flows)
     };
-    Some(TcpInfoSummary {
-        flows,
-        rtt_us: dist(&|s| s.rtt_us),
-        snd_cwnd: dist(&|s| s.snd_cwnd),
-        total_retrans: dist(&|s| s.total_retrans),
-        retrans_sum: parts.iter().map(|s| s.retrans_sum).sum(),
-    })
+    if parts.iter().all(kept) {
+        out.tcp_info_summary = TcpInfoSummary::of(&out.tcp_info);
+    }
+    if !parts.iter().all(kept) || out.tcp_info.len() > TCP_INFO_PER_FLOW_MAX {
+        out.tcp_info.clear();
+    }
+    Some(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use plumb_samples::{FlowTotals, IntervalSample, Role};
+    use plumb_samples::{FlowTotals, IntervalSample, Role, SoftnetCounts};
 
     fn end(pid: u32, flows: u32, tx_per_flow: u64, latency_ns: &[u64]) -> EndResult {
         let mut h = new_histogram();
@@ -408,6 +369,153 @@ mod tests {
         // One part is itself.
         assert_eq!(merge_ends(std::slice::from_ref(&a)).unwrap(), a);
         assert!(merge_ends(&[]).is_none());
+    }
+
+    /// An end with every part a probe declares filled, each group's
+    /// numbers its own.
+    fn probed(n: u64) -> EndResult {
+        let mut e = end(n as u32, 2, 10 * n, &[1000 * n]);
+        let parts = serde_json::json!({
+            "cpus": [{"cpu": 0, "user_s": 0.1, "nice_s": 0.0, "system_s": 0.2, "idle_s": 0.5,
+                      "iowait_s": 0.0, "irq_s": 0.0, "softirq_s": 0.1, "steal_s": 0.0}],
+            "irq_time_accounting": true,
+            "softirqs": [{"cpu": 0, "net_rx": 5 * n, "net_tx": n}],
+            "counters": {"Tcp.RetransSegs": n},
+            "softnet": [{"cpu": 0, "processed": 9 * n, "dropped": n, "time_squeeze": n,
+                         "received_rps": 0, "flow_limit_count": 0}],
+            "interfaces": [{"name": "lo", "rx_bytes": n, "rx_packets": n, "rx_errors": 0,
+                            "rx_dropped": n, "rx_fifo": 0, "tx_bytes": n, "tx_packets": n,
+                            "tx_errors": 0, "tx_dropped": 0, "tx_fifo": 0,
+                            "virtual_device": true}],
+            "process": {"pid": n, "user_s": 0.5, "system_s": 1.0, "voluntary_csw": 10 * n,
+                        "involuntary_csw": n, "rss_bytes": 1000 * n,
+                        "threads": [{"tid": n, "name": "plumb-c0", "user_s": 0.5,
+                                     "system_s": 1.0, "voluntary_csw": n,
+                                     "involuntary_csw": 0, "cpus_allowed": "0",
+                                     "last_cpu": 0}],
+                        "sched": {"run_s": 1.0, "wait_s": 0.25, "timeslices": n,
+                                  "migrations": n}},
+            "path_cpu_s": 0.25,
+            "tcp_info": [
+                {"flow": 0, "state": 1, "rtt_us": 10 * n, "rttvar_us": 1, "snd_mss": 1448,
+                 "rcv_mss": 1448, "snd_cwnd": 10, "retransmits": 0, "total_retrans": n},
+                {"flow": 1, "state": 1, "rtt_us": 20 * n, "rttvar_us": 1, "snd_mss": 1448,
+                 "rcv_mss": 1448, "snd_cwnd": 20, "retransmits": 0, "total_retrans": 0}],
+            "sockstat": {"sockets_used": 40 + n, "tcp_inuse": 4, "tcp_orphan": 0, "tcp_tw": 0,
+                         "tcp_alloc": 6, "tcp_mem_pages": 100 * n, "udp_inuse": 1,
+                         "udp_mem_pages": 0},
+            "profile": {"event": "cpu-clock", "freq_hz": 99, "samples": n, "lost": 0,
+                        "process_s": 0.1, "process_irq_s": 0.0, "irq_s": 0.0,
+                        "other_s": 0.0, "idle_s": 0.0, "frames": ["f"],
+                        "stacks": [{"frames": [0], "ns": 1000}], "rest_ns": 0}
+        });
+        let mut v = serde_json::to_value(&e).unwrap();
+        for (k, x) in parts.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        e = serde_json::from_value(v).unwrap();
+        e.tcp_info_summary = TcpInfoSummary::of(&e.tcp_info);
+        e
+    }
+
+    /// The keys of an end's record that are the engine's own counts and
+    /// the end's identity, merged in `merge_ends` itself; every other key
+    /// is a part some probe declares.
+    const OWN: &[&str] = &[
+        "role",
+        "hostname",
+        "kernel",
+        "online_cpus",
+        "threads",
+        "pinned_cpus",
+        "window_s",
+        "bytes_sent",
+        "bytes_received",
+        "queued_start_bytes",
+        "queued_end_bytes",
+        "intervals",
+        "flows",
+        "socket_options",
+        "warnings",
+        "lost",
+        "build",
+        "transactions",
+        "latency",
+        "udp",
+        "zerocopy",
+        "rx_zerocopy",
+    ];
+
+    #[test]
+    fn no_declared_part_is_lost_in_the_group_merge() {
+        let (a, b) = (probed(1), probed(2));
+        let m = merge_ends(&[a.clone(), b.clone()]).unwrap();
+        let json = |e: &EndResult| serde_json::to_value(e).unwrap();
+        let (ja, jb, jm) = (json(&a), json(&b), json(&m));
+        for (probe, p) in figure::parts() {
+            let at = |v: &serde_json::Value| figure::part_of(v, p.key).cloned();
+            let (pa, pb) = (at(&ja), at(&jb));
+            let filled = |v: &Option<serde_json::Value>| match v {
+                None | Some(serde_json::Value::Null) => false,
+                Some(serde_json::Value::Array(a)) => !a.is_empty(),
+                Some(serde_json::Value::Object(o)) => !o.is_empty(),
+                Some(_) => true,
+            };
+            assert!(
+                filled(&pa) && filled(&pb),
+                "the test's ends leave {} of probe {} empty: fill it in `probed`",
+                p.key,
+                probe.name()
+            );
+            let got = at(&jm).unwrap_or_else(|| panic!("{} is lost in the merge", p.key));
+            let (pa, pb) = (pa.unwrap(), pb.unwrap());
+            let len = |v: &serde_json::Value| v.as_array().map_or(0, Vec::len);
+            match p.merge {
+                figure::Merge::OncePerHost | figure::Merge::OncePerNamespace => {
+                    assert_eq!(got, pa, "{}: the first group's", p.key)
+                }
+                figure::Merge::Sum => {
+                    for f in p.figures {
+                        let v = |x: &serde_json::Value| figure::figure_value(x, f.path);
+                        let sum = v(&pa).zip(v(&pb)).map(|(x, y)| x + y);
+                        assert_eq!(v(&got), sum, "{} {}: summed", p.key, f.path);
+                    }
+                }
+                figure::Merge::PerGroup | figure::Merge::PerFlow => {
+                    assert_eq!(len(&got), len(&pa) + len(&pb), "{}: every entry", p.key)
+                }
+                figure::Merge::Distribution => {
+                    assert_eq!(got["flows"], serde_json::json!(4), "{}: every flow", p.key)
+                }
+            }
+        }
+        // Flows numbered on: the second group's first flow is the third.
+        assert_eq!(m.tcp_info[2].flow, 2);
+        assert_eq!(m.process.sched.unwrap().migrations, Some(3));
+        assert_eq!(
+            SoftnetCounts::total(&m.softnet).dropped,
+            1,
+            "the host's, once"
+        );
+
+        // Every key of a record is the engine's own or a declared part.
+        let declared: Vec<&str> = figure::parts().map(|(_, p)| p.key).collect();
+        let mut keys = Vec::new();
+        for (k, v) in ja.as_object().unwrap() {
+            match (v, declared.iter().any(|d| d.starts_with(&format!("{k}.")))) {
+                (serde_json::Value::Object(o), true) => {
+                    keys.extend(o.keys().map(|c| format!("{k}.{c}")))
+                }
+                _ => keys.push(k.clone()),
+            }
+        }
+        for k in keys {
+            assert!(
+                OWN.contains(&k.as_str()) || declared.contains(&k.as_str()),
+                "{k} is in an end's record but no probe declares it (plumb_samples::figure) \
+                 and merge_ends does not merge it"
+            );
+        }
     }
 
     #[test]

@@ -10,6 +10,7 @@
 pub mod audit;
 pub mod cpu;
 pub mod env;
+pub mod figure;
 pub mod profile;
 pub mod result;
 #[cfg(feature = "testing")]
@@ -29,6 +30,6 @@ pub use result::{
 };
 pub use result::{
     InterfaceCounts, IrqCounts, IrqCpu, NetDevCounters, PathCounts, PathResult, Peer,
-    RxZeroCopyTotals, ServerStart, ZeroCopyTotals, PATH_THREAD,
+    RxZeroCopyTotals, ServerStart, Sockstat, ZeroCopyTotals, PATH_THREAD,
 };
 pub use units::{format_bits_per_sec, format_bytes, Metric};

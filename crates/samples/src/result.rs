@@ -274,6 +274,30 @@ pub struct EndResult {
     /// Where this end's CPU time went, function by function (`--profile`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub profile: Option<crate::Profile>,
+    /// Sockets and protocol memory in use in this end's network namespace
+    /// as the window closed (/proc/net/sockstat); absent in records made
+    /// before it was read.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub sockstat: Option<Sockstat>,
+}
+
+/// /proc/net/sockstat at one moment: levels, not counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sockstat {
+    /// Sockets of every family allocated in the namespace.
+    pub sockets_used: u64,
+    /// TCP sockets in use (not closed, not in TIME_WAIT), orphaned (closed
+    /// by their process, still sending), in TIME_WAIT, and allocated.
+    pub tcp_inuse: u64,
+    pub tcp_orphan: u64,
+    pub tcp_tw: u64,
+    pub tcp_alloc: u64,
+    /// Pages of memory TCP holds for socket buffers, host-wide: what
+    /// net.ipv4.tcp_mem's thresholds are compared with.
+    pub tcp_mem_pages: u64,
+    pub udp_inuse: u64,
+    /// Pages UDP holds, compared with net.ipv4.udp_mem.
+    pub udp_mem_pages: u64,
 }
 
 impl EndResult {
@@ -314,6 +338,7 @@ impl EndResult {
             interfaces: Vec::new(),
             path_cpu_s: None,
             profile: None,
+            sockstat: None,
         }
     }
 }
@@ -819,6 +844,27 @@ impl RunRecord {
     /// The headline metric.
     pub fn metric(&self) -> crate::Metric {
         crate::Metric::of(&self.spec)
+    }
+}
+
+impl Iteration {
+    /// Whether `end`'s value of a part merged by `merge` is the client's
+    /// too, and so counts once, as the client's: both ends read one host's
+    /// /proc (one host name) for a part of the host, or sat in one network
+    /// namespace (one host, the same interfaces) for one of the namespace.
+    pub fn shared_with_client(&self, end: Role, merge: crate::figure::Merge) -> bool {
+        use crate::figure::Merge;
+        let (c, s) = (&self.client, &self.server);
+        let names = |e: &EndResult| -> Vec<String> {
+            e.interfaces.iter().map(|i| i.name.clone()).collect()
+        };
+        end == Role::Server
+            && c.hostname == s.hostname
+            && match merge {
+                Merge::OncePerHost => true,
+                Merge::OncePerNamespace => names(c) == names(s),
+                Merge::Sum | Merge::PerGroup | Merge::PerFlow | Merge::Distribution => false,
+            }
     }
 }
 

@@ -7,6 +7,7 @@ mod interrupts;
 mod kconfig;
 mod netdev;
 mod snmp;
+mod sockstat;
 mod softirqs;
 mod softnet;
 mod stat;
@@ -19,6 +20,7 @@ pub use interrupts::{
 pub use kconfig::{irq_time_accounting, kconfig_enabled};
 pub use netdev::{parse_net_dev, read_net_dev, NetDevRow};
 pub use snmp::{parse_snmp, read_net_counters};
+pub use sockstat::{parse_sockstat, read_sockstat};
 pub use softirqs::{parse_softirqs, read_softirqs, SoftirqRow};
 pub use softnet::{parse_softnet, read_softnet};
 pub use stat::{parse_stat, read_stat, StatCpu};

@@ -1,0 +1,521 @@
+//! Kernel event sources, each read at the measurement window's edges (a
+//! probe): what it reads, the difference it makes of two readings, and
+//! the parts of the end's record it writes. What each part holds and how
+//! two flow groups' parts merge is declared beside the record, in
+//! `plumb_samples::figure`; a new probe is its reader here, its
+//! declaration there, and its line in `figure::Probe::ALL` (the match in
+//! [`reader`] then asks for it).
+
+use crate::profile::{Profiler, Sampling};
+use crate::Engine;
+use plumb_samples::figure::Probe as Id;
+use plumb_samples::{
+    CpuTimes, EndResult, InterfaceCounts, IrqCounts, IrqCpu, ProcessCpu, SchedTimes, SoftirqCounts,
+    SoftnetCounts, ThreadCpu, PATH_THREAD,
+};
+use plumb_sys::proc::{Interrupts, NetDevRow, SoftirqRow, StatCpu, TaskSnapshot};
+use plumb_sys::process::Rusage;
+use std::collections::BTreeMap;
+
+/// A kernel event source read at the window's edges.
+pub trait Probe {
+    /// Reads the source as the window opens.
+    fn open(&mut self, engine: &Engine);
+    /// Reads it as the window closes and writes its parts of `out`.
+    fn close(&mut self, engine: &Engine, out: &mut EndResult);
+}
+
+/// A source whose figures are what changed between two readings.
+trait Edges {
+    type Reading;
+    fn read(&self, engine: &Engine) -> Self::Reading;
+    fn record(
+        &self,
+        open: Self::Reading,
+        close: Self::Reading,
+        engine: &Engine,
+        out: &mut EndResult,
+    );
+}
+
+struct AtEdges<S: Edges> {
+    source: S,
+    open: Option<S::Reading>,
+}
+
+impl<S: Edges> Probe for AtEdges<S> {
+    fn open(&mut self, engine: &Engine) {
+        self.open = Some(self.source.read(engine));
+    }
+
+    fn close(&mut self, engine: &Engine, out: &mut EndResult) {
+        let close = self.source.read(engine);
+        // A window that never opened (a stop in the warm-up) is one instant.
+        let open = match self.open.take() {
+            Some(o) => o,
+            None => self.source.read(engine),
+        };
+        self.source.record(open, close, engine, out);
+    }
+}
+
+fn edges<S: Edges + 'static>(source: S) -> Box<dyn Probe> {
+    Box::new(AtEdges { source, open: None })
+}
+
+/// The reader of a probe that every end runs; `None` for one an end runs
+/// only when asked (the profile, made by [`profiler`]).
+pub fn reader(id: Id) -> Option<Box<dyn Probe>> {
+    Some(match id {
+        Id::Process => edges(ProcessProbe),
+        Id::Cpu => edges(CpuProbe),
+        Id::Softirqs => edges(SoftirqProbe),
+        Id::Snmp => edges(SnmpProbe),
+        Id::Softnet => edges(SoftnetProbe),
+        Id::Interfaces => edges(InterfaceProbe),
+        Id::Sockstat => Box::new(SockstatProbe),
+        Id::TcpInfo => Box::new(TcpInfoProbe),
+        Id::Profile => return None,
+    })
+}
+
+/// Every probe an end runs by default, in the declared order.
+pub fn defaults() -> Vec<Box<dyn Probe>> {
+    Id::ALL.into_iter().filter_map(reader).collect()
+}
+
+/// The profile of an end's window: samplers opened before it (so that
+/// opening them costs the window nothing), started as it opens.
+pub fn profiler(p: Profiler) -> Box<dyn Probe> {
+    Box::new(ProfileProbe::Ready(p))
+}
+
+enum ProfileProbe {
+    Ready(Profiler),
+    Sampling(Sampling),
+    /// Starting the samplers failed; the end says so with its figures.
+    Failed(String),
+    Done,
+}
+
+impl Probe for ProfileProbe {
+    fn open(&mut self, _: &Engine) {
+        if let ProfileProbe::Ready(p) = std::mem::replace(self, ProfileProbe::Done) {
+            *self = match p.start() {
+                Ok(s) => ProfileProbe::Sampling(s),
+                Err(e) => ProfileProbe::Failed(e),
+            };
+        }
+    }
+
+    fn close(&mut self, _: &Engine, out: &mut EndResult) {
+        match std::mem::replace(self, ProfileProbe::Done) {
+            ProfileProbe::Sampling(s) => match s.finish() {
+                Ok(p) => out.profile = Some(p),
+                Err(e) => out.warnings.push(e),
+            },
+            ProfileProbe::Failed(e) => out.warnings.push(e),
+            ProfileProbe::Ready(_) | ProfileProbe::Done => {}
+        }
+    }
+}
+
+/// Sockets and protocol memory are levels: the closing reading is kept.
+struct SockstatProbe;
+
+impl Probe for SockstatProbe {
+    fn open(&mut self, _: &Engine) {}
+
+    fn close(&mut self, _: &Engine, out: &mut EndResult) {
+        out.sockstat = plumb_sys::proc::read_sockstat().ok();
+    }
+}
+
+/// TCP_INFO of every flow as the window closes; above
+/// `TCP_INFO_PER_FLOW_MAX` flows only their distribution is kept.
+struct TcpInfoProbe;
+
+impl Probe for TcpInfoProbe {
+    fn open(&mut self, _: &Engine) {}
+
+    fn close(&mut self, engine: &Engine, out: &mut EndResult) {
+        let mut infos = engine.tcp_info();
+        out.tcp_info_summary = plumb_samples::TcpInfoSummary::of(&infos);
+        if infos.len() > plumb_samples::TCP_INFO_PER_FLOW_MAX {
+            infos.clear();
+        }
+        out.tcp_info = infos;
+    }
+}
+
+fn ticks_per_sec() -> f64 {
+    plumb_sys::proc::clock_ticks_per_sec().max(1) as f64
+}
+
+struct ProcessProbe;
+
+struct ProcessReading {
+    rusage: Rusage,
+    tasks: Vec<TaskSnapshot>,
+}
+
+impl Edges for ProcessProbe {
+    type Reading = ProcessReading;
+
+    fn read(&self, _: &Engine) -> ProcessReading {
+        ProcessReading {
+            rusage: plumb_sys::process::rusage_self(),
+            tasks: plumb_sys::proc::read_tasks(None).unwrap_or_default(),
+        }
+    }
+
+    fn record(
+        &self,
+        a: ProcessReading,
+        mut b: ProcessReading,
+        engine: &Engine,
+        out: &mut EndResult,
+    ) {
+        // A worker that ended in the window counts as it was when it ended.
+        for t in engine.exited_workers() {
+            let was = |tasks: &[TaskSnapshot]| tasks.iter().any(|o| o.tid == t.tid);
+            if was(&a.tasks) && !was(&b.tasks) {
+                b.tasks.push(t);
+            }
+        }
+        let (process, path_cpu_s) = process_cpu(&a, &b, ticks_per_sec(), engine);
+        out.process = process;
+        out.path_cpu_s = path_cpu_s;
+    }
+}
+
+struct CpuProbe;
+
+impl Edges for CpuProbe {
+    type Reading = Vec<StatCpu>;
+
+    fn read(&self, _: &Engine) -> Vec<StatCpu> {
+        plumb_sys::proc::read_stat().unwrap_or_default()
+    }
+
+    fn record(&self, a: Vec<StatCpu>, b: Vec<StatCpu>, _: &Engine, out: &mut EndResult) {
+        out.cpus = cpu_deltas(&a, &b, ticks_per_sec());
+        out.irq_time_accounting = plumb_sys::proc::irq_time_accounting();
+    }
+}
+
+struct SoftirqProbe;
+
+impl Edges for SoftirqProbe {
+    type Reading = Vec<SoftirqRow>;
+
+    fn read(&self, _: &Engine) -> Vec<SoftirqRow> {
+        plumb_sys::proc::read_softirqs().unwrap_or_default()
+    }
+
+    fn record(&self, a: Vec<SoftirqRow>, b: Vec<SoftirqRow>, _: &Engine, out: &mut EndResult) {
+        out.softirqs = softirq_deltas(&a, &b);
+    }
+}
+
+struct SnmpProbe;
+
+impl Edges for SnmpProbe {
+    type Reading = BTreeMap<String, i64>;
+
+    fn read(&self, _: &Engine) -> BTreeMap<String, i64> {
+        plumb_sys::proc::read_net_counters().unwrap_or_default()
+    }
+
+    fn record(&self, a: Self::Reading, b: Self::Reading, _: &Engine, out: &mut EndResult) {
+        out.counters = counter_deltas(&a, &b);
+    }
+}
+
+struct SoftnetProbe;
+
+impl Edges for SoftnetProbe {
+    type Reading = Vec<SoftnetCounts>;
+
+    fn read(&self, _: &Engine) -> Vec<SoftnetCounts> {
+        plumb_sys::proc::read_softnet().unwrap_or_default()
+    }
+
+    fn record(&self, a: Self::Reading, b: Self::Reading, _: &Engine, out: &mut EndResult) {
+        out.softnet = softnet_deltas(&a, &b);
+    }
+}
+
+struct InterfaceProbe;
+
+struct InterfaceReading {
+    net_dev: Vec<NetDevRow>,
+    interrupts: Interrupts,
+    /// Each interface's driver statistics, where the driver names any and
+    /// they could be read.
+    driver: BTreeMap<String, Vec<(String, u64)>>,
+}
+
+impl Edges for InterfaceProbe {
+    type Reading = InterfaceReading;
+
+    fn read(&self, _: &Engine) -> InterfaceReading {
+        let net_dev = plumb_sys::proc::read_net_dev().unwrap_or_default();
+        let sock = plumb_sys::ethtool::socket().ok();
+        let driver = net_dev
+            .iter()
+            .filter_map(|d| {
+                let stats = plumb_sys::ethtool::driver_stats(sock.as_ref()?, &d.name).ok()?;
+                Some((d.name.clone(), stats))
+            })
+            .collect();
+        InterfaceReading {
+            net_dev,
+            interrupts: plumb_sys::proc::read_interrupts().unwrap_or_default(),
+            driver,
+        }
+    }
+
+    fn record(&self, a: Self::Reading, b: Self::Reading, _: &Engine, out: &mut EndResult) {
+        out.interfaces = interface_deltas(&a, &b);
+    }
+}
+
+/// The scheduler's accounting of one thread over the window, where the
+/// kernel keeps it at both ends of the window.
+fn sched_delta(a: Option<&TaskSnapshot>, b: &TaskSnapshot) -> Option<SchedTimes> {
+    let (s0, s1) = match a {
+        Some(a) => (a.schedstat?, b.schedstat?),
+        // A thread born in the window: all of its accounting is in it.
+        None => (Default::default(), b.schedstat?),
+    };
+    let ns = |x: u64, y: u64| x.saturating_sub(y) as f64 / 1e9;
+    Some(SchedTimes {
+        run_s: ns(s1.run_ns, s0.run_ns),
+        wait_s: ns(s1.wait_ns, s0.wait_ns),
+        timeslices: s1.timeslices.saturating_sub(s0.timeslices),
+        migrations: match a {
+            Some(a) => a
+                .migrations
+                .zip(b.migrations)
+                .map(|(x, y)| y.saturating_sub(x)),
+            None => b.migrations,
+        },
+    })
+}
+
+/// The process's CPU over the window, and apart from it the delay line's
+/// when this process runs one.
+fn process_cpu(
+    a: &ProcessReading,
+    b: &ProcessReading,
+    tick: f64,
+    engine: &Engine,
+) -> (ProcessCpu, Option<f64>) {
+    let ns = |x: u64| x as f64 / 1e9;
+    let threads: Vec<ThreadCpu> = b
+        .tasks
+        .iter()
+        .map(|t| {
+            let before = a.tasks.iter().find(|o| o.tid == t.tid);
+            let (u0, s0, v0, i0) = before
+                .map(|o| {
+                    (
+                        o.utime_ticks,
+                        o.stime_ticks,
+                        o.voluntary_csw,
+                        o.involuntary_csw,
+                    )
+                })
+                .unwrap_or_default();
+            ThreadCpu {
+                tid: t.tid,
+                name: t.name.clone(),
+                user_s: t.utime_ticks.saturating_sub(u0) as f64 / tick,
+                system_s: t.stime_ticks.saturating_sub(s0) as f64 / tick,
+                voluntary_csw: t.voluntary_csw.saturating_sub(v0),
+                involuntary_csw: t.involuntary_csw.saturating_sub(i0),
+                cpus_allowed: t.cpus_allowed_list.clone(),
+                last_cpu: t.last_cpu,
+                sched: sched_delta(before, t),
+            }
+        })
+        .collect();
+    // The delay line's thread is the path, not this end: its time is set
+    // apart (at the threads' tick resolution, against the process's
+    // nanoseconds).
+    let (path, threads): (Vec<ThreadCpu>, Vec<ThreadCpu>) =
+        threads.into_iter().partition(|t| t.name == PATH_THREAD);
+    let path_user: f64 = path.iter().map(|t| t.user_s).sum();
+    let path_system: f64 = path.iter().map(|t| t.system_s).sum();
+    // Every other thread counts towards the process; only the workers and
+    // the threads that used CPU are listed.
+    let sched = SchedTimes::sum(threads.iter().filter_map(|t| t.sched.as_ref()));
+    let threads = threads
+        .into_iter()
+        .filter(|t| t.name.starts_with(engine.worker_name_prefix()) || t.user_s + t.system_s > 0.0)
+        .collect();
+    let cpu = ProcessCpu {
+        pid: std::process::id(),
+        user_s: (ns(b.rusage.user_ns.saturating_sub(a.rusage.user_ns)) - path_user).max(0.0),
+        system_s: (ns(b.rusage.system_ns.saturating_sub(a.rusage.system_ns)) - path_system)
+            .max(0.0),
+        voluntary_csw: b
+            .rusage
+            .voluntary_csw
+            .saturating_sub(a.rusage.voluntary_csw),
+        involuntary_csw: b
+            .rusage
+            .involuntary_csw
+            .saturating_sub(a.rusage.involuntary_csw),
+        rss_bytes: plumb_sys::proc::rss_bytes(None).unwrap_or(0),
+        threads,
+        sched,
+    };
+    (cpu, (!path.is_empty()).then_some(path_user + path_system))
+}
+
+fn cpu_deltas(a: &[StatCpu], b: &[StatCpu], tick: f64) -> Vec<CpuTimes> {
+    b.iter()
+        .filter_map(|e| {
+            let s = a.iter().find(|s| s.cpu == e.cpu)?;
+            let d = |x: u64, y: u64| x.saturating_sub(y) as f64 / tick;
+            Some(CpuTimes {
+                cpu: e.cpu,
+                user_s: d(e.user, s.user),
+                nice_s: d(e.nice, s.nice),
+                system_s: d(e.system, s.system),
+                idle_s: d(e.idle, s.idle),
+                iowait_s: d(e.iowait, s.iowait),
+                irq_s: d(e.irq, s.irq),
+                softirq_s: d(e.softirq, s.softirq),
+                steal_s: d(e.steal, s.steal),
+            })
+        })
+        .collect()
+}
+
+fn softirq_deltas(a: &[SoftirqRow], b: &[SoftirqRow]) -> Vec<SoftirqCounts> {
+    b.iter()
+        .filter_map(|e| {
+            let s = a.iter().find(|s| s.cpu == e.cpu)?;
+            Some(SoftirqCounts {
+                cpu: e.cpu,
+                net_rx: e.net_rx.saturating_sub(s.net_rx),
+                net_tx: e.net_tx.saturating_sub(s.net_tx),
+            })
+        })
+        .collect()
+}
+
+/// The CPUs whose packet processing moved.
+fn softnet_deltas(a: &[SoftnetCounts], b: &[SoftnetCounts]) -> Vec<SoftnetCounts> {
+    b.iter()
+        .filter_map(|e| Some(e.since(a.iter().find(|s| s.cpu == e.cpu)?)))
+        .filter(SoftnetCounts::moved)
+        .collect()
+}
+
+/// The interfaces whose counters moved: those that carried the test's
+/// traffic, and whatever else this namespace sent or received meanwhile.
+fn interface_deltas(a: &InterfaceReading, b: &InterfaceReading) -> Vec<InterfaceCounts> {
+    b.net_dev
+        .iter()
+        .filter_map(|e| {
+            // An interface that came up in the window counts from zero.
+            let before = a.net_dev.iter().find(|s| s.name == e.name);
+            let counters = e
+                .counters
+                .since(&before.map(|s| s.counters).unwrap_or_default());
+            if !counters.moved() {
+                return None;
+            }
+            let c = InterfaceCounts {
+                name: e.name.clone(),
+                counters,
+                virtual_device: false,
+                irqs: Vec::new(),
+                driver_counters: b.driver.get(&e.name).map(|s| s.len() as u32),
+                driver: driver_deltas(a.driver.get(&e.name), b.driver.get(&e.name)),
+            };
+            Some(match plumb_sys::proc::net_device(&e.name) {
+                None => InterfaceCounts {
+                    virtual_device: true,
+                    ..c
+                },
+                Some(dev) => InterfaceCounts {
+                    irqs: irq_deltas(
+                        &a.interrupts,
+                        &b.interrupts,
+                        &plumb_sys::proc::irqs_of(&e.name, &dev, &b.interrupts),
+                    ),
+                    ..c
+                },
+            })
+        })
+        .collect()
+}
+
+/// The driver statistics of one interface that moved between two readings
+/// (from zero for an interface that came up in the window; a name the
+/// driver gives twice is summed).
+fn driver_deltas(
+    a: Option<&Vec<(String, u64)>>,
+    b: Option<&Vec<(String, u64)>>,
+) -> BTreeMap<String, i64> {
+    let sum = |stats: Option<&Vec<(String, u64)>>| {
+        let mut m: BTreeMap<String, i64> = BTreeMap::new();
+        for (name, v) in stats.into_iter().flatten() {
+            let e = m.entry(name.clone()).or_default();
+            *e = e.wrapping_add(*v as i64);
+        }
+        m
+    };
+    let Some(b) = b else {
+        return BTreeMap::new();
+    };
+    counter_deltas(&sum(a), &sum(Some(b)))
+}
+
+/// The interrupts each CPU took over the window on each of `irqs`, for the
+/// IRQs that fired.
+fn irq_deltas(a: &Interrupts, b: &Interrupts, irqs: &[u32]) -> Vec<IrqCounts> {
+    irqs.iter()
+        .filter_map(|irq| {
+            let e = b.lines.iter().find(|l| l.irq == *irq)?;
+            let s = a.lines.iter().find(|l| l.irq == *irq);
+            let cpus: Vec<IrqCpu> = b
+                .cpus
+                .iter()
+                .zip(&e.counts)
+                .enumerate()
+                .filter_map(|(k, (&cpu, &n))| {
+                    let before = s.and_then(|s| s.counts.get(k)).copied().unwrap_or(0);
+                    let count = n.saturating_sub(before);
+                    (count > 0).then_some(IrqCpu { cpu, count })
+                })
+                .collect();
+            (!cpus.is_empty()).then(|| IrqCounts {
+                irq: *irq,
+                name: e
+                    .desc
+                    .split_ascii_whitespace()
+                    .last()
+                    .unwrap_or_default()
+                    .to_string(),
+                cpus,
+            })
+        })
+        .collect()
+}
+
+/// Only counters that moved are kept: the full set is several hundred names
+/// and almost all are still.
+fn counter_deltas(a: &BTreeMap<String, i64>, b: &BTreeMap<String, i64>) -> BTreeMap<String, i64> {
+    b.iter()
+        .filter_map(|(k, v)| {
+            let d = v.saturating_sub(*a.get(k).unwrap_or(&0));
+            (d != 0).then(|| (k.clone(), d))
+        })
+        .collect()
+}

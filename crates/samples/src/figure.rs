@@ -1,0 +1,467 @@
+//! What each kernel event source (a probe) puts in an end's record,
+//! declared once: the parts of the record it writes, how two flow groups'
+//! parts merge, and the figures in them with their units. The group merge,
+//! the comparison's events and the summary's kernel lines go by these
+//! declarations, so a new probe is its reader, its declaration here and one
+//! line in [`Probe::ALL`].
+//!
+//! Parts and figures are named by their place in the end's JSON record: a
+//! part by its key (`softnet`, or `process.sched` one level down), a figure
+//! by a path inside its part where `[]` sums over an array's entries
+//! (`[].dropped` is the packets every CPU's backlog dropped).
+
+use serde_json::Value;
+
+/// A kernel event source read at the window's edges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    /// /proc/stat per CPU, and how precisely the kernel accounts IRQ time.
+    Cpu,
+    /// /proc/softirqs: NET_RX and NET_TX per CPU.
+    Softirqs,
+    /// /proc/net/snmp and /proc/net/netstat.
+    Snmp,
+    /// /proc/net/softnet_stat.
+    Softnet,
+    /// /proc/net/dev, the devices' IRQs and their drivers' statistics.
+    Interfaces,
+    /// The process's and its threads' CPU, context switches and the
+    /// scheduler's accounting (getrusage, /proc/self/task).
+    Process,
+    /// TCP_INFO of every flow as the window closes.
+    TcpInfo,
+    /// /proc/net/sockstat: sockets and protocol memory in use.
+    Sockstat,
+    /// The end's CPU time by function (`--profile`, perf_event_open).
+    Profile,
+}
+
+/// How two flow groups' values of a part become one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Merge {
+    /// Counted by each process of its own: the numbers add up.
+    Sum,
+    /// The host's: every group read the same, so it is taken once.
+    OncePerHost,
+    /// The network namespace's (interfaces, protocol counters): taken once.
+    OncePerNamespace,
+    /// One entry per thread or other item of a process: the lists join.
+    PerGroup,
+    /// One entry per flow: the lists join and the flows are numbered on
+    /// across the groups, as the flows themselves are.
+    PerFlow,
+    /// A distribution over the flows (`flows` and, per figure, min,
+    /// median, p99, max): minima of the minima, the flow-weighted mean of
+    /// the medians, maxima of the rest; counts add up.
+    Distribution,
+}
+
+/// What a figure is, which decides where it is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Events counted over the window, compared per unit of work in a
+    /// comparison's budget under this name.
+    Event(&'static str),
+    /// A level at the window's close, shown on the part's line of the run
+    /// summary under this name (followed by the unit unless the name ends
+    /// with it).
+    Level(&'static str),
+    /// Kept in the record, shown by the sections made for it.
+    Detail,
+}
+
+/// One figure of a part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Figure {
+    /// Its path inside the part (`""` for the part itself).
+    pub path: &'static str,
+    pub unit: &'static str,
+    pub kind: Kind,
+}
+
+/// A part of an end's record that one probe writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Part {
+    /// Its key in the end's record (one level down after a `.`).
+    pub key: &'static str,
+    pub merge: Merge,
+    pub figures: &'static [Figure],
+}
+
+const fn detail(unit: &'static str) -> Figure {
+    Figure {
+        path: "",
+        unit,
+        kind: Kind::Detail,
+    }
+}
+
+const fn part(key: &'static str, merge: Merge, figures: &'static [Figure]) -> Part {
+    Part {
+        key,
+        merge,
+        figures,
+    }
+}
+
+impl Probe {
+    /// Every probe, in the order an end reads them at each edge.
+    pub const ALL: [Probe; 9] = [
+        Probe::Process,
+        Probe::Cpu,
+        Probe::Softirqs,
+        Probe::Snmp,
+        Probe::Softnet,
+        Probe::Interfaces,
+        Probe::Sockstat,
+        Probe::TcpInfo,
+        Probe::Profile,
+    ];
+
+    /// How the probe is named in docs and errors.
+    pub fn name(self) -> &'static str {
+        match self {
+            Probe::Cpu => "cpu",
+            Probe::Softirqs => "softirqs",
+            Probe::Snmp => "snmp",
+            Probe::Softnet => "softnet",
+            Probe::Interfaces => "interfaces",
+            Probe::Process => "process",
+            Probe::TcpInfo => "tcp_info",
+            Probe::Sockstat => "sockstat",
+            Probe::Profile => "profile",
+        }
+    }
+
+    /// The parts of an end's record this probe writes.
+    pub fn parts(self) -> &'static [Part] {
+        use Merge::*;
+        match self {
+            Probe::Cpu => {
+                const PARTS: &[Part] = &[
+                    part("cpus", OncePerHost, &[detail("s")]),
+                    part("irq_time_accounting", OncePerHost, &[detail("")]),
+                ];
+                PARTS
+            }
+            Probe::Softirqs => {
+                const PARTS: &[Part] = &[part("softirqs", OncePerHost, &[detail("softirqs")])];
+                PARTS
+            }
+            Probe::Snmp => {
+                const PARTS: &[Part] = &[part("counters", OncePerNamespace, &[detail("events")])];
+                PARTS
+            }
+            Probe::Softnet => {
+                const PARTS: &[Part] = &[part(
+                    "softnet",
+                    OncePerHost,
+                    &[
+                        Figure {
+                            path: "[].dropped",
+                            unit: "packets",
+                            kind: Kind::Event("softnet dropped"),
+                        },
+                        Figure {
+                            path: "[].time_squeeze",
+                            unit: "rounds",
+                            kind: Kind::Event("time_squeeze"),
+                        },
+                    ],
+                )];
+                PARTS
+            }
+            Probe::Interfaces => {
+                const PARTS: &[Part] = &[part(
+                    "interfaces",
+                    OncePerNamespace,
+                    &[
+                        Figure {
+                            path: "[].rx_dropped",
+                            unit: "packets",
+                            kind: Kind::Event("interface drops"),
+                        },
+                        Figure {
+                            path: "[].tx_dropped",
+                            unit: "packets",
+                            kind: Kind::Event("interface drops"),
+                        },
+                    ],
+                )];
+                PARTS
+            }
+            Probe::Process => {
+                const PARTS: &[Part] = &[
+                    part("process.pid", OncePerHost, &[detail("")]),
+                    part("process.user_s", Sum, &[detail("s")]),
+                    part("process.system_s", Sum, &[detail("s")]),
+                    part("process.voluntary_csw", Sum, &[detail("switches")]),
+                    part("process.involuntary_csw", Sum, &[detail("switches")]),
+                    part("process.rss_bytes", Sum, &[detail("bytes")]),
+                    part("process.threads", PerGroup, &[detail("")]),
+                    part(
+                        "process.sched",
+                        Sum,
+                        &[Figure {
+                            path: "migrations",
+                            unit: "migrations",
+                            kind: Kind::Event("migrations"),
+                        }],
+                    ),
+                    // plumb's delay line runs in one process of the client's.
+                    part("path_cpu_s", OncePerHost, &[detail("s")]),
+                ];
+                PARTS
+            }
+            Probe::TcpInfo => {
+                const PARTS: &[Part] = &[
+                    part("tcp_info", PerFlow, &[detail("")]),
+                    part("tcp_info_summary", Distribution, &[detail("")]),
+                ];
+                PARTS
+            }
+            Probe::Sockstat => {
+                const PARTS: &[Part] = &[part(
+                    "sockstat",
+                    OncePerNamespace,
+                    &[
+                        Figure {
+                            path: "sockets_used",
+                            unit: "sockets",
+                            kind: Kind::Level("sockets"),
+                        },
+                        Figure {
+                            path: "tcp_inuse",
+                            unit: "sockets",
+                            kind: Kind::Level("tcp sockets"),
+                        },
+                        Figure {
+                            path: "tcp_mem_pages",
+                            unit: "pages",
+                            kind: Kind::Level("tcp memory"),
+                        },
+                        Figure {
+                            path: "udp_inuse",
+                            unit: "sockets",
+                            kind: Kind::Level("udp sockets"),
+                        },
+                        Figure {
+                            path: "udp_mem_pages",
+                            unit: "pages",
+                            kind: Kind::Level("udp memory"),
+                        },
+                    ],
+                )];
+                PARTS
+            }
+            // A group's profile is of its own process; the first one's is
+            // kept, as the groups share their CPUs.
+            Probe::Profile => {
+                const PARTS: &[Part] = &[part("profile", OncePerHost, &[detail("")])];
+                PARTS
+            }
+        }
+    }
+}
+
+/// Every part of every probe.
+pub fn parts() -> impl Iterator<Item = (Probe, &'static Part)> {
+    Probe::ALL
+        .into_iter()
+        .flat_map(|p| p.parts().iter().map(move |part| (p, part)))
+}
+
+/// The figures of every probe that count events, with their part.
+pub fn events() -> impl Iterator<Item = (&'static Part, &'static Figure)> {
+    parts().flat_map(|(_, p)| {
+        p.figures
+            .iter()
+            .filter(|f| matches!(f.kind, Kind::Event(_)))
+            .map(move |f| (p, f))
+    })
+}
+
+/// The value of a part in an end's JSON record.
+pub fn part_of<'a>(end: &'a Value, key: &str) -> Option<&'a Value> {
+    key.split('.').try_fold(end, |v, k| v.get(k))
+}
+
+fn part_of_mut<'a>(end: &'a mut Value, key: &str) -> Option<&'a mut Value> {
+    key.split('.').try_fold(end, |v, k| v.get_mut(k))
+}
+
+/// The sum of the numbers a figure's path reaches in a part's value: `[]`
+/// goes through every entry of an array (none, or none kept, sum to 0);
+/// None where the path reaches no number (a figure the kernel does not
+/// keep).
+pub fn figure_value(part: &Value, path: &str) -> Option<f64> {
+    fn walk(v: &Value, steps: &[&str]) -> Option<f64> {
+        match steps.split_first() {
+            None => v.as_f64(),
+            // A list left out of the record is an empty one.
+            Some((&"[]", _)) if v.is_null() => Some(0.0),
+            Some((&"[]", rest)) => Some(v.as_array()?.iter().filter_map(|e| walk(e, rest)).sum()),
+            Some((k, rest)) => walk(v.get(*k)?, rest),
+        }
+    }
+    let steps: Vec<&str> = path
+        .split('.')
+        .flat_map(|s| match s.strip_prefix("[]") {
+            Some(rest) => vec!["[]", rest],
+            None => vec![s],
+        })
+        .filter(|s| !s.is_empty())
+        .collect();
+    walk(part, &steps)
+}
+
+/// Merges the probes' parts of several flow groups' records of one end
+/// into `out` (the first group's record to begin with), each by its rule.
+/// `flow_offsets` numbers each group's first flow.
+pub fn merge_parts(out: &mut Value, groups: &[Value], flow_offsets: &[u64]) {
+    for (_, p) in parts() {
+        let values: Vec<&Value> = groups
+            .iter()
+            .filter_map(|g| part_of(g, p.key))
+            .filter(|v| !v.is_null())
+            .collect();
+        let merged = match p.merge {
+            Merge::OncePerHost | Merge::OncePerNamespace => continue,
+            Merge::Sum => values.iter().fold(Value::Null, |a, b| sum(&a, b)),
+            Merge::PerGroup => Value::Array(
+                values
+                    .iter()
+                    .flat_map(|v| v.as_array().cloned().unwrap_or_default())
+                    .collect(),
+            ),
+            Merge::PerFlow => Value::Array(
+                groups
+                    .iter()
+                    .zip(flow_offsets)
+                    .flat_map(|(g, off)| {
+                        let list = part_of(g, p.key).and_then(Value::as_array);
+                        list.cloned()
+                            .unwrap_or_default()
+                            .into_iter()
+                            .map(move |mut e| {
+                                if let Some(n) = e.get("flow").and_then(Value::as_u64) {
+                                    e["flow"] = Value::from(n + off);
+                                }
+                                e
+                            })
+                    })
+                    .collect(),
+            ),
+            Merge::Distribution => distribution(&values),
+        };
+        if let Some(slot) = part_of_mut(out, p.key) {
+            *slot = merged;
+        } else if let (Some((parent, key)), false) = (p.key.rsplit_once('.'), merged.is_null()) {
+            if let Some(Value::Object(m)) = part_of_mut(out, parent) {
+                m.insert(key.to_string(), merged);
+            }
+        } else if let (Value::Object(m), false) = (&mut *out, merged.is_null()) {
+            m.insert(p.key.to_string(), merged);
+        }
+    }
+}
+
+/// Numbers add up, objects add up key by key, anything else is the first's.
+fn sum(a: &Value, b: &Value) -> Value {
+    match (a, b) {
+        (Value::Null, b) => b.clone(),
+        (a, Value::Null) => a.clone(),
+        (Value::Number(x), Value::Number(y)) => match (x.as_u64(), y.as_u64()) {
+            (Some(x), Some(y)) => Value::from(x + y),
+            _ => Value::from(x.as_f64().unwrap_or(0.0) + y.as_f64().unwrap_or(0.0)),
+        },
+        (Value::Object(x), Value::Object(y)) => {
+            let mut m = x.clone();
+            for (k, v) in y {
+                let s = sum(m.get(k).unwrap_or(&Value::Null), v);
+                m.insert(k.clone(), s);
+            }
+            Value::Object(m)
+        }
+        (a, _) => a.clone(),
+    }
+}
+
+/// Distributions over flows: see [`Merge::Distribution`].
+fn distribution(values: &[&Value]) -> Value {
+    let Some(first) = values.first().and_then(|v| v.as_object()) else {
+        return Value::Null;
+    };
+    let weight = |v: &Value| v.get("flows").and_then(Value::as_f64).unwrap_or(0.0);
+    let total: f64 = values.iter().map(|v| weight(v)).sum();
+    let mut out = serde_json::Map::new();
+    for key in first.keys() {
+        let at = |v: &Value| v.get(key).cloned().unwrap_or(Value::Null);
+        let merged = match first[key] {
+            Value::Array(ref q) if q.len() == 4 => {
+                let col = |i: usize| -> Vec<(f64, f64)> {
+                    values
+                        .iter()
+                        .filter_map(|v| Some((v.get(key)?.get(i)?.as_f64()?, weight(v))))
+                        .collect()
+                };
+                let min = col(0).iter().map(|c| c.0).fold(f64::INFINITY, f64::min);
+                let median = match total > 0.0 {
+                    true => col(1).iter().map(|(m, w)| m * w).sum::<f64>() / total,
+                    false => col(1).first().map_or(0.0, |c| c.0),
+                };
+                let max = |i: usize| col(i).iter().map(|c| c.0).fold(f64::NEG_INFINITY, f64::max);
+                serde_json::json!([min, median, max(2), max(3)])
+            }
+            _ => values.iter().fold(Value::Null, |a, v| sum(&a, &at(v))),
+        };
+        out.insert(key.clone(), merged);
+    }
+    Value::Object(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_figure_sums_over_an_array_and_is_absent_where_no_number_is() {
+        let softnet = json!([{"cpu": 0, "dropped": 2}, {"cpu": 1, "dropped": 5}, {"cpu": 2}]);
+        assert_eq!(figure_value(&softnet, "[].dropped"), Some(7.0));
+        assert_eq!(figure_value(&json!([]), "[].dropped"), Some(0.0));
+        assert_eq!(figure_value(&Value::Null, "[].dropped"), Some(0.0));
+        assert_eq!(
+            figure_value(&json!({"migrations": 4}), "migrations"),
+            Some(4.0)
+        );
+        assert_eq!(figure_value(&json!({}), "migrations"), None);
+        assert_eq!(figure_value(&json!(3.5), ""), Some(3.5));
+    }
+
+    #[test]
+    fn every_part_is_declared_once_and_every_event_reaches_a_number() {
+        let mut keys: Vec<&str> = parts().map(|(_, p)| p.key).collect();
+        let n = keys.len();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys.len(), n, "a part is declared by two probes");
+        for (p, f) in events() {
+            assert!(
+                !f.path.is_empty() && !f.unit.is_empty(),
+                "{}: an event needs a path to a number and a unit",
+                p.key
+            );
+        }
+    }
+
+    #[test]
+    fn distributions_keep_the_extremes_and_weigh_the_medians_by_flows() {
+        let a = json!({"flows": 1, "rtt_us": [10.0, 10.0, 10.0, 10.0], "retrans_sum": 2});
+        let b = json!({"flows": 3, "rtt_us": [20.0, 30.0, 40.0, 50.0], "retrans_sum": 5});
+        let m = distribution(&[&a, &b]);
+        assert_eq!(m["flows"], json!(4));
+        assert_eq!(m["retrans_sum"], json!(7));
+        assert_eq!(m["rtt_us"], json!([10.0, 25.0, 40.0, 50.0]));
+    }
+}
