@@ -309,3 +309,91 @@ fn is_worker(name: &str, prefix: &str) -> bool {
     name.strip_prefix(prefix)
         .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()))
 }
+
+/// The most bytes `ss` saw waiting unsent in the sockets of process `pid`,
+/// sampled every 100 ms while it runs.
+fn most_unsent_of(child: &mut std::process::Child) -> u64 {
+    let pid = format!("pid={},", child.id());
+    let mut most = 0;
+    while child.try_wait().unwrap().is_none() {
+        let out = std::process::Command::new("ss")
+            .args(["-tnipH"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        // Each socket is a line with its process, then a line of TCP_INFO.
+        let lines: Vec<&str> = text.lines().collect();
+        for pair in lines.windows(2).filter(|w| w[0].contains(&pid)) {
+            for word in pair[1].split_whitespace() {
+                if let Some(n) = word.strip_prefix("notsent:") {
+                    most = most.max(n.parse().unwrap_or(0));
+                }
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    most
+}
+
+#[test]
+fn notsent_lowat_bounds_the_bytes_a_paced_sender_leaves_unsent() {
+    if !require_tool("ss", "iproute2") {
+        return;
+    }
+    let _alone = measuring_alone();
+    // Paced below what loopback carries, a sender fills its socket with
+    // data the kernel has not sent yet, unless TCP_NOTSENT_LOWAT stops it.
+    let unsent = |lowat: &[&str]| {
+        let mut child = plumb()
+            .args([
+                "run",
+                "stream",
+                "--pacing-rate",
+                "200M",
+                "--msg-size",
+                "4K",
+                "--duration",
+                "3s",
+                "--warmup",
+                "0",
+                "--iterations",
+                "1",
+                "--no-store",
+                "--json",
+            ])
+            .args(lowat)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let most = most_unsent_of(&mut child);
+        let out = child.wait_with_output().unwrap();
+        assert_ok(&out);
+        let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (most, rec)
+    };
+    let (free, _) = unsent(&[]);
+    let (bounded, rec) = unsent(&["--notsent-lowat", "16K"]);
+    // The kernel, read by `ss`: at most the mark and the write (or the
+    // segment of up to 64K) that crossed it.
+    assert!(
+        bounded <= (16 + 64) << 10,
+        "{bounded} bytes unsent with a 16K mark"
+    );
+    assert!(
+        free > 4 * bounded.max(16 << 10),
+        "{free} bytes unsent without a mark, {bounded} with"
+    );
+    // What each end read back from its flows.
+    for end in ["client", "server"] {
+        let opts = &rec["iterations"][0][end]["socket_options"];
+        let o = items(opts)
+            .find(|o| o["name"] == "notsent_lowat")
+            .expect("its record");
+        assert_eq!(
+            (o["asked"].as_str(), o["granted"].as_str()),
+            (Some("16384"), Some("16384"))
+        );
+        assert_eq!(o["status"], "applied");
+    }
+    assert_eq!(rec["spec"]["socket"]["notsent_lowat"], 16384);
+}

@@ -79,7 +79,7 @@ const RESP_WRITES: Flag = value(
 );
 
 /// Socket options applied on both ends of every TCP flow.
-const TCP_SOCKET: [Flag; 7] = [
+const TCP_SOCKET: [Flag; 8] = [
     value(
         Field::Sndbuf,
         "SIZE|auto",
@@ -109,6 +109,12 @@ const TCP_SOCKET: [Flag; 7] = [
         Field::PacingRate,
         "RATE",
         "Per-flow pacing with SO_MAX_PACING_RATE, in bits/s: 500M, 10G",
+    ),
+    value(
+        Field::NotsentLowat,
+        "SIZE",
+        "TCP_NOTSENT_LOWAT: a sending socket is writable only while fewer bytes than \
+         this wait unsent, e.g. 16K [default: net.ipv4.tcp_notsent_lowat]",
     ),
 ];
 
@@ -445,6 +451,30 @@ mod tests {
         }
     }
 
+    #[test]
+    fn udp_workloads_refuse_every_tcp_option_by_its_name() {
+        let stream = table(Workload::Stream).1;
+        let tcp: Vec<&Flag> = stream
+            .iter()
+            .filter(|f| f.field.proto() == plumb_spec::Proto::Tcp)
+            .collect();
+        assert!(tcp.len() >= 5, "the table's TCP options");
+        for udp in ["udp-stream", "udp-rr"] {
+            for f in &tcp {
+                let e = plumb_spec::build(
+                    &[(Field::Workload, udp), (f.field, &example(f))],
+                    plumb_spec::Names::Keys,
+                )
+                .expect_err(f.field.key());
+                assert!(
+                    e.field == f.field && e.message.contains("a TCP option"),
+                    "{udp} {}: {e:?}",
+                    f.field.key()
+                );
+            }
+        }
+    }
+
     fn example(f: &Flag) -> String {
         match f.takes {
             Takes::Switch => "true".into(),
@@ -462,6 +492,7 @@ mod tests {
                 Field::ReqSize | Field::RespSize | Field::MsgSize => "64".into(),
                 Field::PacingRate => "1G".into(),
                 Field::Mss => "1000".into(),
+                Field::NotsentLowat => "16K".into(),
                 Field::Threads => "1".into(),
                 _ => "2".into(),
             },

@@ -99,6 +99,12 @@ pub fn apply_connected(stream: &TcpStream, opts: &SocketOpts) -> Result<(), Setu
         plumb_sys::sock::set_max_pacing_rate(stream, bps / 8)
             .map_err(refused(Field::PacingRate, "SO_MAX_PACING_RATE".into()))?;
     }
+    if let Some(n) = opts.notsent_lowat {
+        plumb_sys::sock::set_notsent_lowat(stream, n).map_err(refused(
+            Field::NotsentLowat,
+            format!("TCP_NOTSENT_LOWAT {n}"),
+        ))?;
+    }
     Ok(())
 }
 
@@ -555,6 +561,17 @@ pub fn read_back(stream: &TcpStream, opts: &SocketOpts) -> Vec<OptionRecord> {
                 .map_or_else(|| "none".into(), |r| format!("{r} bit/s")),
             plumb_sys::sock::max_pacing_rate(stream).map(pacing),
             opts.pacing_rate_bps.is_some(),
+            None,
+        ),
+        option_record(
+            Field::NotsentLowat,
+            opts.notsent_lowat
+                .map_or_else(|| "none".into(), |n| n.to_string()),
+            plumb_sys::sock::notsent_lowat(stream).map(|n| match n {
+                u32::MAX => "unlimited".to_string(),
+                n => n.to_string(),
+            }),
+            opts.notsent_lowat.is_some(),
             None,
         ),
     ]

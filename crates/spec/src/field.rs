@@ -24,7 +24,8 @@ impl Names {
 }
 
 macro_rules! fields {
-    ($( $(#[doc = $doc:literal])* $name:ident = $key:literal, $long:literal, $label:literal; )*) => {
+    ($( $(#[doc = $doc:literal])* $name:ident = $key:literal, $long:literal, $label:literal,
+        $shown:ident, $proto:ident, $keyed:ident; )*) => {
         /// A settable field of a spec.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum Field {
@@ -55,60 +56,109 @@ macro_rules! fields {
             pub const fn label(self) -> &'static str {
                 match self { $(Field::$name => $label),* }
             }
+
+            /// Where the one-line summary shows it.
+            pub const fn shown(self) -> Shown {
+                match self { $(Field::$name => Shown::$shown),* }
+            }
+
+            /// Which protocols take it.
+            pub const fn proto(self) -> Proto {
+                match self { $(Field::$name => Proto::$proto),* }
+            }
+
+            /// Whether it is in every spec key or only where it is set.
+            pub const fn keyed(self) -> Keyed {
+                match self { $(Field::$name => Keyed::$keyed),* }
+            }
         }
     };
 }
 
+/// Where the one-line summary of a spec (`Spec::summary`) shows a field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shown {
+    /// In its first part (`stream send 1 flow x 128K, ipv4, 10s`), or not
+    /// at all for a field that only sets others or the warm-up, which
+    /// changes when the window opens, not what it measures.
+    Headline,
+    /// After it, where it differs from the workload's default.
+    Listed,
+    /// In the headline of request/response workloads, listed for others.
+    HeadlineOfRr,
+}
+
+/// Which protocols a field applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proto {
+    Any,
+    /// A TCP option: UDP workloads refuse it.
+    Tcp,
+}
+
+/// How a field enters the spec key (docs/json.md, "Spec keys").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keyed {
+    /// Written in every spec since spec keys began.
+    Always,
+    /// Left out of the spec while it holds its default, so that the keys
+    /// of specs that do not set it stay what they were before it existed:
+    /// every field added from now on.
+    WhenSet,
+}
+
 fields! {
     /// stream, rr, crr, udp-stream or udp-rr (the subcommand of `plumb run`).
-    Workload = "workload", "workload", "workload";
-    Direction = "direction", "direction", "direction";
-    Flows = "flows", "flows", "flows";
-    Threads = "threads", "threads", "threads";
-    MsgSize = "msg_size", "msg-size", "message";
-    ReqSize = "req_size", "req-size", "request";
-    RespSize = "resp_size", "resp-size", "response";
-    Pipeline = "pipeline", "pipeline", "pipeline";
+    Workload = "workload", "workload", "workload", Headline, Any, Always;
+    Direction = "direction", "direction", "direction", Headline, Any, Always;
+    Flows = "flows", "flows", "flows", Headline, Any, Always;
+    Threads = "threads", "threads", "threads", Headline, Any, Always;
+    MsgSize = "msg_size", "msg-size", "message", Headline, Any, Always;
+    ReqSize = "req_size", "req-size", "request", Headline, Any, Always;
+    RespSize = "resp_size", "resp-size", "response", Headline, Any, Always;
+    Pipeline = "pipeline", "pipeline", "pipeline", Headline, Any, Always;
     /// Open-loop transactions per second.
-    Rate = "rate", "rate", "open loop";
-    ReqWrites = "req_writes", "req-writes", "request writes";
-    RespWrites = "resp_writes", "resp-writes", "response writes";
+    Rate = "rate", "rate", "open loop", Headline, Any, WhenSet;
+    ReqWrites = "req_writes", "req-writes", "request writes", Headline, Any, WhenSet;
+    RespWrites = "resp_writes", "resp-writes", "response writes", Headline, Any, WhenSet;
     /// A request written as a header then a payload (experiment files).
-    ReqHeader = "req_header", "req-header", "request header";
-    ReqPayload = "req_payload", "req-payload", "request payload";
-    RespHeader = "resp_header", "resp-header", "response header";
-    RespPayload = "resp_payload", "resp-payload", "response payload";
-    Close = "close", "close", "close";
-    Timeout = "timeout", "timeout", "timeout";
-    Sndbuf = "sndbuf", "sndbuf", "sndbuf";
-    Rcvbuf = "rcvbuf", "rcvbuf", "rcvbuf";
+    ReqHeader = "req_header", "req-header", "request header", Headline, Any, WhenSet;
+    ReqPayload = "req_payload", "req-payload", "request payload", Headline, Any, WhenSet;
+    RespHeader = "resp_header", "resp-header", "response header", Headline, Any, WhenSet;
+    RespPayload = "resp_payload", "resp-payload", "response payload", Headline, Any, WhenSet;
+    Close = "close", "close", "close", Headline, Any, WhenSet;
+    Timeout = "timeout", "timeout", "timeout", Headline, Any, WhenSet;
+    Sndbuf = "sndbuf", "sndbuf", "sndbuf", Listed, Any, Always;
+    Rcvbuf = "rcvbuf", "rcvbuf", "rcvbuf", Listed, Any, Always;
     /// Both socket buffers at once (experiment files).
-    Buffers = "buffers", "buffers", "buffers";
-    Nodelay = "nodelay", "nodelay", "nodelay";
-    Cork = "cork", "cork", "cork";
-    Mss = "mss", "mss", "mss";
-    Cc = "cc", "cc", "cc";
-    PacingRate = "pacing_rate", "pacing-rate", "pacing";
-    ZeroCopy = "zerocopy", "zerocopy", "zerocopy";
-    Rx = "rx", "rx", "rx";
+    Buffers = "buffers", "buffers", "buffers", Headline, Any, Always;
+    Nodelay = "nodelay", "nodelay", "nodelay", HeadlineOfRr, Tcp, Always;
+    Cork = "cork", "cork", "cork", Listed, Tcp, Always;
+    Mss = "mss", "mss", "mss", Listed, Tcp, Always;
+    Cc = "cc", "cc", "cc", Listed, Tcp, Always;
+    PacingRate = "pacing_rate", "pacing-rate", "pacing", Listed, Tcp, Always;
+    /// TCP_NOTSENT_LOWAT: unsent bytes a sender's socket may hold.
+    NotsentLowat = "notsent_lowat", "notsent-lowat", "notsent lowat", Listed, Tcp, WhenSet;
+    ZeroCopy = "zerocopy", "zerocopy", "zerocopy", Headline, Any, WhenSet;
+    Rx = "rx", "rx", "rx", Headline, Any, WhenSet;
     /// ipv4 or ipv6 (`-4`, `-6` on the command line).
-    Family = "family", "family", "family";
-    Duration = "duration", "duration", "window";
-    Warmup = "warmup", "warmup", "warmup";
-    ClientCpus = "client_cpus", "client-cpus", "client cpus";
-    ServerCpus = "server_cpus", "server-cpus", "server cpus";
-    Topology = "topology", "topology", "topology";
-    Mtu = "mtu", "mtu", "mtu";
-    Delay = "delay", "delay", "delay";
-    Loss = "loss", "loss", "loss";
+    Family = "family", "family", "family", Headline, Any, Always;
+    Duration = "duration", "duration", "window", Headline, Any, Always;
+    Warmup = "warmup", "warmup", "warmup", Headline, Any, Always;
+    ClientCpus = "client_cpus", "client-cpus", "client cpus", Listed, Any, Always;
+    ServerCpus = "server_cpus", "server-cpus", "server cpus", Listed, Any, Always;
+    Topology = "topology", "topology", "topology", Headline, Any, WhenSet;
+    Mtu = "mtu", "mtu", "mtu", Headline, Any, WhenSet;
+    Delay = "delay", "delay", "delay", Headline, Any, WhenSet;
+    Loss = "loss", "loss", "loss", Headline, Any, WhenSet;
     /// The bottleneck of the emulated path, in bit/s.
-    LinkRate = "link_rate", "link-rate", "link rate";
+    LinkRate = "link_rate", "link-rate", "link rate", Headline, Any, WhenSet;
     /// The bottleneck's buffer, in bytes.
-    Queue = "queue", "queue", "queue";
+    Queue = "queue", "queue", "queue", Headline, Any, WhenSet;
     /// What emulates the path: netem or plumb's own delay line.
-    Emulator = "emulator", "emulator", "emulator";
+    Emulator = "emulator", "emulator", "emulator", Headline, Any, WhenSet;
     /// The CPUs plumb's delay line runs on.
-    PathCpus = "path_cpus", "path-cpus", "path cpus";
+    PathCpus = "path_cpus", "path-cpus", "path cpus", Headline, Any, WhenSet;
 }
 
 impl Field {
@@ -134,6 +184,7 @@ impl Field {
             Field::Mss => (88, 65535),
             // The kernel paces in bytes per second.
             Field::PacingRate => (8, u64::MAX),
+            Field::NotsentLowat => (1, 1 << 30),
             Field::Duration => (1, 24 * 3600 * 1000),
             Field::Warmup => (0, 3600 * 1000),
             Field::Mtu => (68, 65535),

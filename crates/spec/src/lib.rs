@@ -13,7 +13,7 @@ pub mod point;
 pub mod units;
 
 pub use build::{build, BuildError};
-pub use field::{Field, Names};
+pub use field::{Field, Keyed, Names, Proto, Shown};
 
 pub use cpulist::{CpuList, CpuListError};
 pub use units::{
@@ -105,6 +105,10 @@ pub struct SocketOpts {
     pub cc: Option<String>,
     /// SO_MAX_PACING_RATE per flow, in bits per second.
     pub pacing_rate_bps: Option<u64>,
+    /// TCP_NOTSENT_LOWAT in bytes; None leaves the host's
+    /// net.ipv4.tcp_notsent_lowat.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub notsent_lowat: Option<u32>,
 }
 
 /// How the sending end of a stream hands its data to the kernel.
@@ -672,6 +676,9 @@ impl Spec {
         if let Some(m) = self.socket.mss {
             within(Field::Mss, m.into(), |n| format!("{n} bytes"))?;
         }
+        if let Some(n) = self.socket.notsent_lowat {
+            within(Field::NotsentLowat, n.into(), show_bytes)?;
+        }
         if let Some(cc) = &self.socket.cc {
             if cc.is_empty()
                 || cc.len() > 15
@@ -733,14 +740,10 @@ impl Spec {
                 "UDP datagrams go from the client to the server; swap the hosts to send the other way",
             ));
         }
-        let tcp_only = [
-            (Field::Nodelay, self.socket.nodelay),
-            (Field::Cork, self.socket.cork),
-            (Field::Mss, self.socket.mss.is_some()),
-            (Field::Cc, self.socket.cc.is_some()),
-            (Field::PacingRate, self.socket.pacing_rate_bps.is_some()),
-        ];
-        if let Some((field, _)) = tcp_only.iter().find(|(_, set)| *set) {
+        let defaults = Spec::defaults(self.workload);
+        let set = |f: &&Field| self.value_of(**f) != defaults.value_of(**f);
+        let mut tcp_only = Field::ALL.iter().filter(|f| f.proto() == Proto::Tcp);
+        if let Some(field) = tcp_only.find(set) {
             return Err(SpecError::new(
                 *field,
                 "a TCP option; UDP workloads do not take it",
@@ -831,6 +834,11 @@ impl Spec {
             Field::Mss => or_none(self.socket.mss.map(|m| m.to_string())),
             Field::Cc => or_none(self.socket.cc.clone()),
             Field::PacingRate => or_none(self.socket.pacing_rate_bps.map(units::show_rate)),
+            Field::NotsentLowat => or_none(
+                self.socket
+                    .notsent_lowat
+                    .map(|n| units::show_size(n.into())),
+            ),
             Field::ZeroCopy => Some(self.zerocopy.to_string()),
             Field::Rx => Some(self.rx.to_string()),
             Field::Family => Some(self.family.to_string()),
@@ -883,51 +891,12 @@ impl Spec {
     }
 
     /// Fields the first part of the summary shows already, those that only
-    /// set others, and the warm-up, which changes when the window opens,
-    /// not what it measures. Every field is named here, so that a new one
-    /// is placed in the summary on purpose.
+    /// set others, and the warm-up (the field table's `Shown` column).
     fn in_headline(&self, field: Field) -> bool {
-        match field {
-            Field::Nodelay => self.rr.is_some(),
-            Field::Sndbuf
-            | Field::Rcvbuf
-            | Field::Cork
-            | Field::Mss
-            | Field::Cc
-            | Field::PacingRate
-            | Field::ClientCpus
-            | Field::ServerCpus => false,
-            Field::Workload
-            | Field::Direction
-            | Field::Flows
-            | Field::Threads
-            | Field::MsgSize
-            | Field::ReqSize
-            | Field::RespSize
-            | Field::Pipeline
-            | Field::Rate
-            | Field::ReqWrites
-            | Field::RespWrites
-            | Field::ReqHeader
-            | Field::ReqPayload
-            | Field::RespHeader
-            | Field::RespPayload
-            | Field::Close
-            | Field::Timeout
-            | Field::Buffers
-            | Field::ZeroCopy
-            | Field::Rx
-            | Field::Family
-            | Field::Duration
-            | Field::Warmup
-            | Field::Topology
-            | Field::Mtu
-            | Field::Delay
-            | Field::Loss
-            | Field::LinkRate
-            | Field::Queue
-            | Field::Emulator
-            | Field::PathCpus => true,
+        match field.shown() {
+            Shown::Headline => true,
+            Shown::Listed => false,
+            Shown::HeadlineOfRr => self.rr.is_some(),
         }
     }
 

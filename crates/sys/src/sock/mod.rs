@@ -111,6 +111,32 @@ pub fn maxseg(fd: impl AsFd) -> io::Result<u32> {
     SockRef::from(&fd).tcp_mss()
 }
 
+/// TCP_NOTSENT_LOWAT: the socket reads as writable only while fewer than
+/// this many bytes wait unsent in its send queue, so that a sender keeps
+/// little queued beyond what is in flight.
+pub fn set_notsent_lowat(fd: impl AsFd, bytes: u32) -> io::Result<()> {
+    let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    raw::setsockopt(
+        fd.as_fd(),
+        libc::IPPROTO_TCP,
+        libc::TCP_NOTSENT_LOWAT,
+        &value.to_ne_bytes(),
+    )
+}
+
+/// The socket's TCP_NOTSENT_LOWAT; without one of its own, the host's
+/// net.ipv4.tcp_notsent_lowat (unlimited by default, read as u32::MAX).
+pub fn notsent_lowat(fd: impl AsFd) -> io::Result<u32> {
+    let mut buf = [0u8; 4];
+    raw::getsockopt(
+        fd.as_fd(),
+        libc::IPPROTO_TCP,
+        libc::TCP_NOTSENT_LOWAT,
+        &mut buf,
+    )?;
+    Ok(u32::from_ne_bytes(buf))
+}
+
 /// Bytes in the send queue not yet acknowledged by the peer (sent or not).
 pub fn outq(fd: impl AsFd) -> io::Result<u32> {
     raw::siocoutq(fd.as_fd()).map(saturate_u32)
