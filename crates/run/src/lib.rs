@@ -15,11 +15,12 @@ pub mod group;
 pub mod knob;
 pub mod serve;
 pub mod ssh;
+pub mod test_end;
 pub mod topology;
 
 use embedded::EmbeddedServer;
 use plumb_ctl::{CtlError, Session};
-use plumb_engine::{connect_flows, udp_client_sockets, Link, ReadyEnd, SampleSink, Sockets};
+use plumb_engine::{connect_flows, udp_client_sockets, Link, SampleSink, Sockets};
 use plumb_samples::{Bimodal, Confidence, Environment, Iteration, Role, RunRecord, RUN_SCHEMA};
 use plumb_spec::{Family, Field, Spec, SpecError};
 use plumb_sys::Cookie;
@@ -28,6 +29,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use test_end::{Cue, EndPlan, Step};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -437,96 +439,35 @@ fn run_iteration_at(
         Vec::new()
     };
     let link = Link { cookie, peer: data };
-    let end = ReadyEnd::new(
+    let plan = EndPlan {
         spec,
-        Role::Client,
-        &link,
-        Sockets {
+        role: Role::Client,
+        link: &link,
+        sockets: Sockets {
             flows,
             udp: udp_socks,
             listener: None,
         },
-    )?;
-    all_set()?;
-    session.start(spec.setup_flows())?;
-    let mut end = end.start().map_err(|e| RunError::Engine(e.to_string()))?;
-    if let Some(ask) = opts.profile {
-        end.profile(ask).map_err(|message| RunError::Setup {
-            flag: Some("--profile"),
-            message,
-        })?;
-    }
-
-    let t0 = Instant::now();
-    // A server that goes away mid-test leaves the client's figures, which
-    // are kept and marked incomplete.
-    let mut lost: Option<String> = None;
-    let watch = |r: Result<bool, RunError>, lost: &mut Option<String>| match r {
-        Err(RunError::Ctl(CtlError::Lost(why))) => {
-            *lost = Some(why);
-            Ok(false)
-        }
-        r => r,
+        profile: opts.profile,
     };
-    let mut complete = watch(
-        wait_until(
-            t0 + Duration::from_millis(spec.warmup_ms),
-            opts,
-            &mut session,
-        ),
-        &mut lost,
-    )?;
-    // The peer is told first, then this end snapshots: both edges are then
-    // late on the server by the same one-way delay, so both windows have the
-    // same length.
-    if lost.is_none() {
-        watch(
-            session.mark().map(|_| true).map_err(RunError::from),
-            &mut lost,
-        )?;
-    }
-    end.open_window();
-    let opened = Instant::now();
-    let window = Duration::from_millis(spec.duration_ms);
-    if complete && lost.is_none() {
-        let mut tick = 1u64;
-        loop {
-            let next = (opened + Duration::from_secs(tick)).min(opened + window);
-            if !watch(wait_until(next, opts, &mut session), &mut lost)? {
-                complete = false;
-                break;
-            }
-            if next >= opened + window {
-                break;
-            }
-            end.tick(sink);
-            tick += 1;
-        }
-    }
-    // The server tears its flows down as soon as it is told to stop; a reset
-    // seen from here on is that, not a failure of the run.
-    end.mark_window_closed();
-    if lost.is_none() {
-        watch(
-            session.stop().map(|_| true).map_err(RunError::from),
-            &mut lost,
-        )?;
-    }
-    let mut client = end.close_window(sink);
-    let (server, server_env) = match &lost {
-        None => {
-            session.results(Duration::from_secs(10) + Duration::from_millis(spec.flows as u64))?
-        }
-        Some(why) => {
-            client.warnings.push(format!(
-                "server lost: {why}; only the client's figures remain"
-            ));
-            (lost_server(spec), None)
-        }
+    let mut cues = ClientCues {
+        spec,
+        opts,
+        session: &mut session,
+        all_set,
+        t0: Instant::now(),
+        opened: Instant::now(),
+        ticks: 0,
+        complete: true,
+        lost: None,
+        server: None,
     };
-    let complete = complete && lost.is_none();
-    end.stop(&mut client)
-        .map_err(|e| RunError::Engine(e.to_string()))?;
+    let (client, _) = test_end::run_end(plan, &mut cues, sink)?;
+    let complete = cues.complete && cues.lost.is_none();
+    let (server, server_env) = cues
+        .server
+        .take()
+        .expect("the results or the loss, once closed");
     if let Some(e) = embedded.as_mut() {
         e.reap(Duration::from_secs(2));
     }
@@ -548,6 +489,128 @@ fn run_iteration_at(
             knobs: ready.knobs,
         },
     ))
+}
+
+/// The client's moments: it keeps the test's time and tells the server
+/// each edge; a server that goes away mid-test leaves the client's figures,
+/// kept and marked incomplete.
+struct ClientCues<'a> {
+    spec: &'a Spec,
+    opts: &'a RunOptions,
+    session: &'a mut Session,
+    /// Every flow group has its flows up (the barrier of `group.rs`).
+    all_set: &'a mut dyn FnMut() -> Result<(), RunError>,
+    t0: Instant,
+    opened: Instant,
+    ticks: u64,
+    /// False once the test stopped before its time (an interrupt).
+    complete: bool,
+    /// Why the server was lost, once it was.
+    lost: Option<String>,
+    /// The server's figures and environment, once the window closed.
+    server: Option<(plumb_samples::EndResult, Option<Environment>)>,
+}
+
+impl ClientCues<'_> {
+    /// Waits until `until`: true there, false on an interrupt or a lost
+    /// server (which is noted).
+    fn wait(&mut self, until: Instant) -> Result<bool, RunError> {
+        if self.lost.is_some() {
+            return Ok(false);
+        }
+        match wait_until(until, self.opts, self.session) {
+            Err(RunError::Ctl(CtlError::Lost(why))) => {
+                self.lost = Some(why);
+                Ok(false)
+            }
+            r => r,
+        }
+    }
+
+    /// Tells the server an edge, noting a loss rather than failing on it.
+    fn tell(&mut self, send: fn(&mut Session) -> Result<(), CtlError>) -> Result<(), RunError> {
+        if self.lost.is_some() {
+            return Ok(());
+        }
+        match send(self.session) {
+            Err(CtlError::Lost(why)) => {
+                self.lost = Some(why);
+                Ok(())
+            }
+            r => Ok(r?),
+        }
+    }
+}
+
+impl test_end::Cues for ClientCues<'_> {
+    type Error = RunError;
+
+    fn go(&mut self) -> Result<(), RunError> {
+        (self.all_set)()?;
+        Ok(self.session.start(self.spec.setup_flows())?)
+    }
+
+    fn started(&mut self) -> Result<(), RunError> {
+        self.t0 = Instant::now();
+        Ok(())
+    }
+
+    fn warm_up(&mut self) -> Result<Cue, RunError> {
+        self.complete = self.wait(self.t0 + Duration::from_millis(self.spec.warmup_ms))?;
+        // The peer is told first, then this end snapshots: both edges are
+        // then late on the server by the same one-way delay, so both
+        // windows have the same length.
+        self.tell(Session::mark)?;
+        self.opened = Instant::now();
+        Ok(match self.complete && self.lost.is_none() {
+            true => Cue::Open,
+            false => Cue::Close,
+        })
+    }
+
+    fn next(&mut self) -> Result<Cue, RunError> {
+        let end = self.opened + Duration::from_millis(self.spec.duration_ms);
+        self.ticks += 1;
+        let next = (self.opened + Duration::from_secs(self.ticks)).min(end);
+        if !self.wait(next)? {
+            self.complete = false;
+            return Ok(Cue::Close);
+        }
+        Ok(if next >= end { Cue::Close } else { Cue::Tick })
+    }
+
+    fn closing(&mut self) -> Result<(), RunError> {
+        self.tell(Session::stop)
+    }
+
+    fn closed(&mut self, client: &mut plumb_samples::EndResult) -> Result<(), RunError> {
+        self.server = Some(match &self.lost {
+            None => self
+                .session
+                .results(Duration::from_secs(10) + Duration::from_millis(self.spec.flows as u64))?,
+            Some(why) => {
+                client.warnings.push(format!(
+                    "server lost: {why}; only the client's figures remain"
+                ));
+                (lost_server(self.spec), None)
+            }
+        });
+        Ok(())
+    }
+
+    fn refused(&mut self, e: plumb_engine::SetupError) -> RunError {
+        e.into()
+    }
+
+    fn failed(&mut self, step: Step, message: String) -> RunError {
+        match step {
+            Step::Engine => RunError::Engine(message),
+            Step::Profile => RunError::Setup {
+                flag: Some("--profile"),
+                message,
+            },
+        }
+    }
 }
 
 /// The server's end of an iteration whose server went away: nothing

@@ -7,13 +7,14 @@
 //! `plumb_ctl`'s; this is the server end's runtime, beside the client's in
 //! this crate, so it captures the environment and sets knobs itself.
 
+use crate::test_end::{self, Cue, EndPlan, Step};
 use plumb_ctl::auth;
 use plumb_ctl::frame::{frames_from, read_frame_until, write_frame, FrameError, MAX_FRAME};
 use plumb_ctl::limits::{Cidr, Limits};
 use plumb_ctl::message::{software, Frame, Message};
 use plumb_ctl::order::{Order, IN_ORDER};
 use plumb_engine::meter::NoSink;
-use plumb_engine::{udp_server_sockets, DataListener, Link, ReadyEnd, RunningEnd, Sockets};
+use plumb_engine::{udp_server_sockets, DataListener, Link, Sockets};
 use plumb_samples::{EndResult, Role};
 use plumb_spec::Spec;
 use plumb_sys::{plain_io, Cookie};
@@ -567,7 +568,7 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
     if let Some(why) = profile.and_then(|_| plumb_sys::perf::refusal()) {
         return Err(ctrl.fail("profile", format!("the server: {why}")));
     }
-    let _slot = match sh.claim(peer, &spec) {
+    let slot = match sh.claim(peer, &spec) {
         Ok(s) => s,
         Err(busy) => {
             sh.log("busy", Some(peer), &format!("refused: {busy}"));
@@ -604,33 +605,25 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
     // crr keeps listening: each of its transactions is a new connection.
     let listener = (spec.workload == plumb_spec::Workload::Crr).then(|| listener.into_inner());
     let link = Link { cookie, peer };
-    let end = ReadyEnd::new(
-        &spec,
-        Role::Server,
-        &link,
-        Sockets {
+    let plan = EndPlan {
+        spec: &spec,
+        role: Role::Server,
+        link: &link,
+        sockets: Sockets {
             flows,
             udp: udp_socks,
             listener,
         },
-    )
-    .map_err(|e| ctrl.fail("setup", e.message))?;
-
-    ctrl.next(Instant::now() + HANDSHAKE)?;
-    let mut end = end
-        .start()
-        .map_err(|e| ctrl.fail("engine", e.to_string()))?;
-    if let Some(ask) = profile {
-        end.profile(ask)
-            .map_err(|e| ctrl.fail("profile", format!("the server: {e}")))?;
-    }
-    ctrl.send(Message::Started)?;
-
-    // A session that fails here drops the end, which stops its engine.
-    let mut result = measure(&ctrl, &mut end, &spec)?;
-    let stopped = end
-        .stop(&mut result)
-        .map_err(|e| ctrl.fail("engine", e.to_string()))?;
+        profile,
+    };
+    let mut cues = ServerCues {
+        ctrl: &ctrl,
+        spec: &spec,
+        rx: None,
+        opened: Instant::now(),
+        next_tick: Instant::now(),
+    };
+    let (result, stopped) = test_end::run_end(plan, &mut cues, &mut NoSink)?;
     if spec.workload == plumb_spec::Workload::Crr && stopped.strays > 0 {
         sh.log(
             "strays",
@@ -649,6 +642,9 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
         .capture_env
         .then(|| Box::new(crate::env::capture_toward(peer.ip())));
     drop(knob_guard);
+    // The test is over: a client that starts its next session as soon as
+    // it has these results finds the slot free.
+    drop(slot);
     ctrl.send(Message::Results {
         end: Box::new(result),
         env,
@@ -695,47 +691,95 @@ fn data_sockets(
 /// Runs the server's window: opened by the client's mark, closed by its stop,
 /// one interval sample per second in between. A client that goes silent for
 /// longer than the spec allows ends the session.
-fn measure(ctrl: &Ctrl, end: &mut RunningEnd, spec: &Spec) -> Result<EndResult, String> {
-    let reader = ctrl.stream.try_clone().map_err(|e| plain_io(&e))?;
-    let _ = reader.set_read_timeout(None);
-    let rx = frames_from(reader, MAX_FRAME).map_err(|e| e.to_string())?;
-    let grace = Duration::from_secs(10);
-    let next = |timeout: Duration| -> Result<Option<Message>, String> {
-        let what = ctrl.order.borrow().due();
+/// A server's moments, as its client tells them.
+struct ServerCues<'a> {
+    ctrl: &'a Ctrl,
+    spec: &'a Spec,
+    /// The client's messages once the traffic runs, read on a thread of
+    /// their own so that waiting for one can time out.
+    rx: Option<std::sync::mpsc::Receiver<Result<Frame, FrameError>>>,
+    opened: Instant,
+    next_tick: Instant,
+}
+
+/// How long after its due time a client's mark or stop is waited for.
+const GRACE: Duration = Duration::from_secs(10);
+
+impl ServerCues<'_> {
+    /// The client's next message within `timeout`, None without one.
+    fn message(&self, timeout: Duration) -> Result<Option<Message>, String> {
+        let what = self.ctrl.order.borrow().due();
+        let rx = self.rx.as_ref().expect("started");
         match rx.recv_timeout(timeout) {
-            Ok(Ok(f)) => ctrl.take(&f.message).map(|_| Some(f.message)),
+            Ok(Ok(f)) => self.ctrl.take(&f.message).map(|_| Some(f.message)),
             Ok(Err(e)) => Err(format!("client lost while waiting for {what}: {e}")),
             Err(RecvTimeoutError::Timeout) => Ok(None),
             Err(RecvTimeoutError::Disconnected) => {
                 Err(format!("client lost while waiting for {what}"))
             }
         }
-    };
+    }
+}
 
-    let warmup = Duration::from_millis(spec.warmup_ms);
-    match next(warmup + grace)? {
-        Some(Message::Mark) => end.open_window(),
-        // A client interrupted during warm-up may stop without a mark.
-        Some(Message::Stop) => return Ok(end.close_window(&mut NoSink)),
-        Some(_) => unreachable!("{IN_ORDER}"),
-        None => return Err("client sent no mark in time".into()),
-    };
-    let window = Duration::from_millis(spec.duration_ms);
-    let opened = Instant::now();
-    let mut next_tick = opened + Duration::from_secs(1);
-    loop {
+impl test_end::Cues for ServerCues<'_> {
+    type Error = String;
+
+    fn go(&mut self) -> Result<(), String> {
+        self.ctrl.next(Instant::now() + HANDSHAKE).map(|_| ())
+    }
+
+    fn started(&mut self) -> Result<(), String> {
+        self.ctrl.send(Message::Started)?;
+        let reader = self.ctrl.stream.try_clone().map_err(|e| plain_io(&e))?;
+        let _ = reader.set_read_timeout(None);
+        self.rx = Some(frames_from(reader, MAX_FRAME).map_err(|e| e.to_string())?);
+        Ok(())
+    }
+
+    fn warm_up(&mut self) -> Result<Cue, String> {
+        let cue = match self.message(Duration::from_millis(self.spec.warmup_ms) + GRACE)? {
+            Some(Message::Mark) => Cue::Open,
+            // A client interrupted during warm-up may stop without a mark.
+            Some(Message::Stop) => Cue::Close,
+            Some(_) => unreachable!("{IN_ORDER}"),
+            None => return Err("client sent no mark in time".into()),
+        };
+        self.opened = Instant::now();
+        self.next_tick = self.opened + Duration::from_secs(1);
+        Ok(cue)
+    }
+
+    fn next(&mut self) -> Result<Cue, String> {
         let now = Instant::now();
-        if now > opened + window + grace {
+        if now > self.opened + Duration::from_millis(self.spec.duration_ms) + GRACE {
             return Err("client sent no stop in time".into());
         }
-        let wait = next_tick.saturating_duration_since(now);
-        match next(wait)? {
-            Some(Message::Stop) => return Ok(end.close_window(&mut NoSink)),
+        match self.message(self.next_tick.saturating_duration_since(now))? {
+            Some(Message::Stop) => Ok(Cue::Close),
             Some(_) => unreachable!("{IN_ORDER}"),
             None => {
-                end.tick(&mut NoSink);
-                next_tick += Duration::from_secs(1);
+                self.next_tick += Duration::from_secs(1);
+                Ok(Cue::Tick)
             }
+        }
+    }
+
+    fn closing(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn closed(&mut self, _: &mut EndResult) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn refused(&mut self, e: plumb_engine::SetupError) -> String {
+        self.ctrl.fail("setup", e.message)
+    }
+
+    fn failed(&mut self, step: Step, message: String) -> String {
+        match step {
+            Step::Engine => self.ctrl.fail("engine", message),
+            Step::Profile => self.ctrl.fail("profile", format!("the server: {message}")),
         }
     }
 }
