@@ -110,3 +110,187 @@ fn window<C: Cues>(
     cues.closing()?;
     Ok(end.close_window(sink))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use plumb_engine::meter::NoSink;
+    use plumb_sys::Cookie;
+    use std::net::{TcpListener, TcpStream};
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+
+    /// Cues that follow a script of (wait, cue) and note every call, as a
+    /// third kind of end would.
+    struct Script {
+        steps: Vec<(Duration, Cue)>,
+        calls: Vec<&'static str>,
+        /// The other end's go, so that both start together.
+        go: Option<(mpsc::Sender<()>, mpsc::Receiver<()>)>,
+    }
+
+    impl Script {
+        fn step(&mut self, call: &'static str) -> Cue {
+            self.calls.push(call);
+            let (wait, cue) = self.steps.remove(0);
+            std::thread::sleep(wait);
+            cue
+        }
+    }
+
+    impl Cues for Script {
+        type Error = String;
+        fn go(&mut self) -> Result<(), String> {
+            self.calls.push("go");
+            if let Some((tx, rx)) = &self.go {
+                tx.send(()).map_err(|e| e.to_string())?;
+                rx.recv().map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        }
+        fn started(&mut self) -> Result<(), String> {
+            self.calls.push("started");
+            Ok(())
+        }
+        fn warm_up(&mut self) -> Result<Cue, String> {
+            Ok(self.step("warm_up"))
+        }
+        fn next(&mut self) -> Result<Cue, String> {
+            Ok(self.step("next"))
+        }
+        fn closing(&mut self) -> Result<(), String> {
+            self.calls.push("closing");
+            Ok(())
+        }
+        fn closed(&mut self, _: &mut EndResult) -> Result<(), String> {
+            self.calls.push("closed");
+            Ok(())
+        }
+        fn refused(&mut self, e: SetupError) -> String {
+            e.message
+        }
+        fn failed(&mut self, _: Step, message: String) -> String {
+            message
+        }
+    }
+
+    fn end_over(
+        spec: &Spec,
+        role: Role,
+        flows: Vec<TcpStream>,
+        peer: std::net::SocketAddr,
+        mut cues: Script,
+    ) -> (EndResult, Script) {
+        for f in &flows {
+            f.set_nonblocking(true).unwrap();
+        }
+        let link = Link {
+            cookie: Cookie([7; 16]),
+            peer,
+        };
+        let plan = EndPlan {
+            spec,
+            role,
+            link: &link,
+            sockets: Sockets {
+                flows,
+                ..Sockets::default()
+            },
+            profile: None,
+        };
+        let (figures, _) = run_end(plan, &mut cues, &mut NoSink).unwrap();
+        (figures, cues)
+    }
+
+    #[test]
+    fn both_ends_step_one_sequence_and_the_cues_shape_the_window() {
+        let mut spec = Spec::defaults(plumb_spec::Workload::Stream);
+        spec.flows = 2;
+        spec.threads = 1;
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let clients: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        let servers: Vec<TcpStream> = (0..2).map(|_| l.accept().unwrap().0).collect();
+        // A warm-up, one tick, then the rest of the window.
+        fn script(go: (mpsc::Sender<()>, mpsc::Receiver<()>)) -> Script {
+            let ms = Duration::from_millis;
+            Script {
+                steps: vec![
+                    (ms(100), Cue::Open),
+                    (ms(300), Cue::Tick),
+                    (ms(200), Cue::Close),
+                ],
+                calls: Vec::new(),
+                go: Some(go),
+            }
+        }
+        let (to_server, from_client) = mpsc::channel();
+        let (to_client, from_server) = mpsc::channel();
+        let server_spec = spec.clone();
+        let server = std::thread::spawn(move || {
+            end_over(
+                &server_spec,
+                Role::Server,
+                servers,
+                addr,
+                script((to_client, from_client)),
+            )
+        });
+        let t = Instant::now();
+        let (client, cues) = end_over(
+            &spec,
+            Role::Client,
+            clients,
+            addr,
+            script((to_server, from_server)),
+        );
+        let (server, _) = server.join().unwrap();
+        let took = t.elapsed();
+
+        assert_eq!(
+            cues.calls,
+            ["go", "started", "warm_up", "next", "next", "closing", "closed"]
+        );
+        for end in [&client, &server] {
+            // The window is what the cues made it: 300 + 200 ms, in one
+            // ticked interval and the tail.
+            assert!(
+                (0.45..2.0).contains(&end.window_s),
+                "{}: window {} s of a run of {took:?}",
+                end.role,
+                end.window_s
+            );
+            assert_eq!(end.intervals.len(), 2, "{}", end.role);
+            // The probes read both edges.
+            assert!(
+                !end.cpus.is_empty() && end.sockstat.is_some(),
+                "{}",
+                end.role
+            );
+        }
+        assert!(client.bytes_sent > 0 && server.bytes_received > 0);
+        assert!(server.bytes_received <= client.bytes_sent + (64 << 20));
+    }
+
+    #[test]
+    fn a_test_stopped_in_its_warm_up_closes_a_window_that_never_ticked() {
+        let mut spec = Spec::defaults(plumb_spec::Workload::Stream);
+        spec.flows = 1;
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let client = TcpStream::connect(addr).unwrap();
+        let _server = l.accept().unwrap().0;
+        let cues = Script {
+            steps: vec![(Duration::from_millis(50), Cue::Close)],
+            calls: Vec::new(),
+            go: None,
+        };
+        let (end, cues) = end_over(&spec, Role::Client, vec![client], addr, cues);
+        assert_eq!(
+            cues.calls,
+            ["go", "started", "warm_up", "closing", "closed"]
+        );
+        assert!(end.window_s < 0.05, "{}", end.window_s);
+        assert_eq!(end.intervals.len(), 1);
+    }
+}
