@@ -952,7 +952,7 @@ fn sched(o: &mut String, it: &Iteration) {
 /// bit/s) would otherwise run into the next one.
 fn options(o: &mut String, it: &Iteration) {
     let mut table = Table::new([
-        ("option", Align::Left, 14),
+        ("option", Align::Left, 12),
         ("asked", Align::Left, 15),
         ("client granted", Align::Left, 24),
         ("server granted", Align::Left, 0),
@@ -1027,7 +1027,7 @@ mod wrap_tests {
         let lines: Vec<&str> = o.lines().collect();
         assert_eq!(lines.len(), 2, "{o}");
         assert!(
-            lines[1].contains("pacing_rate    15000000000 bit/s 15000000000 bit/s"),
+            lines[1].contains("pacing_rate  15000000000 bit/s 15000000000 bit/s"),
             "{o}"
         );
         // Each value starts under its heading.
