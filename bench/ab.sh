@@ -52,7 +52,7 @@ done
 
 section=$work/section.md
 python3 - "$work" "$REPS" "$SECS" "${OLD_NAME:-$("$OLD" --version)}" "${NEW_NAME:-$("$NEW" --version)}" "${CASES[@]}" >"$section" <<'PY'
-import json, os, platform, statistics, sys
+import json, math, os, platform, statistics, sys
 work, reps, secs, old_v, new_v = sys.argv[1:6]
 cases = [c.split("|", 1) for c in sys.argv[6:]]
 reps = int(reps)
@@ -78,20 +78,37 @@ out.append(f"Run by `bench/ab.sh OLD NEW {reps} {secs}` on {cpus} CPUs ({model})
            f"{platform.release()}. OLD is `{old_v}`, NEW is `{new_v}`. {reps} repetitions of "
            f"{secs} s (after 1 s of warm-up) per build and case, the build that goes first "
            "alternating with each repetition; each case gives both builds the same flows and "
-           "threads. Medians with min-max in brackets; the ratio is NEW's median over OLD's; "
-           "the spread is the larger of the two builds' (max-min)/median.")
+           "threads. Medians with min-max in brackets. NEW/OLD is the geometric mean of the "
+           "repetitions' ratios (each repetition runs both builds back to back), with its 95 % "
+           "Student-t interval over the repetitions; a difference is called only where the "
+           "interval leaves 1 out.")
 out.append("")
-out.append("| case | plumb run | OLD | NEW | NEW/OLD | spread |")
+out.append("| case | plumb run | OLD | NEW | NEW/OLD [95 % interval] | called |")
 out.append("|---|---|---|---|---|---|")
+
+# Two-sided 95 % Student-t critical values by degrees of freedom.
+T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+       2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086]
+
+def ratio_interval(pairs):
+    """Geometric mean of new/old over paired repetitions, and its interval."""
+    logs = [math.log(n / o) for o, n in pairs if o > 0 and n > 0]
+    if len(logs) < 2:
+        return None
+    m = statistics.mean(logs)
+    half = T95[min(len(logs) - 2, len(T95) - 1)] * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(m), math.exp(m - half), math.exp(m + half)
 for name, args in cases:
     got = {}
     unit = ""
+    by_rep = {}
     for who in ("old", "new"):
         v = []
         for rep in range(1, reps + 1):
             f = figure(os.path.join(work, f"{who}-{name}-{rep}.json"))
             if f:
                 v.append(f[0])
+                by_rep.setdefault(rep, {})[who] = f[0]
                 unit = f[1]
         got[who] = v
     if not got["old"] or not got["new"]:
@@ -101,10 +118,16 @@ for name, args in cases:
         return f"{x:,.0f}" if unit == "tx/s" else f"{x:.2f}"
     def cell(v):
         return f"{num(statistics.median(v))} [{num(min(v))}-{num(max(v))}] {unit}"
-    mo, mn = statistics.median(got["old"]), statistics.median(got["new"])
-    spread = max((max(v) - min(v)) / statistics.median(v) for v in got.values())
+    pairs = [(r["old"], r["new"]) for r in by_rep.values() if "old" in r and "new" in r]
+    ri = ratio_interval(pairs)
+    if ri is None:
+        ratio, called = "too few repetitions", "-"
+    else:
+        g, lo, hi = ri
+        ratio = f"{g:.3f} [{lo:.3f}, {hi:.3f}]"
+        called = "slower" if hi < 1 else "faster" if lo > 1 else "no difference"
     out.append(f"| {name} | `{args}` | {cell(got['old'])} | {cell(got['new'])} | "
-               f"{mn / mo:.3f} | {spread * 100:.1f} % |")
+               f"{ratio} | {called} |")
 out.append("")
 print("\n".join(out))
 PY
