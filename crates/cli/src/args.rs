@@ -397,7 +397,8 @@ fn percent(s: &str) -> Result<f64, String> {
         .ok_or_else(|| format!("'{s}' is not a percentage; use a number like 2 or 2.5 (0 to 100)"))
 }
 
-pub use crate::workload_args::RunCommand;
+mod workload;
+pub use workload::RunCommand;
 
 fn size(s: &str) -> Result<u64, String> {
     plumb_spec::parse_size(s).map_err(|e| e.to_string())

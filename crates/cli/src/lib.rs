@@ -6,7 +6,6 @@
 mod args;
 mod cmd;
 pub mod out;
-mod workload_args;
 
 /// Exit statuses, as the README's "Output and exit status" documents them
 /// (`plumb check` has its own, see cmd/compare.rs).

@@ -48,11 +48,13 @@ const POOL: usize = 4096;
 const LINK_FULL: f64 = 0.9;
 
 /// The warning for an iteration whose delay line was busy nearly all its
-/// window, when that may be what bounded the run. None when the spec's link
+/// window, when that may be what bounded the run (`client_device`: the
+/// client's end of the path, whose counters carry the line's traffic).
+/// None when the spec's link
 /// rate is the bound: the line waits out the last EARLY_NS before each
 /// release on the CPU, so a full link, whose packets leave closer together
 /// than that, keeps it busy however much room it has to spare.
-pub fn busy_warning(spec: &Spec, it: &Iteration) -> Option<String> {
+pub fn busy_warning(spec: &Spec, it: &Iteration, client_device: &str) -> Option<String> {
     let cpu = it.client.path_cpu_s.filter(|c| *c >= 0.9 * it.window_s)?;
     let rate = match &spec.topology {
         Some(Topology::Veth(v)) => v.link_rate_bps,
@@ -64,7 +66,7 @@ pub fn busy_warning(spec: &Spec, it: &Iteration) -> Option<String> {
         .client
         .interfaces
         .iter()
-        .find(|i| i.name == crate::topology::CLIENT_IF)
+        .find(|i| i.name == client_device)
         .map(|i| i.counters.tx_bytes.max(i.counters.rx_bytes));
     if let (Some(rate), Some(bytes)) = (rate, carried) {
         if bytes as f64 * 8.0 >= LINK_FULL * rate as f64 * it.window_s {
@@ -486,6 +488,7 @@ mod tests {
 
     #[test]
     fn a_busy_line_warns_unless_the_link_rate_it_was_asked_for_is_full() {
+        use crate::topology::CLIENT_IF;
         use plumb_samples::{EndResult, InterfaceCounts, Role};
         use plumb_spec::Veth;
         // 1 s window; the client's device carried `tx` bytes toward the
@@ -494,7 +497,7 @@ mod tests {
             let mut client = EndResult::empty(Role::Client, 1);
             client.path_cpu_s = Some(cpu);
             let mut dev = InterfaceCounts {
-                name: crate::topology::CLIENT_IF.into(),
+                name: CLIENT_IF.into(),
                 ..Default::default()
             };
             dev.counters.tx_bytes = tx;
@@ -521,16 +524,19 @@ mod tests {
         let gbit = Some(1_000_000_000);
         // 1 Gbit/s asked and 0.95 of it carried: the link is the bound.
         assert_eq!(
-            busy_warning(&spec(gbit), &iteration(0.99, 118_750_000)),
+            busy_warning(&spec(gbit), &iteration(0.99, 118_750_000), CLIENT_IF),
             None
         );
         // Half of it carried: something else held the run back.
-        let w = busy_warning(&spec(gbit), &iteration(0.99, 62_500_000)).unwrap();
+        let w = busy_warning(&spec(gbit), &iteration(0.99, 62_500_000), CLIENT_IF).unwrap();
         assert!(w.contains("busy 99 %") && w.contains("may bound"), "{w}");
         // No link rate: a busy line may be the bound whatever it carried.
-        assert!(busy_warning(&spec(None), &iteration(0.99, 118_750_000)).is_some());
+        assert!(busy_warning(&spec(None), &iteration(0.99, 118_750_000), CLIENT_IF).is_some());
         // A line with time to spare says nothing.
-        assert_eq!(busy_warning(&spec(None), &iteration(0.5, 0)), None);
+        assert_eq!(
+            busy_warning(&spec(None), &iteration(0.5, 0), CLIENT_IF),
+            None
+        );
     }
 
     #[test]

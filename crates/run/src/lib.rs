@@ -304,7 +304,7 @@ pub fn run(
         }
         it.client
             .warnings
-            .extend(delayline::busy_warning(spec, &it));
+            .extend(delayline::busy_warning(spec, &it, topology::CLIENT_IF));
         it.index = iterations.len() as u32;
         // More iterations of a starved spec would starve alike.
         let starved = derive::starved(spec, &it);

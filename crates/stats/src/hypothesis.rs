@@ -6,6 +6,11 @@ use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
 
 use crate::describe::mean_var;
 
+/// A confidence level an interval or a test can be asked for: in (0, 1).
+pub(crate) fn valid_level(level: f64) -> bool {
+    level > 0.0 && level < 1.0
+}
+
 /// Welch's test result, kept whole so that reports can show the statistic
 /// and degrees of freedom behind a p-value.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -252,7 +257,7 @@ pub struct Shift {
 pub fn hodges_lehmann(a: &[f64], b: &[f64], level: f64) -> Option<Shift> {
     if a.is_empty()
         || b.is_empty()
-        || !crate::interval::valid_level(level)
+        || !valid_level(level)
         || a.iter().chain(b).any(|x| !x.is_finite())
     {
         return None;

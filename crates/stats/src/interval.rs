@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use crate::describe::{mean, mean_var};
-use crate::hypothesis::{welch_of, Moments};
+use crate::hypothesis::{valid_level, welch_of, Moments};
 use crate::rng::Rng;
 
 /// A confidence interval with its centre, so that a consumer can show
@@ -49,10 +49,6 @@ impl Interval {
             self.half_width / self.mean.abs()
         }
     }
-}
-
-pub(crate) fn valid_level(level: f64) -> bool {
-    level > 0.0 && level < 1.0
 }
 
 /// The two-sided Student-t critical value of a `level` interval.

@@ -3,7 +3,7 @@
 //! `plumb_spec::build` (the path an experiment file's fields take too) are
 //! both made from it, so a field a workload gains is one row here.
 
-use crate::args::CommonArgs;
+use super::CommonArgs;
 use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches};
 use plumb_spec::{Choice, Close, Direction, Emulator, Field, RxMode, Spec, Workload, ZeroCopy};
 

@@ -4,7 +4,7 @@
 //! stored or set on the host. A bisect script or a night's experiment can
 //! be checked with it first.
 
-use super::run::{server_end, ServerEnd};
+use super::far::{server_end, ServerEnd};
 use crate::args::ServerArgs;
 use crate::Failure;
 use plumb_spec::Spec;

@@ -3,6 +3,7 @@ pub mod db;
 pub mod docs;
 pub mod doctor;
 mod dry;
+mod far;
 pub mod history;
 pub mod knob;
 pub mod report;
