@@ -19,7 +19,7 @@ fn modules(src: &Path) -> BTreeMap<String, String> {
                 dirs.push(p);
                 continue;
             }
-            if p.extension().is_none_or(|x| x != "rs") {
+            if p.extension().map_or(true, |x| x != "rs") {
                 continue;
             }
             let rel = p.strip_prefix(src).unwrap().with_extension("");
@@ -53,7 +53,7 @@ fn paths_after<'a>(code: &'a str, prefix: &str) -> Vec<Vec<&'a str>> {
             code[..*i]
                 .chars()
                 .next_back()
-                .is_none_or(|c| !(c.is_alphanumeric() || c == '_'))
+                .map_or(true, |c| !(c.is_alphanumeric() || c == '_'))
         })
         .map(|(i, _)| {
             let rest = &code[i + prefix.len()..];
