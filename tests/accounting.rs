@@ -335,25 +335,22 @@ fn sockstat_holds_the_runs_flows_and_the_namespace_has_none_left_after() {
     let Some(ns) = Netns::new("sockstat") else {
         return;
     };
+    // One short stream in the namespace, which must succeed.
+    let stream = |extra: &[&str]| {
+        let out = ns
+            .exec(env!("CARGO_BIN_EXE_plumb"))
+            .env("PLUMB_ACTIVITY_DIR", "off")
+            .args(["run", "stream"])
+            .args(ONE_SHORT)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_ok(&out);
+        out
+    };
     let (before, _) = sockstat_in(&ns);
     let flows = 8u64;
-    let mut cmd = ns.exec(env!("CARGO_BIN_EXE_plumb"));
-    cmd.env("PLUMB_ACTIVITY_DIR", "off").args([
-        "run",
-        "stream",
-        "--flows",
-        "8",
-        "--duration",
-        "1s",
-        "--warmup",
-        "0",
-        "--iterations",
-        "1",
-        "--no-store",
-        "--json",
-    ]);
-    let out = cmd.output().unwrap();
-    assert_ok(&out);
+    let out = stream(&["--flows", "8", "--json"]);
     let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
     let client = &rec["iterations"][0]["client"];
     let s = &client["sockstat"];
@@ -372,20 +369,7 @@ fn sockstat_holds_the_runs_flows_and_the_namespace_has_none_left_after() {
     assert_eq!(after, before, "TCP sockets left in use in the namespace");
 
     // The summary shows the levels once: both ends shared the namespace.
-    let mut cmd = ns.exec(env!("CARGO_BIN_EXE_plumb"));
-    cmd.env("PLUMB_ACTIVITY_DIR", "off").args([
-        "run",
-        "stream",
-        "--duration",
-        "1s",
-        "--warmup",
-        "0",
-        "--iterations",
-        "1",
-        "--no-store",
-    ]);
-    let out = cmd.output().unwrap();
-    assert_ok(&out);
+    let out = stream(&[]);
     let text = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("sockstat")).collect();
     assert_eq!(lines.len(), 1, "{text}");

@@ -352,15 +352,9 @@ fn notsent_lowat_bounds_the_bytes_a_paced_sender_leaves_unsent() {
                 "200M",
                 "--msg-size",
                 "4K",
-                "--duration",
-                "3s",
-                "--warmup",
-                "0",
-                "--iterations",
-                "1",
-                "--no-store",
                 "--json",
             ])
+            .args(ONE_SHORT)
             .args(lowat)
             .stdout(std::process::Stdio::piped())
             .spawn()
