@@ -4,7 +4,7 @@
 //! series, axis labels, the cliff sentences) is read back from the page.
 
 mod common;
-use common::{assert_mentions, assert_ok, chromium, items, plumb, render, skip, TempDb};
+use common::{assert_mentions, assert_ok, chromium, items, plumb, quick_rr, render, skip, TempDb};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -208,14 +208,8 @@ fn an_experiment_report_renders_everywhere_and_in_chromium() {
     let file = temp("exp.toml");
     std::fs::write(
         &file,
-        r#"
-name = "report-test"
-iterations = 2
-order = "interleaved"
-[base]
-workload = "rr"
-duration = "300ms"
-warmup = "100ms"
+        quick_rr("report-test", "iterations = 2\norder = \"interleaved\"")
+            + r#"
 [matrix]
 # A 16 MB request takes a hundred times longer than a small one on
 # loopback (a 1 MB one only about twice, under the cliff factor): a cliff

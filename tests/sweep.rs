@@ -2,7 +2,7 @@
 //! variants' knobs set and restored, Ctrl-C then --resume, errors at a line.
 
 mod common;
-use common::{assert_ok, is_root, ok, plumb, skip, TempDb};
+use common::{assert_ok, is_root, ok, plumb, quick_rr, skip, TempDb};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
@@ -49,14 +49,7 @@ fn every_point_and_variant_is_run_stored_and_compared() {
     let (file, _f) = write(
         "all",
         &format!(
-            r#"
-name = "sweep-test"
-iterations = "2"
-order = "interleaved"
-[base]
-workload = "rr"
-duration = "300ms"
-warmup = "100ms"
+            r#"{}
 [matrix]
 req_size = [1, 100]
 [[variant]]
@@ -64,7 +57,8 @@ name = "plain"
 [[variant]]
 name = "other"
 {rps}
-"#
+"#,
+            quick_rr("sweep-test", "iterations = \"2\"\norder = \"interleaved\"")
         ),
     );
     let db = TempDb::new("sweep-all");
@@ -205,18 +199,16 @@ fn errors_in_the_file_name_the_line_and_key() {
 fn a_variant_with_an_unsupported_knob_is_refused_before_any_run() {
     let (file, _f) = write(
         "badknob",
-        r#"
-name = "sweep-badknob"
-iterations = 1
-[base]
-workload = "rr"
-duration = "300ms"
+        &format!(
+            r#"{}
 [[variant]]
 name = "plain"
 [[variant]]
 name = "lro"
-knobs = { "offload:lo:lro" = "on" }
+knobs = {{ "offload:lo:lro" = "on" }}
 "#,
+            quick_rr("sweep-badknob", "iterations = 1")
+        ),
     );
     let db = TempDb::new("sweep-badknob");
     let out = sweep("badknob", &file, &db).output().unwrap();

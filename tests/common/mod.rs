@@ -125,6 +125,15 @@ impl Drop for ExperimentFile {
     }
 }
 
+/// The head of an experiment file of quick rr points: its name, `top`
+/// (iterations, order) and a base of 300 ms windows after 100 ms warm-ups;
+/// the matrix and the variants follow.
+pub fn quick_rr(name: &str, top: &str) -> String {
+    format!(
+        "name = \"{name}\"\n{top}\n[base]\nworkload = \"rr\"\nduration = \"300ms\"\nwarmup = \"100ms\"\n"
+    )
+}
+
 /// `plumb run stream ARGS --json`, which must succeed; returns the record.
 pub fn stream_json(args: &[&str]) -> Value {
     record_of(&[&["run", "stream", "--json"], args].concat())

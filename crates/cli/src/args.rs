@@ -398,6 +398,12 @@ fn percent(s: &str) -> Result<f64, String> {
 }
 
 mod workload;
+
+/// The label new runs are stored under: `--label`, or the release of the
+/// kernel they ran on.
+pub fn label_or_kernel(label: Option<&str>) -> String {
+    label.map_or_else(plumb_sys::proc::kernel_release, str::to_string)
+}
 pub use workload::RunCommand;
 
 fn size(s: &str) -> Result<u64, String> {

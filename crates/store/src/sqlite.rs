@@ -109,7 +109,35 @@ fn err(path: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
     }
 }
 
+/// The columns a run's tag is read from, in [`tag_from`]'s order.
+const TAG_COLUMNS: &str = "t.experiment, t.point, t.variant, t.seed, t.variant_rank";
+
+/// A run's tag from [`TAG_COLUMNS`], starting at column `at`.
+fn tag_from(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<RunTag> {
+    Ok(RunTag {
+        experiment: r.get(at)?,
+        point: r.get(at + 1)?,
+        variant: r.get(at + 2)?,
+        seed: r.get::<_, Option<i64>>(at + 3)?.map(|s| s as u64),
+        variant_rank: rank(r.get(at + 4)?),
+    })
+}
+
 impl Sqlite {
+    /// The row `sql` selects for run `id` (its one parameter), read by
+    /// `row`; None where there is none.
+    fn one_of<T>(
+        &self,
+        sql: &str,
+        id: RunId,
+        row: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Option<T>> {
+        self.conn
+            .query_row(sql, params![id.0], row)
+            .optional()
+            .map_err(err(&self.path))
+    }
+
     /// Opens (creating if needed) the file at `path` and migrates it up to
     /// `target`: below the current version only for tests that build a
     /// database of an older schema.
@@ -274,24 +302,18 @@ impl Backend for Sqlite {
     }
 
     fn get(&self, id: RunId) -> Result<Option<RawRun>> {
-        self.conn
-            .query_row(
-                "SELECT r.record, e.facts, s.facts, r.uuid FROM runs r
-                 LEFT JOIN environments e ON e.hash = r.env_hash
-                 LEFT JOIN environments s ON s.hash = r.server_env_hash
-                 WHERE r.id = ?1",
-                params![id.0],
-                |r| {
-                    Ok(RawRun {
-                        record: r.get(0)?,
-                        client: r.get(1)?,
-                        server: r.get(2)?,
-                        uuid: r.get(3)?,
-                    })
-                },
-            )
-            .optional()
-            .map_err(err(&self.path))
+        let sql = "SELECT r.record, e.facts, s.facts, r.uuid FROM runs r
+                   LEFT JOIN environments e ON e.hash = r.env_hash
+                   LEFT JOIN environments s ON s.hash = r.server_env_hash
+                   WHERE r.id = ?1";
+        self.one_of(sql, id, |r| {
+            Ok(RawRun {
+                record: r.get(0)?,
+                client: r.get(1)?,
+                server: r.get(2)?,
+                uuid: r.get(3)?,
+            })
+        })
     }
 
     fn list(&self, selection: &Selection) -> Result<Vec<RunRow>> {
@@ -361,23 +383,8 @@ impl Backend for Sqlite {
     }
 
     fn tag_of(&self, id: RunId) -> Result<Option<RunTag>> {
-        self.conn
-            .query_row(
-                "SELECT t.experiment, t.point, t.variant, t.seed, t.variant_rank FROM run_tags t
-                 WHERE t.run_id = ?1",
-                params![id.0],
-                |r| {
-                    Ok(RunTag {
-                        experiment: r.get(0)?,
-                        point: r.get(1)?,
-                        variant: r.get(2)?,
-                        seed: r.get::<_, Option<i64>>(3)?.map(|s| s as u64),
-                        variant_rank: rank(r.get(4)?),
-                    })
-                },
-            )
-            .optional()
-            .map_err(err(&self.path))
+        let sql = format!("SELECT {TAG_COLUMNS} FROM run_tags t WHERE t.run_id = ?1");
+        self.one_of(&sql, id, |r| tag_from(r, 0))
     }
 
     fn experiment_tags(
@@ -388,25 +395,16 @@ impl Backend for Sqlite {
         let e = err(&self.path);
         let mut stmt = self
             .conn
-            .prepare(
-                "SELECT t.run_id, t.point, t.variant, t.seed, t.variant_rank
+            .prepare(&format!(
+                "SELECT t.run_id, {TAG_COLUMNS}
                  FROM run_tags t JOIN runs r ON r.id = t.run_id
                  WHERE t.experiment = ?1 AND (?2 IS NULL OR r.label = ?2)
-                 ORDER BY r.started_at, r.id",
-            )
+                 ORDER BY r.started_at, r.id"
+            ))
             .map_err(&e)?;
         let rows = stmt
             .query_map(params![experiment, label], |r| {
-                Ok((
-                    RunId(r.get(0)?),
-                    RunTag {
-                        experiment: experiment.to_string(),
-                        point: r.get(1)?,
-                        variant: r.get(2)?,
-                        seed: r.get::<_, Option<i64>>(3)?.map(|s| s as u64),
-                        variant_rank: rank(r.get(4)?),
-                    },
-                ))
+                Ok((RunId(r.get(0)?), tag_from(r, 1)?))
             })
             .map_err(&e)?;
         rows.collect::<rusqlite::Result<_>>().map_err(&e)

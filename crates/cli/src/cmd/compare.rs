@@ -82,10 +82,7 @@ fn check_inner(a: CheckArgs) -> Result<i32, Failure> {
         Some(name) => side(&store, name)?,
         None => {
             let specs = plumb_run::experiment::newest_per_point(baseline.records());
-            let label = a
-                .label
-                .clone()
-                .unwrap_or_else(plumb_sys::proc::kernel_release);
+            let label = crate::args::label_or_kernel(a.label.as_deref());
             let repeat = a.repeat.repeat();
             if a.dry_run {
                 let planned = specs

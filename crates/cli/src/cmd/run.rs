@@ -328,10 +328,7 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
         ServerEnd::Ssh(t) => Some(t),
         _ => None,
     };
-    let label = a
-        .label
-        .clone()
-        .unwrap_or_else(plumb_sys::proc::kernel_release);
+    let label = crate::args::label_or_kernel(a.label.as_deref());
     let repeat = a.repeat.repeat();
     if a.dry_run {
         let planned = vec![super::dry::Planned { point: None, spec }];
