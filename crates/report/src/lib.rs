@@ -337,68 +337,7 @@ fn iteration(o: &mut String, it: &Iteration, planned_s: f64, transactional: bool
     zerocopy(o, it);
     let _ = writeln!(o);
 
-    let _ = writeln!(
-        o,
-        "{:<14}{:>9}{:>9}{:>9}{:>8}{:>10}  ctx vol/invol",
-        "CPU",
-        "user",
-        "system",
-        "total",
-        "util",
-        if transactional { "per tx" } else { "per GB" }
-    );
-    let cost = |per_gb: f64, per_tx: Option<f64>| {
-        if transactional {
-            per_tx.map(micros).unwrap_or_else(|| "-".into())
-        } else {
-            secs(per_gb)
-        }
-    };
-    for (end, per_unit) in [
-        (
-            &it.client,
-            cost(d.client_cpu_s_per_gb, d.client_cpu_s_per_tx),
-        ),
-        (
-            &it.server,
-            cost(d.server_cpu_s_per_gb, d.server_cpu_s_per_tx),
-        ),
-    ] {
-        if end.lost {
-            let _ = writeln!(o, "{:<14}lost: not measured", end.role.to_string());
-            continue;
-        }
-        let p = &end.process;
-        let util = if end.window_s > 0.0 {
-            p.total_s() / end.window_s
-        } else {
-            0.0
-        };
-        let _ = writeln!(
-            o,
-            "{:<14}{:>9}{:>9}{:>9}{:>8}{:>10}  {}/{}",
-            format!("{} pid {}", end.role, p.pid),
-            secs(p.user_s),
-            secs(p.system_s),
-            secs(p.total_s()),
-            pct(util),
-            per_unit,
-            p.voluntary_csw,
-            p.involuntary_csw
-        );
-    }
-    let ncpu = it.client.cpus.len().max(1) as f64;
-    let _ = writeln!(
-        o,
-        "{:<14}{:>9}{:>9}{:>9}{:>8}{:>10}  softirq {}",
-        format!("host {} CPUs", it.client.cpus.len()),
-        "",
-        "",
-        secs(d.host_busy_s),
-        pct(d.host_busy_s / (it.window_s * ncpu).max(f64::EPSILON)),
-        cost(d.host_cpu_s_per_gb, d.host_cpu_s_per_tx),
-        secs(d.host_softirq_s)
-    );
+    processes(o, it, transactional);
     sched(o, it);
     network(o, it);
     levels(o, it);
@@ -894,6 +833,77 @@ fn levels(o: &mut String, it: &Iteration) {
             head = "";
         }
     }
+}
+
+/// Each end's process and the host: CPU seconds over the window, how busy,
+/// per unit of work, and context switches (the host's softirq seconds).
+fn processes(o: &mut String, it: &Iteration, transactional: bool) {
+    let d = &it.derived;
+    let mut t = Table::new([
+        ("CPU", Align::Left, 13),
+        ("user", Align::Right, 9),
+        ("system", Align::Right, 8),
+        ("total", Align::Right, 8),
+        ("util", Align::Right, 7),
+        (
+            if transactional { "per tx" } else { "per GB" },
+            Align::Right,
+            9,
+        ),
+        ("ctx vol/invol", Align::Left, 0),
+    ])
+    .gap(6, 2);
+    let cost = |per_gb: f64, per_tx: Option<f64>| {
+        if transactional {
+            per_tx.map(micros).unwrap_or_else(|| "-".into())
+        } else {
+            secs(per_gb)
+        }
+    };
+    for (end, per_unit) in [
+        (
+            &it.client,
+            cost(d.client_cpu_s_per_gb, d.client_cpu_s_per_tx),
+        ),
+        (
+            &it.server,
+            cost(d.server_cpu_s_per_gb, d.server_cpu_s_per_tx),
+        ),
+    ] {
+        if end.lost {
+            let mut cells = vec![end.role.to_string()];
+            cells.resize(6, String::new());
+            cells.push("lost: not measured".into());
+            t.row(cells);
+            continue;
+        }
+        let p = &end.process;
+        let util = if end.window_s > 0.0 {
+            p.total_s() / end.window_s
+        } else {
+            0.0
+        };
+        t.row([
+            format!("{} pid {}", end.role, p.pid),
+            secs(p.user_s),
+            secs(p.system_s),
+            secs(p.total_s()),
+            pct(util),
+            per_unit,
+            format!("{}/{}", p.voluntary_csw, p.involuntary_csw),
+        ]);
+    }
+    let ncpu = it.client.cpus.len().max(1) as f64;
+    t.row([
+        format!("host {} CPUs", it.client.cpus.len()),
+        String::new(),
+        String::new(),
+        secs(d.host_busy_s),
+        pct(d.host_busy_s / (it.window_s * ncpu).max(f64::EPSILON)),
+        cost(d.host_cpu_s_per_gb, d.host_cpu_s_per_tx),
+        format!("softirq {}", secs(d.host_softirq_s)),
+    ]);
+    o.push_str(&t.terminal(""));
 }
 
 /// The driver's statistics that moved, on one line or two: those that

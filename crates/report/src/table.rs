@@ -18,6 +18,8 @@ struct Column {
     /// The least terminal width, so that tables of one report line up
     /// whatever their cells.
     width: usize,
+    /// Spaces before it on a terminal.
+    gap: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -44,10 +46,20 @@ impl Table {
                     header: header.into(),
                     align,
                     width,
+                    gap: 1,
                 })
                 .collect(),
             rows: Vec::new(),
         }
+    }
+
+    /// Sets a terminal's spaces before `column` (one unless set), to set a
+    /// column of another kind apart from the figures before it.
+    pub fn gap(mut self, column: usize, spaces: usize) -> Table {
+        if let Some(c) = self.columns.get_mut(column) {
+            c.gap = spaces;
+        }
+        self
     }
 
     /// One row; a row with fewer cells than columns leaves the rest empty.
@@ -71,7 +83,7 @@ impl Table {
         row.cells.get(i).map_or("", String::as_str)
     }
 
-    /// Columns one space apart, each line after `indent`.
+    /// Columns one space apart (or their gap), each line after `indent`.
     pub fn terminal(&self, indent: &str) -> String {
         let widths: Vec<usize> = self
             .columns
@@ -90,7 +102,7 @@ impl Table {
             let mut l = indent.to_string();
             for (i, (c, text)) in self.columns.iter().zip(cells).enumerate() {
                 if i > 0 {
-                    l.push(' ');
+                    l.push_str(&" ".repeat(c.gap));
                 }
                 let w = widths[i];
                 let _ = match c.align {
@@ -203,6 +215,13 @@ mod tests {
                 "  a much longer point 12345.0",
             ]
         );
+    }
+
+    #[test]
+    fn a_gap_sets_a_column_apart_on_a_terminal_only() {
+        let t = sample().gap(1, 3);
+        assert_eq!(t.terminal("").lines().nth(1), Some("a <b>                     1.5"));
+        assert_eq!(t.markdown(), sample().markdown());
     }
 
     #[test]
