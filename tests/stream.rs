@@ -365,7 +365,21 @@ fn notsent_lowat_bounds_the_bytes_a_paced_sender_leaves_unsent() {
         let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         (most, rec)
     };
-    let (free, _) = unsent(&[]);
+    let (free, plain) = unsent(&[]);
+    // Unset, the option reads as the namespace's sysctl, read here.
+    let sysctl = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_notsent_lowat").unwrap();
+    let host = match sysctl.trim() {
+        "4294967295" => "unlimited".to_string(),
+        n => n.to_string(),
+    };
+    let opts = &plain["iterations"][0]["client"]["socket_options"];
+    let o = items(opts)
+        .find(|o| o["name"] == "notsent_lowat")
+        .expect("its record");
+    assert_eq!(
+        (o["asked"].as_str(), o["granted"].as_str()),
+        (Some("none"), Some(host.as_str()))
+    );
     let (bounded, rec) = unsent(&["--notsent-lowat", "16K"]);
     // The kernel, read by `ss`: at most the mark and the write (or the
     // segment of up to 64K) that crossed it.

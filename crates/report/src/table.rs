@@ -220,7 +220,10 @@ mod tests {
     #[test]
     fn a_gap_sets_a_column_apart_on_a_terminal_only() {
         let t = sample().gap(1, 3);
-        assert_eq!(t.terminal("").lines().nth(1), Some("a <b>                     1.5"));
+        assert_eq!(
+            t.terminal("").lines().nth(1),
+            Some("a <b>                     1.5")
+        );
         assert_eq!(t.markdown(), sample().markdown());
     }
 

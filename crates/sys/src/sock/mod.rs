@@ -124,8 +124,9 @@ pub fn set_notsent_lowat(fd: impl AsFd, bytes: u32) -> io::Result<()> {
     )
 }
 
-/// The socket's TCP_NOTSENT_LOWAT; without one of its own, the host's
-/// net.ipv4.tcp_notsent_lowat (unlimited by default, read as u32::MAX).
+/// The TCP_NOTSENT_LOWAT in force on the socket: its own, or where it has
+/// none (the kernel reads 0) its network namespace's
+/// net.ipv4.tcp_notsent_lowat; `u32::MAX` is no limit, the default.
 pub fn notsent_lowat(fd: impl AsFd) -> io::Result<u32> {
     let mut buf = [0u8; 4];
     raw::getsockopt(
@@ -134,7 +135,13 @@ pub fn notsent_lowat(fd: impl AsFd) -> io::Result<u32> {
         libc::TCP_NOTSENT_LOWAT,
         &mut buf,
     )?;
-    Ok(u32::from_ne_bytes(buf))
+    match u32::from_ne_bytes(buf) {
+        0 => std::fs::read_to_string("/proc/sys/net/ipv4/tcp_notsent_lowat")?
+            .trim()
+            .parse()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e)),
+        n => Ok(n),
+    }
 }
 
 /// Bytes in the send queue not yet acknowledged by the peer (sent or not).
