@@ -310,11 +310,11 @@ fn is_worker(name: &str, prefix: &str) -> bool {
         .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()))
 }
 
-/// The most bytes `ss` saw waiting unsent in the sockets of process `pid`,
-/// sampled every 100 ms while it runs.
-fn most_unsent_of(child: &mut std::process::Child) -> u64 {
+/// What `ss -tin` says of the TCP sockets of `child`, every 100 ms while
+/// it runs: the line of TCP_INFO of each socket at each poll.
+fn ss_while_running(child: &mut std::process::Child) -> Vec<String> {
     let pid = format!("pid={},", child.id());
-    let mut most = 0;
+    let mut seen = Vec::new();
     while child.try_wait().unwrap().is_none() {
         let out = std::process::Command::new("ss")
             .args(["-tnipH"])
@@ -324,15 +324,37 @@ fn most_unsent_of(child: &mut std::process::Child) -> u64 {
         // Each socket is a line with its process, then a line of TCP_INFO.
         let lines: Vec<&str> = text.lines().collect();
         for pair in lines.windows(2).filter(|w| w[0].contains(&pid)) {
-            for word in pair[1].split_whitespace() {
-                if let Some(n) = word.strip_prefix("notsent:") {
-                    most = most.max(n.parse().unwrap_or(0));
-                }
-            }
+            seen.push(pair[1].to_string());
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    most
+    seen
+}
+
+/// The value of `key:` in a line of `ss -i`, up to its unit.
+fn ss_figure(line: &str, key: &str) -> Option<u64> {
+    let word = line.split_whitespace().find_map(|w| w.strip_prefix(key))?;
+    word.trim_start_matches(':')
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// `plumb run stream ARGS --json` in the background, with what `ss` said
+/// of its sockets as it ran.
+fn stream_watched(args: &[&str]) -> (serde_json::Value, Vec<String>) {
+    let mut child = plumb()
+        .args(["run", "stream", "--json"])
+        .args(ONE_SHORT)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let seen = ss_while_running(&mut child);
+    let out = child.wait_with_output().unwrap();
+    assert_ok(&out);
+    (serde_json::from_slice(&out.stdout).unwrap(), seen)
 }
 
 #[test]
@@ -344,26 +366,10 @@ fn notsent_lowat_bounds_the_bytes_a_paced_sender_leaves_unsent() {
     // Paced below what loopback carries, a sender fills its socket with
     // data the kernel has not sent yet, unless TCP_NOTSENT_LOWAT stops it.
     let unsent = |lowat: &[&str]| {
-        let mut child = plumb()
-            .args([
-                "run",
-                "stream",
-                "--pacing-rate",
-                "200M",
-                "--msg-size",
-                "4K",
-                "--json",
-            ])
-            .args(ONE_SHORT)
-            .args(lowat)
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let most = most_unsent_of(&mut child);
-        let out = child.wait_with_output().unwrap();
-        assert_ok(&out);
-        let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        (most, rec)
+        let (rec, seen) =
+            stream_watched(&[&["--pacing-rate", "200M", "--msg-size", "4K"], lowat].concat());
+        let most = seen.iter().filter_map(|l| ss_figure(l, "notsent")).max();
+        (most.unwrap_or(0), rec)
     };
     let (free, plain) = unsent(&[]);
     // Unset, the option reads as the namespace's sysctl, read here.
@@ -404,4 +410,55 @@ fn notsent_lowat_bounds_the_bytes_a_paced_sender_leaves_unsent() {
         assert_eq!(o["status"], "applied");
     }
     assert_eq!(rec["spec"]["socket"]["notsent_lowat"], 16384);
+}
+
+#[test]
+fn a_small_receive_buffer_limits_the_sender_by_its_window_as_tcp_accounts_it() {
+    if !require_tool("ss", "iproute2") {
+        return;
+    }
+    let _alone = measuring_alone();
+    // (plumb's share of the window's busy time limited by the receive
+    // window, the kernel's own share over the flow's life as `ss` last
+    // showed it while the flow ran: with no warm-up, nearly the window).
+    let shares = |rcvbuf: &str| {
+        let (rec, seen) = stream_watched(&["--rcvbuf", rcvbuf]);
+        let l = &rec["iterations"][0]["client"]["limited"];
+        assert_eq!(u(&l["flows"]), 1, "{l}");
+        let busy = f(&l["busy_s"]);
+        assert!(
+            busy > 0.1 && busy <= 1.3,
+            "busy {busy} s of a 1 s window: {l}"
+        );
+        let ours = f(&l["rwnd_limited_s"]) / busy;
+        // The data flow's last line: the busiest (the control connection
+        // is busy for moments only).
+        let last = seen
+            .iter()
+            .filter_map(|line| Some((ss_figure(line, "busy")?, line)))
+            .max_by_key(|(busy, _)| *busy)
+            .expect("ss saw the sender busy");
+        let theirs = ss_figure(last.1, "rwnd_limited").unwrap_or(0) as f64 / last.0 as f64;
+        (ours, theirs)
+    };
+    // An 8K SO_RCVBUF keeps the window small: the sender waits on it.
+    let (small, kernel_small) = shares("8K");
+    assert!(
+        small > 0.1,
+        "8K: receive-window-limited {small:.2} of the busy time"
+    );
+    assert!(
+        (small - kernel_small).abs() < 0.25,
+        "8K: {small:.2} here, {kernel_small:.2} by ss"
+    );
+    // Autotuned, the receiver keeps ahead.
+    let (auto, kernel_auto) = shares("auto");
+    assert!(
+        auto < 0.05,
+        "autotuned: receive-window-limited {auto:.2} of the busy time"
+    );
+    assert!(
+        (auto - kernel_auto).abs() < 0.25,
+        "auto: {auto:.2} here, {kernel_auto:.2} by ss"
+    );
 }

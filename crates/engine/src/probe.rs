@@ -74,7 +74,7 @@ pub fn reader(id: Id) -> Option<Box<dyn Probe>> {
         Id::Softnet => edges(SoftnetProbe),
         Id::Interfaces => edges(InterfaceProbe),
         Id::Sockstat => Box::new(SockstatProbe),
-        Id::TcpInfo => Box::new(TcpInfoProbe),
+        Id::TcpInfo => Box::new(TcpInfoProbe::default()),
         Id::Profile => return None,
     })
 }
@@ -131,15 +131,45 @@ impl Probe for SockstatProbe {
     }
 }
 
-/// TCP_INFO of every flow as the window closes; above
-/// `TCP_INFO_PER_FLOW_MAX` flows only their distribution is kept.
-struct TcpInfoProbe;
+/// TCP_INFO of every flow as the window closes (above
+/// `TCP_INFO_PER_FLOW_MAX` flows only their distribution is kept), and
+/// what limited the flows that sent, from their counters at both edges.
+#[derive(Default)]
+struct TcpInfoProbe {
+    /// Each flow's (busy, rwnd-limited, sndbuf-limited) µs as the window
+    /// opened.
+    open: BTreeMap<u32, [u64; 3]>,
+}
+
+fn chrono(t: &plumb_samples::TcpInfo) -> Option<[u64; 3]> {
+    Some([t.busy_time_us?, t.rwnd_limited_us?, t.sndbuf_limited_us?])
+}
 
 impl Probe for TcpInfoProbe {
-    fn open(&mut self, _: &Engine) {}
+    fn open(&mut self, engine: &Engine) {
+        self.open = engine
+            .tcp_info()
+            .iter()
+            .filter_map(|t| Some((t.flow, chrono(t)?)))
+            .collect();
+    }
 
     fn close(&mut self, engine: &Engine, out: &mut EndResult) {
         let mut infos = engine.tcp_info();
+        let mut limits = plumb_samples::SenderLimits::default();
+        for t in &infos {
+            let (Some(b), Some(a)) = (chrono(t), self.open.get(&t.flow)) else {
+                continue;
+            };
+            let d = |i: usize| b[i].saturating_sub(a[i]) as f64 / 1e6;
+            if d(0) > 0.0 {
+                limits.flows += 1;
+                limits.busy_s += d(0);
+                limits.rwnd_limited_s += d(1);
+                limits.sndbuf_limited_s += d(2);
+            }
+        }
+        out.limited = (limits.flows > 0).then_some(limits);
         out.tcp_info_summary = plumb_samples::TcpInfoSummary::of(&infos);
         if infos.len() > plumb_samples::TCP_INFO_PER_FLOW_MAX {
             infos.clear();

@@ -523,6 +523,39 @@ fn tcp_figures(o: &mut String, it: &Iteration) {
             cwnd.map(sig3).unwrap_or_else(|| "-".into()),
         );
     }
+    limited_by(o, it);
+}
+
+/// What limited each end's sending flows over the window, as shares of
+/// their busy time; the rest of the window they had nothing to send.
+fn limited_by(o: &mut String, it: &Iteration) {
+    let mut head = "limited by";
+    for end in [&it.client, &it.server] {
+        let Some((l, (rwnd, sndbuf, other))) =
+            end.limited.as_ref().and_then(|l| Some((l, l.shares()?)))
+        else {
+            continue;
+        };
+        let idle = 1.0 - l.busy_s / (end.window_s * l.flows as f64).max(f64::EPSILON);
+        let words = [
+            format!(
+                "{head:<12}{:<7}receive window {}, send buffer {}, other {}",
+                end.role.to_string(),
+                pct(rwnd),
+                pct(sndbuf),
+                pct(other)
+            ),
+            format!(
+                "of {} busy in {} flow{}",
+                secs(l.busy_s),
+                l.flows,
+                if l.flows == 1 { "" } else { "s" }
+            ),
+            format!("nothing to send {}", pct(idle.max(0.0))),
+        ];
+        let _ = writeln!(o, "{}", fit_80(&words));
+        head = "";
+    }
 }
 
 /// Transactions, their rate interval by interval, latency percentiles and

@@ -28,7 +28,8 @@ pub enum Probe {
     /// The process's and its threads' CPU, context switches and the
     /// scheduler's accounting (getrusage, /proc/self/task).
     Process,
-    /// TCP_INFO of every flow as the window closes.
+    /// TCP_INFO of every flow as the window closes, and TCP's accounting
+    /// of what limited each sender, between the window's edges.
     TcpInfo,
     /// /proc/net/sockstat: sockets and protocol memory in use.
     Sockstat,
@@ -217,6 +218,7 @@ impl Probe {
                 const PARTS: &[Part] = &[
                     part("tcp_info", PerFlow, &[detail("")]),
                     part("tcp_info_summary", Distribution, &[detail("")]),
+                    part("limited", Sum, &[detail("s")]),
                 ];
                 PARTS
             }

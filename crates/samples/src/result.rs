@@ -279,6 +279,40 @@ pub struct EndResult {
     /// before it was read.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub sockstat: Option<Sockstat>,
+    /// What limited this end's flows while they sent, over the window;
+    /// absent where no flow of the end sent data in it, or the kernel
+    /// keeps no such accounting (before 4.10).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub limited: Option<SenderLimits>,
+}
+
+/// TCP's own accounting of a sender's time (tcpi_busy_time,
+/// tcpi_rwnd_limited, tcpi_sndbuf_limited), over the window: the
+/// differences of each flow's counters between the window's edges, summed
+/// over the flows that sent in it. The kernel keeps them in jiffies (1 to
+/// 10 ms).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct SenderLimits {
+    /// Flows that sent data in the window.
+    pub flows: u32,
+    /// Seconds the flows had data to send, summed over them.
+    pub busy_s: f64,
+    /// Of those, seconds the receiver's advertised window held them back.
+    pub rwnd_limited_s: f64,
+    /// Seconds their own send buffer held them back.
+    pub sndbuf_limited_s: f64,
+}
+
+impl SenderLimits {
+    /// Shares of the busy time: (receive window, send buffer, neither);
+    /// None without busy time.
+    pub fn shares(&self) -> Option<(f64, f64, f64)> {
+        (self.busy_s > 0.0).then(|| {
+            let r = (self.rwnd_limited_s / self.busy_s).clamp(0.0, 1.0);
+            let s = (self.sndbuf_limited_s / self.busy_s).clamp(0.0, 1.0 - r);
+            (r, s, 1.0 - r - s)
+        })
+    }
 }
 
 /// /proc/net/sockstat at one moment: levels, not counts.
@@ -339,6 +373,7 @@ impl EndResult {
             path_cpu_s: None,
             profile: None,
             sockstat: None,
+            limited: None,
         }
     }
 }
@@ -873,5 +908,24 @@ impl Derived {
     /// throughput in bits per second.
     pub fn metric(&self) -> f64 {
         self.tps.unwrap_or(self.throughput_bps)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_senders_shares_add_up_to_its_busy_time_and_stay_in_range() {
+        let l = |busy_s, rwnd_limited_s, sndbuf_limited_s| SenderLimits {
+            flows: 1,
+            busy_s,
+            rwnd_limited_s,
+            sndbuf_limited_s,
+        };
+        assert_eq!(l(2.0, 1.0, 0.5).shares(), Some((0.5, 0.25, 0.25)));
+        // Jiffies rounded apart can make the parts exceed the whole.
+        assert_eq!(l(1.0, 0.8, 0.4).shares(), Some((0.8, 0.2, 0.0)));
+        assert_eq!(l(0.0, 0.0, 0.0).shares(), None);
     }
 }
