@@ -88,6 +88,7 @@ fn spec() -> impl Strategy<Value = Spec> {
                     mss,
                     cc,
                     pacing_rate_bps: pacing,
+                    notsent_lowat: mss.map(|m| m * 4),
                 },
                 family,
                 duration_ms: d,
@@ -149,6 +150,17 @@ fn end() -> impl Strategy<Value = EndResult> {
                 interfaces: Vec::new(),
                 path_cpu_s: None,
                 profile: None,
+                sockstat: Some(plumb_samples::Sockstat {
+                    sockets_used: sent % 1000,
+                    tcp_mem_pages: received % 1000,
+                    ..Default::default()
+                }),
+                limited: Some(plumb_samples::SenderLimits {
+                    flows: 1,
+                    busy_s: window8 as f64 / 8.0,
+                    rwnd_limited_s: window8 as f64 / 16.0,
+                    sndbuf_limited_s: 0.0,
+                }),
             },
         )
 }

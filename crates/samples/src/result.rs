@@ -925,7 +925,7 @@ mod tests {
         };
         assert_eq!(l(2.0, 1.0, 0.5).shares(), Some((0.5, 0.25, 0.25)));
         // Jiffies rounded apart can make the parts exceed the whole.
-        assert_eq!(l(1.0, 0.8, 0.4).shares(), Some((0.8, 0.2, 0.0)));
+        assert_eq!(l(1.0, 0.75, 0.5).shares(), Some((0.75, 0.25, 0.0)));
         assert_eq!(l(0.0, 0.0, 0.0).shares(), None);
     }
 }
