@@ -462,3 +462,52 @@ fn a_small_receive_buffer_limits_the_sender_by_its_window_as_tcp_accounts_it() {
         "auto: {auto:.2} here, {kernel_auto:.2} by ss"
     );
 }
+
+#[test]
+fn compare_reads_a_small_receive_buffer_as_a_sender_held_back_by_the_window() {
+    let _alone = measuring_alone();
+    let db = TempDb::new("limits");
+    for (label, rcvbuf) in [("auto", "auto"), ("small", "8K")] {
+        let out = run(&[
+            "run",
+            "stream",
+            "--rcvbuf",
+            rcvbuf,
+            "--label",
+            label,
+            "--db",
+            db.path(),
+            "--duration",
+            "500ms",
+            "--warmup",
+            "200ms",
+            "--iterations",
+            "3",
+        ]);
+        assert_ok(&out);
+    }
+    let out = compare(&db, "auto", "small", "json");
+    assert_ok(&out);
+    let c: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let limits = &c["points"][0]["limits"];
+    let line = |limit: &str| {
+        items(limits)
+            .find(|l| l["end"] == "client" && l["limit"] == limit)
+            .unwrap_or_else(|| panic!("no client {limit} line: {limits}"))
+    };
+    let rwnd = line("receive window");
+    assert_eq!(rwnd["verdict"], "more", "{rwnd}");
+    // Each side's interval holds its mean and stays a share.
+    for side in ["a", "b"] {
+        let s = &rwnd[side];
+        assert!(
+            f(&s["lo"]) <= f(&s["mean"]) && f(&s["mean"]) <= f(&s["hi"]),
+            "{s}"
+        );
+        assert!(f(&s["lo"]) >= 0.0 && f(&s["hi"]) <= 1.0, "{s}");
+    }
+    assert_eq!(line("other")["verdict"], "less");
+    let text = compare(&db, "auto", "small", "terminal");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert_mentions(&text, &["sender's busy time limited by", "receive window"]);
+}

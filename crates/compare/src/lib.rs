@@ -9,6 +9,7 @@
 
 mod budget;
 pub mod history;
+pub mod limits;
 pub mod profile;
 
 pub use budget::{busier_neighbours, BudgetLine, OTHER};
@@ -144,6 +145,10 @@ pub struct Point {
     /// where both sides were profiled (`--profile`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub profile: Vec<profile::EndProfiles>,
+    /// Per end whose flows sent on both sides, what limited them: the
+    /// shares of their busy time, each with its interval and verdict.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub limits: Vec<limits::LimitLine>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -346,6 +351,7 @@ pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
             events,
             irq_moves: budget::irq_moves(&ia, &ib),
             profile: profile::compare(&ia, &ib, metric),
+            limits: limits::lines(&ia, &ib, params.level),
         });
     }
     let paired = |k: &String| pairs.iter().any(|(x, y, _)| x == k || y == k);

@@ -215,6 +215,10 @@ pub fn terminal(c: &Comparison) -> String {
                 );
             }
         }
+        if !p.limits.is_empty() {
+            let _ = writeln!(o, "  sender's busy time limited by");
+            o.push_str(&limits_table(p).terminal("    "));
+        }
         for m in p.irq_moves.iter().chain(&p.neighbours) {
             let _ = writeln!(o, "  {m}");
         }
@@ -303,6 +307,35 @@ pub(crate) fn points_table(c: &Comparison) -> Table {
     table
 }
 
+/// What limited each end's senders on the two sides: each share of their
+/// busy time, its interval over the iterations, and whether B's differs.
+fn limits_table(p: &Point) -> Table {
+    let mut t = Table::new([
+        ("end", Align::Left, 0),
+        ("limited by", Align::Left, 0),
+        ("A", Align::Right, 0),
+        ("B", Align::Right, 0),
+        ("B against A", Align::Left, 0),
+    ]);
+    let share = |s: &plumb_compare::limits::Share| {
+        use plumb_samples::units::format_share as of;
+        format!("{} [{}, {}]", of(s.mean), of(s.lo), of(s.hi))
+    };
+    for l in &p.limits {
+        t.row_of_class(
+            l.verdict.name(),
+            [
+                l.end.clone(),
+                l.limit.to_string(),
+                share(&l.a),
+                share(&l.b),
+                l.verdict.name().to_string(),
+            ],
+        );
+    }
+    t
+}
+
 /// A Markdown table for an issue or a pull request.
 pub fn markdown(c: &Comparison) -> String {
     let mut o = String::new();
@@ -326,6 +359,10 @@ pub fn markdown(c: &Comparison) -> String {
                 table.row([end, figure(l.a), figure(l.b), change(l)]);
             }
             let _ = writeln!(o, "{}", table.markdown());
+        }
+        if !p.limits.is_empty() {
+            let _ = writeln!(o, "Sender's busy time limited by, {}:\n", p.summary);
+            let _ = writeln!(o, "{}", limits_table(p).markdown());
         }
         for m in p.irq_moves.iter().chain(&p.neighbours) {
             let _ = writeln!(o, "- {m}");

@@ -1,0 +1,161 @@
+//! What limited the senders on each side: per end, the share of its flows'
+//! busy time that the receiver's window, their own send buffer or neither
+//! held them back (TCP's chrono counters over each window), iteration by
+//! iteration, with the interval of its mean and whether the sides differ.
+
+use plumb_samples::{EndResult, Iteration, Role};
+use serde::Serialize;
+
+/// The parts of a sender's busy time, as the summary names them.
+pub const LIMITS: [&str; 3] = ["receive window", "send buffer", "other"];
+
+/// One share of one end on both sides.
+#[derive(Debug, Clone, Serialize)]
+pub struct LimitLine {
+    /// `client` or `server`.
+    pub end: String,
+    /// One of [`LIMITS`].
+    pub limit: &'static str,
+    pub a: Share,
+    pub b: Share,
+    /// Welch's p of the difference; absent with fewer than 2 iterations
+    /// on a side or none of spread on either.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p_value: Option<f64>,
+    pub verdict: ShareVerdict,
+}
+
+/// A share's mean over a side's iterations, with its interval kept within
+/// [0, 1] where a share lies.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Share {
+    pub mean: f64,
+    pub lo: f64,
+    pub hi: f64,
+    pub n: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ShareVerdict {
+    /// B's share is larger, beyond the test's level.
+    More,
+    Less,
+    NoDifference,
+    /// Fewer than 2 iterations on a side.
+    TooFew,
+}
+
+impl ShareVerdict {
+    pub fn name(self) -> &'static str {
+        match self {
+            ShareVerdict::More => "more",
+            ShareVerdict::Less => "less",
+            ShareVerdict::NoDifference => "no difference",
+            ShareVerdict::TooFew => "too few",
+        }
+    }
+}
+
+/// Each iteration's shares of `role`'s end, where its flows sent.
+fn shares(its: &[&Iteration], role: Role) -> Vec<[f64; 3]> {
+    its.iter()
+        .filter_map(|i| {
+            let end: &EndResult = match role {
+                Role::Client => &i.client,
+                Role::Server => &i.server,
+            };
+            let (r, s, o) = end.limited.as_ref()?.shares()?;
+            Some([r, s, o])
+        })
+        .collect()
+}
+
+fn share(xs: &[f64], level: f64) -> Share {
+    let mean = plumb_stats::mean(xs);
+    let (lo, hi) = plumb_stats::t_interval(xs, level).map_or((mean, mean), |i| (i.lo, i.hi));
+    Share {
+        mean,
+        lo: lo.clamp(0.0, 1.0),
+        hi: hi.clamp(0.0, 1.0),
+        n: xs.len(),
+    }
+}
+
+/// The lines of every end whose flows sent on both sides.
+pub(crate) fn lines(a: &[&Iteration], b: &[&Iteration], level: f64) -> Vec<LimitLine> {
+    let mut out = Vec::new();
+    for role in [Role::Client, Role::Server] {
+        let (sa, sb) = (shares(a, role), shares(b, role));
+        if sa.is_empty() || sb.is_empty() {
+            continue;
+        }
+        for (k, limit) in LIMITS.iter().enumerate() {
+            let xa: Vec<f64> = sa.iter().map(|s| s[k]).collect();
+            let xb: Vec<f64> = sb.iter().map(|s| s[k]).collect();
+            let (a, b) = (share(&xa, level), share(&xb, level));
+            let p_value = plumb_stats::welch(&xa, &xb)
+                .map(|w| w.p)
+                .filter(|p| p.is_finite());
+            let verdict = match p_value {
+                _ if xa.len() < 2 || xb.len() < 2 => ShareVerdict::TooFew,
+                Some(p) if p < 1.0 - level && b.mean > a.mean => ShareVerdict::More,
+                Some(p) if p < 1.0 - level => ShareVerdict::Less,
+                _ => ShareVerdict::NoDifference,
+            };
+            out.push(LimitLine {
+                end: role.name().to_string(),
+                limit,
+                a,
+                b,
+                p_value,
+                verdict,
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use plumb_samples::SenderLimits;
+
+    fn iteration(rwnd: f64) -> Iteration {
+        let mut it = plumb_samples::testing::example().iterations[0].clone();
+        it.client.limited = Some(SenderLimits {
+            flows: 1,
+            busy_s: 1.0,
+            rwnd_limited_s: rwnd,
+            sndbuf_limited_s: 0.0,
+        });
+        it.server.limited = None;
+        it
+    }
+
+    #[test]
+    fn a_sender_held_back_by_the_window_on_one_side_only_reads_so() {
+        let a: Vec<Iteration> = [0.0, 0.01, 0.0].map(iteration).to_vec();
+        let b: Vec<Iteration> = [0.85, 0.9, 0.88].map(iteration).to_vec();
+        let (ra, rb): (Vec<&Iteration>, Vec<&Iteration>) = (a.iter().collect(), b.iter().collect());
+        let l = lines(&ra, &rb, 0.95);
+        // The client's three shares; the server sent nothing.
+        assert_eq!(l.len(), 3);
+        let rwnd = &l[0];
+        assert_eq!(
+            (rwnd.end.as_str(), rwnd.limit),
+            ("client", "receive window")
+        );
+        assert_eq!(rwnd.verdict, ShareVerdict::More);
+        assert!(rwnd.a.lo >= 0.0 && rwnd.a.mean < 0.01 && rwnd.b.mean > 0.85);
+        assert!(rwnd.b.hi <= 1.0);
+        assert_eq!(l[2].verdict, ShareVerdict::Less, "other: {:?}", l[2]);
+        // The same on both sides is no difference; one iteration, too few.
+        let same = lines(&ra, &ra, 0.95);
+        assert!(
+            same.iter().all(|x| x.verdict == ShareVerdict::NoDifference),
+            "{same:?}"
+        );
+        assert_eq!(lines(&ra[..1], &rb, 0.95)[0].verdict, ShareVerdict::TooFew);
+    }
+}
