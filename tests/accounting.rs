@@ -376,3 +376,53 @@ fn sockstat_holds_the_runs_flows_and_the_namespace_has_none_left_after() {
     assert_mentions(lines[0], &["client", "tcp sockets", "tcp memory", "pages"]);
     assert!(!text.contains("sockstat    server"), "{text}");
 }
+
+/// Tcp.RetransSegs of `/proc/net/snmp` as seen from inside `ns`.
+fn retrans_segs_in(ns: &Netns) -> u64 {
+    let out = ns.exec("cat").arg("/proc/net/snmp").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let tcp: Vec<Vec<&str>> = text
+        .lines()
+        .filter(|l| l.starts_with("Tcp:"))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let i = tcp[0].iter().position(|k| *k == "RetransSegs").unwrap();
+    tcp[1][i].parse().unwrap()
+}
+
+#[test]
+fn retransmits_are_the_windows_and_the_namespaces_kernel_counts_them_too() {
+    let _alone = measuring_alone();
+    let Some(ns) = Netns::new("retrans") else {
+        return;
+    };
+    // A lossy loopback of the test's own: every retransmission in this
+    // namespace is the run's.
+    if !drop_every(&ns, "tcp", 500) {
+        return;
+    }
+    let before = retrans_segs_in(&ns);
+    let out = ns
+        .exec(env!("CARGO_BIN_EXE_plumb"))
+        .env("PLUMB_ACTIVITY_DIR", "off")
+        .args(["run", "stream", "--json"])
+        .args(ONE_SHORT)
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let kernel = retrans_segs_in(&ns) - before;
+    let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let it = &rec["iterations"][0];
+    let ours = u(&it["derived"]["retransmits"]);
+    assert_eq!(ours, u(&it["client"]["window_retransmits"]));
+    // Without a warm-up the window is nearly the whole of the flow's life:
+    // the kernel's count holds the window's and a little more.
+    assert!(
+        ours > 0 && ours <= kernel,
+        "{ours} in the window, {kernel} in the namespace"
+    );
+    assert!(
+        ours * 10 >= kernel * 7,
+        "{ours} in the window, {kernel} in the namespace"
+    );
+}

@@ -6,7 +6,6 @@
 mod common;
 use common::*;
 use serde_json::Value;
-use std::process::Command;
 
 /// What the two ends' counts may differ by: the windows open and close a
 /// little apart, so rate times that skew, plus a margin.
@@ -226,40 +225,12 @@ fn bad_udp_sizes_name_the_flag() {
 
 #[test]
 fn udp_rr_counts_dropped_datagrams_and_goes_on() {
-    let Some(iptables) = ["iptables-legacy", "iptables"].into_iter().find(|b| {
-        Command::new(b)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    }) else {
-        skip("no iptables to drop datagrams with (apt-get install iptables)");
-        return;
-    };
     let Some(ns) = Netns::new("udp") else {
         return;
     };
     // Every 40th UDP datagram that arrives in the namespace is dropped
     // before any socket sees it, as if lost on the wire.
-    let rule = [
-        "INPUT",
-        "-p",
-        "udp",
-        "-m",
-        "statistic",
-        "--mode",
-        "nth",
-        "--every",
-        "40",
-        "--packet",
-        "0",
-        "-j",
-        "DROP",
-    ];
-    if !ok(ns.exec(iptables).arg("-A").args(rule)) {
-        skip(&format!(
-            "this kernel's packet filter does not take the rule ({iptables} -A {})",
-            rule.join(" ")
-        ));
+    if !drop_every(&ns, "udp", 40) {
         return;
     }
     // One flow takes the blocking path, four share an epoll loop per thread.

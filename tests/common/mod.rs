@@ -370,6 +370,45 @@ impl Drop for Netns {
     }
 }
 
+/// Drops every `nth` packet of `proto` (tcp, udp) that arrives in `ns`
+/// before any socket sees it, as if lost on the wire: false, after `skip`
+/// said why, where no iptables here takes the rule.
+pub fn drop_every(ns: &Netns, proto: &str, nth: u32) -> bool {
+    let Some(iptables) = ["iptables-legacy", "iptables"].into_iter().find(|b| {
+        Command::new(b)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }) else {
+        skip("no iptables to drop packets with (apt-get install iptables)");
+        return false;
+    };
+    let nth = nth.to_string();
+    let rule = [
+        "INPUT",
+        "-p",
+        proto,
+        "-m",
+        "statistic",
+        "--mode",
+        "nth",
+        "--every",
+        &nth,
+        "--packet",
+        "0",
+        "-j",
+        "DROP",
+    ];
+    if !ok(ns.exec(iptables).arg("-A").args(rule)) {
+        skip(&format!(
+            "this kernel's packet filter does not take the rule ({iptables} -A {})",
+            rule.join(" ")
+        ));
+        return false;
+    }
+    true
+}
+
 /// Two namespaces the test creates, `client` at 198.18.NET.1 and `server`
 /// at 198.18.NET.2 (/30), joined by a veth pair whose ends are named
 /// uniquely on the host (`client_dev`, `server_dev`).

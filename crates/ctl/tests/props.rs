@@ -161,6 +161,7 @@ fn end() -> impl Strategy<Value = EndResult> {
                     rwnd_limited_s: window8 as f64 / 16.0,
                     sndbuf_limited_s: 0.0,
                 }),
+                window_retransmits: Some(sent % 97),
             },
         )
 }

@@ -139,6 +139,8 @@ struct TcpInfoProbe {
     /// Each flow's (busy, rwnd-limited, sndbuf-limited) µs as the window
     /// opened.
     open: BTreeMap<u32, [u64; 3]>,
+    /// Each flow's retransmitted segments as the window opened.
+    retrans: BTreeMap<u32, u32>,
 }
 
 fn chrono(t: &plumb_samples::TcpInfo) -> Option<[u64; 3]> {
@@ -147,11 +149,12 @@ fn chrono(t: &plumb_samples::TcpInfo) -> Option<[u64; 3]> {
 
 impl Probe for TcpInfoProbe {
     fn open(&mut self, engine: &Engine) {
-        self.open = engine
-            .tcp_info()
+        let infos = engine.tcp_info();
+        self.open = infos
             .iter()
             .filter_map(|t| Some((t.flow, chrono(t)?)))
             .collect();
+        self.retrans = infos.iter().map(|t| (t.flow, t.total_retrans)).collect();
     }
 
     fn close(&mut self, engine: &Engine, out: &mut EndResult) {
@@ -170,6 +173,16 @@ impl Probe for TcpInfoProbe {
             }
         }
         out.limited = (limits.flows > 0).then_some(limits);
+        // A flow the opening did not see (none do) counts from zero.
+        out.window_retransmits = (!infos.is_empty()).then(|| {
+            infos
+                .iter()
+                .map(|t| {
+                    let before = self.retrans.get(&t.flow).copied().unwrap_or(0);
+                    u64::from(t.total_retrans.saturating_sub(before))
+                })
+                .sum()
+        });
         out.tcp_info_summary = plumb_samples::TcpInfoSummary::of(&infos);
         if infos.len() > plumb_samples::TCP_INFO_PER_FLOW_MAX {
             infos.clear();

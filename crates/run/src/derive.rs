@@ -139,11 +139,14 @@ pub fn derive(spec: &Spec, client: &EndResult, server: &EndResult) -> Derived {
         Direction::Recv => vec![server],
         Direction::Both => vec![client, server],
     };
+    // Over the window; records made before it was kept have only each
+    // flow's lifetime count, warm-up included.
     let retransmits = senders
         .iter()
-        .map(|e| match &e.tcp_info_summary {
-            Some(t) => t.retrans_sum,
-            None => e.tcp_info.iter().map(|t| t.total_retrans as u64).sum(),
+        .map(|e| match (e.window_retransmits, &e.tcp_info_summary) {
+            (Some(n), _) => n,
+            (None, Some(t)) => t.retrans_sum,
+            (None, None) => e.tcp_info.iter().map(|t| t.total_retrans as u64).sum(),
         })
         .sum();
 

@@ -403,6 +403,7 @@ mod tests {
                  "rcv_mss": 1448, "snd_cwnd": 20, "retransmits": 0, "total_retrans": 0}],
             "limited": {"flows": n, "busy_s": 1.0, "rwnd_limited_s": 0.5,
                         "sndbuf_limited_s": 0.25},
+            "window_retransmits": 3 * n,
             "sockstat": {"sockets_used": 40 + n, "tcp_inuse": 4, "tcp_orphan": 0, "tcp_tw": 0,
                          "tcp_alloc": 6, "tcp_mem_pages": 100 * n, "udp_inuse": 1,
                          "udp_mem_pages": 0},

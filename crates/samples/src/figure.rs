@@ -219,6 +219,7 @@ impl Probe {
                     part("tcp_info", PerFlow, &[detail("")]),
                     part("tcp_info_summary", Distribution, &[detail("")]),
                     part("limited", Sum, &[detail("s")]),
+                    part("window_retransmits", Sum, &[detail("segments")]),
                 ];
                 PARTS
             }

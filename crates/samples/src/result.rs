@@ -284,6 +284,12 @@ pub struct EndResult {
     /// keeps no such accounting (before 4.10).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub limited: Option<SenderLimits>,
+    /// Segments this end's flows retransmitted over the window (their
+    /// tcpi_total_retrans at the close less at the opening); absent in
+    /// records made before it was kept, and for workloads without
+    /// long-lived TCP flows.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub window_retransmits: Option<u64>,
 }
 
 /// TCP's own accounting of a sender's time (tcpi_busy_time,
@@ -374,6 +380,7 @@ impl EndResult {
             profile: None,
             sockstat: None,
             limited: None,
+            window_retransmits: None,
         }
     }
 }
