@@ -299,3 +299,36 @@ fn a_killed_run_takes_its_tun_devices_with_it_and_the_next_start_its_namespaces(
     assert!(!has_tun(pid), "the TUN device went with the process");
     next_start_removes(&j, pid);
 }
+
+#[test]
+fn a_window_of_too_few_round_trips_for_its_path_says_so() {
+    let Some(_alone) = veth_alone() else {
+        return;
+    };
+    // 20 ms each way: a 1 s window holds at most 25 round trips.
+    let rec = path_run("short", &["rr", "--delay", "20ms", "--duration", "1s"]);
+    let it = &rec["iterations"][0];
+    let rtts = f(&it["derived"]["window_rtts"]);
+    assert!(
+        (5.0..=25.5).contains(&rtts),
+        "{rtts} round trips in 1 s at 40 ms"
+    );
+    let warned = items(&it["client"]["warnings"]).any(|w| {
+        w.as_str()
+            .is_some_and(|w| w.contains("round trips, fewer than 50"))
+    });
+    assert!(warned, "{}", it["client"]["warnings"]);
+    // Loopback's round trips are microseconds: no such warning there.
+    let near = stream_json(&["--duration", "1s", "--warmup", "300ms"]);
+    let it = &near["iterations"][0];
+    assert!(
+        f(&it["derived"]["window_rtts"]) > 1000.0,
+        "{}",
+        it["derived"]
+    );
+    assert!(
+        !it["client"]["warnings"].to_string().contains("round trips"),
+        "{}",
+        it["client"]["warnings"]
+    );
+}

@@ -130,6 +130,10 @@ pub struct Point {
     /// [`busier_neighbours`]).
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub neighbours: Vec<String>,
+    /// Sides whose windows were too short for their path (too few round
+    /// trips, senders still in slow start as they opened).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub short_windows: Vec<String>,
     /// What the event lines count: "events per GB" or "events per million
     /// transactions".
     pub events_unit: &'static str,
@@ -346,6 +350,10 @@ pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
                 })
                 .collect(),
             neighbours: busier_neighbours(&ia, &ib),
+            short_windows: [("A", &ia), ("B", &ib)]
+                .into_iter()
+                .filter_map(|(side, its)| short_windows(side, its))
+                .collect(),
             budget,
             events_unit: metric.events_unit(),
             events,
@@ -461,6 +469,22 @@ pub fn bisect(c: &Comparison, threshold: f64) -> Bisect {
         }
     }
     out
+}
+
+/// What made a side's windows too short for its path, as its first such
+/// iteration says, and in how many of its iterations.
+fn short_windows(side: &str, its: &[&Iteration]) -> Option<String> {
+    let flagged: Vec<Vec<String>> = its
+        .iter()
+        .map(|i| i.short_window())
+        .filter(|w| !w.is_empty())
+        .collect();
+    Some(format!(
+        "{side}: {} (in {} of its {} iterations)",
+        flagged.first()?.join("; "),
+        flagged.len(),
+        its.len()
+    ))
 }
 
 #[cfg(test)]

@@ -128,6 +128,7 @@ mod tests {
             busy_s: 1.0,
             rwnd_limited_s: rwnd,
             sndbuf_limited_s: 0.0,
+            slow_start_flows: 0,
         });
         it.server.limited = None;
         it

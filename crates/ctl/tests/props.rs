@@ -160,6 +160,7 @@ fn end() -> impl Strategy<Value = EndResult> {
                     busy_s: window8 as f64 / 8.0,
                     rwnd_limited_s: window8 as f64 / 16.0,
                     sndbuf_limited_s: 0.0,
+                    slow_start_flows: 0,
                 }),
                 window_retransmits: Some(sent % 97),
             },

@@ -139,8 +139,9 @@ struct TcpInfoProbe {
     /// Each flow's (busy, rwnd-limited, sndbuf-limited) µs as the window
     /// opened.
     open: BTreeMap<u32, [u64; 3]>,
-    /// Each flow's retransmitted segments as the window opened.
-    retrans: BTreeMap<u32, u32>,
+    /// Each flow's retransmitted segments, congestion window and whether
+    /// it was still in its first slow start, as the window opened.
+    at_open: BTreeMap<u32, (u32, u32, bool)>,
 }
 
 fn chrono(t: &plumb_samples::TcpInfo) -> Option<[u64; 3]> {
@@ -154,7 +155,13 @@ impl Probe for TcpInfoProbe {
             .iter()
             .filter_map(|t| Some((t.flow, chrono(t)?)))
             .collect();
-        self.retrans = infos.iter().map(|t| (t.flow, t.total_retrans)).collect();
+        self.at_open = infos
+            .iter()
+            .map(|t| {
+                let slow_start = t.snd_ssthresh == Some(plumb_samples::INITIAL_SSTHRESH);
+                (t.flow, (t.total_retrans, t.snd_cwnd, slow_start))
+            })
+            .collect();
     }
 
     fn close(&mut self, engine: &Engine, out: &mut EndResult) {
@@ -170,6 +177,10 @@ impl Probe for TcpInfoProbe {
                 limits.busy_s += d(0);
                 limits.rwnd_limited_s += d(1);
                 limits.sndbuf_limited_s += d(2);
+                let opened = self.at_open.get(&t.flow);
+                if opened.is_some_and(|&(_, cwnd, slow)| slow && t.snd_cwnd > 2 * cwnd) {
+                    limits.slow_start_flows += 1;
+                }
             }
         }
         out.limited = (limits.flows > 0).then_some(limits);
@@ -178,7 +189,7 @@ impl Probe for TcpInfoProbe {
             infos
                 .iter()
                 .map(|t| {
-                    let before = self.retrans.get(&t.flow).copied().unwrap_or(0);
+                    let before = self.at_open.get(&t.flow).map_or(0, |o| o.0);
                     u64::from(t.total_retrans.saturating_sub(before))
                 })
                 .sum()

@@ -219,7 +219,12 @@ pub fn terminal(c: &Comparison) -> String {
             let _ = writeln!(o, "  sender's busy time limited by");
             o.push_str(&limits_table(p).terminal("    "));
         }
-        for m in p.irq_moves.iter().chain(&p.neighbours) {
+        for m in p
+            .irq_moves
+            .iter()
+            .chain(&p.neighbours)
+            .chain(&p.short_windows)
+        {
             let _ = writeln!(o, "  {m}");
         }
         o.push_str(&crate::profile::movers_text(p, crate::profile::TOP, "  "));
@@ -364,10 +369,16 @@ pub fn markdown(c: &Comparison) -> String {
             let _ = writeln!(o, "Sender's busy time limited by, {}:\n", p.summary);
             let _ = writeln!(o, "{}", limits_table(p).markdown());
         }
-        for m in p.irq_moves.iter().chain(&p.neighbours) {
+        let notes: Vec<&String> = p
+            .irq_moves
+            .iter()
+            .chain(&p.neighbours)
+            .chain(&p.short_windows)
+            .collect();
+        for m in &notes {
             let _ = writeln!(o, "- {m}");
         }
-        if !p.irq_moves.is_empty() || !p.neighbours.is_empty() {
+        if !notes.is_empty() {
             let _ = writeln!(o);
         }
         o.push_str(&crate::profile::movers_markdown(p, crate::profile::TOP));

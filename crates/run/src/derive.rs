@@ -150,8 +150,23 @@ pub fn derive(spec: &Spec, client: &EndResult, server: &EndResult) -> Derived {
         })
         .sum();
 
+    // The senders' round trip, the median over their flows as the window
+    // closed, against the window's length.
+    let rtts: Vec<f64> = senders
+        .iter()
+        .flat_map(|e| match &e.tcp_info_summary {
+            Some(t) if e.tcp_info.is_empty() => vec![t.rtt_us[1]],
+            _ => e.tcp_info.iter().map(|t| t.rtt_us as f64).collect(),
+        })
+        .filter(|r| *r > 0.0)
+        .collect();
+    let window_rtts = plumb_stats::Summary::of(&rtts)
+        .map(|s| client.window_s / (s.median / 1e6))
+        .filter(|n| n.is_finite());
+
     Derived {
         throughput_bps,
+        window_rtts,
         interval_min_bps: if rates.is_empty() {
             throughput_bps
         } else {

@@ -305,6 +305,8 @@ pub fn run(
         it.client
             .warnings
             .extend(delayline::busy_warning(spec, &it, topology::CLIENT_IF));
+        let short = it.short_window();
+        it.client.warnings.extend(short);
         it.index = iterations.len() as u32;
         // More iterations of a starved spec would starve alike.
         let starved = derive::starved(spec, &it);

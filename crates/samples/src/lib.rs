@@ -13,7 +13,7 @@ pub mod env;
 pub mod figure;
 pub mod profile;
 pub mod result;
-#[cfg(feature = "testing")]
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod units;
 
@@ -26,7 +26,7 @@ pub use profile::{
 pub use result::{
     Bimodal, Confidence, Derived, EndResult, FlowTotals, IntervalSample, Iteration, KernelCounters,
     Latency, OptionRecord, OptionStatus, Role, RunRecord, SoftirqShare, TcpInfo, TcpInfoSummary,
-    Transfer, UdpTotals, RUN_SCHEMA, TCP_INFO_PER_FLOW_MAX,
+    Transfer, UdpTotals, INITIAL_SSTHRESH, RUN_SCHEMA, TCP_INFO_PER_FLOW_MAX, WINDOW_RTTS_MIN,
 };
 pub use result::{
     InterfaceCounts, IrqCounts, IrqCpu, NetDevCounters, PathCounts, PathResult, Peer,

@@ -103,6 +103,10 @@ pub struct TcpInfo {
     pub snd_mss: u32,
     pub rcv_mss: u32,
     pub snd_cwnd: u32,
+    /// The slow-start threshold, in segments; [`INITIAL_SSTHRESH`] until
+    /// the flow first leaves slow start.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub snd_ssthresh: Option<u32>,
     pub retransmits: u8,
     pub total_retrans: u32,
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -126,6 +130,10 @@ pub struct TcpInfo {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub delivered: Option<u32>,
 }
+
+/// The slow-start threshold of a flow that has not left its first slow
+/// start (TCP_INFINITE_SSTHRESH).
+pub const INITIAL_SSTHRESH: u32 = 0x7fff_ffff;
 
 /// Distribution of per-flow TCP_INFO figures, so that thousands of flows read
 /// as one line each.
@@ -307,6 +315,11 @@ pub struct SenderLimits {
     pub rwnd_limited_s: f64,
     /// Seconds their own send buffer held them back.
     pub sndbuf_limited_s: f64,
+    /// Of the flows, those still in their first slow start as the window
+    /// opened whose congestion window then more than doubled in it: the
+    /// warm-up was too short for them.
+    #[serde(default)]
+    pub slow_start_flows: u32,
 }
 
 impl SenderLimits {
@@ -677,7 +690,15 @@ pub struct Derived {
     /// udp-rr: the fraction of requests that timed out.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub timeout_ratio: Option<f64>,
+    /// The window's length in the senders' round trips (their flows'
+    /// median smoothed RTT as it closed).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub window_rtts: Option<f64>,
 }
+
+/// A window shorter than this many round trips holds too few for a rate,
+/// a congestion window or a share of time to settle in it.
+pub const WINDOW_RTTS_MIN: f64 = 50.0;
 
 /// One execution of a spec with its measurement window on both ends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -918,6 +939,30 @@ impl Derived {
     }
 }
 
+impl Iteration {
+    /// What makes this iteration's window too short for its path, if
+    /// anything: too few round trips, or senders still in their first
+    /// slow start as it opened.
+    pub fn short_window(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(n) = self.derived.window_rtts.filter(|n| *n < WINDOW_RTTS_MIN) {
+            out.push(format!(
+                "the window held {n:.0} round trips, fewer than {WINDOW_RTTS_MIN:.0}: a longer --duration"
+            ));
+        }
+        for end in [&self.client, &self.server] {
+            let Some(l) = end.limited.filter(|l| l.slow_start_flows > 0) else {
+                continue;
+            };
+            out.push(format!(
+                "{} of the {}'s {} sending flows were still in slow start as the window opened: a longer --warmup",
+                l.slow_start_flows, end.role, l.flows
+            ));
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -929,10 +974,34 @@ mod tests {
             busy_s,
             rwnd_limited_s,
             sndbuf_limited_s,
+            slow_start_flows: 0,
         };
         assert_eq!(l(2.0, 1.0, 0.5).shares(), Some((0.5, 0.25, 0.25)));
         // Jiffies rounded apart can make the parts exceed the whole.
         assert_eq!(l(1.0, 0.75, 0.5).shares(), Some((0.75, 0.25, 0.0)));
         assert_eq!(l(0.0, 0.0, 0.0).shares(), None);
+    }
+
+    #[test]
+    fn a_short_window_names_what_made_it_short() {
+        let mut it = crate::testing::example().iterations[0].clone();
+        it.derived.window_rtts = Some(400.0);
+        it.client.limited = None;
+        it.server.limited = None;
+        assert!(it.short_window().is_empty());
+        it.derived.window_rtts = Some(20.4);
+        it.client.limited = Some(SenderLimits {
+            flows: 4,
+            busy_s: 4.0,
+            slow_start_flows: 3,
+            ..Default::default()
+        });
+        let w = it.short_window();
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].contains("20 round trips, fewer than 50"), "{w:?}");
+        assert!(
+            w[1].starts_with("3 of the client's 4 sending flows"),
+            "{w:?}"
+        );
     }
 }

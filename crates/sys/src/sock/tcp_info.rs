@@ -17,7 +17,8 @@ const SND_MSS: usize = 16; // __u32 tcpi_snd_mss (after tcpi_rto @8, tcpi_ato @1
 const RCV_MSS: usize = 20; // __u32 tcpi_rcv_mss
 const RTT: usize = 68; // __u32 tcpi_rtt, µs (after unacked..rcv_ssthresh @24..64)
 const RTTVAR: usize = 72; // __u32 tcpi_rttvar, µs
-const SND_CWND: usize = 80; // __u32 tcpi_snd_cwnd (after tcpi_snd_ssthresh @76)
+const SND_SSTHRESH: usize = 76; // __u32 tcpi_snd_ssthresh
+const SND_CWND: usize = 80; // __u32 tcpi_snd_cwnd
 const TOTAL_RETRANS: usize = 100; // __u32 tcpi_total_retrans (after rcv_rtt @92, rcv_space @96)
 const PACING_RATE: usize = 104; // __u64 tcpi_pacing_rate, bytes/s (Linux 3.15)
 const MAX_PACING_RATE: usize = 112; // __u64 tcpi_max_pacing_rate, bytes/s
@@ -64,6 +65,7 @@ pub(super) fn decode(b: &[u8]) -> TcpInfo {
         snd_mss: u32_at(SND_MSS).unwrap_or(0),
         rcv_mss: u32_at(RCV_MSS).unwrap_or(0),
         snd_cwnd: u32_at(SND_CWND).unwrap_or(0),
+        snd_ssthresh: u32_at(SND_SSTHRESH),
         retransmits: u8_at(RETRANSMITS).unwrap_or(0),
         total_retrans: u32_at(TOTAL_RETRANS).unwrap_or(0),
         pacing_rate_bps: bps(PACING_RATE),
