@@ -156,17 +156,17 @@ fn s4_pacing_caps_each_congestion_control_and_the_round_trip_bounds_both() {
         let free = bits(&md_mean(&md, &line, "none"));
         assert!(paced < 2.3e9, "{cc} paced at 2G ran {paced}");
         assert!(free > paced, "{cc}: unpaced {free} vs paced {paced}");
-        // One flow's window over a 50 ms round trip moves less than over
+        // One flow's window over a 20 ms round trip moves less than over
         // none.
         let line = format!("{cc} pacing_rate=none");
         let near = bits(&md_mean(&md, &line, "none"));
-        let far = bits(&md_mean(&md, &line, "25ms"));
-        assert!(far < near, "{cc}: {far} at 50 ms, {near} at none");
+        let far = bits(&md_mean(&md, &line, "10ms"));
+        assert!(far < near, "{cc}: {far} at 20 ms, {near} at none");
     }
     // The emulated points say what emulated them; TCP's retransmissions
     // are shown per point.
     assert!(
-        text.contains("delay 25ms via netem") || text.contains("delay 25ms via plumb"),
+        text.contains("delay 10ms via netem") || text.contains("delay 10ms via plumb"),
         "{text}"
     );
     assert!(md.contains("## TCP retransmissions"), "{md}");
