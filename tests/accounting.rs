@@ -425,4 +425,40 @@ fn retransmits_are_the_windows_and_the_namespaces_kernel_counts_them_too() {
         ours * 10 >= kernel * 7,
         "{ours} in the window, {kernel} in the namespace"
     );
+
+    // The tracepoints, counted host-wide: the run's retransmissions are
+    // among tcp:tcp_retransmit_skb's, and the packets the rule dropped
+    // (its own counter, read here) among skb:kfree_skb's.
+    let t = &it["client"]["tracepoints"];
+    assert!(t["unavailable"].is_null(), "{t}");
+    assert!(u(&t["counts"]["tcp:tcp_retransmit_skb"]) > 0, "{t}");
+    let dropped = dropped_by_the_rule(&ns);
+    assert!(dropped > 0);
+    assert!(
+        u(&t["counts"]["skb:kfree_skb"]) * 2 >= dropped,
+        "{t}: the rule dropped {dropped} packets over the run"
+    );
+}
+
+/// The packets the INPUT chain of `ns` dropped, by its rules' counters.
+fn dropped_by_the_rule(ns: &Netns) -> u64 {
+    for iptables in ["iptables-legacy", "iptables"] {
+        let Ok(out) = ns
+            .exec(iptables)
+            .args(["-L", "INPUT", "-v", "-x", "-n"])
+            .output()
+        else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let drops: u64 = text
+            .lines()
+            .filter(|l| l.contains("DROP"))
+            .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
+            .sum();
+        if out.status.success() && drops > 0 {
+            return drops;
+        }
+    }
+    0
 }

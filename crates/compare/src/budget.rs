@@ -3,7 +3,7 @@
 //! drops and squeezes, interface drops), and which CPUs took each device's
 //! interrupts on either side.
 
-use plumb_samples::figure::{self, Kind, Merge};
+use plumb_samples::figure::{self, Merge};
 use plumb_samples::{EndResult, Iteration, Role};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -180,10 +180,7 @@ pub(crate) fn events(its: &[&Iteration], transactional: bool) -> Figures {
         let json = |e: &EndResult| serde_json::to_value(e).unwrap_or_default();
         let ends = [(&i.client, json(&i.client)), (&i.server, json(&i.server))];
         let hosts = hosts(i);
-        for (part, f) in figure::events() {
-            let Kind::Event(name) = f.kind else {
-                continue;
-            };
+        for (part, f, name) in figure::events() {
             for (end, record) in &ends {
                 let counts_as = match part.merge {
                     Merge::OncePerHost => hosts

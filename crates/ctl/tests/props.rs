@@ -163,6 +163,10 @@ fn end() -> impl Strategy<Value = EndResult> {
                     slow_start_flows: 0,
                 }),
                 window_retransmits: Some(sent % 97),
+                tracepoints: Some(plumb_samples::Tracepoints {
+                    counts: [("tcp:tcp_retransmit_skb".to_string(), received % 89)].into(),
+                    unavailable: [("skb:kfree_skb".to_string(), "not here".to_string())].into(),
+                }),
             },
         )
 }

@@ -74,6 +74,7 @@ pub fn reader(id: Id) -> Option<Box<dyn Probe>> {
         Id::Softnet => edges(SoftnetProbe),
         Id::Interfaces => edges(InterfaceProbe),
         Id::Sockstat => Box::new(SockstatProbe),
+        Id::Tracepoints => Box::new(TracepointProbe::new()),
         Id::TcpInfo => Box::new(TcpInfoProbe::default()),
         Id::Profile => return None,
     })
@@ -117,6 +118,76 @@ impl Probe for ProfileProbe {
             ProfileProbe::Failed(e) => out.warnings.push(e),
             ProfileProbe::Ready(_) | ProfileProbe::Done => {}
         }
+    }
+}
+
+/// The tracepoints every end counts: TCP's retransmissions and resets,
+/// and packets the kernel dropped (skb:kfree_skb, whatever the reason).
+pub const TRACEPOINTS: [&str; 4] = [
+    "tcp:tcp_retransmit_skb",
+    "skb:kfree_skb",
+    "tcp:tcp_send_reset",
+    "tcp:tcp_receive_reset",
+];
+
+/// Counting events opened as the end is made, before its window, on every
+/// online CPU; read at the window's edges.
+struct TracepointProbe {
+    counters: Vec<(&'static str, plumb_sys::trace::Counter)>,
+    unavailable: BTreeMap<String, String>,
+    open: Vec<u64>,
+}
+
+impl TracepointProbe {
+    fn new() -> TracepointProbe {
+        let cpus = plumb_sys::proc::online_cpus()
+            .map(|c| c.cpus().to_vec())
+            .unwrap_or_default();
+        let mut counters = Vec::new();
+        let mut unavailable = BTreeMap::new();
+        for (name, id) in TRACEPOINTS.iter().zip(plumb_sys::trace::ids(&TRACEPOINTS)) {
+            match id.and_then(|id| {
+                plumb_sys::trace::Counter::open(id, &cpus)
+                    .map_err(|e| format!("perf_event_open: {}", plumb_sys::plain_io(&e)))
+            }) {
+                Ok(c) => counters.push((*name, c)),
+                Err(why) => {
+                    unavailable.insert(name.to_string(), why);
+                }
+            }
+        }
+        TracepointProbe {
+            counters,
+            unavailable,
+            open: Vec::new(),
+        }
+    }
+
+    fn read(&self) -> Vec<u64> {
+        self.counters
+            .iter()
+            .map(|(_, c)| c.read().unwrap_or(0))
+            .collect()
+    }
+}
+
+impl Probe for TracepointProbe {
+    fn open(&mut self, _: &Engine) {
+        self.open = self.read();
+    }
+
+    fn close(&mut self, _: &Engine, out: &mut EndResult) {
+        let close = self.read();
+        let counts = self
+            .counters
+            .iter()
+            .zip(close.iter().zip(&self.open))
+            .map(|((name, _), (b, a))| (name.to_string(), b.saturating_sub(*a)))
+            .collect();
+        out.tracepoints = Some(plumb_samples::Tracepoints {
+            counts,
+            unavailable: self.unavailable.clone(),
+        });
     }
 }
 

@@ -820,9 +820,10 @@ fn network(o: &mut String, it: &Iteration) {
     }
 }
 
-/// The levels the probes declare (`plumb_samples::figure`), one line per
-/// part and end, those that are not zero: once for a part of the host or
-/// the namespace where both ends share it.
+/// The levels and counts the probes declare for the summary
+/// (`plumb_samples::figure`), one line per part and end, those that are not
+/// zero: once for a part of the host or the namespace where both ends
+/// share it.
 fn levels(o: &mut String, it: &Iteration) {
     use plumb_samples::figure::{self, Kind};
     let (c, s) = (&it.client, &it.server);
@@ -833,7 +834,7 @@ fn levels(o: &mut String, it: &Iteration) {
             .figures
             .iter()
             .filter_map(|f| match f.kind {
-                Kind::Level(name) => Some((name, f.path, f.unit)),
+                Kind::Level(name) | Kind::Counted(name) => Some((name, f.path, f.unit)),
                 Kind::Event(_) | Kind::Detail => None,
             })
             .collect();
@@ -848,6 +849,22 @@ fn levels(o: &mut String, it: &Iteration) {
             let Some(value) = figure::part_of(record, part.key) else {
                 continue;
             };
+            // What a probe could not count, it says once, with why.
+            if let Some((what, why)) = value
+                .get("unavailable")
+                .and_then(|u| u.as_object())
+                .and_then(|u| u.iter().next())
+            {
+                let why = why.as_str().unwrap_or_default();
+                let _ = writeln!(
+                    o,
+                    "{}",
+                    fit_80(&[format!(
+                        "{head:<12}{:<7}not counted: {what}: {why}",
+                        end.role.to_string()
+                    )])
+                );
+            }
             let mut words: Vec<String> = shown
                 .iter()
                 .filter_map(|(name, path, unit)| {

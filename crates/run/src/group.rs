@@ -404,6 +404,7 @@ mod tests {
             "limited": {"flows": n, "busy_s": 1.0, "rwnd_limited_s": 0.5,
                         "sndbuf_limited_s": 0.25},
             "window_retransmits": 3 * n,
+            "tracepoints": {"counts": {"tcp:tcp_retransmit_skb": n, "skb:kfree_skb": 2 * n}},
             "sockstat": {"sockets_used": 40 + n, "tcp_inuse": 4, "tcp_orphan": 0, "tcp_tw": 0,
                          "tcp_alloc": 6, "tcp_mem_pages": 100 * n, "udp_inuse": 1,
                          "udp_mem_pages": 0},

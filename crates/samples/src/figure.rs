@@ -33,6 +33,8 @@ pub enum Probe {
     TcpInfo,
     /// /proc/net/sockstat: sockets and protocol memory in use.
     Sockstat,
+    /// The kernel's TCP and drop tracepoints, counted on every CPU.
+    Tracepoints,
     /// The end's CPU time by function (`--profile`, perf_event_open).
     Profile,
 }
@@ -63,6 +65,9 @@ pub enum Kind {
     /// Events counted over the window, compared per unit of work in a
     /// comparison's budget under this name.
     Event(&'static str),
+    /// Events counted over the window, shown on the part's line of the run
+    /// summary and compared per unit of work under this name.
+    Counted(&'static str),
     /// A level at the window's close, shown on the part's line of the run
     /// summary under this name (followed by the unit unless the name ends
     /// with it).
@@ -107,7 +112,7 @@ const fn part(key: &'static str, merge: Merge, figures: &'static [Figure]) -> Pa
 
 impl Probe {
     /// Every probe, in the order an end reads them at each edge.
-    pub const ALL: [Probe; 9] = [
+    pub const ALL: [Probe; 10] = [
         Probe::Process,
         Probe::Cpu,
         Probe::Softirqs,
@@ -115,6 +120,7 @@ impl Probe {
         Probe::Softnet,
         Probe::Interfaces,
         Probe::Sockstat,
+        Probe::Tracepoints,
         Probe::TcpInfo,
         Probe::Profile,
     ];
@@ -130,6 +136,7 @@ impl Probe {
             Probe::Process => "process",
             Probe::TcpInfo => "tcp_info",
             Probe::Sockstat => "sockstat",
+            Probe::Tracepoints => "tracepoints",
             Probe::Profile => "profile",
         }
     }
@@ -257,6 +264,35 @@ impl Probe {
                 )];
                 PARTS
             }
+            Probe::Tracepoints => {
+                const PARTS: &[Part] = &[part(
+                    "tracepoints",
+                    OncePerHost,
+                    &[
+                        Figure {
+                            path: "counts.tcp:tcp_retransmit_skb",
+                            unit: "segments",
+                            kind: Kind::Counted("retransmitted"),
+                        },
+                        Figure {
+                            path: "counts.skb:kfree_skb",
+                            unit: "packets",
+                            kind: Kind::Counted("dropped"),
+                        },
+                        Figure {
+                            path: "counts.tcp:tcp_send_reset",
+                            unit: "resets",
+                            kind: Kind::Counted("resets sent"),
+                        },
+                        Figure {
+                            path: "counts.tcp:tcp_receive_reset",
+                            unit: "resets",
+                            kind: Kind::Counted("resets received"),
+                        },
+                    ],
+                )];
+                PARTS
+            }
             // A group's profile is of its own process; the first one's is
             // kept, as the groups share their CPUs.
             Probe::Profile => {
@@ -274,13 +310,14 @@ pub fn parts() -> impl Iterator<Item = (Probe, &'static Part)> {
         .flat_map(|p| p.parts().iter().map(move |part| (p, part)))
 }
 
-/// The figures of every probe that count events, with their part.
-pub fn events() -> impl Iterator<Item = (&'static Part, &'static Figure)> {
+/// The figures of every probe that count events, with their part and the
+/// name they are compared under.
+pub fn events() -> impl Iterator<Item = (&'static Part, &'static Figure, &'static str)> {
     parts().flat_map(|(_, p)| {
-        p.figures
-            .iter()
-            .filter(|f| matches!(f.kind, Kind::Event(_)))
-            .map(move |f| (p, f))
+        p.figures.iter().filter_map(move |f| match f.kind {
+            Kind::Event(name) | Kind::Counted(name) => Some((p, f, name)),
+            Kind::Level(_) | Kind::Detail => None,
+        })
     })
 }
 
@@ -449,7 +486,7 @@ mod tests {
         keys.sort();
         keys.dedup();
         assert_eq!(keys.len(), n, "a part is declared by two probes");
-        for (p, f) in events() {
+        for (p, f, _) in events() {
             assert!(
                 !f.path.is_empty() && !f.unit.is_empty(),
                 "{}: an event needs a path to a number and a unit",

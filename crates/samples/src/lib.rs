@@ -30,6 +30,7 @@ pub use result::{
 };
 pub use result::{
     InterfaceCounts, IrqCounts, IrqCpu, NetDevCounters, PathCounts, PathResult, Peer,
-    RxZeroCopyTotals, SenderLimits, ServerStart, Sockstat, ZeroCopyTotals, PATH_THREAD,
+    RxZeroCopyTotals, SenderLimits, ServerStart, Sockstat, Tracepoints, ZeroCopyTotals,
+    PATH_THREAD,
 };
 pub use units::{format_bits_per_sec, format_bytes, Metric};

@@ -298,6 +298,20 @@ pub struct EndResult {
     /// long-lived TCP flows.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub window_retransmits: Option<u64>,
+    /// The kernel's tracepoints counted over the window on every CPU of
+    /// this end's host; absent in records made before they were counted.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tracepoints: Option<Tracepoints>,
+}
+
+/// Tracepoints counted over a window, host-wide, and those that could not
+/// be, each with why (missing from the records' counts, never zero).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tracepoints {
+    /// Events by tracepoint (`tcp:tcp_retransmit_skb`).
+    pub counts: BTreeMap<String, u64>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub unavailable: BTreeMap<String, String>,
 }
 
 /// TCP's own accounting of a sender's time (tcpi_busy_time,
@@ -394,6 +408,7 @@ impl EndResult {
             sockstat: None,
             limited: None,
             window_retransmits: None,
+            tracepoints: None,
         }
     }
 }

@@ -24,6 +24,7 @@ pub mod perf;
 pub mod proc;
 pub mod process;
 pub mod sock;
+pub mod trace;
 pub mod tun;
 
 pub use cookie::Cookie;
