@@ -271,7 +271,7 @@ impl Probe {
                     &[
                         Figure {
                             path: "counts.tcp:tcp_retransmit_skb",
-                            unit: "segments",
+                            unit: "skbs",
                             kind: Kind::Counted("retransmitted"),
                         },
                         Figure {
