@@ -481,10 +481,11 @@ fn compare_reads_a_small_receive_buffer_as_a_sender_held_back_by_the_window() {
             db.path(),
             "--duration",
             "500ms",
+            // Long enough for autotuning to have grown the receive buffer.
             "--warmup",
-            "200ms",
+            "1s",
             "--iterations",
-            "3",
+            "4",
         ]);
         assert_ok(&out);
     }

@@ -995,14 +995,21 @@ fn sched(o: &mut String, it: &Iteration) {
             Some(m) => m.to_string(),
             None => "unavailable".into(),
         };
-        let _ = writeln!(
-            o,
+        let line = format!(
             "{head:<12}{:<7}run {}  run-queue wait {}  slices {}  migrations {migrations}",
             end.role.to_string(),
             secs(s.run_s),
             secs(s.wait_s),
             s.timeslices,
         );
+        // Many timeslices make it run past 80 columns: the counts go on a
+        // line of their own.
+        let _ = match line.split_once("  slices") {
+            Some((times, counts)) if line.len() > 80 => {
+                writeln!(o, "{times}\n{:<19}slices{counts}", "")
+            }
+            _ => writeln!(o, "{line}"),
+        };
         head = "";
     }
 }
@@ -1038,6 +1045,21 @@ fn options(o: &mut String, it: &Iteration) {
 #[cfg(test)]
 mod wrap_tests {
     use super::{fit_80, options, wrap};
+
+    #[test]
+    fn a_sched_line_with_many_timeslices_fits_in_80_columns() {
+        let mut it = plumb_samples::testing::example().iterations[0].clone();
+        it.client.process.sched = Some(plumb_samples::SchedTimes {
+            run_s: 10.25,
+            wait_s: 0.375,
+            timeslices: 1_234_567_890,
+            migrations: Some(123_456),
+        });
+        let mut o = String::new();
+        super::sched(&mut o, &it);
+        assert!(o.lines().all(|l| l.len() <= 80), "{o}");
+        assert!(o.contains("slices 1234567890  migrations 123456"), "{o}");
+    }
 
     #[test]
     fn parts_fit_in_80_columns() {
