@@ -232,10 +232,9 @@ fn rx_skip_against_copy_shows_the_copy_to_user_gone_on_the_receiver_only() {
         assert!(change <= -90.0, "{change} % in {row}");
         assert_mentions(&text, &["Benjamini-Hochberg", "Mann-Whitney"]);
     }
-    assert_mentions(
-        &compare("markdown"),
-        &[&format!("| `{copy}` | self |"), "shrank"],
-    );
+    // Its self or total row: which of the two stays among the top
+    // functions depends on what else moved.
+    assert_mentions(&compare("markdown"), &[&format!("| `{copy}` |"), "shrank"]);
 
     // The receiver's copy, by the run's own figures.
     let run = plumb()
