@@ -31,7 +31,9 @@ fn sched_of(rec: &Value) -> [(f64, f64); 2] {
             (0.0..=bound).contains(&wait),
             "wait {wait} s, bound {bound}: {s}"
         );
-        for t in threads {
+        // A thread whose accounting the kernel did not show at both edges
+        // (one that ended as the window closed) has none in the record.
+        for t in threads.iter().filter(|t| !t["sched"].is_null()) {
             let ts = &t["sched"];
             assert!(f(&ts["run_s"]) <= window + 0.05, "{t}");
             assert!(f(&ts["wait_s"]) <= window + 0.05, "{t}");
@@ -373,7 +375,8 @@ fn sockstat_holds_the_runs_flows_and_the_namespace_has_none_left_after() {
     let text = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("sockstat")).collect();
     assert_eq!(lines.len(), 1, "{text}");
-    assert_mentions(lines[0], &["client", "tcp sockets", "tcp memory", "pages"]);
+    // TCP's memory is a level: a quiet moment at the close can hold none.
+    assert_mentions(lines[0], &["client", "tcp sockets"]);
     assert!(!text.contains("sockstat    server"), "{text}");
 }
 
