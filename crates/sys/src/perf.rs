@@ -41,7 +41,7 @@ const DATA_TAIL: usize = 1032;
 /// field plumb sets is in it, and every kernel since 4.1 takes this size.
 #[repr(C)]
 #[derive(Default)]
-struct Attr {
+pub(crate) struct Attr {
     kind: u32,
     size: u32,
     config: u64,
@@ -64,6 +64,18 @@ struct Attr {
 }
 
 const _: () = assert!(std::mem::size_of::<Attr>() == 112);
+
+impl Attr {
+    /// A counting event: only its type and config.
+    pub(crate) fn counting(kind: u32, config: u64) -> Attr {
+        Attr {
+            kind,
+            size: std::mem::size_of::<Attr>() as u32,
+            config,
+            ..Attr::default()
+        }
+    }
+}
 
 /// What a sample counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,6 +128,27 @@ pub struct CpuSampler {
 // `&mut self`; moving it to another thread moves that ownership.
 unsafe impl Send for CpuSampler {}
 
+/// Opens the event `attr` describes on `cpu` for every process on it.
+pub(crate) fn open_on_cpu(attr: &Attr, cpu: u32) -> io::Result<OwnedFd> {
+    // SAFETY: `attr` is a valid perf_event_attr of the size it states,
+    // alive for the call; pid -1 with a cpu is every process on it.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            attr as *const Attr,
+            -1 as libc::pid_t,
+            cpu as libc::c_int,
+            -1 as libc::c_int,
+            PERF_FLAG_FD_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel returned a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
 impl CpuSampler {
     /// Opens a disabled sampling event on `cpu` for every process, at
     /// `freq` samples per second, with a ring of `pages` data pages (a
@@ -141,23 +174,7 @@ impl CpuSampler {
             wakeup_events: 0,
             ..Attr::default()
         };
-        // SAFETY: `attr` is a valid perf_event_attr of the size it states,
-        // alive for the call; pid -1 with a cpu is every process on it.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_perf_event_open,
-                &attr as *const Attr,
-                -1 as libc::pid_t,
-                cpu as libc::c_int,
-                -1 as libc::c_int,
-                PERF_FLAG_FD_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: the kernel returned a new descriptor that nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+        let fd = open_on_cpu(&attr, cpu)?;
         // SAFETY: sysconf has no preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
         let len = page * (pages + 1);

@@ -7,25 +7,12 @@
 
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 const PERF_TYPE_TRACEPOINT: u32 = 2;
-const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
 
 /// Where tracefs is usually found.
 const MOUNTED: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
-
-/// `struct perf_event_attr` of the size every kernel since 4.1 takes; a
-/// counting event needs only its type and config.
-#[repr(C)]
-#[derive(Default)]
-struct Attr {
-    kind: u32,
-    size: u32,
-    config: u64,
-    rest: [u64; 12],
-}
 
 /// The id of each tracepoint in `names`, or why it has none here (the
 /// kernel lacks it, tracefs cannot be read).
@@ -112,34 +99,10 @@ pub struct Counter {
 impl Counter {
     /// Starts counting tracepoint `id` on each of `cpus`, every process.
     pub fn open(id: u64, cpus: &[u32]) -> io::Result<Counter> {
-        let attr = Attr {
-            kind: PERF_TYPE_TRACEPOINT,
-            size: std::mem::size_of::<Attr>() as u32,
-            config: id,
-            ..Attr::default()
-        };
+        let attr = crate::perf::Attr::counting(PERF_TYPE_TRACEPOINT, id);
         let cpus = cpus
             .iter()
-            .map(|&cpu| {
-                // SAFETY: `attr` is a valid perf_event_attr of the size it
-                // states, alive for the call; pid -1 with a cpu is every
-                // process on it; enabled as it opens.
-                let fd = unsafe {
-                    libc::syscall(
-                        libc::SYS_perf_event_open,
-                        &attr as *const Attr,
-                        -1 as libc::pid_t,
-                        cpu as libc::c_int,
-                        -1 as libc::c_int,
-                        PERF_FLAG_FD_CLOEXEC,
-                    )
-                };
-                if fd < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                // SAFETY: a new descriptor that nothing else owns.
-                Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd as i32) }))
-            })
+            .map(|&cpu| crate::perf::open_on_cpu(&attr, cpu).map(File::from))
             .collect::<io::Result<Vec<File>>>()?;
         Ok(Counter { cpus })
     }
