@@ -502,8 +502,11 @@ fn compare_reads_a_small_receive_buffer_as_a_sender_held_back_by_the_window() {
     // 8K holds the sender back; autotuned it is 0 on an idle host but can
     // be more on a busy one, so the verdict is "more" or, with a spread
     // side, no difference: never less.
+    // One iteration in four can find the receiver ahead for most of a
+    // short window on a busy host, so the small side's interval may reach
+    // down near 0: its mean, not its lower bound, is what 8K always moves.
     assert!(f(&rwnd["b"]["mean"]) > f(&rwnd["a"]["mean"]), "{rwnd}");
-    assert!(f(&rwnd["b"]["lo"]) > 0.1, "{rwnd}");
+    assert!(f(&rwnd["b"]["mean"]) > 0.1, "{rwnd}");
     assert!(
         rwnd["verdict"] == "more" || rwnd["verdict"] == "no_difference",
         "{rwnd}"
