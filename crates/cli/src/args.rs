@@ -487,6 +487,61 @@ pub struct CommonArgs {
     /// and with the embedded server on this host it is a --knob. Repeatable.
     #[arg(long = "server-knob", value_parser = knob_setting, value_name = "KNOB=VALUE")]
     pub server_knobs: Vec<plumb_run::knob::Setting>,
+    #[command(flatten)]
+    pub vm: VmArgs,
+}
+
+/// A kernel to boot in a virtual machine and run the test in.
+#[derive(Args, Debug, Clone)]
+pub struct VmArgs {
+    /// Boot this kernel in a virtual machine (QEMU) and run both ends
+    /// inside it, with its knobs set there: a kernel image (bzImage), a
+    /// linux-image .deb (its modules are taken from it), or a kernel build
+    /// directory with its modules installed under it. The label defaults to
+    /// the guest's kernel release.
+    #[arg(long, value_name = "IMAGE")]
+    pub kernel: Option<std::path::PathBuf>,
+    /// The guest's accelerator: auto (KVM where a boot shows it works, TCG
+    /// otherwise), kvm or tcg.
+    #[arg(long, default_value = "auto", value_name = "ACCEL")]
+    pub accel: plumb_run::vm::Accel,
+    /// The guest's vCPUs.
+    #[arg(long, default_value_t = plumb_run::vm::DEFAULT_VCPUS, value_name = "N")]
+    pub vcpus: u32,
+    /// The guest's memory in MiB.
+    #[arg(long = "vm-memory", default_value_t = plumb_run::vm::DEFAULT_MEMORY_MIB, value_name = "MIB")]
+    pub vm_memory: u32,
+    /// How long a guest may take to boot to plumb before it counts as hung
+    /// and is killed.
+    #[arg(long, default_value = "120s", value_parser = duration, value_name = "DURATION")]
+    pub boot_timeout: u64,
+}
+
+impl VmArgs {
+    /// The kernel and how to boot it, when --kernel asks for one.
+    pub fn guest(&self) -> Result<Option<(std::path::PathBuf, plumb_run::vm::VmOptions)>, String> {
+        let Some(kernel) = &self.kernel else {
+            return Ok(None);
+        };
+        if self.vcpus == 0 {
+            return Err("--vcpus: a guest needs at least 1 vCPU".into());
+        }
+        if self.vm_memory < 256 {
+            return Err(format!(
+                "--vm-memory: {} MiB is too little for a guest; give at least 256",
+                self.vm_memory
+            ));
+        }
+        Ok(Some((
+            kernel.clone(),
+            plumb_run::vm::VmOptions {
+                accel: self.accel,
+                vcpus: self.vcpus,
+                memory_mib: self.vm_memory,
+                boot_timeout: std::time::Duration::from_millis(self.boot_timeout),
+            },
+        )))
+    }
 }
 
 #[derive(Subcommand, Debug)]

@@ -74,6 +74,10 @@ pub fn run_message(e: &plumb_run::RunError) -> String {
 /// Runs plumb with the process's arguments and returns its exit status.
 pub fn main() -> i32 {
     plumb_run::env::set_build(env!("PLUMB_BUILD"));
+    // Booted by `--kernel` as the guest's init: no arguments, only the job.
+    if plumb_run::vm::guest::is_init() {
+        plumb_run::vm::guest::main();
+    }
     let cli = match args::parse() {
         Ok(cli) => cli,
         Err(code) => return code,

@@ -8,7 +8,7 @@
 //! `error` at any point and close. Both sides keep to it through
 //! [`crate::order::Order`].
 
-use plumb_samples::{EndResult, Environment};
+use plumb_samples::{EndResult, Environment, RunRecord};
 use plumb_spec::Spec;
 use serde::{Deserialize, Serialize};
 
@@ -93,6 +93,12 @@ pub enum Message {
     },
     /// Either way: the test cannot go on.
     Error { code: String, message: String },
+    /// Guest → host, over the guest's serial port rather than a session
+    /// (`--kernel`): a run made inside the guest, and its environment.
+    Guest {
+        record: Box<RunRecord>,
+        env: Box<Environment>,
+    },
 }
 
 impl Message {
@@ -110,6 +116,7 @@ impl Message {
             Message::Stop => "stop",
             Message::Results { .. } => "results",
             Message::Error { .. } => "error",
+            Message::Guest { .. } => "guest",
         }
     }
 

@@ -98,6 +98,7 @@ fn spec() -> impl Strategy<Value = Spec> {
                 rr,
                 topology: None,
                 server_host: None,
+                machine: None,
                 zerocopy: Default::default(),
                 rx: Default::default(),
             },

@@ -17,6 +17,7 @@ pub mod serve;
 pub mod ssh;
 pub mod test_end;
 pub mod topology;
+pub mod vm;
 
 use embedded::EmbeddedServer;
 use plumb_ctl::{CtlError, Session};
@@ -120,7 +121,7 @@ fn wait_until(until: Instant, opts: &RunOptions, session: &mut Session) -> Resul
 /// How many iterations a run makes: at least `min`, then more until the
 /// Student-t interval of the mean metric is within `target` of the mean at
 /// `level`, at most `max`.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Repeat {
     pub min: u32,
     pub max: u32,
@@ -361,6 +362,7 @@ pub fn run(
         server_knobs,
         environment: Some(environment),
         path,
+        vm: None,
     })
 }
 

@@ -26,7 +26,8 @@ pub use profile::{
 pub use result::{
     Bimodal, Confidence, Derived, EndResult, FlowTotals, IntervalSample, Iteration, KernelCounters,
     Latency, OptionRecord, OptionStatus, Role, RunRecord, SoftirqShare, TcpInfo, TcpInfoSummary,
-    Transfer, UdpTotals, INITIAL_SSTHRESH, RUN_SCHEMA, TCP_INFO_PER_FLOW_MAX, WINDOW_RTTS_MIN,
+    Transfer, UdpTotals, VmInfo, INITIAL_SSTHRESH, RUN_SCHEMA, TCP_INFO_PER_FLOW_MAX,
+    WINDOW_RTTS_MIN,
 };
 pub use result::{
     InterfaceCounts, IrqCounts, IrqCpu, NetDevCounters, PathCounts, PathResult, Peer,

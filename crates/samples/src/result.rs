@@ -772,6 +772,37 @@ pub struct RunRecord {
     /// link rate, and what it did over the run.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub path: Option<PathResult>,
+    /// The virtual machine the run was made in (`--kernel`): how it was
+    /// booted, and from which image.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub vm: Option<VmInfo>,
+}
+
+/// How a run's virtual machine was made and booted.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct VmInfo {
+    /// `tcg` or `kvm`.
+    pub accel: String,
+    pub vcpus: u32,
+    pub memory_mib: u32,
+    /// `qemu-system-x86_64 --version`'s first line.
+    pub qemu: String,
+    /// The file the kernel came from (an image, a package or a build
+    /// directory), by name, and its SHA-256 (of the image booted).
+    pub image: String,
+    pub image_sha256: String,
+    /// The guest's kernel release.
+    pub release: String,
+    /// Seconds from starting QEMU to the guest's first word from plumb.
+    pub boot_s: f64,
+    /// The host that ran QEMU.
+    pub host: String,
+    /// The modules loaded into the guest, in load order.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub modules: Vec<String>,
+    /// Where the guest's console was kept.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub console: Option<String>,
 }
 
 /// The name of the thread of plumb's delay line in the client's process.

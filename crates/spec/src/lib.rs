@@ -344,6 +344,36 @@ pub struct Spec {
     /// listens, not what the traffic crosses).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub server_host: Option<String>,
+    /// The machine both ends run in, where it is not this host: a virtual
+    /// machine with its accelerator, vCPUs and memory. Part of the key, so
+    /// history never mixes a host's runs with an emulator's, while two
+    /// kernels booted alike match; absent for this host, so the keys of
+    /// host specs stay what they were. The kernel is not here: it is what
+    /// a comparison's two sides differ in.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub machine: Option<Machine>,
+}
+
+/// A virtual machine the ends run in (`--kernel`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Machine {
+    /// `tcg` (QEMU's emulation) or `kvm`.
+    pub accel: String,
+    pub vcpus: u32,
+    pub memory_mib: u32,
+}
+
+impl fmt::Display for Machine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "in a VM: {}, {} vCPU{}, {} MiB",
+            self.accel,
+            self.vcpus,
+            if self.vcpus == 1 { "" } else { "s" },
+            self.memory_mib
+        )
+    }
 }
 
 /// Two network namespaces joined by a veth pair, the client in one and the
@@ -519,6 +549,7 @@ impl Spec {
             rr: None,
             topology: None,
             server_host: None,
+            machine: None,
             zerocopy: ZeroCopy::None,
             rx: RxMode::Copy,
         }
@@ -870,6 +901,9 @@ impl Spec {
             (None, Some(host)) => format!("{}, to {host}", self.summary_on_loopback()),
             (None, None) => self.summary_on_loopback(),
         };
+        if let Some(m) = &self.machine {
+            line.push_str(&format!(", {m}"));
+        }
         let defaults = Spec::defaults(self.workload);
         for &field in Field::ALL {
             if self.in_headline(field) {

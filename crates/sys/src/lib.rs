@@ -17,6 +17,7 @@ pub mod cookie;
 pub mod elf;
 mod error;
 pub mod ethtool;
+pub mod guest;
 pub mod host;
 pub mod knob;
 pub mod ksyms;

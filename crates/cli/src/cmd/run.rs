@@ -83,6 +83,18 @@ pub(crate) struct RunContext {
     pub profile: Option<plumb_samples::ProfileAsk>,
     /// --server-knob, for a server end other than this host's.
     pub server_knobs: Vec<plumb_run::knob::Setting>,
+    /// --kernel: the guest every run is made in.
+    pub guest: Option<Guest>,
+}
+
+/// A kernel the runs of a command boot and run in (`--kernel`).
+pub(crate) struct Guest {
+    pub kernel: std::path::PathBuf,
+    pub vm: plumb_run::vm::VmOptions,
+    /// Every knob of the run, both ends': all are set inside the guest.
+    pub knobs: Vec<String>,
+    /// Label the runs by the guest's kernel release (no --label given).
+    pub label_by_release: bool,
 }
 
 impl RunContext {
@@ -203,8 +215,18 @@ pub(crate) fn run_and_store(
             );
         }
     };
-    let mut record = plumb_run::run(spec, &opts, repeat, sink.as_mut(), &mut progress)
-        .map_err(|e| Failure::run(&e))?;
+    let mut record = match &ctx.guest {
+        Some(g) => {
+            let mut r = plumb_run::vm::run(spec, &opts, repeat, &g.knobs, &g.kernel, &g.vm)
+                .map_err(|e| Failure::usage(e.message))?;
+            if let (true, Some(vm)) = (g.label_by_release, &r.vm) {
+                r.label = vm.release.clone();
+            }
+            r
+        }
+        None => plumb_run::run(spec, &opts, repeat, sink.as_mut(), &mut progress)
+            .map_err(|e| Failure::run(&e))?,
+    };
     record.build = Some(env!("PLUMB_BUILD").to_string());
     let server_build = record
         .iterations
@@ -267,6 +289,7 @@ impl Reached {
             exclusive,
             profile,
             server_knobs: Vec::new(),
+            guest: None,
         }
     }
 
@@ -330,6 +353,12 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
     };
     let label = crate::args::label_or_kernel(a.label.as_deref());
     let repeat = a.repeat.repeat();
+    let guest = a.vm.guest().map_err(Failure::usage)?;
+    if guest.is_some() && (server.is_some() || ssh.is_some()) {
+        return Err(Failure::usage(
+            "--kernel runs both ends inside the guest; it cannot be used with --server",
+        ));
+    }
     if a.dry_run {
         let planned = vec![super::dry::Planned { point: None, spec }];
         return super::dry::show(planned, &a.far, &label, &repeat, a.json);
@@ -345,6 +374,17 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
     if server.is_none() && ssh.is_none() && spec.topology.is_none() {
         knobs.append(&mut server_knobs);
     }
+    // Under --kernel every knob is the guest's: the host is left as it is.
+    let guest = guest.map(|(kernel, vm)| Guest {
+        kernel,
+        vm,
+        knobs: knobs
+            .drain(..)
+            .chain(server_knobs.drain(..))
+            .map(|k| k.to_string())
+            .collect(),
+        label_by_release: a.label.is_none(),
+    });
     // Restored when this goes out of scope: after the run, on its error, or
     // after an interrupted run has been reported.
     let _knobs = super::knob::apply(&knobs)?;
@@ -370,6 +410,7 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
         exclusive: a.exclusive,
         profile,
         server_knobs,
+        guest,
     };
     let (record, _env) = match run_and_store(&spec, &label, &ctx, &repeat, store.as_mut(), a.json) {
         Ok(r) => r,
