@@ -29,6 +29,9 @@ tools=(
   "ssh openssh-client"      # the ssh tests reach their own sshd in a namespace
   "ping iputils-ping"       # the delay-line test pings through the emulated path
   "openssl openssl"         # the PostgreSQL TLS test makes its CA and certificates
+  "qemu-system-x86_64 qemu-system-x86" # the --kernel tests boot distribution kernels
+  "xz xz-utils"             # 6.12's modules are xz-compressed
+  "dpkg-deb dpkg"           # a kernel package is unpacked with it
 )
 
 missing=()
@@ -83,6 +86,31 @@ if [ "$(id -u)" = 0 ] && command -v ip >/dev/null 2>&1; then
     fi
   done
 fi
+
+# The --kernel tests (tests/vm.rs) boot Debian's cloud kernels: the two
+# newest 6.1 packages and the two newest 6.12 ones the archive offers,
+# fetched once and kept between runs (PLUMB_TEST_KERNELS says where).
+kernels=${PLUMB_TEST_KERNELS:-/var/cache/plumb-test-kernels}
+# The two newest packages of each series, oldest first.
+newest_kernels() {
+  apt-cache search --names-only '^linux-image-6\.(1\.0-[0-9]+|12\.[0-9]+\+deb[0-9]+)-cloud-amd64$' 2>/dev/null |
+    awk '{print $1}' | sort -V | awk -F- '{split($3, v, "."); s = v[1] "." v[2]; n[s]++; all[s, n[s]] = $0}
+      END {for (s in n) for (i = n[s] - 1; i <= n[s]; i++) if (i > 0) print all[s, i]}' | sort -V
+}
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  mkdir -p "$kernels"
+  want=$(newest_kernels)
+  if [ -z "$want" ]; then
+    apt-get update -qq >/dev/null 2>&1
+    want=$(newest_kernels)
+  fi
+  for pkg in $want; do
+    compgen -G "$kernels/${pkg}_*.deb" >/dev/null && continue
+    (cd "$kernels" && apt-get download -qq "$pkg" 2>/dev/null) ||
+      echo "tests/setup.sh: apt-get download $pkg failed" >&2
+  done
+fi
+export PLUMB_TEST_KERNELS=$kernels
 
 # Where the tests record their skips (CARGO_TARGET_TMPDIR of the tests).
 target=${CARGO_TARGET_DIR:-target}

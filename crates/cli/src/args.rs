@@ -314,6 +314,11 @@ pub struct CompareArgs {
     /// listed however little it moved); repeat for more.
     #[arg(long, value_name = "NAME", requires = "profile")]
     pub function: Vec<String>,
+    /// Give a verdict on two single test points made on different machines
+    /// (a host and a guest, or guests under KVM and TCG), which compare
+    /// otherwise refuses to weigh against each other.
+    #[arg(long)]
+    pub across_machines: bool,
     #[command(flatten)]
     pub db: DbArgs,
 }
@@ -515,6 +520,10 @@ pub struct VmArgs {
     /// and is killed.
     #[arg(long, default_value = "120s", value_parser = duration, value_name = "DURATION")]
     pub boot_timeout: u64,
+    /// More words for the guest kernel's command line (mitigations=off,
+    /// isolcpus=1); the guest's environment records the whole line.
+    #[arg(long, value_name = "WORDS", allow_hyphen_values = true)]
+    pub kernel_append: Option<String>,
 }
 
 impl VmArgs {
@@ -539,6 +548,7 @@ impl VmArgs {
                 vcpus: self.vcpus,
                 memory_mib: self.vm_memory,
                 boot_timeout: std::time::Duration::from_millis(self.boot_timeout),
+                append: self.kernel_append.clone().unwrap_or_default(),
             },
         )))
     }

@@ -184,6 +184,10 @@ pub struct Comparison {
     /// (either end's): says which.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub builds: Option<String>,
+    /// Set when either side ran in a virtual machine (`--kernel`): where
+    /// each side ran, and whether the comparison crossed machines.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub machines: Option<String>,
 }
 
 /// The plumb builds that measured a side's runs, both ends', as recorded.
@@ -257,6 +261,70 @@ fn side_stats(xs: &[f64], level: f64, runs: usize) -> SideStats {
 
 /// Compares side `a` (the baseline) with side `b` (the candidate).
 pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
+    compare_across(a, b, params, false)
+}
+
+/// Where a record's run was made: on a host, or the virtual machine.
+fn machine_of(r: &RunRecord) -> String {
+    r.spec
+        .machine
+        .as_ref()
+        .map_or_else(|| "on a host".to_string(), ToString::to_string)
+}
+
+/// The accelerator a record ran under, None on a host: runs under two
+/// accelerators (or a host and a guest) measure different machines.
+fn accel_of(r: &RunRecord) -> Option<&str> {
+    r.spec.machine.as_ref().map(|m| m.accel.as_str())
+}
+
+/// One line when either side ran in a virtual machine: where each ran.
+fn machines_line(a: &Side, b: &Side) -> Option<String> {
+    let of = |s: &Side| -> std::collections::BTreeSet<String> {
+        s.runs
+            .iter()
+            .filter(|r| r.record.complete)
+            .map(|r| machine_of(&r.record))
+            .collect()
+    };
+    let (ma, mb) = (of(a), of(b));
+    if ma.iter().chain(&mb).all(|m| m == "on a host") {
+        return None;
+    }
+    let list = |s: &std::collections::BTreeSet<String>| {
+        s.iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join(" and ")
+    };
+    let emulated = ma.iter().chain(&mb).any(|m| m.contains("tcg"));
+    let caveat = if emulated {
+        " (under TCG, figures compare kernel with kernel, not with a host)"
+    } else {
+        ""
+    };
+    Some(if ma == mb {
+        format!("both sides ran {}{caveat}", list(&ma))
+    } else {
+        format!(
+            "the sides ran on different machines: {} {}; {} {}{caveat}",
+            a.name,
+            list(&ma),
+            b.name,
+            list(&mb)
+        )
+    })
+}
+
+/// [`compare`], where `across_machines` lets two single test points made
+/// under different accelerators (or on a host and in a guest) be compared
+/// with each other; without it they get no verdict.
+pub fn compare_across(
+    a: &Side,
+    b: &Side,
+    params: &CompareParams,
+    across_machines: bool,
+) -> Comparison {
     let keys = |s: &Side| -> BTreeMap<String, String> {
         s.runs
             .iter()
@@ -274,23 +342,38 @@ pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
         .map(|(k, s)| (k.clone(), k.clone(), s.clone()))
         .collect();
     let mut spec_diff = Vec::new();
+    let mut machines = machines_line(a, b);
+    let accel = |s: &Side, k: &str| -> Option<String> {
+        s.runs
+            .iter()
+            .find(|r| r.key == k)
+            .and_then(|r| accel_of(&r.record).map(str::to_string))
+    };
     if pairs.is_empty() && ka.len() == 1 && kb.len() == 1 {
         let (ka1, sa) = ka.iter().next().expect("one key");
         let (kb1, sb) = kb.iter().next().expect("one key");
+        let crossed = !across_machines && accel(a, ka1) != accel(b, kb1);
+        if crossed {
+            machines = machines.map(|m| {
+                format!("{m}; no verdict across them (--across-machines compares them anyway)")
+            });
+        }
         let summary = if sa == sb {
             sa.clone()
         } else {
             format!("{sa} vs {sb}")
         };
-        pairs.push((ka1.clone(), kb1.clone(), summary));
-        let spec = |s: &Side, k: &str| {
-            s.runs
-                .iter()
-                .find(|r| r.key == k)
-                .map(|r| spec_fields(&r.record))
-                .unwrap_or_default()
-        };
-        spec_diff = spec(a, ka1).diff(&spec(b, kb1));
+        if !crossed {
+            pairs.push((ka1.clone(), kb1.clone(), summary));
+            let spec = |s: &Side, k: &str| {
+                s.runs
+                    .iter()
+                    .find(|r| r.key == k)
+                    .map(|r| spec_fields(&r.record))
+                    .unwrap_or_default()
+            };
+            spec_diff = spec(a, ka1).diff(&spec(b, kb1));
+        }
     }
     let mut points = Vec::new();
     let mut too_few = Vec::new();
@@ -391,6 +474,7 @@ pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
         env_unknown,
         spec_diff,
         builds: different_builds(a, b),
+        machines,
         kernels_a: a.env.as_ref().map(Environment::kernels),
         kernels_b: b.env.as_ref().map(Environment::kernels),
     }

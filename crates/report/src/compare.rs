@@ -244,6 +244,9 @@ fn differences(o: &mut String, c: &Comparison, bullet: &str) {
     if let Some(b) = &c.builds {
         let _ = writeln!(o, "{bullet}{b}");
     }
+    if let Some(m) = &c.machines {
+        let _ = writeln!(o, "{bullet}{m}");
+    }
     env_diff(o, c, bullet);
 }
 

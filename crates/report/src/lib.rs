@@ -36,6 +36,19 @@ pub fn run_summary(rec: &RunRecord) -> String {
     let spec = &rec.spec;
     let _ = writeln!(o, "plumb {}  {}", rec.plumb_version, spec.summary());
     let _ = writeln!(o, "label {}  spec key {}", rec.label, rec.spec_key);
+    if let Some(vm) = &rec.vm {
+        let _ = writeln!(
+            o,
+            "kernel {} from {} (sha256 {}), booted in {:.1} s by {}",
+            vm.release,
+            vm.image,
+            vm.image_sha256.get(..12).unwrap_or(&vm.image_sha256),
+            vm.boot_s,
+            vm.qemu
+                .strip_prefix("QEMU emulator version ")
+                .map_or(vm.qemu.clone(), |v| format!("QEMU {v}"))
+        );
+    }
     if rec.iterations.len() > 1 {
         iterations_table(&mut o, rec);
     }

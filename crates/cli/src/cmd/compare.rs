@@ -29,7 +29,7 @@ pub fn compare(a: CompareArgs) -> Result<i32, Failure> {
     let store = open_existing(&a.db)?;
     let sa = side(&store, &a.a)?;
     let sb = side(&store, &a.b)?;
-    let mut c = plumb_compare::compare(&sa, &sb, &params(&a.verdict));
+    let mut c = plumb_compare::compare_across(&sa, &sb, &params(&a.verdict), a.across_machines);
     if a.profile {
         if c.points.iter().all(|p| p.profile.is_empty()) {
             return Err(Failure::usage(format!(

@@ -94,6 +94,8 @@ pub struct VmOptions {
     pub vcpus: u32,
     pub memory_mib: u32,
     pub boot_timeout: Duration,
+    /// More words for the kernel's command line.
+    pub append: String,
 }
 
 impl Default for VmOptions {
@@ -103,6 +105,7 @@ impl Default for VmOptions {
             vcpus: DEFAULT_VCPUS,
             memory_mib: DEFAULT_MEMORY_MIB,
             boot_timeout: DEFAULT_BOOT_TIMEOUT,
+            append: String::new(),
         }
     }
 }
@@ -159,6 +162,11 @@ impl Workdir {
 
     pub fn path(&self) -> &Path {
         &self.0
+    }
+
+    /// Removes the directory early, once nothing needs its files by name.
+    fn clear(&self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -302,7 +310,17 @@ fn initramfs(
         add_dirs(&mut a, d);
     }
     a.char_device("/dev/console", 5, 1);
-    a.file("/init", 0o755, &read(&exe)?);
+    // A debug build carries ten times its code in debug information, which
+    // the guest would copy through emulated memory at every boot; its
+    // symbols stay, for profiles.
+    let stripped = to.with_file_name("init");
+    let small = Command::new("objcopy")
+        .arg("--strip-debug")
+        .arg(&exe)
+        .arg(&stripped)
+        .status()
+        .is_ok_and(|s| s.success());
+    a.file("/init", 0o755, &read(if small { &stripped } else { &exe })?);
     // The host's tools the ends call where they find them (veth and
     // namespaces, qdiscs, offloads), under /usr/bin, with what they load.
     let tools: Vec<PathBuf> = GUEST_TOOLS.iter().filter_map(|t| on_path(t)).collect();
@@ -485,6 +503,11 @@ fn boot_any(
     }
 }
 
+/// The guest kernel's command line: the console on the first serial port,
+/// plumb as init, and a panic that ends QEMU (with -no-reboot) rather than
+/// hanging. (Words without '=' would reach init as arguments.)
+const KERNEL_COMMAND_LINE: &str = "console=ttyS0 rdinit=/init panic=-1 oops=panic quiet loglevel=4";
+
 /// A boot that failed, and whether the guest had said its first word.
 struct BootFailure {
     error: VmError,
@@ -566,11 +589,8 @@ fn boot_inner(
     .arg(&kernel.image)
     .arg("-initrd")
     .arg(initrd)
-    .args([
-        "-append",
-        // Unknown words without '=' would reach init as arguments.
-        "console=ttyS0 rdinit=/init panic=-1 oops=panic quiet loglevel=4",
-    ])
+    .arg("-append")
+    .arg(format!("{KERNEL_COMMAND_LINE} {}", vm.append).trim_end())
     .arg("-chardev")
     .arg(format!("file,id=console,path={}", console.display()))
     .args(["-serial", "chardev:console"])
@@ -589,9 +609,10 @@ fn boot_inner(
         .spawn()
         .map_err(|e| VmError::input(format!("cannot start {QEMU}: {e}")))?;
     let mut qemu = Qemu(child);
+    let logs = Logs::new(&console, &qemu_log);
     let last_words = |why: &str| {
-        let said = std::fs::read_to_string(&qemu_log).unwrap_or_default();
-        let text = std::fs::read_to_string(&console).unwrap_or_default();
+        let said = logs.qemu();
+        let text = logs.console();
         let tail: Vec<&str> = text.lines().rev().take(12).collect();
         let tail: Vec<&str> = tail.into_iter().rev().collect();
         let qemu_said = said.trim();
@@ -637,13 +658,15 @@ fn boot_inner(
         let frame = match frame {
             Ok(Some(f)) => f,
             Ok(None) => {
-                let text = std::fs::read_to_string(&console).unwrap_or_default();
-                let why = if text.contains("Kernel panic") {
-                    "the guest kernel panicked"
-                } else {
-                    "the guest stopped before it sent its results"
+                let text = logs.console();
+                let why = match text.lines().find(|l| l.contains("Kernel panic")) {
+                    Some(line) => format!(
+                        "the guest kernel panicked: {}",
+                        line.split("Kernel panic - ").last().unwrap_or(line).trim()
+                    ),
+                    None => "the guest stopped before it sent its results".to_string(),
                 };
-                return Err(last_words(why));
+                return Err(last_words(&why));
             }
             Err(Timeout) => {
                 let why = if boot_s.is_none() {
@@ -661,14 +684,17 @@ fn boot_inner(
             Message::Hello { .. } => {
                 *said_hello = true;
                 boot_s = Some(start.elapsed().as_secs_f64());
+                // QEMU has read what it boots, and the logs stay open here:
+                // a plumb killed from now on leaves no file behind.
+                logs.keep();
+                work.clear();
             }
             Message::Guest { record, env } => {
-                let text = std::fs::read_to_string(&console).unwrap_or_default();
                 return Ok(Booted {
                     record,
                     env,
                     boot_s: boot_s.unwrap_or(0.0),
-                    console: tail_of(&text, CONSOLE_KEPT),
+                    console: tail_of(&logs.console(), CONSOLE_KEPT),
                 });
             }
             Message::Error { message, .. } => {
@@ -684,6 +710,55 @@ fn boot_inner(
                 )))
             }
         }
+    }
+}
+
+/// The guest's console and QEMU's own messages: by path until the files
+/// are removed, then through descriptors opened before.
+struct Logs {
+    console: PathBuf,
+    qemu: PathBuf,
+    kept: std::cell::RefCell<Option<(std::fs::File, std::fs::File)>>,
+}
+
+impl Logs {
+    fn new(console: &Path, qemu: &Path) -> Logs {
+        Logs {
+            console: console.to_path_buf(),
+            qemu: qemu.to_path_buf(),
+            kept: Default::default(),
+        }
+    }
+
+    fn keep(&self) {
+        let open = |p: &Path| std::fs::File::open(p);
+        if let (Ok(c), Ok(q)) = (open(&self.console), open(&self.qemu)) {
+            *self.kept.borrow_mut() = Some((c, q));
+        }
+    }
+
+    fn read(
+        &self,
+        path: &Path,
+        which: fn(&mut (std::fs::File, std::fs::File)) -> &mut std::fs::File,
+    ) -> String {
+        use std::io::{Read, Seek};
+        let mut kept = self.kept.borrow_mut();
+        let Some(files) = kept.as_mut() else {
+            return std::fs::read_to_string(path).unwrap_or_default();
+        };
+        let f = which(files);
+        let mut text = String::new();
+        let _ = f.rewind().and_then(|_| f.read_to_string(&mut text));
+        text
+    }
+
+    fn console(&self) -> String {
+        self.read(&self.console, |f| &mut f.0)
+    }
+
+    fn qemu(&self) -> String {
+        self.read(&self.qemu, |f| &mut f.1)
     }
 }
 
