@@ -217,12 +217,9 @@ pub(crate) fn run_and_store(
     };
     let mut record = match &ctx.guest {
         Some(g) => {
-            let mut r = plumb_run::vm::run(spec, &opts, repeat, &g.knobs, &g.kernel, &g.vm)
-                .map_err(|e| Failure::usage(e.message))?;
-            if let (true, Some(vm)) = (g.label_by_release, &r.vm) {
-                r.label = vm.release.clone();
-            }
-            r
+            let label = (!g.label_by_release).then(|| label.to_string());
+            plumb_run::vm::run(spec, &opts, repeat, &g.knobs, &g.kernel, label, &g.vm)
+                .map_err(|e| Failure::usage(e.message))?
         }
         None => plumb_run::run(spec, &opts, repeat, sink.as_mut(), &mut progress)
             .map_err(|e| Failure::run(&e))?,

@@ -23,35 +23,33 @@ pub fn is_init() -> bool {
 pub fn main() -> ! {
     // The kernel gives init no PATH; the host's tools are in /usr/bin.
     std::env::set_var("PATH", "/usr/sbin:/usr/bin:/sbin:/bin");
-    let port = setup();
-    let said = match &port {
-        Ok(port) => {
-            let _ = write_frame(
-                port,
-                &Frame::new(Message::Hello {
-                    software: plumb_ctl::message::software(),
-                    nonce: String::new(),
-                }),
-            );
-            match job() {
-                Ok(m) => m,
-                Err(e) => Message::error("guest", e),
-            }
-        }
+    let port = match setup() {
+        Ok(p) => p,
         Err(e) => {
             eprintln!("plumb: guest: {e}");
             guest::power_off()
         }
     };
-    if let Message::Error { message, .. } = &said {
-        eprintln!("plumb: guest: {message}");
-    }
-    if let Ok(port) = &port {
-        if let Err(e) = write_frame(port, &Frame::new(said)) {
-            eprintln!("plumb: guest: cannot send the results: {e}");
+    let send = |m: Message| {
+        if let Message::Error { message, .. } = &m {
+            eprintln!("plumb: guest: {message}");
         }
-        guest::drain(port);
+        let sent = write_frame(&port, &Frame::new(m));
+        if let Err(e) = &sent {
+            eprintln!("plumb: guest: cannot send to the host: {e}");
+        }
+        sent.is_ok()
+    };
+    let said_hello = send(Message::Hello {
+        software: plumb_ctl::message::software(),
+        nonce: String::new(),
+    });
+    if said_hello {
+        if let Err(e) = job(&send) {
+            send(Message::error("guest", e));
+        }
     }
+    guest::drain(&port);
     guest::power_off()
 }
 
@@ -73,40 +71,52 @@ fn setup() -> Result<std::fs::File, String> {
     Ok(port)
 }
 
-/// Loads the modules, sets the knobs and makes the run.
-fn job() -> Result<Message, String> {
+/// Loads the modules, then makes each run under its knobs and sends its
+/// record.
+fn job(send: &dyn Fn(Message) -> bool) -> Result<(), String> {
     let text = std::fs::read(JOB_PATH).map_err(|e| format!("{JOB_PATH}: {e}"))?;
     let job: Job = serde_json::from_slice(&text).map_err(|e| format!("{JOB_PATH}: {e}"))?;
     for m in &job.modules {
         let image = std::fs::read(m).map_err(|e| format!("{m}: {e}"))?;
         guest::load_module(&image).map_err(|e| format!("cannot load module {m}: {e}"))?;
     }
-    // Nothing to restore: the guest ends with the run.
-    let (said, _applied) = crate::knob::apply_server(&job.knobs)?;
-    for line in said {
-        eprintln!("{line}");
+    for (k, run) in job.runs.iter().enumerate() {
+        // Put back when the run is over, before the next one's.
+        let (said, _applied) = crate::knob::apply_server(&run.knobs)?;
+        for line in said {
+            eprintln!("{line}");
+        }
+        let opts = RunOptions {
+            server: None,
+            label: String::new(),
+            interrupted: Arc::new(AtomicBool::new(false)),
+            server_exe: "/init".into(),
+            psk: None,
+            exclusive: false,
+            server_knobs: Vec::new(),
+            profile: run.profile,
+        };
+        let mut record = crate::run(
+            &run.spec,
+            &opts,
+            &run.repeat,
+            &mut plumb_engine::meter::NoSink,
+            &mut |it, _| {
+                eprintln!(
+                    "plumb: guest: run {} iteration {} done",
+                    k + 1,
+                    it.index + 1
+                )
+            },
+        )
+        .map_err(|e| e.to_string())?;
+        let env = record.environment.take().unwrap_or_default();
+        if !send(Message::Guest {
+            record: Box::new(record),
+            env: Box::new(env),
+        }) {
+            return Ok(());
+        }
     }
-    let opts = RunOptions {
-        server: None,
-        label: job.label.clone(),
-        interrupted: Arc::new(AtomicBool::new(false)),
-        server_exe: "/init".into(),
-        psk: None,
-        exclusive: false,
-        server_knobs: Vec::new(),
-        profile: job.profile,
-    };
-    let mut record = crate::run(
-        &job.spec,
-        &opts,
-        &job.repeat,
-        &mut plumb_engine::meter::NoSink,
-        &mut |it, _| eprintln!("plumb: guest: iteration {} done", it.index + 1),
-    )
-    .map_err(|e| e.to_string())?;
-    let env = record.environment.take().unwrap_or_default();
-    Ok(Message::Guest {
-        record: Box::new(record),
-        env: Box::new(env),
-    })
+    Ok(())
 }

@@ -1,0 +1,347 @@
+//! `--kernel`: Debian's own kernel packages (fetched by tests/setup.sh)
+//! booted in QEMU, both ends inside the guest. The guest's figures are
+//! checked against what the package itself says (its release, its image's
+//! SHA-256) and what the kernels are known to differ in.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The kernel packages tests/setup.sh fetched, oldest first: at least one
+/// 6.1 and one 6.12. None (after `skip`) where there are none, or no QEMU.
+fn kernels() -> Option<Vec<PathBuf>> {
+    if !require_tool("qemu-system-x86_64", "qemu-system-x86") {
+        return None;
+    }
+    let dir = std::env::var("PLUMB_TEST_KERNELS")
+        .unwrap_or_else(|_| "/var/cache/plumb-test-kernels".to_string());
+    let mut found: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy().to_string();
+            n.starts_with("linux-image-6.") && n.ends_with(".deb")
+        })
+        .collect();
+    found.sort_by_key(|p| version_of(p));
+    let series = |s: &str| found.iter().any(|p| release_of(p).starts_with(s));
+    if !series("6.1.") || !series("6.12.") {
+        skip(&format!(
+            "no 6.1 and 6.12 kernel packages in {dir} (tests/setup.sh fetches them as root)"
+        ));
+        return None;
+    }
+    Some(found)
+}
+
+/// The package's version as numbers (`6.12.117-1~deb12u1` as 6 12 117 1 12 1),
+/// which orders Debian's kernel packages as dpkg would.
+fn version_of(deb: &Path) -> Vec<u64> {
+    let name = deb.file_name().unwrap().to_string_lossy().to_string();
+    let version = name.split('_').nth(1).unwrap_or("");
+    version
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect()
+}
+
+/// The release a package installs, from its name:
+/// linux-image-RELEASE_VERSION_amd64.deb.
+fn release_of(deb: &Path) -> String {
+    let name = deb.file_name().unwrap().to_string_lossy().to_string();
+    name.split('_')
+        .next()
+        .unwrap()
+        .trim_start_matches("linux-image-")
+        .to_string()
+}
+
+fn newest(kernels: &[PathBuf], series: &str) -> PathBuf {
+    kernels
+        .iter()
+        .rev()
+        .find(|p| release_of(p).starts_with(series))
+        .unwrap()
+        .clone()
+}
+
+/// SHA-256 of the image inside a package, read with dpkg-deb and tar.
+fn image_sha256(deb: &Path) -> String {
+    let script = format!(
+        "dpkg-deb --fsys-tarfile '{}' | tar -xO ./boot/vmlinuz-{} | sha256sum",
+        deb.display(),
+        release_of(deb)
+    );
+    let out = Command::new("sh").args(["-c", &script]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+/// QEMU processes whose command line names a work directory of plumb
+/// process `pid`.
+fn qemus_of(pid: u32) -> Vec<u32> {
+    let mark = format!("plumb-vm-{pid}-");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).contains(&mark))
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+/// Work directories of plumb process `pid` in the temporary directory.
+fn workdirs_of(pid: u32) -> Vec<PathBuf> {
+    let mark = format!("plumb-vm-{pid}-");
+    std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&mark))
+        .map(|e| e.path())
+        .collect()
+}
+
+const SHORT: [&str; 6] = ["--duration", "1s", "--warmup", "300ms", "--iterations", "2"];
+
+#[test]
+fn a_stream_and_an_rr_in_each_of_two_kernels_come_back_as_the_guests_records() {
+    let Some(kernels) = kernels() else { return };
+    let _alone = measuring_alone();
+    let db = TempDb::new("vm-two-kernels");
+    let validator = schema();
+    let mut labels = Vec::new();
+    for deb in [newest(&kernels, "6.1."), newest(&kernels, "6.12.")] {
+        let release = release_of(&deb);
+        let sha = image_sha256(&deb);
+        for workload in ["stream", "rr"] {
+            let out = run(&[
+                &["run", workload, "--kernel", deb.to_str().unwrap()],
+                &SHORT[..],
+                &["--db", db.path(), "--json"],
+            ]
+            .concat());
+            assert_ok(&out);
+            let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+            let errors = schema_errors(&validator, &r);
+            assert!(errors.is_empty(), "{workload} {release}: {errors:?}");
+            // The record is the guest's, labelled by its release.
+            assert_eq!(r["label"], release.as_str());
+            let vm = &r["vm"];
+            assert_eq!(vm["release"], release.as_str());
+            assert_eq!(vm["image_sha256"], sha.as_str(), "{vm}");
+            assert!(vm["accel"] == "tcg" || vm["accel"] == "kvm", "{vm}");
+            assert_eq!(r["spec"]["machine"]["accel"], vm["accel"]);
+            assert_eq!(r["spec"]["machine"]["vcpus"], 2);
+            assert!(f(&vm["boot_s"]) > 0.0, "{vm}");
+            assert!(
+                vm["console"].as_str().unwrap().contains("iteration 2 done"),
+                "{vm}"
+            );
+            let it = &r["iterations"][1];
+            if workload == "stream" {
+                // Both ends inside the guest count the same bytes.
+                let sent = u(&it["client"]["bytes_sent"]);
+                let got = u(&it["server"]["bytes_received"]);
+                assert!(sent > 1_000_000, "{sent} bytes sent");
+                assert!(
+                    sent.abs_diff(got) < sent / 10,
+                    "{sent} sent, {got} received"
+                );
+            } else {
+                assert!(u(&it["client"]["transactions"]) > 10, "{it}");
+            }
+        }
+        labels.push(release);
+    }
+    // The environment is each guest's own: its release, and sysctls that
+    // only one of the two kernels has.
+    let out = run(&["env", "--diff", &labels[0], &labels[1], "--db", db.path()]);
+    assert_ok(&out);
+    let diff = String::from_utf8_lossy(&out.stdout);
+    assert_mentions(
+        &diff,
+        &[
+            &format!("kernel.release: {} -> {}", labels[0], labels[1]),
+            "(absent) -> ",
+        ],
+    );
+    // compare matches the two kernels' runs point by point and says
+    // where they ran.
+    let out = compare(&db, &labels[0], &labels[1], "terminal");
+    assert_ok(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_mentions(
+        &text,
+        &[
+            &format!("kernels: A {}; B {}", labels[0], labels[1]),
+            "both sides ran in a VM: ",
+            "stream send 1 flow",
+            "rr 1 flow",
+        ],
+    );
+    assert!(!text.contains("only in"), "{text}");
+}
+
+#[test]
+fn a_delay_on_a_veth_path_inside_the_guest_is_netems_and_rr_waits_for_it() {
+    let Some(kernels) = kernels() else { return };
+    let _alone = measuring_alone();
+    let deb = newest(&kernels, "6.12.");
+    let r = record_of(
+        &[
+            &["run", "rr", "--kernel", deb.to_str().unwrap(), "--json"],
+            &SHORT[..],
+            &["--topology", "veth", "--delay", "5ms"],
+        ]
+        .concat(),
+    );
+    assert_eq!(r["path"]["emulator"], "netem", "{}", r["path"]);
+    let modules: Vec<&str> = items(&r["vm"]["modules"])
+        .map(|m| m.as_str().unwrap())
+        .collect();
+    assert!(
+        modules.contains(&"veth") && modules.contains(&"sch_netem"),
+        "{modules:?}"
+    );
+    // 5 ms each way.
+    for it in items(&r["iterations"]) {
+        let p50 = f(&it["client"]["latency"]["p50_us"]);
+        assert!(p50 >= 10_000.0, "p50 {p50} us under a 10 ms round trip");
+    }
+}
+
+#[test]
+fn bad_images_missing_modules_and_a_missing_qemu_are_refused_by_name() {
+    let Some(kernels) = kernels() else { return };
+    let _alone = measuring_alone();
+    let junk = std::env::temp_dir().join(format!("plumb-not-a-kernel-{}", std::process::id()));
+    std::fs::write(&junk, b"this is not a kernel").unwrap();
+    let junk_s = junk.to_str().unwrap().to_string();
+    assert_refused_in_one_line(
+        &["run", "stream", "--kernel", &junk_s],
+        "not a kernel image",
+    );
+    let _ = std::fs::remove_file(&junk);
+    // A bare image has no modules: a test that needs one names it.
+    let deb = newest(&kernels, "6.12.");
+    let image = std::env::temp_dir().join(format!("plumb-vmlinuz-{}", std::process::id()));
+    let script = format!(
+        "dpkg-deb --fsys-tarfile '{}' | tar -xO ./boot/vmlinuz-{} > '{}'",
+        deb.display(),
+        release_of(&deb),
+        image.display()
+    );
+    assert!(Command::new("sh")
+        .args(["-c", &script])
+        .status()
+        .unwrap()
+        .success());
+    assert_refused_in_one_line(
+        &[
+            "run",
+            "stream",
+            "--kernel",
+            image.to_str().unwrap(),
+            "--cc",
+            "bbr",
+        ],
+        "needs module tcp_bbr",
+    );
+    let _ = std::fs::remove_file(&image);
+    // Without QEMU, the package that has it is named.
+    let out = plumb()
+        .args(["run", "stream", "--no-store", "--kernel"])
+        .arg(&deb)
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("install the qemu-system-x86 package"), "{err}");
+}
+
+#[test]
+fn a_panicking_guest_and_a_hung_one_are_reported_with_their_console_and_leave_no_qemu() {
+    let Some(kernels) = kernels() else { return };
+    let _alone = measuring_alone();
+    let deb = newest(&kernels, "6.1.");
+    let deb = deb.to_str().unwrap();
+    // No init: the kernel panics.
+    let child = plumb()
+        .args(["run", "stream", "--no-store", "--accel", "tcg"])
+        .args(["--kernel", deb, "--kernel-append", "rdinit=/nothing"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&child.stderr);
+    assert_eq!(child.status.code(), Some(2), "{err}");
+    assert_mentions(
+        &err,
+        &[
+            "the guest kernel panicked: not syncing",
+            "the console ended",
+        ],
+    );
+    // A guest given no time to boot is killed at the timeout.
+    let child = plumb()
+        .args(["run", "stream", "--no-store", "--accel", "tcg"])
+        .args(["--kernel", deb, "--boot-timeout", "1s"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("no word from the guest in 1 s: killed"),
+        "{err}"
+    );
+    assert!(qemus_of(pid).is_empty(), "QEMU left behind");
+    assert!(workdirs_of(pid).is_empty(), "{:?}", workdirs_of(pid));
+}
+
+#[test]
+fn kill_9_of_plumb_mid_run_leaves_no_qemu_and_no_files() {
+    let Some(kernels) = kernels() else { return };
+    let _alone = measuring_alone();
+    let deb = newest(&kernels, "6.12.");
+    let mut child = plumb()
+        .args(["run", "stream", "--no-store", "--accel", "tcg", "--kernel"])
+        .arg(&deb)
+        .args(["--duration", "30s", "--iterations", "1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // The work directory goes as soon as the guest has booted.
+    let start = std::time::Instant::now();
+    let mut seen = false;
+    while start.elapsed() < std::time::Duration::from_secs(60) {
+        let dirs = workdirs_of(pid);
+        seen |= !dirs.is_empty();
+        if seen && dirs.is_empty() && !qemus_of(pid).is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(seen && !qemus_of(pid).is_empty(), "the guest never booted");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let start = std::time::Instant::now();
+    while !qemus_of(pid).is_empty() && start.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(qemus_of(pid).is_empty(), "QEMU outlived plumb");
+    assert!(workdirs_of(pid).is_empty(), "{:?}", workdirs_of(pid));
+}
