@@ -159,6 +159,8 @@ pub struct SweepArgs {
     #[command(flatten)]
     pub far: ServerArgs,
     #[command(flatten)]
+    pub vm: VmArgs,
+    #[command(flatten)]
     pub verdict: VerdictArgs,
     #[command(flatten)]
     pub db: DbArgs,
@@ -500,12 +502,13 @@ pub struct CommonArgs {
 #[derive(Args, Debug, Clone)]
 pub struct VmArgs {
     /// Boot this kernel in a virtual machine (QEMU) and run both ends
-    /// inside it, with its knobs set there: a kernel image (bzImage), a
+    /// inside it, with the knobs set there: a kernel image (bzImage), a
     /// linux-image .deb (its modules are taken from it), or a kernel build
-    /// directory with its modules installed under it. The label defaults to
-    /// the guest's kernel release.
-    #[arg(long, value_name = "IMAGE")]
-    pub kernel: Option<std::path::PathBuf>,
+    /// directory with its modules installed under it. Its runs are labelled
+    /// by the guest's kernel release, or LABEL in LABEL=IMAGE. `sweep`
+    /// takes it more than once and runs every point under each kernel.
+    #[arg(long, value_name = "[LABEL=]IMAGE")]
+    pub kernel: Vec<String>,
     /// The guest's accelerator: auto (KVM where a boot shows it works, TCG
     /// otherwise), kvm or tcg.
     #[arg(long, default_value = "auto", value_name = "ACCEL")]
@@ -526,12 +529,29 @@ pub struct VmArgs {
     pub kernel_append: Option<String>,
 }
 
+/// A `--kernel` value: the label of LABEL=IMAGE, and the image.
+pub type KernelArg = (Option<String>, std::path::PathBuf);
+
 impl VmArgs {
-    /// The kernel and how to boot it, when --kernel asks for one.
-    pub fn guest(&self) -> Result<Option<(std::path::PathBuf, plumb_run::vm::VmOptions)>, String> {
-        let Some(kernel) = &self.kernel else {
+    /// The kernels asked for, each with its label where one is given.
+    /// A path that exists is an image even if it holds '='.
+    pub fn kernels(&self) -> Vec<KernelArg> {
+        self.kernel
+            .iter()
+            .map(|k| match k.split_once('=') {
+                Some((label, image)) if !std::path::Path::new(k).exists() && !label.is_empty() => {
+                    (Some(label.to_string()), image.into())
+                }
+                _ => (None, k.into()),
+            })
+            .collect()
+    }
+
+    /// How to boot the kernels, when --kernel asks for any.
+    pub fn options(&self) -> Result<Option<plumb_run::vm::VmOptions>, String> {
+        if self.kernel.is_empty() {
             return Ok(None);
-        };
+        }
         if self.vcpus == 0 {
             return Err("--vcpus: a guest needs at least 1 vCPU".into());
         }
@@ -541,16 +561,13 @@ impl VmArgs {
                 self.vm_memory
             ));
         }
-        Ok(Some((
-            kernel.clone(),
-            plumb_run::vm::VmOptions {
-                accel: self.accel,
-                vcpus: self.vcpus,
-                memory_mib: self.vm_memory,
-                boot_timeout: std::time::Duration::from_millis(self.boot_timeout),
-                append: self.kernel_append.clone().unwrap_or_default(),
-            },
-        )))
+        Ok(Some(plumb_run::vm::VmOptions {
+            accel: self.accel,
+            vcpus: self.vcpus,
+            memory_mib: self.vm_memory,
+            boot_timeout: std::time::Duration::from_millis(self.boot_timeout),
+            append: self.kernel_append.clone().unwrap_or_default(),
+        }))
     }
 }
 

@@ -6,7 +6,7 @@
 //! becomes of a finished point (stored, printed) is the caller's.
 
 use crate::knob::{self, Journal, KnobError, Setting};
-use crate::{confidence, Repeat, RunError, RunOptions};
+use crate::{confidence, vm, Repeat, RunError, RunOptions};
 use plumb_engine::meter::NoSink;
 use plumb_samples::{Confidence, Iteration, RunRecord};
 use plumb_spec::experiment::{Experiment, ExperimentError, Order, Point, PointId};
@@ -46,6 +46,12 @@ pub enum SweepError {
     Knob { point: PointId, source: KnobError },
     #[error("{point}: {source}")]
     Run { point: PointId, source: RunError },
+    /// A guest of `--kernel` failed to boot or to run its points.
+    #[error("kernel {label}: {source}")]
+    Guest {
+        label: String,
+        source: crate::vm::VmError,
+    },
     /// The caller could not keep a finished point.
     #[error("{point}: measured but not stored: {message}")]
     Keep { point: PointId, message: String },
@@ -268,14 +274,8 @@ pub fn run(
             }
         })
     };
-    let keep = |i: usize, rec: &RunRecord, observer: &mut dyn Observer| {
-        observer
-            .finished(&points[i], rec)
-            .map_err(|message| SweepError::Keep {
-                point: points[i].id.clone(),
-                message,
-            })
-    };
+    let keep =
+        |i: usize, rec: &RunRecord, observer: &mut dyn Observer| keep(&points[i], rec, observer);
     let interrupted = || opts.interrupted.load(Relaxed);
     let mut finished = 0;
     if plan.experiment.order == Order::Sequential {
@@ -298,14 +298,9 @@ pub fn run(
                 if !rec.complete || interrupted() {
                     break;
                 }
-                parts[i].push(rec);
-                let merged = merge(&parts[i], &repeat).expect("one part at least");
-                if point_done(&merged, &repeat) {
-                    keep(i, &merged, observer)?;
+                if add_part(&mut parts[i], rec, &repeat, &points[i], observer)? {
                     finished += 1;
                     pending.retain(|x| *x != i);
-                } else if merged.iterations.len() as u32 >= repeat.min {
-                    observer.one_more();
                 }
             }
             round += 1;
@@ -314,6 +309,129 @@ pub fn run(
     Ok(Outcome {
         finished,
         interrupted: interrupted() || finished < todo.len(),
+    })
+}
+
+fn keep(point: &Point, rec: &RunRecord, observer: &mut dyn Observer) -> Result<(), SweepError> {
+    observer
+        .finished(point, rec)
+        .map_err(|message| SweepError::Keep {
+            point: point.id.clone(),
+            message,
+        })
+}
+
+/// Adds a one-iteration run to a point's parts, and keeps the point once
+/// it needs no more iterations: returns whether it is done.
+fn add_part(
+    parts: &mut Vec<RunRecord>,
+    rec: RunRecord,
+    repeat: &Repeat,
+    point: &Point,
+    observer: &mut dyn Observer,
+) -> Result<bool, SweepError> {
+    parts.push(rec);
+    let merged = merge(parts, repeat).expect("one part at least");
+    if point_done(&merged, repeat) {
+        keep(point, &merged, observer)?;
+        return Ok(true);
+    }
+    if merged.iterations.len() as u32 >= repeat.min {
+        observer.one_more();
+    }
+    Ok(false)
+}
+
+/// [`run`] with every point made inside each guest (`--kernel`): `todo`
+/// holds each guest's points. One boot per guest per round runs that
+/// round's points, the guests taking turns to go first so that drift
+/// spreads over all; in sequential order, one boot per guest runs each of
+/// its points to the end.
+pub fn run_in_guests(
+    plan: &Plan,
+    todo: &[Vec<usize>],
+    seed: u64,
+    opts: &RunOptions,
+    guests: &[vm::Guest],
+    observer: &mut dyn Observer,
+) -> Result<Outcome, SweepError> {
+    let repeat = plan.repeat();
+    let points = &plan.points;
+    let order = plan.experiment.order;
+    let sequential = order == Order::Sequential;
+    let guest_run = |i: usize| {
+        let p = &points[i];
+        let knobs = plan.knobs_of(p).iter().chain(plan.server_knobs_of(p));
+        vm::GuestRun {
+            spec: p.spec.clone(),
+            repeat: if sequential { repeat } else { Repeat::once() },
+            // Both ends are the guest's.
+            knobs: knobs.map(ToString::to_string).collect(),
+            profile: opts
+                .profile
+                .or_else(|| plan.profiled(p).then(plumb_samples::ProfileAsk::default)),
+        }
+    };
+    let interrupted = || opts.interrupted.load(Relaxed);
+    let total: usize = todo.iter().map(Vec::len).sum();
+    let mut finished = 0;
+    let mut parts: Vec<Vec<Vec<RunRecord>>> = vec![vec![Vec::new(); points.len()]; guests.len()];
+    let mut pending = todo.to_vec();
+    let mut round = 0u32;
+    while pending.iter().any(|p| !p.is_empty()) && !interrupted() {
+        for step in 0..guests.len() {
+            let g = (step + round as usize) % guests.len();
+            if pending[g].is_empty() || interrupted() {
+                continue;
+            }
+            let visit = round_order(order, &pending[g], seed, round);
+            let runs: Vec<vm::GuestRun> = visit.iter().map(|&i| guest_run(i)).collect();
+            let label = guests[g].label();
+            for &i in &visit {
+                let iteration = if sequential {
+                    format!("1..{}", repeat.max)
+                } else {
+                    (parts[g][i].len() + 1).to_string()
+                };
+                observer.starting(i, &points[i], &format!("{iteration} under {label}"));
+            }
+            // A point kept or refused inside the boot's callback ends it;
+            // the reason is kept here.
+            let mut stopped: Option<SweepError> = None;
+            let booted = guests[g].run(&runs, &mut |k, rec| {
+                let i = visit[k];
+                for _ in &rec.iterations {
+                    observer.iteration_done();
+                }
+                let done = if sequential {
+                    keep(&points[i], &rec, observer).map(|_| true)
+                } else {
+                    add_part(&mut parts[g][i], rec, &repeat, &points[i], observer)
+                };
+                match done {
+                    Ok(true) => {
+                        finished += 1;
+                        pending[g].retain(|x| *x != i);
+                        Ok(())
+                    }
+                    Ok(false) => Ok(()),
+                    Err(e) => {
+                        let message = e.to_string();
+                        stopped = Some(e);
+                        Err(vm::VmError::input(message))
+                    }
+                }
+            });
+            if let Some(e) = stopped {
+                return Err(e);
+            }
+            booted.map_err(|source| SweepError::Guest { label, source })?;
+        }
+        round += 1;
+    }
+    Ok(Outcome {
+        finished,
+        interrupted: interrupted() || finished < total,
     })
 }
 

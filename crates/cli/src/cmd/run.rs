@@ -93,8 +93,8 @@ pub(crate) struct Guest {
     pub vm: plumb_run::vm::VmOptions,
     /// Every knob of the run, both ends': all are set inside the guest.
     pub knobs: Vec<String>,
-    /// Label the runs by the guest's kernel release (no --label given).
-    pub label_by_release: bool,
+    /// The runs' label, where given; else the guest's kernel release.
+    pub label: Option<String>,
 }
 
 impl RunContext {
@@ -216,11 +216,16 @@ pub(crate) fn run_and_store(
         }
     };
     let mut record = match &ctx.guest {
-        Some(g) => {
-            let label = (!g.label_by_release).then(|| label.to_string());
-            plumb_run::vm::run(spec, &opts, repeat, &g.knobs, &g.kernel, label, &g.vm)
-                .map_err(|e| Failure::usage(e.message))?
-        }
+        Some(g) => plumb_run::vm::run(
+            spec,
+            &opts,
+            repeat,
+            &g.knobs,
+            &g.kernel,
+            g.label.clone(),
+            &g.vm,
+        )
+        .map_err(|e| Failure::usage(e.message))?,
         None => plumb_run::run(spec, &opts, repeat, sink.as_mut(), &mut progress)
             .map_err(|e| Failure::run(&e))?,
     };
@@ -350,7 +355,14 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
     };
     let label = crate::args::label_or_kernel(a.label.as_deref());
     let repeat = a.repeat.repeat();
-    let guest = a.vm.guest().map_err(Failure::usage)?;
+    let vm = a.vm.options().map_err(Failure::usage)?;
+    let kernels = a.vm.kernels();
+    if kernels.len() > 1 {
+        return Err(Failure::usage(
+            "--kernel: run boots one kernel; sweep runs its points under several",
+        ));
+    }
+    let guest = vm.zip(kernels.into_iter().next());
     if guest.is_some() && (server.is_some() || ssh.is_some()) {
         return Err(Failure::usage(
             "--kernel runs both ends inside the guest; it cannot be used with --server",
@@ -372,15 +384,15 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
         knobs.append(&mut server_knobs);
     }
     // Under --kernel every knob is the guest's: the host is left as it is.
-    let guest = guest.map(|(kernel, vm)| Guest {
+    let guest = guest.map(|(vm, (label, kernel))| Guest {
         kernel,
+        label: label.or_else(|| a.label.clone()),
         vm,
         knobs: knobs
             .drain(..)
             .chain(server_knobs.drain(..))
             .map(|k| k.to_string())
             .collect(),
-        label_by_release: a.label.is_none(),
     });
     // Restored when this goes out of scope: after the run, on its error, or
     // after an interrupted run has been reported.

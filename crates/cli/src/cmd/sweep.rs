@@ -171,32 +171,49 @@ pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
         let json = a.verdict.format == crate::args::Format::Json;
         return super::dry::show(planned, &far_args, &label, &repeat, json);
     }
+    let guests = guests(&a, &plan)?;
+    let labels: Vec<String> = if guests.is_empty() {
+        vec![label.clone()]
+    } else {
+        guests.iter().map(plumb_run::vm::Guest::label).collect()
+    };
     let mut store = super::db::open(&a.db)?;
-    let stored: Vec<PointId> = store
-        .experiment_runs(&exp.name, Some(&label))
-        .map_err(super::db::store_err)?
-        .iter()
-        .map(|(t, _)| PointId::parse(&t.point))
-        .collect();
-    if !stored.is_empty() && !a.resume {
-        return Err(Failure::usage(format!(
-            "experiment {} already has {} stored point{} under label {label}; \
-             add --resume to go on with the rest, or give another --label",
-            exp.name,
-            stored.len(),
-            if stored.len() == 1 { "" } else { "s" }
-        )));
+    let mut todos = Vec::new();
+    for label in &labels {
+        let stored: Vec<PointId> = store
+            .experiment_runs(&exp.name, Some(label))
+            .map_err(super::db::store_err)?
+            .iter()
+            .map(|(t, _)| PointId::parse(&t.point))
+            .collect();
+        if !stored.is_empty() && !a.resume {
+            return Err(Failure::usage(format!(
+                "experiment {} already has {} stored point{} under label {label}; \
+                 add --resume to go on with the rest, or give another --label",
+                exp.name,
+                stored.len(),
+                if stored.len() == 1 { "" } else { "s" }
+            )));
+        }
+        todos.push(plan.pending(&stored));
     }
-    plan.check_host()
-        .map_err(|e| Failure::usage(e.to_string()))?;
-    let todo = plan.pending(&stored);
-    let points = plan.points.len();
+    // Under --kernel the knobs and topologies are the guests', not this
+    // host's.
+    if guests.is_empty() {
+        plan.check_host()
+            .map_err(|e| Failure::usage(e.to_string()))?;
+    }
+    let todo: Vec<usize> = todos.iter().flatten().copied().collect();
+    let label = labels.join(", ");
+    // Every point once per label (per kernel under --kernel).
+    let points = plan.points.len() * labels.len();
     eprintln!(
-        "experiment {}: {} point{} ({} stored already), label {label}, order {}{}, iterations {}..{}",
+        "experiment {}: {} point{} ({} stored already), label{} {label}, order {}{}, iterations {}..{}",
         exp.name,
         points,
         if points == 1 { "" } else { "s" },
         points - todo.len(),
+        if labels.len() == 1 { "" } else { "s" },
         exp.order,
         if exp.order == Order::Random {
             format!(" (seed {seed})")
@@ -234,10 +251,15 @@ pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
         points,
         bar: bar.clone(),
     };
-    let outcome = runner::run(&plan, &todo, seed, &opts, &mut keeper).map_err(|e| match &e {
+    let outcome = if guests.is_empty() {
+        runner::run(&plan, &todo, seed, &opts, &mut keeper)
+    } else {
+        runner::run_in_guests(&plan, &todos, seed, &opts, &guests, &mut keeper)
+    };
+    let outcome = outcome.map_err(|e| match &e {
         SweepError::Run { point, source } => Failure::run(source).within(point),
         SweepError::Keep { .. } => Failure::store(e.to_string()),
-        SweepError::Knob { .. } => Failure::usage(e.to_string()),
+        SweepError::Knob { .. } | SweepError::Guest { .. } => Failure::usage(e.to_string()),
     });
     bar.finish_and_clear();
     let outcome = outcome?;
@@ -251,8 +273,42 @@ pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
         );
         return Ok(crate::exit::INTERRUPTED);
     }
-    crate::out!("{}", summary(&store, &plan, &label, &a.verdict)?);
+    crate::out!("{}", summary(&store, &plan, &labels, &a.verdict)?);
     Ok(0)
+}
+
+/// The guests of `--kernel`, opened for the plan's points (each refused
+/// now, before anything boots, if it lacks what a point needs), labelled
+/// apart where two share a release.
+fn guests(a: &SweepArgs, plan: &Plan) -> Result<Vec<plumb_run::vm::Guest>, Failure> {
+    let Some(vm) = a.vm.options().map_err(Failure::usage)? else {
+        return Ok(Vec::new());
+    };
+    if a.far.server.is_some() || plan.experiment.server.is_some() {
+        return Err(Failure::usage(
+            "--kernel runs both ends inside each guest; it cannot be used with a server",
+        ));
+    }
+    let specs: Vec<&plumb_spec::Spec> = plan.points.iter().map(|p| &p.spec).collect();
+    let mut guests = Vec::new();
+    for (label, image) in a.vm.kernels() {
+        let label = label.or_else(|| (a.vm.kernel.len() == 1).then(|| a.label.clone()).flatten());
+        guests.push(
+            plumb_run::vm::Guest::open(&image, label, &vm, &specs)
+                .map_err(|e| Failure::usage(e.message))?,
+        );
+    }
+    plumb_run::vm::Guest::distinguish(&mut guests);
+    let mut seen = std::collections::BTreeSet::new();
+    for g in &guests {
+        if !seen.insert(g.label()) {
+            return Err(Failure::usage(format!(
+                "--kernel: two kernels under one label, {}: give each its own as LABEL=IMAGE",
+                g.label()
+            )));
+        }
+    }
+    Ok(guests)
 }
 
 /// The comparison at the end of a sweep: every variant against the first;
@@ -260,9 +316,10 @@ pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
 fn summary(
     store: &Store,
     plan: &Plan,
-    label: &str,
+    labels: &[String],
     v: &crate::args::VerdictArgs,
 ) -> Result<String, Failure> {
+    let label = labels[0].as_str();
     let exp = &plan.experiment;
     let params = super::compare::params(v);
     let all = store
@@ -282,7 +339,18 @@ fn summary(
         )
     };
     let mut comparisons = Vec::new();
-    if exp.variants.len() >= 2 {
+    let labelled = |l: &str| side(l, &|_, r| r.label == l);
+    if labels.len() >= 2 {
+        // Kernels: each against the first, every variant matched by its
+        // place in the matrix.
+        for other in &labels[1..] {
+            comparisons.push(plumb_compare::compare(
+                &labelled(label),
+                &labelled(other),
+                &params,
+            ));
+        }
+    } else if exp.variants.len() >= 2 {
         let variant = |name: &str| {
             side(name, &|t, r| {
                 r.label == label && t.variant.as_deref() == Some(name)
@@ -303,7 +371,6 @@ fn summary(
             .map(|(_, r)| r.record.label.clone())
             .find(|l| l != label);
         if let Some(prev) = previous {
-            let labelled = |l: &str| side(l, &|_, r| r.label == l);
             comparisons.push(plumb_compare::compare(
                 &labelled(&prev),
                 &labelled(label),
