@@ -60,6 +60,9 @@ pub enum Command {
     Compare(CompareArgs),
     /// Exit 0 (good), 1 (regression) or 125 (cannot tell), for `git bisect run`.
     Check(CheckArgs),
+    /// Find the first kernel image of an ordered series whose figures
+    /// changed: each step boots one image and runs an experiment's points.
+    Bisect(BisectArgs),
     /// Audit this host's settings for network benchmarking, and how busy it is.
     Doctor(DoctorArgs),
     /// One process of a flow group (run by `plumb run` itself).
@@ -378,6 +381,58 @@ pub struct CheckArgs {
     /// [default: the embedded server].
     #[command(flatten)]
     pub far: ServerArgs,
+    /// Make the runs in a guest of this kernel, all in one boot: a kernel
+    /// that does not boot answers 125, so `git bisect run` skips it.
+    #[arg(long, value_name = "[LABEL=]IMAGE")]
+    pub kernel: Option<String>,
+    #[command(flatten)]
+    pub boot: BootArgs,
+    #[command(flatten)]
+    pub verdict: VerdictArgs,
+    #[command(flatten)]
+    pub db: DbArgs,
+}
+
+/// Which change a bisect looks for.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChangeArg {
+    /// A regression: a significant change for the worse.
+    Worse,
+    /// A fix: a significant change for the better.
+    Better,
+    /// Either.
+    Any,
+}
+
+#[derive(Args, Debug)]
+pub struct BisectArgs {
+    /// The experiment file whose points each step runs (all of them, or
+    /// its [quick] profile's with --quick).
+    #[arg(long, value_name = "FILE")]
+    pub points: std::path::PathBuf,
+    /// Use the file's [quick] profile.
+    #[arg(long)]
+    pub quick: bool,
+    /// The image known good: the figures every step is compared with.
+    #[arg(long, value_name = "[LABEL=]IMAGE")]
+    pub good: String,
+    /// The image known bad.
+    #[arg(long, value_name = "[LABEL=]IMAGE")]
+    pub bad: String,
+    /// The images between them, oldest first.
+    #[arg(value_name = "IMAGE")]
+    pub between: Vec<String>,
+    /// A significant change larger than this percent is bad.
+    #[arg(long, default_value = "5", value_parser = percent, value_name = "PERCENT")]
+    pub threshold: f64,
+    /// The change looked for.
+    #[arg(long, value_enum, default_value = "worse")]
+    pub change: ChangeArg,
+    /// Do not keep the steps' runs.
+    #[arg(long)]
+    pub no_store: bool,
+    #[command(flatten)]
+    pub boot: BootArgs,
     #[command(flatten)]
     pub verdict: VerdictArgs,
     #[command(flatten)]
@@ -509,6 +564,13 @@ pub struct VmArgs {
     /// takes it more than once and runs every point under each kernel.
     #[arg(long, value_name = "[LABEL=]IMAGE")]
     pub kernel: Vec<String>,
+    #[command(flatten)]
+    pub boot: BootArgs,
+}
+
+/// How a guest is booted.
+#[derive(Args, Debug, Clone)]
+pub struct BootArgs {
     /// The guest's accelerator: auto (KVM where a boot shows it works, TCG
     /// otherwise), kvm or tcg.
     #[arg(long, default_value = "auto", value_name = "ACCEL")]
@@ -529,29 +591,8 @@ pub struct VmArgs {
     pub kernel_append: Option<String>,
 }
 
-/// A `--kernel` value: the label of LABEL=IMAGE, and the image.
-pub type KernelArg = (Option<String>, std::path::PathBuf);
-
-impl VmArgs {
-    /// The kernels asked for, each with its label where one is given.
-    /// A path that exists is an image even if it holds '='.
-    pub fn kernels(&self) -> Vec<KernelArg> {
-        self.kernel
-            .iter()
-            .map(|k| match k.split_once('=') {
-                Some((label, image)) if !std::path::Path::new(k).exists() && !label.is_empty() => {
-                    (Some(label.to_string()), image.into())
-                }
-                _ => (None, k.into()),
-            })
-            .collect()
-    }
-
-    /// How to boot the kernels, when --kernel asks for any.
-    pub fn options(&self) -> Result<Option<plumb_run::vm::VmOptions>, String> {
-        if self.kernel.is_empty() {
-            return Ok(None);
-        }
+impl BootArgs {
+    pub fn options(&self) -> Result<plumb_run::vm::VmOptions, String> {
         if self.vcpus == 0 {
             return Err("--vcpus: a guest needs at least 1 vCPU".into());
         }
@@ -561,13 +602,42 @@ impl VmArgs {
                 self.vm_memory
             ));
         }
-        Ok(Some(plumb_run::vm::VmOptions {
+        Ok(plumb_run::vm::VmOptions {
             accel: self.accel,
             vcpus: self.vcpus,
             memory_mib: self.vm_memory,
             boot_timeout: std::time::Duration::from_millis(self.boot_timeout),
             append: self.kernel_append.clone().unwrap_or_default(),
-        }))
+        })
+    }
+}
+
+/// A `--kernel` value: the label of LABEL=IMAGE, and the image.
+pub type KernelArg = (Option<String>, std::path::PathBuf);
+
+/// LABEL=IMAGE or IMAGE; a path that exists is an image even if it holds
+/// '='.
+pub fn kernel_arg(k: &str) -> KernelArg {
+    match k.split_once('=') {
+        Some((label, image)) if !std::path::Path::new(k).exists() && !label.is_empty() => {
+            (Some(label.to_string()), image.into())
+        }
+        _ => (None, k.into()),
+    }
+}
+
+impl VmArgs {
+    /// The kernels asked for, each with its label where one is given.
+    pub fn kernels(&self) -> Vec<KernelArg> {
+        self.kernel.iter().map(|k| kernel_arg(k)).collect()
+    }
+
+    /// How to boot the kernels, when --kernel asks for any.
+    pub fn options(&self) -> Result<Option<plumb_run::vm::VmOptions>, String> {
+        if self.kernel.is_empty() {
+            return Ok(None);
+        }
+        self.boot.options().map(Some)
     }
 }
 

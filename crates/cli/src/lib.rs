@@ -106,6 +106,7 @@ pub fn main() -> i32 {
         args::Command::Env(a) => cmd::compare::env(a),
         args::Command::Compare(a) => cmd::compare::compare(a),
         args::Command::Check(a) => cmd::compare::check(a),
+        args::Command::Bisect(a) => cmd::bisect::exec(a),
         args::Command::Doctor(a) => cmd::doctor::exec(a),
         args::Command::FlowGroupMember => cmd::run::flow_group_member(),
         args::Command::Restore(a) => cmd::knob::restore(a),

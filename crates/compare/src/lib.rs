@@ -537,18 +537,41 @@ impl Bisect {
 /// iterations, a side on two levels, or inconclusive without ruling out a
 /// drop that large), or no point at all, is a skip.
 pub fn bisect(c: &Comparison, threshold: f64) -> Bisect {
+    bisect_for(c, threshold, Change::Worse)
+}
+
+/// Which change a bisect looks for: the first build that got worse (a
+/// regression), better (a fix), or either.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    Worse,
+    Better,
+    Any,
+}
+
+/// [`bisect`] for the change asked: a significant change of that kind
+/// beyond `threshold` is bad.
+pub fn bisect_for(c: &Comparison, threshold: f64, change: Change) -> Bisect {
     if c.points.is_empty() {
         return Bisect::Skip;
     }
+    let worse = matches!(change, Change::Worse | Change::Any);
+    let better = matches!(change, Change::Better | Change::Any);
     let mut out = Bisect::Good;
     for p in &c.points {
         match p.verdict {
-            Verdict::Regression if p.change < -threshold => return Bisect::Bad,
-            // Not significant either way, but if even the low end of the
-            // ratio's interval is above the threshold, a regression that
-            // large is ruled out.
-            Verdict::Inconclusive if p.ratio_lo < 1.0 - threshold => out = Bisect::Skip,
-            Verdict::TooFew | Verdict::Bimodal => out = Bisect::Skip,
+            Verdict::Regression if worse && p.change < -threshold => return Bisect::Bad,
+            Verdict::Improvement if better && p.change > threshold => return Bisect::Bad,
+            // Not significant either way (or too few iterations to say
+            // so), but if the ratio's interval stays inside the threshold
+            // on the side looked for, a change that large is ruled out.
+            Verdict::Inconclusive | Verdict::TooFew
+                if (worse && p.ratio_lo < 1.0 - threshold)
+                    || (better && p.ratio_hi > 1.0 + threshold) =>
+            {
+                out = Bisect::Skip
+            }
+            Verdict::Bimodal => out = Bisect::Skip,
             _ => {}
         }
     }
@@ -623,6 +646,23 @@ mod tests {
         assert_eq!(json["points"][0]["verdict"], "bimodal");
         assert_eq!(json["points"][0]["bimodal"][0]["side"], "B");
         assert_eq!(json["points"][0]["bimodal"][0]["low_n"], 2);
+    }
+
+    #[test]
+    fn a_bisect_finds_the_change_it_looks_for_and_rules_out_what_the_interval_does() {
+        // B is twice A: bad for a bisect after a fix, good after a regression.
+        let c = verdict_of(&[4e7, 4.1e7, 3.9e7], &[8e7, 8.2e7, 7.9e7]);
+        assert_eq!(c.points[0].verdict, Verdict::Improvement);
+        assert_eq!(bisect_for(&c, 0.05, Change::Better), Bisect::Bad);
+        assert_eq!(bisect_for(&c, 0.05, Change::Any), Bisect::Bad);
+        assert_eq!(bisect_for(&c, 0.05, Change::Worse), Bisect::Good);
+        assert_eq!(bisect(&c, 0.05), Bisect::Good);
+        // The same within a hair: whatever the verdict, the interval rules
+        // out a change of 5 % either way.
+        let c = verdict_of(&[4e7, 4.01e7, 3.99e7], &[4.0e7, 4.005e7, 3.995e7]);
+        let p = &c.points[0];
+        assert!(p.ratio_lo > 0.95 && p.ratio_hi < 1.05, "{p:?}");
+        assert_eq!(bisect_for(&c, 0.05, Change::Any), Bisect::Good, "{p:?}");
     }
 
     #[test]

@@ -191,6 +191,23 @@ impl Plan {
             .unwrap_or_default()
     }
 
+    /// Point `p` as a guest makes it: its knobs and its server's are both
+    /// the guest's; profiled as asked, else as the file says.
+    pub fn guest_run(
+        &self,
+        p: &Point,
+        repeat: Repeat,
+        profile: Option<plumb_samples::ProfileAsk>,
+    ) -> vm::GuestRun {
+        let knobs = self.knobs_of(p).iter().chain(self.server_knobs_of(p));
+        vm::GuestRun {
+            spec: p.spec.clone(),
+            repeat,
+            knobs: knobs.map(ToString::to_string).collect(),
+            profile: profile.or_else(|| self.profiled(p).then(plumb_samples::ProfileAsk::default)),
+        }
+    }
+
     /// Whether `p` runs with kernel profiles: its variant's `profile`,
     /// else the experiment's.
     pub fn profiled(&self, p: &Point) -> bool {
@@ -360,17 +377,8 @@ pub fn run_in_guests(
     let order = plan.experiment.order;
     let sequential = order == Order::Sequential;
     let guest_run = |i: usize| {
-        let p = &points[i];
-        let knobs = plan.knobs_of(p).iter().chain(plan.server_knobs_of(p));
-        vm::GuestRun {
-            spec: p.spec.clone(),
-            repeat: if sequential { repeat } else { Repeat::once() },
-            // Both ends are the guest's.
-            knobs: knobs.map(ToString::to_string).collect(),
-            profile: opts
-                .profile
-                .or_else(|| plan.profiled(p).then(plumb_samples::ProfileAsk::default)),
-        }
+        let rep = if sequential { repeat } else { Repeat::once() };
+        plan.guest_run(&points[i], rep, opts.profile)
     };
     let interrupted = || opts.interrupted.load(Relaxed);
     let total: usize = todo.iter().map(Vec::len).sum();

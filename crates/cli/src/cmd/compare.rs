@@ -65,9 +65,78 @@ const CHECK_ERROR: i32 = 128;
 
 pub fn check(a: CheckArgs) -> Result<i32, Failure> {
     check_inner(a).map_err(|f| Failure {
-        code: CHECK_ERROR,
+        // A kernel that did not boot is a skip, never a fault of plumb's.
+        code: if f.code == SKIP { SKIP } else { CHECK_ERROR },
         message: f.message,
     })
+}
+
+/// `git bisect run`'s skip.
+pub(crate) const SKIP: i32 = 125;
+
+/// A guest's failure: a kernel that did not boot, panicked or hung is a
+/// skip (125); anything else is a usage error.
+pub(crate) fn vm_failure(e: plumb_run::vm::VmError) -> Failure {
+    match e.fault {
+        plumb_run::vm::Fault::Boot => Failure {
+            code: SKIP,
+            message: e.message,
+        },
+        _ => Failure::usage(e.message),
+    }
+}
+
+/// Makes the baseline's points `specs` in one boot of `kernel`, keeping
+/// each in `store` when given: `check --kernel`.
+fn check_in_guest(
+    a: &CheckArgs,
+    kernel: &str,
+    specs: &[&plumb_samples::RunRecord],
+    store: Option<&mut plumb_store::Store>,
+) -> Result<Side, Failure> {
+    if a.far.server.is_some() {
+        return Err(Failure::usage(
+            "--kernel runs both ends inside the guest; it cannot be used with --server",
+        ));
+    }
+    let vm = a.boot.options().map_err(Failure::usage)?;
+    let (label, image) = crate::args::kernel_arg(kernel);
+    let label = label.or_else(|| a.label.clone());
+    let points: Vec<&plumb_spec::Spec> = specs.iter().map(|r| &r.spec).collect();
+    let guest = plumb_run::vm::Guest::open(&image, label, &vm, &points).map_err(vm_failure)?;
+    let repeat = a.repeat.repeat();
+    let runs: Vec<plumb_run::vm::GuestRun> = points
+        .iter()
+        .map(|s| plumb_run::vm::GuestRun {
+            spec: (*s).clone(),
+            repeat,
+            knobs: Vec::new(),
+            profile: None,
+        })
+        .collect();
+    eprintln!(
+        "running {} test point{} in a guest of {} under label {}",
+        runs.len(),
+        if runs.len() == 1 { "" } else { "s" },
+        guest.release,
+        guest.label()
+    );
+    let (mut records, mut env, mut store) = (Vec::new(), None, store);
+    guest
+        .run(&runs, &mut |_, mut rec| {
+            rec.build = Some(env!("PLUMB_BUILD").to_string());
+            rec.peer = Some(super::run::embedded_peer(&rec.spec));
+            if let Some(s) = store.as_deref_mut() {
+                let e = rec.environment.clone();
+                s.insert_run(&rec, e.as_ref())
+                    .map_err(|e| plumb_run::vm::VmError::input(format!("not stored: {e}")))?;
+            }
+            env = rec.environment.take();
+            records.push(rec);
+            Ok(())
+        })
+        .map_err(vm_failure)?;
+    Ok(Side::new(guest.label(), records, env))
 }
 
 fn check_inner(a: CheckArgs) -> Result<i32, Failure> {
@@ -80,6 +149,12 @@ fn check_inner(a: CheckArgs) -> Result<i32, Failure> {
     let baseline = side(&store, &a.baseline)?;
     let candidate = match &a.candidate {
         Some(name) => side(&store, name)?,
+        None if a.kernel.is_some() && !a.dry_run => {
+            let specs = plumb_run::experiment::newest_per_point(baseline.records());
+            let kernel = a.kernel.as_deref().expect("checked");
+            let keep = if a.no_store { None } else { Some(&mut store) };
+            check_in_guest(&a, kernel, &specs, keep)?
+        }
         None => {
             let specs = plumb_run::experiment::newest_per_point(baseline.records());
             let label = crate::args::label_or_kernel(a.label.as_deref());

@@ -1,3 +1,4 @@
+pub mod bisect;
 pub mod compare;
 pub mod db;
 pub mod docs;

@@ -130,15 +130,21 @@ impl RunContext {
                 build_id: None,
                 same_host: false,
             },
-            None => Peer {
-                started: ServerStart::Embedded,
-                server: None,
-                address: None,
-                build: Some(env!("PLUMB_BUILD").to_string()),
-                build_id: None,
-                same_host: spec.topology.is_none(),
-            },
+            None => embedded_peer(spec),
         }
+    }
+}
+
+/// The embedded server end, as a record of `spec` names it: this same
+/// executable, on the same host unless a topology of its own.
+pub(crate) fn embedded_peer(spec: &Spec) -> Peer {
+    Peer {
+        started: ServerStart::Embedded,
+        server: None,
+        address: None,
+        build: Some(env!("PLUMB_BUILD").to_string()),
+        build_id: None,
+        same_host: spec.topology.is_none(),
     }
 }
 

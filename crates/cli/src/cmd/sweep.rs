@@ -15,7 +15,7 @@ use plumb_store::{RunTag, Store};
 
 /// Reads and checks an experiment file: every point built, every knob
 /// parsed, errors as FILE:LINE: KEY: MESSAGE.
-fn load(path: &std::path::Path, quick: bool) -> Result<Plan, Failure> {
+pub(crate) fn load(path: &std::path::Path, quick: bool) -> Result<Plan, Failure> {
     let shown = path.display();
     let text =
         std::fs::read_to_string(path).map_err(|e| Failure::usage(format!("{shown}: {e}")))?;
