@@ -345,3 +345,138 @@ fn kill_9_of_plumb_mid_run_leaves_no_qemu_and_no_files() {
     assert!(qemus_of(pid).is_empty(), "QEMU outlived plumb");
     assert!(workdirs_of(pid).is_empty(), "{:?}", workdirs_of(pid));
 }
+
+/// A point whose rate the receive window sets: a 16K SO_RCVBUF over a
+/// 2 ms each-way veth path. The kernels of 6.6 and later size the window of
+/// a small buffer by each socket's own ratio of payload to memory (where
+/// 6.1 takes tcp_adv_win_scale's fixed half), so 6.12 streams about 1.7
+/// times as fast as 6.1 here, receive-window-limited on both.
+const WINDOW_POINT: &str = "name = \"small-window\"\niterations = \"3..3\"\n[base]\n\
+    workload = \"stream\"\ntopology = \"veth\"\ndelay = \"2ms\"\nrcvbuf = \"16K\"\n\
+    duration = \"2s\"\nwarmup = \"500ms\"\n";
+
+#[test]
+fn a_sweep_under_two_kernels_boots_each_once_a_round_and_compares_them() {
+    let Some(kernels) = kernels() else { return };
+    let _alone = measuring_alone();
+    let db = TempDb::new("vm-sweep");
+    let file = ExperimentFile::new(
+        "vm-sweep",
+        &format!(
+            "{}\n[matrix]\nmsg_size = [\"1K\", \"64K\"]\n",
+            quick_rr("vm-sweep", "iterations = \"2..2\"\norder = \"interleaved\"")
+                .replace("workload = \"rr\"", "workload = \"stream\"")
+        ),
+    );
+    let (old, new) = (newest(&kernels, "6.1."), newest(&kernels, "6.12."));
+    let out = run(&[
+        "sweep",
+        file.path(),
+        "--kernel",
+        &format!("old={}", old.display()),
+        "--kernel",
+        new.to_str().unwrap(),
+        "--db",
+        db.path(),
+    ]);
+    assert_ok(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_mentions(&text, &["A = old", &format!("B = {}", release_of(&new))]);
+    for label in ["old".to_string(), release_of(&new)] {
+        let out = run(&["export", "--label", &label, "--db", db.path()]);
+        assert_ok(&out);
+        let runs: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let runs: Vec<&Value> = items(&runs["runs"]).collect();
+        assert_eq!(runs.len(), 2, "{label}: both points");
+        // Both points of a round came back from one boot: a point's first
+        // iteration and the other's carry the same boot.
+        let boots: Vec<f64> = runs
+            .iter()
+            .map(|r| f(&r["record"]["vm"]["boot_s"]))
+            .collect();
+        assert_eq!(boots[0], boots[1], "{label}: {boots:?}");
+        for r in &runs {
+            assert_eq!(r["record"]["iterations"].as_array().unwrap().len(), 2);
+        }
+    }
+}
+
+#[test]
+fn check_under_a_kernel_answers_as_git_bisect_run_expects() {
+    let Some(kernels) = kernels() else { return };
+    let _alone = measuring_alone();
+    let db = TempDb::new("vm-check");
+    let (old, new) = (newest(&kernels, "6.1."), newest(&kernels, "6.12."));
+    let out = run(&[
+        &["run", "stream", "--kernel", old.to_str().unwrap()][..],
+        &["--db", db.path(), "--iterations", "3"],
+        &["--topology", "veth", "--delay", "2ms", "--rcvbuf", "16K"],
+        &["--duration", "2s", "--warmup", "500ms"],
+    ]
+    .concat());
+    assert_ok(&out);
+    let check = |kernel: &str, more: &[&str]| {
+        plumb()
+            .args(["check", "--baseline", &release_of(&old), "--db", db.path()])
+            .args(["--iterations", "3", "--threshold", "20", "--kernel", kernel])
+            .args(more)
+            .output()
+            .unwrap()
+    };
+    // 6.12 is faster: no regression.
+    let out = check(new.to_str().unwrap(), &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("check: good"), "{err}");
+    // A kernel that does not boot is a skip, never a bad commit.
+    let out = check(
+        new.to_str().unwrap(),
+        &["--kernel-append", "rdinit=/nothing"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(err.contains("panicked"), "{err}");
+    // Not a kernel at all: plumb's fault to report, 128.
+    let out = check("/etc/hostname", &[]);
+    assert_eq!(out.status.code(), Some(128));
+}
+
+#[test]
+fn a_bisect_over_four_packaged_kernels_names_the_first_that_changed() {
+    let Some(kernels) = kernels() else { return };
+    let _alone = measuring_alone();
+    let of = |series: &str| -> Vec<PathBuf> {
+        kernels
+            .iter()
+            .filter(|p| release_of(p).starts_with(series))
+            .cloned()
+            .collect()
+    };
+    let (old, new) = (of("6.1."), of("6.12."));
+    if old.len() < 2 || new.len() < 2 {
+        skip("the bisect needs two 6.1 and two 6.12 packages (tests/setup.sh fetches them)");
+        return;
+    }
+    let file = ExperimentFile::new("vm-bisect", WINDOW_POINT);
+    let path = |p: &PathBuf| p.to_str().unwrap().to_string();
+    let out = plumb()
+        .args(["bisect", "--points", file.path(), "--no-store"])
+        .args(["--good", &path(&old[0]), "--bad", &path(&new[1])])
+        .args([path(&old[1]), path(&new[0])])
+        .args(["--change", "better", "--threshold", "20"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{text}\n{err}");
+    // The first 6.12 package is where the window changed.
+    let first = new[0].file_name().unwrap().to_string_lossy().to_string();
+    let last_good = old[1].file_name().unwrap().to_string_lossy().to_string();
+    assert!(
+        text.contains(&format!("first bad: {first} "))
+            && text.contains(&format!("after {last_good}")),
+        "{text}"
+    );
+    // Every image was booted once: the good, the bad, and the two between.
+    assert_eq!(err.matches("step ").count(), 4, "{err}");
+}
