@@ -433,7 +433,11 @@ pub fn run_in_guests(
             if let Some(e) = stopped {
                 return Err(e);
             }
-            booted.map_err(|source| SweepError::Guest { label, source })?;
+            match booted {
+                // What was kept stays; the sweep says how to go on.
+                Err(e) if e.fault == vm::Fault::Interrupted => break,
+                r => r.map_err(|source| SweepError::Guest { label, source })?,
+            }
         }
         round += 1;
     }

@@ -82,7 +82,7 @@ pub(crate) fn vm_failure(e: plumb_run::vm::VmError) -> Failure {
             code: SKIP,
             message: e.message,
         },
-        _ => Failure::usage(e.message),
+        _ => super::run::guest_failure(e),
     }
 }
 

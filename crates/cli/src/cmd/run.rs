@@ -135,6 +135,17 @@ impl RunContext {
     }
 }
 
+/// A guest's failure: interrupted (130), or one line to say (2).
+pub(crate) fn guest_failure(e: plumb_run::vm::VmError) -> Failure {
+    match e.fault {
+        plumb_run::vm::Fault::Interrupted => Failure {
+            code: crate::exit::INTERRUPTED,
+            message: e.message,
+        },
+        _ => Failure::usage(e.message),
+    }
+}
+
 /// The embedded server end, as a record of `spec` names it: this same
 /// executable, on the same host unless a topology of its own.
 pub(crate) fn embedded_peer(spec: &Spec) -> Peer {
@@ -231,7 +242,7 @@ pub(crate) fn run_and_store(
             g.label.clone(),
             &g.vm,
         )
-        .map_err(|e| Failure::usage(e.message))?,
+        .map_err(guest_failure)?,
         None => plumb_run::run(spec, &opts, repeat, sink.as_mut(), &mut progress)
             .map_err(|e| Failure::run(&e))?,
     };

@@ -295,7 +295,7 @@ fn guests(a: &SweepArgs, plan: &Plan) -> Result<Vec<plumb_run::vm::Guest>, Failu
         let label = label.or_else(|| (a.vm.kernel.len() == 1).then(|| a.label.clone()).flatten());
         guests.push(
             plumb_run::vm::Guest::open(&image, label, &vm, &specs)
-                .map_err(|e| Failure::usage(e.message))?,
+                .map_err(super::run::guest_failure)?,
         );
     }
     plumb_run::vm::Guest::distinguish(&mut guests);

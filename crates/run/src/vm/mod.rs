@@ -49,6 +49,8 @@ pub enum Fault {
     /// step to skip, never a bad commit.
     Boot,
     Test,
+    /// Ctrl-C or SIGTERM while a guest ran: it was stopped.
+    Interrupted,
 }
 
 impl VmError {
@@ -106,6 +108,8 @@ pub struct VmOptions {
     pub boot_timeout: Duration,
     /// More words for the kernel's command line.
     pub append: String,
+    /// Set by a signal handler: stop the guest and return.
+    pub interrupted: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Default for VmOptions {
@@ -116,6 +120,7 @@ impl Default for VmOptions {
             memory_mib: DEFAULT_MEMORY_MIB,
             boot_timeout: DEFAULT_BOOT_TIMEOUT,
             append: String::new(),
+            interrupted: Default::default(),
         }
     }
 }

@@ -6,6 +6,7 @@ use plumb_samples::{Environment, RunRecord};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Whether KVM was found broken on this host by an earlier boot of this
@@ -209,7 +210,7 @@ fn boot_inner(
         } else {
             limit
         };
-        let frame = reader.next(start + deadline, &mut qemu.0);
+        let frame = reader.next(start + deadline, &mut qemu.0, &vm.interrupted);
         let frame = match frame {
             Ok(Some(f)) => f,
             Ok(None) => {
@@ -223,7 +224,13 @@ fn boot_inner(
                 };
                 return Err(last_words(&why));
             }
-            Err(Timeout) => {
+            Err(Waited::Interrupted) => {
+                return Err(VmError {
+                    fault: Fault::Interrupted,
+                    message: format!("interrupted: the guest of kernel {} was stopped", b.release),
+                })
+            }
+            Err(Waited::Timeout) => {
                 let why = if boot_s.is_none() {
                     format!(
                         "no word from the guest in {} s: killed",
@@ -338,7 +345,12 @@ fn tail_of(text: &str, max: usize) -> String {
     text[at..].to_string()
 }
 
-struct Timeout;
+/// Why no message came.
+enum Waited {
+    Timeout,
+    /// Ctrl-C or SIGTERM.
+    Interrupted,
+}
 
 /// Frames from the guest's port, read with a deadline while QEMU lives.
 struct Frames {
@@ -360,11 +372,19 @@ impl Frames {
     }
 
     /// The next message; None when the guest is gone without one.
-    fn next(&mut self, deadline: Instant, qemu: &mut Child) -> Result<Option<Message>, Timeout> {
+    fn next(
+        &mut self,
+        deadline: Instant,
+        qemu: &mut Child,
+        stop: &AtomicBool,
+    ) -> Result<Option<Message>, Waited> {
         loop {
+            if stop.load(Ordering::Relaxed) {
+                return Err(Waited::Interrupted);
+            }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(Timeout);
+                return Err(Waited::Timeout);
             }
             match self.rx.recv_timeout(left.min(Duration::from_millis(200))) {
                 Ok(Ok(f)) => return Ok(Some(f.message)),
