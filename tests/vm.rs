@@ -480,3 +480,96 @@ fn a_bisect_over_four_packaged_kernels_names_the_first_that_changed() {
     // Every image was booted once: the good, the bad, and the two between.
     assert_eq!(err.matches("step ").count(), 4, "{err}");
 }
+
+#[test]
+fn a_build_directory_boots_with_the_modules_installed_under_it() {
+    let Some(kernels) = kernels() else { return };
+    let _alone = measuring_alone();
+    // A tree as `make bzImage modules && make modules_install
+    // INSTALL_MOD_PATH=$PWD/staging` leaves it, made from a package.
+    let deb = newest(&kernels, "6.12.");
+    let release = release_of(&deb);
+    let tree = std::env::temp_dir().join(format!("plumb-tree-{}", std::process::id()));
+    let unpacked = tree.join("unpacked");
+    let script = format!(
+        "set -e; mkdir -p '{t}/arch/x86/boot' '{t}/staging/lib'; dpkg-deb -x '{deb}' '{u}'; \
+         cp '{u}/boot/vmlinuz-{r}' '{t}/arch/x86/boot/bzImage'; cp '{u}/boot/config-{r}' '{t}/.config'; \
+         mv '{u}/lib/modules' '{t}/staging/lib/modules'; rm -rf '{u}'",
+        t = tree.display(),
+        u = unpacked.display(),
+        deb = deb.display(),
+        r = release
+    );
+    assert!(Command::new("sh")
+        .args(["-c", &script])
+        .status()
+        .unwrap()
+        .success());
+    let r = record_of(&[
+        "run",
+        "stream",
+        "--kernel",
+        tree.to_str().unwrap(),
+        "--cc",
+        "bbr",
+        "--json",
+        "--duration",
+        "1s",
+        "--warmup",
+        "300ms",
+    ]);
+    let _ = std::fs::remove_dir_all(&tree);
+    assert_eq!(r["vm"]["release"], release.as_str());
+    assert_eq!(r["label"], release.as_str());
+    let modules: Vec<&str> = items(&r["vm"]["modules"])
+        .map(|m| m.as_str().unwrap())
+        .collect();
+    assert_eq!(modules, ["tcp_bbr"]);
+    // The guest's flows ran bbr, as their own socket said.
+    let cc = &r["iterations"][0]["client"]["socket_options"];
+    assert!(cc.to_string().contains("\"bbr\""), "{cc}");
+}
+
+#[test]
+fn with_vm_link_each_end_has_a_guest_and_the_bytes_cross_a_virtio_nic() {
+    let Some(kernels) = kernels() else { return };
+    let _alone = measuring_alone();
+    // 6.1 has virtio over PCI as modules: the link needs them loaded, in
+    // order, before the NIC appears.
+    let deb = newest(&kernels, "6.1.");
+    let r = record_of(&[
+        "run",
+        "stream",
+        "--kernel",
+        deb.to_str().unwrap(),
+        "--vm-link",
+        "--json",
+        "--duration",
+        "1s",
+        "--warmup",
+        "300ms",
+    ]);
+    assert_eq!(r["spec"]["machine"]["link"], "virtio-net", "{}", r["spec"]);
+    let modules: Vec<&str> = items(&r["vm"]["modules"])
+        .map(|m| m.as_str().unwrap())
+        .collect();
+    let at = |m: &str| modules.iter().position(|x| *x == m);
+    assert!(at("virtio_pci").is_some(), "{modules:?}");
+    assert!(at("net_failover") < at("virtio_net"), "{modules:?}");
+    let it = &r["iterations"][0];
+    let sent = u(&it["client"]["bytes_sent"]);
+    assert!(sent > 1_000_000, "{sent}");
+    // The client's bytes left through the guest's NIC and its interrupts,
+    // not through a loopback.
+    let nic = items(&it["client"]["interfaces"])
+        .find(|i| i["virtual_device"] == false)
+        .unwrap_or_else(|| panic!("no NIC: {}", it["client"]["interfaces"]));
+    assert!(u(&nic["tx_bytes"]) >= sent, "{nic}");
+    let interrupts: u64 = items(&nic["irqs"])
+        .flat_map(|i| items(&i["cpus"]))
+        .map(|c| u(&c["count"]))
+        .sum();
+    assert!(interrupts > 0, "{nic}");
+    // The server's end was the other guest's, and it saw the bytes arrive.
+    assert!(u(&it["server"]["bytes_received"]) > sent / 2);
+}

@@ -589,6 +589,11 @@ pub struct BootArgs {
     /// isolcpus=1); the guest's environment records the whole line.
     #[arg(long, value_name = "WORDS", allow_hyphen_values = true)]
     pub kernel_append: Option<String>,
+    /// Run each end in a guest of its own, the two joined by a virtio-net
+    /// link (client 198.18.0.1, server 198.18.0.2), so that a NIC driver,
+    /// its interrupts and GRO are on the path.
+    #[arg(long)]
+    pub vm_link: bool,
 }
 
 impl BootArgs {
@@ -609,6 +614,7 @@ impl BootArgs {
             boot_timeout: std::time::Duration::from_millis(self.boot_timeout),
             append: self.kernel_append.clone().unwrap_or_default(),
             interrupted: crate::cmd::run::interrupt_flag(),
+            link: self.vm_link,
         })
     }
 }

@@ -361,13 +361,27 @@ pub struct Machine {
     pub accel: String,
     pub vcpus: u32,
     pub memory_mib: u32,
+    /// `virtio-net` when each end ran in a guest of its own, the two
+    /// joined by that link; absent when both ends shared one guest.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub link: Option<String>,
 }
 
 impl fmt::Display for Machine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let each = match &self.link {
+            Some(link) => {
+                write!(f, "in two VMs joined by {link}: ")?;
+                " each"
+            }
+            None => {
+                write!(f, "in a VM: ")?;
+                ""
+            }
+        };
         write!(
             f,
-            "in a VM: {}, {} vCPU{}, {} MiB",
+            "{}, {} vCPU{}, {} MiB{each}",
             self.accel,
             self.vcpus,
             if self.vcpus == 1 { "" } else { "s" },

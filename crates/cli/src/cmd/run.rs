@@ -380,6 +380,14 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
         ));
     }
     let guest = vm.zip(kernels.into_iter().next());
+    if let (Some((vm, _)), Some(_)) = (&guest, &spec.topology) {
+        if vm.link {
+            return Err(Failure::usage(format!(
+                "--vm-link joins two guests by their own link; it cannot be used with {} veth",
+                Field::Topology.flag()
+            )));
+        }
+    }
     if guest.is_some() && (server.is_some() || ssh.is_some()) {
         return Err(Failure::usage(
             "--kernel runs both ends inside the guest; it cannot be used with --server",

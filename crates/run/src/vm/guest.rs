@@ -80,6 +80,18 @@ fn job(send: &dyn Fn(Message) -> bool) -> Result<(), String> {
         let image = std::fs::read(m).map_err(|e| format!("{m}: {e}"))?;
         guest::load_module(&image).map_err(|e| format!("cannot load module {m}: {e}"))?;
     }
+    let server = match &job.link {
+        Some(link) => {
+            link_up(&link.address)?;
+            if link.serve {
+                return serve(&link.address);
+            }
+            let at = std::net::SocketAddr::new(link.peer, crate::serve::DEFAULT_PORT);
+            wait_for(at)?;
+            Some(at)
+        }
+        None => None,
+    };
     for (k, run) in job.runs.iter().enumerate() {
         // Put back when the run is over, before the next one's.
         let (said, _applied) = crate::knob::apply_server(&run.knobs)?;
@@ -87,7 +99,7 @@ fn job(send: &dyn Fn(Message) -> bool) -> Result<(), String> {
             eprintln!("{line}");
         }
         let opts = RunOptions {
-            server: None,
+            server,
             label: String::new(),
             interrupted: Arc::new(AtomicBool::new(false)),
             server_exe: "/init".into(),
@@ -119,4 +131,56 @@ fn job(send: &dyn Fn(Message) -> bool) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Gives the guest's one NIC its address and brings it up.
+fn link_up(address: &str) -> Result<(), String> {
+    let nic = std::fs::read_dir("/sys/class/net")
+        .map_err(|e| format!("/sys/class/net: {e}"))?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .find(|n| n != "lo")
+        .ok_or("no network interface: the link's virtio-net device did not come up")?;
+    for args in [
+        vec!["addr", "add", address, "dev", &nic],
+        vec!["link", "set", &nic, "up"],
+    ] {
+        let out = std::process::Command::new("ip")
+            .args(&args)
+            .output()
+            .map_err(|e| format!("cannot run ip: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "ip {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The server's guest: `plumb serve` on the link's address until the host
+/// ends the guest.
+fn serve(address: &str) -> Result<(), String> {
+    let ip = address.split('/').next().unwrap_or(address);
+    let status = std::process::Command::new("/init")
+        .args(["serve", "--listen", ip])
+        .status()
+        .map_err(|e| format!("cannot start plumb serve: {e}"))?;
+    Err(format!("plumb serve ended: {status}"))
+}
+
+/// Waits for the server's guest to listen (it boots beside this one).
+fn wait_for(at: std::net::SocketAddr) -> Result<(), String> {
+    let start = std::time::Instant::now();
+    loop {
+        match std::net::TcpStream::connect_timeout(&at, std::time::Duration::from_secs(1)) {
+            Ok(_) => return Ok(()),
+            Err(e) if start.elapsed() > std::time::Duration::from_secs(120) => {
+                return Err(format!("the server's guest at {at} never listened: {e}"))
+            }
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(200)),
+        }
+    }
 }

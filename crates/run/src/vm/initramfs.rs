@@ -254,6 +254,7 @@ mod tests {
         let job = Job {
             runs: Vec::new(),
             modules: vec!["/plumb/modules/00-veth.ko".into()],
+            link: None,
         };
         let e = super::super::cpio::entries(&job_part(&job).unwrap());
         let names: Vec<&str> = e.iter().map(|(n, _, _)| n.as_str()).collect();

@@ -110,6 +110,9 @@ pub struct VmOptions {
     pub append: String,
     /// Set by a signal handler: stop the guest and return.
     pub interrupted: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// One end per guest, two guests joined by a virtio-net link, rather
+    /// than both ends in one.
+    pub link: bool,
 }
 
 impl Default for VmOptions {
@@ -121,6 +124,7 @@ impl Default for VmOptions {
             boot_timeout: DEFAULT_BOOT_TIMEOUT,
             append: String::new(),
             interrupted: Default::default(),
+            link: false,
         }
     }
 }
@@ -145,6 +149,10 @@ pub struct Job {
     /// Module files in the archive, in load order.
     #[serde(default)]
     pub modules: Vec<String>,
+    /// This guest's end of a link to another guest, when each end has
+    /// one of its own.
+    #[serde(default)]
+    pub link: Option<GuestLink>,
 }
 
 /// Where in the initramfs the job and the modules are.
@@ -245,7 +253,17 @@ impl Guest {
         let work = Workdir::new()?;
         let kernel = Kernel::open(path, &work)?;
         let mut wanted: Vec<&str> = Vec::new();
-        for m in specs.iter().flat_map(|s| modules_needed(s)) {
+        // The link's NIC: virtio over PCI, the driver, and what it needs.
+        let link: &[&str] = if vm.link {
+            &["virtio_pci", "virtio_net"]
+        } else {
+            &[]
+        };
+        for m in specs
+            .iter()
+            .flat_map(|s| modules_needed(s))
+            .chain(link.iter().copied())
+        {
             if !wanted.contains(&m) {
                 wanted.push(m);
             }
@@ -299,19 +317,122 @@ impl Guest {
         if runs.is_empty() {
             return Ok(());
         }
+        let runs: Vec<GuestRun> = runs
+            .iter()
+            .map(|r| {
+                let mut r = r.clone();
+                r.spec.machine = None;
+                r
+            })
+            .collect();
+        // The windows are the guest's clock; this bounds the whole boot.
+        let busy: Duration = runs
+            .iter()
+            .map(|r| {
+                Duration::from_millis(r.spec.warmup_ms + r.spec.duration_ms) * 3 * r.repeat.max
+                    + Duration::from_secs(30)
+            })
+            .sum();
+        let limit = self.vm.boot_timeout + busy;
         let work = Workdir::new()?;
+        let link_socket = work.path().join("link.sock");
+        let (client_link, server_link) = if self.vm.link {
+            (Some(GuestLink::client()), Some(GuestLink::server()))
+        } else {
+            (None, None)
+        };
+        let client = self.boot_files(&work, runs.clone(), client_link.clone())?;
+        let mut k = 0;
+        let mut arrived = |accel: Accel, arrived: qemu::Arrived| {
+            let record = self.record_of(accel, arrived);
+            let at = k;
+            k += 1;
+            each(at, record)
+        };
+        let client_boot = |accel: Option<Accel>| qemu::Boot {
+            image: &client.0,
+            release: &self.release,
+            initrd: &client.1,
+            work: &work,
+            vm: &self.vm,
+            limit,
+            runs: runs.len(),
+            link: client_link.as_ref().map(|_| qemu::Link {
+                socket: &link_socket,
+                listen: false,
+                mac: GuestLink::CLIENT_MAC,
+            }),
+            stop: None,
+            accel,
+            hello: None,
+        };
+        let Some(server_link) = server_link else {
+            return qemu::boot_any(&client_boot(None), &mut arrived);
+        };
+        // One end per guest: the server's guest first, listening on the
+        // link, until the client's runs are done.
+        let server_work = Workdir::new()?;
+        let server = self.boot_files(&server_work, Vec::new(), Some(server_link))?;
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let booted = std::sync::OnceLock::new();
+        let server_boot = qemu::Boot {
+            image: &server.0,
+            release: &self.release,
+            initrd: &server.1,
+            work: &server_work,
+            vm: &self.vm,
+            limit,
+            runs: usize::MAX,
+            link: Some(qemu::Link {
+                socket: &link_socket,
+                listen: true,
+                mac: GuestLink::SERVER_MAC,
+            }),
+            stop: Some(&done),
+            accel: None,
+            hello: Some(&booted),
+        };
+        std::thread::scope(|scope| {
+            let served = scope.spawn(|| qemu::boot_any(&server_boot, &mut |_, _| Ok(())));
+            // The client's guest boots once the server's has, under the
+            // accelerator that one found, and its QEMU connects to the link
+            // the server's listens on.
+            while booted.get().is_none() && !served.is_finished() {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let ran = match booted.get() {
+                Some(accel) => qemu::boot_any(&client_boot(Some(*accel)), &mut arrived),
+                None => Err(VmError::boot("the server's guest did not boot")),
+            };
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+            let served = served
+                .join()
+                .unwrap_or_else(|_| Err(VmError::boot("the server's guest thread panicked")));
+            match (ran, served) {
+                // The server's guest failing says why the client did.
+                (Err(e), Err(s)) => Err(VmError {
+                    fault: s.fault,
+                    message: format!("{} (the server's guest: {})", e.message, s.message),
+                }),
+                (r, _) => r,
+            }
+        })
+    }
+
+    /// Writes a boot's image and initramfs (plumb, this kernel's part and
+    /// the job) into `work`.
+    fn boot_files(
+        &self,
+        work: &Workdir,
+        runs: Vec<GuestRun>,
+        link: Option<GuestLink>,
+    ) -> Result<(PathBuf, PathBuf), VmError> {
         let image = work.path().join("vmlinuz");
         let initrd = work.path().join("initrd.cpio");
         let job = Job {
-            runs: runs
-                .iter()
-                .map(|r| {
-                    let mut r = r.clone();
-                    r.spec.machine = None;
-                    r
-                })
-                .collect(),
+            runs,
             modules: self.part.paths.clone(),
+            link,
         };
         let mut bytes = initramfs::userland()?.to_vec();
         bytes.extend_from_slice(&self.part.bytes);
@@ -322,52 +443,72 @@ impl Guest {
         };
         write(&image, &self.image)?;
         write(&initrd, &bytes)?;
-        drop(bytes);
-        // The windows are the guest's clock; this bounds the whole boot.
-        let busy: Duration = runs
-            .iter()
-            .map(|r| {
-                Duration::from_millis(r.spec.warmup_ms + r.spec.duration_ms) * 3 * r.repeat.max
-                    + Duration::from_secs(30)
-            })
-            .sum();
-        let boot = qemu::Boot {
-            image: &image,
-            release: &self.release,
-            initrd: &initrd,
-            work: &work,
-            vm: &self.vm,
-            limit: self.vm.boot_timeout + busy,
-            runs: runs.len(),
-        };
-        let mut k = 0;
-        qemu::boot_any(&boot, &mut |accel, arrived| {
-            let mut record = *arrived.record;
-            record.environment = Some(*arrived.env);
-            record.label = self.label();
-            record.spec.machine = Some(Machine {
-                accel: accel.to_string(),
-                vcpus: self.vm.vcpus,
-                memory_mib: self.vm.memory_mib,
-            });
-            record.spec_key = record.spec.key();
-            record.vm = Some(VmInfo {
-                accel: accel.to_string(),
-                vcpus: self.vm.vcpus,
-                memory_mib: self.vm.memory_mib,
-                qemu: self.qemu.clone(),
-                image: self.source.clone(),
-                image_sha256: self.sha256.clone(),
-                release: self.release.clone(),
-                boot_s: arrived.boot_s,
-                host: plumb_sys::proc::hostname(),
-                modules: self.part.names.clone(),
-                console: Some(arrived.console),
-            });
-            let at = k;
-            k += 1;
-            each(at, record)
-        })
+        Ok((image, initrd))
+    }
+
+    /// A record from the guest as if measured on a host of its own.
+    fn record_of(&self, accel: Accel, arrived: qemu::Arrived) -> RunRecord {
+        let mut record = *arrived.record;
+        record.environment = Some(*arrived.env);
+        record.label = self.label();
+        record.spec.machine = Some(Machine {
+            accel: accel.to_string(),
+            vcpus: self.vm.vcpus,
+            memory_mib: self.vm.memory_mib,
+            link: self.vm.link.then(|| GuestLink::KIND.to_string()),
+        });
+        record.spec_key = record.spec.key();
+        record.vm = Some(VmInfo {
+            accel: accel.to_string(),
+            vcpus: self.vm.vcpus,
+            memory_mib: self.vm.memory_mib,
+            qemu: self.qemu.clone(),
+            image: self.source.clone(),
+            image_sha256: self.sha256.clone(),
+            release: self.release.clone(),
+            boot_s: arrived.boot_s,
+            host: plumb_sys::proc::hostname(),
+            modules: self.part.names.clone(),
+            console: Some(arrived.console),
+        });
+        record
+    }
+}
+
+/// A guest's end of the link between two (`--vm-link`): its address, and
+/// whether it serves or runs the client against the other's address.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GuestLink {
+    /// This guest's address with its prefix, on its one NIC.
+    pub address: String,
+    /// The other guest's address.
+    pub peer: std::net::IpAddr,
+    /// Runs `plumb serve` (the server's guest) rather than the runs.
+    pub serve: bool,
+}
+
+impl GuestLink {
+    /// What joins the two guests, as the spec's machine names it.
+    pub const KIND: &'static str = "virtio-net";
+    const CLIENT_MAC: &'static str = "52:54:00:12:34:01";
+    const SERVER_MAC: &'static str = "52:54:00:12:34:02";
+    const CLIENT: [u8; 4] = [198, 18, 0, 1];
+    const SERVER: [u8; 4] = [198, 18, 0, 2];
+
+    fn client() -> GuestLink {
+        GuestLink {
+            address: format!("{}/24", std::net::Ipv4Addr::from(GuestLink::CLIENT)),
+            peer: std::net::Ipv4Addr::from(GuestLink::SERVER).into(),
+            serve: false,
+        }
+    }
+
+    fn server() -> GuestLink {
+        GuestLink {
+            address: format!("{}/24", std::net::Ipv4Addr::from(GuestLink::SERVER)),
+            peer: std::net::Ipv4Addr::from(GuestLink::CLIENT).into(),
+            serve: true,
+        }
     }
 }
 

@@ -37,6 +37,23 @@ pub(super) struct Boot<'a> {
     /// The whole boot's deadline, the runs included.
     pub limit: Duration,
     pub runs: usize,
+    /// The guest's end of a virtio-net link to another guest.
+    pub link: Option<Link<'a>>,
+    /// Ends the boot besides Ctrl-C: a server's guest, once its client's
+    /// runs are done.
+    pub stop: Option<&'a AtomicBool>,
+    /// The accelerator to boot under, where another guest's boot chose it.
+    pub accel: Option<Accel>,
+    /// Told the accelerator when the guest says its first word.
+    pub hello: Option<&'a std::sync::OnceLock<Accel>>,
+}
+
+/// One guest's end of the link between two: a QEMU stream over a Unix
+/// socket, which the server's QEMU listens on and the client's connects to.
+pub(super) struct Link<'a> {
+    pub socket: &'a Path,
+    pub listen: bool,
+    pub mac: &'a str,
 }
 
 /// A record as it comes back from a guest.
@@ -55,6 +72,9 @@ pub(super) fn boot_any(
     b: &Boot,
     each: &mut dyn FnMut(Accel, Arrived) -> Result<(), VmError>,
 ) -> Result<(), VmError> {
+    if let Some(accel) = b.accel {
+        return boot(b, accel, b.vm.boot_timeout, each).map_err(|f| f.error);
+    }
     match b.vm.accel {
         Accel::Auto if kvm_usable() => match boot(b, Accel::Kvm, KVM_PROBE, each) {
             // KVM that cannot bring a guest up (QEMU fails, or the guest
@@ -151,10 +171,18 @@ fn boot_inner(
     .args(["-serial", "chardev:console"])
     .arg("-chardev")
     .arg(format!("socket,id=results,path={}", sock.display()))
-    .args(["-serial", "chardev:results"])
-    .stdin(Stdio::null())
-    .stdout(Stdio::null())
-    .stderr(
+    .args(["-serial", "chardev:results"]);
+    if let Some(l) = &b.link {
+        cmd.arg("-netdev")
+            .arg(format!(
+                "stream,id=link,server={},addr.type=unix,addr.path={}",
+                if l.listen { "on" } else { "off" },
+                l.socket.display()
+            ))
+            .arg("-device")
+            .arg(format!("virtio-net-pci,netdev=link,mac={}", l.mac));
+    }
+    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(
         std::fs::File::create(&qemu_log)
             .map_err(|e| VmError::input(format!("{}: {e}", qemu_log.display())))?,
     );
@@ -210,9 +238,11 @@ fn boot_inner(
         } else {
             limit
         };
-        let frame = reader.next(start + deadline, &mut qemu.0, &vm.interrupted);
+        let frame = reader.next(start + deadline, &mut qemu.0, &vm.interrupted, b.stop);
         let frame = match frame {
             Ok(Some(f)) => f,
+            // A server's guest whose client is done: it served its part.
+            Ok(None) if b.stop.is_some_and(|d| d.load(Ordering::Relaxed)) => return Ok(()),
             Ok(None) => {
                 let text = logs.console();
                 let why = match text.lines().find(|l| l.contains("Kernel panic")) {
@@ -245,6 +275,9 @@ fn boot_inner(
         match frame {
             Message::Hello { .. } => {
                 *said_hello = true;
+                if let Some(h) = b.hello {
+                    let _ = h.set(accel);
+                }
                 boot_s = Some(start.elapsed().as_secs_f64());
                 // QEMU has read what it boots, and the logs stay open here:
                 // a plumb killed from now on leaves no file behind.
@@ -377,8 +410,12 @@ impl Frames {
         deadline: Instant,
         qemu: &mut Child,
         stop: &AtomicBool,
+        done: Option<&AtomicBool>,
     ) -> Result<Option<Message>, Waited> {
         loop {
+            if done.is_some_and(|d| d.load(Ordering::Relaxed)) {
+                return Ok(None);
+            }
             if stop.load(Ordering::Relaxed) {
                 return Err(Waited::Interrupted);
             }
