@@ -573,3 +573,27 @@ fn with_vm_link_each_end_has_a_guest_and_the_bytes_cross_a_virtio_nic() {
     // The server's end was the other guest's, and it saw the bytes arrive.
     assert!(u(&it["server"]["bytes_received"]) > sent / 2);
 }
+
+#[test]
+fn two_guests_at_once_share_nothing() {
+    let Some(kernels) = kernels() else { return };
+    let _alone = measuring_alone();
+    let deb = newest(&kernels, "6.12.");
+    let start = || {
+        plumb()
+            .args(["run", "rr", "--no-store", "--json", "--kernel"])
+            .arg(&deb)
+            .args(["--duration", "1s", "--warmup", "0", "--iterations", "1"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (start(), start());
+    for child in [a, b] {
+        let out = child.wait_with_output().unwrap();
+        assert_ok(&out);
+        let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(u(&r["iterations"][0]["client"]["transactions"]) > 0);
+    }
+}

@@ -1051,6 +1051,38 @@ mod tests {
     }
 
     #[test]
+    fn a_guest_is_another_test_point_and_its_kernel_is_not_in_the_key() {
+        let host = Spec::stream();
+        let key = host.key();
+        let mut guest = Spec::stream();
+        guest.machine = Some(Machine {
+            accel: "tcg".into(),
+            vcpus: 2,
+            memory_mib: 1024,
+            link: None,
+        });
+        assert_ne!(guest.key(), key);
+        let mut kvm = guest.clone();
+        kvm.machine.as_mut().unwrap().accel = "kvm".into();
+        assert_ne!(kvm.key(), guest.key());
+        let mut pair = guest.clone();
+        pair.machine.as_mut().unwrap().link = Some("virtio-net".into());
+        assert_ne!(pair.key(), guest.key());
+        assert!(
+            guest
+                .summary()
+                .ends_with(", in a VM: tcg, 2 vCPUs, 1024 MiB"),
+            "{}",
+            guest.summary()
+        );
+        assert!(pair
+            .summary()
+            .contains("in two VMs joined by virtio-net: tcg, 2 vCPUs, 1024 MiB each"));
+        // Records made on a host keep their keys.
+        assert!(!serde_json::to_string(&host).unwrap().contains("machine"));
+    }
+
+    #[test]
     fn a_remote_server_is_another_test_point_than_loopback() {
         let local = Spec::stream();
         let mut remote = Spec::stream();
