@@ -201,6 +201,14 @@ fn builds_of(s: &Side) -> std::collections::BTreeSet<String> {
         .collect()
 }
 
+/// A set's members joined by "and".
+fn joined(s: &std::collections::BTreeSet<String>) -> String {
+    s.iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(" and ")
+}
+
 /// One line when the sides' builds differ; records made before builds were
 /// recorded say nothing.
 fn different_builds(a: &Side, b: &Side) -> Option<String> {
@@ -208,20 +216,14 @@ fn different_builds(a: &Side, b: &Side) -> Option<String> {
     if ba.is_empty() || bb.is_empty() || ba == bb {
         return None;
     }
-    let list = |s: &std::collections::BTreeSet<String>| {
-        s.iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>()
-            .join(" and ")
-    };
     Some(format!(
         "{} and {} were measured by different plumb builds: {} by {}; {} by {}",
         a.name,
         b.name,
         a.name,
-        list(&ba),
+        joined(&ba),
         b.name,
-        list(&bb)
+        joined(&bb)
     ))
 }
 
@@ -291,12 +293,6 @@ fn machines_line(a: &Side, b: &Side) -> Option<String> {
     if ma.iter().chain(&mb).all(|m| m == "on a host") {
         return None;
     }
-    let list = |s: &std::collections::BTreeSet<String>| {
-        s.iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>()
-            .join(" and ")
-    };
     let emulated = ma.iter().chain(&mb).any(|m| m.contains("tcg"));
     let caveat = if emulated {
         " (under TCG, figures compare kernel with kernel, not with a host)"
@@ -304,14 +300,14 @@ fn machines_line(a: &Side, b: &Side) -> Option<String> {
         ""
     };
     Some(if ma == mb {
-        format!("both sides ran {}{caveat}", list(&ma))
+        format!("both sides ran {}{caveat}", joined(&ma))
     } else {
         format!(
             "the sides ran on different machines: {} {}; {} {}{caveat}",
             a.name,
-            list(&ma),
+            joined(&ma),
             b.name,
-            list(&mb)
+            joined(&mb)
         )
     })
 }

@@ -5,10 +5,10 @@
 //! the good image's runs: good, bad, or skip (the kernel did not boot, or
 //! the figures cannot tell).
 
-use super::compare::{params, vm_failure, SKIP};
+use super::compare::{guest_side, params, SKIP};
 use crate::args::{kernel_arg, BisectArgs, ChangeArg};
 use crate::Failure;
-use plumb_compare::{Bisect, Change, Comparison, Side};
+use plumb_compare::{Bisect, Change, Comparison};
 use plumb_run::vm::{Guest, GuestRun};
 
 /// What one image answered.
@@ -56,7 +56,7 @@ pub fn exec(a: BisectArgs) -> Result<i32, Failure> {
     let mut steps: Vec<Option<Step>> = (0..n).map(|_| None).collect();
     let boot = |i: usize, order: usize, store: &mut Option<plumb_store::Store>| {
         eprintln!("step {order}: {} ({})", guests[i].source, guests[i].label());
-        side_of(&guests[i], &runs, store.as_mut())
+        guest_side(&guests[i], &runs, store.as_mut())
     };
     let good = boot(0, 1, &mut store).map_err(|f| f.within(format!("--good {}", a.good)))?;
     steps[0] = Some(Step {
@@ -134,30 +134,6 @@ pub fn exec(a: BisectArgs) -> Result<i32, Failure> {
         );
         Ok(SKIP)
     }
-}
-
-/// Runs every point in one boot of `guest`, keeping each run in `store`.
-fn side_of(
-    guest: &Guest,
-    runs: &[GuestRun],
-    mut store: Option<&mut plumb_store::Store>,
-) -> Result<Side, Failure> {
-    let (mut records, mut env) = (Vec::new(), None);
-    guest
-        .run(runs, &mut |_, mut rec| {
-            rec.build = Some(env!("PLUMB_BUILD").to_string());
-            rec.peer = Some(super::run::embedded_peer(&rec.spec));
-            if let Some(s) = store.as_deref_mut() {
-                let e = rec.environment.clone();
-                s.insert_run(&rec, e.as_ref())
-                    .map_err(|e| plumb_run::vm::VmError::input(format!("not stored: {e}")))?;
-            }
-            env = rec.environment.take();
-            records.push(rec);
-            Ok(())
-        })
-        .map_err(vm_failure)?;
-    Ok(Side::new(guest.label(), records, env))
 }
 
 /// Each point's change against the good image.

@@ -121,9 +121,19 @@ fn check_in_guest(
         guest.release,
         guest.label()
     );
-    let (mut records, mut env, mut store) = (Vec::new(), None, store);
+    guest_side(&guest, &runs, store)
+}
+
+/// Makes `runs` in one boot of `guest`, each kept in `store` when given,
+/// as the side of a comparison under the guest's label.
+pub(crate) fn guest_side(
+    guest: &plumb_run::vm::Guest,
+    runs: &[plumb_run::vm::GuestRun],
+    mut store: Option<&mut plumb_store::Store>,
+) -> Result<Side, Failure> {
+    let (mut records, mut env) = (Vec::new(), None);
     guest
-        .run(&runs, &mut |_, mut rec| {
+        .run(runs, &mut |_, mut rec| {
             rec.build = Some(env!("PLUMB_BUILD").to_string());
             rec.peer = Some(super::run::embedded_peer(&rec.spec));
             if let Some(s) = store.as_deref_mut() {
