@@ -613,7 +613,7 @@ impl BootArgs {
             memory_mib: self.vm_memory,
             boot_timeout: std::time::Duration::from_millis(self.boot_timeout),
             append: self.kernel_append.clone().unwrap_or_default(),
-            interrupted: crate::cmd::run::interrupt_flag(),
+            interrupted: crate::interrupt_flag(),
             link: self.vm_link,
         })
     }

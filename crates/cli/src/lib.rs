@@ -7,6 +7,9 @@ mod args;
 mod cmd;
 pub mod out;
 
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
 /// Exit statuses, as the README's "Output and exit status" documents them
 /// (`plumb check` has its own, see cmd/compare.rs).
 pub mod exit {
@@ -69,6 +72,23 @@ pub fn run_message(e: &plumb_run::RunError) -> String {
         } if !message.starts_with(flag) => format!("{flag}: {message}"),
         other => other.to_string(),
     }
+}
+
+/// Installs the Ctrl-C/SIGTERM handlers once and hands out their flag: the
+/// first signal ends the window and reports what was measured, a second one
+/// ends plumb at once.
+pub(crate) fn interrupt_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    static FLAG: std::sync::OnceLock<std::sync::Arc<std::sync::atomic::AtomicBool>> =
+        std::sync::OnceLock::new();
+    FLAG.get_or_init(|| {
+        let flag = Arc::new(AtomicBool::new(false));
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            let _ = signal_hook::flag::register_conditional_shutdown(sig, 130, flag.clone());
+            let _ = signal_hook::flag::register(sig, flag.clone());
+        }
+        flag
+    })
+    .clone()
 }
 
 /// Runs plumb with the process's arguments and returns its exit status.

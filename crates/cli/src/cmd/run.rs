@@ -6,8 +6,6 @@ use plumb_run::RunOptions;
 use plumb_samples::{format_bits_per_sec, IntervalSample, Peer, Role, ServerStart};
 use plumb_spec::{Family, Field, Names, Spec};
 use std::io::IsTerminal;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
 /// Per-second lines on stderr while a run goes, when a person is watching.
 struct Live;
@@ -103,7 +101,7 @@ impl RunContext {
         Ok(RunOptions {
             server: self.server,
             label: label.to_string(),
-            interrupted: interrupt_flag(),
+            interrupted: crate::interrupt_flag(),
             server_exe: std::env::current_exe()
                 .map_err(|e| Failure::usage(format!("cannot find the plumb executable: {e}")))?,
             psk: self.psk.clone(),
@@ -159,29 +157,13 @@ pub(crate) fn embedded_peer(spec: &Spec) -> Peer {
     }
 }
 
-/// Installs the Ctrl-C/SIGTERM handlers once and hands out their flag: the
-/// first signal ends the window and reports what was measured, a second one
-/// ends plumb at once.
-pub(crate) fn interrupt_flag() -> Arc<AtomicBool> {
-    static FLAG: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
-    FLAG.get_or_init(|| {
-        let flag = Arc::new(AtomicBool::new(false));
-        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            let _ = signal_hook::flag::register_conditional_shutdown(sig, 130, flag.clone());
-            let _ = signal_hook::flag::register(sig, flag.clone());
-        }
-        flag
-    })
-    .clone()
-}
-
 /// One process of a flow group: its spec comes on stdin, its iteration goes
 /// to stdout as JSON (see `plumb_run::group`).
 pub fn flow_group_member() -> Result<i32, Failure> {
     let opts = RunOptions {
         server: None,
         label: String::new(),
-        interrupted: interrupt_flag(),
+        interrupted: crate::interrupt_flag(),
         server_exe: std::env::current_exe()
             .map_err(|e| Failure::usage(format!("cannot find the plumb executable: {e}")))?,
         psk: None,
@@ -400,7 +382,7 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
     // Ctrl-C from here on ends the run and reports it: the handler goes in
     // before any knob does, or a Ctrl-C just after the knobs went in would
     // kill plumb with them still set (restored only at its next start).
-    let _ = interrupt_flag();
+    let _ = crate::interrupt_flag();
     // The embedded server on this host and namespace is this host: its
     // knobs are the client's.
     let mut knobs = a.knobs.clone();
