@@ -142,6 +142,8 @@ fn a_stream_and_an_rr_in_each_of_two_kernels_come_back_as_the_guests_records() {
             assert!(vm["accel"] == "tcg" || vm["accel"] == "kvm", "{vm}");
             assert_eq!(r["spec"]["machine"]["accel"], vm["accel"]);
             assert_eq!(r["spec"]["machine"]["vcpus"], 2);
+            // Both ends shared the guest.
+            assert_eq!(r["peer"]["same_host"], true, "{}", r["peer"]);
             assert!(f(&vm["boot_s"]) > 0.0, "{vm}");
             assert!(
                 vm["console"].as_str().unwrap().contains("iteration 2 done"),
@@ -482,7 +484,7 @@ fn a_bisect_over_four_packaged_kernels_names_the_first_that_changed() {
 }
 
 #[test]
-fn a_build_directory_boots_with_the_modules_installed_under_it() {
+fn a_build_directory_boots_with_the_modules_installed_under_it_and_profiles_inside() {
     let Some(kernels) = kernels() else { return };
     let _alone = measuring_alone();
     // A tree as `make bzImage modules && make modules_install
@@ -512,6 +514,7 @@ fn a_build_directory_boots_with_the_modules_installed_under_it() {
         tree.to_str().unwrap(),
         "--cc",
         "bbr",
+        "--profile",
         "--json",
         "--duration",
         "1s",
@@ -519,6 +522,15 @@ fn a_build_directory_boots_with_the_modules_installed_under_it() {
         "300ms",
     ]);
     let _ = std::fs::remove_dir_all(&tree);
+    // The profile is the guest's: its kernel's functions by the guest's
+    // own symbols.
+    let profile = &r["iterations"][0]["client"]["profile"];
+    assert!(u(&profile["samples"]) > 100, "{profile}");
+    assert!(
+        profile["frames"].to_string().contains("tcp_sendmsg"),
+        "{}",
+        profile["frames"]
+    );
     assert_eq!(r["vm"]["release"], release.as_str());
     assert_eq!(r["label"], release.as_str());
     let modules: Vec<&str> = items(&r["vm"]["modules"])
@@ -572,6 +584,7 @@ fn with_vm_link_each_end_has_a_guest_and_the_bytes_cross_a_virtio_nic() {
     assert!(interrupts > 0, "{nic}");
     // The server's end was the other guest's, and it saw the bytes arrive.
     assert!(u(&it["server"]["bytes_received"]) > sent / 2);
+    assert!(r["peer"].get("same_host").is_none(), "{}", r["peer"]);
 }
 
 #[test]

@@ -69,11 +69,11 @@ pub fn link_up(name: &str) -> io::Result<()> {
     }
     // SAFETY: a valid socket and an ifreq that lives across both calls.
     unsafe {
-        if libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) != 0 {
+        if libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS as _, &mut req) != 0 {
             return Err(io::Error::last_os_error());
         }
         req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
-        if libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) != 0 {
+        if libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS as _, &req) != 0 {
             return Err(io::Error::last_os_error());
         }
     }

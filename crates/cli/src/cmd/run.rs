@@ -145,15 +145,17 @@ pub(crate) fn guest_failure(e: plumb_run::vm::VmError) -> Failure {
 }
 
 /// The embedded server end, as a record of `spec` names it: this same
-/// executable, on the same host unless a topology of its own.
+/// executable, on the same host unless a topology of its own or a guest of
+/// its own (`--vm-link`) set it apart.
 pub(crate) fn embedded_peer(spec: &Spec) -> Peer {
+    let own_guest = spec.machine.as_ref().is_some_and(|m| m.link.is_some());
     Peer {
         started: ServerStart::Embedded,
         server: None,
         address: None,
         build: Some(env!("PLUMB_BUILD").to_string()),
         build_id: None,
-        same_host: spec.topology.is_none(),
+        same_host: spec.topology.is_none() && !own_guest,
     }
 }
 
@@ -233,7 +235,7 @@ pub(crate) fn run_and_store(
         .iterations
         .iter()
         .find_map(|i| i.server.build.clone());
-    record.peer = Some(ctx.peer(spec, server_build));
+    record.peer = Some(ctx.peer(&record.spec, server_build));
     for w in record.iterations.iter().flat_map(|i| &i.client.warnings) {
         if w.starts_with("server lost") {
             eprintln!("plumb: {w}; the partial results are marked incomplete");

@@ -1,8 +1,9 @@
 //! plumb as a guest kernel's init: it sets up what a host's init would
-//! (the kernel's file systems, loopback, the modules), makes the run its
-//! job names with both ends inside the guest, sends the record back over
-//! the second serial port, and powers the machine off. It never returns:
-//! init's exit is a kernel panic.
+//! (the kernel's file systems, loopback, the modules), makes the runs its
+//! job names with both ends inside the guest (or serves them, as the
+//! server's guest of `--vm-link`), sends each record back over the second
+//! serial port, and powers the machine off. It never returns: init's exit
+//! is a kernel panic.
 
 use super::{Job, JOB_PATH};
 use crate::RunOptions;
@@ -15,9 +16,10 @@ use std::sync::Arc;
 /// The serial port the host reads frames from (the console is ttyS0).
 const RESULTS_PORT: &str = "/dev/ttyS1";
 
-/// Whether this process is a guest's init: pid 1, started by the kernel.
+/// Whether this process is a guest's init: pid 1 with a job beside it.
+/// (plumb as pid 1 of a container has no job, and runs as asked.)
 pub fn is_init() -> bool {
-    std::process::id() == 1
+    std::process::id() == 1 && std::path::Path::new(JOB_PATH).exists()
 }
 
 pub fn main() -> ! {
