@@ -58,7 +58,11 @@ pub fn exec(a: BisectArgs) -> Result<i32, Failure> {
         eprintln!("step {order}: {} ({})", guests[i].source, guests[i].label());
         guest_side(&guests[i], &runs, store.as_mut())
     };
-    let good = boot(0, 1, &mut store).map_err(|f| f.within(format!("--good {}", a.good)))?;
+    // Everything is measured against the good image: it must boot.
+    let good = boot(0, 1, &mut store).map_err(|f| Failure {
+        code: crate::exit::USAGE,
+        message: format!("--good {}: {}", a.good, f.message),
+    })?;
     steps[0] = Some(Step {
         order: 1,
         answer: Bisect::Good,

@@ -381,7 +381,8 @@ impl Guest {
             initrd: &server.1,
             work: &server_work,
             vm: &self.vm,
-            limit,
+            // It boots first and serves to the client's end.
+            limit: limit + self.vm.boot_timeout,
             runs: usize::MAX,
             link: Some(qemu::Link {
                 socket: &link_socket,
