@@ -366,6 +366,12 @@ pub fn run(
     })
 }
 
+/// How long the server end may take, after the window closes, to stop its
+/// flows, read its probes and send its results (and a millisecond more per
+/// flow). Ten seconds ran out once in a test suite on a 2-CPU host; a
+/// server that hangs still fails the run, later.
+const RESULTS_WAIT: Duration = Duration::from_secs(30);
+
 /// Refuses CPUs of `field` that this host lacks or this process may not
 /// use; `whose` says where they were meant for.
 pub(crate) fn cpus_here(
@@ -591,7 +597,7 @@ impl test_end::Cues for ClientCues<'_> {
         self.server = Some(match &self.lost {
             None => self
                 .session
-                .results(Duration::from_secs(10) + Duration::from_millis(self.spec.flows as u64))?,
+                .results(RESULTS_WAIT + Duration::from_millis(self.spec.flows as u64))?,
             Some(why) => {
                 client.warnings.push(format!(
                     "server lost: {why}; only the client's figures remain"
