@@ -10,8 +10,8 @@ use std::process::Command;
 /// A kernel ready to boot.
 #[derive(Debug)]
 pub struct Kernel {
-    /// The image QEMU boots (bzImage).
-    pub image: PathBuf,
+    /// The image QEMU boots (bzImage), read once.
+    pub image: Vec<u8>,
     /// The directory of its modules (`lib/modules/RELEASE`), where known.
     pub modules: Option<PathBuf>,
     /// The release the image says it is (`6.1.0-56-cloud-amd64`).
@@ -95,15 +95,6 @@ fn image_release(path: &Path) -> Result<String, VmError> {
     Ok(release)
 }
 
-fn sha256_of(path: &Path) -> Result<String, VmError> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| VmError::input(format!("--kernel {}: {e}", path.display())))?;
-    Ok(Sha256::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
-}
-
 /// Where a tree keeps the modules of `release`: `lib/modules` or, in
 /// newer distributions, `usr/lib/modules`.
 fn modules_under(root: &Path, release: &str) -> Option<PathBuf> {
@@ -120,8 +111,10 @@ impl Kernel {
             .file_name()
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_else(|| path.display().to_string());
-        let (image, modules) = match kind(path)? {
-            Kind::Image => (path.to_path_buf(), None),
+        // Each kind: its image, its release, and its modules and
+        // configuration where it has them.
+        let (image, release, modules, config) = match kind(path)? {
+            Kind::Image => (path.to_path_buf(), image_release(path)?, None, None),
             Kind::Package => {
                 let to = work.path().join("package");
                 let out = Command::new("dpkg-deb")
@@ -160,7 +153,8 @@ impl Kernel {
                     })?;
                 let release = image_release(&image)?;
                 let modules = modules_under(&to, &release);
-                (image, modules)
+                let config = to.join("boot").join(format!("config-{release}"));
+                (image, release, modules, Some(config))
             }
             Kind::BuildDir => {
                 let image = path.join("arch/x86/boot/bzImage");
@@ -170,29 +164,24 @@ impl Kernel {
                         path.display()
                     )));
                 }
-                let release = image_release(&image)?;
                 // `make modules_install INSTALL_MOD_PATH=...` to the tree
                 // itself or to a staging directory in it.
+                let release = image_release(&image)?;
                 let modules = ["staging", "."]
                     .iter()
                     .find_map(|d| modules_under(&path.join(d), &release));
-                (image, modules)
+                (image, release, modules, Some(path.join(".config")))
             }
         };
-        let release = image_release(&image)?;
-        let sha256 = sha256_of(&image)?;
-        let config = match kind(path)? {
-            Kind::Image => None,
-            Kind::Package => Some(
-                work.path()
-                    .join("package/boot")
-                    .join(format!("config-{release}")),
-            ),
-            Kind::BuildDir => Some(path.join(".config")),
-        }
-        .filter(|p| p.is_file());
+        let config = config.filter(|p| p.is_file());
+        let bytes = std::fs::read(&image)
+            .map_err(|e| VmError::input(format!("--kernel {}: {e}", image.display())))?;
+        let sha256 = Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         Ok(Kernel {
-            image,
+            image: bytes,
             modules,
             release,
             source,

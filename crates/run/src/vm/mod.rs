@@ -270,14 +270,12 @@ impl Guest {
         }
         let files = kernel.modules_for(&wanted)?;
         let part = initramfs::kernel_part(&kernel.release, kernel.config.as_deref(), &files)?;
-        let image = std::fs::read(&kernel.image)
-            .map_err(|e| VmError::input(format!("{}: {e}", kernel.image.display())))?;
         Ok(Guest {
             label,
             release: kernel.release,
             source: kernel.source,
             sha256: kernel.sha256,
-            image,
+            image: kernel.image,
             part,
             vm: vm.clone(),
             qemu,
