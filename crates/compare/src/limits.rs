@@ -1,13 +1,22 @@
 //! What limited the senders on each side: per end, the share of its flows'
 //! busy time that the receiver's window, their own send buffer or neither
-//! held them back (TCP's chrono counters over each window), iteration by
-//! iteration, with the interval of its mean and whether the sides differ.
+//! held them back (TCP's chrono counters over each window), and of the
+//! last, how often the data in flight filled the congestion window (the
+//! sampled TCP state), iteration by iteration, with the interval of its
+//! mean and whether the sides differ.
 
 use plumb_samples::{EndResult, Iteration, Role};
 use serde::Serialize;
 
-/// The parts of a sender's busy time, as the summary names them.
-pub const LIMITS: [&str; 3] = ["receive window", "send buffer", "other"];
+/// The parts of a sender's busy time, as the summary names them, and the
+/// share of the samples of the last part with the data in flight at the
+/// congestion window.
+pub const LIMITS: [&str; 4] = [
+    "receive window",
+    "send buffer",
+    "other",
+    "in flight at cwnd",
+];
 
 /// One share of one end on both sides.
 #[derive(Debug, Clone, Serialize)]
@@ -57,16 +66,22 @@ impl ShareVerdict {
     }
 }
 
-/// Each iteration's shares of `role`'s end, where its flows sent.
-fn shares(its: &[&Iteration], role: Role) -> Vec<[f64; 3]> {
+/// Each iteration's share `k` of [`LIMITS`] of `role`'s end, where its
+/// flows sent.
+fn shares(its: &[&Iteration], role: Role, k: usize) -> Vec<f64> {
     its.iter()
         .filter_map(|i| {
             let end: &EndResult = match role {
                 Role::Client => &i.client,
                 Role::Server => &i.server,
             };
-            let (r, s, o) = end.limited.as_ref()?.shares()?;
-            Some([r, s, o])
+            match k {
+                0..=2 => {
+                    let (r, s, o) = end.limited.as_ref()?.shares()?;
+                    Some([r, s, o][k])
+                }
+                _ => end.tcp_series.as_ref()?.at_cwnd_share(),
+            }
         })
         .collect()
 }
@@ -86,13 +101,11 @@ fn share(xs: &[f64], level: f64) -> Share {
 pub(crate) fn lines(a: &[&Iteration], b: &[&Iteration], level: f64) -> Vec<LimitLine> {
     let mut out = Vec::new();
     for role in [Role::Client, Role::Server] {
-        let (sa, sb) = (shares(a, role), shares(b, role));
-        if sa.is_empty() || sb.is_empty() {
-            continue;
-        }
         for (k, limit) in LIMITS.iter().enumerate() {
-            let xa: Vec<f64> = sa.iter().map(|s| s[k]).collect();
-            let xb: Vec<f64> = sb.iter().map(|s| s[k]).collect();
+            let (xa, xb) = (shares(a, role, k), shares(b, role, k));
+            if xa.is_empty() || xb.is_empty() {
+                continue;
+            }
             let (a, b) = (share(&xa, level), share(&xb, level));
             let p_value = plumb_stats::welch(&xa, &xb)
                 .map(|w| w.p)
@@ -169,5 +182,32 @@ mod tests {
         let (rn, rall): (Vec<&Iteration>, Vec<&Iteration>) =
             (none.iter().collect(), all.iter().collect());
         assert_eq!(lines(&rn, &rall, 0.95)[0].verdict, ShareVerdict::More);
+    }
+
+    #[test]
+    fn the_share_at_the_congestion_window_is_compared_where_both_sides_sampled() {
+        let sampled = |at: u32| {
+            let mut it = iteration(0.0);
+            it.client.tcp_series = Some(plumb_samples::TcpSeries {
+                all: plumb_samples::tcp::AllSeries {
+                    busy_other: vec![0, 10, 10],
+                    at_cwnd: vec![0, at, at],
+                    ..Default::default()
+                },
+                ..Default::default()
+            });
+            it
+        };
+        let a: Vec<Iteration> = [1, 2, 1].map(sampled).to_vec();
+        let b: Vec<Iteration> = [9, 9, 10].map(sampled).to_vec();
+        let (ra, rb): (Vec<&Iteration>, Vec<&Iteration>) = (a.iter().collect(), b.iter().collect());
+        let l = lines(&ra, &rb, 0.95);
+        let cwnd = l.iter().find(|x| x.limit == "in flight at cwnd").unwrap();
+        assert_eq!(cwnd.verdict, ShareVerdict::More);
+        assert!((cwnd.a.mean - 4.0 / 30.0).abs() < 1e-9, "{cwnd:?}");
+        // Without samples on one side, no line.
+        let plain: Vec<Iteration> = [0.0, 0.0].map(iteration).to_vec();
+        let rp: Vec<&Iteration> = plain.iter().collect();
+        assert_eq!(lines(&ra, &rp, 0.95).len(), 3);
     }
 }

@@ -168,8 +168,32 @@ fn end() -> impl Strategy<Value = EndResult> {
                     counts: [("tcp:tcp_retransmit_skb".to_string(), received % 89)].into(),
                     unavailable: [("skb:kfree_skb".to_string(), "not here".to_string())].into(),
                 }),
+                tcp_series: Some(series(sent, window8)),
             },
         )
+}
+
+/// Sampled TCP state built from drawn lifetime counters, as the sampler
+/// builds it.
+fn series(sent: u64, window8: u32) -> plumb_samples::TcpSeries {
+    let mut b = plumb_samples::tcp::SeriesBuilder::new(2, 100);
+    for t in 0..3u32 {
+        let state = plumb_samples::TcpState {
+            mss: 1448,
+            cwnd: 10 + t,
+            ssthresh: (t > 0).then_some(7),
+            srtt_us: window8,
+            in_flight: t * 3,
+            snd_wnd: Some(window8),
+            total_retrans: (sent % 1000) as u32 + t,
+            busy_us: Some(sent % 1_000_000 + u64::from(t) * 1000),
+            rwnd_limited_us: Some(u64::from(t) * 10),
+            sndbuf_limited_us: Some(0),
+            ..Default::default()
+        };
+        b.push(t * 100, &[Some(state), (t != 1).then_some(state)]);
+    }
+    b.finish()
 }
 
 fn message() -> impl Strategy<Value = Message> {

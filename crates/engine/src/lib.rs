@@ -684,15 +684,24 @@ impl Engine {
             .sum()
     }
 
+    /// The test's long-lived TCP flows, for a reader beside the workers;
+    /// None where there are none.
+    pub fn tcp_flows(&self) -> Option<Arc<Vec<TcpStream>>> {
+        match self.config.workload {
+            // The one setup flow sits idle; the test's connections are gone
+            // by the time anyone could ask them, or are not TCP at all.
+            Workload::Crr(_) | Workload::Udp(_) => None,
+            Workload::Stream(_) | Workload::Rr(_) => Some(self.flows.clone()),
+        }
+    }
+
     /// TCP_INFO of every flow, in flow order; a flow whose socket no longer
     /// answers is left out.
     pub fn tcp_info(&self) -> Vec<TcpInfo> {
-        if matches!(self.config.workload, Workload::Crr(_) | Workload::Udp(_)) {
-            // The one setup flow sits idle; the test's connections are gone
-            // by the time anyone could ask them, or are not TCP at all.
+        let Some(flows) = self.tcp_flows() else {
             return Vec::new();
-        }
-        self.flows
+        };
+        flows
             .iter()
             .enumerate()
             .filter_map(|(i, f)| {

@@ -9,6 +9,7 @@
 use crate::profile::{Profiler, Sampling};
 use crate::Engine;
 use plumb_samples::figure::Probe as Id;
+use plumb_samples::TcpSeries;
 use plumb_samples::{
     CpuTimes, EndResult, InterfaceCounts, IrqCounts, IrqCpu, ProcessCpu, SchedTimes, SoftirqCounts,
     SoftnetCounts, ThreadCpu, PATH_THREAD,
@@ -16,6 +17,9 @@ use plumb_samples::{
 use plumb_sys::proc::{Interrupts, NetDevRow, SoftirqRow, StatCpu, TaskSnapshot};
 use plumb_sys::process::Rusage;
 use std::collections::BTreeMap;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// A kernel event source read at the window's edges.
 pub trait Probe {
@@ -76,6 +80,7 @@ pub fn reader(id: Id) -> Option<Box<dyn Probe>> {
         Id::Sockstat => Box::new(SockstatProbe),
         Id::Tracepoints => Box::new(TracepointProbe::new()),
         Id::TcpInfo => Box::new(TcpInfoProbe::default()),
+        Id::TcpSeries => Box::new(TcpSeriesProbe::default()),
         Id::Profile => return None,
     })
 }
@@ -271,6 +276,62 @@ impl Probe for TcpInfoProbe {
         }
         out.tcp_info = infos;
     }
+}
+
+/// TCP_INFO of the flows sampled over the window by a thread of its own
+/// (`plumb-tcp`, so its CPU shows among the end's threads), from the
+/// opening to the close.
+#[derive(Default)]
+struct TcpSeriesProbe {
+    sampler: Option<(mpsc::Sender<()>, JoinHandle<TcpSeries>)>,
+}
+
+impl Probe for TcpSeriesProbe {
+    fn open(&mut self, engine: &Engine) {
+        let Some(flows) = engine.tcp_flows().filter(|f| !f.is_empty()) else {
+            return;
+        };
+        let (stop, stopped) = mpsc::channel();
+        let sampler = std::thread::Builder::new()
+            .name("plumb-tcp".into())
+            .spawn(move || sample_tcp(&flows, &stopped));
+        self.sampler = sampler.ok().map(|h| (stop, h));
+    }
+
+    fn close(&mut self, _: &Engine, out: &mut EndResult) {
+        if let Some((stop, sampler)) = self.sampler.take() {
+            let _ = stop.send(());
+            out.tcp_series = sampler.join().ok();
+        }
+    }
+}
+
+/// Samples every flow at the period until told to stop, then once more:
+/// the first sample is the window's opening, the last its close. The
+/// period doubles where a long window's samples are thinned.
+fn sample_tcp(flows: &[std::net::TcpStream], stop: &mpsc::Receiver<()>) -> TcpSeries {
+    let period_ms = plumb_samples::tcp::sample_period_ms(flows.len());
+    let mut series = plumb_samples::tcp::SeriesBuilder::new(flows.len(), period_ms);
+    let opened = Instant::now();
+    let mut next = opened;
+    let mut stopped = false;
+    loop {
+        let states: Vec<_> = flows
+            .iter()
+            .map(|f| plumb_sys::sock::tcp_state(f).ok())
+            .collect();
+        let t_ms = opened.elapsed().as_millis().min(u128::from(u32::MAX)) as u32;
+        series.push(t_ms, &states);
+        if stopped {
+            break;
+        }
+        // A sampler that fell behind starts its period again, not a burst.
+        let period = Duration::from_millis(u64::from(series.period_ms()));
+        next = (next + period).max(Instant::now());
+        let wait = stop.recv_timeout(next.saturating_duration_since(Instant::now()));
+        stopped = !matches!(wait, Err(mpsc::RecvTimeoutError::Timeout));
+    }
+    series.finish()
 }
 
 fn ticks_per_sec() -> f64 {

@@ -550,9 +550,16 @@ fn limited_by(o: &mut String, it: &Iteration) {
             continue;
         };
         let idle = 1.0 - l.busy_s / (end.window_s * l.flows as f64).max(f64::EPSILON);
+        // Of "other", how much was the congestion window, by the samples.
+        let at_cwnd = end
+            .tcp_series
+            .as_ref()
+            .and_then(|s| s.at_cwnd_share())
+            .map(|c| format!(" (in flight at cwnd in {} of samples)", pct(c)))
+            .unwrap_or_default();
         let words = [
             format!(
-                "{head:<12}{:<7}receive window {}, send buffer {}, other {}",
+                "{head:<12}{:<7}receive window {}, send buffer {}, other {}{at_cwnd}",
                 end.role.to_string(),
                 pct(rwnd),
                 pct(sndbuf),

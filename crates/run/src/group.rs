@@ -404,6 +404,17 @@ mod tests {
             "limited": {"flows": n, "busy_s": 1.0, "rwnd_limited_s": 0.5,
                         "sndbuf_limited_s": 0.25},
             "window_retransmits": 3 * n,
+            "tcp_series": {"period_ms": 100, "flows": 2, "t_ms": [0, 100 + n],
+                           "sampled": [{"flow": 0, "mss": 1448, "cwnd": [10, 10 * n],
+                                        "ssthresh": [null, 8], "srtt_us": [n, n],
+                                        "rttvar_us": [1, 1], "in_flight": [0, n],
+                                        "retrans": [0, n]}],
+                           "all": {"cwnd": [10, 20 * n], "in_flight": [0, n],
+                                   "in_flight_bytes": [0, 1448 * n], "notsent_bytes": [0, 0],
+                                   "delivery_rate_bps": [0, n], "srtt_us": [2 * n, 2 * n],
+                                   "retrans": [0, n], "busy_us": [0, 100_000],
+                                   "rwnd_limited_us": [0, n], "sndbuf_limited_us": [0, 0],
+                                   "busy_other": [0, 1], "at_cwnd": [0, 1]}},
             "tracepoints": {"counts": {"tcp:tcp_retransmit_skb": n, "skb:kfree_skb": 2 * n}},
             "sockstat": {"sockets_used": 40 + n, "tcp_inuse": 4, "tcp_orphan": 0, "tcp_tw": 0,
                          "tcp_alloc": 6, "tcp_mem_pages": 100 * n, "udp_inuse": 1,
@@ -495,6 +506,12 @@ mod tests {
         }
         // Flows numbered on: the second group's first flow is the third.
         assert_eq!(m.tcp_info[2].flow, 2);
+        // Sampled TCP state: the sums add up sample by sample.
+        let series = m.tcp_series.as_ref().unwrap();
+        assert_eq!((series.flows, series.sampled[1].flow), (4, 2));
+        assert_eq!(series.all.cwnd, [20, 60]);
+        assert_eq!(series.t_ms, [0, 101], "the first group's clock");
+        assert_eq!(series.at_cwnd_share(), Some(1.0));
         assert_eq!(m.process.sched.unwrap().migrations, Some(3));
         assert_eq!(
             SoftnetCounts::total(&m.softnet).dropped,

@@ -31,6 +31,8 @@ pub enum Probe {
     /// TCP_INFO of every flow as the window closes, and TCP's accounting
     /// of what limited each sender, between the window's edges.
     TcpInfo,
+    /// TCP_INFO of the flows sampled over the window (`tcp`).
+    TcpSeries,
     /// /proc/net/sockstat: sockets and protocol memory in use.
     Sockstat,
     /// The kernel's TCP and drop tracepoints, counted on every CPU.
@@ -112,7 +114,7 @@ const fn part(key: &'static str, merge: Merge, figures: &'static [Figure]) -> Pa
 
 impl Probe {
     /// Every probe, in the order an end reads them at each edge.
-    pub const ALL: [Probe; 10] = [
+    pub const ALL: [Probe; 11] = [
         Probe::Process,
         Probe::Cpu,
         Probe::Softirqs,
@@ -122,6 +124,7 @@ impl Probe {
         Probe::Sockstat,
         Probe::Tracepoints,
         Probe::TcpInfo,
+        Probe::TcpSeries,
         Probe::Profile,
     ];
 
@@ -135,6 +138,7 @@ impl Probe {
             Probe::Interfaces => "interfaces",
             Probe::Process => "process",
             Probe::TcpInfo => "tcp_info",
+            Probe::TcpSeries => "tcp_series",
             Probe::Sockstat => "sockstat",
             Probe::Tracepoints => "tracepoints",
             Probe::Profile => "profile",
@@ -227,6 +231,19 @@ impl Probe {
                     part("tcp_info_summary", Distribution, &[detail("")]),
                     part("limited", Sum, &[detail("s")]),
                     part("window_retransmits", Sum, &[detail("segments")]),
+                ];
+                PARTS
+            }
+            // Each group samples its own flows on its own clock: the
+            // sample times are the first group's, and the sums over all
+            // flows add up sample by sample.
+            Probe::TcpSeries => {
+                const PARTS: &[Part] = &[
+                    part("tcp_series.period_ms", OncePerHost, &[detail("ms")]),
+                    part("tcp_series.t_ms", OncePerHost, &[detail("ms")]),
+                    part("tcp_series.flows", Sum, &[detail("flows")]),
+                    part("tcp_series.sampled", PerFlow, &[detail("")]),
+                    part("tcp_series.all", Sum, &[detail("")]),
                 ];
                 PARTS
             }
@@ -406,9 +423,20 @@ pub fn merge_parts(out: &mut Value, groups: &[Value], flow_offsets: &[u64]) {
     }
 }
 
-/// Numbers add up, objects add up key by key, anything else is the first's.
+/// Numbers add up, objects key by key, arrays entry by entry (the longer
+/// one's tail kept); anything else is the first's.
 fn sum(a: &Value, b: &Value) -> Value {
     match (a, b) {
+        (Value::Array(x), Value::Array(y)) => Value::Array(
+            (0..x.len().max(y.len()))
+                .map(|i| {
+                    sum(
+                        x.get(i).unwrap_or(&Value::Null),
+                        y.get(i).unwrap_or(&Value::Null),
+                    )
+                })
+                .collect(),
+        ),
         (Value::Null, b) => b.clone(),
         (a, Value::Null) => a.clone(),
         (Value::Number(x), Value::Number(y)) => match (x.as_u64(), y.as_u64()) {

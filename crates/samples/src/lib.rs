@@ -13,6 +13,7 @@ pub mod env;
 pub mod figure;
 pub mod profile;
 pub mod result;
+pub mod tcp;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod units;
@@ -33,5 +34,8 @@ pub use result::{
     InterfaceCounts, IrqCounts, IrqCpu, NetDevCounters, PathCounts, PathResult, Peer,
     RxZeroCopyTotals, SenderLimits, ServerStart, Sockstat, Tracepoints, ZeroCopyTotals,
     PATH_THREAD,
+};
+pub use tcp::{
+    FlowSeries, TcpSeries, TcpState, TCP_READS_PER_SEC_MAX, TCP_SAMPLE_PERIOD_MS, TCP_SERIES_FLOWS,
 };
 pub use units::{format_bits_per_sec, format_bytes, Metric};

@@ -302,6 +302,11 @@ pub struct EndResult {
     /// this end's host; absent in records made before they were counted.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub tracepoints: Option<Tracepoints>,
+    /// This end's flows' TCP state sampled over the window; absent in
+    /// records made before it was sampled, and for workloads without
+    /// long-lived TCP flows.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tcp_series: Option<crate::TcpSeries>,
 }
 
 /// Tracepoints counted over a window, host-wide, and those that could not
@@ -340,11 +345,7 @@ impl SenderLimits {
     /// Shares of the busy time: (receive window, send buffer, neither);
     /// None without busy time.
     pub fn shares(&self) -> Option<(f64, f64, f64)> {
-        (self.busy_s > 0.0).then(|| {
-            let r = (self.rwnd_limited_s / self.busy_s).clamp(0.0, 1.0);
-            let s = (self.sndbuf_limited_s / self.busy_s).clamp(0.0, 1.0 - r);
-            (r, s, 1.0 - r - s)
-        })
+        crate::tcp::shares(self.busy_s, self.rwnd_limited_s, self.sndbuf_limited_s)
     }
 }
 
@@ -409,6 +410,7 @@ impl EndResult {
             limited: None,
             window_retransmits: None,
             tracepoints: None,
+            tcp_series: None,
         }
     }
 }

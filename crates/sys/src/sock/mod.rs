@@ -8,7 +8,7 @@ mod tcp_info;
 mod tests;
 pub mod zerocopy;
 
-pub use tcp_info::tcp_info;
+pub use tcp_info::{tcp_info, tcp_state};
 
 use socket2::SockRef;
 use std::io;
