@@ -1,0 +1,235 @@
+//! Each end's flows' TCP state sampled over the window: what `ss` sees of
+//! the same flow on a delayed path, bounded for many flows, and its
+//! counters kept from the window's opening.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    assert!(!xs.is_empty());
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+/// A list of numbers in the record.
+fn nums(v: &Value) -> Vec<f64> {
+    items(v).map(f).collect()
+}
+
+/// One socket's `rtt:` (ms) and `cwnd:` and `bytes_acked:` of `ss -tin`.
+fn ss_flows(ns: &str) -> Vec<(f64, f64, u64)> {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "ss", "-tin", "state", "established"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let field = |line: &str, key: &str| -> Option<String> {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(key).map(str::to_string))
+    };
+    text.lines()
+        .filter_map(|l| {
+            let rtt: f64 = field(l, "rtt:")?.split('/').next()?.parse().ok()?;
+            let cwnd: f64 = field(l, "cwnd:")?.parse().ok()?;
+            let acked: u64 = field(l, "bytes_acked:")?.parse().ok()?;
+            Some((rtt, cwnd, acked))
+        })
+        .collect()
+}
+
+#[test]
+fn sampled_cwnd_and_srtt_agree_with_ss_on_a_delayed_path() {
+    if skip_unless_veth() || !require_tool("ss", "iproute2") {
+        return;
+    }
+    let _alone = measuring_alone();
+    // Paced below what the path carries, so that the window and the RTT
+    // hold still enough for two readers to agree.
+    let child = plumb()
+        .env("PLUMB_JOURNAL", test_journal("tcp-ss"))
+        .args(["run", "stream", "--topology", "veth", "--delay", "5ms"])
+        .args([
+            "--pacing-rate",
+            "100M",
+            "--duration",
+            "4s",
+            "--warmup",
+            "1s",
+        ])
+        .args(["--iterations", "1", "--json", "--no-store"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let client_ns = loop {
+        if let Some(ns) = veth_namespaces(pid).into_iter().next() {
+            break ns;
+        }
+        assert!(Instant::now() < deadline, "the namespaces never appeared");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // The data flow is the socket that moves bytes; its readings from a
+    // second after it first moved (the warm-up) until it is gone.
+    let mut polls: Vec<(Instant, f64, f64)> = Vec::new();
+    let mut first_moved = None;
+    while Instant::now() < deadline + Duration::from_secs(30) {
+        let flows = ss_flows(&client_ns);
+        let Some(&(rtt, cwnd, _)) = flows.iter().filter(|f| f.2 > 1 << 20).max_by_key(|f| f.2)
+        else {
+            if first_moved.is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        };
+        let now = Instant::now();
+        first_moved.get_or_insert(now);
+        polls.push((now, rtt, cwnd));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_ok(&out);
+    let start = first_moved.expect("ss never saw the data flow") + Duration::from_millis(1200);
+    let seen: Vec<&(Instant, f64, f64)> = polls.iter().filter(|p| p.0 >= start).collect();
+    assert!(seen.len() >= 15, "{} polls of ss in the window", seen.len());
+    let ss_rtt_ms = median(seen.iter().map(|p| p.1).collect());
+    let ss_cwnd = median(seen.iter().map(|p| p.2).collect());
+
+    let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let series = &rec["iterations"][0]["client"]["tcp_series"];
+    assert_eq!(u(&series["period_ms"]), 100);
+    let n = items(&series["t_ms"]).count();
+    assert!(n >= 35, "{n} samples over a 4 s window");
+    let flow = &series["sampled"][0];
+    let srtt_ms = median(nums(&flow["srtt_us"])) / 1000.0;
+    let cwnd = median(nums(&flow["cwnd"]));
+    eprintln!("srtt {srtt_ms} ms against {ss_rtt_ms}, cwnd {cwnd} against {ss_cwnd}");
+    assert!(
+        srtt_ms >= 9.0 && (srtt_ms - ss_rtt_ms).abs() <= 0.2 * ss_rtt_ms + 1.0,
+        "srtt: sampled {srtt_ms} ms, ss {ss_rtt_ms} ms"
+    );
+    assert!(
+        (cwnd - ss_cwnd).abs() <= 0.25 * ss_cwnd + 2.0,
+        "cwnd: sampled {cwnd}, ss {ss_cwnd}"
+    );
+    // The peer's window and this end's are there where the kernel has them.
+    assert!(flow.get("snd_wnd").is_some() || !kernel_at_least(5, 4));
+    assert!(flow.get("rcv_wnd").is_some() || !kernel_at_least(6, 7));
+}
+
+/// Whether this host's kernel is at least `major.minor`.
+fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let mut parts = release
+        .trim()
+        .split(['.', '-'])
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (a, b) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (a, b) >= (major, minor)
+}
+
+#[test]
+fn many_flows_are_sampled_64_one_by_one_and_all_in_the_sums() {
+    let rec = plumb_json(&[
+        "run",
+        "stream",
+        "--flows",
+        "80",
+        "--duration",
+        "1s",
+        "--warmup",
+        "300ms",
+        "--iterations",
+        "1",
+        "--no-store",
+        "--json",
+    ]);
+    for end in ["client", "server"] {
+        let series = &rec["iterations"][0][end]["tcp_series"];
+        assert_eq!(u(&series["flows"]), 80, "{end}");
+        let sampled: Vec<u64> = items(&series["sampled"]).map(|s| u(&s["flow"])).collect();
+        let spread: Vec<u64> = (0..64).map(|i| i * 80 / 64).collect();
+        assert_eq!(sampled, spread, "{end}");
+        let n = items(&series["t_ms"]).count();
+        for s in items(&series["sampled"]) {
+            assert_eq!(items(&s["cwnd"]).count(), n);
+        }
+        // The sums hold every flow, so more than the sampled ones alone.
+        let all_cwnd = nums(&series["all"]["cwnd"]);
+        for (k, total) in all_cwnd.iter().enumerate() {
+            let sampled: f64 = items(&series["sampled"]).map(|s| f(&s["cwnd"][k])).sum();
+            assert!(*total > sampled, "{end} sample {k}: {total} <= {sampled}");
+        }
+        // The record's size, as docs/json.md states it: about 90 bytes a
+        // flow sample at most.
+        let bytes = series.to_string().len();
+        assert!(bytes < 64 * n * 160, "{end}: {bytes} bytes for {n} samples");
+    }
+}
+
+#[test]
+fn counters_are_kept_from_the_windows_opening_and_agree_with_its_edges() {
+    // One flow held back by a small receive buffer for part of its time.
+    let rec = plumb_json(&[
+        "run",
+        "stream",
+        "--rcvbuf",
+        "8K",
+        "--duration",
+        "2s",
+        "--warmup",
+        "500ms",
+        "--iterations",
+        "1",
+        "--no-store",
+        "--json",
+    ]);
+    let client = &rec["iterations"][0]["client"];
+    let series = &client["tcp_series"];
+    let all = &series["all"];
+    for key in ["retrans", "busy_us", "rwnd_limited_us", "sndbuf_limited_us"] {
+        assert_eq!(f(&all[key][0]), 0.0, "{key} at the opening");
+        let v = nums(&all[key]);
+        assert!(v.windows(2).all(|w| w[1] >= w[0]), "{key} never falls");
+    }
+    let last = |key: &str| *nums(&all[key]).last().unwrap() / 1e6;
+    let limited = &client["limited"];
+    let busy = f(&limited["busy_s"]);
+    let window = f(&client["window_s"]);
+    assert!(
+        busy <= window + 0.05,
+        "busy {busy} s in a {window} s window"
+    );
+    assert!(
+        (last("busy_us") - busy).abs() <= 0.05 * busy + 0.03,
+        "busy: sampled {} s, at the edges {busy} s",
+        last("busy_us")
+    );
+    assert!(
+        (last("rwnd_limited_us") - f(&limited["rwnd_limited_s"])).abs() <= 0.05 * busy + 0.03,
+        "rwnd-limited: sampled {} s, at the edges {}",
+        last("rwnd_limited_us"),
+        limited["rwnd_limited_s"]
+    );
+    // Read a moment after the edge's: a retransmit may fall between.
+    let (sampled, edges) = (
+        *nums(&all["retrans"]).last().unwrap(),
+        f(&client["window_retransmits"]),
+    );
+    assert!(
+        sampled >= edges && sampled <= edges + 2.0,
+        "{sampled} {edges}"
+    );
+}
+
+/// A plumb command's JSON on stdout, once it succeeded.
+fn plumb_json(args: &[&str]) -> Value {
+    let out = plumb().args(args).output().unwrap();
+    assert_ok(&out);
+    serde_json::from_slice(&out.stdout).unwrap()
+}
