@@ -356,7 +356,7 @@ impl SeriesBuilder {
     /// sample counted since the one before goes to the sample after it.
     fn thin(&mut self) {
         let n = self.series.t_ms.len();
-        let keep = |i: usize| i % 2 == 0 || i == n - 1;
+        let keep = |i: usize| i & 1 == 0 || i == n - 1;
         fn keep_of<T: Copy>(v: &mut Vec<T>, keep: impl Fn(usize) -> bool) {
             let mut i = 0;
             v.retain(|_| {

@@ -70,6 +70,7 @@ mod backend;
 mod pgconn;
 mod pgtls;
 mod postgres;
+mod series;
 mod sqlite;
 mod tags;
 pub use pgconn::pgpass_lookup;
@@ -191,7 +192,7 @@ fn is_postgres_url(s: &str) -> bool {
 
 /// The schema version this plumb writes. Each backend's migrations end at
 /// it (sqlite.rs asserts so as it compiles, postgres.rs in a test).
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 pub struct Store {
     backend: Box<dyn Backend>,

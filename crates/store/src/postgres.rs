@@ -76,6 +76,8 @@ const MIGRATIONS: &[(i64, &str)] = &[
     ),
     // As SQLite's v7: the variant's place in the experiment file.
     (7, "ALTER TABLE run_tags ADD COLUMN variant_rank BIGINT;"),
+    // As SQLite's v8: the sampled TCP state, a row per sample.
+    (8, crate::series::TCP_SAMPLES_TABLE),
 ];
 
 /// The advisory lock that serialises migrations: two first writers on a new
@@ -327,6 +329,7 @@ fn insert_in(
         .get(0);
     insert_iterations(tx, id, r).map_err(&e)?;
     insert_samples(tx, id, r).map_err(&e)?;
+    insert_tcp_samples(tx, id, r).map_err(&e)?;
     Ok(RunId(id))
 }
 
@@ -388,6 +391,45 @@ fn insert_samples(
             &[&id, &iter, &role, &t, &dt, &sent, &recv],
         )?;
     }
+    Ok(())
+}
+
+/// As the interval samples, in one statement.
+fn insert_tcp_samples(
+    tx: &mut Transaction<'_>,
+    id: i64,
+    r: &RunRecord,
+) -> std::result::Result<(), ::postgres::Error> {
+    let rows = crate::series::tcp_rows(r);
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let ints = |f: fn(&crate::series::TcpRow) -> i64| rows.iter().map(f).collect::<Vec<i64>>();
+    let floats = |f: fn(&crate::series::TcpRow) -> f64| rows.iter().map(f).collect::<Vec<f64>>();
+    let roles: Vec<&str> = rows.iter().map(|r| r.role).collect();
+    tx.execute(
+        "INSERT INTO tcp_samples (run_id, iteration, role, t_s, flows, cwnd, in_flight_bytes,
+                                  srtt_us, delivery_rate_bps, retrans, busy_s, rwnd_limited_s,
+                                  sndbuf_limited_s)
+         SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::float8[], $5::bigint[],
+                                  $6::bigint[], $7::bigint[], $8::float8[], $9::bigint[],
+                                  $10::bigint[], $11::float8[], $12::float8[], $13::float8[])",
+        &[
+            &id,
+            &ints(|r| r.iteration),
+            &roles,
+            &floats(|r| r.t_s),
+            &ints(|r| r.flows),
+            &ints(|r| r.cwnd),
+            &ints(|r| r.in_flight_bytes),
+            &floats(|r| r.srtt_us),
+            &ints(|r| r.delivery_rate_bps),
+            &ints(|r| r.retrans),
+            &floats(|r| r.busy_s),
+            &floats(|r| r.rwnd_limited_s),
+            &floats(|r| r.sndbuf_limited_s),
+        ],
+    )?;
     Ok(())
 }
 

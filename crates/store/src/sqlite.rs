@@ -86,6 +86,9 @@ const MIGRATIONS: &[&str] = &[
     // that a report takes the same variant as its baseline as the sweep
     // did. Older tags have none: their file is not at hand to tell.
     "ALTER TABLE run_tags ADD COLUMN variant_rank INTEGER;",
+    // v8: each end's sampled TCP state summed over its flows, a row per
+    // sample (series.rs); older records have none to fill in.
+    crate::series::TCP_SAMPLES_TABLE,
 ];
 
 // A migration added here must move the crate's version too, and the
@@ -370,6 +373,7 @@ impl Backend for Sqlite {
                 "DELETE FROM interval_samples WHERE run_id = ?1",
                 params![id.0],
             )?;
+            tx.execute("DELETE FROM tcp_samples WHERE run_id = ?1", params![id.0])?;
             tx.execute("DELETE FROM iterations WHERE run_id = ?1", params![id.0])?;
             let n = tx.execute("DELETE FROM runs WHERE id = ?1", params![id.0])?;
             tx.execute(
@@ -483,6 +487,7 @@ fn insert_in(
     let id = tx.last_insert_rowid();
     insert_iterations(tx, id, record)?;
     insert_samples(tx, id, record)?;
+    insert_tcp_samples(tx, id, record)?;
     Ok(RunId(id))
 }
 
@@ -527,6 +532,33 @@ fn insert_samples(tx: &Transaction, id: i64, record: &RunRecord) -> rusqlite::Re
                 ])?;
             }
         }
+    }
+    Ok(())
+}
+
+fn insert_tcp_samples(tx: &Transaction, id: i64, record: &RunRecord) -> rusqlite::Result<()> {
+    let mut stmt = tx.prepare_cached(
+        "INSERT INTO tcp_samples (run_id, iteration, role, t_s, flows, cwnd, in_flight_bytes,
+                                  srtt_us, delivery_rate_bps, retrans, busy_s, rwnd_limited_s,
+                                  sndbuf_limited_s)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+    )?;
+    for r in crate::series::tcp_rows(record) {
+        stmt.execute(params![
+            id,
+            r.iteration,
+            r.role,
+            r.t_s,
+            r.flows,
+            r.cwnd,
+            r.in_flight_bytes,
+            r.srtt_us,
+            r.delivery_rate_bps,
+            r.retrans,
+            r.busy_s,
+            r.rwnd_limited_s,
+            r.sndbuf_limited_s
+        ])?;
     }
     Ok(())
 }

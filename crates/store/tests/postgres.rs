@@ -167,6 +167,7 @@ fn both_engines_answer_every_operation_alike() {
         "runs",
         "iterations",
         "interval_samples",
+        "tcp_samples",
         "environments",
         "run_tags",
     ] {
@@ -199,10 +200,12 @@ fn a_version_6_database_migrates_its_tags_without_ranks() {
         )
         .unwrap()
     };
-    // Back to the layout a version-6 plumb made: no rank column.
+    // Back to the layout a version-6 plumb made: no rank column, no
+    // sampled TCP state.
     let mut c = server.client("rank");
     c.batch_execute(
-        "ALTER TABLE run_tags DROP COLUMN variant_rank; UPDATE plumb_schema SET version = 6",
+        "ALTER TABLE run_tags DROP COLUMN variant_rank; DROP TABLE tcp_samples;
+         UPDATE plumb_schema SET version = 6",
     )
     .unwrap();
     let s = Store::open_location(&Location::new(&url)).unwrap();

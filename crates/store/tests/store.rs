@@ -77,6 +77,28 @@ fn a_run_round_trips_with_its_environment() {
         count(&db.0, "SELECT COUNT(*) FROM iterations") as usize,
         r.iterations.len()
     );
+    // The sampled TCP state: a row per sample of each end, its sums.
+    let series = |e: &plumb_samples::EndResult| e.tcp_series.as_ref().map_or(0, |s| s.t_ms.len());
+    let tcp: usize = r
+        .iterations
+        .iter()
+        .map(|i| series(&i.client) + series(&i.server))
+        .sum();
+    assert!(tcp > 0, "the example has sampled TCP state");
+    assert_eq!(
+        count(&db.0, "SELECT COUNT(*) FROM tcp_samples") as usize,
+        tcp
+    );
+    let last = r.iterations[0].client.tcp_series.as_ref().unwrap();
+    let k = last.t_ms.len() - 1;
+    assert_eq!(
+        count(
+            &db.0,
+            "SELECT cwnd FROM tcp_samples WHERE role = 'client' AND iteration = 0
+             ORDER BY t_s DESC LIMIT 1"
+        ),
+        last.all.cwnd[k] as i64
+    );
 }
 
 #[test]
@@ -99,6 +121,7 @@ fn environments_are_kept_once_and_dropped_with_their_last_run() {
     assert!(s.delete(b).unwrap());
     assert_eq!(count(&db.0, "SELECT COUNT(*) FROM environments"), 0);
     assert_eq!(count(&db.0, "SELECT COUNT(*) FROM interval_samples"), 0);
+    assert_eq!(count(&db.0, "SELECT COUNT(*) FROM tcp_samples"), 0);
     assert_eq!(count(&db.0, "SELECT COUNT(*) FROM iterations"), 0);
 }
 
@@ -246,6 +269,14 @@ fn import_adds_each_run_once_and_refuses_foreign_files() {
         a[0].env.as_ref().unwrap().get("kernel.release"),
         Some("6.5.0")
     );
+    // The sampled TCP state comes with the records, and its rows with it.
+    assert_eq!(
+        a[0].record.iterations[0].client.tcp_series,
+        record("a", "").iterations[0].client.tcp_series
+    );
+    let rows = "SELECT COUNT(*) FROM tcp_samples";
+    assert!(count(&dst.0, rows) > 0);
+    assert_eq!(count(&dst.0, rows), count(&src.0, rows));
     let mut bad = export.clone();
     bad.schema = "something/else".into();
     assert!(matches!(d.import(&bad), Err(StoreError::Import { .. })));
