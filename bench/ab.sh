@@ -86,18 +86,8 @@ out.append("")
 out.append("| case | plumb run | OLD | NEW | NEW/OLD [95 % interval] | called |")
 out.append("|---|---|---|---|---|---|")
 
-# Two-sided 95 % Student-t critical values by degrees of freedom.
-T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-       2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086]
-
-def ratio_interval(pairs):
-    """Geometric mean of new/old over paired repetitions, and its interval."""
-    logs = [math.log(n / o) for o, n in pairs if o > 0 and n > 0]
-    if len(logs) < 2:
-        return None
-    m = statistics.mean(logs)
-    half = T95[min(len(logs) - 2, len(T95) - 1)] * statistics.stdev(logs) / math.sqrt(len(logs))
-    return math.exp(m), math.exp(m - half), math.exp(m + half)
+sys.path.insert(0, "bench")
+from ratio import ratio_interval
 for name, args in cases:
     got = {}
     unit = ""

@@ -102,6 +102,10 @@ pub fn main() -> i32 {
         Ok(cli) => cli,
         Err(code) => return code,
     };
+    if let Err(message) = plumb_engine::probe::probes_off() {
+        eprintln!("plumb: error: {message}");
+        return exit::USAGE;
+    }
     // The embedded server is a child of a live plumb: its parent recovers.
     // `plumb restore` does the same itself, and says so on stdout.
     if !matches!(

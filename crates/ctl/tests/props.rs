@@ -193,7 +193,7 @@ fn series(sent: u64, window8: u32) -> plumb_samples::TcpSeries {
         };
         b.push(t * 100, &[Some(state), (t != 1).then_some(state)]);
     }
-    b.finish()
+    b.finish(f64::from(window8) / 8e3)
 }
 
 fn message() -> impl Strategy<Value = Message> {

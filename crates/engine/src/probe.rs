@@ -85,9 +85,44 @@ pub fn reader(id: Id) -> Option<Box<dyn Probe>> {
     })
 }
 
-/// Every probe an end runs by default, in the declared order.
+/// Every probe an end runs by default, in the declared order, less those
+/// [`PROBES_OFF`] names.
 pub fn defaults() -> Vec<Box<dyn Probe>> {
-    Id::ALL.into_iter().filter_map(reader).collect()
+    let off = probes_off().unwrap_or_default();
+    Id::ALL
+        .into_iter()
+        .filter(|id| !off.contains(id))
+        .filter_map(reader)
+        .collect()
+}
+
+/// The environment variable that turns default probes off, by name and
+/// comma-separated (`tcp_series,tracepoints`), for a benchmark of what
+/// they cost; an end started by this process inherits it.
+pub const PROBES_OFF: &str = "PLUMB_PROBES_OFF";
+
+/// The probes [`PROBES_OFF`] turns off, or the name it gives that is no
+/// probe's.
+pub fn probes_off() -> Result<Vec<Id>, String> {
+    let Ok(list) = std::env::var(PROBES_OFF) else {
+        return Ok(Vec::new());
+    };
+    list.split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(|n| {
+            Id::ALL
+                .into_iter()
+                .find(|id| id.name() == n)
+                .ok_or_else(|| {
+                    let names: Vec<&str> = Id::ALL.iter().map(|id| id.name()).collect();
+                    format!(
+                        "{PROBES_OFF}: no probe is named {n:?} (the probes: {})",
+                        names.join(", ")
+                    )
+                })
+        })
+        .collect()
 }
 
 /// The profile of an end's window: samplers opened before it (so that
@@ -331,7 +366,8 @@ fn sample_tcp(flows: &[std::net::TcpStream], stop: &mpsc::Receiver<()>) -> TcpSe
         let wait = stop.recv_timeout(next.saturating_duration_since(Instant::now()));
         stopped = !matches!(wait, Err(mpsc::RecvTimeoutError::Timeout));
     }
-    series.finish()
+    let cost = plumb_sys::process::rusage_thread();
+    series.finish((cost.user_ns + cost.system_ns) as f64 / 1e9)
 }
 
 fn ticks_per_sec() -> f64 {

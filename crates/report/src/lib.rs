@@ -550,16 +550,9 @@ fn limited_by(o: &mut String, it: &Iteration) {
             continue;
         };
         let idle = 1.0 - l.busy_s / (end.window_s * l.flows as f64).max(f64::EPSILON);
-        // Of "other", how much was the congestion window, by the samples.
-        let at_cwnd = end
-            .tcp_series
-            .as_ref()
-            .and_then(|s| s.at_cwnd_share())
-            .map(|c| format!(" (in flight at cwnd in {} of samples)", pct(c)))
-            .unwrap_or_default();
-        let words = [
+        let mut words = vec![
             format!(
-                "{head:<12}{:<7}receive window {}, send buffer {}, other {}{at_cwnd}",
+                "{head:<12}{:<7}receive window {}, send buffer {}, other {}",
                 end.role.to_string(),
                 pct(rwnd),
                 pct(sndbuf),
@@ -573,9 +566,48 @@ fn limited_by(o: &mut String, it: &Iteration) {
             ),
             format!("nothing to send {}", pct(idle.max(0.0))),
         ];
+        if let Some(series) = &end.tcp_series {
+            // Of "other", how much was the congestion window, by the samples.
+            if let Some(c) = series.at_cwnd_share() {
+                words.push(format!("in flight at cwnd in {} of samples", pct(c)));
+            }
+            words.extend(per_second(series, &end.intervals));
+        }
         let _ = writeln!(o, "{}", fit_80(&words));
         head = "";
     }
+}
+
+/// Each share's lowest and highest over the window's whole seconds, where
+/// there are two or more.
+fn per_second(
+    series: &plumb_samples::TcpSeries,
+    intervals: &[plumb_samples::IntervalSample],
+) -> Vec<String> {
+    let whole: Vec<(f64, f64)> = intervals
+        .iter()
+        .filter(|s| s.dt_s >= 0.5)
+        .map(|s| (s.t_s, s.dt_s))
+        .collect();
+    let shares: Vec<[f64; 3]> = series
+        .interval_shares(&whole)
+        .into_iter()
+        .flatten()
+        .map(|(r, s, o)| [r, s, o])
+        .collect();
+    if shares.len() < 2 {
+        return Vec::new();
+    }
+    plumb_compare::limits::LIMITS[..3]
+        .iter()
+        .enumerate()
+        .map(|(k, name)| {
+            let lo = shares.iter().map(|x| x[k]).fold(1.0, f64::min);
+            let hi = shares.iter().map(|x| x[k]).fold(0.0, f64::max);
+            let head = if k == 0 { "per second: " } else { "" };
+            format!("{head}{name} {} to {}", pct(lo), pct(hi))
+        })
+        .collect()
 }
 
 /// Transactions, their rate interval by interval, latency percentiles and

@@ -244,6 +244,7 @@ impl Probe {
                     part("tcp_series.flows", Sum, &[detail("flows")]),
                     part("tcp_series.sampled", PerFlow, &[detail("")]),
                     part("tcp_series.all", Sum, &[detail("")]),
+                    part("tcp_series.sampler_cpu_s", Sum, &[detail("s")]),
                 ];
                 PARTS
             }

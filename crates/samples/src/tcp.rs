@@ -150,6 +150,10 @@ pub struct TcpSeries {
     /// The flows sampled one by one (see [`TCP_SERIES_FLOWS`]).
     pub sampled: Vec<FlowSeries>,
     pub all: AllSeries,
+    /// CPU seconds the sampling took (its thread's, user and system): what
+    /// the series cost the end.
+    #[serde(default)]
+    pub sampler_cpu_s: f64,
 }
 
 /// Shares of a sender's busy time (receive window, send buffer, neither).
@@ -348,7 +352,9 @@ impl SeriesBuilder {
         self.series.period_ms
     }
 
-    pub fn finish(self) -> TcpSeries {
+    /// The series, with the CPU seconds taking it cost.
+    pub fn finish(mut self, sampler_cpu_s: f64) -> TcpSeries {
+        self.series.sampler_cpu_s = sampler_cpu_s;
         self.series
     }
 
@@ -514,7 +520,7 @@ mod tests {
             ],
         );
         b.push(200, &[Some(state(14, 3, 9, 5_200_000, 1_080_000)), None]);
-        let s = b.finish();
+        let s = b.finish(0.0);
         assert_eq!(s.t_ms, [0, 100, 200]);
         let f = &s.sampled[0];
         assert_eq!(f.retrans, [0, 2, 2]);
@@ -556,7 +562,7 @@ mod tests {
             b.push(t, &[Some(state(10, 10, 0, i * 50_000, 0))]);
             t += b.period_ms();
         }
-        let s = b.finish();
+        let s = b.finish(0.0);
         assert_eq!(s.t_ms.len(), 151 + (pushes as usize - TCP_SAMPLES_MAX));
         assert_eq!(s.period_ms, 200);
         assert_eq!(s.t_ms[0], 0);
@@ -578,7 +584,7 @@ mod tests {
         };
         b.push(0, &[Some(old)]);
         b.push(100, &[Some(old)]);
-        let s = b.finish();
+        let s = b.finish(0.0);
         let f = &s.sampled[0];
         assert_eq!(f.snd_wnd, None);
         assert_eq!(f.busy_us, None);
