@@ -233,3 +233,34 @@ fn plumb_json(args: &[&str]) -> Value {
     assert_ok(&out);
     serde_json::from_slice(&out.stdout).unwrap()
 }
+
+#[test]
+fn probes_turned_off_by_name_are_left_out_and_a_wrong_name_is_refused() {
+    let out = plumb()
+        .env("PLUMB_PROBES_OFF", "tcp_series,tcp_seris")
+        .args(["run", "stream", "--duration", "1s", "--no-store"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("\"tcp_seris\"") && err.lines().count() == 1,
+        "{err}"
+    );
+    let rec: Value = serde_json::from_slice(
+        &plumb()
+            .env("PLUMB_PROBES_OFF", "tcp_series")
+            .args(["run", "stream", "--duration", "1s", "--warmup", "0"])
+            .args(["--iterations", "1", "--no-store", "--json"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let client = &rec["iterations"][0]["client"];
+    assert!(client.get("tcp_series").is_none());
+    assert!(
+        client.get("limited").is_some(),
+        "the other probes still read"
+    );
+}
