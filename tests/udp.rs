@@ -172,6 +172,33 @@ fn a_receiver_outrun_by_its_sender_counts_what_the_kernel_dropped() {
         .unwrap();
     assert_eq!(rcvbuf["asked"], "4K");
     assert_eq!(rcvbuf["granted"], "8192");
+    // The kernel's own reason for those drops, from its tracepoint: a
+    // receive buffer that was full, as many as its counter says.
+    if require_root("count the kernel's drops by reason (perf_event_open on every CPU)") {
+        let t = &s["tracepoints"];
+        let rcvbuff = f(&t["drop_reasons"]["SOCKET_RCVBUFF"]);
+        let allowed = edge_allowance(sent_rate, c, s, 64.0) + 0.05 * dropped;
+        assert!(
+            (rcvbuff - dropped).abs() <= allowed,
+            "{rcvbuff} drops for SOCKET_RCVBUFF, the kernel counted {dropped} \
+             RcvbufErrors (allowed {allowed}): {t}"
+        );
+        let (n, top) = items_of(&t["drop_reasons"]);
+        assert_eq!(top, "SOCKET_RCVBUFF", "the reason most drops had: {t}");
+        assert!(n >= 1);
+        assert!(u(&t["drop_reasons_read"]) > 0, "{t}");
+    }
+}
+
+/// The number of reasons, and the one with the most drops.
+fn items_of(reasons: &serde_json::Value) -> (usize, String) {
+    let m = reasons.as_object().unwrap();
+    let top = m
+        .iter()
+        .max_by(|a, b| f(a.1).total_cmp(&f(b.1)))
+        .map(|(k, _)| k.clone())
+        .unwrap_or_default();
+    (m.len(), top)
 }
 
 #[test]

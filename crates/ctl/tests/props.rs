@@ -167,6 +167,8 @@ fn end() -> impl Strategy<Value = EndResult> {
                 tracepoints: Some(plumb_samples::Tracepoints {
                     counts: [("tcp:tcp_retransmit_skb".to_string(), received % 89)].into(),
                     unavailable: [("skb:kfree_skb".to_string(), "not here".to_string())].into(),
+                    drop_reasons: [("SOCKET_RCVBUFF".to_string(), received % 83)].into(),
+                    drop_reasons_read: Some(received % 83),
                 }),
                 tcp_series: Some(series(sent, window8)),
             },

@@ -171,12 +171,21 @@ pub const TRACEPOINTS: [&str; 4] = [
 ];
 
 /// Counting events opened as the end is made, before its window, on every
-/// online CPU; read at the window's edges.
+/// online CPU; read at the window's edges. The drops' reasons come from a
+/// sampler of skb:kfree_skb's raw records beside its counter.
 struct TracepointProbe {
     counters: Vec<(&'static str, plumb_sys::trace::Counter)>,
     unavailable: BTreeMap<String, String>,
     open: Vec<u64>,
+    reasons: Option<(plumb_sys::trace::RawSampler, plumb_sys::trace::RawField)>,
 }
+
+/// The tracepoint whose records carry a drop's reason, and the field.
+const DROPS: (&str, &str) = ("skb:kfree_skb", "reason");
+
+/// Pages of each CPU's ring of drop records: room for about 8000 drops a
+/// CPU between the window's edges; beyond, the reasons are scaled.
+const DROP_RING_PAGES: usize = 128;
 
 impl TracepointProbe {
     fn new() -> TracepointProbe {
@@ -185,12 +194,30 @@ impl TracepointProbe {
             .unwrap_or_default();
         let mut counters = Vec::new();
         let mut unavailable = BTreeMap::new();
+        let mut reasons = None;
+        let refused = |e: std::io::Error| format!("perf_event_open: {}", plumb_sys::plain_io(&e));
         for (name, id) in TRACEPOINTS.iter().zip(plumb_sys::trace::ids(&TRACEPOINTS)) {
             match id.and_then(|id| {
                 plumb_sys::trace::Counter::open(id, &cpus)
-                    .map_err(|e| format!("perf_event_open: {}", plumb_sys::plain_io(&e)))
+                    .map(|c| (id, c))
+                    .map_err(refused)
             }) {
-                Ok(c) => counters.push((*name, c)),
+                Ok((id, c)) => {
+                    counters.push((*name, c));
+                    if *name == DROPS.0 {
+                        let sampled = plumb_sys::trace::raw_field(DROPS.0, DROPS.1).and_then(|f| {
+                            plumb_sys::trace::RawSampler::open(id, &cpus, DROP_RING_PAGES)
+                                .map(|s| (s, f))
+                                .map_err(refused)
+                        });
+                        match sampled {
+                            Ok(r) => reasons = Some(r),
+                            Err(why) => {
+                                unavailable.insert(format!("{} {}", DROPS.0, DROPS.1), why);
+                            }
+                        }
+                    }
+                }
                 Err(why) => {
                     unavailable.insert(name.to_string(), why);
                 }
@@ -200,7 +227,28 @@ impl TracepointProbe {
             counters,
             unavailable,
             open: Vec::new(),
+            reasons,
         }
+    }
+
+    /// The reasons of the drops sampled since the last call, and how many
+    /// were read.
+    fn drop_reasons(&mut self) -> (BTreeMap<String, u64>, u64) {
+        let mut by = BTreeMap::new();
+        let mut read = 0;
+        if let Some((sampler, field)) = &mut self.reasons {
+            let mut values: BTreeMap<u64, u64> = BTreeMap::new();
+            sampler.drain(&mut |raw| {
+                if let Some(v) = field.value(raw) {
+                    *values.entry(v).or_default() += 1;
+                }
+            });
+            for (v, n) in values {
+                read += n;
+                by.insert(field.name(v), n);
+            }
+        }
+        (by, read)
     }
 
     fn read(&self) -> Vec<u64> {
@@ -213,18 +261,24 @@ impl TracepointProbe {
 
 impl Probe for TracepointProbe {
     fn open(&mut self, _: &Engine) {
+        // What was dropped before the window is not the window's.
+        self.drop_reasons();
         self.open = self.read();
     }
 
     fn close(&mut self, _: &Engine, out: &mut EndResult) {
         let close = self.read();
-        let counts = self
+        let (reasons, read) = self.drop_reasons();
+        let counts: BTreeMap<String, u64> = self
             .counters
             .iter()
             .zip(close.iter().zip(&self.open))
             .map(|((name, _), (b, a))| (name.to_string(), b.saturating_sub(*a)))
             .collect();
+        let dropped = counts.get(DROPS.0).copied().unwrap_or(0);
         out.tracepoints = Some(plumb_samples::Tracepoints {
+            drop_reasons: plumb_samples::Tracepoints::scale_reasons(&reasons, dropped),
+            drop_reasons_read: self.reasons.is_some().then_some(read),
             counts,
             unavailable: self.unavailable.clone(),
         });

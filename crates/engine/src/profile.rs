@@ -171,7 +171,7 @@ impl Profiler {
                         s.drain(&mut |smp| got.add(smp));
                     }
                     if last {
-                        got.lost = samplers.iter().map(|s| s.lost).sum();
+                        got.lost = samplers.iter().map(|s| s.lost()).sum();
                         return Ok(got);
                     }
                     std::thread::sleep(DRAIN_EVERY);

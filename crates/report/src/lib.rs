@@ -354,6 +354,7 @@ fn iteration(o: &mut String, it: &Iteration, planned_s: f64, transactional: bool
     sched(o, it);
     network(o, it);
     levels(o, it);
+    drop_reasons(o, it);
     let rss = |e: &EndResult| format_bytes(e.process.rss_bytes);
     let flows = it.client.flows.len().max(1) as u64;
     let _ = writeln!(
@@ -934,6 +935,40 @@ fn levels(o: &mut String, it: &Iteration) {
             let _ = writeln!(o, "{}", fit_80(&words));
             head = "";
         }
+    }
+}
+
+/// The drops of the tracepoints' line by the kernel's reason, most first,
+/// once where both ends share the host.
+fn drop_reasons(o: &mut String, it: &Iteration) {
+    let mut head = "drop reason";
+    for end in [&it.client, &it.server] {
+        if end.lost || it.shared_with_client(end.role, plumb_samples::figure::Merge::OncePerHost) {
+            continue;
+        }
+        let Some(t) = end
+            .tracepoints
+            .as_ref()
+            .filter(|t| !t.drop_reasons.is_empty())
+        else {
+            continue;
+        };
+        let mut by: Vec<(&String, &u64)> = t.drop_reasons.iter().collect();
+        by.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let mut words: Vec<String> = by
+            .iter()
+            .map(|(reason, n)| format!("{reason} {}", count(**n)))
+            .collect();
+        words[0] = format!("{head:<12}{:<7}{}", end.role.to_string(), words[0]);
+        let counted = t.counts.get("skb:kfree_skb").copied().unwrap_or(0);
+        if let Some(read) = t.drop_reasons_read.filter(|&r| r < counted) {
+            words.push(format!(
+                "scaled from the {} whose reason was read",
+                count(read)
+            ));
+        }
+        let _ = writeln!(o, "{}", fit_80(&words));
+        head = "";
     }
 }
 

@@ -317,6 +317,42 @@ pub struct Tracepoints {
     pub counts: BTreeMap<String, u64>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
     pub unavailable: BTreeMap<String, String>,
+    /// Packets dropped (skb:kfree_skb) by the kernel's reason, named from
+    /// its format file; scaled to the count where not every drop's reason
+    /// could be read (see `drop_reasons_read`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub drop_reasons: BTreeMap<String, u64>,
+    /// The drops whose reason was read: fewer than counted where the
+    /// sampler's rings overflowed, and `drop_reasons` is then an estimate.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub drop_reasons_read: Option<u64>,
+}
+
+impl Tracepoints {
+    /// Drops by reason from the reasons read of `read` drops, scaled to
+    /// the `counted` where fewer were read.
+    pub fn scale_reasons(read: &BTreeMap<String, u64>, counted: u64) -> BTreeMap<String, u64> {
+        let n: u64 = read.values().sum();
+        if n == 0 || n >= counted {
+            return read.clone();
+        }
+        let mut scaled: BTreeMap<String, u64> = read
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    (*v as f64 * counted as f64 / n as f64).round() as u64,
+                )
+            })
+            .collect();
+        // Rounding leaves the sum a little off the count: the largest
+        // reason takes the difference.
+        let sum: u64 = scaled.values().sum();
+        if let Some((_, top)) = scaled.iter_mut().max_by_key(|(_, v)| **v) {
+            *top = (*top + counted).saturating_sub(sum);
+        }
+        scaled
+    }
 }
 
 /// TCP's own accounting of a sender's time (tcpi_busy_time,
@@ -1013,6 +1049,26 @@ impl Iteration {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn drop_reasons_read_from_a_part_are_scaled_to_the_count() {
+        use super::Tracepoints;
+        let read = [
+            ("SOCKET_RCVBUFF".to_string(), 900),
+            ("NO_SOCKET".to_string(), 100),
+        ]
+        .into();
+        let all = Tracepoints::scale_reasons(&read, 10_003);
+        assert_eq!(all["NO_SOCKET"], 1000);
+        assert_eq!(
+            all["SOCKET_RCVBUFF"], 9003,
+            "the largest takes the rounding"
+        );
+        assert_eq!(all.values().sum::<u64>(), 10_003);
+        // Every drop read: as read.
+        assert_eq!(Tracepoints::scale_reasons(&read, 1000), read);
+        assert!(Tracepoints::scale_reasons(&Default::default(), 5).is_empty());
+    }
+
     use super::*;
 
     #[test]

@@ -21,6 +21,7 @@ const SAMPLE_TID: u64 = 1 << 1;
 const SAMPLE_CALLCHAIN: u64 = 1 << 5;
 const SAMPLE_CPU: u64 = 1 << 7;
 const SAMPLE_PERIOD: u64 = 1 << 8;
+const SAMPLE_RAW: u64 = 1 << 10;
 const FLAG_DISABLED: u64 = 1 << 0;
 const FLAG_FREQ: u64 = 1 << 10;
 const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
@@ -75,6 +76,16 @@ impl Attr {
             ..Attr::default()
         }
     }
+
+    /// A sampling event that records the raw data of every event, from
+    /// the start.
+    pub(crate) fn every_raw(kind: u32, config: u64) -> Attr {
+        Attr {
+            sample_freq: 1,
+            sample_type: SAMPLE_RAW,
+            ..Attr::counting(kind, config)
+        }
+    }
 }
 
 /// What a sample counts.
@@ -112,8 +123,9 @@ pub struct Sample {
     pub user: Vec<u64>,
 }
 
-/// One CPU's sampling event and its ring buffer.
-pub struct CpuSampler {
+/// A sampling event on one CPU and its ring buffer, read only between the
+/// kernel's head and the tail this side last gave back.
+pub(crate) struct Ring {
     fd: OwnedFd,
     ring: *mut u8,
     /// Bytes mapped: one metadata page and the data pages.
@@ -124,9 +136,9 @@ pub struct CpuSampler {
     pub lost: u64,
 }
 
-// SAFETY: the mapping is owned by the sampler and only touched through
+// SAFETY: the mapping is owned by the ring and only touched through
 // `&mut self`; moving it to another thread moves that ownership.
-unsafe impl Send for CpuSampler {}
+unsafe impl Send for Ring {}
 
 /// Opens the event `attr` describes on `cpu` for every process on it.
 pub(crate) fn open_on_cpu(attr: &Attr, cpu: u32) -> io::Result<OwnedFd> {
@@ -149,32 +161,17 @@ pub(crate) fn open_on_cpu(attr: &Attr, cpu: u32) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
-impl CpuSampler {
-    /// Opens a disabled sampling event on `cpu` for every process, at
-    /// `freq` samples per second, with a ring of `pages` data pages (a
-    /// power of two).
-    pub fn open(event: Event, cpu: u32, freq: u64, pages: usize) -> io::Result<CpuSampler> {
-        let (kind, config) = match event {
-            Event::Cycles => (PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES),
-            Event::CpuClock => (PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK),
-        };
+impl Ring {
+    /// Opens the sampling event `attr` describes on `cpu` for every
+    /// process, with a ring of `pages` data pages (a power of two).
+    pub(crate) fn open(attr: &Attr, cpu: u32, pages: usize) -> io::Result<Ring> {
         if !pages.is_power_of_two() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("ring of {pages} pages: a power of two is needed"),
             ));
         }
-        let attr = Attr {
-            kind,
-            size: std::mem::size_of::<Attr>() as u32,
-            config,
-            sample_freq: freq,
-            sample_type: SAMPLE_IP | SAMPLE_TID | SAMPLE_CPU | SAMPLE_PERIOD | SAMPLE_CALLCHAIN,
-            flags: FLAG_DISABLED | FLAG_FREQ,
-            wakeup_events: 0,
-            ..Attr::default()
-        };
-        let fd = open_on_cpu(&attr, cpu)?;
+        let fd = open_on_cpu(attr, cpu)?;
         // SAFETY: sysconf has no preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
         let len = page * (pages + 1);
@@ -193,7 +190,7 @@ impl CpuSampler {
         if ring == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        Ok(CpuSampler {
+        Ok(Ring {
             fd,
             ring: ring as *mut u8,
             len,
@@ -212,17 +209,17 @@ impl CpuSampler {
         Ok(())
     }
 
-    pub fn enable(&self) -> io::Result<()> {
+    pub(crate) fn enable(&self) -> io::Result<()> {
         self.ioctl(IOC_ENABLE)
     }
 
-    pub fn disable(&self) -> io::Result<()> {
+    pub(crate) fn disable(&self) -> io::Result<()> {
         self.ioctl(IOC_DISABLE)
     }
 
-    /// Hands every sample the ring holds to `each` and gives the space
-    /// back to the kernel.
-    pub fn drain(&mut self, each: &mut dyn FnMut(Sample)) {
+    /// Hands the body of every sample record the ring holds to `each`,
+    /// counts the lost ones, and gives the space back to the kernel.
+    pub(crate) fn drain(&mut self, each: &mut dyn FnMut(&[u8])) {
         // SAFETY: data_head is a u64 of the metadata page the kernel
         // writes; read volatile, then fenced so the records it covers are
         // read after it (the acquire the kernel's documentation asks for).
@@ -242,11 +239,7 @@ impl CpuSampler {
             self.copy_out(tail, &mut record);
             let kind = u32::from_ne_bytes(header[0..4].try_into().unwrap());
             match kind {
-                RECORD_SAMPLE => {
-                    if let Some(s) = parse_sample(&record[8..]) {
-                        each(s);
-                    }
-                }
+                RECORD_SAMPLE => each(&record[8..]),
                 RECORD_LOST => self.lost += read_u64(&record, 16).unwrap_or(0),
                 _ => {}
             }
@@ -270,10 +263,63 @@ impl CpuSampler {
     }
 }
 
-impl Drop for CpuSampler {
+impl Drop for Ring {
     fn drop(&mut self) {
         // SAFETY: the mapping made in `open`, of `len` bytes, unused after.
         unsafe { libc::munmap(self.ring as *mut libc::c_void, self.len) };
+    }
+}
+
+/// One CPU's sampling event and its ring buffer.
+pub struct CpuSampler {
+    ring: Ring,
+}
+
+impl CpuSampler {
+    /// Opens a disabled sampling event on `cpu` for every process, at
+    /// `freq` samples per second, with a ring of `pages` data pages (a
+    /// power of two).
+    pub fn open(event: Event, cpu: u32, freq: u64, pages: usize) -> io::Result<CpuSampler> {
+        let (kind, config) = match event {
+            Event::Cycles => (PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES),
+            Event::CpuClock => (PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK),
+        };
+        let attr = Attr {
+            kind,
+            size: std::mem::size_of::<Attr>() as u32,
+            config,
+            sample_freq: freq,
+            sample_type: SAMPLE_IP | SAMPLE_TID | SAMPLE_CPU | SAMPLE_PERIOD | SAMPLE_CALLCHAIN,
+            flags: FLAG_DISABLED | FLAG_FREQ,
+            wakeup_events: 0,
+            ..Attr::default()
+        };
+        Ok(CpuSampler {
+            ring: Ring::open(&attr, cpu, pages)?,
+        })
+    }
+
+    pub fn enable(&self) -> io::Result<()> {
+        self.ring.enable()
+    }
+
+    pub fn disable(&self) -> io::Result<()> {
+        self.ring.disable()
+    }
+
+    /// Samples the kernel could not write because the ring was full.
+    pub fn lost(&self) -> u64 {
+        self.ring.lost
+    }
+
+    /// Hands every sample the ring holds to `each` and gives the space
+    /// back to the kernel.
+    pub fn drain(&mut self, each: &mut dyn FnMut(Sample)) {
+        self.ring.drain(&mut |body| {
+            if let Some(s) = parse_sample(body) {
+                each(s);
+            }
+        });
     }
 }
 

@@ -17,22 +17,162 @@ const MOUNTED: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
 /// The id of each tracepoint in `names`, or why it has none here (the
 /// kernel lacks it, tracefs cannot be read).
 pub fn ids(names: &[&str]) -> Vec<Result<u64, String>> {
-    let read = |root: &Path| -> Vec<Result<u64, String>> {
-        names.iter().map(|n| id_in(root, n)).collect()
-    };
+    in_tracefs(|root| names.iter().map(|n| id_in(root, n)).collect())
+        .unwrap_or_else(|e| names.iter().map(|_| Err(e.clone())).collect())
+}
+
+/// What `read` makes of the tracefs root: where it is mounted, or mounted
+/// here for as long as `read` takes.
+fn in_tracefs<T>(read: impl FnOnce(&Path) -> T) -> Result<T, String> {
     if let Some(root) = MOUNTED
         .iter()
         .map(Path::new)
         .find(|p| p.join("events").is_dir())
     {
-        return read(root);
+        return Ok(read(root));
     }
     match Mounted::new() {
-        Ok(m) => read(&m.0),
-        Err(e) => names
+        Ok(m) => Ok(read(&m.0)),
+        Err(e) => Err(format!("tracefs is not mounted and cannot be: {e}")),
+    }
+}
+
+/// A field of a tracepoint's records: where it lies in the raw data, and
+/// the names its values print as (`__print_symbolic`), from the event's
+/// format file, so that values the kernel adds need no code here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawField {
+    pub offset: usize,
+    pub size: usize,
+    pub symbols: std::collections::BTreeMap<u64, String>,
+}
+
+impl RawField {
+    /// The field's value in a record's raw data.
+    pub fn value(&self, raw: &[u8]) -> Option<u64> {
+        let b = raw.get(self.offset..self.offset + self.size)?;
+        Some(match self.size {
+            1 => u64::from(b[0]),
+            2 => u64::from(u16::from_ne_bytes(b.try_into().ok()?)),
+            4 => u64::from(u32::from_ne_bytes(b.try_into().ok()?)),
+            8 => u64::from_ne_bytes(b.try_into().ok()?),
+            _ => return None,
+        })
+    }
+
+    /// What a value prints as: its symbol, else the number.
+    pub fn name(&self, value: u64) -> String {
+        self.symbols
+            .get(&value)
+            .cloned()
+            .unwrap_or_else(|| value.to_string())
+    }
+}
+
+/// Field `field` of tracepoint `name` (`skb:kfree_skb`, `reason`), or why
+/// this kernel has none.
+pub fn raw_field(name: &str, field: &str) -> Result<RawField, String> {
+    let (system, event) = name
+        .split_once(':')
+        .ok_or_else(|| format!("'{name}' is not system:event"))?;
+    let text = in_tracefs(|root| {
+        let file = root.join("events").join(system).join(event).join("format");
+        std::fs::read_to_string(&file)
+            .map_err(|e| format!("this kernel has no {name} ({}: {e})", file.display()))
+    })??;
+    parse_format(&text, field).ok_or_else(|| format!("{name} has no field {field} here"))
+}
+
+/// A field's place and its symbols in a format file's text.
+pub fn parse_format(text: &str, field: &str) -> Option<RawField> {
+    let (offset, size) = text.lines().find_map(|l| {
+        let l = l.trim();
+        let decl = l.strip_prefix("field:")?.split(';').next()?;
+        let name = decl.rsplit([' ', '*']).next()?;
+        if name != field {
+            return None;
+        }
+        let num = |key: &str| -> Option<usize> {
+            l.split(';')
+                .find_map(|p| p.trim().strip_prefix(key))?
+                .trim()
+                .parse()
+                .ok()
+        };
+        Some((num("offset:")?, num("size:")?))
+    })?;
+    let mut symbols = std::collections::BTreeMap::new();
+    let call = format!("__print_symbolic(REC->{field},");
+    if let Some(start) = text.find(&call) {
+        let mut rest = &text[start + call.len()..];
+        // `{ 2, "NOT_SPECIFIED" }`, one after another, to the call's close.
+        while let Some(open) = rest.find('{') {
+            if rest[..open].contains(')') {
+                break;
+            }
+            let Some(close) = rest[open..].find('}') else {
+                break;
+            };
+            let pair = &rest[open + 1..open + close];
+            if let Some((v, n)) = pair.split_once(',') {
+                let v = v.trim();
+                let v = match v.strip_prefix("0x") {
+                    Some(hex) => u64::from_str_radix(hex, 16).ok(),
+                    None => v.parse().ok(),
+                };
+                if let Some(v) = v {
+                    symbols.insert(v, n.trim().trim_matches('"').to_string());
+                }
+            }
+            rest = &rest[open + close + 1..];
+        }
+    }
+    Some(RawField {
+        offset,
+        size,
+        symbols,
+    })
+}
+
+/// A tracepoint sampled on every CPU given, every event, with its raw
+/// data: what a counting event cannot say (a field's value per event).
+pub struct RawSampler {
+    rings: Vec<crate::perf::Ring>,
+}
+
+impl RawSampler {
+    /// Starts sampling tracepoint `id` on each of `cpus` into rings of
+    /// `pages` pages each.
+    pub fn open(id: u64, cpus: &[u32], pages: usize) -> io::Result<RawSampler> {
+        let attr = crate::perf::Attr::every_raw(PERF_TYPE_TRACEPOINT, id);
+        let rings = cpus
             .iter()
-            .map(|_| Err(format!("tracefs is not mounted and cannot be: {e}")))
-            .collect(),
+            .map(|&cpu| crate::perf::Ring::open(&attr, cpu, pages))
+            .collect::<io::Result<Vec<_>>>()?;
+        Ok(RawSampler { rings })
+    }
+
+    /// Hands each event's raw data the rings hold to `each`.
+    pub fn drain(&mut self, each: &mut dyn FnMut(&[u8])) {
+        for r in &mut self.rings {
+            r.drain(&mut |body| {
+                // PERF_SAMPLE_RAW: a u32 size, then the record's raw data.
+                let Some(size) = body
+                    .get(..4)
+                    .map(|b| u32::from_ne_bytes(b.try_into().unwrap()))
+                else {
+                    return;
+                };
+                if let Some(raw) = body.get(4..4 + size as usize) {
+                    each(raw);
+                }
+            });
+        }
+    }
+
+    /// Events the kernel could not write because a ring was full.
+    pub fn lost(&self) -> u64 {
+        self.rings.iter().map(|r| r.lost).sum()
     }
 }
 
@@ -122,6 +262,47 @@ impl Counter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const KFREE_SKB: &str = "name: kfree_skb
+ID: 2310
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:void * location;\toffset:16;\tsize:8;\tsigned:0;
+\tfield:void * rx_sk;\toffset:24;\tsize:8;\tsigned:0;
+\tfield:enum skb_drop_reason reason;\toffset:36;\tsize:4;\tsigned:0;
+
+print fmt: \"skbaddr=%p reason: %s\", REC->skbaddr, __print_symbolic(REC->reason, { 2, \"NOT_SPECIFIED\" }, { 6, \"SOCKET_RCVBUFF\" }, { 0x2a, \"HEX\" }), REC->x
+";
+
+    #[test]
+    fn a_field_is_found_with_the_names_of_its_values() {
+        let f = parse_format(KFREE_SKB, "reason").unwrap();
+        assert_eq!((f.offset, f.size), (36, 4));
+        assert_eq!(f.name(6), "SOCKET_RCVBUFF");
+        assert_eq!(f.name(42), "HEX");
+        assert_eq!(f.name(99), "99", "a value without a symbol is its number");
+        assert_eq!(f.symbols.len(), 3);
+        let mut raw = vec![0u8; 40];
+        raw[36..40].copy_from_slice(&6u32.to_ne_bytes());
+        assert_eq!(f.value(&raw), Some(6));
+        assert_eq!(f.value(&raw[..38]), None);
+        // A pointer field, found by its name after the star.
+        assert_eq!(parse_format(KFREE_SKB, "rx_sk").unwrap().offset, 24);
+        assert!(parse_format(KFREE_SKB, "protocol").is_none());
+        assert!(parse_format("", "reason").is_none());
+    }
+
+    #[test]
+    fn the_running_kernels_drop_reasons_are_named() {
+        if !crate::process::is_root() {
+            return;
+        }
+        let Ok(f) = raw_field("skb:kfree_skb", "reason") else {
+            // Kernels before 5.17 give no reason.
+            return;
+        };
+        assert!(f.symbols.values().any(|n| n == "NOT_SPECIFIED"), "{f:?}");
+    }
 
     #[test]
     fn a_name_without_its_system_is_refused_and_a_missing_one_named() {
