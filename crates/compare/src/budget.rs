@@ -203,7 +203,34 @@ pub(crate) fn events(its: &[&Iteration], transactional: bool) -> Figures {
                 }
             }
         }
+        // The drops by the kernel's reason, host-wide as their count.
+        for (end, who) in &hosts {
+            for (reason, n) in end.tracepoints.iter().flat_map(|t| &t.drop_reasons) {
+                add(who, &format!("{DROPPED_FOR}{reason}"), *n as f64);
+            }
+        }
     })
+}
+
+/// How the comparison names the drops for one reason: `dropped for
+/// SOCKET_RCVBUFF`.
+pub const DROPPED_FOR: &str = "dropped for ";
+
+/// A reason one side's drops had and the other's did not is none there:
+/// both sides get every reason either had.
+pub(crate) fn align_reasons(a: &mut Figures, b: &mut Figures) {
+    let reasons = |f: &Figures| -> Vec<(String, String)> {
+        f.keys()
+            .filter(|(_, part)| part.starts_with(DROPPED_FOR))
+            .cloned()
+            .collect()
+    };
+    for k in reasons(a) {
+        b.entry(k).or_insert(0.0);
+    }
+    for k in reasons(b) {
+        a.entry(k).or_insert(0.0);
+    }
 }
 
 /// The lines of two sides' figures that both have, with their change.

@@ -393,11 +393,12 @@ pub fn compare_across(
             &budget::cpu(&ib, transactional),
             |_, _| true,
         );
-        let events = budget::lines(
-            &budget::events(&ia, transactional),
-            &budget::events(&ib, transactional),
-            |a, b| a > 0.0 || b > 0.0,
+        let (mut ea, mut eb) = (
+            budget::events(&ia, transactional),
+            budget::events(&ib, transactional),
         );
+        budget::align_reasons(&mut ea, &mut eb);
+        let events = budget::lines(&ea, &eb, |a, b| a > 0.0 || b > 0.0);
         let runs = |s: &Side, key: &str| s.complete_at(key).count();
         points.push(Point {
             spec_key: if key_a == key_b {

@@ -203,17 +203,18 @@ pub fn terminal(c: &Comparison) -> String {
             verdict_words(p)
         );
         for (unit, lines, figure) in explanation(p) {
-            let _ = writeln!(o, "  {unit:<22} {:>10} {:>10} {:>9}", "A", "B", "change");
+            // A line's name is as long as a drop reason makes it.
+            let mut table = Table::new([
+                (unit, Align::Left, 24),
+                ("A", Align::Right, 10),
+                ("B", Align::Right, 10),
+                ("change", Align::Right, 9),
+            ]);
             for l in lines {
-                let _ = writeln!(
-                    o,
-                    "    {:<20} {:>10} {:>10} {:>9}",
-                    format!("{} {}", l.end, l.part),
-                    figure(l.a),
-                    figure(l.b),
-                    change(l)
-                );
+                let end = format!("{} {}", l.end, l.part);
+                table.row([end, figure(l.a), figure(l.b), change(l)]);
             }
+            o.push_str(&table.terminal("  "));
         }
         if !p.limits.is_empty() {
             let _ = writeln!(o, "  sender's busy time limited by");
