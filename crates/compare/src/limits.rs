@@ -149,6 +149,9 @@ mod tests {
             slow_start_flows: 0,
         });
         it.server.limited = None;
+        // Without sampled state: the tests that want it add it.
+        it.client.tcp_series = None;
+        it.server.tcp_series = None;
         it
     }
 
