@@ -384,33 +384,38 @@ fn profiling_without_the_privilege_is_refused_before_the_run() {
         ));
         return;
     }
-    let out = std::process::Command::new("setpriv")
-        .args([
-            "--reuid",
-            "65534",
-            "--regid",
-            "65534",
-            "--clear-groups",
-            "--",
-        ])
-        .arg(env!("CARGO_BIN_EXE_plumb"))
-        .args([
-            "run",
-            "stream",
+    // --trace insists on the tracepoints as --profile on the samples.
+    for (flag, mentions) in [
+        (
             "--profile",
-            "--duration",
-            "1s",
-            "--no-store",
-        ])
-        .env("PLUMB_ACTIVITY_DIR", "off")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert_mentions(&err, &["--profile", "kernel.perf_event_paranoid", "root"]);
-    // Refused before the run: nothing was measured.
-    assert!(out.stdout.is_empty());
+            &["--profile", "kernel.perf_event_paranoid", "root"][..],
+        ),
+        (
+            "--trace",
+            &["--trace", "cannot be counted here", "root"][..],
+        ),
+    ] {
+        let out = std::process::Command::new("setpriv")
+            .args([
+                "--reuid",
+                "65534",
+                "--regid",
+                "65534",
+                "--clear-groups",
+                "--",
+            ])
+            .arg(env!("CARGO_BIN_EXE_plumb"))
+            .args(["run", "stream", flag, "--duration", "1s", "--no-store"])
+            .env("PLUMB_ACTIVITY_DIR", "off")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{flag}: {out:?}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert_mentions(&err, mentions);
+        // Refused before the run: nothing was measured.
+        assert!(out.stdout.is_empty());
+    }
 }
 
 #[test]

@@ -834,11 +834,23 @@ pub struct ProfileArgs {
     /// Data pages of each CPU's sample ring of --profile (a power of two).
     #[arg(long, value_name = "PAGES", default_value_t = 64, requires = "profile")]
     pub profile_ring: u32,
+    /// Refuse to run where the kernel's tracepoints (retransmissions, drops
+    /// by reason, resets; perf_event_open on every CPU) cannot be counted,
+    /// rather than go on without them.
+    #[arg(long)]
+    pub trace: bool,
 }
 
 impl ProfileArgs {
     /// What each end is asked, checked; None without --profile.
     pub fn ask(&self) -> Result<Option<plumb_samples::ProfileAsk>, String> {
+        if let Some(why) = self
+            .trace
+            .then(plumb_engine::probe::tracepoint_refusal)
+            .flatten()
+        {
+            return Err(format!("--trace: {why}"));
+        }
         if !self.profile {
             return Ok(None);
         }

@@ -170,6 +170,32 @@ pub const TRACEPOINTS: [&str; 4] = [
     "tcp:tcp_receive_reset",
 ];
 
+/// Why this host's tracepoints cannot be counted here, naming the first
+/// that cannot and what to change; None when every one can.
+pub fn tracepoint_refusal() -> Option<String> {
+    let cpus = plumb_sys::proc::online_cpus()
+        .map(|c| c.cpus().to_vec())
+        .unwrap_or_default();
+    let first = cpus.first().copied().unwrap_or(0);
+    TRACEPOINTS
+        .iter()
+        .zip(plumb_sys::trace::ids(&TRACEPOINTS))
+        .find_map(|(name, id)| {
+            let why = match id {
+                Err(why) => why,
+                Ok(id) => match plumb_sys::trace::Counter::open(id, &[first]) {
+                    Ok(_) => return None,
+                    Err(e) => format!(
+                        "perf_event_open: {}; run as root (or with CAP_PERFMON) or set \
+                         kernel.perf_event_paranoid=-1",
+                        plumb_sys::plain_io(&e)
+                    ),
+                },
+            };
+            Some(format!("{name} cannot be counted here: {why}"))
+        })
+}
+
 /// Counting events opened as the end is made, before its window, on every
 /// online CPU; read at the window's edges. The drops' reasons come from a
 /// sampler of skb:kfree_skb's raw records beside its counter.

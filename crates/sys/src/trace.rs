@@ -33,7 +33,11 @@ fn in_tracefs<T>(read: impl FnOnce(&Path) -> T) -> Result<T, String> {
     }
     match Mounted::new() {
         Ok(m) => Ok(read(&m.0)),
-        Err(e) => Err(format!("tracefs is not mounted and cannot be: {e}")),
+        Err(e) => Err(format!(
+            "tracefs is not mounted and cannot be ({}): run as root, or mount it \
+             (mount -t tracefs nodev /sys/kernel/tracing)",
+            crate::plain_io(&e)
+        )),
     }
 }
 
@@ -77,8 +81,7 @@ pub fn raw_field(name: &str, field: &str) -> Result<RawField, String> {
         .ok_or_else(|| format!("'{name}' is not system:event"))?;
     let text = in_tracefs(|root| {
         let file = root.join("events").join(system).join(event).join("format");
-        std::fs::read_to_string(&file)
-            .map_err(|e| format!("this kernel has no {name} ({}: {e})", file.display()))
+        std::fs::read_to_string(&file).map_err(|e| missing(name, &file, &e))
     })??;
     parse_format(&text, field).ok_or_else(|| format!("{name} has no field {field} here"))
 }
@@ -181,11 +184,22 @@ fn id_in(root: &Path, name: &str) -> Result<u64, String> {
         .split_once(':')
         .ok_or_else(|| format!("'{name}' is not system:event"))?;
     let file = root.join("events").join(system).join(event).join("id");
-    let text = std::fs::read_to_string(&file)
-        .map_err(|e| format!("this kernel has no {name} ({}: {e})", file.display()))?;
+    let text = std::fs::read_to_string(&file).map_err(|e| missing(name, &file, &e))?;
     text.trim()
         .parse()
         .map_err(|_| format!("{}: '{}' is not an id", file.display(), text.trim()))
+}
+
+/// Why tracepoint `name`'s `file` could not be read: the kernel lacks it,
+/// or only root may read tracefs.
+fn missing(name: &str, file: &Path, e: &io::Error) -> String {
+    match e.kind() {
+        io::ErrorKind::PermissionDenied => format!(
+            "{}: permission denied: run as root to read tracefs",
+            file.display()
+        ),
+        _ => format!("this kernel has no {name} ({}: {e})", file.display()),
+    }
 }
 
 /// tracefs mounted on a directory of this process's own, unmounted and
