@@ -285,6 +285,20 @@ impl TracepointProbe {
     }
 }
 
+/// Closing a tracepoint's perf events waits for the kernel's RCU grace
+/// periods, tens of milliseconds each: they are closed on a thread of
+/// their own, so that no end waits on it between its window and the next.
+impl Drop for TracepointProbe {
+    fn drop(&mut self) {
+        let events = (std::mem::take(&mut self.counters), self.reasons.take());
+        let closing = std::thread::Builder::new()
+            .name("plumb-trace-close".into())
+            .spawn(move || drop(events));
+        // Without a thread, closed here.
+        drop(closing);
+    }
+}
+
 impl Probe for TracepointProbe {
     fn open(&mut self, _: &Engine) {
         // What was dropped before the window is not the window's.

@@ -94,6 +94,18 @@ pub struct RetransRow {
     pub per_gb: f64,
 }
 
+/// What limited one end's senders at one point, over its iterations: the
+/// shares of their busy time, and of the samples of the rest, the share
+/// with the data in flight at the congestion window.
+#[derive(Debug, Clone)]
+pub struct LimitsRow {
+    pub name: String,
+    pub end: Role,
+    /// Receive window, send buffer, neither.
+    pub shares: (f64, f64, f64),
+    pub at_cwnd: Option<f64>,
+}
+
 pub const PERCENTILES: [&str; 5] = ["p50", "p90", "p99", "p99.9", "p99.99"];
 
 /// The softirq time of each CPU over one point's windows, as a share of
@@ -115,6 +127,8 @@ pub struct SweepReport {
     pub softirq: Vec<SoftirqRow>,
     /// TCP's retransmissions at each point; empty when there were none.
     pub retransmits: Vec<RetransRow>,
+    /// What limited the senders at each point; empty without TCP senders.
+    pub limits: Vec<LimitsRow>,
     /// Every line against the first, each with its environment diff.
     pub comparisons: Vec<Comparison>,
 }
@@ -236,6 +250,7 @@ pub fn build(
         latency,
         softirq,
         retransmits,
+        limits,
     } = tables_of(&cells);
     SweepReport {
         title: title.to_string(),
@@ -246,6 +261,7 @@ pub fn build(
         latency,
         softirq,
         retransmits,
+        limits,
         comparisons,
     }
 }
@@ -455,9 +471,11 @@ struct Tables {
     latency: Vec<LatencyRow>,
     softirq: Vec<SoftirqRow>,
     retransmits: Vec<RetransRow>,
+    limits: Vec<LimitsRow>,
 }
 
 fn tables_of(cells: &[Cell]) -> Tables {
+    let mut limits = Vec::new();
     let mut cpu = Vec::new();
     let mut latency = Vec::new();
     let mut softirq = Vec::new();
@@ -483,6 +501,31 @@ fn tables_of(cells: &[Cell]) -> Tables {
             per_gb: if gb > 0.0 { retrans / gb } else { 0.0 },
         });
         for end in [Role::Client, Role::Server] {
+            let mut sum = plumb_samples::SenderLimits::default();
+            let (mut at, mut busy_other) = (0u64, 0u64);
+            for i in &its {
+                let e = match end {
+                    Role::Client => &i.client,
+                    Role::Server => &i.server,
+                };
+                if let Some(l) = &e.limited {
+                    sum.busy_s += l.busy_s;
+                    sum.rwnd_limited_s += l.rwnd_limited_s;
+                    sum.sndbuf_limited_s += l.sndbuf_limited_s;
+                }
+                if let Some(t) = &e.tcp_series {
+                    at += t.all.at_cwnd.iter().map(|&v| u64::from(v)).sum::<u64>();
+                    busy_other += t.all.busy_other.iter().map(|&v| u64::from(v)).sum::<u64>();
+                }
+            }
+            if let Some(shares) = sum.shares() {
+                limits.push(LimitsRow {
+                    name: name.clone(),
+                    end,
+                    shares,
+                    at_cwnd: (busy_other > 0).then(|| at as f64 / busy_other as f64),
+                });
+            }
             let pick = |i: &plumb_samples::Iteration| -> (f64, f64, f64) {
                 let e = match end {
                     Role::Client => &i.client,
@@ -550,6 +593,7 @@ fn tables_of(cells: &[Cell]) -> Tables {
         latency,
         softirq,
         retransmits,
+        limits,
     }
 }
 
@@ -586,6 +630,7 @@ impl SweepReport {
         let mut out = vec![self.cpu_section()];
         out.extend(self.latency_section());
         out.extend(self.retransmit_section());
+        out.extend(self.limits_section());
         out.extend(self.softirq_section());
         out
     }
@@ -654,6 +699,40 @@ impl SweepReport {
         Some(Section {
             title: "TCP retransmissions",
             note: Some("sender's segments"),
+            table,
+        })
+    }
+
+    /// What limited the senders at each point, where any sent.
+    pub(crate) fn limits_section(&self) -> Option<Section> {
+        if self.limits.is_empty() {
+            return None;
+        }
+        let mut table = Table::new([
+            ("point", Align::Left, NAME_W),
+            ("end", Align::Left, 7),
+            ("receive window", Align::Right, 14),
+            ("send buffer", Align::Right, 11),
+            ("other", Align::Right, 7),
+            ("in flight at cwnd", Align::Right, 17),
+        ]);
+        for l in &self.limits {
+            let (r, s, o) = l.shares;
+            table.row([
+                l.name.clone(),
+                l.end.to_string(),
+                format_share(r),
+                format_share(s),
+                format_share(o),
+                l.at_cwnd.map_or_else(|| "-".into(), format_share),
+            ]);
+        }
+        Some(Section {
+            title: "Sender limited by",
+            note: Some(
+                "shares of the senders' busy time over the point's windows; of the samples of \
+                 the other time, those with the data in flight at the congestion window",
+            ),
             table,
         })
     }
