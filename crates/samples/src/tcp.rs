@@ -137,6 +137,26 @@ pub struct AllSeries {
     pub at_cwnd: Vec<u32>,
 }
 
+impl AllSeries {
+    /// The sums, in the order the builder adds them up: cwnd, in flight,
+    /// bytes in flight, not sent, delivery rate, srtt, then the counters
+    /// from the opening (retransmits, busy, rwnd-limited, sndbuf-limited).
+    fn sums_mut(&mut self) -> [&mut Vec<u64>; 10] {
+        [
+            &mut self.cwnd,
+            &mut self.in_flight,
+            &mut self.in_flight_bytes,
+            &mut self.notsent_bytes,
+            &mut self.delivery_rate_bps,
+            &mut self.srtt_us,
+            &mut self.retrans,
+            &mut self.busy_us,
+            &mut self.rwnd_limited_us,
+            &mut self.sndbuf_limited_us,
+        ]
+    }
+}
+
 /// An end's flows' TCP state over its window.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TcpSeries {
@@ -308,21 +328,7 @@ impl SeriesBuilder {
                 sum[k] += v;
             }
         }
-        for (list, v) in [
-            &mut all.cwnd,
-            &mut all.in_flight,
-            &mut all.in_flight_bytes,
-            &mut all.notsent_bytes,
-            &mut all.delivery_rate_bps,
-            &mut all.srtt_us,
-            &mut all.retrans,
-            &mut all.busy_us,
-            &mut all.rwnd_limited_us,
-            &mut all.sndbuf_limited_us,
-        ]
-        .into_iter()
-        .zip(sum)
-        {
+        for (list, v) in all.sums_mut().into_iter().zip(sum) {
             list.push(v);
         }
         all.busy_other.push(busy_other);
@@ -380,18 +386,7 @@ impl SeriesBuilder {
             keep_of(counts, keep);
         }
         keep_of(&mut self.series.t_ms, keep);
-        for v in [
-            &mut all.cwnd,
-            &mut all.in_flight,
-            &mut all.in_flight_bytes,
-            &mut all.notsent_bytes,
-            &mut all.delivery_rate_bps,
-            &mut all.srtt_us,
-            &mut all.retrans,
-            &mut all.busy_us,
-            &mut all.rwnd_limited_us,
-            &mut all.sndbuf_limited_us,
-        ] {
+        for v in all.sums_mut() {
             keep_of(v, keep);
         }
         for f in &mut self.series.sampled {
