@@ -111,6 +111,12 @@ fn s1_throughput_rises_with_the_buffer_size() {
         auto > 0.2 && small < 0.05,
         "auto {auto}, 8K {small}:\n{section}"
     );
+    // The page draws the shares as stacked bars, each part titled.
+    assert!(html.contains("<h2>Sender limited by</h2>"));
+    assert!(
+        html.contains("buffers=auto [server]: receive window "),
+        "no bar of the autotuned point's receive window"
+    );
 }
 
 #[test]

@@ -264,3 +264,59 @@ fn probes_turned_off_by_name_are_left_out_and_a_wrong_name_is_refused() {
         "the other probes still read"
     );
 }
+
+#[test]
+fn a_runs_page_draws_its_flows_tcp_over_the_window_and_chromium_lays_it_out() {
+    let db = TempDb::new("tcp-page");
+    let out = plumb()
+        .args(["run", "stream", "--flows", "3", "--duration", "2s"])
+        .args(["--warmup", "300ms", "--iterations", "1", "--db", db.path()])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let page = std::env::temp_dir().join(format!("plumb-tcp-page-{}.html", std::process::id()));
+    let out = plumb()
+        .args(["show", "1", "--db", db.path(), "--html"])
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(!html.contains("<script"), "a script in the page");
+    let Some(browser) = chromium() else {
+        let _ = std::fs::remove_file(&page);
+        skip("chromium is not installed (apt-get install chromium; tests/setup.sh installs it)");
+        return;
+    };
+    let (dom, console) = render(browser, &page);
+    let _ = std::fs::remove_file(&page);
+    assert!(console.is_empty(), "console messages: {console:?}");
+    // The sender's throughput, cwnd, srtt, the peer's window and what is
+    // in flight; the receiver's throughput and its own window; the bars.
+    assert_eq!(dom.matches("<svg").count(), 8, "{dom}");
+    assert_mentions(
+        &dom,
+        &[
+            "client: congestion window",
+            "client: smoothed RTT",
+            "the peer's advertised window",
+            "server: its own advertised window",
+            "flow 2",
+            "mean over all 3 flows",
+            "Sender limited by",
+        ],
+    );
+    // Every flow's line has a point per sample, each titled with its value.
+    let rec: Value = serde_json::from_slice(
+        &plumb()
+            .args(["show", "1", "--json", "--db", db.path()])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let samples = |end: &str| items(&rec["iterations"][0][end]["tcp_series"]["t_ms"]).count();
+    let titled = dom.matches("<title>flow 0: ").count();
+    // Four plots draw flow 0 on the sender's side, one on the receiver's.
+    assert_eq!(titled, 4 * samples("client") + samples("server"));
+}

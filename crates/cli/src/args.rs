@@ -225,6 +225,12 @@ pub struct ShowArgs {
     /// self-contained HTML page.
     #[arg(long, value_name = "FILE", requires = "profile")]
     pub flame: Option<std::path::PathBuf>,
+    /// Also write the run's TCP over its window to FILE as a self-contained
+    /// HTML page: each end's throughput, its flows' congestion window,
+    /// smoothed RTT, the peer's advertised window and the data in flight,
+    /// and what limited the senders.
+    #[arg(long, value_name = "FILE", conflicts_with = "json")]
+    pub html: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub db: DbArgs,
 }

@@ -13,6 +13,7 @@ pub mod openmetrics;
 pub mod profile;
 pub mod sweep;
 pub mod table;
+pub mod tcp;
 
 use plumb_samples::units::{
     format_half_width, format_micros as micros, format_seconds as secs, format_share as pct,
@@ -52,11 +53,7 @@ pub fn run_summary(rec: &RunRecord) -> String {
     if rec.iterations.len() > 1 {
         iterations_table(&mut o, rec);
     }
-    // The detail of the iteration whose throughput is the median one: a
-    // typical iteration rather than an average no iteration had.
-    let mut order: Vec<&Iteration> = rec.iterations.iter().collect();
-    order.sort_by(|a, b| a.derived.metric().total_cmp(&b.derived.metric()));
-    if let Some(it) = order.get(order.len().saturating_sub(1) / 2) {
+    if let Some(it) = median_iteration(rec) {
         if rec.iterations.len() > 1 {
             let _ = writeln!(o, "\nmedian iteration: #{}", it.index + 1);
         }
@@ -67,11 +64,7 @@ pub fn run_summary(rec: &RunRecord) -> String {
             spec.is_transactional(),
         );
     }
-    path(
-        &mut o,
-        rec,
-        order.get(order.len().saturating_sub(1) / 2).copied(),
-    );
+    path(&mut o, rec, median_iteration(rec));
     if let Some(hint) = delayed_ack_hint(rec) {
         let _ = writeln!(o);
         for line in wrap(&format!("diagnosis: {hint}"), 80, "           ") {
@@ -970,6 +963,14 @@ fn drop_reasons(o: &mut String, it: &Iteration) {
         let _ = writeln!(o, "{}", fit_80(&words));
         head = "";
     }
+}
+
+/// The iteration whose metric is the median one: a typical iteration
+/// rather than an average no iteration had.
+pub fn median_iteration(rec: &RunRecord) -> Option<&Iteration> {
+    let mut order: Vec<&Iteration> = rec.iterations.iter().collect();
+    order.sort_by(|a, b| a.derived.metric().total_cmp(&b.derived.metric()));
+    order.get(order.len().saturating_sub(1) / 2).copied()
 }
 
 /// Each end's process and the host: CPU seconds over the window, how busy,

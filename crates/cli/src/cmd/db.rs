@@ -218,6 +218,10 @@ pub fn show(a: ShowArgs) -> Result<i32, Failure> {
         .get(id)
         .map_err(store_err)?
         .ok_or_else(|| Failure::usage(format!("no run {} in the result database", id.0)))?;
+    if let Some(path) = &a.html {
+        std::fs::write(path, plumb_report::tcp::run_page(&run.record))
+            .map_err(|e| Failure::usage(format!("--html {}: cannot write: {e}", path.display())))?;
+    }
     if a.json {
         let text = serde_json::to_string_pretty(&run.record)
             .map_err(|e| Failure::usage(format!("cannot encode the record: {e}")))?;

@@ -6,7 +6,7 @@ use plumb_samples::units::{format_cpu_load, format_latency_us, format_share, tri
 use std::fmt::Write;
 
 /// A line to draw: its name and (x index, mean, low, high) per point.
-type PlotLine = (String, Vec<(usize, f64, f64, f64)>);
+pub(crate) type PlotLine = (String, Vec<(usize, f64, f64, f64)>);
 
 const COLORS: [&str; 8] = [
     "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf",
@@ -133,7 +133,7 @@ fn dash(li: usize) -> String {
 /// A line chart with categorical x, interval bars, and cliffs marked;
 /// `show` writes a value as the page's tables do, `tick` an axis tick's
 /// round value.
-fn svg_lines(
+pub(crate) fn svg_lines(
     x_labels: &[String],
     lines: &[PlotLine],
     show: &dyn Fn(f64) -> String,
@@ -251,7 +251,7 @@ fn svg_lines(
 
 /// Horizontal stacked bars: one row per name, parts in the given colors,
 /// values written by `show` as the section's table writes them.
-fn svg_bars(
+pub(crate) fn svg_bars(
     rows: &[(String, Vec<f64>)],
     parts: &[(&str, &str)],
     show: &dyn Fn(f64) -> String,
@@ -330,6 +330,7 @@ pub fn html(r: &SweepReport) -> String {
     cpu(&mut o, r);
     latency(&mut o, r);
     retransmits(&mut o, r);
+    limits(&mut o, r);
     softirq(&mut o, r);
     comparisons(&mut o, r);
     env_diff(&mut o, r);
@@ -480,6 +481,33 @@ fn retransmits(o: &mut String, r: &SweepReport) {
     if let Some(section) = r.retransmit_section() {
         write_section(o, &section);
     }
+}
+
+/// What limited the senders at each point, as its table and as stacked
+/// bars of the shares of their busy time.
+fn limits(o: &mut String, r: &SweepReport) {
+    let Some(section) = r.limits_section() else {
+        return;
+    };
+    write_section(o, &section);
+    let rows: Vec<(String, Vec<f64>)> = r
+        .limits
+        .iter()
+        .map(|l| {
+            let (rwnd, sndbuf, other) = l.shares;
+            (format!("{} [{}]", l.name, l.end), vec![rwnd, sndbuf, other])
+        })
+        .collect();
+    o.push_str(&svg_bars(
+        &rows,
+        &[
+            ("receive window", "#e15759"),
+            ("send buffer", "#f28e2b"),
+            ("other", "#bab0ac"),
+        ],
+        &format_share,
+        "",
+    ));
 }
 
 /// A section's heading, its note and its table.

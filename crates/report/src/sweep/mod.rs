@@ -6,7 +6,7 @@
 //! `text` renders it as terminal text or Markdown, `html` as one
 //! self-contained page with inline SVG (no script, no font, nothing fetched).
 
-mod html;
+pub(crate) mod html;
 mod lines;
 mod text;
 
