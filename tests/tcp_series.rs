@@ -281,16 +281,9 @@ fn a_runs_page_draws_its_flows_tcp_over_the_window_and_chromium_lays_it_out() {
         .output()
         .unwrap();
     assert_ok(&out);
-    let html = std::fs::read_to_string(&page).unwrap();
-    assert!(!html.contains("<script"), "a script in the page");
-    let Some(browser) = chromium() else {
-        let _ = std::fs::remove_file(&page);
-        skip("chromium is not installed (apt-get install chromium; tests/setup.sh installs it)");
+    let Some(dom) = laid_out(&page) else {
         return;
     };
-    let (dom, console) = render(browser, &page);
-    let _ = std::fs::remove_file(&page);
-    assert!(console.is_empty(), "console messages: {console:?}");
     // The sender's throughput, cwnd, srtt, the peer's window and what is
     // in flight; the receiver's throughput and its own window; the bars.
     assert_eq!(dom.matches("<svg").count(), 8, "{dom}");

@@ -641,6 +641,23 @@ pub fn next_start_removes(journal: &std::path::Path, pid: u32) {
 }
 
 /// Debian's Chromium, where it is installed.
+/// The page at `page` as headless Chromium lays it out (its DOM), after
+/// checking it holds no script and Chromium said nothing on its console;
+/// the file is removed. None, after `skip` said why, without Chromium.
+pub fn laid_out(page: &std::path::Path) -> Option<String> {
+    let html = std::fs::read_to_string(page).unwrap();
+    assert!(!html.contains("<script"), "a script in the page");
+    let Some(browser) = chromium() else {
+        let _ = std::fs::remove_file(page);
+        skip("chromium is not installed (apt-get install chromium; tests/setup.sh installs it)");
+        return None;
+    };
+    let (dom, console) = render(browser, page);
+    let _ = std::fs::remove_file(page);
+    assert!(console.is_empty(), "console messages: {console:?}");
+    Some(dom)
+}
+
 pub fn chromium() -> Option<&'static str> {
     ["chromium", "chromium-browser", "google-chrome"]
         .into_iter()

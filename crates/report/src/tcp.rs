@@ -4,9 +4,9 @@
 //! window and the data in flight over the window, from the sampled TCP
 //! state; and what limited its senders, as stacked bars.
 
-use crate::sweep::html::{svg_bars, svg_lines, PlotLine};
+use crate::sweep::html::{limits_bars, svg_lines, PlotLine};
 use crate::table::esc;
-use plumb_samples::units::{format_share, trimmed};
+use plumb_samples::units::trimmed;
 use plumb_samples::{format_bits_per_sec, EndResult, FlowSeries, RunRecord, TcpSeries};
 use std::fmt::Write;
 
@@ -40,27 +40,15 @@ pub fn run_page(rec: &RunRecord) -> String {
     for end in [&it.client, &it.server] {
         end_section(&mut o, end);
     }
-    let rows: Vec<(String, Vec<f64>)> = [&it.client, &it.server]
+    let rows: Vec<(String, (f64, f64, f64))> = [&it.client, &it.server]
         .into_iter()
-        .filter_map(|e| {
-            let (r, s, other) = e.limited.as_ref()?.shares()?;
-            Some((e.role.to_string(), vec![r, s, other]))
-        })
+        .filter_map(|e| Some((e.role.to_string(), e.limited.as_ref()?.shares()?)))
         .collect();
     if !rows.is_empty() {
         o.push_str(
             "<h2>Sender limited by</h2><p>Shares of the senders' busy time over the window.</p>",
         );
-        o.push_str(&svg_bars(
-            &rows,
-            &[
-                ("receive window", "#e15759"),
-                ("send buffer", "#f28e2b"),
-                ("other", "#bab0ac"),
-            ],
-            &format_share,
-            "",
-        ));
+        o.push_str(&limits_bars(&rows));
     }
     o.push_str("</body></html>\n");
     o

@@ -490,15 +490,22 @@ fn limits(o: &mut String, r: &SweepReport) {
         return;
     };
     write_section(o, &section);
-    let rows: Vec<(String, Vec<f64>)> = r
+    let rows: Vec<(String, (f64, f64, f64))> = r
         .limits
         .iter()
-        .map(|l| {
-            let (rwnd, sndbuf, other) = l.shares;
-            (format!("{} [{}]", l.name, l.end), vec![rwnd, sndbuf, other])
-        })
+        .map(|l| (format!("{} [{}]", l.name, l.end), l.shares))
         .collect();
-    o.push_str(&svg_bars(
+    o.push_str(&limits_bars(&rows));
+}
+
+/// Shares of senders' busy time (receive window, send buffer, other) as
+/// stacked bars, a row each.
+pub(crate) fn limits_bars(rows: &[(String, (f64, f64, f64))]) -> String {
+    let rows: Vec<(String, Vec<f64>)> = rows
+        .iter()
+        .map(|(name, (r, s, o))| (name.clone(), vec![*r, *s, *o]))
+        .collect();
+    svg_bars(
         &rows,
         &[
             ("receive window", "#e15759"),
@@ -507,7 +514,7 @@ fn limits(o: &mut String, r: &SweepReport) {
         ],
         &format_share,
         "",
-    ));
+    )
 }
 
 /// A section's heading, its note and its table.
