@@ -577,11 +577,15 @@ fn with_vm_link_each_end_has_a_guest_and_the_bytes_cross_a_virtio_nic() {
         .find(|i| i["virtual_device"] == false)
         .unwrap_or_else(|| panic!("no NIC: {}", it["client"]["interfaces"]));
     // What was written in the window and is no longer queued at its close
-    // was acknowledged, so it left in the window (under TCG the link is
-    // slow and the send buffer holds megabytes at the close).
+    // was acknowledged, so it left in the window (under TCG the send
+    // buffer can hold megabytes at the close). The interfaces are read a
+    // moment after the counts at each edge, and under TCG the probes read
+    // before them take long enough for a megabyte to pass: a tenth is
+    // allowed for that skew. Over a loopback, eth0 would carry nothing.
     let queued = u(&it["client"]["queued_end_bytes"]);
+    let left = sent.saturating_sub(queued);
     assert!(
-        u(&nic["tx_bytes"]) >= sent.saturating_sub(queued),
+        u(&nic["tx_bytes"]) >= left - left / 10,
         "{sent} sent, {queued} queued at the close: {nic}"
     );
     let interrupts: u64 = items(&nic["irqs"])
