@@ -50,10 +50,13 @@ def lo_bytes(i):
 def rate(i):
     return lo_bytes(i) * 8 / i["client"]["window_s"] / 1e9
 
-def busy_per_gb(i):
-    busy = sum(c["user_s"] + c["nice_s"] + c["system_s"] + c["irq_s"] + c["softirq_s"] + c["steal_s"]
+def busy_s(i):
+    """Every CPU's busy seconds over the window (the host's, on loopback)."""
+    return sum(c["user_s"] + c["nice_s"] + c["system_s"] + c["irq_s"] + c["softirq_s"] + c["steal_s"]
                for c in i["client"]["cpus"])
-    return busy / (lo_bytes(i) / 1e9)
+
+def busy_per_gb(i):
+    return busy_s(i) / (lo_bytes(i) / 1e9)
 
 def samples(i):
     return sum(len(i[e].get("tcp_series", {}).get("t_ms", [])) for e in ("client", "server"))
@@ -83,9 +86,7 @@ for name, key, fmt in [("rate, Gbit/s", rate, "{:.2f}"), ("host busy CPU s per G
     out.append(f"| {name} | {cell(a)} | {cell(b)} | {ratio} | {called(ri, 'more', 'less')} |")
 cost = [sum(i[e]["tcp_series"]["sampler_cpu_s"] for e in ("client", "server")) / i["client"]["window_s"]
         for i in on]
-busy = [sum(c["total_s"] - c["idle_s"] - c["iowait_s"] if "total_s" in c else
-            c["user_s"] + c["nice_s"] + c["system_s"] + c["irq_s"] + c["softirq_s"] + c["steal_s"]
-            for c in i["client"]["cpus"]) / i["client"]["window_s"] for i in on]
+busy = [busy_s(i) / i["client"]["window_s"] for i in on]
 share = statistics.median(c / b for c, b in zip(cost, busy))
 out.append("")
 out.append(f"The sampling threads' own CPU time, as each series records it (`sampler_cpu_s`, both "
