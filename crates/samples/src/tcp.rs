@@ -252,10 +252,12 @@ pub fn shares(busy: f64, rwnd: f64, sndbuf: f64) -> Option<Shares> {
 #[derive(Debug)]
 pub struct SeriesBuilder {
     series: TcpSeries,
-    /// Each flow's lifetime counters at the opening, and at the sample
-    /// before: (retransmits, busy, rwnd-limited, sndbuf-limited).
+    /// Each flow's lifetime counters at the opening: (retransmits, busy,
+    /// rwnd-limited, sndbuf-limited).
     opening: Vec<Option<[u64; 4]>>,
-    before: Vec<Option<[u64; 4]>>,
+    /// Each flow's state as read at the sample before, repeated where its
+    /// socket stops answering.
+    last: Vec<Option<TcpState>>,
     sampled: Vec<usize>,
 }
 
@@ -285,7 +287,7 @@ impl SeriesBuilder {
                 ..TcpSeries::default()
             },
             opening: vec![None; flows],
-            before: vec![None; flows],
+            last: vec![None; flows],
             sampled,
         }
     }
@@ -299,11 +301,14 @@ impl SeriesBuilder {
         let mut sum = [0u64; 10];
         let (mut busy_other, mut at_cwnd) = (0u32, 0u32);
         for (i, s) in states.iter().enumerate().take(self.opening.len()) {
-            let Some(s) = s else { continue };
+            let Some(s) = s.or(self.last[i]) else {
+                continue;
+            };
+            let s = &s;
             let now = counters(s);
             let open = *self.opening[i].get_or_insert(now);
             let since = |k: usize| now[k].saturating_sub(open[k]);
-            if let Some(before) = self.before[i].replace(now) {
+            if let Some(before) = self.last[i].replace(*s).as_ref().map(counters) {
                 let d = |k: usize| now[k].saturating_sub(before[k]);
                 if !first && d(1) > d(2) + d(3) {
                     busy_other += 1;
@@ -335,12 +340,7 @@ impl SeriesBuilder {
         all.at_cwnd.push(at_cwnd);
 
         for (f, &i) in self.series.sampled.iter_mut().zip(&self.sampled) {
-            let s = states
-                .get(i)
-                .copied()
-                .flatten()
-                .or_else(|| last_state(f))
-                .unwrap_or_default();
+            let s = self.last[i].unwrap_or_default();
             let open = self.opening[i].unwrap_or_else(|| counters(&s));
             if f.cwnd.is_empty() {
                 f.mss = s.mss;
@@ -418,29 +418,6 @@ impl SeriesBuilder {
     }
 }
 
-/// A flow's last sample, to repeat where its socket stopped answering.
-fn last_state(f: &FlowSeries) -> Option<TcpState> {
-    let last = |v: &Option<Vec<u64>>| v.as_ref().and_then(|v| v.last().copied());
-    let last32 = |v: &Option<Vec<u32>>| v.as_ref().and_then(|v| v.last().copied());
-    Some(TcpState {
-        mss: f.mss,
-        cwnd: *f.cwnd.last()?,
-        ssthresh: *f.ssthresh.last()?,
-        srtt_us: *f.srtt_us.last()?,
-        rttvar_us: *f.rttvar_us.last()?,
-        in_flight: *f.in_flight.last()?,
-        delivery_rate_bps: last(&f.delivery_rate_bps),
-        notsent_bytes: last32(&f.notsent_bytes),
-        snd_wnd: last32(&f.snd_wnd),
-        rcv_wnd: last32(&f.rcv_wnd),
-        // Already kept from the opening: pushed again as they stand.
-        total_retrans: *f.retrans.last()?,
-        busy_us: last(&f.busy_us),
-        rwnd_limited_us: last(&f.rwnd_limited_us),
-        sndbuf_limited_us: last(&f.sndbuf_limited_us),
-    })
-}
-
 fn push_flow(f: &mut FlowSeries, s: &TcpState, open: [u64; 4], first: bool) {
     let since = |v: u64, k: usize| v.saturating_sub(open[k]);
     f.cwnd.push(s.cwnd);
@@ -504,14 +481,14 @@ mod tests {
             0,
             &[
                 Some(state(10, 10, 7, 5_000_000, 1_000_000)),
-                Some(state(20, 5, 0, 0, 0)),
+                Some(state(20, 5, 3, 2_000_000, 0)),
             ],
         );
         b.push(
             100,
             &[
                 Some(state(12, 12, 9, 5_100_000, 1_000_000)),
-                Some(state(20, 5, 0, 0, 0)),
+                Some(state(20, 5, 4, 2_050_000, 0)),
             ],
         );
         b.push(200, &[Some(state(14, 3, 9, 5_200_000, 1_080_000)), None]);
@@ -522,17 +499,24 @@ mod tests {
         assert_eq!(f.busy_us.as_deref(), Some(&[0, 100_000, 200_000][..]));
         assert_eq!(f.rwnd_limited_us.as_deref(), Some(&[0, 0, 80_000][..]));
         assert_eq!(f.mss, 1000);
-        // The flow that stopped answering repeats its last state.
-        assert_eq!(s.sampled[1].cwnd, [20, 20, 20]);
-        assert_eq!(s.all.cwnd, [30, 32, 14]);
-        assert_eq!(s.all.in_flight_bytes, [15_000, 17_000, 3000]);
-        // Busy and limited by neither: flow 0 at 100 ms, at its cwnd; at
-        // 200 ms mostly by the receive window, so not counted.
-        assert_eq!(s.all.busy_other, [0, 1, 1]);
+        // The flow that stopped answering repeats its last state, its
+        // counters still from the opening, in its series and in the sums.
+        let quiet = &s.sampled[1];
+        assert_eq!(quiet.cwnd, [20, 20, 20]);
+        assert_eq!(quiet.retrans, [0, 1, 1]);
+        assert_eq!(quiet.busy_us.as_deref(), Some(&[0, 50_000, 50_000][..]));
+        assert_eq!(s.all.cwnd, [30, 32, 34]);
+        assert_eq!(s.all.in_flight_bytes, [15_000, 17_000, 8000]);
+        assert_eq!(s.all.retrans, [0, 3, 3]);
+        assert_eq!(s.all.busy_us, [0, 150_000, 250_000]);
+        // Busy and limited by neither: both flows at 100 ms, flow 0 at its
+        // cwnd; at 200 ms flow 0, not at its cwnd, and the quiet flow not
+        // at all.
+        assert_eq!(s.all.busy_other, [0, 2, 1]);
         assert_eq!(s.all.at_cwnd, [0, 1, 0]);
-        assert_eq!(s.at_cwnd_share(), Some(0.5));
+        assert_eq!(s.at_cwnd_share(), Some(1.0 / 3.0));
         let (r, _, o) = s.shares_between(0.0, 0.2).unwrap();
-        assert!((r - 0.4).abs() < 1e-9 && (o - 0.6).abs() < 1e-9);
+        assert!((r - 0.32).abs() < 1e-9 && (o - 0.68).abs() < 1e-9);
         let per = s.interval_shares(&[(0.1, 0.1), (0.2, 0.1)]);
         assert_eq!(per[0], Some((0.0, 0.0, 1.0)));
         assert!((per[1].unwrap().0 - 0.8).abs() < 1e-9);
