@@ -441,6 +441,92 @@ fn retransmits_are_the_windows_and_the_namespaces_kernel_counts_them_too() {
         u(&t["counts"]["skb:kfree_skb"]) * 2 >= dropped,
         "{t}: the rule dropped {dropped} packets over the run"
     );
+
+    // The flows' own: the client's filter keeps its sockets' skbs, each
+    // retransmitted once or more segments at a time, so at least one and
+    // at most the segments the kernel counted in the namespace; the host's
+    // count holds them. The server sent no data: none of its own.
+    let own = |end: &str| u(&it[end]["flow_events"]["counts"]["tcp:tcp_retransmit_skb"]);
+    let filter = |end: &str| {
+        it[end]["flow_events"]["filter"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let port = filter("server").replace("sport == ", "");
+    assert!(
+        port.parse::<u16>().is_ok_and(|p| p > 0),
+        "{}",
+        filter("server")
+    );
+    assert_eq!(filter("client"), format!("dport == {port}"));
+    assert!(
+        own("client") > 0 && own("client") <= kernel,
+        "{} skbs of the client's flows, {kernel} segments in the namespace",
+        own("client")
+    );
+    assert!(own("client") <= u(&t["counts"]["tcp:tcp_retransmit_skb"]));
+    assert_eq!(own("server"), 0, "{}", it["server"]["flow_events"]);
+}
+
+/// The receive buffer's tuning, where the kernel has the event (6.18):
+/// an autotuned receiver's buffer stays within tcp_rmem's ceiling, with a
+/// ratio below one; one whose SO_RCVBUF is set is tuned too, but its
+/// buffer stands at what was set (doubled, as SO_RCVBUF does) every time,
+/// since the kernel leaves a buffer the application locked alone.
+#[test]
+fn the_receivers_buffer_is_tuned_within_its_ceiling_and_left_alone_when_set() {
+    let _alone = measuring_alone();
+    if !require_root("count tracepoints") {
+        return;
+    }
+    let run = |extra: &[&str]| -> Value {
+        let out = plumb()
+            .args(["run", "stream", "--json", "--flows", "2"])
+            .args(ONE_SHORT)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_ok(&out);
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let auto = run(&[]);
+    let own = &auto["iterations"][0]["server"]["flow_events"];
+    if let Some(why) = own["unavailable"]["tcp:tcp_rcvbuf_grow"].as_str() {
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        if !why.contains("perf_event_open") {
+            println!("tcp:tcp_rcvbuf_grow is not on {}: {why}", release.trim());
+            return;
+        }
+        panic!("{own}");
+    }
+    let rmem_max: u64 = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_rmem")
+        .unwrap()
+        .split_whitespace()
+        .nth(2)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let g = &own["rcvbuf_grow"];
+    let read = u(&g["read"]);
+    assert!(read > 0, "{own}");
+    assert!(read <= u(&own["counts"]["tcp:tcp_rcvbuf_grow"]), "{own}");
+    let mean = |k: &str| u(&g[k]) as f64 / read as f64;
+    assert!(
+        mean("rcvbuf_sum") <= rmem_max as f64,
+        "{own}: tcp_rmem max {rmem_max}"
+    );
+    assert!(mean("window_clamp_sum") <= mean("rcvbuf_sum"), "{own}");
+    let ratio = mean("scaling_ratio_sum") / 256.0;
+    assert!(ratio > 0.0 && ratio < 1.0, "{own}");
+    // The client received only ACKs: no data to tune a buffer for.
+    let client = &auto["iterations"][0]["client"]["flow_events"];
+    assert_eq!(u(&client["counts"]["tcp:tcp_rcvbuf_grow"]), 0, "{client}");
+
+    let set = run(&["--rcvbuf", "64K"]);
+    let own = &set["iterations"][0]["server"]["flow_events"];
+    let g = &own["rcvbuf_grow"];
+    assert_eq!(u(&g["rcvbuf_sum"]), u(&g["read"]) * 2 * 65536, "{own}");
 }
 
 /// The packets the INPUT chain of `ns` dropped, by its rules' counters.

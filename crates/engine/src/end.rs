@@ -69,11 +69,12 @@ impl ReadyEnd {
         } else {
             Engine::start_udp(self.config, flows, udp)?
         };
+        let probes = probe::defaults(&engine);
         Ok(RunningEnd {
             engine,
             options: self.options,
             meter: None,
-            probes: probe::defaults(),
+            probes,
         })
     }
 }

@@ -695,6 +695,22 @@ impl Engine {
         }
     }
 
+    /// The server's port that the test's TCP connections are made to, as
+    /// this end sees it: the local port of the server's flows, the peer
+    /// port of the client's; None for UDP, whose flows are datagrams.
+    pub fn server_port(&self) -> Option<u16> {
+        if matches!(self.config.workload, Workload::Udp(_)) {
+            return None;
+        }
+        let flow = self.flows.first()?;
+        match self.config.role {
+            Role::Server => flow.local_addr(),
+            Role::Client => flow.peer_addr(),
+        }
+        .ok()
+        .map(|a| a.port())
+    }
+
     /// TCP_INFO of every flow, in flow order; a flow whose socket no longer
     /// answers is left out.
     pub fn tcp_info(&self) -> Vec<TcpInfo> {

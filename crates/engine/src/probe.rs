@@ -69,7 +69,7 @@ fn edges<S: Edges + 'static>(source: S) -> Box<dyn Probe> {
 
 /// The reader of a probe that every end runs; `None` for one an end runs
 /// only when asked (the profile, made by [`profiler`]).
-pub fn reader(id: Id) -> Option<Box<dyn Probe>> {
+pub fn reader(id: Id, engine: &Engine) -> Option<Box<dyn Probe>> {
     Some(match id {
         Id::Process => edges(ProcessProbe),
         Id::Cpu => edges(CpuProbe),
@@ -78,7 +78,7 @@ pub fn reader(id: Id) -> Option<Box<dyn Probe>> {
         Id::Softnet => edges(SoftnetProbe),
         Id::Interfaces => edges(InterfaceProbe),
         Id::Sockstat => Box::new(SockstatProbe),
-        Id::Tracepoints => Box::new(TracepointProbe::new()),
+        Id::Tracepoints => Box::new(TracepointProbe::new(engine)),
         Id::TcpInfo => Box::new(TcpInfoProbe::default()),
         Id::TcpSeries => Box::new(TcpSeriesProbe::default()),
         Id::Profile => return None,
@@ -87,12 +87,12 @@ pub fn reader(id: Id) -> Option<Box<dyn Probe>> {
 
 /// Every probe an end runs by default, in the declared order, less those
 /// [`PROBES_OFF`] names.
-pub fn defaults() -> Vec<Box<dyn Probe>> {
+pub fn defaults(engine: &Engine) -> Vec<Box<dyn Probe>> {
     let off = probes_off().unwrap_or_default();
     Id::ALL
         .into_iter()
         .filter(|id| !off.contains(id))
-        .filter_map(reader)
+        .filter_map(|id| reader(id, engine))
         .collect()
 }
 
@@ -204,6 +204,151 @@ struct TracepointProbe {
     unavailable: BTreeMap<String, String>,
     open: Vec<u64>,
     reasons: Option<(plumb_sys::trace::RawSampler, plumb_sys::trace::RawField)>,
+    own: Option<OwnFlows>,
+}
+
+/// The tracepoints counted for an end's own flows, where their records
+/// carry the socket's ports.
+pub const FLOW_TRACEPOINTS: [&str; 4] = [
+    "tcp:tcp_retransmit_skb",
+    "tcp:tcp_send_reset",
+    "tcp:tcp_receive_reset",
+    RCVBUF_GROW,
+];
+
+/// The event of a receive buffer tuned (6.18), sampled for the buffer and
+/// window as they stood, and those fields.
+const RCVBUF_GROW: &str = "tcp:tcp_rcvbuf_grow";
+const RCVBUF_FIELDS: [&str; 4] = ["rcvbuf", "window_clamp", "rcv_wnd", "scaling_ratio"];
+
+/// Pages of each CPU's ring of tunings: at most one a round trip per flow,
+/// a hundred bytes each.
+const GROW_RING_PAGES: usize = 16;
+
+/// The filter that keeps the events of an end's own sockets: a record's
+/// `sport` is its socket's local port, so the server's are those from its
+/// port and the client's those to it.
+fn own_filter(role: plumb_samples::Role, server_port: u16) -> String {
+    match role {
+        plumb_samples::Role::Server => format!("sport == {server_port}"),
+        plumb_samples::Role::Client => format!("dport == {server_port}"),
+    }
+}
+
+/// An end's own flows' events, counted with [`own_filter`], and the
+/// receive buffer's tunings sampled with it.
+struct OwnFlows {
+    filter: String,
+    counters: Vec<(&'static str, plumb_sys::trace::Counter)>,
+    unavailable: BTreeMap<String, String>,
+    open: Vec<u64>,
+    grow: Option<(
+        plumb_sys::trace::RawSampler,
+        Vec<plumb_sys::trace::RawField>,
+    )>,
+}
+
+impl OwnFlows {
+    fn new(filter: String, cpus: &[u32]) -> OwnFlows {
+        let mut own = OwnFlows {
+            filter,
+            counters: Vec::new(),
+            unavailable: BTreeMap::new(),
+            open: Vec::new(),
+            grow: None,
+        };
+        let refused = |e: std::io::Error| format!("perf_event_open: {}", plumb_sys::plain_io(&e));
+        let ids = plumb_sys::trace::ids(&FLOW_TRACEPOINTS);
+        for (name, id) in FLOW_TRACEPOINTS.iter().zip(ids) {
+            // A record without the ports cannot be told apart by flow.
+            let opened = id.and_then(|id| {
+                plumb_sys::trace::raw_fields(name, &["sport", "dport"])
+                    .map_err(|_| "its records carry no ports here".to_string())?;
+                plumb_sys::trace::Counter::filtered(id, cpus, &own.filter)
+                    .map(|c| (id, c))
+                    .map_err(refused)
+            });
+            match opened {
+                Ok((id, c)) => {
+                    own.counters.push((*name, c));
+                    if *name == RCVBUF_GROW {
+                        let sampled =
+                            plumb_sys::trace::raw_fields(name, &RCVBUF_FIELDS).and_then(|f| {
+                                plumb_sys::trace::RawSampler::filtered(
+                                    id,
+                                    cpus,
+                                    GROW_RING_PAGES,
+                                    &own.filter,
+                                )
+                                .map(|s| (s, f))
+                                .map_err(refused)
+                            });
+                        match sampled {
+                            Ok(g) => own.grow = Some(g),
+                            Err(why) => {
+                                own.unavailable.insert(format!("{name} fields"), why);
+                            }
+                        }
+                    }
+                }
+                Err(why) => {
+                    own.unavailable.insert(name.to_string(), why);
+                }
+            }
+        }
+        own
+    }
+
+    fn read(&self) -> Vec<u64> {
+        self.counters
+            .iter()
+            .map(|(_, c)| c.read().unwrap_or(0))
+            .collect()
+    }
+
+    /// The tunings sampled since the last call.
+    fn growths(&mut self) -> Option<plumb_samples::RcvbufGrowth> {
+        let (sampler, fields) = self.grow.as_mut()?;
+        let mut g = plumb_samples::RcvbufGrowth::default();
+        sampler.drain(&mut |raw| {
+            let v: Vec<u64> = fields.iter().map(|f| f.value(raw).unwrap_or(0)).collect();
+            g.read += 1;
+            g.rcvbuf_sum += v[0];
+            g.window_clamp_sum += v[1];
+            g.rcv_wnd_sum += v[2];
+            g.scaling_ratio_sum += v[3];
+        });
+        Some(g)
+    }
+
+    fn open(&mut self) {
+        self.growths();
+        self.open = self.read();
+    }
+
+    fn close(&mut self) -> plumb_samples::FlowEvents {
+        let close = self.read();
+        let rcvbuf_grow = self.growths();
+        plumb_samples::FlowEvents {
+            filter: self.filter.clone(),
+            counts: counted(&self.counters, &close, &self.open),
+            unavailable: self.unavailable.clone(),
+            rcvbuf_grow,
+        }
+    }
+}
+
+/// Each counter's events between two readings, by its tracepoint's name.
+fn counted(
+    counters: &[(&'static str, plumb_sys::trace::Counter)],
+    close: &[u64],
+    open: &[u64],
+) -> BTreeMap<String, u64> {
+    counters
+        .iter()
+        .zip(close.iter().zip(open))
+        .map(|((name, _), (b, a))| (name.to_string(), b.saturating_sub(*a)))
+        .collect()
 }
 
 /// The tracepoint whose records carry a drop's reason, and the field.
@@ -214,7 +359,7 @@ const DROPS: (&str, &str) = ("skb:kfree_skb", "reason");
 const DROP_RING_PAGES: usize = 128;
 
 impl TracepointProbe {
-    fn new() -> TracepointProbe {
+    fn new(engine: &Engine) -> TracepointProbe {
         let cpus = plumb_sys::proc::online_cpus()
             .map(|c| c.cpus().to_vec())
             .unwrap_or_default();
@@ -249,11 +394,17 @@ impl TracepointProbe {
                 }
             }
         }
+        // Without the host's counters, the flows' would be refused too.
+        let own = (!counters.is_empty())
+            .then(|| engine.server_port())
+            .flatten()
+            .map(|port| OwnFlows::new(own_filter(engine.config().role, port), &cpus));
         TracepointProbe {
             counters,
             unavailable,
             open: Vec::new(),
             reasons,
+            own,
         }
     }
 
@@ -290,7 +441,11 @@ impl TracepointProbe {
 /// their own, so that no end waits on it between its window and the next.
 impl Drop for TracepointProbe {
     fn drop(&mut self) {
-        let events = (std::mem::take(&mut self.counters), self.reasons.take());
+        let events = (
+            std::mem::take(&mut self.counters),
+            self.reasons.take(),
+            self.own.take(),
+        );
         let closing = std::thread::Builder::new()
             .name("plumb-trace-close".into())
             .spawn(move || drop(events));
@@ -304,17 +459,16 @@ impl Probe for TracepointProbe {
         // What was dropped before the window is not the window's.
         self.drop_reasons();
         self.open = self.read();
+        if let Some(own) = &mut self.own {
+            own.open();
+        }
     }
 
     fn close(&mut self, _: &Engine, out: &mut EndResult) {
         let close = self.read();
         let (reasons, read) = self.drop_reasons();
-        let counts: BTreeMap<String, u64> = self
-            .counters
-            .iter()
-            .zip(close.iter().zip(&self.open))
-            .map(|((name, _), (b, a))| (name.to_string(), b.saturating_sub(*a)))
-            .collect();
+        let counts = counted(&self.counters, &close, &self.open);
+        out.flow_events = self.own.as_mut().map(OwnFlows::close);
         let dropped = counts.get(DROPS.0).copied().unwrap_or(0);
         out.tracepoints = Some(plumb_samples::Tracepoints {
             drop_reasons: plumb_samples::Tracepoints::scale_reasons(&reasons, dropped),

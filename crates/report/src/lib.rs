@@ -348,6 +348,7 @@ fn iteration(o: &mut String, it: &Iteration, planned_s: f64, transactional: bool
     network(o, it);
     levels(o, it);
     drop_reasons(o, it);
+    rcvbuf_growth(o, it);
     let rss = |e: &EndResult| format_bytes(e.process.rss_bytes);
     let flows = it.client.flows.len().max(1) as u64;
     let _ = writeln!(
@@ -961,6 +962,36 @@ fn drop_reasons(o: &mut String, it: &Iteration) {
             ));
         }
         let _ = writeln!(o, "{}", fit_80(&words));
+        head = "";
+    }
+}
+
+/// Each end's receive buffers as the kernel tuned them, as means over the
+/// tunings read: the story of a window that a scaling ratio keeps small.
+fn rcvbuf_growth(o: &mut String, it: &Iteration) {
+    let mut head = "rcvbuf tuned";
+    for end in [&it.client, &it.server] {
+        let Some(g) = end.flow_events.as_ref().and_then(|f| f.rcvbuf_grow) else {
+            continue;
+        };
+        let Some((rcvbuf, clamp, rwnd, ratio)) = g.means() else {
+            continue;
+        };
+        let _ = writeln!(
+            o,
+            "{}",
+            fit_80(&[
+                format!(
+                    "{head:<12}{:<7}{} times, the buffer {} on average",
+                    end.role.to_string(),
+                    count(g.read),
+                    format_bytes(rcvbuf as u64)
+                ),
+                format!("window clamp {}", format_bytes(clamp as u64)),
+                format!("advertised {}", format_bytes(rwnd as u64)),
+                format!("scaling ratio {ratio:.2}"),
+            ])
+        );
         head = "";
     }
 }

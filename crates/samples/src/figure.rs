@@ -283,32 +283,57 @@ impl Probe {
                 PARTS
             }
             Probe::Tracepoints => {
-                const PARTS: &[Part] = &[part(
-                    "tracepoints",
-                    OncePerHost,
-                    &[
-                        Figure {
-                            path: "counts.tcp:tcp_retransmit_skb",
-                            unit: "skbs",
-                            kind: Kind::Counted("retransmitted"),
-                        },
-                        Figure {
-                            path: "counts.skb:kfree_skb",
-                            unit: "packets",
-                            kind: Kind::Counted("dropped"),
-                        },
-                        Figure {
-                            path: "counts.tcp:tcp_send_reset",
-                            unit: "resets",
-                            kind: Kind::Counted("resets sent"),
-                        },
-                        Figure {
-                            path: "counts.tcp:tcp_receive_reset",
-                            unit: "resets",
-                            kind: Kind::Counted("resets received"),
-                        },
-                    ],
-                )];
+                const PARTS: &[Part] = &[
+                    part(
+                        "tracepoints",
+                        OncePerHost,
+                        &[
+                            Figure {
+                                path: "counts.tcp:tcp_retransmit_skb",
+                                unit: "skbs",
+                                kind: Kind::Counted("retransmitted"),
+                            },
+                            Figure {
+                                path: "counts.skb:kfree_skb",
+                                unit: "packets",
+                                kind: Kind::Counted("dropped"),
+                            },
+                            Figure {
+                                path: "counts.tcp:tcp_send_reset",
+                                unit: "resets",
+                                kind: Kind::Counted("resets sent"),
+                            },
+                            Figure {
+                                path: "counts.tcp:tcp_receive_reset",
+                                unit: "resets",
+                                kind: Kind::Counted("resets received"),
+                            },
+                        ],
+                    ),
+                    // Each end's own flows: the ends' filters split the host's
+                    // events between them, and groups count their own.
+                    part(
+                        "flow_events",
+                        Sum,
+                        &[
+                            Figure {
+                                path: "counts.tcp:tcp_retransmit_skb",
+                                unit: "skbs",
+                                kind: Kind::Counted("retransmitted"),
+                            },
+                            Figure {
+                                path: "counts.tcp:tcp_receive_reset",
+                                unit: "resets",
+                                kind: Kind::Counted("resets received"),
+                            },
+                            Figure {
+                                path: "counts.tcp:tcp_rcvbuf_grow",
+                                unit: "times",
+                                kind: Kind::Counted("receive buffer tuned"),
+                            },
+                        ],
+                    ),
+                ];
                 PARTS
             }
             // A group's profile is of its own process; the first one's is

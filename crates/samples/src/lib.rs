@@ -31,9 +31,9 @@ pub use result::{
     WINDOW_RTTS_MIN,
 };
 pub use result::{
-    InterfaceCounts, IrqCounts, IrqCpu, NetDevCounters, PathCounts, PathResult, Peer,
-    RxZeroCopyTotals, SenderLimits, ServerStart, Sockstat, Tracepoints, ZeroCopyTotals,
-    PATH_THREAD,
+    FlowEvents, InterfaceCounts, IrqCounts, IrqCpu, NetDevCounters, PathCounts, PathResult, Peer,
+    RcvbufGrowth, RxZeroCopyTotals, SenderLimits, ServerStart, Sockstat, Tracepoints,
+    ZeroCopyTotals, PATH_THREAD,
 };
 pub use tcp::{
     FlowSeries, TcpSeries, TcpState, TCP_READS_PER_SEC_MAX, TCP_SAMPLE_PERIOD_MS, TCP_SERIES_FLOWS,

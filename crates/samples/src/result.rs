@@ -302,11 +302,70 @@ pub struct EndResult {
     /// this end's host; absent in records made before they were counted.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub tracepoints: Option<Tracepoints>,
+    /// The kernel's events of this end's own flows over the window; absent
+    /// in records made before they were counted, and for UDP.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub flow_events: Option<FlowEvents>,
     /// This end's flows' TCP state sampled over the window; absent in
     /// records made before it was sampled, and for workloads without
     /// long-lived TCP flows.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub tcp_series: Option<crate::TcpSeries>,
+}
+
+/// The events of an end's own flows over a window, from the tracepoints
+/// whose records carry the socket's ports, counted with a filter on this
+/// end's side of them: the server's port as the source on the server, as
+/// the destination on the client. Events whose records carry no ports
+/// (skb:kfree_skb, and tcp:tcp_send_reset since 6.10) are host-wide only,
+/// in [`Tracepoints`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FlowEvents {
+    /// The filter the events were counted with (`dport == 5201`).
+    pub filter: String,
+    /// Events by tracepoint (`tcp:tcp_retransmit_skb`).
+    pub counts: BTreeMap<String, u64>,
+    /// Tracepoints that could not be counted for the flows, with why.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub unavailable: BTreeMap<String, String>,
+    /// The flows' receive buffers each time the kernel tuned them
+    /// (tcp:tcp_rcvbuf_grow, 6.18 and later).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub rcvbuf_grow: Option<RcvbufGrowth>,
+}
+
+/// The receive buffer's tunings a window's samples read (each time a
+/// round trip's data outgrew the space the receiver had measured, whether
+/// the kernel could grow the buffer or the application had locked it), as
+/// sums over them so that flow groups add up: the buffer, the window clamp
+/// and the advertised window as they stood, and the scaling ratio (in
+/// 256ths: the share of the buffer's memory the kernel expects to be
+/// payload).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct RcvbufGrowth {
+    /// Tunings read; fewer than counted where a ring overflowed.
+    pub read: u64,
+    pub rcvbuf_sum: u64,
+    pub window_clamp_sum: u64,
+    pub rcv_wnd_sum: u64,
+    pub scaling_ratio_sum: u64,
+}
+
+impl RcvbufGrowth {
+    /// The means at each tuning: buffer, window clamp and advertised
+    /// window in bytes, and the scaling ratio as a share; None when none
+    /// was read.
+    pub fn means(&self) -> Option<(f64, f64, f64, f64)> {
+        let n = self.read as f64;
+        (self.read > 0).then(|| {
+            (
+                self.rcvbuf_sum as f64 / n,
+                self.window_clamp_sum as f64 / n,
+                self.rcv_wnd_sum as f64 / n,
+                self.scaling_ratio_sum as f64 / n / 256.0,
+            )
+        })
+    }
 }
 
 /// Tracepoints counted over a window, host-wide, and those that could not
@@ -446,6 +505,7 @@ impl EndResult {
             limited: None,
             window_retransmits: None,
             tracepoints: None,
+            flow_events: None,
             tcp_series: None,
         }
     }

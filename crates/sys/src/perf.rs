@@ -27,6 +27,8 @@ const FLAG_FREQ: u64 = 1 << 10;
 const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
 const IOC_ENABLE: libc::c_ulong = 0x2400;
 const IOC_DISABLE: libc::c_ulong = 0x2401;
+/// PERF_EVENT_IOC_SET_FILTER: _IOW('$', 6, char *).
+const IOC_SET_FILTER: libc::c_ulong = 0x4008_2406;
 const RECORD_LOST: u32 = 2;
 const RECORD_SAMPLE: u32 = 9;
 /// Call-chain entries at or above this are context markers
@@ -161,6 +163,21 @@ pub(crate) fn open_on_cpu(attr: &Attr, cpu: u32) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
+/// Gives a tracepoint's event `fd` a filter in the kernel's event filter
+/// language (`sport == 5001 || dport == 5001`): only the events that match
+/// count or are sampled.
+pub(crate) fn set_filter(fd: &impl AsRawFd, filter: &str) -> io::Result<()> {
+    let filter = std::ffi::CString::new(filter)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a filter with a NUL byte"))?;
+    // SAFETY: a NUL-terminated string alive for the call, which the kernel
+    // copies.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), IOC_SET_FILTER as _, filter.as_ptr()) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 impl Ring {
     /// Opens the sampling event `attr` describes on `cpu` for every
     /// process, with a ring of `pages` data pages (a power of two).
@@ -207,6 +224,11 @@ impl Ring {
             return Err(io::Error::last_os_error());
         }
         Ok(())
+    }
+
+    /// Samples only the events that match `filter` (see [`set_filter`]).
+    pub(crate) fn set_filter(&self, filter: &str) -> io::Result<()> {
+        set_filter(&self.fd, filter)
     }
 
     pub(crate) fn enable(&self) -> io::Result<()> {

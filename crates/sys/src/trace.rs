@@ -76,6 +76,12 @@ impl RawField {
 /// Field `field` of tracepoint `name` (`skb:kfree_skb`, `reason`), or why
 /// this kernel has none.
 pub fn raw_field(name: &str, field: &str) -> Result<RawField, String> {
+    Ok(raw_fields(name, &[field])?.remove(0))
+}
+
+/// Fields `fields` of tracepoint `name`, in their order, from one reading
+/// of its format file; or why this kernel lacks the event or one of them.
+pub fn raw_fields(name: &str, fields: &[&str]) -> Result<Vec<RawField>, String> {
     let (system, event) = name
         .split_once(':')
         .ok_or_else(|| format!("'{name}' is not system:event"))?;
@@ -83,7 +89,12 @@ pub fn raw_field(name: &str, field: &str) -> Result<RawField, String> {
         let file = root.join("events").join(system).join(event).join("format");
         std::fs::read_to_string(&file).map_err(|e| missing(name, &file, &e))
     })??;
-    parse_format(&text, field).ok_or_else(|| format!("{name} has no field {field} here"))
+    fields
+        .iter()
+        .map(|field| {
+            parse_format(&text, field).ok_or_else(|| format!("{name} has no field {field} here"))
+        })
+        .collect()
 }
 
 /// A field's place and its symbols in a format file's text.
@@ -153,6 +164,18 @@ impl RawSampler {
             .map(|&cpu| crate::perf::Ring::open(&attr, cpu, pages))
             .collect::<io::Result<Vec<_>>>()?;
         Ok(RawSampler { rings })
+    }
+
+    /// Samples only the events of tracepoint `id` that match `filter`.
+    pub fn filtered(id: u64, cpus: &[u32], pages: usize, filter: &str) -> io::Result<RawSampler> {
+        let sampler = RawSampler::open(id, cpus, pages)?;
+        for r in &sampler.rings {
+            r.set_filter(filter)?;
+        }
+        // What came before the filter is not the filter's.
+        let mut sampler = sampler;
+        sampler.drain(&mut |_| {});
+        Ok(sampler)
     }
 
     /// Hands each event's raw data the rings hold to `each`.
@@ -259,6 +282,16 @@ impl Counter {
             .map(|&cpu| crate::perf::open_on_cpu(&attr, cpu).map(File::from))
             .collect::<io::Result<Vec<File>>>()?;
         Ok(Counter { cpus })
+    }
+
+    /// Counts only the events of tracepoint `id` that match `filter`, in
+    /// the kernel's event filter language, on each of `cpus`.
+    pub fn filtered(id: u64, cpus: &[u32], filter: &str) -> io::Result<Counter> {
+        let counter = Counter::open(id, cpus)?;
+        for f in &counter.cpus {
+            crate::perf::set_filter(f, filter)?;
+        }
+        Ok(counter)
     }
 
     /// The events counted so far on all its CPUs.
