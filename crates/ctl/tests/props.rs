@@ -170,6 +170,19 @@ fn end() -> impl Strategy<Value = EndResult> {
                     drop_reasons: [("SOCKET_RCVBUFF".to_string(), received % 83)].into(),
                     drop_reasons_read: Some(received % 83),
                 }),
+                flow_events: Some(plumb_samples::FlowEvents {
+                    filter: format!("dport == {}", sent % 65536),
+                    counts: [("tcp:tcp_rcvbuf_grow".to_string(), sent % 79)].into(),
+                    unavailable: [("tcp:tcp_send_reset".to_string(), "no ports".to_string())]
+                        .into(),
+                    rcvbuf_grow: Some(plumb_samples::RcvbufGrowth {
+                        read: sent % 79,
+                        rcvbuf_sum: received,
+                        window_clamp_sum: received / 2,
+                        rcv_wnd_sum: received / 3,
+                        scaling_ratio_sum: sent % 79 * 128,
+                    }),
+                }),
                 tcp_series: Some(series(sent, window8)),
             },
         )
