@@ -3,6 +3,7 @@
 //! drops and squeezes, interface drops), and which CPUs took each device's
 //! interrupts on either side.
 
+use crate::limits::{direction, ShareVerdict};
 use plumb_samples::figure::{self, Merge};
 use plumb_samples::{EndResult, Iteration, Role};
 use serde::Serialize;
@@ -25,9 +26,16 @@ pub struct BudgetLine {
     pub b: f64,
     /// b / a - 1; absent when a is 0.
     pub change: Option<f64>,
+    /// Welch's p of the iterations' figures; absent with fewer than 2
+    /// iterations on a side or none of spread on either.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p_value: Option<f64>,
+    /// Whether B's figure is more or less than A's, iteration by
+    /// iteration, at the method's level.
+    pub verdict: ShareVerdict,
 }
 
-type Figures = BTreeMap<(String, String), f64>;
+pub(crate) type Figures = BTreeMap<(String, String), f64>;
 
 /// Figures summed over iterations and divided by the work they did (GB
 /// received, or millions of transactions), so that long and short windows
@@ -218,7 +226,7 @@ pub const DROPPED_FOR: &str = "dropped for ";
 
 /// A reason one side's drops had and the other's did not is none there:
 /// both sides get every reason either had.
-pub(crate) fn align_reasons(a: &mut Figures, b: &mut Figures) {
+fn align_reasons(a: &mut Figures, b: &mut Figures) {
     let reasons = |f: &Figures| -> Vec<(String, String)> {
         f.keys()
             .filter(|(_, part)| part.starts_with(DROPPED_FOR))
@@ -233,18 +241,50 @@ pub(crate) fn align_reasons(a: &mut Figures, b: &mut Figures) {
     }
 }
 
-/// The lines of two sides' figures that both have, with their change.
-/// `keep` drops lines that say nothing (events that neither side counted).
-pub(crate) fn lines(a: &Figures, b: &Figures, keep: impl Fn(f64, f64) -> bool) -> Vec<BudgetLine> {
-    a.iter()
-        .filter_map(|((end, part), &va)| {
-            let vb = *b.get(&(end.clone(), part.clone()))?;
-            keep(va, vb).then(|| BudgetLine {
-                end: end.clone(),
-                part: part.clone(),
+/// The lines of `figures` (the CPU budget, or the events) that both sides
+/// have, with their change over all iterations, and whether B's differ
+/// from A's iteration by iteration at `level`. `keep` drops lines that
+/// say nothing (events that neither side counted).
+pub(crate) fn lines(
+    a: &[&Iteration],
+    b: &[&Iteration],
+    transactional: bool,
+    level: f64,
+    figures: fn(&[&Iteration], bool) -> Figures,
+    keep: impl Fn(f64, f64) -> bool,
+) -> Vec<BudgetLine> {
+    let (mut fa, mut fb) = (figures(a, transactional), figures(b, transactional));
+    align_reasons(&mut fa, &mut fb);
+    let each = |its: &[&Iteration]| -> Vec<Figures> {
+        its.iter().map(|i| figures(&[*i], transactional)).collect()
+    };
+    let (each_a, each_b) = (each(a), each(b));
+    // A drop reason an iteration did not see was none there; another
+    // figure it lacks it did not measure.
+    let of = |each: &[Figures], key: &(String, String)| -> Vec<f64> {
+        each.iter()
+            .filter_map(|f| match f.get(key) {
+                Some(v) => Some(*v),
+                None if key.1.starts_with(DROPPED_FOR) && !f.is_empty() => Some(0.0),
+                None => None,
+            })
+            .collect()
+    };
+    fa.iter()
+        .filter_map(|(key, &va)| {
+            let vb = *fb.get(key)?;
+            if !keep(va, vb) {
+                return None;
+            }
+            let (p_value, verdict) = direction(&of(&each_a, key), &of(&each_b, key), level);
+            Some(BudgetLine {
+                end: key.0.clone(),
+                part: key.1.clone(),
                 a: va,
                 b: vb,
                 change: (va > 0.0).then(|| vb / va - 1.0),
+                p_value,
+                verdict,
             })
         })
         .collect()

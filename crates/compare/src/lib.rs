@@ -388,17 +388,11 @@ pub fn compare_across(
             .find(|r| &r.key == key_a)
             .map_or(Metric::Throughput, |r| r.record.metric());
         let transactional = metric == Metric::Tps;
-        let budget = budget::lines(
-            &budget::cpu(&ia, transactional),
-            &budget::cpu(&ib, transactional),
-            |_, _| true,
-        );
-        let (mut ea, mut eb) = (
-            budget::events(&ia, transactional),
-            budget::events(&ib, transactional),
-        );
-        budget::align_reasons(&mut ea, &mut eb);
-        let events = budget::lines(&ea, &eb, |a, b| a > 0.0 || b > 0.0);
+        let level = params.level;
+        let budget = budget::lines(&ia, &ib, transactional, level, budget::cpu, |_, _| true);
+        let events = budget::lines(&ia, &ib, transactional, level, budget::events, |a, b| {
+            a > 0.0 || b > 0.0
+        });
         let runs = |s: &Side, key: &str| s.complete_at(key).count();
         points.push(Point {
             spec_key: if key_a == key_b {
@@ -760,6 +754,8 @@ mod tests {
         };
         let m = line("server", "migrations");
         assert!((m.change.unwrap() - 3.0).abs() < 1e-9, "{m:?}");
+        // Every iteration of B migrated more than every one of A's.
+        assert_eq!(m.verdict, limits::ShareVerdict::More, "{m:?}");
         let r = record(&[1.0], "elsewhere");
         let gb = r.iterations[0].transfer.received_bytes as f64 / 1e9;
         assert!((m.a - 10.0 / gb).abs() < 1e-6 * m.a, "{m:?}, {gb} GB each");
@@ -782,6 +778,30 @@ mod tests {
             &CompareParams::default(),
         );
         assert!(same.points[0].irq_moves.is_empty());
+    }
+
+    #[test]
+    fn an_event_line_whose_iterations_overlap_is_no_difference() {
+        let spread = |name: &str, counts: [u64; 3]| {
+            let mut s = accounted(name, 0, 0, 1);
+            for (i, n) in s.runs[0].record.iterations.iter_mut().zip(counts) {
+                i.server.process.sched.as_mut().unwrap().migrations = Some(n);
+            }
+            s
+        };
+        let c = compare(
+            &spread("a", [5, 10, 15]),
+            &spread("b", [6, 11, 13]),
+            &CompareParams::default(),
+        );
+        let m = c.points[0]
+            .events
+            .iter()
+            .find(|l| l.part == "migrations")
+            .unwrap();
+        assert!(m.change.unwrap() > 0.0, "{m:?}");
+        assert_eq!(m.verdict, limits::ShareVerdict::NoDifference, "{m:?}");
+        assert!(m.p_value.unwrap() > 0.5, "{m:?}");
     }
 
     fn side(name: &str, client: Option<&str>, server: Option<&str>) -> Side {

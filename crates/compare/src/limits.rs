@@ -66,6 +66,27 @@ impl ShareVerdict {
     }
 }
 
+/// Whether B's iterations `xb` lie above or below A's `xa` at `level`,
+/// with Welch's p where both sides spread.
+pub(crate) fn direction(xa: &[f64], xb: &[f64], level: f64) -> (Option<f64>, ShareVerdict) {
+    let (ma, mb) = (plumb_stats::mean(xa), plumb_stats::mean(xb));
+    let p_value = plumb_stats::welch(xa, xb)
+        .map(|w| w.p)
+        .filter(|p| p.is_finite());
+    // Sides without spread (a share of exactly 0 or 1, or no event, in
+    // every iteration) differ for certain where their means do.
+    let certain = p_value.is_none() && ma != mb;
+    let verdict = match p_value {
+        _ if xa.len() < 2 || xb.len() < 2 => ShareVerdict::TooFew,
+        Some(p) if p < 1.0 - level && mb > ma => ShareVerdict::More,
+        Some(p) if p < 1.0 - level => ShareVerdict::Less,
+        None if certain && mb > ma => ShareVerdict::More,
+        None if certain => ShareVerdict::Less,
+        _ => ShareVerdict::NoDifference,
+    };
+    (p_value, verdict)
+}
+
 /// Each iteration's share `k` of [`LIMITS`] of `role`'s end, where its
 /// flows sent.
 fn shares(its: &[&Iteration], role: Role, k: usize) -> Vec<f64> {
@@ -107,20 +128,7 @@ pub(crate) fn lines(a: &[&Iteration], b: &[&Iteration], level: f64) -> Vec<Limit
                 continue;
             }
             let (a, b) = (share(&xa, level), share(&xb, level));
-            let p_value = plumb_stats::welch(&xa, &xb)
-                .map(|w| w.p)
-                .filter(|p| p.is_finite());
-            // Sides without spread (a share of exactly 0 or 1 in every
-            // iteration) differ for certain where their means do.
-            let certain = p_value.is_none() && a.mean != b.mean;
-            let verdict = match p_value {
-                _ if xa.len() < 2 || xb.len() < 2 => ShareVerdict::TooFew,
-                Some(p) if p < 1.0 - level && b.mean > a.mean => ShareVerdict::More,
-                Some(p) if p < 1.0 - level => ShareVerdict::Less,
-                None if certain && b.mean > a.mean => ShareVerdict::More,
-                None if certain => ShareVerdict::Less,
-                _ => ShareVerdict::NoDifference,
-            };
+            let (p_value, verdict) = direction(&xa, &xb, level);
             out.push(LimitLine {
                 end: role.name().to_string(),
                 limit,

@@ -140,6 +140,38 @@ fn explanation(p: &Point) -> Vec<Explanation<'_>> {
     tables
 }
 
+/// An explanation's table: per line, each side's figure, the change over
+/// all iterations and whether B's differs iteration by iteration. `head`
+/// names the first column and its width, `widths` those of the figures
+/// and the change (0 for as wide as the cells).
+fn budget_table(
+    head: (&str, usize),
+    lines: &[&BudgetLine],
+    figure: fn(f64) -> String,
+    widths: [usize; 2],
+) -> Table {
+    let mut table = Table::new([
+        (head.0, Align::Left, head.1),
+        ("A", Align::Right, widths[0]),
+        ("B", Align::Right, widths[0]),
+        ("change", Align::Right, widths[1]),
+        ("B against A", Align::Left, 0),
+    ]);
+    for l in lines {
+        table.row_of_class(
+            l.verdict.name(),
+            [
+                format!("{} {}", l.end, l.part),
+                figure(l.a),
+                figure(l.b),
+                change(l),
+                l.verdict.name().to_string(),
+            ],
+        );
+    }
+    table
+}
+
 fn change(l: &BudgetLine) -> String {
     l.change.map(pct).unwrap_or_else(|| "-".into())
 }
@@ -204,16 +236,7 @@ pub fn terminal(c: &Comparison) -> String {
         );
         for (unit, lines, figure) in explanation(p) {
             // A line's name is as long as a drop reason makes it.
-            let mut table = Table::new([
-                (unit, Align::Left, 24),
-                ("A", Align::Right, 10),
-                ("B", Align::Right, 10),
-                ("change", Align::Right, 9),
-            ]);
-            for l in lines {
-                let end = format!("{} {}", l.end, l.part);
-                table.row([end, figure(l.a), figure(l.b), change(l)]);
-            }
+            let table = budget_table((unit, 24), &lines, figure, [10, 9]);
             o.push_str(&table.terminal("  "));
         }
         if !p.limits.is_empty() {
@@ -357,16 +380,7 @@ pub fn markdown(c: &Comparison) -> String {
     for p in &c.points {
         for (unit, lines, figure) in explanation(p) {
             let _ = writeln!(o, "{unit}, {}:\n", p.summary);
-            let mut table = Table::new([
-                ("end", Align::Left, 0),
-                ("A", Align::Right, 0),
-                ("B", Align::Right, 0),
-                ("change", Align::Right, 0),
-            ]);
-            for l in lines {
-                let end = format!("{} {}", l.end, l.part);
-                table.row([end, figure(l.a), figure(l.b), change(l)]);
-            }
+            let table = budget_table(("end", 0), &lines, figure, [0, 0]);
             let _ = writeln!(o, "{}", table.markdown());
         }
         if !p.limits.is_empty() {
@@ -507,6 +521,13 @@ mod tests {
                 .find(|l| l.contains("server migrations"))
                 .unwrap_or_else(|| panic!("{text}"));
             assert!(line.contains("+100.0%"), "{line}");
+            assert!(
+                line.trim_end()
+                    .trim_end_matches('|')
+                    .trim_end()
+                    .ends_with("more"),
+                "{line}"
+            );
             assert!(text.contains(moved), "{text}");
         }
     }
