@@ -200,9 +200,11 @@ pub(crate) fn events(its: &[&Iteration], transactional: bool) -> Figures {
                     Merge::OncePerNamespace => (!end.lost
                         && !i.shared_with_client(end.role, part.merge))
                     .then(|| end.role.name().to_string()),
-                    Merge::Sum | Merge::PerGroup | Merge::PerFlow | Merge::Distribution => {
-                        (!end.lost).then(|| end.role.name().to_string())
-                    }
+                    Merge::Sum
+                    | Merge::OncePerEnd
+                    | Merge::PerGroup
+                    | Merge::PerFlow
+                    | Merge::Distribution => (!end.lost).then(|| end.role.name().to_string()),
                 };
                 let value = figure::part_of(record, part.key).unwrap_or(&serde_json::Value::Null);
                 let value = figure::figure_value(value, f.path);

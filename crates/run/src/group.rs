@@ -491,7 +491,9 @@ mod tests {
             let (pa, pb) = (pa.unwrap(), pb.unwrap());
             let len = |v: &serde_json::Value| v.as_array().map_or(0, Vec::len);
             match p.merge {
-                figure::Merge::OncePerHost | figure::Merge::OncePerNamespace => {
+                figure::Merge::OncePerHost
+                | figure::Merge::OncePerNamespace
+                | figure::Merge::OncePerEnd => {
                     assert_eq!(got, pa, "{}: the first group's", p.key)
                 }
                 figure::Merge::Sum => {

@@ -50,6 +50,10 @@ pub enum Merge {
     OncePerHost,
     /// The network namespace's (interfaces, protocol counters): taken once.
     OncePerNamespace,
+    /// The end's own, but read the same by each of its groups (events
+    /// filtered by the server's port, which every group's flows share):
+    /// taken once, and each end its own.
+    OncePerEnd,
     /// One entry per thread or other item of a process: the lists join.
     PerGroup,
     /// One entry per flow: the lists join and the flows are numbered on
@@ -311,10 +315,10 @@ impl Probe {
                         ],
                     ),
                     // Each end's own flows: the ends' filters split the host's
-                    // events between them, and groups count their own.
+                    // events between them, and an end's groups share the port.
                     part(
                         "flow_events",
-                        Sum,
+                        OncePerEnd,
                         &[
                             Figure {
                                 path: "counts.tcp:tcp_retransmit_skb",
@@ -409,7 +413,7 @@ pub fn merge_parts(out: &mut Value, groups: &[Value], flow_offsets: &[u64]) {
             .filter(|v| !v.is_null())
             .collect();
         let merged = match p.merge {
-            Merge::OncePerHost | Merge::OncePerNamespace => continue,
+            Merge::OncePerHost | Merge::OncePerNamespace | Merge::OncePerEnd => continue,
             Merge::Sum => values.iter().fold(Value::Null, |a, b| sum(&a, b)),
             Merge::PerGroup => Value::Array(
                 values

@@ -337,7 +337,7 @@ pub struct FlowEvents {
 /// The receive buffer's tunings a window's samples read (each time a
 /// round trip's data outgrew the space the receiver had measured, whether
 /// the kernel could grow the buffer or the application had locked it), as
-/// sums over them so that flow groups add up: the buffer, the window clamp
+/// sums over them (a mean is the sum over `read`): the buffer, the window clamp
 /// and the advertised window as they stood, and the scaling ratio (in
 /// 256ths: the share of the buffer's memory the kernel expects to be
 /// payload).
@@ -1070,7 +1070,11 @@ impl Iteration {
             && match merge {
                 Merge::OncePerHost => true,
                 Merge::OncePerNamespace => names(c) == names(s),
-                Merge::Sum | Merge::PerGroup | Merge::PerFlow | Merge::Distribution => false,
+                Merge::Sum
+                | Merge::OncePerEnd
+                | Merge::PerGroup
+                | Merge::PerFlow
+                | Merge::Distribution => false,
             }
     }
 }
