@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# What the TCP probes cost: a 1-flow stream with every default probe, and
+# What the TCP probes cost: a 1-flow stream with every default probe,
 # with the sampled TCP state (`tcp_series`) and the counting tracepoints
-# (`tracepoints`) turned off (PLUMB_PROBES_OFF), alternating which goes
-# first. The rate is the kernel's (lo's bytes over the window, from the
+# (`tracepoints`) turned off (PLUMB_PROBES_OFF), and with every ACK read
+# besides (`--tcp-probe`), rotating which goes first. The rate is the kernel's (lo's bytes over the window, from the
 # record's interfaces) and the cost the host's busy CPU per GB (/proc/stat
 # over the window, every CPU), both as each run's record has them. Writes
 # the "## tcp:" section of BENCHMARKS.md. Root counts the tracepoints;
@@ -10,7 +10,7 @@
 #
 #   bench/tcp.sh [REPS] [SECONDS]      (defaults: 7 repetitions, 5 s)
 #
-# Both cases run the same flow (1) and threads (1 a side), the client on
+# Every case runs the same flow (1) and threads (1 a side), the client on
 # CPU 0 and the server on CPU 1 where there are two.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,13 +23,15 @@ bench_setup
 
 pin=()
 if (($(nproc) >= 2)); then pin=(--client-cpus 0 --server-cpus 1); fi
+cases=(on off probe)
 for rep in $(seq 1 "$REPS"); do
-  if ((rep % 2)); then order=(on off); else order=(off on); fi
-  for case in "${order[@]}"; do
-    off=
+  for k in 0 1 2; do
+    case=${cases[$(((rep + k) % 3))]}
+    off= asked=()
     [[ $case == off ]] && off=tcp_series,tracepoints
-    PLUMB_PROBES_OFF=$off "$PLUMB" run stream "${pin[@]}" --json --iterations 1 --no-store \
-      --duration "${SECS}s" --warmup 1s >"$work/$case-$rep.json"
+    [[ $case == probe ]] && asked=(--tcp-probe)
+    PLUMB_PROBES_OFF=$off "$PLUMB" run stream "${pin[@]}" "${asked[@]}" --json --iterations 1 \
+      --no-store --duration "${SECS}s" --warmup 1s >"$work/$case-$rep.json"
   done
 done
 
@@ -76,14 +78,19 @@ out.append(f"`bench/tcp.sh {reps} {secs}`: loopback, {os.cpu_count()} CPUs ({mod
            "over it. Medians with min-max; on/off is the geometric mean of the repetitions' "
            "ratios with its 95 % Student-t interval, a difference called only where it leaves 1 out.")
 out.append("")
-out.append("| figure | off | on | on/off [95 % interval] | called |")
-out.append("|---|---|---|---|---|")
-for name, key, fmt in [("rate, Gbit/s", rate, "{:.2f}"), ("host busy CPU s per GB", busy_per_gb, "{:.3f}")]:
-    a, b = [key(i) for i in off], [key(i) for i in on]
-    cell = lambda v: f"{fmt.format(statistics.median(v))} [{fmt.format(min(v))}-{fmt.format(max(v))}]"
-    ri = ratio_interval(list(zip(a, b)))
-    ratio = "-" if ri is None else f"{ri[0]:.3f} [{ri[1]:.3f}, {ri[2]:.3f}]"
-    out.append(f"| {name} | {cell(a)} | {cell(b)} | {ratio} | {called(ri, 'more', 'less')} |")
+probe = [it("probe", r) for r in range(1, reps + 1)]
+
+def table(base, case, names):
+    out.append(f"| figure | {names[0]} | {names[1]} | {names[1]}/{names[0]} [95 % interval] | called |")
+    out.append("|---|---|---|---|---|")
+    for name, key, fmt in [("rate, Gbit/s", rate, "{:.2f}"), ("host busy CPU s per GB", busy_per_gb, "{:.3f}")]:
+        a, b = [key(i) for i in base], [key(i) for i in case]
+        cell = lambda v: f"{fmt.format(statistics.median(v))} [{fmt.format(min(v))}-{fmt.format(max(v))}]"
+        ri = ratio_interval(list(zip(a, b)))
+        ratio = "-" if ri is None else f"{ri[0]:.3f} [{ri[1]:.3f}, {ri[2]:.3f}]"
+        out.append(f"| {name} | {cell(a)} | {cell(b)} | {ratio} | {called(ri, 'more', 'less')} |")
+
+table(off, on, ("off", "on"))
 cost = [sum(i[e]["tcp_series"]["sampler_cpu_s"] for e in ("client", "server")) / i["client"]["window_s"]
         for i in on]
 busy = [busy_s(i) / i["client"]["window_s"] for i in on]
@@ -94,6 +101,20 @@ out.append(f"The sampling threads' own CPU time, as each series records it (`sam
            f"{share * 100:.3f} % of the host's busy CPU time in the same windows: an upper bound, "
            "as what arrived while a reading held the socket's lock is processed on the reading "
            "thread as it lets go, work the sender's thread or a softirq does otherwise.")
+out.append("")
+acks = [sum(i[e].get("acks", {}).get("counted", 0) for e in ("client", "server")) / i["client"]["window_s"]
+        for i in probe]
+reader = [sum(i[e].get("acks", {}).get("sampler_cpu_s", 0.0) for e in ("client", "server"))
+          / i["client"]["window_s"] for i in probe]
+out.append(f"`--tcp-probe` (`probe`) reads every segment each end's flows received "
+           f"(tcp:tcp_probe, {statistics.median(acks) / 1e3:.0f} k a second here, both ends), "
+           "against every default probe (`on`):")
+out.append("")
+table(on, probe, ("on", "probe"))
+out.append("")
+out.append(f"The reading threads' own CPU time (`acks.sampler_cpu_s`, both ends): "
+           f"{statistics.median(reader) * 1e3:.1f} ms per second of window (median); the rest of "
+           "the cost is the kernel writing each record as the segment arrives.")
 out.append("")
 print("\n".join(out))
 PY

@@ -661,14 +661,14 @@ fn data_ports_come_from_the_range_given() {
     let range = format!("{port}-{port}");
     let server = Server::start(&["--data-ports", &range]);
     let mut s = Session::connect(server.addr, Duration::from_secs(5)).unwrap();
-    let ready = s.setup(&small_spec(), &[], None).unwrap();
+    let ready = s.setup(&small_spec(), &[], Default::default()).unwrap();
     assert_eq!(ready.data_port, port);
     drop(s);
     // The port is given back when the client goes.
     let until = Instant::now() + Duration::from_secs(2);
     loop {
         let mut s = Session::connect(server.addr, Duration::from_secs(5)).unwrap();
-        match s.setup(&small_spec(), &[], None) {
+        match s.setup(&small_spec(), &[], Default::default()) {
             Ok(r) => {
                 assert_eq!(r.data_port, port);
                 break;
@@ -694,7 +694,7 @@ fn a_vanished_client_frees_the_server_within_two_seconds() {
     // Ready again: a new client gets its data port, not "busy".
     let ready_after = loop {
         let mut s = Session::connect(server.addr, Duration::from_secs(5)).unwrap();
-        match s.setup(&small_spec(), &[], None) {
+        match s.setup(&small_spec(), &[], Default::default()) {
             Ok(_) => break t0.elapsed(),
             Err(CtlError::Server { code, .. }) if code == "busy" => {}
             Err(e) => panic!("{e}"),

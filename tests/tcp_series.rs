@@ -40,6 +40,8 @@ fn ss_flows(ns: &str) -> Vec<(f64, f64, u64)> {
         .collect()
 }
 
+/// The sampled state every 100 ms, and with --tcp-probe the state at
+/// every ACK, against `ss -tin` polled by the test.
 #[test]
 fn sampled_cwnd_and_srtt_agree_with_ss_on_a_delayed_path() {
     if skip_unless_veth() || !require_tool("ss", "iproute2") {
@@ -58,6 +60,7 @@ fn sampled_cwnd_and_srtt_agree_with_ss_on_a_delayed_path() {
             "4s",
             "--warmup",
             "1s",
+            "--tcp-probe",
         ])
         .args(["--iterations", "1", "--json", "--no-store"])
         .stdout(Stdio::piped())
@@ -120,6 +123,43 @@ fn sampled_cwnd_and_srtt_agree_with_ss_on_a_delayed_path() {
     // The peer's window and this end's are there where the kernel has them.
     assert!(flow.get("snd_wnd").is_some() || !kernel_at_least(5, 4));
     assert!(flow.get("rcv_wnd").is_some() || !kernel_at_least(6, 7));
+
+    // Every ACK: as many as the segments sent allow (one ACK to one or
+    // more of them), each read, and their medians those ss saw.
+    let client = &rec["iterations"][0]["client"];
+    let acks = &client["acks"];
+    let (counted, read) = (u(&acks["counted"]), u(&acks["read"]));
+    let segments = u(&client["bytes_sent"]) / 1448;
+    assert!(
+        counted >= segments / 64 && counted <= segments + segments / 10,
+        "{counted} ACKs for {segments} segments sent: {acks}"
+    );
+    assert!(read * 100 >= counted * 99, "{acks}");
+    let srtt_ms = nums(&acks["srtt_us"])[1] / 1000.0;
+    let cwnd = nums(&acks["cwnd"])[1];
+    eprintln!("at each ACK: srtt {srtt_ms} ms, cwnd {cwnd}");
+    assert!(
+        (srtt_ms - ss_rtt_ms).abs() <= 0.2 * ss_rtt_ms + 1.0,
+        "srtt at each ACK {srtt_ms} ms, ss {ss_rtt_ms} ms: {acks}"
+    );
+    assert!(
+        (cwnd - ss_cwnd).abs() <= 0.25 * ss_cwnd + 2.0,
+        "cwnd at each ACK {cwnd}, ss {ss_cwnd}: {acks}"
+    );
+    assert!(acks["sampler_cpu_s"].as_f64().unwrap() < 1.0, "{acks}");
+}
+
+#[test]
+fn tcp_probe_on_a_udp_test_is_refused_naming_the_flag() {
+    let out = plumb()
+        .args(["run", "udp-stream", "--tcp-probe"])
+        .args(ONE_SHORT)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("--tcp-probe"), "{err}");
+    assert!(err.contains("UDP"), "{err}");
 }
 
 /// Whether this host's kernel is at least `major.minor`.

@@ -845,11 +845,18 @@ pub struct ProfileArgs {
     /// rather than go on without them.
     #[arg(long)]
     pub trace: bool,
+    /// Read every ACK of each end's own flows over each window
+    /// (tcp:tcp_probe, filtered in the kernel by the test's port): the
+    /// smoothed RTT, congestion window, the peer's window and the data in
+    /// flight at each ACK, as min, median, p99 and max. A thread per end
+    /// reads the records (its cost is in the record).
+    #[arg(long)]
+    pub tcp_probe: bool,
 }
 
 impl ProfileArgs {
-    /// What each end is asked, checked; None without --profile.
-    pub fn ask(&self) -> Result<Option<plumb_samples::ProfileAsk>, String> {
+    /// What each end is asked to read beyond the defaults, checked.
+    pub fn observe(&self) -> Result<plumb_samples::Observe, String> {
         if let Some(why) = self
             .trace
             .then(plumb_engine::probe::tracepoint_refusal)
@@ -857,6 +864,17 @@ impl ProfileArgs {
         {
             return Err(format!("--trace: {why}"));
         }
+        if let Some(why) = self.tcp_probe.then(plumb_engine::acks::refusal).flatten() {
+            return Err(format!("--tcp-probe: {why}"));
+        }
+        Ok(plumb_samples::Observe {
+            profile: self.profile()?,
+            tcp_probe: self.tcp_probe,
+        })
+    }
+
+    /// What --profile asks of each end, checked; None without it.
+    fn profile(&self) -> Result<Option<plumb_samples::ProfileAsk>, String> {
         if !self.profile {
             return Ok(None);
         }

@@ -6,7 +6,7 @@ use crate::auth;
 use crate::frame::{frames_from, write_frame, FrameError, MAX_RESULT_FRAME};
 use crate::message::{software, Frame, Message};
 use crate::order::{Order, IN_ORDER};
-use plumb_samples::{EndResult, Environment, ProfileAsk};
+use plumb_samples::{EndResult, Environment, Observe};
 use plumb_spec::Spec;
 use plumb_sys::plain_io;
 use std::net::{SocketAddr, TcpStream};
@@ -185,18 +185,18 @@ impl Session {
     /// Sends the spec, with the knobs the server is to set on its host for
     /// the session (it refuses them unless it allows knobs and the session
     /// is authenticated).
-    /// With `profile`, the server profiles its host over the window and
-    /// returns the profile with its figures.
+    /// With `observe`, the server's end reads more over the window (its
+    /// host's profile, its flows' ACKs) and returns it with its figures.
     pub fn setup(
         &mut self,
         spec: &Spec,
         knobs: &[String],
-        profile: Option<ProfileAsk>,
+        observe: Observe,
     ) -> Result<Ready, CtlError> {
         self.send(Message::Setup {
             spec: Box::new(spec.clone()),
             knobs: knobs.to_vec(),
-            profile,
+            observe,
         })?;
         let Message::Ready {
             data_port,

@@ -62,9 +62,10 @@ pub enum Message {
         spec: Box<Spec>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         knobs: Vec<String>,
-        /// Profile the server's host over the window (`--profile`).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        profile: Option<plumb_samples::ProfileAsk>,
+        /// What the server's end reads beyond the defaults (`--profile`,
+        /// `--tcp-probe`), in the message's own fields as before.
+        #[serde(flatten)]
+        observe: plumb_samples::Observe,
     },
     /// Server → client: where to connect the data flows and the cookie each
     /// must open with.

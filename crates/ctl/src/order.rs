@@ -121,7 +121,7 @@ mod tests {
         Message::Setup {
             spec: Box::new(plumb_spec::Spec::stream()),
             knobs: Vec::new(),
-            profile: None,
+            observe: Default::default(),
         }
     }
     fn ready() -> Message {

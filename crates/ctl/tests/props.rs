@@ -170,6 +170,17 @@ fn end() -> impl Strategy<Value = EndResult> {
                     drop_reasons: [("SOCKET_RCVBUFF".to_string(), received % 83)].into(),
                     drop_reasons_read: Some(received % 83),
                 }),
+                acks: Some(plumb_samples::AckSamples {
+                    filter: format!("sport == {}", received % 65536),
+                    counted: sent,
+                    read: sent / 2,
+                    kept: sent % 100_000,
+                    srtt_us: [1.0, 2.0, 3.0, window8 as f64],
+                    cwnd: [10.0, 10.0, 20.0, 40.0],
+                    snd_wnd: [0.0, 65535.0, 65535.0, 1e6],
+                    in_flight_bytes: [0.0, 1448.0, 2896.0, received as f64],
+                    sampler_cpu_s: 0.25,
+                }),
                 flow_events: Some(plumb_samples::FlowEvents {
                     filter: format!("dport == {}", sent % 65536),
                     counts: [("tcp:tcp_rcvbuf_grow".to_string(), sent % 79)].into(),
@@ -225,15 +236,19 @@ fn message() -> impl Strategy<Value = Message> {
         (
             spec(),
             proptest::collection::vec(text, 0..3),
-            any::<Option<(u16, u8)>>()
+            any::<Option<(u16, u8)>>(),
+            any::<bool>()
         )
-            .prop_map(|(s, knobs, profile)| Message::Setup {
+            .prop_map(|(s, knobs, profile, tcp_probe)| Message::Setup {
                 spec: Box::new(s),
                 knobs,
-                profile: profile.map(|(f, p)| plumb_samples::ProfileAsk {
-                    freq_hz: f as u64,
-                    ring_pages: p as u32,
-                }),
+                observe: plumb_samples::Observe {
+                    profile: profile.map(|(f, p)| plumb_samples::ProfileAsk {
+                        freq_hz: f as u64,
+                        ring_pages: p as u32,
+                    }),
+                    tcp_probe,
+                },
             }),
         (any::<u16>(), text, any::<u32>()).prop_map(|(data_port, cookie, threads)| {
             Message::Ready {
@@ -279,7 +294,7 @@ proptest! {
         write_frame(&mut wire, &Frame::new(Message::Setup {
             spec: Box::new(s.clone()),
             knobs: vec!["sysctl:net.core.rmem_max=8388608".into()],
-            profile: None,
+            observe: Default::default(),
         })).unwrap();
         match read_frame(&wire[..], MAX_FRAME).unwrap().message {
             Message::Setup { spec, knobs, .. } => {

@@ -107,6 +107,14 @@ impl RunningEnd {
         Ok(())
     }
 
+    /// Reads every ACK of this end's flows over the window
+    /// (`--tcp-probe`): the event opens now, before the window.
+    pub fn sample_acks(&mut self) -> Result<(), String> {
+        let opened = crate::acks::open(&self.engine)?;
+        self.probes.push(crate::acks::probe(opened));
+        Ok(())
+    }
+
     /// Opens the measurement window now; what the warm-up timed is dropped.
     pub fn open_window(&mut self) {
         let probes = std::mem::take(&mut self.probes);

@@ -5,6 +5,7 @@
 //! [`SampleSink`] and knows nothing of storage, reports or the control protocol.
 #![deny(unsafe_code)]
 
+pub mod acks;
 mod crr;
 pub mod end;
 mod flow;

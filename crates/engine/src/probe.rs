@@ -68,7 +68,8 @@ fn edges<S: Edges + 'static>(source: S) -> Box<dyn Probe> {
 }
 
 /// The reader of a probe that every end runs; `None` for one an end runs
-/// only when asked (the profile, made by [`profiler`]).
+/// only when asked (the profile, made by [`profiler`], and every ACK, by
+/// `crate::acks`).
 pub fn reader(id: Id, engine: &Engine) -> Option<Box<dyn Probe>> {
     Some(match id {
         Id::Process => edges(ProcessProbe),
@@ -81,7 +82,7 @@ pub fn reader(id: Id, engine: &Engine) -> Option<Box<dyn Probe>> {
         Id::Tracepoints => Box::new(TracepointProbe::new(engine)),
         Id::TcpInfo => Box::new(TcpInfoProbe::default()),
         Id::TcpSeries => Box::new(TcpSeriesProbe::default()),
-        Id::Profile => return None,
+        Id::Acks | Id::Profile => return None,
     })
 }
 
@@ -228,7 +229,7 @@ const GROW_RING_PAGES: usize = 16;
 /// The filter that keeps the events of an end's own sockets: a record's
 /// `sport` is its socket's local port, so the server's are those from its
 /// port and the client's those to it.
-fn own_filter(role: plumb_samples::Role, server_port: u16) -> String {
+pub(crate) fn own_filter(role: plumb_samples::Role, server_port: u16) -> String {
     match role {
         plumb_samples::Role::Server => format!("sport == {server_port}"),
         plumb_samples::Role::Client => format!("dport == {server_port}"),

@@ -349,6 +349,7 @@ fn iteration(o: &mut String, it: &Iteration, planned_s: f64, transactional: bool
     levels(o, it);
     drop_reasons(o, it);
     rcvbuf_growth(o, it);
+    acks(o, it);
     let rss = |e: &EndResult| format_bytes(e.process.rss_bytes);
     let flows = it.client.flows.len().max(1) as u64;
     let _ = writeln!(
@@ -969,7 +970,7 @@ fn drop_reasons(o: &mut String, it: &Iteration) {
 /// Each end's receive buffers as the kernel tuned them, as means over the
 /// tunings read: the story of a window that a scaling ratio keeps small.
 fn rcvbuf_growth(o: &mut String, it: &Iteration) {
-    let mut head = "rcvbuf tuned";
+    let mut head = "rcvbuf";
     for end in [&it.client, &it.server] {
         let Some(g) = end.flow_events.as_ref().and_then(|f| f.rcvbuf_grow) else {
             continue;
@@ -982,7 +983,7 @@ fn rcvbuf_growth(o: &mut String, it: &Iteration) {
             "{}",
             fit_80(&[
                 format!(
-                    "{head:<12}{:<7}{} times, the buffer {} on average",
+                    "{head:<12}{:<7}tuned {} times, the buffer {} on average",
                     end.role.to_string(),
                     count(g.read),
                     format_bytes(rcvbuf as u64)
@@ -990,6 +991,47 @@ fn rcvbuf_growth(o: &mut String, it: &Iteration) {
                 format!("window clamp {}", format_bytes(clamp as u64)),
                 format!("advertised {}", format_bytes(rwnd as u64)),
                 format!("scaling ratio {ratio:.2}"),
+            ])
+        );
+        head = "";
+    }
+}
+
+/// The ACKs of each end whose flows sent, as its senders saw them
+/// (`--tcp-probe`): how many, and each figure's min/median/p99/max over
+/// them. A receiving end's records are the data it took, whose send-side
+/// figures say nothing.
+fn acks(o: &mut String, it: &Iteration) {
+    let mut head = "acks";
+    for end in [&it.client, &it.server] {
+        let Some(a) = end
+            .acks
+            .as_ref()
+            .filter(|a| a.read > 0 && end.bytes_sent > 0)
+        else {
+            continue;
+        };
+        let of = |v: [f64; 4], f: &dyn Fn(f64) -> String| {
+            v.iter().map(|&x| f(x)).collect::<Vec<_>>().join("/")
+        };
+        let bytes = |x: f64| format_bytes(x as u64);
+        let read = match a.read < a.counted {
+            true => format!("{:.1} % read", (a.read * 1000 / a.counted) as f64 / 10.0),
+            false => "all read".to_string(),
+        };
+        let _ = writeln!(
+            o,
+            "{}",
+            fit_80(&[
+                format!(
+                    "{head:<12}{:<7}{} ({read}), min/median/p99/max at each:",
+                    end.role.to_string(),
+                    count(a.counted)
+                ),
+                format!("srtt {} us", of(a.srtt_us, &|x| format!("{x:.0}"))),
+                format!("cwnd {}", of(a.cwnd, &|x| format!("{x:.0}"))),
+                format!("peer's window {}", of(a.snd_wnd, &bytes)),
+                format!("in flight {}", of(a.in_flight_bytes, &bytes)),
             ])
         );
         head = "";

@@ -192,20 +192,29 @@ impl Plan {
     }
 
     /// Point `p` as a guest makes it: its knobs and its server's are both
-    /// the guest's; profiled as asked, else as the file says.
+    /// the guest's; observed as asked, and profiled where the file says.
     pub fn guest_run(
         &self,
         p: &Point,
         repeat: Repeat,
-        profile: Option<plumb_samples::ProfileAsk>,
+        observe: plumb_samples::Observe,
     ) -> vm::GuestRun {
         let knobs = self.knobs_of(p).iter().chain(self.server_knobs_of(p));
         vm::GuestRun {
             spec: p.spec.clone(),
             repeat,
             knobs: knobs.map(ToString::to_string).collect(),
-            profile: profile.or_else(|| self.profiled(p).then(plumb_samples::ProfileAsk::default)),
+            observe: self.observe(p, observe),
         }
+    }
+
+    /// What `p`'s ends read beyond the defaults: as asked, and profiled
+    /// where the file says so.
+    pub fn observe(&self, p: &Point, mut asked: plumb_samples::Observe) -> plumb_samples::Observe {
+        if asked.profile.is_none() && self.profiled(p) {
+            asked.profile = Some(plumb_samples::ProfileAsk::default());
+        }
+        asked
     }
 
     /// Whether `p` runs with kernel profiles: its variant's `profile`,
@@ -270,9 +279,7 @@ pub fn run(
         // namespace under a veth topology) gets them through the run.
         let mut own = plan.knobs_of(p).to_vec();
         let mut with_server = opts.clone();
-        if with_server.profile.is_none() && plan.profiled(p) {
-            with_server.profile = Some(plumb_samples::ProfileAsk::default());
-        }
+        with_server.observe = plan.observe(p, opts.observe);
         if p.spec.topology.is_some() || opts.server.is_some() {
             with_server.server_knobs = plan.server_knobs_of(p).to_vec();
         } else {
@@ -378,7 +385,7 @@ pub fn run_in_guests(
     let sequential = order == Order::Sequential;
     let guest_run = |i: usize| {
         let rep = if sequential { repeat } else { Repeat::once() };
-        plan.guest_run(&points[i], rep, opts.profile)
+        plan.guest_run(&points[i], rep, opts.observe)
     };
     let interrupted = || opts.interrupted.load(Relaxed);
     let total: usize = todo.iter().map(Vec::len).sum();

@@ -79,8 +79,9 @@ pub struct RunOptions {
     /// embedded server on this host and namespace shares the client's
     /// knobs; the caller sets them as its own.)
     pub server_knobs: Vec<knob::Setting>,
-    /// Profile both ends' hosts over each window (`--profile`).
-    pub profile: Option<plumb_samples::ProfileAsk>,
+    /// What both ends read beyond the defaults over each window
+    /// (`--profile`, `--tcp-probe`).
+    pub observe: plumb_samples::Observe,
 }
 
 /// What the server end said besides its figures.
@@ -222,7 +223,7 @@ pub fn run(
         // (Over veth the namespaces are this run's own: one process only.)
         if soft < want && opts.server.is_none() && spec.topology.is_none() && soft > 2 * SPARE_FDS {
             groups = group::groups_needed(spec.flows as u64, soft, SPARE_FDS) as u32;
-            if opts.profile.is_some() {
+            if opts.observe.profile.is_some() {
                 return Err(RunError::Setup {
                     flag: Some("--profile"),
                     message: format!(
@@ -432,7 +433,7 @@ fn run_iteration_at(
         Some(_) => Vec::new(),
         None => opts.server_knobs.iter().map(|s| s.to_string()).collect(),
     };
-    let ready = session.setup(spec, &knobs, opts.profile)?;
+    let ready = session.setup(spec, &knobs, opts.observe)?;
     let cookie = Cookie::from_hex(&ready.cookie)
         .ok_or_else(|| CtlError::Protocol(format!("malformed cookie '{}'", ready.cookie)))?;
     let data = SocketAddr::new(server_addr.ip(), ready.data_port);
@@ -458,7 +459,7 @@ fn run_iteration_at(
             udp: udp_socks,
             listener: None,
         },
-        profile: opts.profile,
+        observe: opts.observe,
     };
     let mut cues = ClientCues {
         spec,
@@ -615,8 +616,8 @@ impl test_end::Cues for ClientCues<'_> {
     fn failed(&mut self, step: Step, message: String) -> RunError {
         match step {
             Step::Engine => RunError::Engine(message),
-            Step::Profile => RunError::Setup {
-                flag: Some("--profile"),
+            Step::Observe { flag } => RunError::Setup {
+                flag: Some(flag),
                 message,
             },
         }

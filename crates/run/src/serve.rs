@@ -544,7 +544,7 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
     let Message::Setup {
         spec,
         knobs,
-        profile,
+        observe,
     } = ctrl.next(until)?
     else {
         unreachable!("{IN_ORDER}")
@@ -565,7 +565,7 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
             return Err(ctrl.fail("spec", msg));
         }
     }
-    if let Some(why) = profile.and_then(|_| plumb_sys::perf::refusal()) {
+    if let Some(why) = observe.profile.and_then(|_| plumb_sys::perf::refusal()) {
         return Err(ctrl.fail("profile", format!("the server: {why}")));
     }
     let slot = match sh.claim(peer, &spec) {
@@ -614,7 +614,7 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
             udp: udp_socks,
             listener,
         },
-        profile,
+        observe,
     };
     let mut cues = ServerCues {
         ctrl: &ctrl,
@@ -779,7 +779,10 @@ impl test_end::Cues for ServerCues<'_> {
     fn failed(&mut self, step: Step, message: String) -> String {
         match step {
             Step::Engine => self.ctrl.fail("engine", message),
-            Step::Profile => self.ctrl.fail("profile", format!("the server: {message}")),
+            Step::Observe { flag } => self.ctrl.fail(
+                flag.trim_start_matches('-'),
+                format!("the server: {message}"),
+            ),
         }
     }
 }

@@ -8,7 +8,7 @@
 //! hears them from it.
 
 use plumb_engine::{Link, ReadyEnd, RunningEnd, SampleSink, SetupError, Sockets, Stopped};
-use plumb_samples::{EndResult, ProfileAsk, Role};
+use plumb_samples::{EndResult, Observe, Role};
 use plumb_spec::Spec;
 
 /// What an end waits for at each step.
@@ -27,8 +27,9 @@ pub enum Cue {
 pub enum Step {
     /// Starting the traffic.
     Engine,
-    /// Opening the profile's samplers.
-    Profile,
+    /// Opening what the end was asked to read beyond the defaults (the
+    /// profile's samplers, tcp:tcp_probe), by the flag that asked.
+    Observe { flag: &'static str },
 }
 
 /// Where an end's moments come from, and how its failures are told.
@@ -61,7 +62,7 @@ pub struct EndPlan<'a> {
     pub role: Role,
     pub link: &'a Link,
     pub sockets: Sockets,
-    pub profile: Option<ProfileAsk>,
+    pub observe: Observe,
 }
 
 /// Runs one end of a test through its window: its figures, and what
@@ -77,9 +78,19 @@ pub fn run_end<C: Cues>(
     let mut end = end
         .start()
         .map_err(|e| cues.failed(Step::Engine, e.to_string()))?;
-    if let Some(ask) = plan.profile {
+    if let Some(ask) = plan.observe.profile {
         end.profile(ask)
-            .map_err(|e| cues.failed(Step::Profile, e))?;
+            .map_err(|e| cues.failed(Step::Observe { flag: "--profile" }, e))?;
+    }
+    if plan.observe.tcp_probe {
+        end.sample_acks().map_err(|e| {
+            cues.failed(
+                Step::Observe {
+                    flag: "--tcp-probe",
+                },
+                e,
+            )
+        })?;
     }
     cues.started()?;
     // A failure from here on drops the end, which stops its engine.
@@ -196,7 +207,7 @@ mod tests {
                 flows,
                 ..Sockets::default()
             },
-            profile: None,
+            observe: Observe::default(),
         };
         let (figures, _) = run_end(plan, &mut cues, &mut NoSink).unwrap();
         (figures, cues)

@@ -37,6 +37,8 @@ pub enum Probe {
     Sockstat,
     /// The kernel's TCP and drop tracepoints, counted on every CPU.
     Tracepoints,
+    /// Every ACK of the end's own flows (`--tcp-probe`, tcp:tcp_probe).
+    Acks,
     /// The end's CPU time by function (`--profile`, perf_event_open).
     Profile,
 }
@@ -118,7 +120,7 @@ const fn part(key: &'static str, merge: Merge, figures: &'static [Figure]) -> Pa
 
 impl Probe {
     /// Every probe, in the order an end reads them at each edge.
-    pub const ALL: [Probe; 11] = [
+    pub const ALL: [Probe; 12] = [
         Probe::Process,
         Probe::Cpu,
         Probe::Softirqs,
@@ -129,6 +131,7 @@ impl Probe {
         Probe::Tracepoints,
         Probe::TcpInfo,
         Probe::TcpSeries,
+        Probe::Acks,
         Probe::Profile,
     ];
 
@@ -145,6 +148,7 @@ impl Probe {
             Probe::TcpSeries => "tcp_series",
             Probe::Sockstat => "sockstat",
             Probe::Tracepoints => "tracepoints",
+            Probe::Acks => "tcp_probe",
             Probe::Profile => "profile",
         }
     }
@@ -338,6 +342,11 @@ impl Probe {
                         ],
                     ),
                 ];
+                PARTS
+            }
+            // Every group's filter keeps every ACK of the end's flows.
+            Probe::Acks => {
+                const PARTS: &[Part] = &[part("acks", OncePerEnd, &[detail("")])];
                 PARTS
             }
             // A group's profile is of its own process; the first one's is

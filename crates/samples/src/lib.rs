@@ -25,15 +25,15 @@ pub use profile::{
     FunctionTime, Profile, ProfileAsk, ProfileStack, PROFILE_STACKS_MAX, REST_FRAME,
 };
 pub use result::{
+    spread, AckSamples, FlowEvents, InterfaceCounts, IrqCounts, IrqCpu, NetDevCounters, Observe,
+    PathCounts, PathResult, Peer, RcvbufGrowth, RxZeroCopyTotals, SenderLimits, ServerStart,
+    Sockstat, Tracepoints, ZeroCopyTotals, ACK_SAMPLES_KEPT, PATH_THREAD,
+};
+pub use result::{
     Bimodal, Confidence, Derived, EndResult, FlowTotals, IntervalSample, Iteration, KernelCounters,
     Latency, OptionRecord, OptionStatus, Role, RunRecord, SoftirqShare, TcpInfo, TcpInfoSummary,
     Transfer, UdpTotals, VmInfo, INITIAL_SSTHRESH, RUN_SCHEMA, TCP_INFO_PER_FLOW_MAX,
     WINDOW_RTTS_MIN,
-};
-pub use result::{
-    FlowEvents, InterfaceCounts, IrqCounts, IrqCpu, NetDevCounters, PathCounts, PathResult, Peer,
-    RcvbufGrowth, RxZeroCopyTotals, SenderLimits, ServerStart, Sockstat, Tracepoints,
-    ZeroCopyTotals, PATH_THREAD,
 };
 pub use tcp::{
     FlowSeries, TcpSeries, TcpState, TCP_READS_PER_SEC_MAX, TCP_SAMPLE_PERIOD_MS, TCP_SERIES_FLOWS,

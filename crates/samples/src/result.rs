@@ -157,12 +157,7 @@ impl TcpInfoSummary {
         if infos.is_empty() {
             return None;
         }
-        let dist = |f: &dyn Fn(&TcpInfo) -> f64| -> [f64; 4] {
-            let mut v: Vec<f64> = infos.iter().map(f).collect();
-            v.sort_by(|a, b| a.total_cmp(b));
-            let at = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
-            [v[0], at(0.5), at(0.99), v[v.len() - 1]]
-        };
+        let dist = |f: &dyn Fn(&TcpInfo) -> f64| spread(infos.iter().map(f).collect());
         Some(TcpInfoSummary {
             flows: infos.len() as u32,
             rtt_us: dist(&|t| t.rtt_us as f64),
@@ -172,6 +167,58 @@ impl TcpInfoSummary {
         })
     }
 }
+
+/// Values as [min, median, p99, max]; zeros for none.
+pub fn spread(mut v: Vec<f64>) -> [f64; 4] {
+    if v.is_empty() {
+        return [0.0; 4];
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let at = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+    [v[0], at(0.5), at(0.99), v[v.len() - 1]]
+}
+
+/// The segments an end's own flows took over a window, as their sockets
+/// saw them (tcp:tcp_probe, `--tcp-probe`), filtered in the kernel by the
+/// server's port as [`FlowEvents`] are: on a sending end the ACKs, with
+/// its send-side state at each; on a receiving one, the data.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AckSamples {
+    /// The filter the ACKs were sampled with (`dport == 5201`).
+    pub filter: String,
+    /// Segments the kernel counted, and those whose record was read
+    /// (fewer where a CPU's ring overflowed between two reads).
+    pub counted: u64,
+    pub read: u64,
+    /// Of the records read, a uniform sample of at most
+    /// [`ACK_SAMPLES_KEPT`] gives each figure as [min, median, p99, max]:
+    /// the smoothed RTT (µs), the congestion window (segments), the
+    /// peer's advertised window and the bytes in flight (snd_nxt less
+    /// snd_una), at each segment.
+    pub kept: u64,
+    pub srtt_us: [f64; 4],
+    pub cwnd: [f64; 4],
+    pub snd_wnd: [f64; 4],
+    pub in_flight_bytes: [f64; 4],
+    /// CPU seconds of the thread that read the rings.
+    pub sampler_cpu_s: f64,
+}
+
+/// What an end is asked to read beyond the probes every end runs: each
+/// costs more than the defaults, so the user asks for it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Observe {
+    /// The CPUs' time by function over the window (`--profile`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<crate::ProfileAsk>,
+    /// Every ACK of the end's own flows (`--tcp-probe`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tcp_probe: bool,
+}
+
+/// The ACKs kept for the distributions, a uniform sample of those read:
+/// enough for a p99 within a fraction of a percent, 32 bytes each.
+pub const ACK_SAMPLES_KEPT: usize = 100_000;
 
 /// Whether a socket option was applied as asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -306,6 +353,10 @@ pub struct EndResult {
     /// in records made before they were counted, and for UDP.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub flow_events: Option<FlowEvents>,
+    /// Every ACK of this end's own flows over the window, where asked
+    /// (`--tcp-probe`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub acks: Option<AckSamples>,
     /// This end's flows' TCP state sampled over the window; absent in
     /// records made before it was sampled, and for workloads without
     /// long-lived TCP flows.
@@ -506,6 +557,7 @@ impl EndResult {
             window_retransmits: None,
             tracepoints: None,
             flow_events: None,
+            acks: None,
             tcp_series: None,
         }
     }

@@ -40,7 +40,7 @@ pub fn exec(a: BisectArgs) -> Result<i32, Failure> {
     let runs: Vec<GuestRun> = plan
         .points
         .iter()
-        .map(|p| plan.guest_run(p, plan.repeat(), None))
+        .map(|p| plan.guest_run(p, plan.repeat(), Default::default()))
         .collect();
     let mut store = if a.no_store {
         None

@@ -111,7 +111,7 @@ fn check_in_guest(
             spec: (*s).clone(),
             repeat,
             knobs: Vec::new(),
-            profile: None,
+            observe: Default::default(),
         })
         .collect();
     eprintln!(
@@ -186,7 +186,7 @@ fn check_inner(a: CheckArgs) -> Result<i32, Failure> {
                 .first()
                 .map_or(plumb_spec::Family::V4, |r| r.spec.family);
             let end = super::run::reach(&a.far, family)?;
-            let ctx = end.context(false, None);
+            let ctx = end.context(false, Default::default());
             let mut runs = Vec::new();
             let mut env = None;
             for r in specs {

@@ -77,8 +77,8 @@ pub(crate) struct RunContext {
     pub far: Option<Peer>,
     /// --exclusive.
     pub exclusive: bool,
-    /// --profile.
-    pub profile: Option<plumb_samples::ProfileAsk>,
+    /// --profile, --tcp-probe.
+    pub observe: plumb_samples::Observe,
     /// --server-knob, for a server end other than this host's.
     pub server_knobs: Vec<plumb_run::knob::Setting>,
     /// --kernel: the guest every run is made in.
@@ -107,7 +107,7 @@ impl RunContext {
             psk: self.psk.clone(),
             exclusive: self.exclusive,
             server_knobs: self.server_knobs.clone(),
-            profile: self.profile,
+            observe: self.observe,
         })
     }
 
@@ -171,7 +171,7 @@ pub fn flow_group_member() -> Result<i32, Failure> {
         psk: None,
         exclusive: false,
         server_knobs: Vec::new(),
-        profile: None,
+        observe: Default::default(),
     };
     let it = plumb_run::group::member(&opts).map_err(|e| Failure::usage(e.to_string()))?;
     crate::outln!(
@@ -279,18 +279,15 @@ pub(crate) struct Reached {
 
 impl Reached {
     /// The context of runs against this server end, which ask `exclusive`
-    /// and `profile` of the host (and set no knob of the server's).
-    pub fn context(
-        &self,
-        exclusive: bool,
-        profile: Option<plumb_samples::ProfileAsk>,
-    ) -> RunContext {
+    /// of the host and `observe` of the ends (and set no knob of the
+    /// server's).
+    pub fn context(&self, exclusive: bool, observe: plumb_samples::Observe) -> RunContext {
         RunContext {
             server: self.addr,
             psk: self.psk.clone(),
             far: self.far.clone(),
             exclusive,
-            profile,
+            observe,
             server_knobs: Vec::new(),
             guest: None,
         }
@@ -338,7 +335,7 @@ pub(crate) fn reach(f: &ServerArgs, family: Family) -> Result<Reached, Failure> 
 
 pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
     let (mut spec, a) = spec_of(cmd)?;
-    let profile = a.profile.ask().map_err(Failure::usage)?;
+    let observe = a.profile.observe().map_err(Failure::usage)?;
     let asked = match (a.ipv4, a.ipv6) {
         (true, _) => Some(Family::V4),
         (_, true) => Some(Family::V6),
@@ -426,7 +423,7 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
         psk: far.as_ref().map(|f| f.key.clone()).or(psk),
         far: ssh.as_ref().zip(far.as_ref()).map(|(t, f)| far_peer(t, f)),
         exclusive: a.exclusive,
-        profile,
+        observe,
         server_knobs,
         guest,
     };

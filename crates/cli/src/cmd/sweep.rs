@@ -233,7 +233,7 @@ pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
     for p in &mut plan.points {
         end.aim(&mut p.spec);
     }
-    let ctx = end.context(a.exclusive, a.profile.ask().map_err(Failure::usage)?);
+    let ctx = end.context(a.exclusive, a.profile.observe().map_err(Failure::usage)?);
     let opts = ctx.options(&label)?;
     // Drawn only here, on the controller thread; indicatif hides it when
     // stderr is not a terminal.

@@ -108,7 +108,7 @@ fn job(send: &dyn Fn(Message) -> bool) -> Result<(), String> {
             psk: None,
             exclusive: false,
             server_knobs: Vec::new(),
-            profile: run.profile,
+            observe: run.observe,
         };
         let mut record = crate::run(
             &run.spec,

@@ -13,7 +13,7 @@ pub mod kernel;
 mod qemu;
 
 use crate::{Repeat, RunOptions};
-use plumb_samples::{ProfileAsk, RunRecord, VmInfo};
+use plumb_samples::{RunRecord, VmInfo};
 use plumb_spec::{Machine, Spec};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -130,15 +130,16 @@ impl Default for VmOptions {
 }
 
 /// One run a guest makes: a spec, its iterations, its knobs (both ends',
-/// set inside the guest and put back after the run) and its profile.
+/// set inside the guest and put back after the run) and what its ends
+/// read beyond the defaults.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GuestRun {
     pub spec: Spec,
     pub repeat: Repeat,
     #[serde(default)]
     pub knobs: Vec<String>,
-    #[serde(default)]
-    pub profile: Option<ProfileAsk>,
+    #[serde(default, flatten)]
+    pub observe: plumb_samples::Observe,
 }
 
 /// What the guest's init reads from its initramfs: the runs to make, in
@@ -527,7 +528,7 @@ pub fn run(
         spec: spec.clone(),
         repeat: *repeat,
         knobs: knobs.to_vec(),
-        profile: opts.profile,
+        observe: opts.observe,
     }];
     let mut out = None;
     guest.run(&runs, &mut |_, r| {
