@@ -2,11 +2,12 @@
 # What the TCP probes cost: a 1-flow stream with every default probe,
 # with the sampled TCP state (`tcp_series`) and the counting tracepoints
 # (`tracepoints`) turned off (PLUMB_PROBES_OFF), and with every ACK read
-# besides (`--tcp-probe`), rotating which goes first. The rate is the kernel's (lo's bytes over the window, from the
-# record's interfaces) and the cost the host's busy CPU per GB (/proc/stat
-# over the window, every CPU), both as each run's record has them. Writes
-# the "## tcp:" section of BENCHMARKS.md. Root counts the tracepoints;
-# without it they are off in both cases.
+# besides (`--tcp-probe`), rotating which goes first. The rate is the
+# kernel's (lo's bytes over the window, from the record's interfaces) and
+# the cost the host's busy CPU per GB (/proc/stat over the window, every
+# CPU), both as each run's record has them. Writes the "## tcp:" section
+# of BENCHMARKS.md. Root counts the tracepoints and reads tcp:tcp_probe;
+# without it they are off in every case.
 #
 #   bench/tcp.sh [REPS] [SECONDS]      (defaults: 7 repetitions, 5 s)
 #
@@ -67,11 +68,11 @@ model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.sta
 on = [it("on", r) for r in range(1, reps + 1)]
 off = [it("off", r) for r in range(1, reps + 1)]
 traced = "counted" if "tracepoints" in on[0]["client"] else "not counted here (no privilege)"
-out = ["## tcp: what the sampled TCP state and the tracepoints cost", ""]
+out = ["## tcp: what the sampled TCP state, the tracepoints and --tcp-probe cost", ""]
 out.append(f"`bench/tcp.sh {reps} {secs}`: loopback, {os.cpu_count()} CPUs ({model}), kernel "
            f"{platform.release()}, {pin}, release build. A 1-flow stream, 1 thread a side, "
-           f"{reps} repetitions of {secs} s after 1 s of warm-up, the case that goes first "
-           "alternating. `on` is every default probe: each end samples its flow's TCP_INFO every "
+           f"{reps} repetitions of {secs} s after 1 s of warm-up, the order of the cases "
+           "rotating. `on` is every default probe: each end samples its flow's TCP_INFO every "
            f"100 ms ({statistics.median(samples(i) for i in on):.0f} samples a run, both ends) and "
            f"the tracepoints are {traced}; `off` runs with PLUMB_PROBES_OFF=tcp_series,tracepoints. "
            "Rate from lo's bytes over the window, cost from every CPU's busy time in /proc/stat "
