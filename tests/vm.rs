@@ -159,6 +159,22 @@ fn a_stream_and_an_rr_in_each_of_two_kernels_come_back_as_the_guests_records() {
                     sent.abs_diff(got) < sent / 10,
                     "{sent} sent, {got} received"
                 );
+                // TCP's own account comes from the guest's kernel: its
+                // flow's state over the window, what limited it, the
+                // kernel's tracepoints, and the events this kernel lacks
+                // (tcp:tcp_rcvbuf_grow came in 6.18) said so.
+                let c = &it["client"];
+                let series = &c["tcp_series"];
+                assert!(items(&series["t_ms"]).count() >= 5, "{release}: {series}");
+                assert!(f(&c["limited"]["busy_s"]) > 0.0, "{release}: {}", c["limited"]);
+                let t = &c["tracepoints"];
+                assert!(t["counts"].get("skb:kfree_skb").is_some(), "{release}: {t}");
+                let own = &c["flow_events"];
+                assert!(own["counts"].get("tcp:tcp_retransmit_skb").is_some(), "{own}");
+                assert!(
+                    own["unavailable"].get("tcp:tcp_rcvbuf_grow").is_some(),
+                    "{release}: {own}"
+                );
             } else {
                 assert!(u(&it["client"]["transactions"]) > 10, "{it}");
             }
