@@ -897,11 +897,15 @@ fn levels(o: &mut String, it: &Iteration) {
             let Some(value) = figure::part_of(record, part.key) else {
                 continue;
             };
-            // What a probe could not count, it says once, with why.
+            // What a probe could not count of what the line shows, it says
+            // once, with why (the record keeps the rest).
             if let Some((what, why)) = value
                 .get("unavailable")
                 .and_then(|u| u.as_object())
-                .and_then(|u| u.iter().next())
+                .and_then(|u| {
+                    u.iter()
+                        .find(|(k, _)| shown.iter().any(|(_, path, _)| path.ends_with(k.as_str())))
+                })
             {
                 let why = why.as_str().unwrap_or_default();
                 let _ = writeln!(
@@ -983,9 +987,12 @@ fn rcvbuf_growth(o: &mut String, it: &Iteration) {
             "{}",
             fit_80(&[
                 format!(
-                    "{head:<12}{:<7}tuned {} times, the buffer {} on average",
+                    "{head:<12}{:<7}tuned {}, the buffer {} on average",
                     end.role.to_string(),
-                    count(g.read),
+                    match g.read {
+                        1 => "once".to_string(),
+                        n => format!("{} times", count(n)),
+                    },
                     format_bytes(rcvbuf as u64)
                 ),
                 format!("window clamp {}", format_bytes(clamp as u64)),

@@ -337,7 +337,9 @@ impl Probe {
                             Figure {
                                 path: "counts.tcp:tcp_rcvbuf_grow",
                                 unit: "times",
-                                kind: Kind::Counted("receive buffer tuned"),
+                                // The summary's rcvbuf line says it with the
+                                // buffer it was tuned to.
+                                kind: Kind::Event("receive buffer tuned"),
                             },
                         ],
                     ),
