@@ -166,11 +166,18 @@ fn a_stream_and_an_rr_in_each_of_two_kernels_come_back_as_the_guests_records() {
                 let c = &it["client"];
                 let series = &c["tcp_series"];
                 assert!(items(&series["t_ms"]).count() >= 5, "{release}: {series}");
-                assert!(f(&c["limited"]["busy_s"]) > 0.0, "{release}: {}", c["limited"]);
+                assert!(
+                    f(&c["limited"]["busy_s"]) > 0.0,
+                    "{release}: {}",
+                    c["limited"]
+                );
                 let t = &c["tracepoints"];
                 assert!(t["counts"].get("skb:kfree_skb").is_some(), "{release}: {t}");
                 let own = &c["flow_events"];
-                assert!(own["counts"].get("tcp:tcp_retransmit_skb").is_some(), "{own}");
+                assert!(
+                    own["counts"].get("tcp:tcp_retransmit_skb").is_some(),
+                    "{own}"
+                );
                 assert!(
                     own["unavailable"].get("tcp:tcp_rcvbuf_grow").is_some(),
                     "{release}: {own}"
