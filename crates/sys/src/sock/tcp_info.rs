@@ -45,16 +45,19 @@ const BUF_LEN: usize = 512;
 /// TCP_INFO of a TCP socket. Rates are converted to bits per second; an
 /// unlimited max pacing rate stays `u64::MAX`. `flow` is left 0.
 pub fn tcp_info(fd: impl AsFd) -> io::Result<TcpInfo> {
-    let mut buf = [0u8; BUF_LEN];
-    let len = raw::getsockopt(fd.as_fd(), libc::IPPROTO_TCP, libc::TCP_INFO, &mut buf)?;
-    Ok(decode(&buf[..len]))
+    read(fd, decode)
 }
 
 /// The state of a TCP socket as the sampler over the window keeps it.
 pub fn tcp_state(fd: impl AsFd) -> io::Result<TcpState> {
+    read(fd, decode_state)
+}
+
+/// TCP_INFO as the kernel copied it, decoded by `as_`.
+fn read<T>(fd: impl AsFd, as_: fn(&[u8]) -> T) -> io::Result<T> {
     let mut buf = [0u8; BUF_LEN];
     let len = raw::getsockopt(fd.as_fd(), libc::IPPROTO_TCP, libc::TCP_INFO, &mut buf)?;
-    Ok(decode_state(&buf[..len]))
+    Ok(as_(&buf[..len]))
 }
 
 /// The fields at their offsets; one beyond the end of the struct the
