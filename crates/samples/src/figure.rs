@@ -119,14 +119,16 @@ const fn part(key: &'static str, merge: Merge, figures: &'static [Figure]) -> Pa
 }
 
 impl Probe {
-    /// Every probe, in the order an end reads them at each edge.
+    /// Every probe, in the order an end reads them at each edge: the
+    /// interfaces' bytes first, nearest the flows' own counts, which a slow
+    /// guest would otherwise let drift apart by what passes meanwhile.
     pub const ALL: [Probe; 12] = [
+        Probe::Interfaces,
         Probe::Process,
         Probe::Cpu,
         Probe::Softirqs,
         Probe::Snmp,
         Probe::Softnet,
-        Probe::Interfaces,
         Probe::Sockstat,
         Probe::Tracepoints,
         Probe::TcpInfo,
