@@ -37,46 +37,56 @@ bench_rotate "$REPS" "${cases[@]}"
 
 section=$(mktemp)
 python3 - "$work" "$REPS" "$SECS" "$(uname -r)" "$(nproc)" "${pin[*]:-unpinned}" >"$section" <<'PY'
-import glob, json, statistics, sys
+import json, statistics, sys
+sys.path.insert(0, "bench")
+from ratio import ratio_interval, called
 work, reps, secs, kernel, cpus, pin = sys.argv[1:]
+reps = int(reps)
 def recs(name):
-    return [json.load(open(f))["iterations"][0] for f in sorted(glob.glob(f"{work}/{name}-*.json"))]
-def med(xs):
-    return statistics.median(xs), min(xs), max(xs)
-def fmt(m, scale=1.0, unit=""):
-    return f"{m[0]/scale:.3g}{unit} ({m[1]/scale:.3g}-{m[2]/scale:.3g})"
-def cpu_per_gb(it):
-    gb = it["transfer"]["received_bytes"] / 1e9
-    s = sum(it[e]["process"]["user_s"] + it[e]["process"]["system_s"] for e in ("client", "server"))
-    return s / gb
+    return [json.load(open(f"{work}/{name}-{rep}.json"))["iterations"][0] for rep in range(1, reps + 1)]
+def fmt(xs, scale=1.0, unit=""):
+    return f"{statistics.median(xs)/scale:.3g}{unit} [{min(xs)/scale:.3g}-{max(xs)/scale:.3g}]"
+def host_cpu_per_gb(it):
+    """Every CPU's busy seconds in the window (/proc/stat) per GB received."""
+    busy = sum(c["user_s"] + c["nice_s"] + c["system_s"] + c["irq_s"] + c["softirq_s"] + c["steal_s"]
+               for c in it["client"]["cpus"])
+    return busy / (it["transfer"]["received_bytes"] / 1e9)
 on = recs("stream-on")
 event = on[0]["client"]["profile"]["event"]
 lost = sum(it[e]["profile"]["lost"] for it in on for e in ("client", "server"))
 print("## profile: what --profile costs\n")
 print(f"`bench/profile.sh {reps} {secs}`: loopback, kernel {kernel}, {cpus} CPUs, {pin}, release build; "
-      f"medians of {reps} runs of {secs} s (min-max), the cases rotating. 1 flow and 1 thread on "
+      f"medians of {reps} runs of {secs} s [min-max], the cases rotating. 1 flow and 1 thread on "
       f"each end in every case; --profile samples every CPU at 997 Hz with {event} ({lost} samples "
       "lost over all the profiled stream runs). Both ends profile (the embedded server is a "
-      "process of its own), so each CPU is sampled twice.\n")
-print("| case | without --profile | with --profile | ratio |")
-print("|---|---|---|---|")
+      "process of its own), so each CPU is sampled twice. with/without is the geometric mean of "
+      "the repetitions' ratios with its 95 % Student-t interval; a difference is called only where "
+      "the interval leaves 1 out.\n")
+faster = []
+print("| case | without --profile | with --profile | with/without [95 % interval] | called |")
+print("|---|---|---|---|---|")
 for name, label, key, scale, unit in [
     ("stream", "stream throughput", lambda it: it["derived"]["throughput_bps"], 1e9, " Gbit/s"),
-    ("stream", "stream CPU s per GB, both processes", cpu_per_gb, 1, ""),
+    ("stream", "stream host busy CPU s per GB", host_cpu_per_gb, 1, ""),
     ("rr", "rr transactions/s", lambda it: it["client"]["transactions"] / it["window_s"], 1, ""),
 ]:
     off = [key(it) for it in recs(f"{name}-off")]
     on_ = [key(it) for it in recs(f"{name}-on")]
-    print(f"| {label} | {fmt(med(off), scale, unit)} | {fmt(med(on_), scale, unit)} | "
-          f"{statistics.median(on_)/statistics.median(off):.3f} |")
+    ri = ratio_interval(list(zip(off, on_)))
+    r = "-" if ri is None else f"{ri[0]:.3f} [{ri[1]:.3f}, {ri[2]:.3f}]"
+    print(f"| {label} | {fmt(off, scale, unit)} | {fmt(on_, scale, unit)} | {r} | "
+          f"{called(ri, 'more', 'less')} |")
+    if ri is not None and ri[1] > 1 and "CPU" not in label:
+        faster.append(label)
 prof = [it["client"]["process"]["threads"] for it in on]
 pt = [sum(t["user_s"] + t["system_s"] for t in ts if t["name"] == "plumb-profile") for ts in prof]
 print(f"\nThe client's sampling thread (`plumb-profile`, off the ends' CPUs where there is one "
       f"to spare) took {statistics.median(pt):.3f} CPU s per {secs} s window (median); "
       "naming and folding the samples happens after the window closes.")
-print("\nA ratio above 1 for throughput or transactions (below 1 for CPU per GB) is the sampling timer "
-      "itself: firing on every CPU about a thousand times a second, it keeps an idle CPU from sleeping "
-      "deeply (a virtual CPU from halting), so a woken end runs sooner. Where that shows, compare "
-      "profiled runs with profiled runs.")
+if faster:
+    print(f"\nWhere a rate is higher with --profile ({', '.join(faster)}), the likely cause is the sampling timer "
+          "itself: firing on every CPU about a thousand times a second, it keeps an idle CPU from "
+          "sleeping deeply (a virtual CPU from halting), so a woken end runs sooner. Compare "
+          "profiled runs with profiled runs.")
 PY
 write_section "$OUT" "## profile:" "$section"

@@ -14,9 +14,10 @@
 # Cases (both binaries get the same flags, threads and flows):
 #   a) stream: one flow of 128K writes, one thread
 #   b) rr: 1000 flows of 1-byte requests and responses, 2 threads
-# Reported per binary: the rate (bit/s or tx/s) and the rate per CPU-second
-# of both plumb processes (client and server, user + system), medians with
-# min-max, and the static build's ratio to the everyday one.
+# Reported per binary: the rate (bit/s or tx/s) and the rate per busy
+# CPU-second of the host (/proc/stat, every CPU), medians with min-max, and
+# the static build's ratio to the everyday one with its 95 % interval over
+# the paired repetitions (bench/ratio.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${1:-5}
@@ -57,19 +58,25 @@ done
 
 python3 - "$work" "$REPS" "$SECS" "$OUT" "$("$STATIC" --version)" "$("$EVERYDAY" --version)" <<'EOF'
 import json, os, re, statistics, sys, platform
+sys.path.insert(0, "bench")
+from ratio import ratio_interval, called
 work, reps, secs, out, static_v, everyday_v = sys.argv[1:]
 reps = int(reps)
 
 def figures(name, case):
+    """Per repetition: the rate, and the rate per busy CPU-second of the
+    host (every CPU's user, system, irq and softirq time over the window,
+    from the record's /proc/stat: everything the host spent on the test)."""
     rates, per_cpu = [], []
     for rep in range(1, reps + 1):
         r = json.load(open(f"{work}/{name}-{case}-{rep}.json"))
         it = r["iterations"][0]
         d = it["derived"]
         rate = d["tps"] if case == "rr" else d["throughput_bps"]
-        cpu = sum(it[e]["process"]["user_s"] + it[e]["process"]["system_s"] for e in ("client", "server"))
+        busy = sum(c["user_s"] + c["nice_s"] + c["system_s"] + c["irq_s"] + c["softirq_s"] + c["steal_s"]
+                   for c in it["client"]["cpus"])
         rates.append(rate)
-        per_cpu.append(rate * it["window_s"] / cpu if cpu > 0 else 0.0)
+        per_cpu.append(rate * it["window_s"] / busy if busy > 0 else 0.0)
     return rates, per_cpu
 
 def show(v, case):
@@ -77,8 +84,14 @@ def show(v, case):
         return f"{v/1e3:.1f} k tx/s"
     return f"{v/1e9:.2f} Gbit/s"
 
-def cell(xs, case, unit=""):
-    return f"{show(statistics.median(xs), case)}{unit} ({show(min(xs), case)} .. {show(max(xs), case)})"
+def cell(xs, case):
+    return f"{show(statistics.median(xs), case)} [{show(min(xs), case)} .. {show(max(xs), case)}]"
+
+def ratio(a, b):
+    ri = ratio_interval(list(zip(a, b)))
+    if ri is None:
+        return "-", called(ri)
+    return f"{ri[0]:.3f} [{ri[1]:.3f}, {ri[2]:.3f}]", called(ri)
 
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 lines = [
@@ -88,21 +101,22 @@ lines = [
     "binaries alternating (and which goes first alternating), loopback, embedded server.",
     f"Machine: {os.cpu_count()} CPUs ({cpu}), kernel {platform.release()}.",
     f"static: `{static_v}`; everyday: `{everyday_v}`.",
-    "Both get the same flags: stream `--flows 1 --threads 1`, rr `--flows 1000 --threads 2`; "
-    "per CPU-second is the rate over the user + system seconds of both plumb processes.",
+    "Both get the same flags: stream `--flows 1 --threads 1`, rr `--flows 1000 --threads 2`. "
+    "Per CPU-second is the rate over the host's busy CPU seconds in the window (every CPU's "
+    "user, system, irq and softirq time in /proc/stat: everything the host spent, receiver and "
+    "softirq included). Medians with min-max; static/everyday is the geometric mean of the "
+    "repetitions' ratios (each repetition runs both binaries back to back) with its 95 % "
+    "Student-t interval, and a difference is called only where the interval leaves 1 out.",
     "",
-    "| case | everyday rate | static rate | static/everyday | everyday per CPU-s | static per CPU-s | static/everyday |",
-    "|---|---|---|---|---|---|---|",
+    "| case | figure | everyday | static | static/everyday [95 % interval] | called |",
+    "|---|---|---|---|---|---|",
 ]
 for case in ("stream", "rr"):
     er, ec = figures("everyday", case)
     sr, sc = figures("static", case)
-    ratio = statistics.median(sr) / statistics.median(er)
-    cratio = statistics.median(sc) / statistics.median(ec)
-    lines.append(
-        f"| {case} | {cell(er, case)} | {cell(sr, case)} | {ratio:.2f} | "
-        f"{cell(ec, case)} | {cell(sc, case)} | {cratio:.2f} |"
-    )
+    for name, e, st in [("rate", er, sr), ("per host CPU-s", ec, sc)]:
+        r, c = ratio(e, st)
+        lines.append(f"| {case} | {name} | {cell(e, case)} | {cell(st, case)} | {r} | {c} |")
 section = "\n".join(lines) + "\n"
 text = open(out).read() if os.path.exists(out) else "# Benchmarks\n\n"
 pat = re.compile(r"^## static:.*?(?=^## |\Z)", re.S | re.M)
