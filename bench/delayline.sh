@@ -54,10 +54,12 @@ PY
 
 section=$(mktemp)
 python3 - "$work" "$REPS" "$SECS" "$(uname -r)" "$(nproc)" >"$section" <<'PY'
-import glob, json, statistics, sys
+import json, statistics, sys
+sys.path.insert(0, "bench")
+from ratio import ratio_interval, called
 work, reps, secs, kernel, cpus = sys.argv[1:]
 def recs(name):
-    return [json.load(open(f)) for f in sorted(glob.glob(f"{work}/{name}-*.json"))]
+    return [json.load(open(f"{work}/{name}-{rep}.json")) for rep in range(1, int(reps) + 1)]
 def med(xs):
     return statistics.median(xs), min(xs), max(xs)
 def fmt(m, scale=1.0, unit="", places=None):
@@ -66,16 +68,20 @@ def fmt(m, scale=1.0, unit="", places=None):
 print("## delayline: plumb's own delay line\n")
 print(f"`bench/delayline.sh {reps} {secs}`: --topology veth on one host, kernel {kernel}, "
       f"{cpus} CPUs, release build; medians of {reps} runs of {secs} s (min-max), "
-      "the cases rotating. The same flows and threads for the delay line and the plain veth pair.\n")
-print("| case | delay line | veth pair | ratio | delay line CPU s per GB |")
-print("|---|---|---|---|---|")
+      "the cases rotating. The same flows and threads for the delay line and the plain veth pair. "
+      "line/veth is the geometric mean of the repetitions' ratios with its 95 % Student-t "
+      "interval; a difference is called only where it leaves 1 out.\n")
+print("| case | delay line | veth pair | line/veth [95 % interval] | called | delay line CPU s per GB |")
+print("|---|---|---|---|---|---|")
 for n, label in [("1", "stream, 1 flow, delay 0"), ("8", "stream, 8 flows, 8 threads, delay 0")]:
     line, veth = recs(f"line-{n}"), recs(f"veth-{n}")
     bl = [r["iterations"][0]["derived"]["throughput_bps"] for r in line]
     bv = [r["iterations"][0]["derived"]["throughput_bps"] for r in veth]
     cpu = [r["iterations"][0]["client"]["path_cpu_s"] / (r["iterations"][0]["transfer"]["received_bytes"] / 1e9) for r in line]
+    ri = ratio_interval(list(zip(bv, bl)))
+    r = "-" if ri is None else f"{ri[0]:.2f} [{ri[1]:.2f}, {ri[2]:.2f}]"
     print(f"| {label} | {fmt(med(bl), 1e9, ' Gbit/s')} | {fmt(med(bv), 1e9, ' Gbit/s')} | "
-          f"{statistics.median(bl)/statistics.median(bv):.2f} | {fmt(med(cpu))} |")
+          f"{r} | {called(ri)} | {fmt(med(cpu))} |")
 print()
 print("| case | asked round trip | p50 | p99 | p99 - p50 |")
 print("|---|---|---|---|---|")
