@@ -353,3 +353,47 @@ fn a_runs_page_draws_its_flows_tcp_over_the_window_and_chromium_lays_it_out() {
     // Four plots draw flow 0 on the sender's side, one on the receiver's.
     assert_eq!(titled, 4 * samples("client") + samples("server"));
 }
+
+/// A comparison's page draws each side's median iteration in the same
+/// plots, and Chromium lays it out.
+#[test]
+fn a_comparisons_page_overlays_both_sides_and_chromium_lays_it_out() {
+    let db = TempDb::new("tcp-compare-page");
+    for label in ["before", "after"] {
+        let out = plumb()
+            .args(["run", "stream", "--flows", "2", "--duration", "1s"])
+            .args(["--warmup", "300ms", "--iterations", "2", "--label", label])
+            .args(["--db", db.path()])
+            .output()
+            .unwrap();
+        assert_ok(&out);
+    }
+    let page = std::env::temp_dir().join(format!("plumb-compare-page-{}.html", std::process::id()));
+    let out = plumb()
+        .args(["compare", "before", "after", "--db", db.path(), "--html"])
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let Some(dom) = laid_out(&page) else {
+        return;
+    };
+    // One point: the sender's five plots, the receiver's two, the bars.
+    assert_eq!(dom.matches("<svg").count(), 8, "{dom}");
+    assert_mentions(
+        &dom,
+        &[
+            "stream send 2 flows",
+            "A = before, B = after",
+            "=&gt; ",
+            "A client bits a second",
+            "B client bits a second",
+            "A flow 1",
+            "B flow 1",
+            "A mean over all 2 flows",
+            "B mean over all 2 flows",
+            "A client",
+            "B client",
+        ],
+    );
+}

@@ -325,6 +325,13 @@ pub struct CompareArgs {
     /// listed however little it moved); repeat for more.
     #[arg(long, value_name = "NAME", requires = "profile")]
     pub function: Vec<String>,
+    /// Also write the comparison to FILE as one self-contained HTML page:
+    /// per test point the verdict, and A's and B's median iterations in the
+    /// same plots: each end's throughput, its flows' congestion window,
+    /// smoothed RTT, the peer's advertised window and the data in flight,
+    /// and what limited the senders.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<std::path::PathBuf>,
     /// Give a verdict on two single test points made on different machines
     /// (a host and a guest, or guests under KVM and TCG), which compare
     /// otherwise refuses to weigh against each other.

@@ -99,6 +99,11 @@ pub struct SideStats {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Point {
+    /// The run keys of the point on each side (equal where the spec is).
+    #[serde(skip)]
+    pub key_a: String,
+    #[serde(skip)]
+    pub key_b: String,
     pub spec_key: String,
     pub summary: String,
     pub metric: Metric,
@@ -395,6 +400,8 @@ pub fn compare_across(
         });
         let runs = |s: &Side, key: &str| s.complete_at(key).count();
         points.push(Point {
+            key_a: key_a.clone(),
+            key_b: key_b.clone(),
             spec_key: if key_a == key_b {
                 key_a.clone()
             } else {

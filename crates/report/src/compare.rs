@@ -63,6 +63,25 @@ fn ratio_interval(p: &Point) -> String {
     }
 }
 
+/// A point's two sides, change, interval and verdict in one line.
+pub(crate) fn point_line(p: &Point) -> String {
+    format!(
+        "A {} [{} .. {}] (n={}), B {} [{} .. {}] (n={}): change {}, ratio B/A {}, p {:.4} => {}",
+        value(p, p.a.mean),
+        value(p, p.a.lo),
+        value(p, p.a.hi),
+        p.a.n,
+        value(p, p.b.mean),
+        value(p, p.b.lo),
+        value(p, p.b.hi),
+        p.b.n,
+        pct(p.change),
+        ratio_interval(p),
+        p.p_value,
+        verdict_words(p)
+    )
+}
+
 pub(crate) fn method_line(c: &Comparison) -> String {
     format!(
         "{}; alpha {}, {:.0} % intervals, noise band ±{:.1} %",

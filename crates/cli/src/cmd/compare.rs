@@ -54,6 +54,11 @@ pub fn compare(a: CompareArgs) -> Result<i32, Failure> {
             p.profile.clear();
         }
     }
+    if let Some(path) = &a.html {
+        let page = plumb_report::tcp::comparison_page(&c, &sa, &sb);
+        std::fs::write(path, page)
+            .map_err(|e| Failure::usage(format!("--html {}: cannot write: {e}", path.display())))?;
+    }
     crate::out!("{}", render(&c, a.verdict.format)?);
     Ok(0)
 }
