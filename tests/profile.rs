@@ -4,8 +4,8 @@
 
 mod common;
 use common::{
-    assert_mentions, assert_ok, assert_ok_for, f, items, laid_out, online_cpus, plumb,
-    require_root, require_tool, skip, u, ExperimentFile, Started, TempDb,
+    assert_mentions, assert_ok, assert_ok_for, drawn, f, items, online_cpus, plumb, require_root,
+    require_tool, skip, u, ExperimentFile, Started, TempDb,
 };
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -245,15 +245,8 @@ fn rx_skip_against_copy_shows_the_copy_to_user_gone_on_the_receiver_only() {
     assert!(self_seconds(&rec["iterations"][0]["server"]["profile"], copy) > 0.0);
 
     // The differential flame graph, as Chromium lays it out.
-    let page = std::env::temp_dir().join(format!("plumb-flame-{}.html", std::process::id()));
-    let out = plumb()
-        .args(["compare", "copy", "skip", "--profile", "--db", db.path()])
-        .arg("--flame")
-        .arg(&page)
-        .output()
-        .unwrap();
-    assert_ok(&out);
-    let Some(dom) = laid_out(&page) else {
+    let compare = ["compare", "copy", "skip", "--profile", "--db", db.path()];
+    let Some(dom) = drawn(&compare, "--flame") else {
         return;
     };
     assert_eq!(dom.matches("<svg").count(), 2, "one graph per end");

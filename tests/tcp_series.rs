@@ -314,14 +314,7 @@ fn a_runs_page_draws_its_flows_tcp_over_the_window_and_chromium_lays_it_out() {
         .output()
         .unwrap();
     assert_ok(&out);
-    let page = std::env::temp_dir().join(format!("plumb-tcp-page-{}.html", std::process::id()));
-    let out = plumb()
-        .args(["show", "1", "--db", db.path(), "--html"])
-        .arg(&page)
-        .output()
-        .unwrap();
-    assert_ok(&out);
-    let Some(dom) = laid_out(&page) else {
+    let Some(dom) = drawn(&["show", "1", "--db", db.path()], "--html") else {
         return;
     };
     // The sender's throughput, cwnd, srtt, the peer's window and what is
@@ -368,14 +361,7 @@ fn a_comparisons_page_overlays_both_sides_and_chromium_lays_it_out() {
             .unwrap();
         assert_ok(&out);
     }
-    let page = std::env::temp_dir().join(format!("plumb-compare-page-{}.html", std::process::id()));
-    let out = plumb()
-        .args(["compare", "before", "after", "--db", db.path(), "--html"])
-        .arg(&page)
-        .output()
-        .unwrap();
-    assert_ok(&out);
-    let Some(dom) = laid_out(&page) else {
+    let Some(dom) = drawn(&["compare", "before", "after", "--db", db.path()], "--html") else {
         return;
     };
     // One point: the sender's five plots, the receiver's two, the bars.

@@ -644,6 +644,17 @@ pub fn next_start_removes(journal: &std::path::Path, pid: u32) {
 /// The page at `page` as headless Chromium lays it out (its DOM), after
 /// checking it holds no script and Chromium said nothing on its console;
 /// the file is removed. None, after `skip` said why, without Chromium.
+/// The DOM of the page `plumb ARGS FLAG PAGE` writes, once the command
+/// succeeded, laid out as [`laid_out`] does it.
+pub fn drawn(args: &[&str], flag: &str) -> Option<String> {
+    static PAGES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = PAGES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let page = std::env::temp_dir().join(format!("plumb-page-{}-{n}.html", std::process::id()));
+    let out = plumb().args(args).arg(flag).arg(&page).output().unwrap();
+    assert_ok(&out);
+    laid_out(&page)
+}
+
 pub fn laid_out(page: &std::path::Path) -> Option<String> {
     let html = std::fs::read_to_string(page).unwrap();
     assert!(!html.contains("<script"), "a script in the page");
