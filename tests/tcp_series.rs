@@ -378,8 +378,9 @@ fn a_comparisons_page_overlays_both_sides_and_chromium_lays_it_out() {
             "B flow 1",
             "A mean over all 2 flows",
             "B mean over all 2 flows",
-            "A client",
-            "B client",
+            // The limited-by bars, a row a side.
+            ">A client<",
+            ">B client<",
         ],
     );
 }

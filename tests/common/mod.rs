@@ -640,10 +640,6 @@ pub fn next_start_removes(journal: &std::path::Path, pid: u32) {
     let _ = std::fs::remove_file(journal);
 }
 
-/// Debian's Chromium, where it is installed.
-/// The page at `page` as headless Chromium lays it out (its DOM), after
-/// checking it holds no script and Chromium said nothing on its console;
-/// the file is removed. None, after `skip` said why, without Chromium.
 /// The DOM of the page `plumb ARGS FLAG PAGE` writes, once the command
 /// succeeded, laid out as [`laid_out`] does it.
 pub fn drawn(args: &[&str], flag: &str) -> Option<String> {
@@ -655,6 +651,9 @@ pub fn drawn(args: &[&str], flag: &str) -> Option<String> {
     laid_out(&page)
 }
 
+/// The page at `page` as headless Chromium lays it out (its DOM), after
+/// checking it holds no script and Chromium said nothing on its console;
+/// the file is removed. None, after `skip` said why, without Chromium.
 pub fn laid_out(page: &std::path::Path) -> Option<String> {
     let html = std::fs::read_to_string(page).unwrap();
     assert!(!html.contains("<script"), "a script in the page");
@@ -669,6 +668,7 @@ pub fn laid_out(page: &std::path::Path) -> Option<String> {
     Some(dom)
 }
 
+/// Debian's Chromium, where it is installed.
 pub fn chromium() -> Option<&'static str> {
     ["chromium", "chromium-browser", "google-chrome"]
         .into_iter()

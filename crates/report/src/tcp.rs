@@ -218,7 +218,8 @@ fn end_section(o: &mut String, role: &str, sources: &[Source], flows: usize) {
         }
         let _ = writeln!(
             o,
-            "<h2>{role}: {what}</h2><p>{}.</p>",
+            "<h2>{}</h2><p>{}.</p>",
+            esc(&format!("{role}: {what}")),
             esc(&said.join("; "))
         );
         o.push_str(&svg_lines(
@@ -292,32 +293,97 @@ fn points(v: &[f64]) -> Vec<(usize, f64, f64, f64)> {
 #[cfg(test)]
 mod tests {
     use plumb_compare::{compare, Side};
+    use plumb_samples::SenderLimits;
 
-    fn side(name: &str, xs: &[f64]) -> Side {
+    /// A side of complete runs of the schema's example, one iteration per
+    /// throughput; `many_flows` gives its sender 32 flows, six of them
+    /// sampled one by one, and what limited them.
+    fn side(name: &str, xs: &[f64], many_flows: bool) -> Side {
         let mut r = plumb_samples::testing::with_throughput(xs);
         r.complete = true;
+        for it in &mut r.iterations {
+            let client = &mut it.client;
+            if !many_flows {
+                client.tcp_series = None;
+                it.server.tcp_series = None;
+                continue;
+            }
+            let series = client.tcp_series.as_mut().expect("the example samples");
+            let flow = series.sampled[0].clone();
+            series.flows = 32;
+            series.sampled = (0..6)
+                .map(|i| plumb_samples::FlowSeries {
+                    flow: i * 5,
+                    ..flow.clone()
+                })
+                .collect();
+            client.limited = Some(SenderLimits {
+                flows: 32,
+                busy_s: 1.0,
+                rwnd_limited_s: 0.25,
+                sndbuf_limited_s: 0.125,
+                slow_start_flows: 0,
+            });
+        }
         Side::new(name, vec![r], None)
+    }
+
+    fn page(many_flows: bool) -> String {
+        let a = side("a", &[9e9, 9.1e9, 8.9e9], many_flows);
+        let b = side("b", &[8e9, 8.1e9, 7.9e9], many_flows);
+        let c = compare(&a, &b, &Default::default());
+        assert_eq!(c.points.len(), 1);
+        let page = super::comparison_page(&c, &a, &b);
+        assert!(page.starts_with("<!DOCTYPE html>") && page.ends_with("</html>\n"));
+        // Self-contained: nothing runs, nothing is fetched.
+        for outside in ["<script", "href=", "src=", "http"] {
+            assert!(!page.contains(outside), "{outside}: {page}");
+        }
+        assert!(!page.contains("NaN"), "{page}");
+        assert!(page.contains("A = a, B = b."), "{page}");
+        assert!(page.contains("=&gt; regression"), "{page}");
+        page
     }
 
     #[test]
     fn a_comparison_draws_both_sides_in_each_plot() {
-        let (a, b) = (
-            side("a", &[9e9, 9.1e9, 8.9e9]),
-            side("b", &[8e9, 8.1e9, 7.9e9]),
-        );
-        let c = compare(&a, &b, &Default::default());
-        let page = super::comparison_page(&c, &a, &b);
-        assert!(page.starts_with("<!DOCTYPE html>") && page.ends_with("</html>\n"));
-        assert!(page.contains("=&gt; regression"), "{page}");
+        let page = page(true);
+        // The sender's throughput and four TCP plots, the receiver's
+        // throughput and its own window, the limited-by bars.
+        assert_eq!(page.matches("<svg").count(), 8, "{page}");
         for line in [
             "A client bits a second",
             "B client bits a second",
+            "A server bits a second",
             "client: congestion window",
+            "client: smoothed RTT",
+            "client: the peer&apos;s advertised window",
+            "client: data in flight",
+            "server: its own advertised window",
             "A flow 0",
-            "B flow 0",
+            "A flow 15",
+            "B flow 15",
+            "A mean over all 32 flows",
+            "B mean over all 32 flows",
+            "A sampled every 100 ms, 4 of 32 flows drawn one by one; \
+             B sampled every 100 ms, 4 of 32 flows drawn one by one",
         ] {
             assert!(page.contains(line), "{line}: {page}");
         }
-        assert!(!page.contains("NaN"), "{page}");
+        assert!(!page.contains("flow 20"), "four flows a side: {page}");
+        let bars = &page[page.find("Sender limited by").expect("the bars")..];
+        for row in [">A client<", ">B client<"] {
+            assert!(bars.contains(row), "{row}: {bars}");
+        }
+    }
+
+    #[test]
+    fn a_comparison_without_sampled_tcp_draws_the_throughput_only() {
+        let page = page(false);
+        assert_eq!(page.matches("<svg").count(), 2, "{page}");
+        assert!(page.contains("A server bits a second"), "{page}");
+        assert!(page.contains("B server bits a second"), "{page}");
+        assert!(!page.contains("congestion window"), "{page}");
+        assert!(!page.contains("Sender limited by"), "{page}");
     }
 }
