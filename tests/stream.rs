@@ -1,5 +1,7 @@
 //! `plumb run stream` end to end over real loopback sockets, with the
-//! embedded server as a separate process.
+//! embedded server as a separate process. Each test measures alone: a
+//! neighbour's traffic on the same CPUs starves a receiver, and a sender
+//! then waits on its window.
 
 mod common;
 use common::*;
@@ -26,6 +28,7 @@ fn assert_counts_agree(rec: &serde_json::Value) {
 
 #[test]
 fn send_direction_counts_agree_on_both_ends() {
+    let _alone = measuring_alone();
     let rec = stream_json(&["--duration", "2s", "--warmup", "300ms"]);
     assert_eq!(rec["schema"], "plumb.run/1");
     assert_eq!(rec["complete"], true);
@@ -51,6 +54,7 @@ fn send_direction_counts_agree_on_both_ends() {
 
 #[test]
 fn small_buffers_recv_32_flows_report_what_the_kernel_granted() {
+    let _alone = measuring_alone();
     let rec = stream_json(&[
         "--sndbuf",
         "8K",
@@ -100,6 +104,7 @@ fn small_buffers_recv_32_flows_report_what_the_kernel_granted() {
 
 #[test]
 fn both_direction_moves_data_both_ways() {
+    let _alone = measuring_alone();
     let rec = stream_json(&[
         "--direction",
         "both",
@@ -120,6 +125,7 @@ fn both_direction_moves_data_both_ways() {
 
 #[test]
 fn cpu_figures_are_bounded_by_the_host() {
+    let _alone = measuring_alone();
     let rec = stream_json(&["--duration", "2s", "--warmup", "300ms"]);
     let it = &rec["iterations"][0];
     let ncpu = it["client"]["cpus"].as_array().unwrap().len() as f64;
@@ -135,7 +141,12 @@ fn cpu_figures_are_bounded_by_the_host() {
         );
         assert!(total > 0.01, "{end} used no CPU at all moving data");
         procs += total;
-        // Per-CPU times cover the window on every CPU (ticks are 10 ms).
+        // Per-CPU times never exceed the window on any CPU (ticks are
+        // 10 ms). They may fall short of it: where the kernel cannot read a
+        // tickless CPU's idle clock (this test's VMs), /proc/stat counts
+        // an idle period only as the CPU wakes, so a CPU asleep at an edge
+        // shows less idle time than it had. The busy time is exact, and
+        // bounded below by the processes' own below.
         for c in it[end]["cpus"].as_array().unwrap() {
             let all: f64 = [
                 "user_s",
@@ -151,7 +162,7 @@ fn cpu_figures_are_bounded_by_the_host() {
             .map(|k| f(&c[*k]))
             .sum();
             assert!(
-                (all - window).abs() < 0.1 + window * 0.05,
+                all < window + 0.1 + window * 0.05,
                 "cpu {} covers {all} s of {window}",
                 c["cpu"]
             );
@@ -177,6 +188,7 @@ fn cpu_figures_are_bounded_by_the_host() {
 
 #[test]
 fn pinning_is_visible_in_proc_and_reported() {
+    let _alone = measuring_alone();
     if online_cpus() < 2 {
         skip("needs 2 CPUs to pin the client and server apart");
         return;
@@ -243,6 +255,7 @@ fn pinning_is_visible_in_proc_and_reported() {
 
 #[test]
 fn ipv6_loopback_works() {
+    let _alone = measuring_alone();
     if let Err(e) = std::net::TcpListener::bind("[::1]:0") {
         skip(&format!("no IPv6 loopback (bind [::1]:0: {e})"));
         return;
@@ -254,6 +267,7 @@ fn ipv6_loopback_works() {
 
 #[test]
 fn human_summary_fits_80_columns_and_says_what_it_measured() {
+    let _alone = measuring_alone();
     let out = run(&[
         "run",
         "stream",
@@ -285,6 +299,7 @@ fn human_summary_fits_80_columns_and_says_what_it_measured() {
 
 #[test]
 fn a_server_started_by_hand_serves_several_runs() {
+    let _alone = measuring_alone();
     let mut server = plumb()
         .args(["serve", "--listen", "127.0.0.1:0"])
         .stdout(std::process::Stdio::piped())
