@@ -37,33 +37,42 @@ pub struct BudgetLine {
 
 pub(crate) type Figures = BTreeMap<(String, String), f64>;
 
-/// Figures summed over iterations and divided by the work they did (GB
-/// received, or millions of transactions), so that long and short windows
-/// weigh by what they moved.
+/// Each iteration's work (GB received, or millions of transactions) and
+/// its figures as counted, not yet divided by it: [`lines`] makes of them
+/// both the sides' figures per unit of work and each iteration's.
+type Worked = Vec<(f64, Figures)>;
+
 fn per_work(
     its: &[&Iteration],
     transactional: bool,
     each: impl Fn(&Iteration, &mut dyn FnMut(&str, &str, f64)),
-) -> Figures {
-    let work: f64 = its
-        .iter()
+) -> Worked {
+    its.iter()
         .map(|i| {
-            if transactional {
+            let work = if transactional {
                 i.client.transactions as f64 / 1e6
             } else {
                 i.transfer.received_bytes as f64 / 1e9
-            }
+            };
+            let mut raw = Figures::new();
+            each(i, &mut |end: &str, part: &str, v: f64| {
+                *raw.entry((end.to_string(), part.to_string()))
+                    .or_insert(0.0) += v;
+            });
+            (work, raw)
         })
-        .sum();
-    let mut out = BTreeMap::new();
-    if work <= 0.0 {
-        return out;
-    }
-    for i in its {
-        each(i, &mut |end: &str, part: &str, v: f64| {
-            *out.entry((end.to_string(), part.to_string()))
-                .or_insert(0.0) += v / work;
-        });
+        .collect()
+}
+
+/// Figures summed over iterations and divided by the work they did, so
+/// that long and short windows weigh by what they moved; none without work.
+fn over_work(worked: &[(f64, Figures)]) -> Figures {
+    let work: f64 = worked.iter().map(|w| w.0).sum();
+    let mut out = Figures::new();
+    if work > 0.0 {
+        for (key, v) in worked.iter().flat_map(|w| &w.1) {
+            *out.entry(key.clone()).or_insert(0.0) += v / work;
+        }
     }
     out
 }
@@ -85,7 +94,7 @@ fn hosts(i: &Iteration) -> Vec<(&EndResult, String)> {
 }
 
 /// CPU seconds per GB received, or CPU microseconds per transaction.
-pub(crate) fn cpu(its: &[&Iteration], transactional: bool) -> Figures {
+pub(crate) fn cpu(its: &[&Iteration], transactional: bool) -> Worked {
     per_work(its, transactional, |i, add| {
         for end in [&i.client, &i.server] {
             let who = end.role.name();
@@ -183,7 +192,7 @@ pub fn busier_neighbours(a: &[&Iteration], b: &[&Iteration]) -> Vec<String> {
 /// budget, packets its interfaces dropped. A figure of the process counts
 /// per end, one of the host once per host, one of the network namespace
 /// once per namespace.
-pub(crate) fn events(its: &[&Iteration], transactional: bool) -> Figures {
+pub(crate) fn events(its: &[&Iteration], transactional: bool) -> Worked {
     per_work(its, transactional, |i, add| {
         let json = |e: &EndResult| serde_json::to_value(e).unwrap_or_default();
         let ends = [(&i.client, json(&i.client)), (&i.server, json(&i.server))];
@@ -252,15 +261,19 @@ pub(crate) fn lines(
     b: &[&Iteration],
     transactional: bool,
     level: f64,
-    figures: fn(&[&Iteration], bool) -> Figures,
+    figures: fn(&[&Iteration], bool) -> Worked,
     keep: impl Fn(f64, f64) -> bool,
 ) -> Vec<BudgetLine> {
-    let (mut fa, mut fb) = (figures(a, transactional), figures(b, transactional));
+    let (wa, wb) = (figures(a, transactional), figures(b, transactional));
+    let (mut fa, mut fb) = (over_work(&wa), over_work(&wb));
     align_reasons(&mut fa, &mut fb);
-    let each = |its: &[&Iteration]| -> Vec<Figures> {
-        its.iter().map(|i| figures(&[*i], transactional)).collect()
+    let each = |worked: &Worked| -> Vec<Figures> {
+        worked
+            .iter()
+            .map(|w| over_work(std::slice::from_ref(w)))
+            .collect()
     };
-    let (each_a, each_b) = (each(a), each(b));
+    let (each_a, each_b) = (each(&wa), each(&wb));
     // A drop reason an iteration did not see was none there; another
     // figure it lacks it did not measure.
     let of = |each: &[Figures], key: &(String, String)| -> Vec<f64> {
