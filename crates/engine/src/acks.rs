@@ -64,21 +64,7 @@ pub fn open(engine: &Engine) -> Result<Opened, String> {
 /// Why tcp:tcp_probe cannot be read here, naming what to change; None
 /// where it can.
 pub fn refusal() -> Option<String> {
-    let id = match plumb_sys::trace::ids(&[TCP_PROBE]).remove(0) {
-        Ok(id) => id,
-        Err(e) => return Some(format!("{TCP_PROBE}: {e}")),
-    };
-    let cpu = plumb_sys::proc::online_cpus()
-        .ok()
-        .and_then(|c| c.cpus().first().copied())
-        .unwrap_or(0);
-    Counter::open(id, &[cpu]).err().map(|e| {
-        format!(
-            "{TCP_PROBE}: perf_event_open: {}; run as root (or with CAP_PERFMON) or set \
-             kernel.perf_event_paranoid=-1",
-            plumb_sys::plain_io(&e)
-        )
-    })
+    crate::probe::refusal(&[TCP_PROBE])
 }
 
 /// The probe that reads `opened` over the window.
@@ -147,10 +133,7 @@ impl Probe for AckProbe {
             in_flight_bytes: figure(3),
             sampler_cpu_s,
         });
-        // Closing tracepoint events waits on RCU grace periods: not here.
-        let _ = std::thread::Builder::new()
-            .name("plumb-trace-close".into())
-            .spawn(move || drop(opened));
+        crate::probe::close_later(opened);
     }
 }
 

@@ -174,13 +174,19 @@ pub const TRACEPOINTS: [&str; 4] = [
 /// Why this host's tracepoints cannot be counted here, naming the first
 /// that cannot and what to change; None when every one can.
 pub fn tracepoint_refusal() -> Option<String> {
+    refusal(&TRACEPOINTS)
+}
+
+/// Why one of `names` cannot be counted here, naming the first that
+/// cannot and what to change; None when every one can.
+pub(crate) fn refusal(names: &[&str]) -> Option<String> {
     let cpus = plumb_sys::proc::online_cpus()
         .map(|c| c.cpus().to_vec())
         .unwrap_or_default();
     let first = cpus.first().copied().unwrap_or(0);
-    TRACEPOINTS
+    names
         .iter()
-        .zip(plumb_sys::trace::ids(&TRACEPOINTS))
+        .zip(plumb_sys::trace::ids(names))
         .find_map(|(name, id)| {
             let why = match id {
                 Err(why) => why,
@@ -442,17 +448,21 @@ impl TracepointProbe {
 /// their own, so that no end waits on it between its window and the next.
 impl Drop for TracepointProbe {
     fn drop(&mut self) {
-        let events = (
+        close_later((
             std::mem::take(&mut self.counters),
             self.reasons.take(),
             self.own.take(),
-        );
-        let closing = std::thread::Builder::new()
-            .name("plumb-trace-close".into())
-            .spawn(move || drop(events));
-        // Without a thread, closed here.
-        drop(closing);
+        ));
     }
+}
+
+/// Closes tracepoint `events` on a thread of their own (see above); where
+/// no thread can be had, here.
+pub(crate) fn close_later<T: Send + 'static>(events: T) {
+    let closing = std::thread::Builder::new()
+        .name("plumb-trace-close".into())
+        .spawn(move || drop(events));
+    drop(closing);
 }
 
 impl Probe for TracepointProbe {
