@@ -937,71 +937,73 @@ fn levels(o: &mut String, it: &Iteration) {
     }
 }
 
+/// One line per end under `head`, the end's `words` after its role, the
+/// head on the first line only; an end without words has no line.
+fn end_lines(
+    o: &mut String,
+    head: &str,
+    it: &Iteration,
+    words: impl Fn(&EndResult) -> Option<Vec<String>>,
+) {
+    let mut head = head;
+    for end in [&it.client, &it.server] {
+        let Some(mut w) = words(end).filter(|w| !w.is_empty()) else {
+            continue;
+        };
+        w[0] = format!("{head:<12}{:<7}{}", end.role.to_string(), w[0]);
+        let _ = writeln!(o, "{}", fit_80(&w));
+        head = "";
+    }
+}
+
 /// The drops of the tracepoints' line by the kernel's reason, most first,
 /// once where both ends share the host.
 fn drop_reasons(o: &mut String, it: &Iteration) {
-    let mut head = "drop reason";
-    for end in [&it.client, &it.server] {
+    end_lines(o, "drop reason", it, |end| {
         if end.lost || it.shared_with_client(end.role, plumb_samples::figure::Merge::OncePerHost) {
-            continue;
+            return None;
         }
-        let Some(t) = end
-            .tracepoints
-            .as_ref()
-            .filter(|t| !t.drop_reasons.is_empty())
-        else {
-            continue;
-        };
+        let t = end.tracepoints.as_ref()?;
         let mut by: Vec<(&String, &u64)> = t.drop_reasons.iter().collect();
         by.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
         let mut words: Vec<String> = by
             .iter()
             .map(|(reason, n)| format!("{reason} {}", count(**n)))
             .collect();
-        words[0] = format!("{head:<12}{:<7}{}", end.role.to_string(), words[0]);
         let counted = t.counts.get("skb:kfree_skb").copied().unwrap_or(0);
-        if let Some(read) = t.drop_reasons_read.filter(|&r| r < counted) {
+        if let Some(read) = t
+            .drop_reasons_read
+            .filter(|&r| r < counted && !by.is_empty())
+        {
             words.push(format!(
                 "scaled from the {} whose reason was read",
                 count(read)
             ));
         }
-        let _ = writeln!(o, "{}", fit_80(&words));
-        head = "";
-    }
+        Some(words)
+    });
 }
 
 /// Each end's receive buffers as the kernel tuned them, as means over the
 /// tunings read: the story of a window that a scaling ratio keeps small.
 fn rcvbuf_growth(o: &mut String, it: &Iteration) {
-    let mut head = "rcvbuf";
-    for end in [&it.client, &it.server] {
-        let Some(g) = end.flow_events.as_ref().and_then(|f| f.rcvbuf_grow) else {
-            continue;
+    end_lines(o, "rcvbuf", it, |end| {
+        let g = end.flow_events.as_ref()?.rcvbuf_grow?;
+        let (rcvbuf, clamp, rwnd, ratio) = g.means()?;
+        let times = match g.read {
+            1 => "once".to_string(),
+            n => format!("{} times", count(n)),
         };
-        let Some((rcvbuf, clamp, rwnd, ratio)) = g.means() else {
-            continue;
-        };
-        let _ = writeln!(
-            o,
-            "{}",
-            fit_80(&[
-                format!(
-                    "{head:<12}{:<7}tuned {}, the buffer {} on average",
-                    end.role.to_string(),
-                    match g.read {
-                        1 => "once".to_string(),
-                        n => format!("{} times", count(n)),
-                    },
-                    format_bytes(rcvbuf as u64)
-                ),
-                format!("window clamp {}", format_bytes(clamp as u64)),
-                format!("advertised {}", format_bytes(rwnd as u64)),
-                format!("scaling ratio {ratio:.2}"),
-            ])
-        );
-        head = "";
-    }
+        Some(vec![
+            format!(
+                "tuned {times}, the buffer {} on average",
+                format_bytes(rcvbuf as u64)
+            ),
+            format!("window clamp {}", format_bytes(clamp as u64)),
+            format!("advertised {}", format_bytes(rwnd as u64)),
+            format!("scaling ratio {ratio:.2}"),
+        ])
+    });
 }
 
 /// The ACKs of each end whose flows sent, as its senders saw them
@@ -1009,15 +1011,11 @@ fn rcvbuf_growth(o: &mut String, it: &Iteration) {
 /// them. A receiving end's records are the data it took, whose send-side
 /// figures say nothing.
 fn acks(o: &mut String, it: &Iteration) {
-    let mut head = "acks";
-    for end in [&it.client, &it.server] {
-        let Some(a) = end
+    end_lines(o, "acks", it, |end| {
+        let a = end
             .acks
             .as_ref()
-            .filter(|a| a.read > 0 && end.bytes_sent > 0)
-        else {
-            continue;
-        };
+            .filter(|a| a.read > 0 && end.bytes_sent > 0)?;
         let of = |v: [f64; 4], f: &dyn Fn(f64) -> String| {
             v.iter().map(|&x| f(x)).collect::<Vec<_>>().join("/")
         };
@@ -1026,23 +1024,14 @@ fn acks(o: &mut String, it: &Iteration) {
             true => format!("{:.1} % read", (a.read * 1000 / a.counted) as f64 / 10.0),
             false => "all read".to_string(),
         };
-        let _ = writeln!(
-            o,
-            "{}",
-            fit_80(&[
-                format!(
-                    "{head:<12}{:<7}{} ({read}), min/median/p99/max at each:",
-                    end.role.to_string(),
-                    count(a.counted)
-                ),
-                format!("srtt {} us", of(a.srtt_us, &|x| format!("{x:.0}"))),
-                format!("cwnd {}", of(a.cwnd, &|x| format!("{x:.0}"))),
-                format!("peer's window {}", of(a.snd_wnd, &bytes)),
-                format!("in flight {}", of(a.in_flight_bytes, &bytes)),
-            ])
-        );
-        head = "";
-    }
+        Some(vec![
+            format!("{} ({read}), min/median/p99/max at each:", count(a.counted)),
+            format!("srtt {} us", of(a.srtt_us, &|x| format!("{x:.0}"))),
+            format!("cwnd {}", of(a.cwnd, &|x| format!("{x:.0}"))),
+            format!("peer's window {}", of(a.snd_wnd, &bytes)),
+            format!("in flight {}", of(a.in_flight_bytes, &bytes)),
+        ])
+    });
 }
 
 /// The iteration whose metric is the median one: a typical iteration
