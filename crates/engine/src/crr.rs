@@ -9,7 +9,7 @@
 //! transaction on the side that closes first (the client), which is how a
 //! machine runs out of local ports. Both outcomes are reported by name.
 
-use crate::flow::{pattern, FlowError, Handler, Loop, Next, Shared};
+use crate::flow::{pattern, FlowError, Handler, Loop, Next, PageBuf, Shared};
 use crate::setup::{apply_before_connect, apply_connected, bind_source};
 use plumb_spec::SocketOpts;
 use plumb_sys::plain_io;
@@ -153,7 +153,7 @@ pub(crate) struct CrrClient {
     peer: SocketAddr,
     sources: Vec<IpAddr>,
     base: usize,
-    send_buf: Vec<u8>,
+    send_buf: PageBuf,
     recv_buf: Vec<u8>,
     conns: Vec<Option<Conn>>,
 }
@@ -312,7 +312,7 @@ impl Handler for CrrClient {
 pub(crate) struct CrrServer {
     plan: CrrPlan,
     listener: Arc<TcpListener>,
-    send_buf: Vec<u8>,
+    send_buf: PageBuf,
     recv_buf: Vec<u8>,
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,

@@ -227,6 +227,10 @@ pub(crate) trait Handler {
 /// The epoll token of a worker's wake-up eventfd.
 pub(crate) const WAKE: u64 = u64::MAX;
 
+/// How long a blocking read or write (see [`Loop::blocking`]) waits before
+/// the worker looks at the stop flag and the latency epoch.
+pub(crate) const POLL: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// The loop's own state, lent to the handler on every call.
 pub(crate) struct Loop {
     pub sh: Shared,
@@ -389,8 +393,43 @@ impl Loop {
 }
 
 /// A pattern of `len` bytes to send (the receiver does not look at it).
-pub(crate) fn pattern(len: usize) -> Vec<u8> {
-    (0..len).map(|i| (i % 251) as u8).collect()
+pub(crate) fn pattern(len: usize) -> PageBuf {
+    let mut buf = PageBuf::zeroed(len);
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = (i % 251) as u8;
+    }
+    buf
+}
+
+/// A buffer whose first byte starts a page. The kernel copies to and from
+/// user space fastest between aligned addresses, and a large Vec from the
+/// allocator starts 16 bytes into its first page (the allocator's header).
+pub(crate) struct PageBuf {
+    raw: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl PageBuf {
+    pub(crate) fn zeroed(len: usize) -> PageBuf {
+        let page = rustix::param::page_size();
+        let raw = vec![0u8; len + page];
+        let start = raw.as_ptr().align_offset(page);
+        PageBuf { raw, start, len }
+    }
+}
+
+impl std::ops::Deref for PageBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.raw[self.start..self.start + self.len]
+    }
+}
+
+impl std::ops::DerefMut for PageBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.raw[self.start..self.start + self.len]
+    }
 }
 
 /// A worker's share over the given sockets, all of them in its range, for

@@ -6,7 +6,7 @@
 //! real applications. In an open loop (`rate`) the client issues requests
 //! on a fixed schedule instead, and a late one shows in its latency.
 
-use crate::flow::{pattern, read_burst, FlowCounters, Handler, Loop, Next, Shared};
+use crate::flow::{pattern, read_burst, FlowCounters, Handler, Loop, Next, PageBuf, Shared, POLL};
 use rustix::event::epoll;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -92,10 +92,6 @@ fn complete(partial: &mut usize, got: usize, size: usize) -> u32 {
 /// Reads per readable event before the loop moves on.
 const READS_PER_EVENT: usize = 8;
 
-/// How long a blocking read or write waits before the worker looks at the
-/// stop flag and the latency epoch.
-const POLL: std::time::Duration = std::time::Duration::from_millis(10);
-
 /// The request/response flows of one worker.
 pub(crate) struct RrFlows {
     plan: RrPlan,
@@ -110,7 +106,7 @@ pub(crate) struct RrFlows {
     /// a response, and the wait shows in the latency of what is issued late.
     backlogged: bool,
     reads: usize,
-    send_buf: Vec<u8>,
+    send_buf: PageBuf,
     recv_buf: Vec<u8>,
     // Per-flow state in parallel vectors indexed by the flow's place in the
     // worker's range rather than a struct per flow: the open-loop schedule

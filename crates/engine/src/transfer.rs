@@ -4,7 +4,7 @@
 //! that discard in the kernel (MSG_TRUNC). Everything a flow needs is
 //! allocated when the worker starts; sending and receiving allocate nothing.
 
-use crate::flow::{pattern, read_burst, FlowCounters, Handler, Loop, Next, Shared};
+use crate::flow::{pattern, read_burst, FlowCounters, Handler, Loop, Next, PageBuf, Shared, POLL};
 use plumb_spec::{RxMode, ZeroCopy};
 use plumb_sys::sock::zerocopy::{self as zc, ErrQueueEntry};
 use rustix::event::epoll;
@@ -33,8 +33,8 @@ const BURST: usize = 8;
 pub(crate) struct StreamFlows {
     plan: StreamPlan,
     interest: epoll::EventFlags,
-    send_buf: Vec<u8>,
-    recv_buf: Vec<u8>,
+    send_buf: PageBuf,
+    recv_buf: PageBuf,
     /// The message as a file, for sendfile and splice.
     file: Option<OwnedFd>,
     base: usize,
@@ -78,7 +78,7 @@ impl StreamFlows {
         };
         Ok(StreamFlows {
             interest,
-            recv_buf: vec![0u8; plan.msg_size],
+            recv_buf: PageBuf::zeroed(plan.msg_size),
             send_buf,
             file,
             base: sh.range.start,
@@ -92,8 +92,25 @@ impl StreamFlows {
 
 impl Handler for StreamFlows {
     fn start(&mut self, lp: &mut Loop) -> io::Result<()> {
-        lp.watch_range(&lp.sh.flows, self.interest)?;
-        lp.live = lp.sh.range.len();
+        let n = lp.sh.range.len();
+        // One flow one way by plain copies: a blocking write sleeps in the
+        // kernel until the buffer has room, where a non-blocking one comes
+        // back with EAGAIN for an epoll_wait and a second write, and a
+        // blocking read likewise waits for data in the read itself.
+        // Zero-copy sends wait for their completions on the error queue, and
+        // mapped receives for the map's room, which only epoll tells.
+        let one_way = self.plan.sends != self.plan.receives;
+        let plain = self.plan.zerocopy == ZeroCopy::None && self.plan.rx != RxMode::Zerocopy;
+        if n == 1 && one_way && plain {
+            let stream = &lp.sh.flows[self.base];
+            stream.set_nonblocking(false)?;
+            stream.set_read_timeout(Some(POLL))?;
+            stream.set_write_timeout(Some(POLL))?;
+            lp.blocking = Some(self.base as u64);
+        } else {
+            lp.watch_range(&lp.sh.flows, self.interest)?;
+        }
+        lp.live = n;
         Ok(())
     }
 

@@ -12,7 +12,7 @@
 //! response within the timeout is counted and the flow sends the next one,
 //! so a lost datagram costs one timeout, never the run.
 
-use crate::flow::{pattern, FlowCounters, Handler, Loop, Next, Shared};
+use crate::flow::{pattern, FlowCounters, Handler, Loop, Next, PageBuf, Shared, POLL};
 use rustix::event::epoll;
 use std::collections::VecDeque;
 use std::io;
@@ -83,15 +83,11 @@ fn filtered(e: &io::Error) -> bool {
     e.raw_os_error() == Some(1)
 }
 
-/// How long a blocking receive waits before the worker looks at the stop
-/// flag and the latency epoch.
-const POLL: std::time::Duration = std::time::Duration::from_millis(10);
-
 /// udp-stream client flows: each sends as fast as its socket takes
 /// datagrams.
 pub(crate) struct UdpStreamClient {
     plan: UdpPlan,
-    buf: Vec<u8>,
+    buf: PageBuf,
 }
 
 impl UdpStreamClient {
@@ -158,7 +154,7 @@ impl Handler for UdpStreamClient {
 pub(crate) struct UdpRrClient {
     plan: UdpPlan,
     base: usize,
-    out: Vec<u8>,
+    out: PageBuf,
     inbuf: Vec<u8>,
     // Per-flow state in parallel vectors indexed by the flow's place in the
     // worker's range: the timeout sweep checks `dead` and `waiting` of the
@@ -335,7 +331,7 @@ impl Handler for UdpRrClient {
 pub(crate) struct UdpServer {
     plan: UdpPlan,
     inbuf: Vec<u8>,
-    out: Vec<u8>,
+    out: PageBuf,
 }
 
 /// The most datagrams a stream's receiver reads off its queue before one

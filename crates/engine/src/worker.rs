@@ -251,6 +251,60 @@ mod tests {
         (client, server)
     }
 
+    /// Both ends of `flows` stream flows, the client sending: what each
+    /// flow's sender wrote and its receiver read.
+    fn run_stream(flows: usize) -> Vec<(u64, u64)> {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let clients: Vec<TcpStream> = (0..flows)
+            .map(|_| TcpStream::connect(l.local_addr().unwrap()).unwrap())
+            .collect();
+        let servers: Vec<TcpStream> = (0..flows).map(|_| l.accept().unwrap().0).collect();
+        for s in clients.iter().chain(&servers) {
+            s.set_nonblocking(true).unwrap();
+        }
+        let ends = [(clients, true), (servers, false)].map(|(socks, client)| {
+            let sh = test_shared(socks, Vec::new(), flows, false);
+            let handles = (sh.stop.clone(), sh.wake.clone(), sh.counters.clone());
+            let plan = WorkerPlan {
+                shared: sh,
+                workload: Workload::Stream(StreamPlan {
+                    sends: client,
+                    receives: !client,
+                    msg_size: 128 << 10,
+                    zerocopy: plumb_spec::ZeroCopy::None,
+                    rx: plumb_spec::RxMode::Copy,
+                }),
+                cpu: None,
+            };
+            (std::thread::spawn(move || run(plan)), handles)
+        });
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        // The receiver stops last, so that it reads what was sent.
+        let mut counts = Vec::new();
+        for (worker, (stop, wake, counters)) in ends {
+            stop.store(true, Relaxed);
+            let _ = rustix::io::write(&*wake, &1u64.to_ne_bytes());
+            worker.join().unwrap().unwrap();
+            counts.push(counters);
+        }
+        let (sent, received) = (&counts[0], &counts[1]);
+        sent.iter()
+            .zip(received.iter())
+            .map(|(s, r)| (s.sent.load(Relaxed), r.received.load(Relaxed)))
+            .collect()
+    }
+
+    #[test]
+    fn one_loop_drives_stream_flows_blocking_and_multiplexed() {
+        // One flow one way sleeps in its write and read; three wait in epoll.
+        for flows in [1, 3] {
+            for (sent, received) in run_stream(flows) {
+                assert!(received > 1 << 20, "flows {flows}: read {received}");
+                assert!(received <= sent, "flows {flows}: {sent} {received}");
+            }
+        }
+    }
+
     #[test]
     fn one_loop_drives_rr_flows_blocking_and_multiplexed() {
         for flows in [1, 3] {
