@@ -33,8 +33,8 @@ import time
 sys.path.insert(0, os.path.dirname(__file__))
 from ratio import called, ratio_interval  # noqa: E402
 
-PLUMB = os.environ["PLUMB"]
-PEERS = os.environ["PEERS"]
+PLUMB = os.path.abspath(os.environ["PLUMB"])
+PEERS = os.path.abspath(os.environ["PEERS"])
 WORK = os.environ["WORK"]
 REPS = int(os.environ.get("REPS", "5"))
 SECS = int(os.environ.get("SECS", "5"))
