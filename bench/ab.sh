@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Two builds of plumb side by side on the cases of stream.sh, rr.sh and
+# Two builds of plumb side by side on the cases of peers.sh, rr.sh and
 # scale.sh, alternating which goes first with each repetition, so that a
 # change inside plumb (a restructuring, a new code path) is measured against
 # the code before it on the same machine in the same minutes. Each case's
