@@ -93,15 +93,16 @@ impl StreamFlows {
 impl Handler for StreamFlows {
     fn start(&mut self, lp: &mut Loop) -> io::Result<()> {
         let n = lp.sh.range.len();
-        // One flow one way by plain copies: a blocking write sleeps in the
-        // kernel until the buffer has room, where a non-blocking one comes
-        // back with EAGAIN for an epoll_wait and a second write, and a
-        // blocking read likewise waits for data in the read itself.
-        // Zero-copy sends wait for their completions on the error queue, and
-        // mapped receives for the map's room, which only epoll tells.
-        let one_way = self.plan.sends != self.plan.receives;
-        let plain = self.plan.zerocopy == ZeroCopy::None && self.plan.rx != RxMode::Zerocopy;
-        if n == 1 && one_way && plain {
+        // One flow that only sends, by plain copies: a blocking write sleeps
+        // in the kernel until the buffer has room, where a non-blocking one
+        // comes back with EAGAIN for an epoll_wait and a second write.
+        // Zero-copy sends wait for their completions on the error queue,
+        // which only epoll tells. A receiver stays in epoll: a blocking read
+        // waits inside tcp_recvmsg, taking and leaving the socket's lock
+        // against the softirq that fills it, which moved the receiver's
+        // time into that lock's spin by different amounts run to run.
+        let sends_only = self.plan.sends && !self.plan.receives;
+        if n == 1 && sends_only && self.plan.zerocopy == ZeroCopy::None {
             let stream = &lp.sh.flows[self.base];
             stream.set_nonblocking(false)?;
             stream.set_read_timeout(Some(POLL))?;

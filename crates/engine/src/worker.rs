@@ -296,7 +296,7 @@ mod tests {
 
     #[test]
     fn one_loop_drives_stream_flows_blocking_and_multiplexed() {
-        // One flow one way sleeps in its write and read; three wait in epoll.
+        // One sending flow sleeps in its write; three wait in epoll.
         for flows in [1, 3] {
             for (sent, received) in run_stream(flows) {
                 assert!(received > 1 << 20, "flows {flows}: read {received}");
