@@ -7,8 +7,9 @@
 #
 #   bench/profile.sh [REPS] [SECONDS]      (defaults: 7 repetitions, 5 s)
 #
-# Both sides run the same flows (1) and threads (1) on the same CPUs:
-# unpinned, then client on CPU 0 and server on CPU 1 where there are two.
+# Both sides run the same flows (1) and threads (1) on the same CPUs, each
+# case unpinned and, where there are two CPUs, pinned (client on CPU 0,
+# server on CPU 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${1:-7}
@@ -25,22 +26,24 @@ run() { # NAME ARGS...: one run's record into $work/NAME-$rep.json
     --duration "${SECS}s" --warmup 1s >"$work/$name-$rep.json"
 }
 
-pin=()
-if (($(nproc) >= 2)); then pin=(--client-cpus 0 --server-cpus 1); fi
-cases=(
-  "stream-off stream ${pin[*]}"
-  "stream-on stream --profile ${pin[*]}"
-  "rr-off rr ${pin[*]}"
-  "rr-on rr --profile ${pin[*]}"
-)
+pins=(unpinned)
+if (($(nproc) >= 2)); then pins+=(pinned); fi
+cases=()
+for p in "${pins[@]}"; do
+  pin=""
+  [[ $p == pinned ]] && pin="--client-cpus 0 --server-cpus 1"
+  for w in stream rr; do
+    cases+=("$w-off-$p $w $pin" "$w-on-$p $w --profile $pin")
+  done
+done
 bench_rotate "$REPS" "${cases[@]}"
 
 section=$(mktemp)
-python3 - "$work" "$REPS" "$SECS" "$(uname -r)" "$(nproc)" "${pin[*]:-unpinned}" >"$section" <<'PY'
+python3 - "$work" "$REPS" "$SECS" "$(uname -r)" "$(nproc)" "${pins[@]}" >"$section" <<'PY'
 import json, statistics, sys
 sys.path.insert(0, "bench")
 from ratio import ratio_interval, called
-work, reps, secs, kernel, cpus, pin = sys.argv[1:]
+work, reps, secs, kernel, cpus, *pins = sys.argv[1:]
 reps = int(reps)
 def recs(name):
     return [json.load(open(f"{work}/{name}-{rep}.json"))["iterations"][0] for rep in range(1, reps + 1)]
@@ -51,33 +54,35 @@ def host_cpu_per_gb(it):
     busy = sum(c["user_s"] + c["nice_s"] + c["system_s"] + c["irq_s"] + c["softirq_s"] + c["steal_s"]
                for c in it["client"]["cpus"])
     return busy / (it["transfer"]["received_bytes"] / 1e9)
-on = recs("stream-on")
+on = [it for p in pins for it in recs(f"stream-on-{p}")]
 event = on[0]["client"]["profile"]["event"]
 lost = sum(it[e]["profile"]["lost"] for it in on for e in ("client", "server"))
 print("## profile: what --profile costs\n")
-print(f"`bench/profile.sh {reps} {secs}`: loopback, kernel {kernel}, {cpus} CPUs, {pin}, release build; "
+print(f"`bench/profile.sh {reps} {secs}`: loopback, kernel {kernel}, {cpus} CPUs, "
+      f"{' and '.join(pins)} (pinned: --client-cpus 0 --server-cpus 1), release build; "
       f"medians of {reps} runs of {secs} s [min-max], the cases rotating. 1 flow and 1 thread on "
       f"each end in every case; --profile samples every CPU at 997 Hz with {event} ({lost} samples "
-      "lost over all the profiled stream runs). Both ends profile (the embedded server is a "
-      "process of its own), so each CPU is sampled twice. with/without is the geometric mean of "
+      "lost over all the profiled stream runs). Each CPU is sampled once: the client's samplers "
+      "make the embedded server's profile too. with/without is the geometric mean of "
       "the repetitions' ratios with its 95 % Student-t interval; a difference is called only where "
       "the interval leaves 1 out.\n")
 faster = []
 print("| case | without --profile | with --profile | with/without [95 % interval] | called |")
 print("|---|---|---|---|---|")
-for name, label, key, scale, unit in [
-    ("stream", "stream throughput", lambda it: it["derived"]["throughput_bps"], 1e9, " Gbit/s"),
-    ("stream", "stream host busy CPU s per GB", host_cpu_per_gb, 1, ""),
-    ("rr", "rr transactions/s", lambda it: it["client"]["transactions"] / it["window_s"], 1, ""),
-]:
-    off = [key(it) for it in recs(f"{name}-off")]
-    on_ = [key(it) for it in recs(f"{name}-on")]
-    ri = ratio_interval(list(zip(off, on_)))
-    r = "-" if ri is None else f"{ri[0]:.3f} [{ri[1]:.3f}, {ri[2]:.3f}]"
-    print(f"| {label} | {fmt(off, scale, unit)} | {fmt(on_, scale, unit)} | {r} | "
-          f"{called(ri, 'more', 'less')} |")
-    if ri is not None and ri[1] > 1 and "CPU" not in label:
-        faster.append(label)
+for p in pins:
+    for name, label, key, scale, unit in [
+        ("stream", "stream throughput", lambda it: it["derived"]["throughput_bps"], 1e9, " Gbit/s"),
+        ("stream", "stream host busy CPU s per GB", host_cpu_per_gb, 1, ""),
+        ("rr", "rr transactions/s", lambda it: it["client"]["transactions"] / it["window_s"], 1, ""),
+    ]:
+        off = [key(it) for it in recs(f"{name}-off-{p}")]
+        on_ = [key(it) for it in recs(f"{name}-on-{p}")]
+        ri = ratio_interval(list(zip(off, on_)))
+        r = "-" if ri is None else f"{ri[0]:.3f} [{ri[1]:.3f}, {ri[2]:.3f}]"
+        print(f"| {label}, {p} | {fmt(off, scale, unit)} | {fmt(on_, scale, unit)} | {r} | "
+              f"{called(ri, 'more', 'less')} |")
+        if ri is not None and ri[1] > 1 and "CPU" not in label:
+            faster.append(f"{label}, {p}")
 prof = [it["client"]["process"]["threads"] for it in on]
 pt = [sum(t["user_s"] + t["system_s"] for t in ts if t["name"] == "plumb-profile") for ts in prof]
 print(f"\nThe client's sampling thread (`plumb-profile`, off the ends' CPUs where there is one "

@@ -318,6 +318,86 @@ fn a_ring_too_small_for_the_rate_loses_samples_and_says_so() {
     assert_eq!(String::from_utf8(again.stdout).unwrap(), text);
 }
 
+/// Threads of process `pid` named `name`.
+fn threads_named(pid: u32, name: &str) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|tasks| {
+            tasks
+                .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                .filter(|c| c.trim() == name)
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// The processes whose parent is `pid`, read from /proc.
+fn children_of(pid: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
+                let rest = &s[s.rfind(')').unwrap() + 2..];
+                rest.split(' ').nth(1) == Some(&pid.to_string())
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn the_embedded_servers_profile_comes_from_the_clients_samplers_so_each_cpu_is_sampled_once() {
+    let Some(_alone) = profiling_alone() else {
+        return;
+    };
+    let child = plumb()
+        .args([
+            "run",
+            "stream",
+            "--profile",
+            "--duration",
+            "2s",
+            "--warmup",
+            "300ms",
+        ])
+        .args(["--iterations", "1", "--no-store", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let client = child.id();
+    // The sampling threads of each process, watched over the window.
+    let (mut in_client, mut in_server, mut servers) = (0, 0, 0);
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    while std::time::Instant::now() < until {
+        in_client = in_client.max(threads_named(client, "plumb-profile"));
+        for s in children_of(client) {
+            servers += 1;
+            in_server = in_server.max(threads_named(s, "plumb-profile"));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_ok(&out);
+    assert!(servers > 0, "the embedded server was never seen");
+    assert_eq!(in_client, 1, "the client samples");
+    assert_eq!(in_server, 0, "the server opened samplers of its own");
+    let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let it = &rec["iterations"][0];
+    let (c, s) = (&it["client"]["profile"], &it["server"]["profile"]);
+    // Each end's own process from the same samples: the server's time is
+    // the client's "another process", and the client's the server's.
+    assert!(f(&s["process_s"]) > 0.1, "{s}");
+    assert!(f(&c["other_s"]) + 1e-6 >= f(&s["process_s"]), "{c} {s}");
+    assert!(f(&s["other_s"]) + 1e-6 >= f(&c["process_s"]), "{c} {s}");
+    let frames: Vec<&str> = items(&s["frames"]).map(|v| v.as_str().unwrap()).collect();
+    assert!(frames.contains(&"tcp_recvmsg"), "{frames:?}");
+    // The server's own functions, named from its own mapping of plumb.
+    assert!(
+        frames.iter().any(|f| f.contains("plumb_engine::")),
+        "{frames:?}"
+    );
+}
+
 #[test]
 fn a_plumb_serve_profiles_its_own_end_and_returns_it() {
     let Some(_alone) = profiling_alone() else {

@@ -9,7 +9,7 @@
 
 use crate::meter::{Meter, SampleSink};
 use crate::probe::{self, Probe};
-use crate::profile::Profiler;
+use crate::profile::{PeerEnd, Profiler};
 use crate::setup::{check_rx_mode, read_back_flows, read_back_udp, SetupError};
 use crate::{Engine, EngineConfig, EngineError, Link, Workload};
 use plumb_samples::{EndResult, OptionRecord, ProfileAsk, Role};
@@ -100,9 +100,10 @@ impl RunningEnd {
     }
 
     /// Profiles this end over the measurement window: the samplers open
-    /// now, before the window, so that opening them costs it nothing.
-    pub fn profile(&mut self, ask: ProfileAsk) -> Result<(), String> {
-        let p = Profiler::open(ask, self.engine.config().cpus.clone())?;
+    /// now, before the window, so that opening them costs it nothing. With
+    /// `peer`, the same samples make the other end's profile.
+    pub fn profile(&mut self, ask: ProfileAsk, peer: Option<PeerEnd>) -> Result<(), String> {
+        let p = Profiler::open(ask, self.engine.config().cpus.clone(), peer)?;
         self.probes.push(probe::profiler(p));
         Ok(())
     }

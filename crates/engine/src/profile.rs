@@ -3,16 +3,19 @@
 //! path, then each sample attributed (this end's process, interrupts on
 //! this end's CPUs, another process, idle), named and folded.
 //!
-//! Both ends profile their own host. On one host the two profilers sample
-//! the same CPUs, each keeping what belongs to its end: a sample of the
-//! other end's process is "another process" to this one.
+//! Both ends profile their own host. Where the other end is a process of
+//! this host that this end started (the embedded server), one set of
+//! samplers makes both ends' profiles: each CPU is sampled once, where two
+//! profilers would sample it twice and each pay for it. A sample of the
+//! other end's process is "another process" in this end's profile and its
+//! own in the other's.
 
 use plumb_samples::{Profile, ProfileAsk};
 use plumb_spec::CpuList;
 use plumb_sys::perf::{CpuSampler, Event, Sample};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -76,6 +79,26 @@ impl Collected {
     }
 }
 
+/// The other end of the test, a process on this host whose profile this
+/// end's samples also make.
+pub struct PeerEnd {
+    pub pid: u32,
+    /// Its own CPUs, where it is pinned.
+    pub cpus: Option<CpuList>,
+    /// Where its profile (or why there is none) goes as the window closes.
+    pub slot: PeerProfile,
+}
+
+/// The other end's profile, once made.
+pub type PeerProfile = Arc<Mutex<Option<Result<Profile, String>>>>;
+
+/// The other end as the profile needs it: its executable's map is read as
+/// the samplers open, while it surely runs.
+struct Peer {
+    end: PeerEnd,
+    exe: Option<plumb_sys::elf::ExeMap>,
+}
+
 /// Samplers opened on every CPU, not yet sampling.
 pub struct Profiler {
     ask: ProfileAsk,
@@ -83,6 +106,7 @@ pub struct Profiler {
     samplers: Vec<CpuSampler>,
     /// The end's own CPUs, where it is pinned.
     cpus: Option<CpuList>,
+    peer: Option<Peer>,
 }
 
 /// A profiler sampling.
@@ -95,6 +119,7 @@ pub struct Sampling {
     /// events, so that a long-lived `plumb serve` samples nothing after.
     thread: Option<JoinHandle<Result<Collected, String>>>,
     cpus: Option<CpuList>,
+    peer: Option<Peer>,
 }
 
 impl Drop for Sampling {
@@ -104,8 +129,13 @@ impl Drop for Sampling {
 }
 
 impl Profiler {
-    /// Opens a sampler on each online CPU; nothing is sampled yet.
-    pub fn open(ask: ProfileAsk, cpus: Option<CpuList>) -> Result<Profiler, String> {
+    /// Opens a sampler on each online CPU; nothing is sampled yet. With
+    /// `peer`, the samples make that end's profile too.
+    pub fn open(
+        ask: ProfileAsk,
+        cpus: Option<CpuList>,
+        peer: Option<PeerEnd>,
+    ) -> Result<Profiler, String> {
         if let Some(why) = plumb_sys::perf::refusal() {
             return Err(why);
         }
@@ -126,11 +156,16 @@ impl Profiler {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let peer = peer.map(|end| Peer {
+            exe: plumb_sys::elf::ExeMap::of(end.pid).ok(),
+            end,
+        });
         Ok(Profiler {
             ask,
             event,
             samplers,
             cpus,
+            peer,
         })
     }
 
@@ -141,6 +176,7 @@ impl Profiler {
             event,
             mut samplers,
             cpus,
+            peer,
         } = self;
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = stop.clone();
@@ -184,12 +220,14 @@ impl Profiler {
             stop,
             thread: Some(thread),
             cpus,
+            peer,
         })
     }
 }
 
 impl Sampling {
-    /// Stops sampling and returns this end's profile.
+    /// Stops sampling and returns this end's profile; the other end's,
+    /// where this end samples for it, goes to its slot.
     pub fn finish(mut self) -> Result<Profile, String> {
         self.stop.store(true, Ordering::Release);
         let got = self
@@ -197,8 +235,32 @@ impl Sampling {
             .take()
             .expect("finished once")
             .join()
-            .map_err(|_| "--profile: the sampling thread panicked".to_string())??;
-        let names = Names::new();
+            .map_err(|_| "--profile: the sampling thread panicked".to_string());
+        let kernel = plumb_sys::ksyms::KernelSymbols::host();
+        if let Some(peer) = &self.peer {
+            let profile = got.as_ref().map_err(|e| e.clone()).and_then(|got| {
+                let got = got.as_ref().map_err(|e| e.clone())?;
+                let names = Names {
+                    exe: peer.exe.as_ref(),
+                    kernel,
+                };
+                let cpus = peer.end.cpus.as_ref();
+                Ok(attribute(
+                    got,
+                    peer.end.pid,
+                    cpus,
+                    self.event,
+                    self.ask,
+                    &names,
+                ))
+            });
+            *peer.end.slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(profile);
+        }
+        let got = got??;
+        let names = Names {
+            exe: plumb_sys::elf::ExeMap::own_once(),
+            kernel,
+        };
         Ok(attribute(
             &got,
             std::process::id(),
@@ -210,20 +272,14 @@ impl Sampling {
     }
 }
 
-/// What names addresses and processes.
-struct Names {
-    exe: Option<&'static plumb_sys::elf::ExeMap>,
+/// What names addresses and processes: the end's executable as loaded in
+/// its process, and the kernel.
+struct Names<'a> {
+    exe: Option<&'a plumb_sys::elf::ExeMap>,
     kernel: &'static plumb_sys::ksyms::KernelSymbols,
 }
 
-impl Names {
-    fn new() -> Names {
-        Names {
-            exe: plumb_sys::elf::ExeMap::own_once(),
-            kernel: plumb_sys::ksyms::KernelSymbols::host(),
-        }
-    }
-
+impl Names<'_> {
     fn kernel(&self, a: u64) -> String {
         self.kernel.lookup(a).unwrap_or("[unknown]").to_string()
     }
@@ -250,7 +306,7 @@ fn attribute(
     own_cpus: Option<&CpuList>,
     event: Event,
     ask: ProfileAsk,
-    names: &Names,
+    names: &Names<'_>,
 ) -> Profile {
     // A cycles sample stands for 1/freq of a busy CPU; a cpu-clock
     // sample's period is its nanoseconds.
@@ -322,7 +378,7 @@ fn attribute(
 mod tests {
     use super::*;
 
-    fn names() -> Names {
+    fn names() -> Names<'static> {
         Names {
             exe: None,
             kernel: Box::leak(Box::new(plumb_sys::ksyms::KernelSymbols::parse(
@@ -372,7 +428,7 @@ mod tests {
         if !may_profile() {
             return;
         }
-        let s = Profiler::open(ProfileAsk::default(), None)
+        let s = Profiler::open(ProfileAsk::default(), None, None)
             .unwrap()
             .start()
             .unwrap();

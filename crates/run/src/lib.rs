@@ -433,7 +433,22 @@ fn run_iteration_at(
         Some(_) => Vec::new(),
         None => opts.server_knobs.iter().map(|s| s.to_string()).collect(),
     };
-    let ready = session.setup(spec, &knobs, opts.observe)?;
+    // The embedded server shares this host's kernel and CPUs: this end's
+    // samplers make its profile too, so that each CPU is sampled once.
+    let profile_peer = match (&embedded, opts.observe.profile) {
+        (Some(e), Some(_)) => e.pid().map(|pid| plumb_engine::profile::PeerEnd {
+            pid,
+            cpus: spec.server_cpus.clone(),
+            slot: Default::default(),
+        }),
+        _ => None,
+    };
+    let server_observe = plumb_samples::Observe {
+        profile: opts.observe.profile.filter(|_| profile_peer.is_none()),
+        ..opts.observe
+    };
+    let server_profile = profile_peer.as_ref().map(|p| p.slot.clone());
+    let ready = session.setup(spec, &knobs, server_observe)?;
     let cookie = Cookie::from_hex(&ready.cookie)
         .ok_or_else(|| CtlError::Protocol(format!("malformed cookie '{}'", ready.cookie)))?;
     let data = SocketAddr::new(server_addr.ip(), ready.data_port);
@@ -460,6 +475,7 @@ fn run_iteration_at(
             listener: None,
         },
         observe: opts.observe,
+        profile_peer,
     };
     let mut cues = ClientCues {
         spec,
@@ -475,10 +491,17 @@ fn run_iteration_at(
     };
     let (client, _) = test_end::run_end(plan, &mut cues, sink)?;
     let complete = cues.complete && cues.lost.is_none();
-    let (server, server_env) = cues
+    let (mut server, server_env) = cues
         .server
         .take()
         .expect("the results or the loss, once closed");
+    let made =
+        server_profile.and_then(|slot| slot.lock().unwrap_or_else(|p| p.into_inner()).take());
+    match made {
+        Some(Ok(p)) if !server.lost => server.profile = Some(p),
+        Some(Err(e)) => server.warnings.push(e),
+        _ => {}
+    }
     if let Some(e) = embedded.as_mut() {
         e.reap(Duration::from_secs(2));
     }

@@ -615,6 +615,7 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
             listener,
         },
         observe,
+        profile_peer: None,
     };
     let mut cues = ServerCues {
         ctrl: &ctrl,

@@ -63,6 +63,8 @@ pub struct EndPlan<'a> {
     pub link: &'a Link,
     pub sockets: Sockets,
     pub observe: Observe,
+    /// The other end, where this end's `--profile` samples for it too.
+    pub profile_peer: Option<plumb_engine::profile::PeerEnd>,
 }
 
 /// Runs one end of a test through its window: its figures, and what
@@ -79,7 +81,7 @@ pub fn run_end<C: Cues>(
         .start()
         .map_err(|e| cues.failed(Step::Engine, e.to_string()))?;
     if let Some(ask) = plan.observe.profile {
-        end.profile(ask)
+        end.profile(ask, plan.profile_peer)
             .map_err(|e| cues.failed(Step::Observe { flag: "--profile" }, e))?;
     }
     if plan.observe.tcp_probe {
@@ -208,6 +210,7 @@ mod tests {
                 ..Sockets::default()
             },
             observe: Observe::default(),
+            profile_peer: None,
         };
         let (figures, _) = run_end(plan, &mut cues, &mut NoSink).unwrap();
         (figures, cues)

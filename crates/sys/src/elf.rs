@@ -81,7 +81,16 @@ impl ExeMap {
 
     /// For the calling process: /proc/self/exe and /proc/self/maps.
     pub fn own() -> Result<ExeMap, String> {
-        let exe = "/proc/self/exe";
+        ExeMap::at("self")
+    }
+
+    /// For process `pid`: /proc/<pid>/exe and /proc/<pid>/maps.
+    pub fn of(pid: u32) -> Result<ExeMap, String> {
+        ExeMap::at(&pid.to_string())
+    }
+
+    fn at(proc: &str) -> Result<ExeMap, String> {
+        let exe = &format!("/proc/{proc}/exe");
         // maps names the file as the link does, " (deleted)" included when
         // the binary was replaced while running.
         let target = std::fs::read_link(exe).map_err(|e| format!("{exe}: {e}"))?;
@@ -93,7 +102,7 @@ impl ExeMap {
         let data = std::fs::read(exe).map_err(|e| format!("{exe}: {e}"))?;
         let symbols = parse_symbols(&data).map_err(|e| format!("{target}: {e}"))?;
         let loads = parse_loads(&data).map_err(|e| format!("{target}: {e}"))?;
-        let maps = "/proc/self/maps";
+        let maps = &format!("/proc/{proc}/maps");
         let text = std::fs::read_to_string(maps).map_err(|e| format!("{maps}: {e}"))?;
         let mappings = parse_maps(&text, target);
         if mappings.is_empty() {
