@@ -101,6 +101,16 @@ def qperf(test, *args):
     return cmd
 
 
+def many_rr(flows, note):
+    """rr over many flows, 2 threads an end: plumb and neper alone."""
+    return dict(
+        desc=f"rr, {flows} TCP flows, 2 threads an end, 1 byte", unit="tx", note=note,
+        tools={
+            "plumb": plumb("rr", "--flows", str(flows), "--threads", "2"),
+            "neper": neper("tcp_rr", "-F", str(flows), "-T", "2", "-Q", "1", "-R", "1"),
+        })
+
+
 # What each case is, how its rate is counted, and each tool's command. The
 # same flows and threads for every tool; where one cannot take an option,
 # the note says so.
@@ -146,20 +156,8 @@ CASES = {
             "netperf": netperf("TCP_CRR", "-r", "1,1"),
             "neper": neper("tcp_crr", "-Q", "1", "-R", "1", "--time-wait"),
         }),
-    "rr-1000": dict(
-        desc="rr, 1000 TCP flows, 2 threads an end, 1 byte",
-        unit="tx", note="netperf, sockperf and qperf open one flow per process.",
-        tools={
-            "plumb": plumb("rr", "--flows", "1000", "--threads", "2"),
-            "neper": neper("tcp_rr", "-F", "1000", "-T", "2", "-Q", "1", "-R", "1"),
-        }),
-    "rr-10000": dict(
-        desc="rr, 10000 TCP flows, 2 threads an end, 1 byte",
-        unit="tx", note="",
-        tools={
-            "plumb": plumb("rr", "--flows", "10000", "--threads", "2"),
-            "neper": neper("tcp_rr", "-F", "10000", "-T", "2", "-Q", "1", "-R", "1"),
-        }),
+    "rr-1000": many_rr(1000, "netperf, sockperf and qperf open one flow per process."),
+    "rr-10000": many_rr(10000, ""),
     "udp-stream": dict(
         desc=f"udp-stream, 1 flow, {UDP_SIZE}-byte datagrams, as fast as the sender can",
         unit="dgram", note="",

@@ -193,9 +193,10 @@ fn wait(ep: &OwnedFd, events: &mut Vec<epoll::Event>, timeout_ns: Option<u64>) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flow::test_shared;
+    use crate::flow::{test_shared, FlowCounters};
     use std::net::{TcpListener, TcpStream};
     use std::sync::atomic::Ordering::Relaxed;
+    use std::sync::Arc;
 
     fn rr_plan(client: bool) -> RrPlan {
         RrPlan {
@@ -208,8 +209,14 @@ mod tests {
         }
     }
 
-    /// Both ends of `flows` rr flows, each end one worker, for a while.
-    fn run_rr(flows: usize) -> (Vec<u64>, Vec<u64>) {
+    /// Both ends of `flows` loopback flows, each end one worker running
+    /// `workload(client)` for a while, both then stopped: each end's
+    /// flow failures and counters, client first.
+    fn run_ends(
+        flows: usize,
+        timed: bool,
+        workload: impl Fn(bool) -> Workload,
+    ) -> Vec<(Vec<FlowError>, Arc<Vec<FlowCounters>>)> {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let clients: Vec<TcpStream> = (0..flows)
             .map(|_| TcpStream::connect(l.local_addr().unwrap()).unwrap())
@@ -220,11 +227,11 @@ mod tests {
             s.set_nodelay(true).unwrap();
         }
         let ends = [(clients, true), (servers, false)].map(|(socks, client)| {
-            let sh = test_shared(socks, Vec::new(), flows, client);
+            let sh = test_shared(socks, Vec::new(), flows, timed && client);
             let handles = (sh.stop.clone(), sh.wake.clone(), sh.counters.clone());
             let plan = WorkerPlan {
                 shared: sh,
-                workload: Workload::Rr(rr_plan(client)),
+                workload: workload(client),
                 cpu: None,
             };
             (std::thread::spawn(move || run(plan)), handles)
@@ -234,9 +241,16 @@ mod tests {
             stop.store(true, Relaxed);
             let _ = rustix::io::write(&**wake, &1u64.to_ne_bytes());
         }
+        ends.into_iter()
+            .map(|(worker, (_, _, counters))| (worker.join().unwrap().unwrap(), counters))
+            .collect()
+    }
+
+    /// Transactions of each flow of `flows` rr flows: the client's, the
+    /// server's.
+    fn run_rr(flows: usize) -> (Vec<u64>, Vec<u64>) {
         let mut out = Vec::new();
-        for (worker, (_, _, counters)) in ends {
-            let errors = worker.join().unwrap().unwrap();
+        for (errors, counters) in run_ends(flows, true, |client| Workload::Rr(rr_plan(client))) {
             // The end that stops first may close under the other.
             assert!(errors.iter().all(|e| e.after_window), "{errors:?}");
             out.push(
@@ -251,43 +265,19 @@ mod tests {
         (client, server)
     }
 
-    /// Both ends of `flows` stream flows, the client sending: what each
-    /// flow's sender wrote and its receiver read.
+    /// What each flow of `flows` stream flows wrote on the client and read
+    /// on the server.
     fn run_stream(flows: usize) -> Vec<(u64, u64)> {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let clients: Vec<TcpStream> = (0..flows)
-            .map(|_| TcpStream::connect(l.local_addr().unwrap()).unwrap())
-            .collect();
-        let servers: Vec<TcpStream> = (0..flows).map(|_| l.accept().unwrap().0).collect();
-        for s in clients.iter().chain(&servers) {
-            s.set_nonblocking(true).unwrap();
-        }
-        let ends = [(clients, true), (servers, false)].map(|(socks, client)| {
-            let sh = test_shared(socks, Vec::new(), flows, false);
-            let handles = (sh.stop.clone(), sh.wake.clone(), sh.counters.clone());
-            let plan = WorkerPlan {
-                shared: sh,
-                workload: Workload::Stream(StreamPlan {
-                    sends: client,
-                    receives: !client,
-                    msg_size: 128 << 10,
-                    zerocopy: plumb_spec::ZeroCopy::None,
-                    rx: plumb_spec::RxMode::Copy,
-                }),
-                cpu: None,
-            };
-            (std::thread::spawn(move || run(plan)), handles)
+        let ends = run_ends(flows, false, |client| {
+            Workload::Stream(StreamPlan {
+                sends: client,
+                receives: !client,
+                msg_size: 128 << 10,
+                zerocopy: plumb_spec::ZeroCopy::None,
+                rx: plumb_spec::RxMode::Copy,
+            })
         });
-        std::thread::sleep(std::time::Duration::from_millis(300));
-        // The receiver stops last, so that it reads what was sent.
-        let mut counts = Vec::new();
-        for (worker, (stop, wake, counters)) in ends {
-            stop.store(true, Relaxed);
-            let _ = rustix::io::write(&*wake, &1u64.to_ne_bytes());
-            worker.join().unwrap().unwrap();
-            counts.push(counters);
-        }
-        let (sent, received) = (&counts[0], &counts[1]);
+        let (sent, received) = (&ends[0].1, &ends[1].1);
         sent.iter()
             .zip(received.iter())
             .map(|(s, r)| (s.sent.load(Relaxed), r.received.load(Relaxed)))
