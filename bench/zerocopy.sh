@@ -108,7 +108,9 @@ for rep in $(seq 1 "$REPS"); do
 done
 
 python3 - "$work" "$REPS" "$SECS" "$("$PLUMB" --version)" "$(iperf3 --version | head -1)" <<'PY'
-import glob, json, os, platform, statistics, sys, datetime
+import glob, json, os, platform, re, statistics, sys, datetime
+sys.path.insert(0, "bench")
+from ratio import ratio_interval, called
 work, reps, secs, plumb_v, iperf_v = sys.argv[1:]
 
 def med(xs):
@@ -123,6 +125,12 @@ def fmt(xs, digits=3):
 
 rows = {}
 failed = {}
+# The sender's CPU per GB by repetition, so that each mode is set against
+# plain writes of the same repetition.
+by_rep = {}
+
+def rep_of(path):
+    return int(re.search(r"-(\d+)\.json$", path).group(1))
 for path in ("lo", "veth"):
     for size in ("64K", "1M"):
         for mode in ("none", "msg", "sendfile", "splice"):
@@ -136,6 +144,7 @@ for path in ("lo", "veth"):
                     continue
                 d = it["derived"]
                 snd.append(d["client_cpu_s_per_gb"])
+                by_rep.setdefault((path, size, mode), {})[rep_of(f)] = d["client_cpu_s_per_gb"]
                 rcv.append(d["server_cpu_s_per_gb"])
                 thr.append(d["throughput_bps"] / 1e9)
                 z = it["client"].get("zerocopy")
@@ -153,6 +162,7 @@ for path in ("lo", "veth"):
                 failed[(path, size, "iperf3")] = failed.get((path, size, "iperf3"), 0) + 1
                 continue
             snd.append(cpu["host_total"] / 100 * secs_ / gb)
+            by_rep.setdefault((path, size, "iperf3"), {})[rep_of(f)] = snd[-1]
             rcv.append(cpu["remote_total"] / 100 * secs_ / gb)
             thr.append(end["sum_received"]["bits_per_second"] / 1e9)
         rows[(path, size, "iperf3")] = (snd, rcv, thr, [])
@@ -184,14 +194,18 @@ for path in ("lo", "veth"):
             note = f" ({n} failed)" if n else ""
             L.append(f"| {names[mode]}{note} | {fmt(snd)} | {fmt(rcv)} | {fmt(thr, 2)} | "
                      f"{fmt(cop, 1) + ' %' if cop else '-'} |")
-        base = rows[(path, size, "none")][0]
+        base = by_rep.get((path, size, "none"), {})
         if base:
             parts = []
             for mode in ("msg", "sendfile", "splice", "iperf3"):
-                s = rows[(path, size, mode)][0]
-                if s:
-                    parts.append(f"{names[mode]} {med(s)[0] / med(base)[0]:.2f}")
-            L.append("\nSender CPU per GB relative to plain writes (medians): " + ", ".join(parts) + ".\n")
+                other = by_rep.get((path, size, mode), {})
+                iv = ratio_interval([(base[r], other[r]) for r in sorted(base) if r in other])
+                if iv:
+                    parts.append(f"{names[mode]} {iv[0]:.2f} [{iv[1]:.2f}, {iv[2]:.2f}] "
+                                 f"{called(iv, 'more', 'less')}")
+            L.append("\nSender CPU per GB relative to plain writes of the same repetition (geometric mean "
+                     "of the ratios, 95 % Student-t interval; more or less only where it leaves 1 out): "
+                     + ", ".join(parts) + ".\n")
 L.append("Commands (veth: the client in one namespace, `plumb serve --once` / `iperf3 -s -1` in the other):\n")
 L.append(f"    plumb run stream --json --iterations 1 --no-store --duration {secs}s --warmup 1s --msg-size SIZE --zerocopy MODE [--server 198.18.0.2:PORT]")
 L.append(f"    iperf3 -c ADDR -t {secs} -Z -l SIZE -J")
