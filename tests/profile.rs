@@ -320,28 +320,10 @@ fn a_ring_too_small_for_the_rate_loses_samples_and_says_so() {
 
 /// Threads of process `pid` named `name`.
 fn threads_named(pid: u32, name: &str) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .map(|tasks| {
-            tasks
-                .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-                .filter(|c| c.trim() == name)
-                .count()
-        })
-        .unwrap_or(0)
-}
-
-/// The processes whose parent is `pid`, read from /proc.
-fn children_of(pid: u32) -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|p| {
-            std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
-                let rest = &s[s.rfind(')').unwrap() + 2..];
-                rest.split(' ').nth(1) == Some(&pid.to_string())
-            })
-        })
-        .collect()
+    common::thread_affinity(pid)
+        .iter()
+        .filter(|(n, _)| n == name)
+        .count()
 }
 
 #[test]
@@ -370,7 +352,7 @@ fn the_embedded_servers_profile_comes_from_the_clients_samplers_so_each_cpu_is_s
     let until = std::time::Instant::now() + std::time::Duration::from_secs(3);
     while std::time::Instant::now() < until {
         in_client = in_client.max(threads_named(client, "plumb-profile"));
-        for s in children_of(client) {
+        for s in common::children(client) {
             servers += 1;
             in_server = in_server.max(threads_named(s, "plumb-profile"));
         }

@@ -141,7 +141,12 @@ pub fn stream_json(args: &[&str]) -> Value {
 
 /// `plumb ARGS` (through [`run`]), which must succeed; returns its JSON.
 pub fn record_of(all: &[&str]) -> Value {
-    let out = run(all);
+    record_from(all, run(all))
+}
+
+/// The record in `out`, what `all` printed; fails the test with plumb's
+/// stderr unless it succeeded.
+pub fn record_from(all: &[&str], out: Output) -> Value {
     assert!(
         out.status.success(),
         "plumb {all:?} failed: {}\n{}",
