@@ -27,6 +27,7 @@ pub mod process;
 pub mod sock;
 pub mod trace;
 pub mod tun;
+pub mod uring;
 
 pub use cookie::Cookie;
 pub use error::{plain_io, ParseError};
