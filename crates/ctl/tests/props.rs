@@ -3,7 +3,9 @@
 
 use plumb_ctl::{decode_frame, read_frame, write_frame, Frame, FrameError, Message, MAX_FRAME};
 use plumb_samples::{EndResult, Role};
-use plumb_spec::{BufSize, Close, CpuList, Direction, Family, RrSpec, SocketOpts, Spec, Workload};
+use plumb_spec::{
+    BufSize, Close, CpuList, Direction, Family, Io, RrSpec, SocketOpts, Spec, Workload,
+};
 use proptest::prelude::*;
 
 fn bufsize() -> impl Strategy<Value = BufSize> {
@@ -59,7 +61,7 @@ fn spec() -> impl Strategy<Value = Spec> {
             proptest::option::of(8u64..u64::MAX / 2),
         ),
         prop_oneof![Just(Family::V4), Just(Family::V6)],
-        (1u64..86_400_000, 0u64..3_600_000),
+        (1u64..86_400_000, 0u64..3_600_000, any::<bool>()),
         proptest::option::of(proptest::collection::vec(0u32..256, 1..8)),
         proptest::option::of(rr()),
     )
@@ -71,7 +73,7 @@ fn spec() -> impl Strategy<Value = Spec> {
                 (snd, rcv, nodelay, cork),
                 (mss, cc, pacing),
                 family,
-                (d, w),
+                (d, w, uring),
                 cpus,
                 rr,
             )| Spec {
@@ -101,6 +103,7 @@ fn spec() -> impl Strategy<Value = Spec> {
                 machine: None,
                 zerocopy: Default::default(),
                 rx: Default::default(),
+                io: if uring { Io::Uring } else { Io::Epoll },
             },
         )
 }

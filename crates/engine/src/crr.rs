@@ -10,13 +10,16 @@
 //! machine runs out of local ports. Both outcomes are reported by name.
 
 use crate::flow::{pattern, FlowError, Handler, Loop, Next, PageBuf, Shared};
+use crate::ring::{self, receive_buffers, Op, RingFlows, Shape};
 use crate::setup::{apply_before_connect, apply_connected, bind_source};
 use plumb_spec::SocketOpts;
 use plumb_sys::plain_io;
+use plumb_sys::uring::{Completion, Queue};
 use rustix::event::epoll;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
@@ -95,24 +98,35 @@ impl Conn {
     }
 }
 
+impl Conn {
+    /// Bytes of the write due now, unless the message is written.
+    fn due(&self, writes: &[usize]) -> Option<usize> {
+        (!self.written).then(|| writes[self.part] - self.off)
+    }
+
+    /// `n` bytes of the write due went out.
+    fn wrote(&mut self, writes: &[usize], n: usize) {
+        self.off += n;
+        if self.off == writes[self.part] {
+            self.off = 0;
+            self.part += 1;
+            if self.part == writes.len() {
+                self.part = 0;
+                self.written = true;
+            }
+        }
+    }
+}
+
 /// Writes what is left of the outgoing message; returns the bytes written
 /// and whether the socket would block before the message was done.
 fn write_out(conn: &mut Conn, writes: &[usize], buf: &[u8]) -> io::Result<(u64, bool)> {
     let mut sent = 0u64;
-    while !conn.written {
-        let want = writes[conn.part] - conn.off;
+    while let Some(want) = conn.due(writes) {
         match (&conn.stream).write(&buf[..want]) {
             Ok(n) => {
                 sent += n as u64;
-                conn.off += n;
-                if conn.off == writes[conn.part] {
-                    conn.off = 0;
-                    conn.part += 1;
-                    if conn.part == writes.len() {
-                        conn.part = 0;
-                        conn.written = true;
-                    }
-                }
+                conn.wrote(writes, n);
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok((sent, true)),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -173,11 +187,17 @@ impl CrrClient {
         }
     }
 
-    /// Starts slot `k`'s next connection.
-    fn open(&self, lp: &Loop, k: usize) -> io::Result<Conn> {
+    /// A socket for slot `k`'s next connection, with the spec's options,
+    /// bound to the slot's source address.
+    fn socket(&self, k: usize, nonblocking: bool) -> io::Result<Socket> {
+        let ty = if nonblocking {
+            Type::STREAM.nonblocking()
+        } else {
+            Type::STREAM
+        };
         let sock = Socket::new(
             Domain::for_address(self.peer),
-            Type::STREAM.nonblocking().cloexec(),
+            ty.cloexec(),
             Some(Protocol::TCP),
         )?;
         let _ = apply_before_connect(&sock, &self.plan.opts);
@@ -188,6 +208,12 @@ impl CrrClient {
         if self.plan.opts.nodelay {
             sock.set_tcp_nodelay(true)?;
         }
+        Ok(sock)
+    }
+
+    /// Starts slot `k`'s next connection.
+    fn open(&self, lp: &Loop, k: usize) -> io::Result<Conn> {
+        let sock = self.socket(k, true)?;
         let t0 = lp.now_ns();
         match sock.connect(&self.peer.into()) {
             Ok(()) => {}
@@ -338,37 +364,64 @@ impl CrrServer {
     fn accept(&mut self, lp: &mut Loop) -> io::Result<()> {
         for _ in 0..64 {
             match self.listener.accept() {
-                Ok((_, from)) if !accepts(self.plan.accept_from, from.ip()) => {
-                    // Dropped here: closed without a byte read.
-                    lp.sh.strays.fetch_add(1, Relaxed);
-                }
-                Ok((stream, _)) => {
+                Ok((stream, from)) => {
                     stream.set_nonblocking(true)?;
-                    if self.plan.opts.nodelay {
-                        let _ = stream.set_nodelay(true);
+                    if let Some(slot) = self.admit(lp, stream, from) {
+                        let conn = self.conns[slot].as_ref().expect("admitted");
+                        lp.watch(&conn.stream, slot as u64, epoll::EventFlags::IN)?;
                     }
-                    let slot = self.free.pop().unwrap_or_else(|| {
-                        self.conns.push(None);
-                        self.conns.len() - 1
-                    });
-                    lp.watch(&stream, slot as u64, epoll::EventFlags::IN)?;
-                    self.conns[slot] = Some(Conn::new(stream, false, 0));
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if matches!(e.raw_os_error(), Some(23) | Some(24)) => {
-                    if lp.errors.is_empty() {
-                        lp.errors.push(FlowError {
-                            flow: self.counter as u32,
-                            error: connect_error(&e),
-                            after_window: lp.sh.window_closed.load(Relaxed),
-                        });
-                    }
+                    self.out_of_files(lp, &e);
                     break;
                 }
                 // A connection reset before it was accepted.
                 Err(_) => break,
             }
+        }
+        Ok(())
+    }
+
+    /// Takes a connection from `from` into a free slot, or closes it
+    /// unread and counts it as a stray.
+    fn admit(&mut self, lp: &Loop, stream: TcpStream, from: SocketAddr) -> Option<usize> {
+        if !accepts(self.plan.accept_from, from.ip()) {
+            lp.sh.strays.fetch_add(1, Relaxed);
+            return None;
+        }
+        if self.plan.opts.nodelay {
+            let _ = stream.set_nodelay(true);
+        }
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.conns.push(None);
+            self.conns.len() - 1
+        });
+        self.conns[slot] = Some(Conn::new(stream, false, 0));
+        Some(slot)
+    }
+
+    /// The process is out of descriptors: said once.
+    fn out_of_files(&self, lp: &mut Loop, e: &io::Error) {
+        if lp.errors.is_empty() {
+            lp.errors.push(FlowError {
+                flow: self.counter as u32,
+                error: connect_error(e),
+                after_window: lp.sh.window_closed.load(Relaxed),
+            });
+        }
+    }
+
+    /// A connection the ring accepted: its request is read next.
+    fn accepted(&mut self, lp: &Loop, q: &mut Queue, stream: TcpStream) -> io::Result<()> {
+        let Ok(from) = stream.peer_addr() else {
+            // Reset before it could be looked at.
+            return Ok(());
+        };
+        if let Some(slot) = self.admit(lp, stream, from) {
+            let conn = self.conns[slot].as_ref().expect("admitted");
+            q.receive_once(conn.stream.as_fd(), ring::tag(slot, Op::Receive))?;
         }
         Ok(())
     }
@@ -442,6 +495,216 @@ impl Handler for CrrServer {
 
     fn on_writable(&mut self, lp: &mut Loop, id: u64, _: epoll::EventFlags) -> io::Result<()> {
         self.serve(lp, id as usize)
+    }
+}
+
+/// Bytes of receive buffers a crr worker's ring holds at most.
+const RING_RECEIVE_BYTES: usize = 8 << 20;
+
+/// The ring's shape for `slots` connections, each with one operation in
+/// flight at a time.
+fn ring_shape(slots: usize, out_writes: &[usize], in_size: usize) -> Shape {
+    Shape {
+        peer: None,
+        ops: 2 * slots as u32 + 2,
+        send_len: out_writes.iter().copied().max().unwrap_or(1),
+        receive: Some(receive_buffers(
+            slots,
+            in_size.next_power_of_two(),
+            RING_RECEIVE_BYTES,
+        )),
+    }
+}
+
+/// Queues the write `conn` owes next; false once its message is written.
+fn queue_write(q: &mut Queue, conn: &Conn, writes: &[usize], tag: u64) -> io::Result<bool> {
+    match conn.due(writes) {
+        Some(len) => {
+            q.send(conn.stream.as_fd(), len, false, tag)?;
+            Ok(true)
+        }
+        None => Ok(false),
+    }
+}
+
+/// On a ring each connection takes one step at a time: connect, the
+/// request's writes, single receives until the response is whole (a
+/// multishot receive still armed would keep the socket from closing).
+impl RingFlows for CrrClient {
+    fn shape(&self, _: &Loop) -> Shape {
+        Shape {
+            peer: Some(self.peer),
+            ..ring_shape(self.conns.len(), &self.plan.out_writes, self.plan.in_size)
+        }
+    }
+
+    fn start(&mut self, lp: &mut Loop, q: &mut Queue) -> io::Result<()> {
+        lp.live = self.conns.len();
+        for k in 0..self.conns.len() {
+            self.open_on_ring(lp, q, k)?;
+        }
+        Ok(())
+    }
+
+    fn complete(
+        &mut self,
+        lp: &mut Loop,
+        q: &mut Queue,
+        i: usize,
+        op: Op,
+        c: Completion,
+        _: &[u8],
+    ) -> io::Result<()> {
+        let k = i - self.base;
+        let going = ring::going(lp, false);
+        let counters = &lp.sh.counters[i];
+        let Some(conn) = self.conns[k].as_mut().filter(|_| going) else {
+            return Ok(());
+        };
+        let send = ring::tag(i, Op::Send);
+        let receive = ring::tag(i, Op::Receive);
+        let failed = match (op, c.error()) {
+            (Op::Receive, Some(_)) if c.out_of_buffers() => {
+                q.receive_once(conn.stream.as_fd(), receive)?;
+                None
+            }
+            (Op::Connect, Some(e)) => Some(connect_error(&e)),
+            (_, Some(e)) => Some(plain_io(&e)),
+            (Op::Connect, None) => {
+                conn.connecting = false;
+                let _ = apply_connected(&conn.stream, &self.plan.opts);
+                queue_write(q, conn, &self.plan.out_writes, send)?;
+                None
+            }
+            (Op::Send, None) => {
+                counters.add_sent(c.result as u64);
+                conn.wrote(&self.plan.out_writes, c.result as usize);
+                if !queue_write(q, conn, &self.plan.out_writes, send)? {
+                    q.receive_once(conn.stream.as_fd(), receive)?;
+                }
+                None
+            }
+            (Op::Receive, None) if c.result == 0 => {
+                Some("the server closed before its response".to_string())
+            }
+            (Op::Receive, None) => {
+                counters.add_received(c.result as u64);
+                conn.got += c.result as usize;
+                if conn.got >= self.plan.in_size {
+                    lp.timings.record_since(conn.t0);
+                    counters.add_transaction();
+                    // Dropping the stream closes it: RST with linger 0, else FIN.
+                    self.conns[k] = None;
+                    self.open_on_ring(lp, q, k)?;
+                } else {
+                    q.receive_once(conn.stream.as_fd(), receive)?;
+                }
+                None
+            }
+            (Op::Accept, None) => None,
+        };
+        if let Some(why) = failed {
+            self.fail(lp, k, why);
+        }
+        Ok(())
+    }
+}
+
+impl CrrClient {
+    /// Starts slot `k`'s next connection with a connect on the ring.
+    fn open_on_ring(&mut self, lp: &mut Loop, q: &mut Queue, k: usize) -> io::Result<()> {
+        let i = self.base + k;
+        match self.socket(k, false) {
+            Ok(sock) => {
+                q.connect(sock.as_fd(), ring::tag(i, Op::Connect))?;
+                self.conns[k] = Some(Conn::new(sock.into(), true, lp.now_ns()));
+            }
+            Err(e) => self.fail(lp, k, connect_error(&e)),
+        }
+        Ok(())
+    }
+}
+
+/// On a ring the server accepts with a multishot accept on the listener
+/// all its workers share, reads each request with single receives and
+/// waits for the client's close with one more.
+impl RingFlows for CrrServer {
+    fn shape(&self, _: &Loop) -> Shape {
+        ring_shape(self.plan.slots, &self.plan.out_writes, self.plan.in_size)
+    }
+
+    fn start(&mut self, lp: &mut Loop, q: &mut Queue) -> io::Result<()> {
+        self.listener.set_nonblocking(false)?;
+        q.accept(self.listener.as_fd(), ring::tag(0, Op::Accept))?;
+        // The server runs until stopped, whatever its connections do.
+        lp.live = 1;
+        Ok(())
+    }
+
+    fn complete(
+        &mut self,
+        lp: &mut Loop,
+        q: &mut Queue,
+        slot: usize,
+        op: Op,
+        mut c: Completion,
+        _: &[u8],
+    ) -> io::Result<()> {
+        let going = ring::going(lp, false);
+        if op == Op::Accept {
+            match (c.accepted(), c.error()) {
+                (Some(fd), _) if going => self.accepted(lp, q, TcpStream::from(fd))?,
+                (_, Some(e)) if matches!(e.raw_os_error(), Some(23) | Some(24)) => {
+                    self.out_of_files(lp, &e)
+                }
+                _ => {}
+            }
+            if !c.more && going {
+                q.accept(self.listener.as_fd(), ring::tag(0, Op::Accept))?;
+            }
+            return Ok(());
+        }
+        let counters = &lp.sh.counters[self.counter];
+        let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
+            return Ok(());
+        };
+        let (send, receive) = (ring::tag(slot, Op::Send), ring::tag(slot, Op::Receive));
+        let close = match (op, c.error()) {
+            _ if !going => false,
+            (Op::Receive, Some(_)) if c.out_of_buffers() => {
+                q.receive_once(conn.stream.as_fd(), receive)?;
+                false
+            }
+            // RST from a client closing with linger 0: the normal end.
+            (_, Some(_)) => true,
+            (Op::Receive, None) if c.result == 0 => true,
+            (Op::Receive, None) => {
+                counters.add_received(c.result as u64);
+                conn.got += c.result as usize;
+                if conn.got < self.plan.in_size
+                    || conn.written
+                    || !queue_write(q, conn, &self.plan.out_writes, send)?
+                {
+                    q.receive_once(conn.stream.as_fd(), receive)?;
+                }
+                false
+            }
+            (Op::Send, None) => {
+                counters.add_sent(c.result as u64);
+                conn.wrote(&self.plan.out_writes, c.result as usize);
+                if !queue_write(q, conn, &self.plan.out_writes, send)? {
+                    counters.add_transaction();
+                    q.receive_once(conn.stream.as_fd(), receive)?;
+                }
+                false
+            }
+            (Op::Connect | Op::Accept, None) => false,
+        };
+        if close {
+            self.conns[slot] = None;
+            self.free.push(slot);
+        }
+        Ok(())
     }
 }
 

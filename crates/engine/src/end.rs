@@ -10,7 +10,7 @@
 use crate::meter::{Meter, SampleSink};
 use crate::probe::{self, Probe};
 use crate::profile::{PeerEnd, Profiler};
-use crate::setup::{check_rx_mode, read_back_flows, read_back_udp, SetupError};
+use crate::setup::{check_io, check_rx_mode, read_back_flows, read_back_udp, SetupError};
 use crate::{Engine, EngineConfig, EngineError, Link, Workload};
 use plumb_samples::{EndResult, OptionRecord, ProfileAsk, Role};
 use plumb_spec::Spec;
@@ -46,6 +46,7 @@ impl ReadyEnd {
         sockets: Sockets,
     ) -> Result<ReadyEnd, SetupError> {
         check_rx_mode(&sockets.flows, spec.rx)?;
+        check_io(spec)?;
         let options = match sockets.udp.first() {
             Some(u) => read_back_udp(u, &spec.socket),
             None => read_back_flows(&sockets.flows, &spec.socket),

@@ -395,10 +395,15 @@ impl Loop {
 /// A pattern of `len` bytes to send (the receiver does not look at it).
 pub(crate) fn pattern(len: usize) -> PageBuf {
     let mut buf = PageBuf::zeroed(len);
+    fill_pattern(&mut buf);
+    buf
+}
+
+/// Writes the pattern of [`pattern`] into `buf`.
+pub(crate) fn fill_pattern(buf: &mut [u8]) {
     for (i, b) in buf.iter_mut().enumerate() {
         *b = (i % 251) as u8;
     }
-    buf
 }
 
 /// A buffer whose first byte starts a page. The kernel copies to and from

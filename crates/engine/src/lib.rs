@@ -13,6 +13,7 @@ pub mod latency;
 pub mod meter;
 pub mod probe;
 pub mod profile;
+mod ring;
 mod rr;
 pub mod setup;
 mod transfer;
@@ -25,8 +26,8 @@ pub use flow::FlowError;
 pub use meter::{Meter, SampleSink};
 pub use rr::RrPlan;
 pub use setup::{
-    check_rx_mode, connect_flows, local_port_count, read_back, read_back_flows, read_back_udp,
-    udp_client_sockets, udp_server_sockets, DataListener, SetupError,
+    check_io, check_rx_mode, connect_flows, local_port_count, read_back, read_back_flows,
+    read_back_udp, udp_client_sockets, udp_server_sockets, DataListener, SetupError,
 };
 pub use transfer::StreamPlan;
 pub use udp::UdpPlan;
@@ -55,6 +56,8 @@ pub struct EngineConfig {
     /// Worker i runs on cpus[i % len]; None leaves placement to the scheduler.
     pub cpus: Option<CpuList>,
     pub workload: Workload,
+    /// How the workers move the data.
+    pub io: plumb_spec::Io,
 }
 
 /// What an end knows of the other before its engine starts.
@@ -165,12 +168,25 @@ impl EngineConfig {
                 spec.client_cpus.clone()
             },
             workload,
+            io: spec.io,
         }
     }
 
     /// Stream: MSG_ZEROCOPY sends from this end.
     fn sends_zerocopy(&self) -> bool {
-        matches!(&self.workload, Workload::Stream(s) if s.sends && s.zerocopy == plumb_spec::ZeroCopy::Msg)
+        self.zerocopy_sends() == Some(plumb_spec::ZeroCopy::Msg)
+    }
+
+    /// Stream: the zero-copy sends of this end whose completions the kernel
+    /// reports (MSG_ZEROCOPY's or IORING_OP_SEND_ZC's).
+    fn zerocopy_sends(&self) -> Option<plumb_spec::ZeroCopy> {
+        match &self.workload {
+            Workload::Stream(s) if s.sends => {
+                let z = s.zerocopy;
+                matches!(z, plumb_spec::ZeroCopy::Msg | plumb_spec::ZeroCopy::Uring).then_some(z)
+            }
+            _ => None,
+        }
     }
 
     /// Stream: TCP_ZEROCOPY_RECEIVE on this end.
@@ -222,17 +238,16 @@ impl Counts {
 /// its window (a worker may be between sending a marked datagram and
 /// counting it as the window closes).
 pub struct FinalCounts {
-    active: bool,
+    /// The zero-copy sends counted, if any.
+    mode: Option<plumb_spec::ZeroCopy>,
     rx_mapped: bool,
     counters: Arc<Vec<FlowCounters>>,
 }
 
 impl FinalCounts {
-    /// The totals over all flows; None when this end sent no MSG_ZEROCOPY.
+    /// The totals over all flows; None when this end sent nothing zero-copy.
     pub fn totals(&self) -> Option<plumb_samples::ZeroCopyTotals> {
-        if !self.active {
-            return None;
-        }
+        self.mode?;
         let mut t = plumb_samples::ZeroCopyTotals {
             optmem_max: plumb_sys::sock::zerocopy::optmem_max(),
             ..Default::default()
@@ -282,7 +297,7 @@ impl FinalCounts {
             Role::Server => "server",
         };
         end.warnings.extend(
-            zerocopy_warnings(&t)
+            zerocopy_warnings(&t, self.mode.unwrap_or(plumb_spec::ZeroCopy::Msg))
                 .into_iter()
                 .map(|w| format!("{who} {w}")),
         );
@@ -290,16 +305,23 @@ impl FinalCounts {
     }
 }
 
-/// What a person must know about a MSG_ZEROCOPY result: that nothing was
-/// zero-copy, that optmem_max held the sends back, that completions are
-/// missing.
-pub fn zerocopy_warnings(t: &plumb_samples::ZeroCopyTotals) -> Vec<String> {
+/// What a person must know about a result of zero-copy sends in `mode`:
+/// that nothing was zero-copy, that optmem_max held the sends back, that
+/// completions are missing.
+pub fn zerocopy_warnings(
+    t: &plumb_samples::ZeroCopyTotals,
+    mode: plumb_spec::ZeroCopy,
+) -> Vec<String> {
+    let how = match mode {
+        plumb_spec::ZeroCopy::Uring => "IORING_OP_SEND_ZC",
+        _ => "MSG_ZEROCOPY",
+    };
     let mut w = Vec::new();
     if t.all_copied() {
         let (done, copied) = t.running();
         w.push(format!(
-            "zerocopy msg: the kernel copied the data of {} sends completed while the flows \
-             ran, as it does on loopback and veth: this measured the overhead of MSG_ZEROCOPY, \
+            "zerocopy {mode}: the kernel copied the data of {} sends completed while the flows \
+             ran, as it does on loopback and veth: this measured the overhead of {how}, \
              not its gain",
             if copied == done {
                 format!("every one of the {done}")
@@ -313,7 +335,7 @@ pub fn zerocopy_warnings(t: &plumb_samples::ZeroCopyTotals) -> Vec<String> {
     }
     if t.enobufs > 0 {
         w.push(format!(
-            "zerocopy msg: {} sends were refused with ENOBUFS{}: net.core.optmem_max{} limits \
+            "zerocopy {mode}: {} sends were refused with ENOBUFS{}: net.core.optmem_max{} limits \
              the zero-copy sends a socket may have outstanding; raise it, e.g. \
              sysctl -w net.core.optmem_max=1048576",
             t.enobufs,
@@ -329,7 +351,7 @@ pub fn zerocopy_warnings(t: &plumb_samples::ZeroCopyTotals) -> Vec<String> {
     }
     if t.outstanding > 0 {
         w.push(format!(
-            "zerocopy msg: {} of {} sends had no completion when the flows closed",
+            "zerocopy {mode}: {} of {} sends had no completion when the flows closed",
             t.outstanding, t.sends
         ));
     }
@@ -485,6 +507,7 @@ impl Engine {
                 },
                 workload: config.workload.clone(),
                 cpu: config.cpus.as_ref().map(|c| c.cpus()[w % c.len()]),
+                io: config.io,
             };
             let exited = engine.exited.clone();
             let handle = std::thread::Builder::new()
@@ -734,7 +757,7 @@ impl Engine {
     /// whose workers read the last completions before they return.
     pub fn final_counts(&self) -> FinalCounts {
         FinalCounts {
-            active: self.config.sends_zerocopy(),
+            mode: self.config.zerocopy_sends(),
             rx_mapped: self.config.receives_mapped(),
             counters: self.counters.clone(),
         }

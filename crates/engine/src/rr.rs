@@ -6,10 +6,15 @@
 //! real applications. In an open loop (`rate`) the client issues requests
 //! on a fixed schedule instead, and a late one shows in its latency.
 
-use crate::flow::{pattern, read_burst, FlowCounters, Handler, Loop, Next, PageBuf, Shared, POLL};
+use crate::flow::{
+    pattern, read_burst, FlowCounters, Handler, Loop, Next, PageBuf, Shared, Timings, POLL,
+};
+use crate::ring::{self, receive_buffers, Op, RingFlows, Shape};
+use plumb_sys::uring::{Completion, Queue};
 use rustix::event::epoll;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
+use std::os::fd::AsFd;
 
 /// What one end of a request/response flow writes and expects.
 #[derive(Debug, Clone)]
@@ -37,11 +42,35 @@ struct Out {
     /// Which write of the current message, and how much of it is done.
     part: u32,
     off: u32,
-    /// EPOLLOUT is armed because a write would have blocked.
+    /// EPOLLOUT is armed because a write would have blocked; on a ring, a
+    /// write is in flight.
     armed: bool,
 }
 
 impl Out {
+    /// Bytes of the write due now, if a message is owed.
+    pub(crate) fn due(&self, writes: &[usize]) -> Option<usize> {
+        (self.pending > 0).then(|| writes[self.part as usize] - self.off as usize)
+    }
+
+    /// Whether the write due now starts a message.
+    pub(crate) fn starts_message(&self) -> bool {
+        self.part == 0 && self.off == 0
+    }
+
+    /// `w` bytes of the write due went out.
+    pub(crate) fn wrote(&mut self, writes: &[usize], w: usize) {
+        self.off += w as u32;
+        if self.off as usize == writes[self.part as usize] {
+            self.off = 0;
+            self.part += 1;
+            if self.part as usize == writes.len() {
+                self.part = 0;
+                self.pending -= 1;
+            }
+        }
+    }
+
     /// Writes the messages owed, each as its `writes`, until none is left
     /// (false) or the socket would block (true). `starting` is called as
     /// each message is about to start.
@@ -53,23 +82,14 @@ impl Out {
         c: &FlowCounters,
         mut starting: impl FnMut(),
     ) -> io::Result<bool> {
-        while self.pending > 0 {
-            if self.part == 0 && self.off == 0 {
+        while let Some(want) = self.due(writes) {
+            if self.starts_message() {
                 starting();
             }
-            let want = writes[self.part as usize] - self.off as usize;
             match (&*stream).write(&buf[..want]) {
                 Ok(w) => {
                     c.add_sent(w as u64);
-                    self.off += w as u32;
-                    if self.off as usize == writes[self.part as usize] {
-                        self.off = 0;
-                        self.part += 1;
-                        if self.part as usize == writes.len() {
-                            self.part = 0;
-                            self.pending -= 1;
-                        }
-                    }
+                    self.wrote(writes, w);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -89,13 +109,45 @@ fn complete(partial: &mut usize, got: usize, size: usize) -> u32 {
     n as u32
 }
 
+/// Start times of each flow's outstanding requests: `depth` slots per
+/// flow, a ring indexed by (head, len).
+struct Starts {
+    depth: usize,
+    started: Vec<u64>,
+    ring: Vec<(u32, u32)>,
+}
+
+impl Starts {
+    fn room(&self, k: usize) -> bool {
+        (self.ring[k].1 as usize) < self.depth
+    }
+
+    /// A request of flow `k` started at `t_ns`.
+    fn open(&mut self, k: usize, t_ns: u64) {
+        let (head, len) = self.ring[k];
+        if (len as usize) < self.depth {
+            self.started[k * self.depth + (head as usize + len as usize) % self.depth] = t_ns;
+            self.ring[k].1 = len + 1;
+        }
+    }
+
+    /// The oldest outstanding request of flow `k` got its response: when
+    /// it started.
+    fn close(&mut self, k: usize) -> Option<u64> {
+        let (head, len) = self.ring[k];
+        (len > 0).then(|| {
+            self.ring[k] = ((head + 1) % self.depth as u32, len - 1);
+            self.started[k * self.depth + head as usize]
+        })
+    }
+}
+
 /// Reads per readable event before the loop moves on.
 const READS_PER_EVENT: usize = 8;
 
 /// The request/response flows of one worker.
 pub(crate) struct RrFlows {
     plan: RrPlan,
-    depth: usize,
     base: usize,
     /// Open loop: this worker's share of the rate, as a fixed schedule of
     /// planned send times, handed to its flows in turn.
@@ -110,14 +162,11 @@ pub(crate) struct RrFlows {
     recv_buf: Vec<u8>,
     // Per-flow state in parallel vectors indexed by the flow's place in the
     // worker's range rather than a struct per flow: the open-loop schedule
-    // scans `dead` and `ring` of every flow for each request it places, and
-    // the start times, a ring of `depth` per flow, are client-only.
+    // scans `dead` and the outstanding count of every flow for each request
+    // it places, and the start times are client-only.
     out: Vec<Out>,
     partial: Vec<usize>,
-    /// Start times of the outstanding requests of each flow, `depth` slots
-    /// per flow, indexed by (head, len) in `ring`.
-    started: Vec<u64>,
-    ring: Vec<(u32, u32)>,
+    starts: Starts,
     dead: Vec<bool>,
 }
 
@@ -131,7 +180,6 @@ impl RrFlows {
             .map(|r| 1e9 * sh.flows.len() as f64 / (r * n.max(1) as f64));
         let largest = plan.out_writes.iter().copied().max().unwrap_or(1);
         RrFlows {
-            depth,
             base: sh.range.start,
             interval_ns,
             next_due_ns: sh.clock.elapsed().as_nanos() as f64,
@@ -148,8 +196,11 @@ impl RrFlows {
                 n
             ],
             partial: vec![0; n],
-            started: vec![0; if plan.client { n * depth } else { 0 }],
-            ring: vec![(0, 0); if plan.client { n } else { 0 }],
+            starts: Starts {
+                depth,
+                started: vec![0; if plan.client { n * depth } else { 0 }],
+                ring: vec![(0, 0); if plan.client { n } else { 0 }],
+            },
             dead: vec![false; n],
             plan,
         }
@@ -160,9 +211,8 @@ impl RrFlows {
     fn pump(&mut self, lp: &Loop, k: usize) -> io::Result<()> {
         let i = self.base + k;
         let stream = &lp.sh.flows[i];
-        let stamp = self.plan.client && self.interval_ns.is_none();
-        let depth = self.depth;
-        let (ring, started) = (&mut self.ring, &mut self.started);
+        let stamp = self.stamps();
+        let starts = &mut self.starts;
         let blocked = self.out[k].write_owed(
             stream,
             &self.plan.out_writes,
@@ -170,11 +220,7 @@ impl RrFlows {
             &lp.sh.counters[i],
             || {
                 if stamp {
-                    let (head, len) = ring[k];
-                    if (len as usize) < depth {
-                        started[k * depth + (head as usize + len as usize) % depth] = lp.now_ns();
-                        ring[k].1 = len + 1;
-                    }
+                    starts.open(k, lp.now_ns());
                 }
             },
         )?;
@@ -189,6 +235,38 @@ impl RrFlows {
             o.armed = blocked;
         }
         Ok(())
+    }
+
+    /// Whether messages are timed from when they start: a closed-loop
+    /// client's (an open loop times from the schedule).
+    fn stamps(&self) -> bool {
+        self.plan.client && self.interval_ns.is_none()
+    }
+
+    /// Flow `k` is about to start a message, as written by `write_owed` or
+    /// queued on a ring.
+    pub(crate) fn starting(&mut self, k: usize, now_ns: u64) {
+        if self.stamps() {
+            self.starts.open(k, now_ns);
+        }
+    }
+
+    /// Flow `k` took in `got` bytes: the messages they complete are
+    /// transactions, each owes a message back (a closed loop), and a
+    /// client times each against its start.
+    pub(crate) fn took(&mut self, c: &FlowCounters, timings: &mut Timings, k: usize, got: usize) {
+        c.add_received(got as u64);
+        for _ in 0..complete(&mut self.partial[k], got, self.plan.in_size) {
+            c.add_transaction();
+            if self.interval_ns.is_none() {
+                self.out[k].pending += 1;
+            }
+            if self.plan.client {
+                if let Some(t0) = self.starts.close(k) {
+                    timings.record_since(t0);
+                }
+            }
+        }
     }
 
     fn end(&mut self, lp: &mut Loop, k: usize, why: String) {
@@ -233,32 +311,19 @@ impl Handler for RrFlows {
             return Ok(Next::Done);
         }
         let stream = &lp.sh.flows[i];
-        let c = &lp.sh.counters[i];
+        let (c, timings) = (&lp.sh.counters[i], &mut lp.timings);
         let cap = self.recv_buf.len();
-        let buf = &mut self.recv_buf;
+        let mut buf = std::mem::take(&mut self.recv_buf);
         let end = read_burst(
             self.reads,
-            || (&*stream).read(buf).map(Some),
+            || (&*stream).read(&mut buf).map(Some),
             |got| {
-                c.add_received(got as u64);
-                for _ in 0..complete(&mut self.partial[k], got, self.plan.in_size) {
-                    c.add_transaction();
-                    if self.interval_ns.is_none() {
-                        self.out[k].pending += 1;
-                    }
-                    if self.plan.client {
-                        let (head, len) = self.ring[k];
-                        if len > 0 {
-                            lp.timings
-                                .record_since(self.started[k * self.depth + head as usize]);
-                            self.ring[k] = ((head + 1) % self.depth as u32, len - 1);
-                        }
-                    }
-                }
+                self.took(c, timings, k, got);
                 // A short read emptied the socket.
                 got == cap
             },
         );
+        self.recv_buf = buf;
         match end {
             Some(why) => {
                 self.end(lp, k, why);
@@ -289,7 +354,7 @@ impl Handler for RrFlows {
             for _ in 0..n {
                 let k = self.turn;
                 self.turn = (self.turn + 1) % n;
-                if !self.dead[k] && (self.ring[k].1 as usize) < self.depth {
+                if !self.dead[k] && self.starts.room(k) {
                     placed = Some(k);
                     break;
                 }
@@ -298,10 +363,7 @@ impl Handler for RrFlows {
                 self.backlogged = true;
                 break;
             };
-            let (head, len) = self.ring[k];
-            self.started[k * self.depth + (head as usize + len as usize) % self.depth] =
-                self.next_due_ns as u64;
-            self.ring[k].1 = len + 1;
+            self.starts.open(k, self.next_due_ns as u64);
             self.out[k].pending += 1;
             self.next_due_ns += iv;
             self.pump_or_end(lp, k);
@@ -311,6 +373,106 @@ impl Handler for RrFlows {
         }
         let now = lp.now_ns() as f64;
         Ok(Some((self.next_due_ns - now).max(0.0) as u64))
+    }
+}
+
+/// On a ring, each flow has one write in flight at a time (the messages
+/// owed go out in order, each in its writes) and a multishot receive armed.
+impl RingFlows for RrFlows {
+    fn shape(&self, lp: &Loop) -> Shape {
+        let n = lp.sh.range.len();
+        Shape {
+            peer: None,
+            ops: 2 * n as u32,
+            send_len: self.send_buf.len(),
+            receive: Some(receive_buffers(
+                n,
+                self.plan.in_size.next_power_of_two(),
+                RING_RECEIVE_BYTES,
+            )),
+        }
+    }
+
+    fn start(&mut self, lp: &mut Loop, q: &mut Queue) -> io::Result<()> {
+        ring::block_flows(lp)?;
+        for i in lp.sh.range.clone() {
+            q.receive(lp.sh.flows[i].as_fd(), ring::tag(i, Op::Receive))?;
+        }
+        lp.live = lp.sh.range.len();
+        for k in 0..lp.live {
+            self.queue_write(lp, q, k)?;
+        }
+        Ok(())
+    }
+
+    fn complete(
+        &mut self,
+        lp: &mut Loop,
+        q: &mut Queue,
+        i: usize,
+        op: Op,
+        c: Completion,
+        _: &[u8],
+    ) -> io::Result<()> {
+        let k = i - self.base;
+        if self.dead[k] {
+            return Ok(());
+        }
+        let stream = lp.sh.flows[i].as_fd();
+        match (op, c.error()) {
+            (Op::Receive, None) if c.result == 0 => {
+                self.end(lp, k, "closed by the peer".into());
+                return Ok(());
+            }
+            (Op::Receive, None) => {
+                self.took(&lp.sh.counters[i], &mut lp.timings, k, c.result as usize);
+                if !c.more && ring::going(lp, false) {
+                    q.receive(stream, ring::tag(i, Op::Receive))?;
+                }
+            }
+            // Every buffer was taken: armed again now that the batch hands
+            // them back.
+            (Op::Receive, Some(_)) if c.out_of_buffers() => {
+                if ring::going(lp, false) {
+                    q.receive(stream, ring::tag(i, Op::Receive))?;
+                }
+            }
+            // rr flows neither connect nor accept on the ring.
+            (Op::Connect | Op::Accept, None) => {}
+            (Op::Send, None) => {
+                lp.sh.counters[i].add_sent(c.result as u64);
+                self.out[k].wrote(&self.plan.out_writes, c.result as usize);
+                self.out[k].armed = false;
+            }
+            (_, Some(e)) => {
+                self.end(lp, k, plumb_sys::plain_io(&e));
+                return Ok(());
+            }
+        }
+        self.queue_write(lp, q, k)
+    }
+}
+
+/// Bytes of receive buffers a worker's ring holds at most.
+const RING_RECEIVE_BYTES: usize = 8 << 20;
+
+impl RrFlows {
+    /// Queues the write flow `k` owes next, unless one is in flight (its
+    /// `armed`, which the ring loop uses for that).
+    fn queue_write(&mut self, lp: &Loop, q: &mut Queue, k: usize) -> io::Result<()> {
+        if self.out[k].armed || !ring::going(lp, self.dead[k]) {
+            return Ok(());
+        }
+        let Some(len) = self.out[k].due(&self.plan.out_writes) else {
+            return Ok(());
+        };
+        if self.out[k].starts_message() {
+            self.starting(k, lp.now_ns());
+        }
+        let i = self.base + k;
+        q.send(lp.sh.flows[i].as_fd(), len, false, ring::tag(i, Op::Send))?;
+        self.out[k].armed = true;
+        Ok(())
     }
 }
 

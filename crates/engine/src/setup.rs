@@ -498,6 +498,35 @@ pub fn check_rx_mode(flows: &[TcpStream], rx: plumb_spec::RxMode) -> Result<(), 
     }
 }
 
+/// Refuses `--io uring` where this kernel lacks what the ring loop needs,
+/// and `--zerocopy uring` where it lacks IORING_OP_SEND_ZC's reports, in
+/// one line that names the missing feature; both ends check before any
+/// traffic.
+pub fn check_io(spec: &plumb_spec::Spec) -> Result<(), SetupError> {
+    use plumb_sys::uring::{missing, Needs};
+    if spec.io != plumb_spec::Io::Uring {
+        return Ok(());
+    }
+    if let Some(why) = missing(Needs { send_zc: false }) {
+        return Err(SetupError::option(
+            Field::Io.flag(),
+            format!(
+                "cannot use uring: {why}; leave out {} to run on epoll",
+                Field::Io.flag()
+            ),
+        ));
+    }
+    if spec.zerocopy == plumb_spec::ZeroCopy::Uring {
+        if let Some(why) = missing(Needs { send_zc: true }) {
+            return Err(SetupError::option(
+                Field::ZeroCopy.flag(),
+                format!("cannot use uring: {why}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// As [`read_back`] from the first flow, with the congestion control read
 /// back from every flow: flows that run another algorithm than asked are
 /// named in the record's note.

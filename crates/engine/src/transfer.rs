@@ -5,11 +5,14 @@
 //! allocated when the worker starts; sending and receiving allocate nothing.
 
 use crate::flow::{pattern, read_burst, FlowCounters, Handler, Loop, Next, PageBuf, Shared, POLL};
+use crate::ring::{self, receive_buffers, Op, RingFlows, Shape};
 use plumb_spec::{RxMode, ZeroCopy};
 use plumb_sys::sock::zerocopy::{self as zc, ErrQueueEntry};
+use plumb_sys::uring::{Completion, Queue};
 use rustix::event::epoll;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
+use std::os::fd::AsFd;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -436,6 +439,13 @@ impl Sender {
             ZeroCopy::None => Sender::Copy { offset: 0 },
             ZeroCopy::Msg => Sender::Zc(Box::new(ZcFlow::new(pattern, flows))),
             ZeroCopy::Sendfile => Sender::Sendfile { offset: 0 },
+            // The spec's validation keeps it on the ring engine.
+            ZeroCopy::Uring => {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "uring sends run on the io_uring engine",
+                ))
+            }
             ZeroCopy::Splice => {
                 let (read, write) = zc::pipe()?;
                 // A pipe holds at most what its capacity says; a message
@@ -588,6 +598,152 @@ impl Receiver {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Step::WouldBlock),
             Err(e) => Err(e),
         }
+    }
+}
+
+/// A worker's stream flows on a ring: each sending flow keeps
+/// [`RING_SENDS`] whole messages queued (plain sends, or with
+/// `--zerocopy uring` IORING_OP_SEND_ZC, whose notifications say whether
+/// the kernel copied after all), each receiving flow a multishot receive.
+pub(crate) struct StreamRing {
+    plan: StreamPlan,
+    base: usize,
+    zc: bool,
+    dead: Vec<bool>,
+    /// Zero-copy sends whose notification has not come.
+    unnotified: u64,
+}
+
+/// Messages each sending flow keeps queued on the ring, so that the socket
+/// has the next while the last one's completion is read.
+const RING_SENDS: u32 = 2;
+
+/// Bytes of receive buffers a worker's ring holds at most.
+const RING_RECEIVE_BYTES: usize = 16 << 20;
+
+impl StreamRing {
+    pub(crate) fn new(plan: StreamPlan, sh: &Shared) -> StreamRing {
+        StreamRing {
+            zc: plan.zerocopy == ZeroCopy::Uring,
+            base: sh.range.start,
+            dead: vec![false; sh.range.len()],
+            unnotified: 0,
+            plan,
+        }
+    }
+
+    fn send(&self, lp: &Loop, q: &mut Queue, i: usize) -> io::Result<()> {
+        let fd = lp.sh.flows[i].as_fd();
+        q.send(fd, self.plan.msg_size, self.zc, ring::tag(i, Op::Send))
+    }
+
+    fn end(&mut self, lp: &mut Loop, i: usize, why: String) {
+        self.dead[i - self.base] = true;
+        lp.end_tcp_flow(i, why);
+    }
+}
+
+impl RingFlows for StreamRing {
+    fn shape(&self, lp: &Loop) -> Shape {
+        let n = lp.sh.range.len();
+        let sends = if self.plan.sends { RING_SENDS } else { 0 };
+        Shape {
+            peer: None,
+            ops: n as u32 * (sends + 1),
+            send_len: self.plan.msg_size,
+            receive: self
+                .plan
+                .receives
+                .then(|| receive_buffers(n, self.plan.msg_size, RING_RECEIVE_BYTES)),
+        }
+    }
+
+    fn start(&mut self, lp: &mut Loop, q: &mut Queue) -> io::Result<()> {
+        ring::block_flows(lp)?;
+        for i in lp.sh.range.clone() {
+            if self.plan.receives {
+                q.receive(lp.sh.flows[i].as_fd(), ring::tag(i, Op::Receive))?;
+            }
+            for _ in 0..if self.plan.sends { RING_SENDS } else { 0 } {
+                self.send(lp, q, i)?;
+            }
+        }
+        lp.live = lp.sh.range.len();
+        Ok(())
+    }
+
+    fn complete(
+        &mut self,
+        lp: &mut Loop,
+        q: &mut Queue,
+        i: usize,
+        op: Op,
+        c: Completion,
+        _: &[u8],
+    ) -> io::Result<()> {
+        let counters = &lp.sh.counters[i];
+        let dead = self.dead[i - self.base];
+        match op {
+            Op::Send if c.notification => {
+                // Counted for a flow that ended too, so that the sends
+                // balance; the pages are free again, so the next goes.
+                self.unnotified -= 1;
+                let stopping = lp.sh.stop.load(Relaxed);
+                for (n, at_close) in [
+                    (&counters.zc_completions, &counters.zc_close_completions),
+                    (&counters.zc_copied, &counters.zc_close_copied),
+                ]
+                .into_iter()
+                .take(if c.copied { 2 } else { 1 })
+                {
+                    FlowCounters::bump(n, 1);
+                    if stopping {
+                        FlowCounters::bump(at_close, 1);
+                    }
+                }
+                if ring::going(lp, dead) {
+                    self.send(lp, q, i)?;
+                }
+            }
+            Op::Send => {
+                if c.more {
+                    self.unnotified += 1;
+                    FlowCounters::bump(&counters.zc_sends, 1);
+                }
+                match c.error() {
+                    _ if dead => {}
+                    Some(e) => self.end(lp, i, plumb_sys::plain_io(&e)),
+                    None => {
+                        counters.add_sent(c.result as u64);
+                        // A zero-copy send's pages are reused after its
+                        // notification, which queues the next.
+                        if !self.zc && ring::going(lp, false) {
+                            self.send(lp, q, i)?;
+                        }
+                    }
+                }
+            }
+            // Stream flows neither connect nor accept on the ring.
+            Op::Connect | Op::Accept => {}
+            Op::Receive if dead => {}
+            Op::Receive => match c.error() {
+                None if c.result == 0 => self.end(lp, i, "closed by the peer".into()),
+                Some(e) if !c.out_of_buffers() => self.end(lp, i, plumb_sys::plain_io(&e)),
+                got => {
+                    if got.is_none() {
+                        counters.add_received(c.result as u64);
+                    }
+                    if !c.more && ring::going(lp, false) {
+                        q.receive(lp.sh.flows[i].as_fd(), ring::tag(i, Op::Receive))?;
+                    }
+                }
+            },
+        }
+        Ok(())
+    }
+
+    fn owed(&self) -> u64 {
+        self.unnotified
     }
 }
 

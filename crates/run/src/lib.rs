@@ -194,6 +194,7 @@ pub fn run(
     progress: &mut dyn FnMut(&Iteration, &Confidence),
 ) -> Result<RunRecord, RunError> {
     spec.validate()?;
+    plumb_engine::check_io(spec)?;
     // Another plumb measuring on this host spoils this run's figures and
     // this run spoils its: each says so in the iterations they shared.
     let activity_dir = activity::default_dir();

@@ -8,7 +8,7 @@ use crate::units::{
     parse_count, parse_delay_us, parse_duration, parse_loss_ppm, parse_rate, parse_size,
 };
 use crate::{
-    parse_writes, BufSize, Choice, Close, CpuList, Direction, Emulator, Family, RxMode, Spec,
+    parse_writes, BufSize, Choice, Close, CpuList, Direction, Emulator, Family, Io, RxMode, Spec,
     Topology, Veth, Workload, ZeroCopy,
 };
 
@@ -183,6 +183,7 @@ pub fn build(settings: &[(Field, &str)], names: Names) -> Result<Spec, BuildErro
                 }
                 Field::ZeroCopy => spec.zerocopy = choice(v, ZeroCopy::NAMES)?,
                 Field::Rx => spec.rx = choice(v, RxMode::NAMES)?,
+                Field::Io => spec.io = choice(v, Io::NAMES)?,
                 Field::Family => spec.family = choice(v, Family::NAMES)?,
                 Field::Duration => {
                     spec.duration_ms = parse_duration(v).map_err(|e| e.to_string())?

@@ -141,6 +141,8 @@ fields! {
     NotsentLowat = "notsent_lowat", "notsent-lowat", "notsent lowat", Listed, Tcp, WhenSet;
     ZeroCopy = "zerocopy", "zerocopy", "zerocopy", Headline, Any, WhenSet;
     Rx = "rx", "rx", "rx", Headline, Any, WhenSet;
+    /// The engine's I/O: epoll or io_uring.
+    Io = "io", "io", "io", Headline, Any, WhenSet;
     /// ipv4 or ipv6 (`-4`, `-6` on the command line).
     Family = "family", "family", "family", Headline, Any, Always;
     Duration = "duration", "duration", "window", Headline, Any, Always;

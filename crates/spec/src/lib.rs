@@ -125,11 +125,31 @@ pub enum ZeroCopy {
     Sendfile,
     /// splice() from that file into a pipe and from the pipe to the socket.
     Splice,
+    /// IORING_OP_SEND_ZC through the io_uring engine (`io = "uring"`), with
+    /// the kernel's report of which sends it copied after all.
+    Uring,
 }
 
 impl ZeroCopy {
     pub fn is_none(&self) -> bool {
         *self == ZeroCopy::None
+    }
+}
+
+/// How the engine's workers move the flows' data: readiness from epoll and
+/// a system call per read or write, or io_uring, where the kernel takes
+/// batches of operations from a ring and receives land in buffers it picks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Io {
+    #[default]
+    Epoll,
+    Uring,
+}
+
+impl Io {
+    pub fn is_epoll(&self) -> bool {
+        *self == Io::Epoll
     }
 }
 
@@ -245,7 +265,9 @@ choices! {
         "udp-rr" => UdpRr, "udp_stream" => UdpStream, "udp_rr" => UdpRr;
     Direction: "send" => Send, "recv" => Recv, "both" => Both;
     Family: "ipv4" => V4, "4" => V4, "v4" => V4, "ipv6" => V6, "6" => V6, "v6" => V6;
-    ZeroCopy: "none" => None, "msg" => Msg, "sendfile" => Sendfile, "splice" => Splice;
+    ZeroCopy: "none" => None, "msg" => Msg, "sendfile" => Sendfile, "splice" => Splice,
+        "uring" => Uring;
+    Io: "epoll" => Epoll, "uring" => Uring, "io_uring" => Uring;
     RxMode: "copy" => Copy, "skip" => Skip, "zerocopy" => Zerocopy;
     Close: "rst" => Rst, "fin" => Fin;
     Emulator: "netem" => Netem, "plumb" => Plumb;
@@ -333,6 +355,10 @@ pub struct Spec {
     /// Stream receivers: how data leaves the kernel.
     #[serde(skip_serializing_if = "RxMode::is_copy", default)]
     pub rx: RxMode,
+    /// The engine's I/O: absent for epoll, so the keys of older specs stay
+    /// what they were.
+    #[serde(skip_serializing_if = "Io::is_epoll", default)]
+    pub io: Io,
     /// Where the two ends run: absent for this host's loopback (so the keys
     /// of loopback specs stay what they were).
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -566,6 +592,7 @@ impl Spec {
             machine: None,
             zerocopy: ZeroCopy::None,
             rx: RxMode::Copy,
+            io: Io::Epoll,
         }
     }
 
@@ -632,6 +659,50 @@ impl Spec {
     }
 
     /// Checks ranges and consistency; names the field of the first bad one.
+    /// What the io_uring engine runs, and the send mode only it has.
+    fn validate_io(&self) -> Result<(), SpecError> {
+        if self.io == Io::Epoll {
+            if self.zerocopy == ZeroCopy::Uring {
+                return Err(SpecError::new(
+                    Field::ZeroCopy,
+                    "uring sends through the io_uring engine; set io to uring as well",
+                ));
+            }
+            return Ok(());
+        }
+        if !matches!(
+            self.workload,
+            Workload::Stream | Workload::Rr | Workload::Crr
+        ) {
+            return Err(SpecError::new(
+                Field::Io,
+                format!(
+                    "the io_uring engine runs stream, rr and crr; {} runs on epoll",
+                    self.workload
+                ),
+            ));
+        }
+        if !matches!(self.zerocopy, ZeroCopy::None | ZeroCopy::Uring) {
+            return Err(SpecError::new(
+                Field::ZeroCopy,
+                "the io_uring engine's zero-copy send is uring (IORING_OP_SEND_ZC)",
+            ));
+        }
+        if !self.rx.is_copy() {
+            return Err(SpecError::new(
+                Field::Rx,
+                "the io_uring engine receives into its own buffer ring: copy only",
+            ));
+        }
+        if self.rr.as_ref().is_some_and(|r| r.rate.is_some()) {
+            return Err(SpecError::new(
+                Field::Rate,
+                "the io_uring engine runs closed loops; an open loop runs on epoll",
+            ));
+        }
+        Ok(())
+    }
+
     pub fn validate(&self) -> Result<(), SpecError> {
         if self.workload.is_udp() {
             self.validate_udp()?;
@@ -692,6 +763,7 @@ impl Spec {
                 ));
             }
         }
+        self.validate_io()?;
         within(Field::Flows, self.flows.into(), |n| n.to_string())?;
         within(Field::Threads, self.threads.into(), |n| n.to_string())?;
         if self.threads > self.flows {
@@ -886,6 +958,7 @@ impl Spec {
             ),
             Field::ZeroCopy => Some(self.zerocopy.to_string()),
             Field::Rx => Some(self.rx.to_string()),
+            Field::Io => Some(self.io.to_string()),
             Field::Family => Some(self.family.to_string()),
             Field::Duration => Some(units::show_ms(self.duration_ms)),
             Field::Warmup => Some(units::show_ms(self.warmup_ms)),
@@ -949,6 +1022,11 @@ impl Spec {
     }
 
     fn summary_on_loopback(&self) -> String {
+        let io = if self.io.is_epoll() {
+            String::new()
+        } else {
+            format!(", io {}", self.io)
+        };
         if let (Workload::UdpRr, Some(rr)) = (self.workload, &self.rr) {
             return format!(
                 "udp-rr {} flow{} {}/{}, timeout {} ms, {} thread{}, {}, {}s",
@@ -973,7 +1051,7 @@ impl Spec {
                 }
             };
             return format!(
-                "{} {} flow{} {}{}/{}{}{}{}, {} thread{}, {}, {}s",
+                "{} {} flow{} {}{}/{}{}{}{}, {} thread{}{}, {}, {}s",
                 self.workload,
                 self.flows,
                 if self.flows == 1 { "" } else { "s" },
@@ -993,6 +1071,7 @@ impl Spec {
                 if self.socket.nodelay { ", nodelay" } else { "" },
                 self.threads,
                 if self.threads == 1 { "" } else { "s" },
+                io,
                 self.family,
                 self.duration_ms as f64 / 1000.0
             );
@@ -1003,7 +1082,7 @@ impl Spec {
             format!("{} flows", self.flows)
         };
         format!(
-            "{} {} {} x {}{}{}, {} thread{}, {}, {}s",
+            "{} {} {} x {}{}{}, {} thread{}{}, {}, {}s",
             self.workload,
             self.direction,
             flows,
@@ -1020,6 +1099,7 @@ impl Spec {
             },
             self.threads,
             if self.threads == 1 { "" } else { "s" },
+            io,
             self.family,
             self.duration_ms as f64 / 1000.0
         )
@@ -1048,6 +1128,25 @@ mod tests {
         assert_eq!(a.key().len(), 16);
         b.socket.sndbuf = BufSize::Bytes(8192);
         assert_ne!(a.key(), b.key());
+    }
+
+    #[test]
+    fn the_ring_engine_is_another_test_point_for_what_it_runs() {
+        for mut s in [Spec::stream(), Spec::rr(), Spec::crr()] {
+            let key = s.key();
+            s.io = Io::Uring;
+            assert!(s.validate().is_ok(), "{s:?}");
+            assert_ne!(s.key(), key);
+        }
+        for mut s in [Spec::udp_stream(), Spec::udp_rr()] {
+            s.io = Io::Uring;
+            assert_eq!(s.validate().unwrap_err().field, Field::Io);
+        }
+        let mut s = Spec::stream();
+        s.zerocopy = ZeroCopy::Uring;
+        assert_eq!(s.validate().unwrap_err().field, Field::ZeroCopy);
+        s.io = Io::Uring;
+        assert!(s.validate().is_ok());
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use super::CommonArgs;
 use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches};
-use plumb_spec::{Choice, Close, Direction, Emulator, Field, RxMode, Spec, Workload, ZeroCopy};
+use plumb_spec::{Choice, Close, Direction, Emulator, Field, Io, RxMode, Spec, Workload, ZeroCopy};
 
 /// A parsed `plumb run WORKLOAD`.
 #[derive(Debug)]
@@ -66,6 +66,12 @@ const THREADS: Flag = value(
     Field::Threads,
     "N",
     "Worker threads on each end [default: min(flows, CPUs)]",
+);
+const IO: Flag = choice::<Io>(
+    Field::Io,
+    "IO",
+    "How the workers move data: epoll (readiness, a system call per read or write) or \
+     uring (io_uring: batched submissions, multishot receives into a provided buffer ring)",
 );
 const REQ_WRITES: Flag = value(
     Field::ReqWrites,
@@ -150,7 +156,8 @@ const STREAM: &[Flag] = &[
         Field::ZeroCopy,
         "ZEROCOPY",
         "How the sending end hands data to the kernel: none (write), msg (MSG_ZEROCOPY with \
-         completions), sendfile or splice (from an in-memory file of --msg-size)",
+         completions), sendfile or splice (from an in-memory file of --msg-size), uring \
+         (IORING_OP_SEND_ZC, with --io uring)",
     ),
     choice::<RxMode>(
         Field::Rx,
@@ -158,6 +165,7 @@ const STREAM: &[Flag] = &[
         "How the receiving end takes data: copy (read), skip (MSG_TRUNC, not copied to user \
          space) or zerocopy (TCP_ZEROCOPY_RECEIVE)",
     ),
+    IO,
 ];
 
 const RR: &[Flag] = &[
@@ -179,6 +187,7 @@ const RR: &[Flag] = &[
     ),
     REQ_WRITES,
     RESP_WRITES,
+    IO,
 ];
 
 const CRR: &[Flag] = &[
@@ -195,6 +204,7 @@ const CRR: &[Flag] = &[
     ),
     REQ_WRITES,
     RESP_WRITES,
+    IO,
 ];
 
 const UDP_STREAM: &[Flag] = &[

@@ -1,0 +1,184 @@
+//! The io_uring worker loop (`io = "uring"`): the counterpart of
+//! [`crate::worker`]'s epoll loop for workloads whose flows can be driven
+//! by completions. The flows queue their sends and multishot receives on
+//! the worker's ring; one `io_uring_enter` submits everything queued and
+//! waits for completions, which go back to the workload's own state
+//! machine (the same one its epoll [`crate::flow::Handler`] drives). The
+//! sockets are blocking: the ring, not the caller, waits for room or data.
+
+use crate::flow::{fill_pattern, FlowError, Loop, Shared, POLL, WAKE};
+use plumb_sys::uring::{Completion, Queue, Ring, CANCEL};
+use std::io;
+use std::os::fd::AsFd;
+use std::sync::atomic::Ordering::Relaxed;
+
+/// What an operation of a flow was, in the low bits of its tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    Send,
+    Receive,
+    Connect,
+    Accept,
+}
+
+const OPS: [Op; 4] = [Op::Send, Op::Receive, Op::Connect, Op::Accept];
+
+/// The tag of flow `flow`'s operation `op`.
+pub(crate) fn tag(flow: usize, op: Op) -> u64 {
+    (flow as u64) << 2 | op as u64
+}
+
+fn untag(tag: u64) -> (usize, Op) {
+    ((tag >> 2) as usize, OPS[(tag & 3) as usize])
+}
+
+/// How big a worker's ring is.
+pub(crate) struct Shape {
+    /// Operations the flows keep in flight at once.
+    pub ops: u32,
+    /// The longest send.
+    pub send_len: usize,
+    /// Buffers for receives: how many, and bytes each.
+    pub receive: Option<(u16, u32)>,
+    /// Where connects go.
+    pub peer: Option<std::net::SocketAddr>,
+}
+
+/// A workload's flows as the ring loop drives them.
+pub(crate) trait RingFlows {
+    fn shape(&self, lp: &Loop) -> Shape;
+    /// Queues what the flows open with; sets [`Loop::live`].
+    fn start(&mut self, lp: &mut Loop, q: &mut Queue) -> io::Result<()>;
+    /// Operation `op` of flow `flow` completed (`data`: what a receive
+    /// brought). While the test stops, nothing more is queued.
+    fn complete(
+        &mut self,
+        lp: &mut Loop,
+        q: &mut Queue,
+        flow: usize,
+        op: Op,
+        c: Completion,
+        data: &[u8],
+    ) -> io::Result<()>;
+    /// Completions still owed to the counts once the loop has stopped (a
+    /// zero-copy send's notifications).
+    fn owed(&self) -> u64 {
+        0
+    }
+}
+
+/// The buffers of a ring's receives, each `size` bytes (within 512 bytes
+/// and 1 MiB): four per flow, as many as `total` bytes hold, at least 16,
+/// a power of two as the kernel takes them.
+pub(crate) fn receive_buffers(flows: usize, size: usize, total: usize) -> (u16, u32) {
+    let size = size.clamp(512, 1 << 20);
+    let count = (total / size)
+        .min(4 * flows.max(1))
+        .max(16)
+        .next_power_of_two()
+        .min(1 << 15);
+    (count as u16, size as u32)
+}
+
+/// Whether a flow goes on queueing: alive and the test not stopping.
+pub(crate) fn going(lp: &Loop, dead: bool) -> bool {
+    !dead && !lp.sh.stop.load(Relaxed)
+}
+
+/// Makes the flows' sockets blocking, so that a send waits in the ring for
+/// room rather than failing with EAGAIN.
+pub(crate) fn block_flows(lp: &Loop) -> io::Result<()> {
+    for i in lp.sh.range.clone() {
+        lp.sh.flows[i].set_nonblocking(false)?;
+    }
+    Ok(())
+}
+
+/// How long a stopping worker waits for what [`RingFlows::owed`] counts.
+const DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The loop, the same for every workload that runs on a ring.
+pub(crate) fn drive<R: RingFlows>(sh: Shared, mut r: R) -> io::Result<Vec<FlowError>> {
+    let mut lp = Loop::new(sh)?;
+    let shape = r.shape(&lp);
+    let mut ring = Ring::new(shape.ops + 2, shape.send_len, fill_pattern, shape.receive)?;
+    if let Some(peer) = shape.peer {
+        ring.set_peer(peer);
+    }
+    let wake = lp.sh.wake.clone();
+    ring.watch(wake.as_fd(), WAKE)?;
+    r.start(&mut lp, &mut ring.queue())?;
+    let mut failed = None;
+    while lp.live > 0 && !lp.sh.stop.load(Relaxed) && failed.is_none() {
+        ring.submit_and_wait(POLL)?;
+        // Before the batch, as in the epoll loop: what it moves belongs
+        // after a hand-over asked for meanwhile.
+        if let Some(epoch) = lp.owed_hand_over() {
+            lp.hand_over(epoch, 0);
+        }
+        let (mut woken, mut rewatch) = (false, false);
+        ring.complete(|q, c, data| {
+            if c.tag == WAKE {
+                woken = true;
+                rewatch |= !c.more;
+                return;
+            }
+            if c.tag == CANCEL {
+                return;
+            }
+            let (flow, op) = untag(c.tag);
+            if let Err(e) = r.complete(&mut lp, q, flow, op, c, data) {
+                failed = Some(e);
+            }
+        });
+        if woken {
+            lp.drain_wake();
+        }
+        if rewatch {
+            ring.watch(wake.as_fd(), WAKE)?;
+        }
+    }
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    // Blocked sends and armed receives end now; what they owe (the
+    // notifications of zero-copy sends) still comes.
+    ring.cancel_all()?;
+    let deadline = std::time::Instant::now() + DRAIN;
+    while ring.in_flight() > 0 && r.owed() > 0 && std::time::Instant::now() < deadline {
+        ring.submit_and_wait(POLL)?;
+        ring.complete(|q, c, data| {
+            if c.tag != WAKE && c.tag != CANCEL {
+                let (flow, op) = untag(c.tag);
+                let _ = r.complete(&mut lp, q, flow, op, c, data);
+            }
+        });
+    }
+    drop(ring);
+    lp.hand_over_final();
+    Ok(lp.errors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_carry_the_flow_and_the_operation() {
+        for flow in [0, 1, 9999, 1 << 40] {
+            for op in OPS {
+                assert_eq!(untag(tag(flow, op)), (flow, op));
+                assert_ne!(tag(flow, op), WAKE);
+                assert_ne!(tag(flow, op), CANCEL);
+            }
+        }
+    }
+
+    #[test]
+    fn receive_buffers_are_a_power_of_two_within_the_total() {
+        assert_eq!(receive_buffers(1, 128 << 10, 16 << 20), (16, 128 << 10));
+        assert_eq!(receive_buffers(5000, 1, 8 << 20), (16384, 512));
+        assert_eq!(receive_buffers(100_000, 64, 1 << 30), (1 << 15, 512));
+        assert_eq!(receive_buffers(32, 4 << 20, 16 << 20), (16, 1 << 20));
+    }
+}
