@@ -610,8 +610,12 @@ pub(crate) struct StreamRing {
     base: usize,
     zc: bool,
     dead: Vec<bool>,
-    /// Zero-copy sends whose notification has not come.
-    unnotified: u64,
+    /// Per flow: sends queued whose completion has not come, and zero-copy
+    /// sends completed whose notification has not (their pages pinned).
+    queued: Vec<u32>,
+    pinned: Vec<u32>,
+    /// The most sends a flow has queued or pinned at once.
+    most: u32,
 }
 
 /// Messages each sending flow keeps queued on the ring, so that the socket
@@ -623,18 +627,33 @@ const RING_RECEIVE_BYTES: usize = 16 << 20;
 
 impl StreamRing {
     pub(crate) fn new(plan: StreamPlan, sh: &Shared) -> StreamRing {
+        let n = sh.range.len();
         StreamRing {
             zc: plan.zerocopy == ZeroCopy::Uring,
             base: sh.range.start,
-            dead: vec![false; sh.range.len()],
-            unnotified: 0,
+            dead: vec![false; n],
+            queued: vec![0; n],
+            pinned: vec![0; n],
+            // As MSG_ZEROCOPY's pool: enough pinned to keep an autotuned
+            // send buffer full while the notifications come back.
+            most: (POOL_BYTES / plan.msg_size.max(1)).max(RING_SENDS as usize) as u32,
             plan,
         }
     }
 
-    fn send(&self, lp: &Loop, q: &mut Queue, i: usize) -> io::Result<()> {
-        let fd = lp.sh.flows[i].as_fd();
-        q.send(fd, self.plan.msg_size, self.zc, ring::tag(i, Op::Send))
+    /// Queues flow `i`'s sends until [`RING_SENDS`] are queued, as far as
+    /// the pages pinned by zero-copy sends allow.
+    fn top_up(&mut self, lp: &Loop, q: &mut Queue, i: usize) -> io::Result<()> {
+        let k = i - self.base;
+        while ring::going(lp, self.dead[k])
+            && self.queued[k] < RING_SENDS
+            && self.queued[k] + self.pinned[k] < self.most
+        {
+            let fd = lp.sh.flows[i].as_fd();
+            q.send(fd, self.plan.msg_size, self.zc, ring::tag(i, Op::Send))?;
+            self.queued[k] += 1;
+        }
+        Ok(())
     }
 
     fn end(&mut self, lp: &mut Loop, i: usize, why: String) {
@@ -664,8 +683,8 @@ impl RingFlows for StreamRing {
             if self.plan.receives {
                 q.receive(lp.sh.flows[i].as_fd(), ring::tag(i, Op::Receive))?;
             }
-            for _ in 0..if self.plan.sends { RING_SENDS } else { 0 } {
-                self.send(lp, q, i)?;
+            if self.plan.sends {
+                self.top_up(lp, q, i)?;
             }
         }
         lp.live = lp.sh.range.len();
@@ -682,12 +701,13 @@ impl RingFlows for StreamRing {
         _: &[u8],
     ) -> io::Result<()> {
         let counters = &lp.sh.counters[i];
-        let dead = self.dead[i - self.base];
+        let k = i - self.base;
+        let dead = self.dead[k];
         match op {
             Op::Send if c.notification => {
                 // Counted for a flow that ended too, so that the sends
-                // balance; the pages are free again, so the next goes.
-                self.unnotified -= 1;
+                // balance.
+                self.pinned[k] -= 1;
                 let stopping = lp.sh.stop.load(Relaxed);
                 for (n, at_close) in [
                     (&counters.zc_completions, &counters.zc_close_completions),
@@ -701,13 +721,12 @@ impl RingFlows for StreamRing {
                         FlowCounters::bump(at_close, 1);
                     }
                 }
-                if ring::going(lp, dead) {
-                    self.send(lp, q, i)?;
-                }
+                self.top_up(lp, q, i)?;
             }
             Op::Send => {
+                self.queued[k] -= 1;
                 if c.more {
-                    self.unnotified += 1;
+                    self.pinned[k] += 1;
                     FlowCounters::bump(&counters.zc_sends, 1);
                 }
                 match c.error() {
@@ -715,11 +734,7 @@ impl RingFlows for StreamRing {
                     Some(e) => self.end(lp, i, plumb_sys::plain_io(&e)),
                     None => {
                         counters.add_sent(c.result as u64);
-                        // A zero-copy send's pages are reused after its
-                        // notification, which queues the next.
-                        if !self.zc && ring::going(lp, false) {
-                            self.send(lp, q, i)?;
-                        }
+                        self.top_up(lp, q, i)?;
                     }
                 }
             }
@@ -743,7 +758,9 @@ impl RingFlows for StreamRing {
     }
 
     fn owed(&self) -> u64 {
-        self.unnotified
+        // A zero-copy send still queued is owed its notification too.
+        let queued = if self.zc { self.queued.iter().sum() } else { 0 };
+        (self.pinned.iter().sum::<u32>() + queued) as u64
     }
 }
 
