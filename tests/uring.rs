@@ -338,6 +338,23 @@ fn what_the_ring_does_not_run_is_refused_by_flag() {
     }
 }
 
+/// `plumb doctor`'s io_uring finding: its status, and its value up to the
+/// first ';' or '('.
+fn doctor_uring() -> (String, String) {
+    let out = plumb()
+        .args(["doctor", "--json", "--sample", "100ms"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let audit: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let f = items(&audit["findings"])
+        .find(|f| f["check"] == "io_uring")
+        .unwrap_or_else(|| panic!("no io_uring finding in {audit}"));
+    let value = f["value"].as_str().unwrap();
+    let head = value.split([';', '(']).next().unwrap().trim();
+    (f["status"].as_str().unwrap().to_string(), head.to_string())
+}
+
 /// Puts kernel.io_uring_disabled back as it was, also when the test fails.
 struct Disabled(String);
 
@@ -370,6 +387,16 @@ fn a_host_without_io_uring_is_named_before_any_traffic() {
     assert!(lo_rx_bytes() - lo < 1 << 20);
     // An epoll run does not need io_uring.
     workload_json("rr", &["--duration", "200ms"]);
+    assert_eq!(
+        doctor_uring(),
+        (
+            "info".to_string(),
+            "io_uring is disabled on this host".to_string()
+        )
+    );
     drop(restore);
     assert_eq!(std::fs::read_to_string(knob).unwrap(), before);
+    if before.trim() == "0" {
+        assert_eq!(doctor_uring().0, "ok");
+    }
 }

@@ -35,6 +35,7 @@ pub fn audit(interfaces: &[String], sample: Duration) -> Audit {
     buffer_checks(&env, &mut findings);
     qdisc_check(&env, interfaces, &mut findings);
     optmem_check(&env, &mut findings);
+    uring_check(&mut findings);
     cpu_checks(&env, &mut findings);
     irqbalance_check(&mut findings);
     for name in interfaces {
@@ -184,6 +185,24 @@ fn optmem_check(env: &Environment, out: &mut Vec<Finding>) {
         OPTMEM_FLOOR,
         why,
     ));
+}
+
+fn uring_check(out: &mut Vec<Finding>) {
+    use plumb_sys::uring::{missing, Needs};
+    let why = "--io uring runs stream, rr and crr on io_uring and --zerocopy uring sends with \
+               IORING_OP_SEND_ZC; without them only the epoll engine runs";
+    let (status, value) = match (
+        missing(Needs { send_zc: false }),
+        missing(Needs { send_zc: true }),
+    ) {
+        (None, None) => (Status::Ok, "the ring engine and SEND_ZC".to_string()),
+        (None, Some(zc)) => (
+            Status::Info,
+            format!("the ring engine; no --zerocopy uring: {zc}"),
+        ),
+        (Some(why), _) => (Status::Info, why),
+    };
+    out.push(finding("io_uring", status, value, why));
 }
 
 /// A finding on a size sysctl that warns below `floor`, with the command
