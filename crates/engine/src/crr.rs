@@ -553,7 +553,6 @@ impl RingFlows for CrrClient {
         i: usize,
         op: Op,
         c: Completion,
-        _: &[u8],
     ) -> io::Result<()> {
         let k = i - self.base;
         let going = ring::going(lp, false);
@@ -648,7 +647,6 @@ impl RingFlows for CrrServer {
         slot: usize,
         op: Op,
         mut c: Completion,
-        _: &[u8],
     ) -> io::Result<()> {
         let going = ring::going(lp, false);
         if op == Op::Accept {

@@ -412,7 +412,6 @@ impl RingFlows for RrFlows {
         i: usize,
         op: Op,
         c: Completion,
-        _: &[u8],
     ) -> io::Result<()> {
         let k = i - self.base;
         if self.dead[k] {

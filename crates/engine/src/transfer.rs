@@ -698,7 +698,6 @@ impl RingFlows for StreamRing {
         i: usize,
         op: Op,
         c: Completion,
-        _: &[u8],
     ) -> io::Result<()> {
         let counters = &lp.sh.counters[i];
         let k = i - self.base;

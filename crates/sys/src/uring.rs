@@ -422,8 +422,13 @@ impl Ring {
 
     /// The queue, for operations outside a completion batch.
     pub fn queue(&mut self) -> Queue<'_> {
-        let (submitter, sq, _) = self.ring.split();
-        Queue {
+        self.split().0
+    }
+
+    /// The queue and the completions, borrowed at once.
+    fn split(&mut self) -> (Queue<'_>, cqueue::CompletionQueue<'_>, Option<&mut BufRing>) {
+        let (submitter, sq, cq) = self.ring.split();
+        let q = Queue {
             sq,
             submitter,
             send: &self.send,
@@ -432,7 +437,8 @@ impl Ring {
             peer: self.peer.as_deref(),
             accepting: &mut self.accepting,
             in_flight: &mut self.in_flight,
-        }
+        };
+        (q, cq, self.bufs.as_mut())
     }
 
     /// Watches the eventfd `fd` (a worker's wake-up) for readability: one
@@ -477,17 +483,7 @@ impl Ring {
     /// which may queue more; a receive's buffer goes back to the ring
     /// after `f` returns.
     pub fn complete(&mut self, mut f: impl FnMut(&mut Queue, Completion, &[u8])) {
-        let (submitter, sq, mut cq) = self.ring.split();
-        let mut q = Queue {
-            sq,
-            submitter,
-            send: &self.send,
-            send_len: self.send_len,
-            group: self.bufs.as_ref().map(|b| b.group),
-            peer: self.peer.as_deref(),
-            accepting: &mut self.accepting,
-            in_flight: &mut self.in_flight,
-        };
+        let (mut q, mut cq, mut bufs) = self.split();
         let mut handed_back = false;
         loop {
             cq.sync();
@@ -515,7 +511,7 @@ impl Ring {
             if !more {
                 *q.in_flight -= 1;
             }
-            match (cqueue::buffer_select(flags), self.bufs.as_mut()) {
+            match (cqueue::buffer_select(flags), bufs.as_deref_mut()) {
                 (Some(bid), Some(b)) => {
                     let len = c.result.max(0) as usize;
                     f(&mut q, c, b.data(bid, len));
@@ -525,10 +521,8 @@ impl Ring {
                 _ => f(&mut q, c, &[]),
             }
         }
-        if handed_back {
-            if let Some(b) = &self.bufs {
-                b.publish();
-            }
+        if let Some(b) = bufs.filter(|_| handed_back) {
+            b.publish();
         }
     }
 
