@@ -465,7 +465,15 @@ fn retransmits_are_the_windows_and_the_namespaces_kernel_counts_them_too() {
         "{} skbs of the client's flows, {kernel} segments in the namespace",
         own("client")
     );
-    assert!(own("client") <= u(&t["counts"]["tcp:tcp_retransmit_skb"]));
+    // The host's count and the flows' are two counters read one after the
+    // other at each edge: a retransmission between the two reads falls in
+    // one window and not the other.
+    let host = u(&t["counts"]["tcp:tcp_retransmit_skb"]);
+    assert!(
+        own("client") <= host + host / 10 + 2,
+        "{} skbs of the client's flows, {host} on the host",
+        own("client")
+    );
     assert_eq!(own("server"), 0, "{}", it["server"]["flow_events"]);
 }
 

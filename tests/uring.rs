@@ -255,9 +255,13 @@ fn both_engines_move_what_lo_counts_at_like_rates() {
                         u(&it["client"]["transactions"]),
                         u(&it["server"]["transactions"]),
                     );
-                    // The server answered each of the client's, and the
-                    // one in flight at the edge at most.
-                    assert!(c.abs_diff(s) <= 2, "{what}: client {c}, server {s}");
+                    // The same transactions, up to what the gap between the
+                    // ends' windows (each edge told over the control
+                    // connection) holds: 1 %, at least 2.
+                    assert!(
+                        c.abs_diff(s) <= (c / 100).max(2),
+                        "{what}: client {c}, server {s}"
+                    );
                     c as f64
                 };
                 rates.entry((workload, io)).or_default().push(rate);
