@@ -9,7 +9,7 @@
 //! transaction on the side that closes first (the client), which is how a
 //! machine runs out of local ports. Both outcomes are reported by name.
 
-use crate::flow::{pattern, FlowError, Handler, Loop, Next, PageBuf, Shared};
+use crate::flow::{pattern, FlowError, Handler, Loop, Next, PageBuf, Shared, Writing};
 use crate::ring::{self, receive_buffers, Op, RingFlows, Shape};
 use crate::setup::{apply_before_connect, apply_connected, bind_source};
 use plumb_spec::SocketOpts;
@@ -71,8 +71,7 @@ fn connect_error(e: &io::Error) -> String {
 struct Conn {
     stream: TcpStream,
     connecting: bool,
-    part: usize,
-    off: usize,
+    at: Writing,
     /// Incoming bytes of the current message.
     got: usize,
     /// The outgoing message has been written completely.
@@ -88,8 +87,7 @@ impl Conn {
         Conn {
             stream,
             connecting,
-            part: 0,
-            off: 0,
+            at: Writing::default(),
             got: 0,
             written: false,
             armed_out: connecting,
@@ -101,20 +99,12 @@ impl Conn {
 impl Conn {
     /// Bytes of the write due now, unless the message is written.
     fn due(&self, writes: &[usize]) -> Option<usize> {
-        (!self.written).then(|| writes[self.part] - self.off)
+        (!self.written).then(|| self.at.due(writes))
     }
 
     /// `n` bytes of the write due went out.
     fn wrote(&mut self, writes: &[usize], n: usize) {
-        self.off += n;
-        if self.off == writes[self.part] {
-            self.off = 0;
-            self.part += 1;
-            if self.part == writes.len() {
-                self.part = 0;
-                self.written = true;
-            }
-        }
+        self.written |= self.at.wrote(writes, n);
     }
 }
 

@@ -392,6 +392,41 @@ impl Loop {
     }
 }
 
+/// Where the writing of one message in its writes stands (rr's `8,rest`
+/// is two writes): which write, and how much of it went out.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub(crate) struct Writing {
+    part: u32,
+    off: u32,
+}
+
+impl Writing {
+    /// Bytes of the write due now.
+    pub(crate) fn due(&self, writes: &[usize]) -> usize {
+        writes[self.part as usize] - self.off as usize
+    }
+
+    /// Whether the write due now starts the message.
+    pub(crate) fn starts(&self) -> bool {
+        *self == Writing::default()
+    }
+
+    /// `n` bytes of the write due went out; true when that finished the
+    /// message, whose next one starts from the first write.
+    pub(crate) fn wrote(&mut self, writes: &[usize], n: usize) -> bool {
+        self.off += n as u32;
+        if self.off as usize == writes[self.part as usize] {
+            self.off = 0;
+            self.part += 1;
+            if self.part as usize == writes.len() {
+                self.part = 0;
+                return true;
+            }
+        }
+        false
+    }
+}
+
 /// A pattern of `len` bytes to send (the receiver does not look at it).
 pub(crate) fn pattern(len: usize) -> PageBuf {
     let mut buf = PageBuf::zeroed(len);

@@ -7,7 +7,7 @@
 //! on a fixed schedule instead, and a late one shows in its latency.
 
 use crate::flow::{
-    pattern, read_burst, FlowCounters, Handler, Loop, Next, PageBuf, Shared, Timings, POLL,
+    pattern, read_burst, FlowCounters, Handler, Loop, Next, PageBuf, Shared, Timings, Writing, POLL,
 };
 use crate::ring::{self, receive_buffers, Op, RingFlows, Shape};
 use plumb_sys::uring::{Completion, Queue};
@@ -39,9 +39,8 @@ pub struct RrPlan {
 struct Out {
     /// Messages still to write, the current one included.
     pending: u32,
-    /// Which write of the current message, and how much of it is done.
-    part: u32,
-    off: u32,
+    /// Where the current message's writes stand.
+    at: Writing,
     /// EPOLLOUT is armed because a write would have blocked; on a ring, a
     /// write is in flight.
     armed: bool,
@@ -50,24 +49,13 @@ struct Out {
 impl Out {
     /// Bytes of the write due now, if a message is owed.
     pub(crate) fn due(&self, writes: &[usize]) -> Option<usize> {
-        (self.pending > 0).then(|| writes[self.part as usize] - self.off as usize)
-    }
-
-    /// Whether the write due now starts a message.
-    pub(crate) fn starts_message(&self) -> bool {
-        self.part == 0 && self.off == 0
+        (self.pending > 0).then(|| self.at.due(writes))
     }
 
     /// `w` bytes of the write due went out.
     pub(crate) fn wrote(&mut self, writes: &[usize], w: usize) {
-        self.off += w as u32;
-        if self.off as usize == writes[self.part as usize] {
-            self.off = 0;
-            self.part += 1;
-            if self.part as usize == writes.len() {
-                self.part = 0;
-                self.pending -= 1;
-            }
+        if self.at.wrote(writes, w) {
+            self.pending -= 1;
         }
     }
 
@@ -83,7 +71,7 @@ impl Out {
         mut starting: impl FnMut(),
     ) -> io::Result<bool> {
         while let Some(want) = self.due(writes) {
-            if self.starts_message() {
+            if self.at.starts() {
                 starting();
             }
             match (&*stream).write(&buf[..want]) {
@@ -465,7 +453,7 @@ impl RrFlows {
         let Some(len) = self.out[k].due(&self.plan.out_writes) else {
             return Ok(());
         };
-        if self.out[k].starts_message() {
+        if self.out[k].at.starts() {
             self.starting(k, lp.now_ns());
         }
         let i = self.base + k;
@@ -528,7 +516,7 @@ mod tests {
             c.sent.load(std::sync::atomic::Ordering::Relaxed),
             total as u64
         );
-        assert_eq!((out.part, out.off), (0, 0));
+        assert_eq!(out.at, Writing::default());
         // Every message was announced as it started, a blocked one at most
         // once more when its first write found no room.
         assert!((8..=16).contains(&starts), "{starts}");
