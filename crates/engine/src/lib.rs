@@ -291,13 +291,15 @@ impl FinalCounts {
                 copied_bytes: copied,
             });
         }
-        let Some(t) = self.totals() else { return };
+        let (Some(t), Some(mode)) = (self.totals(), self.mode) else {
+            return;
+        };
         let who = match end.role {
             Role::Client => "client",
             Role::Server => "server",
         };
         end.warnings.extend(
-            zerocopy_warnings(&t, self.mode.unwrap_or(plumb_spec::ZeroCopy::Msg))
+            zerocopy_warnings(&t, mode)
                 .into_iter()
                 .map(|w| format!("{who} {w}")),
         );
