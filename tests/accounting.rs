@@ -232,23 +232,6 @@ fn the_summary_shows_each_ends_scheduling_and_how_softirq_time_is_kept() {
     assert!(text.contains(want), "expected '{want}' in:\n{text}");
 }
 
-/// lo's received bytes and packets, from /proc/net/dev read here.
-fn lo_rx() -> (u64, u64) {
-    let text = std::fs::read_to_string("/proc/net/dev").unwrap();
-    let line = text
-        .lines()
-        .find(|l| l.trim_start().starts_with("lo:"))
-        .expect("lo in /proc/net/dev");
-    let v: Vec<u64> = line
-        .split_once(':')
-        .unwrap()
-        .1
-        .split_ascii_whitespace()
-        .map(|x| x.parse().unwrap())
-        .collect();
-    (v[0], v[1])
-}
-
 /// Packets processed by every CPU, from /proc/net/softnet_stat read here.
 fn softnet_processed() -> u64 {
     std::fs::read_to_string("/proc/net/softnet_stat")

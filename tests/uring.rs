@@ -208,23 +208,6 @@ fn send_zc_reports_the_copies_the_kernel_made_as_msg_zerocopy_does() {
         .contains("IORING_OP_SEND_ZC"));
 }
 
-/// Bytes lo has received, as the kernel counts them.
-fn lo_rx_bytes() -> u64 {
-    let dev = std::fs::read_to_string("/proc/net/dev").unwrap();
-    let line = dev
-        .lines()
-        .find(|l| l.trim_start().starts_with("lo:"))
-        .expect("lo in /proc/net/dev");
-    line.split_once(':')
-        .unwrap()
-        .1
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
 #[test]
 fn both_engines_move_what_lo_counts_at_like_rates() {
     let _alone = measuring_alone();
@@ -235,9 +218,9 @@ fn both_engines_move_what_lo_counts_at_like_rates() {
     for _round in 0..3 {
         for workload in ["stream", "rr", "crr"] {
             for io in ["epoll", "uring"] {
-                let before = lo_rx_bytes();
+                let before = lo_rx().0;
                 let rec = workload_json(workload, &["--io", io, "--duration", "1s"]);
-                let lo = lo_rx_bytes() - before;
+                let lo = lo_rx().0 - before;
                 let what = format!("{workload} {io}");
                 assert_eq!(rec["spec"]["io"].as_str().unwrap_or("epoll"), io, "{what}");
                 let it = &rec["iterations"][0];
@@ -381,14 +364,14 @@ fn a_host_without_io_uring_is_named_before_any_traffic() {
     let _alone = measuring_alone();
     let restore = Disabled(before.clone());
     std::fs::write(knob, "2").unwrap();
-    let lo = lo_rx_bytes();
+    let lo = lo_rx().0;
     assert_refused_in_one_line(
         &["run", "stream", "--io", "uring"],
         "--io: cannot use uring: io_uring is disabled on this host (kernel.io_uring_disabled = 2)",
     );
     // Refused before the server started: the stream would have put
     // gigabytes on lo.
-    assert!(lo_rx_bytes() - lo < 1 << 20);
+    assert!(lo_rx().0 - lo < 1 << 20);
     // An epoll run does not need io_uring.
     workload_json("rr", &["--duration", "200ms"]);
     assert_eq!(

@@ -759,3 +759,20 @@ pub fn schema_errors(v: &jsonschema::Validator, doc: &serde_json::Value) -> Vec<
         .map(|e| format!("{} at {}", e, e.instance_path))
         .collect()
 }
+
+/// lo's received bytes and packets, from /proc/net/dev read here.
+pub fn lo_rx() -> (u64, u64) {
+    let text = std::fs::read_to_string("/proc/net/dev").unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("lo:"))
+        .expect("lo in /proc/net/dev");
+    let v: Vec<u64> = line
+        .split_once(':')
+        .unwrap()
+        .1
+        .split_ascii_whitespace()
+        .map(|x| x.parse().unwrap())
+        .collect();
+    (v[0], v[1])
+}
