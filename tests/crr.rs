@@ -1,4 +1,4 @@
-//! Connect-request-response-close over real loopback sockets: both close
+//! Connect-request-response-close over real loopback sockets: the close
 //! modes as the kernel counts them, and the two ways a machine runs out
 //! (descriptors, local ports) reported by name.
 
@@ -50,6 +50,99 @@ fn fin_close_leaves_time_wait_behind() {
     assert!(tx > 100.0, "{tx} transactions");
     assert!(counter(c, "TcpExt.TW") >= 0.9 * tx, "{}", c["counters"]);
     assert!(counter(c, "Tcp.OutRsts") < 0.1 * tx, "{}", c["counters"]);
+}
+
+/// The (local, remote) ports of the TIME_WAIT sockets in `ns`, as its
+/// /proc/net/tcp lists them.
+fn time_waits(ns: &Netns) -> Vec<(u16, u16)> {
+    let out = ns.exec("cat").arg("/proc/net/tcp").output().unwrap();
+    let port = |addr: &str| u16::from_str_radix(addr.split(':').nth(1).unwrap(), 16).unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|f| f[3] == "06")
+        .map(|f| (port(f[1]), port(f[2])))
+        .collect()
+}
+
+#[test]
+fn the_time_wait_is_left_on_the_end_that_closed_first() {
+    let ios: &[&str] = if ring_here() {
+        &["epoll", "uring"]
+    } else {
+        &["epoll"]
+    };
+    for (close, io) in ["fin", "server-fin"]
+        .into_iter()
+        .flat_map(|c| ios.iter().map(move |io| (c, *io)))
+    {
+        // A namespace of its own for each, so that its TIME_WAITs are the run's.
+        let Some(ns) = Netns::new("crrtw") else {
+            return;
+        };
+        // Room for every connection's port: a SYN from a port the server
+        // holds in TIME_WAIT would end that TIME_WAIT early.
+        ns.sysctl("net.ipv4.ip_local_port_range", "1024 65000");
+        let out = ns
+            .exec(env!("CARGO_BIN_EXE_plumb"))
+            .args(["run", "crr", "--json", "--no-store", "--iterations", "1"])
+            .args(["--flows", "2", "--duration", "1s", "--warmup", "200ms"])
+            .args(["--close", close, "--io", io])
+            .output()
+            .unwrap();
+        let rec = record_from(&["run", "crr", "--close", close, "--io", io], out);
+        assert_eq!(rec["spec"]["rr"]["close"], close);
+        let it = &rec["iterations"][0];
+        let (c, s) = (&it["client"], &it["server"]);
+        let tx = u(&c["transactions"]) as f64;
+        assert!(tx > 100.0, "{close} {io}: {tx} transactions");
+        assert!(
+            (tx - u(&s["transactions"]) as f64).abs() <= 8.0 + 0.01 * tx,
+            "{close} {io}: client {tx}, server {}",
+            s["transactions"]
+        );
+        assert!(
+            counter(c, "Tcp.OutRsts") < 0.1 * tx,
+            "{close} {io}: {}",
+            c["counters"]
+        );
+        // Every connection of the run (the window's and more) left one
+        // TIME_WAIT, on the end that sent the first FIN: with `fin` the
+        // client's, whose peer is the server's port, with `server-fin` the
+        // server's, on that port. (The control connection leaves one too.)
+        let tw = time_waits(&ns);
+        let (server_side, client_side): (Vec<u16>, Vec<u16>) = tw
+            .iter()
+            .map(|&(local, remote)| {
+                if close == "fin" {
+                    (remote, local)
+                } else {
+                    (local, remote)
+                }
+            })
+            .unzip();
+        let mut by_port = std::collections::BTreeMap::<u16, usize>::new();
+        for p in &server_side {
+            *by_port.entry(*p).or_default() += 1;
+        }
+        let (&port, &n) = by_port.iter().max_by_key(|(_, n)| **n).expect("TIME_WAITs");
+        assert!(
+            n as f64 >= 0.9 * tx,
+            "{close} {io}: {n} TIME_WAIT for {tx}: {by_port:?}"
+        );
+        let ports: std::collections::BTreeSet<u16> = server_side
+            .iter()
+            .zip(&client_side)
+            .filter(|(s, _)| **s == port)
+            .map(|(_, c)| *c)
+            .collect();
+        assert!(
+            ports.len() as f64 >= 0.9 * n as f64,
+            "{close} {io}: {} client ports for {n}",
+            ports.len()
+        );
+    }
 }
 
 #[test]

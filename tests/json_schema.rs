@@ -6,7 +6,7 @@ use common::*;
 #[test]
 fn run_json_validates_against_the_schema() {
     let v = schema();
-    let cases: [(&str, &[&str]); 7] = [
+    let cases: [(&str, &[&str]); 8] = [
         ("stream", &[]),
         (
             "stream",
@@ -42,6 +42,7 @@ fn run_json_validates_against_the_schema() {
             ],
         ),
         ("crr", &["--close", "fin"]),
+        ("crr", &["--close", "server-fin"]),
         ("udp-stream", &[]),
         ("udp-rr", &["--flows", "3"]),
     ];

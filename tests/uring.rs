@@ -10,31 +10,6 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::process::Command;
 
-/// Whether this kernel runs the ring engine: plumb's own answer, which
-/// names what is missing (a failure under CI, whose kernel has io_uring).
-/// Asked under [`measuring_alone`], which the test that disables io_uring
-/// holds.
-fn ring_here() -> bool {
-    let out = run(&[
-        "run",
-        "rr",
-        "--io",
-        "uring",
-        "--duration",
-        "50ms",
-        "--warmup",
-        "0",
-    ]);
-    if out.status.success() {
-        return true;
-    }
-    skip(&format!(
-        "this kernel does not run the io_uring engine: {}",
-        String::from_utf8_lossy(&out.stderr).trim()
-    ));
-    false
-}
-
 /// What strace saw of a run: the calls that move a TCP socket's data, per
 /// call name, on the data flows (every TCP socket but the control
 /// connection's), and the io_uring_enter calls.
@@ -144,7 +119,8 @@ fn every_flows_data_goes_through_the_ring_and_not_through_system_calls() {
             }
         };
         let (w_epoll, w_ring) = (work(&epoll), work(&ring));
-        assert!(w_epoll > 100 && w_ring > 100, "{what}: {w_epoll} {w_ring}");
+        // Under strace the epoll engine's many calls slow it tenfold.
+        assert!(w_epoll > 20 && w_ring > 100, "{what}: {w_epoll} {w_ring}");
         // The check can see data calls: epoll makes at least one per
         // message or transaction of the window (the whole run has more).
         assert!(

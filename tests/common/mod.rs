@@ -776,3 +776,28 @@ pub fn lo_rx() -> (u64, u64) {
         .collect();
     (v[0], v[1])
 }
+
+/// Whether this kernel runs the ring engine: plumb's own answer, which
+/// names what is missing (a failure under CI, whose kernel has io_uring).
+/// Asked under [`measuring_alone`], which the test that disables io_uring
+/// holds.
+pub fn ring_here() -> bool {
+    let out = run(&[
+        "run",
+        "rr",
+        "--io",
+        "uring",
+        "--duration",
+        "50ms",
+        "--warmup",
+        "0",
+    ]);
+    if out.status.success() {
+        return true;
+    }
+    skip(&format!(
+        "this kernel does not run the io_uring engine: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    ));
+    false
+}

@@ -21,7 +21,11 @@ fn rr() -> impl Strategy<Value = RrSpec> {
         1u64..1 << 20,
         1u32..1024,
         proptest::collection::vec(1u64..100, 0..4),
-        proptest::option::of(prop_oneof![Just(Close::Rst), Just(Close::Fin)]),
+        proptest::option::of(prop_oneof![
+            Just(Close::Rst),
+            Just(Close::Fin),
+            Just(Close::ServerFin)
+        ]),
         proptest::option::of(1u64..100_000_000),
         proptest::option::of(1u64..10_000),
     )

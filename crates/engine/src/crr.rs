@@ -6,13 +6,15 @@
 //!
 //! Closing with RST (SO_LINGER 0, as neper does) leaves no TIME_WAIT behind;
 //! closing with FIN is what applications do and costs a TIME_WAIT socket per
-//! transaction on the side that closes first (the client), which is how a
-//! machine runs out of local ports. Both outcomes are reported by name.
+//! transaction on the side that closes first: the client with `fin`, which
+//! is how a machine runs out of local ports, and the server with
+//! `server-fin` (netperf's TCP_CRR, an HTTP/1.0 server), where neither end
+//! sleeps until the other's close. The outcomes are reported by name.
 
-use crate::flow::{pattern, FlowError, Handler, Loop, Next, PageBuf, Shared, Writing};
+use crate::flow::{pattern, FlowError, Handler, Loop, Next, PageBuf, Shared, Writing, POLL};
 use crate::ring::{self, receive_buffers, Op, RingFlows, Shape};
 use crate::setup::{apply_before_connect, apply_connected, bind_source};
-use plumb_spec::SocketOpts;
+use plumb_spec::{Close, SocketOpts};
 use plumb_sys::plain_io;
 use plumb_sys::uring::{Completion, Queue};
 use rustix::event::epoll;
@@ -32,8 +34,8 @@ pub struct CrrPlan {
     /// incoming one.
     pub out_writes: Vec<usize>,
     pub in_size: usize,
-    /// Close with RST (SO_LINGER 0) instead of FIN.
-    pub rst: bool,
+    /// How each connection ends.
+    pub close: Close,
     /// Where the client connects.
     pub peer: Option<SocketAddr>,
     /// Server: the only address connections are served from (the client's,
@@ -60,7 +62,7 @@ const LISTENER: u64 = u64::MAX - 1;
 fn connect_error(e: &io::Error) -> String {
     match e.raw_os_error() {
         Some(99) | Some(98) => format!(
-            "{}: out of local ports (net.ipv4.ip_local_port_range, TIME_WAIT sockets); --close rst avoids TIME_WAIT",
+            "{}: out of local ports (net.ipv4.ip_local_port_range, TIME_WAIT sockets); --close rst or server-fin keeps TIME_WAIT off the client",
             plain_io(e)
         ),
         Some(23) | Some(24) => format!("{}: out of file descriptors (ulimit -n)", plain_io(e)),
@@ -127,9 +129,9 @@ fn write_out(conn: &mut Conn, writes: &[usize], buf: &[u8]) -> io::Result<(u64, 
 }
 
 /// Arms EPOLLOUT on a connection whose write would block, disarms it once
-/// the write went through.
+/// the write went through (nothing to arm where the worker blocks).
 fn arm(lp: &Loop, conn: &mut Conn, id: u64, blocked: bool) -> io::Result<()> {
-    if blocked != conn.armed_out {
+    if lp.blocking.is_none() && blocked != conn.armed_out {
         let fl = if blocked {
             epoll::EventFlags::IN | epoll::EventFlags::OUT
         } else {
@@ -146,6 +148,8 @@ enum Step {
     Pending,
     /// The response is in: the transaction is done.
     Complete,
+    /// The server's close came after its response (`server-fin`).
+    Ended,
     Failed(String),
 }
 
@@ -160,6 +164,9 @@ pub(crate) struct CrrClient {
     send_buf: PageBuf,
     recv_buf: Vec<u8>,
     conns: Vec<Option<Conn>>,
+    /// One slot on epoll: its connections block, with timeouts, instead of
+    /// waiting in epoll (see [`Loop::blocking`]).
+    blocking: bool,
 }
 
 impl CrrClient {
@@ -173,6 +180,7 @@ impl CrrClient {
             send_buf: pattern(largest),
             recv_buf: vec![0u8; plan.in_size.clamp(4096, 256 * 1024)],
             conns: (0..sh.range.len()).map(|_| None).collect(),
+            blocking: false,
             plan,
         }
     }
@@ -192,7 +200,7 @@ impl CrrClient {
         )?;
         let _ = apply_before_connect(&sock, &self.plan.opts);
         bind_source(&sock, &self.sources, self.base + k)?;
-        if self.plan.rst {
+        if self.plan.close == Close::Rst {
             sock.set_linger(Some(std::time::Duration::ZERO))?;
         }
         if self.plan.opts.nodelay {
@@ -203,14 +211,27 @@ impl CrrClient {
 
     /// Starts slot `k`'s next connection.
     fn open(&self, lp: &Loop, k: usize) -> io::Result<Conn> {
-        let sock = self.socket(k, true)?;
-        let t0 = lp.now_ns();
-        match sock.connect(&self.peer.into()) {
-            Ok(()) => {}
-            Err(e) if e.raw_os_error() == Some(115) => {} // EINPROGRESS
-            Err(e) => return Err(e),
+        let sock = self.socket(k, !self.blocking)?;
+        if self.blocking {
+            // The timeouts bound how late the worker sees stop.
+            sock.set_read_timeout(Some(POLL))?;
+            sock.set_write_timeout(Some(POLL))?;
         }
+        let t0 = lp.now_ns();
+        let connected = match sock.connect(&self.peer.into()) {
+            Ok(()) => true,
+            Err(e) if e.raw_os_error() == Some(115) => false, // EINPROGRESS
+            Err(e) => return Err(e),
+        };
         let stream: TcpStream = sock.into();
+        if self.blocking {
+            let mut conn = Conn::new(stream, !connected, t0);
+            if connected {
+                let _ = apply_connected(&conn.stream, &self.plan.opts);
+                conn.armed_out = false;
+            }
+            return Ok(conn);
+        }
         lp.watch(
             &stream,
             (self.base + k) as u64,
@@ -261,13 +282,15 @@ impl CrrClient {
         {
             loop {
                 match (&conn.stream).read(&mut self.recv_buf) {
+                    Ok(0) if conn.got >= self.plan.in_size => return Ok(Step::Ended),
                     Ok(0) => {
                         return Ok(Step::Failed("the server closed before its response".into()))
                     }
                     Ok(got) => {
                         c.add_received(got as u64);
+                        let before = conn.got;
                         conn.got += got;
-                        if conn.got >= self.plan.in_size {
+                        if before < self.plan.in_size && conn.got >= self.plan.in_size {
                             return Ok(Step::Complete);
                         }
                     }
@@ -289,18 +312,35 @@ impl CrrClient {
                 let t0 = self.conns[k].as_ref().map_or(0, |c| c.t0);
                 lp.timings.record_since(t0);
                 lp.sh.counters[i].add_transaction();
-                // Dropping the stream closes it: RST with linger 0, else FIN.
-                self.conns[k] = None;
-                self.open_or_fail(lp, k);
+                if self.plan.close != Close::ServerFin {
+                    self.reopen(lp, k);
+                } else if let Step::Ended | Step::Failed(_) =
+                    // The server's FIN follows its response closely.
+                    self.advance(lp, k, epoll::EventFlags::IN)?
+                {
+                    self.reopen(lp, k);
+                }
             }
+            Step::Ended => self.reopen(lp, k),
             Step::Failed(why) => self.fail(lp, k, why),
         }
         Ok(())
+    }
+
+    /// Closes slot `k`'s connection, its transaction done, and opens the
+    /// next: dropping the stream closes it, with RST where linger is 0.
+    fn reopen(&mut self, lp: &mut Loop, k: usize) {
+        self.conns[k] = None;
+        self.open_or_fail(lp, k);
     }
 }
 
 impl Handler for CrrClient {
     fn start(&mut self, lp: &mut Loop) -> io::Result<()> {
+        if self.conns.len() == 1 {
+            self.blocking = true;
+            lp.blocking = Some(self.base as u64);
+        }
         lp.live = self.conns.len();
         for k in 0..self.conns.len() {
             self.open_or_fail(lp, k);
@@ -332,6 +372,9 @@ pub(crate) struct CrrServer {
     recv_buf: Vec<u8>,
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
+    /// A client of one slot on epoll: one connection at a time, accepted,
+    /// read and written with blocking calls (see [`Loop::blocking`]).
+    blocking: bool,
     /// Totals go to this worker's first counter: per-connection counters
     /// would mean nothing when connections last one transaction.
     counter: usize,
@@ -346,19 +389,31 @@ impl CrrServer {
             recv_buf: vec![0u8; plan.in_size.clamp(4096, 256 * 1024)],
             conns: Vec::new(),
             free: Vec::new(),
+            blocking: false,
             counter: sh.range.start,
             plan,
         }
     }
 
     fn accept(&mut self, lp: &mut Loop) -> io::Result<()> {
-        for _ in 0..64 {
-            match self.listener.accept() {
-                Ok((stream, from)) => {
-                    stream.set_nonblocking(true)?;
-                    if let Some(slot) = self.admit(lp, stream, from) {
+        use rustix::net::{acceptfrom_with, SocketFlags};
+        // A blocking connection keeps the listener's timeouts.
+        let flags = match self.blocking {
+            true => SocketFlags::CLOEXEC,
+            false => SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+        };
+        for _ in 0..if self.blocking { 1 } else { 64 } {
+            match acceptfrom_with(&*self.listener, flags).map_err(io::Error::from) {
+                Ok((fd, from)) => {
+                    let from = from.and_then(|a| SocketAddr::try_from(a).ok());
+                    let Some(from) = from else {
+                        continue;
+                    };
+                    if let Some(slot) = self.admit(lp, TcpStream::from(fd), from) {
                         let conn = self.conns[slot].as_ref().expect("admitted");
-                        lp.watch(&conn.stream, slot as u64, epoll::EventFlags::IN)?;
+                        if !self.blocking {
+                            lp.watch(&conn.stream, slot as u64, epoll::EventFlags::IN)?;
+                        }
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -423,7 +478,9 @@ impl CrrServer {
             return Ok(());
         };
         let mut close = false;
-        loop {
+        // A whole request is answered before anything more is read: what
+        // follows it is the client's close, which comes after the answer.
+        while conn.got < self.plan.in_size || conn.written {
             match (&conn.stream).read(&mut self.recv_buf) {
                 Ok(0) => {
                     close = true;
@@ -448,6 +505,7 @@ impl CrrServer {
                     c.add_sent(sent);
                     if conn.written {
                         c.add_transaction();
+                        close = self.plan.close == Close::ServerFin;
                     }
                     arm(lp, conn, slot as u64, blocked)?;
                 }
@@ -464,18 +522,32 @@ impl CrrServer {
 
 impl Handler for CrrServer {
     fn start(&mut self, lp: &mut Loop) -> io::Result<()> {
-        lp.watch(
-            &*self.listener,
-            LISTENER,
-            epoll::EventFlags::IN | epoll::EventFlags::EXCLUSIVE,
-        )?;
+        if self.plan.slots == 1 {
+            self.blocking = true;
+            lp.blocking = Some(LISTENER);
+            self.listener.set_nonblocking(false)?;
+            // The timeout bounds how late the worker sees stop.
+            socket2::SockRef::from(&*self.listener).set_read_timeout(Some(POLL))?;
+        } else {
+            lp.watch(
+                &*self.listener,
+                LISTENER,
+                epoll::EventFlags::IN | epoll::EventFlags::EXCLUSIVE,
+            )?;
+        }
         // The server runs until stopped, whatever its connections do.
         lp.live = 1;
         Ok(())
     }
 
     fn on_readable(&mut self, lp: &mut Loop, id: u64, _: epoll::EventFlags) -> io::Result<Next> {
-        if id == LISTENER {
+        if self.blocking {
+            // One connection at a time: the next waits in the backlog.
+            if self.conns.first().is_none_or(|c| c.is_none()) {
+                self.accept(lp)?;
+            }
+            self.serve(lp, 0)?;
+        } else if id == LISTENER {
             self.accept(lp)?;
         } else {
             self.serve(lp, id as usize)?;
@@ -573,19 +645,29 @@ impl RingFlows for CrrClient {
                 }
                 None
             }
+            (Op::Receive, None) if c.result == 0 && conn.got >= self.plan.in_size => {
+                self.conns[k] = None;
+                self.open_on_ring(lp, q, k)?;
+                None
+            }
             (Op::Receive, None) if c.result == 0 => {
                 Some("the server closed before its response".to_string())
             }
             (Op::Receive, None) => {
                 counters.add_received(c.result as u64);
+                let before = conn.got;
                 conn.got += c.result as usize;
-                if conn.got >= self.plan.in_size {
+                let done = before < self.plan.in_size && conn.got >= self.plan.in_size;
+                if done {
                     lp.timings.record_since(conn.t0);
                     counters.add_transaction();
+                }
+                if done && self.plan.close != Close::ServerFin {
                     // Dropping the stream closes it: RST with linger 0, else FIN.
                     self.conns[k] = None;
                     self.open_on_ring(lp, q, k)?;
                 } else {
+                    // More of the response, or the server's close after it.
                     q.receive_once(conn.stream.as_fd(), receive)?;
                 }
                 None
@@ -616,7 +698,8 @@ impl CrrClient {
 
 /// On a ring the server accepts with a multishot accept on the listener
 /// all its workers share, reads each request with single receives and
-/// waits for the client's close with one more.
+/// waits for the client's close with one more (or, with `server-fin`,
+/// closes once its response is sent).
 impl RingFlows for CrrServer {
     fn shape(&self, _: &Loop) -> Shape {
         ring_shape(self.plan.slots, &self.plan.out_writes, self.plan.in_size)
@@ -680,11 +763,14 @@ impl RingFlows for CrrServer {
             (Op::Send, None) => {
                 counters.add_sent(c.result as u64);
                 conn.wrote(&self.plan.out_writes, c.result as usize);
-                if !queue_write(q, conn, &self.plan.out_writes, send)? {
+                let done = !queue_write(q, conn, &self.plan.out_writes, send)?;
+                if done {
                     counters.add_transaction();
+                }
+                if done && self.plan.close != Close::ServerFin {
                     q.receive_once(conn.stream.as_fd(), receive)?;
                 }
-                false
+                done && self.plan.close == Close::ServerFin
             }
             (Op::Connect | Op::Accept, None) => false,
         };
@@ -701,19 +787,24 @@ mod tests {
     use super::accepts;
     use crate::{Engine, EngineConfig};
     use plumb_samples::Role;
-    use plumb_spec::{Close, RrSpec, Spec};
+    use plumb_spec::{Close, Io, RrSpec, Spec};
     use std::io::{Read, Write};
     use std::net::{IpAddr, TcpListener, TcpStream};
     use std::time::Duration;
 
     fn crr_server(accept_from: &str) -> (Engine, u16) {
+        crr_server_closing(accept_from, Close::Rst, Io::Epoll)
+    }
+
+    fn crr_server_closing(accept_from: &str, close: Close, io: Io) -> (Engine, u16) {
         let mut spec = Spec::crr();
         spec.flows = 1;
         spec.threads = 1;
         spec.duration_ms = 1000;
         spec.warmup_ms = 0;
+        spec.io = io;
         spec.rr = Some(RrSpec {
-            close: Some(Close::Rst),
+            close: Some(close),
             ..RrSpec::default()
         });
         let link = crate::Link {
@@ -762,6 +853,42 @@ mod tests {
         assert_eq!(engine.strays(), 1);
         assert_eq!(engine.counts().transactions(), 0);
         engine.stop().unwrap();
+    }
+
+    #[test]
+    fn a_server_fin_server_closes_after_its_response_and_the_others_wait() {
+        let ios = if crate::ring::ring_here() {
+            vec![Io::Epoll, Io::Uring]
+        } else {
+            vec![Io::Epoll]
+        };
+        for io in ios {
+            for close in [Close::ServerFin, Close::Fin] {
+                let (engine, port) = crr_server_closing("127.0.0.1", close, io);
+                let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+                s.set_read_timeout(Some(Duration::from_millis(500)))
+                    .unwrap();
+                s.write_all(&[7]).unwrap();
+                let mut b = [0u8; 1];
+                assert_eq!(s.read(&mut b).unwrap(), 1, "{io} {close}: the response");
+                // The end of the stream, or the server still waiting for ours.
+                let after = loop {
+                    match s.read(&mut b) {
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        r => break r,
+                    }
+                };
+                if close == Close::ServerFin {
+                    assert_eq!(after.unwrap(), 0, "{io}: the server closed");
+                } else {
+                    let e = after.expect_err("the server waits for the client's close");
+                    assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock, "{io} {close}");
+                }
+                drop(s);
+                assert_eq!(engine.counts().transactions(), 1, "{io} {close}");
+                engine.stop().unwrap();
+            }
+        }
     }
 
     #[test]

@@ -150,7 +150,7 @@ impl EngineConfig {
                     slots: spec.flows as usize,
                     out_writes,
                     in_size,
-                    rst: r.close != Some(plumb_spec::Close::Fin),
+                    close: r.close.unwrap_or(plumb_spec::Close::Rst),
                     peer: (!server).then_some(link.peer),
                     accept_from: server.then(|| link.peer.ip()),
                     opts: spec.socket.clone(),

@@ -222,6 +222,7 @@ fn wait(ep: &OwnedFd, events: &mut Vec<epoll::Event>, timeout_ns: Option<u64>) -
 mod tests {
     use super::*;
     use crate::flow::{test_shared, FlowCounters};
+    use crate::ring::ring_here;
     use std::net::{TcpListener, TcpStream};
     use std::sync::atomic::Ordering::Relaxed;
     use std::sync::Arc;
@@ -335,19 +336,6 @@ mod tests {
                 // The server answered every request the client saw answered,
                 // and at most the pipeline more.
                 assert!(*s >= *c && *s <= *c + 2, "{client:?} {server:?}");
-            }
-        }
-    }
-
-    /// Whether this kernel runs the ring loop; says why not otherwise (a
-    /// failure under CI, whose kernel has it).
-    fn ring_here() -> bool {
-        match plumb_sys::uring::missing(plumb_sys::uring::Needs { send_zc: true }) {
-            None => true,
-            Some(why) => {
-                assert!(std::env::var_os("CI").is_none(), "{why}");
-                eprintln!("skipped: {why}");
-                false
             }
         }
     }

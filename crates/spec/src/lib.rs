@@ -214,14 +214,21 @@ impl Default for RrSpec {
     }
 }
 
-/// How a crr client ends each connection.
+/// How each crr connection ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Close {
-    /// SO_LINGER 0: a reset, no TIME_WAIT (as neper does).
+    /// The client closes with SO_LINGER 0: a reset, no TIME_WAIT (as neper
+    /// does).
     Rst,
-    /// A normal close; the client keeps a TIME_WAIT socket per connection.
+    /// The client closes first, normally; it keeps a TIME_WAIT socket per
+    /// connection.
     Fin,
+    /// The server closes right after its response and the client once it
+    /// has read the end (netperf's TCP_CRR, an HTTP/1.0 server): the
+    /// TIME_WAIT is the server's, and no end waits for the other's close.
+    #[serde(rename = "server-fin")]
+    ServerFin,
 }
 
 /// A spec field whose value is one of a few names. Each name is written
@@ -269,7 +276,7 @@ choices! {
         "uring" => Uring;
     Io: "epoll" => Epoll, "uring" => Uring, "io_uring" => Uring;
     RxMode: "copy" => Copy, "skip" => Skip, "zerocopy" => Zerocopy;
-    Close: "rst" => Rst, "fin" => Fin;
+    Close: "rst" => Rst, "fin" => Fin, "server-fin" => ServerFin;
     Emulator: "netem" => Netem, "plumb" => Plumb;
 }
 
@@ -1059,15 +1066,13 @@ impl Spec {
                 writes(&rr.req_writes),
                 units::show_size(rr.resp_size),
                 writes(&rr.resp_writes),
-                match rr.close {
-                    Some(Close::Rst) => ", close rst".to_string(),
-                    Some(Close::Fin) => ", close fin".to_string(),
-                    None => String::new(),
-                } + &match (rr.rate, rr.pipeline) {
-                    (Some(r), p) => format!(", open loop {r}/s (at most {p} outstanding per flow)"),
-                    (None, 1) => String::new(),
-                    (None, p) => format!(", pipeline {p}"),
-                },
+                rr.close.map_or(String::new(), |c| format!(", close {c}"))
+                    + &match (rr.rate, rr.pipeline) {
+                        (Some(r), p) =>
+                            format!(", open loop {r}/s (at most {p} outstanding per flow)"),
+                        (None, 1) => String::new(),
+                        (None, p) => format!(", pipeline {p}"),
+                    },
                 if self.socket.nodelay { ", nodelay" } else { "" },
                 self.threads,
                 if self.threads == 1 { "" } else { "s" },

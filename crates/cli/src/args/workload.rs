@@ -198,9 +198,10 @@ const CRR: &[Flag] = &[
     choice::<Close>(
         Field::Close,
         "CLOSE",
-        "How the client ends each connection: rst (SO_LINGER 0, a reset that leaves no \
-         TIME_WAIT, as neper does) or fin (a normal close, one TIME_WAIT socket per \
-         transaction on the client)",
+        "How each connection ends: rst (the client resets it with SO_LINGER 0, leaving no \
+         TIME_WAIT, as neper does), fin (the client closes first, keeping one TIME_WAIT \
+         socket per transaction) or server-fin (the server closes right after its response \
+         and the TIME_WAIT is its own, as netperf's TCP_CRR does)",
     ),
     REQ_WRITES,
     RESP_WRITES,
