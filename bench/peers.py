@@ -41,6 +41,12 @@ SECS = int(os.environ.get("SECS", "5"))
 WARM = 1
 RUN_S = WARM + SECS + 1
 IPERF3 = os.environ.get("IPERF3", "iperf3")
+# Another machine's run gets its own section beside the one of record.
+HEADING = os.environ.get("HEADING", "peers")
+# PIN="C,S": every tool's client on CPU C and its server on CPU S, so that
+# where the scheduler happens to put the two ends is no part of the
+# comparison (on many CPUs it moves a single stream's rate by a third).
+PIN = os.environ.get("PIN")
 UDP_SIZE = 1472
 
 port = 20000 + int.from_bytes(os.urandom(2), "little") % 10000
@@ -158,14 +164,26 @@ CASES = {
             "sockperf": sockperf("ping-pong", "--tcp", "-m", "14", "--pps", "max"),
             "qperf": qperf("tcp_lat", "-m", "1"),
         }),
+    # Who closes first decides which end waits for the other's FIN and
+    # keeps the TIME_WAIT: each close order is its own case, with the peer
+    # that closes that way.
     "crr-1": dict(
-        desc="crr, 1 flow, a TCP connection per 1-byte transaction, closed with FIN",
-        unit="tx", note="",
+        desc="crr, 1 flow, a TCP connection per 1-byte transaction, the client closing first with FIN",
+        unit="tx", note="neper's client closes first (with --time-wait, a FIN); netperf's server closes first, "
+                        "the next case.",
         tools={
             "plumb": plumb("crr", "--close", "fin"),
             "plumb-uring": plumb("crr", "--close", "fin", "--io", "uring"),
-            "netperf": netperf("TCP_CRR", "-r", "1,1"),
             "neper": neper("tcp_crr", "-Q", "1", "-R", "1", "--time-wait"),
+        }),
+    "crr-1-server-fin": dict(
+        desc="crr, 1 flow, a TCP connection per 1-byte transaction, the server closing first with FIN",
+        unit="tx", note="netperf's TCP_CRR: its server closes right after the response and the client once "
+                        "it has read the end.",
+        tools={
+            "plumb": plumb("crr", "--close", "server-fin"),
+            "plumb-uring": plumb("crr", "--close", "server-fin", "--io", "uring"),
+            "netperf": netperf("TCP_CRR", "-r", "1,1"),
         }),
     "rr-1000": many_rr(1000, "netperf, sockperf and qperf open one flow per process."),
     "rr-10000": many_rr(10000, ""),
@@ -190,6 +208,18 @@ CASES = {
             "qperf": qperf("udp_lat", "-m", "16"),
         }),
 }
+
+
+def commands(case, tool, p):
+    """The tool's server and client commands, pinned where PIN says: plumb
+    by its own --client-cpus and --server-cpus, the peers by taskset."""
+    server, client = CASES[case]["tools"][tool](p)
+    if not PIN:
+        return server, client
+    c, s = PIN.split(",")
+    if tool.startswith("plumb"):
+        return server, client + ["--client-cpus", c, "--server-cpus", s]
+    return server and ["taskset", "-c", s, *server], ["taskset", "-c", c, *client]
 
 
 # ---- the kernel's counters and the processes' CPU -----------------------
@@ -257,7 +287,7 @@ def traffic_starts():
 
 
 def one_run(case, tool, rep):
-    server, client = CASES[case]["tools"][tool](next_port())
+    server, client = commands(case, tool, next_port())
     base = f"{WORK}/{case}-{tool}-{rep}"
     srv = subprocess.Popen(server, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=WORK) if server else None
     if srv:
@@ -438,13 +468,17 @@ def render(runs, cases):
     }
     cpu_model = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "")
     reps = max(r["rep"] for r in runs)
-    out = ["## peers: plumb against every peer, every case\n"]
+    out = [f"## {HEADING}: plumb against every peer, every case\n"]
+    env = (f"HEADING='{HEADING}' " if HEADING != "peers" else "") + (f"PIN={PIN} " if PIN else "")
+    pinned = (f"Every tool's client runs on CPU {PIN.split(',')[0]} and its server on CPU {PIN.split(',')[1]} "
+              "(plumb's `--client-cpus` and `--server-cpus`, taskset for the peers). ") if PIN else ""
+    only = "" if cases == list(CASES) else " " + " ".join(cases)
     out.append(
-        f"`bash bench/peers.sh {reps} {SECS}` on {datetime.date.today().isoformat()}: {os.cpu_count()} CPUs "
+        f"`{env}bash bench/peers.sh {reps} {SECS}{only}` on {datetime.date.today().isoformat()}: {os.cpu_count()} CPUs "
         f"({cpu_model}), kernel {platform.release()}; {versions['plumb']}; {versions['iperf3']}; "
         f"{versions['netperf']}; neper 1.1.0; {versions['sockperf']}; qperf 0.4.11. "
         f"{reps} repetitions; in each, every case runs every tool that can run it, one after the other, "
-        f"the order of the tools rotating with the repetition. Each tool runs {RUN_S} s of traffic and the "
+        f"the order of the tools rotating with the repetition. {pinned}Each tool runs {RUN_S} s of traffic and the "
         f"window is {SECS} s from {WARM} s after its traffic started (the first 50 ms with more than 50 "
         "packets on lo: sockperf warms up on its own for about 2 s first). Rate of record: the bits lo carried "
         "(stream; headers and ACKs included, a quarter of them with 256-byte writes, so the own reports "
@@ -515,8 +549,8 @@ def render(runs, cases):
         if spec["note"]:
             detail.append(f"\n{spec['note']}")
         detail.append("\nCommands (PORT a fresh port per run):\n")
-        for t, cmd in spec["tools"].items():
-            server, client = cmd("PORT")
+        for t in spec["tools"]:
+            server, client = commands(c, t, "PORT")
             if server:
                 detail.append(f"    {' '.join(os.path.basename(server[0]) if i == 0 else a for i, a in enumerate(server))} &")
             detail.append("    " + " ".join(os.path.basename(client[0]) if i == 0 else a for i, a in enumerate(client)))

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The benchmark of record: plumb against netperf, neper, iperf3, sockperf
 # and qperf on every case (stream with 1 and 32 flows, rr with 1, 1000 and
-# 10000 flows, crr, udp-stream, udp-rr) in one alternating run, the same
-# flows and threads for every tool, rate and cost measured for all from the
-# kernel's counters and /proc/stat (and each tool's own report beside
-# them). Writes the "peers" section of BENCHMARKS.md: per case, plumb's
+# 10000 flows, crr closed by either end, udp-stream, udp-rr) in one
+# alternating run, the same flows and threads for every tool, rate and cost
+# measured for all from the kernel's counters and /proc/stat (and each
+# tool's own report beside them). Writes the "peers" section of BENCHMARKS.md: per case, plumb's
 # ratio to the best peer in rate and per busy CPU-second with its interval
 # over the repetitions. bench/peers.py says how each figure is taken.
 #
@@ -14,7 +14,9 @@
 # holding netperf, netserver and neper's binaries (default: what
 # ../shared/peers/build.sh builds); OUT=FILE another file than
 # BENCHMARKS.md; RAW=FILE keeps every run's figures (JSON lines) there, and
-# RENDER_ONLY=1 with RAW=FILE writes the section again from them. Its many
+# RENDER_ONLY=1 with RAW=FILE writes the section again from them;
+# HEADING="peers on 16 CPUs" writes another machine's section under its own
+# heading, beside the one of record. Its many
 # repetitions are no test: CI does not run it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,5 +28,6 @@ OUT=${OUT:-BENCHMARKS.md}
 
 bench_need iperf3 sockperf qperf
 bench_setup
-REPS=$REPS SECS=$SECS PLUMB=$PLUMB PEERS=$PEERS WORK=$work python3 bench/peers.py "$@"
-write_section "$OUT" '## peers: [^\n]*\n' "$work/section.md"
+HEADING=${HEADING:-peers}
+REPS=$REPS SECS=$SECS PLUMB=$PLUMB PEERS=$PEERS WORK=$work HEADING=$HEADING python3 bench/peers.py "$@"
+write_section "$OUT" "## $HEADING: [^\\n]*\\n" "$work/section.md"
