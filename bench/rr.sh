@@ -15,12 +15,18 @@
 #   b) one UDP flow, closed loop, 16-byte request and response (plumb's
 #      smallest datagram: its header): plumb udp-rr against sockperf's UDP
 #      ping-pong, netperf UDP_RR -r 16,16 and neper udp_rr -Q 16 -R 16.
-# plumb alone at thousands of flows (rr and crr) is bench/scale.sh.
+# plumb and neper at thousands of flows (rr and crr) are bench/scale.sh.
 # Reported per tool: transactions per second, round-trip latency p50 and p99
-# (and mean), medians with min-max. Both sockperf (without --full-rtt) and
-# qperf report half a round trip as "latency"; the figures here are whole
-# round trips throughout, and for qperf, which gives only a mean, transactions
-# per second are 1e6 / round-trip microseconds.
+# (and mean), medians with min-max. plumb against each peer, per case:
+# plumb/peer for transactions per second, p50 and p99, the geometric mean of
+# the paired repetitions' ratios with its 95 % Student-t interval
+# (bench/ratio.py), a difference called only where the interval leaves 1
+# out: the runs of one repetition follow each other closely, so drift between
+# repetitions hits both sides of a pair alike and does not pass for a
+# difference. Both sockperf (without --full-rtt) and qperf report half a
+# round trip as "latency"; the figures here are whole round trips throughout,
+# and for qperf, which gives only a mean, transactions per second are
+# 1e6 / round-trip microseconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${1:-5}
@@ -121,6 +127,8 @@ done
 python3 - "$work" "$REPS" "$SECS" "$("$PLUMB" --version)" "$(sockperf --version 2>&1 | head -1)" \
   "$(qperf --version 2>&1 | head -1)" "${SP_RTT[*]}" "$("$PEERS/netperf" -V 2>&1 | head -1)" <<'PY'
 import glob, json, os, platform, re, resource, statistics, sys, datetime
+sys.path.insert(0, "bench")
+from ratio import ratio_interval, called
 work, reps, secs, plumb_v, sockperf_v, qperf_v, sp_rtt, netperf_v = sys.argv[1:]
 
 def med(xs):
@@ -140,16 +148,22 @@ def rep_of(path):
 def files(pattern):
     return sorted(glob.glob(f"{work}/{pattern}"), key=rep_of)
 
+def add(into, f, **vals):
+    """One run's figures into a tool's lists, and under its repetition, so
+    that a ratio pairs the runs of one repetition even where another tool's
+    run of it was left out."""
+    for k, v in vals.items():
+        into[k].append(v)
+        into["at"].setdefault(k, {})[rep_of(f)] = v
+
 # (a) one flow: transactions/s, p50, p99 and mean round trip in microseconds.
-a = {t: {"tps": [], "p50": [], "p99": [], "mean": []} for t in ("plumb", "sockperf", "qperf")}
+a = {t: {"tps": [], "p50": [], "p99": [], "mean": [], "at": {}} for t in ("plumb", "sockperf", "qperf")}
 a_failed = {t: 0 for t in a}
 def plumb_into(pattern, into):
     for f in files(pattern):
         it = json.load(open(f))["iterations"][0]
         lat = it["client"]["latency"]
-        into["tps"].append(it["derived"]["tps"])
-        for k in ("p50", "p99", "mean"):
-            into[k].append(lat[f"{k}_us"])
+        add(into, f, tps=it["derived"]["tps"], **{k: lat[f"{k}_us"] for k in ("p50", "p99", "mean")})
         if "timeouts" in into:
             into["timeouts"].append(it["client"]["udp"]["timeouts"])
 plumb_into("plumb-a-*.json", a["plumb"])
@@ -167,14 +181,12 @@ def sockperf_into(pattern, into, failed):
             continue
         # sockperf prints half round trips ("Latency is") unless run with --full-rtt ("Round trip is").
         k = 1.0 if summ.group(1) == "Round trip" else 2.0
-        into["tps"].append(int(obs.group(1)) / float(dur.group(1)))
-        into["p50"].append(k * pct[50.0])
-        into["p99"].append(k * pct[99.0])
-        into["mean"].append(k * float(summ.group(2)))
+        add(into, f, tps=int(obs.group(1)) / float(dur.group(1)), p50=k * pct[50.0], p99=k * pct[99.0],
+            mean=k * float(summ.group(2)))
 sockperf_into("sockperf-a-*.txt", a["sockperf"], a_failed)
 
 # (b) one UDP flow.
-c = {t: {"tps": [], "p50": [], "p99": [], "mean": [], "timeouts": []} for t in ("plumb", "sockperf")}
+c = {t: {"tps": [], "p50": [], "p99": [], "mean": [], "timeouts": [], "at": {}} for t in ("plumb", "sockperf")}
 c_failed = {"plumb": 0, "sockperf": 0}
 plumb_into("plumb-c-*.json", c["plumb"])
 sockperf_into("sockperf-c-*.txt", c["sockperf"], c_failed)
@@ -186,8 +198,7 @@ for f in files("qperf-a-*.txt"):
         a_failed["qperf"] += 1
         continue
     rtt = 2 * float(m.group(1)) * units[m.group(2)]  # qperf's tcp_lat latency is one way, half a round trip
-    a["qperf"]["tps"].append(1e6 / rtt)
-    a["qperf"]["mean"].append(rtt)
+    add(a["qperf"], f, tps=1e6 / rtt, mean=rtt)
 
 def peers_into(case, into, failed):
     """netperf's and neper's figures of case `case` into `into[tool]`."""
@@ -197,8 +208,7 @@ def peers_into(case, into, failed):
             failed["netperf"] += 1
             continue
         tps, mean, p50, p99 = map(float, m.groups())
-        for k, v in (("tps", tps), ("mean", mean), ("p50", p50), ("p99", p99)):
-            into["netperf"][k].append(v)
+        add(into["netperf"], f, tps=tps, mean=mean, p50=p50, p99=p99)
     for f in files(f"neper-{case}-*.txt"):
         kv = dict(l.split("=", 1) for l in open(f, errors="replace").read().splitlines() if "=" in l)
         try:
@@ -211,23 +221,47 @@ def peers_into(case, into, failed):
         if tps <= 0:
             failed["neper"] += 1
             continue
-        for k, v in vals.items():
-            into["neper"][k].append(v)
+        add(into["neper"], f, **vals)
 
 for t in ("netperf", "neper"):
-    a[t] = {"tps": [], "p50": [], "p99": [], "mean": []}
+    a[t] = {"tps": [], "p50": [], "p99": [], "mean": [], "at": {}}
     a_failed[t] = 0
-    c[t] = {"tps": [], "p50": [], "p99": [], "mean": [], "timeouts": []}
+    c[t] = {"tps": [], "p50": [], "p99": [], "mean": [], "timeouts": [], "at": {}}
     c_failed[t] = 0
 peers_into("a", a, a_failed)
 peers_into("c", c, c_failed)
 
-def best_ratio(d):
-    have = [(med(d[t]["tps"])[0], t) for t in d if t != "plumb" and d[t]["tps"]]
-    if not (have and d["plumb"]["tps"]):
-        return ""
-    best, who = max(have)
-    return f"{med(d['plumb']['tps'])[0] / best:.2f} (best peer {who})"
+# (key, heading, words for a ratio above 1 and below 1, whether more is better)
+METRICS = (("tps", "transactions/s", "better", "worse", True),
+           ("p50", "p50 round trip", "worse", "better", False),
+           ("p99", "p99 round trip", "worse", "better", False))
+
+def paired(d, peer, k):
+    """plumb/peer for figure k over the repetitions where both have it."""
+    mine, theirs = d["plumb"]["at"].get(k, {}), d[peer]["at"].get(k, {})
+    return ratio_interval([(theirs[r], mine[r]) for r in sorted(mine) if r in theirs])
+
+def ratio_table(d, peers):
+    out = ["| peer | " + " | ".join(f"{h}, plumb/peer [95 %] | called" for _, h, *_ in METRICS) + " |",
+           "|---" * (1 + 2 * len(METRICS)) + "|"]
+    for peer in peers:
+        cells = []
+        for k, _, above, below, _ in METRICS:
+            if not d[peer][k]:
+                cells += ["not reported", "-"]
+                continue
+            iv = paired(d, peer, k)
+            cells += [f"{iv[0]:.3f} [{iv[1]:.3f}, {iv[2]:.3f}]" if iv else "n/a", called(iv, above, below)]
+        out.append(f"| {peer} | " + " | ".join(cells) + " |")
+    best = []
+    for k, h, _, _, more in METRICS:
+        have = {t: med(d[t][k])[0] for t in peers if d[t][k]}
+        if have:
+            who = (max if more else min)(have, key=have.get)
+            best.append(f"{h} {who}")
+    if best:
+        out.append("\nBest peer by its median (most transactions/s, shortest round trip): " + ", ".join(best) + ".")
+    return out
 
 cpu_model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "")
 today = datetime.date.today().isoformat()
@@ -249,9 +283,13 @@ lines = []
 lines.append("## rr: plumb vs sockperf, qperf, netperf and neper on loopback\n")
 lines.append(f"Run by `bench/rr.sh {reps} {secs}` on {today}: {os.cpu_count()} CPUs ({cpu_model}), "
              f"kernel {platform.release()}, RLIMIT_NOFILE {nofile}, {plumb_v}, {sockperf_v}, {qperf_v}, {netperf_v}, neper 1.1.0. "
-             f"{reps} repetitions of {secs} s per tool and case, the order of the tools in case (a) rotating "
-             "with each repetition. Medians with min-max in brackets. All latencies are whole round trips "
-             "(request out, response back) in microseconds.\n")
+             f"{reps} repetitions of {secs} s per tool and case, the order of the tools rotating "
+             "with each repetition. Each tool: medians with min-max in brackets. All latencies are whole round "
+             "trips (request out, response back) in microseconds. plumb against each peer: the geometric mean of "
+             "the paired repetitions' ratios plumb/peer (plumb's run of a repetition against the peer's run of "
+             "the same repetition) with its 95 % Student-t interval in brackets; a difference is called only where "
+             "the interval leaves 1 out. For transactions/s a ratio above 1 means plumb did more; for round trips "
+             "a ratio below 1 means plumb's round trip is shorter, which is better.\n")
 lines.append("### (a) one TCP flow, closed loop, 1-byte request and response\n")
 lines.append("| tool | message size | transactions/s | p50 round trip (µs) | p99 round trip (µs) | mean round trip (µs) |")
 lines.append("|---|---|---|---|---|---|")
@@ -259,14 +297,9 @@ size = {"plumb": "1 B", "sockperf": "14 B", "qperf": "1 B", "netperf": "1 B", "n
 for tool in ("plumb", "sockperf", "qperf", "netperf", "neper"):
     r = a[tool]
     lines.append(f"| {tool} | {size[tool]} | {fmt(r['tps'], '', 0)} | {fmt(r['p50'])} | {fmt(r['p99'])} | {fmt(r['mean'])} |")
-pt = a["plumb"]["tps"]
-ratios = []
-for other in ("sockperf", "qperf", "netperf", "neper"):
-    if pt and a[other]["tps"]:
-        ratios.append(f"plumb/{other} {med(pt)[0] / med(a[other]['tps'])[0]:.2f}")
-if ratios:
-    lines.append(f"\nRatio of the median transactions/s: {', '.join(ratios)}; against the best peer "
-                 f"{best_ratio(a)}.\n")
+lines.append("")
+lines += ratio_table(a, ("sockperf", "qperf", "netperf", "neper"))
+lines.append("")
 failed = [f"{t} {n} of {reps}" for t, n in a_failed.items() if n]
 if failed:
     lines.append(f"Runs whose output could not be parsed, left out: {', '.join(failed)}.\n")
@@ -291,11 +324,9 @@ lines.append("|---|---|---|---|---|")
 for tool in ("plumb", "sockperf", "netperf", "neper"):
     r = c[tool]
     lines.append(f"| {tool} | {fmt(r['tps'], '', 0)} | {fmt(r['p50'])} | {fmt(r['p99'])} | {fmt(r['mean'])} |")
-if c["plumb"]["tps"] and c["sockperf"]["tps"]:
-    lines.append(f"\nRatio of the median transactions/s: plumb/sockperf "
-                 f"{med(c['plumb']['tps'])[0] / med(c['sockperf']['tps'])[0]:.2f}; against the best peer "
-                 f"{best_ratio(c)}. "
-                 f"plumb's requests that timed out (200 ms): {sum(c['plumb']['timeouts'])} over all repetitions.\n")
+lines.append("")
+lines += ratio_table(c, ("sockperf", "netperf", "neper"))
+lines.append(f"\nplumb's requests that timed out (200 ms): {sum(c['plumb']['timeouts'])} over all repetitions.\n")
 failed = [f"{t} {n} of {reps}" for t, n in c_failed.items() if n]
 if failed:
     lines.append(f"Runs whose output could not be parsed, left out: {', '.join(failed)}.\n")

@@ -21,7 +21,13 @@
 # Reported per workload and flow count: transactions/s, p99 round trip,
 # client CPU per transaction, and the resident set of each process at the
 # end of the window; medians with min-max over the repetitions, the workloads
-# and flow counts alternating within each repetition.
+# and flow counts alternating within each repetition. plumb against neper:
+# plumb/neper for transactions/s, client CPU per transaction and client RSS,
+# the geometric mean of the paired repetitions' ratios with its 95 %
+# Student-t interval (bench/ratio.py), a difference called only where the
+# interval leaves 1 out: the two tools' runs of one repetition follow each
+# other closely, so drift between repetitions hits both sides of a pair
+# alike and does not pass for a difference.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${1:-5}
@@ -76,7 +82,18 @@ done
 
 python3 - "$work" "$REPS" "$SECS" "$("$PLUMB" --version)" "${FLOWS[@]}" <<'PY'
 import datetime, glob, json, os, platform, resource, statistics, sys
+sys.path.insert(0, "bench")
+from ratio import ratio_interval, called
 work, reps, secs, plumb_v, *flows = sys.argv[1:]
+
+def add(into, path, **vals):
+    """One run's figures into a tool's lists, and under its repetition (the
+    file name's last field), so that a ratio pairs the two tools' runs of one
+    repetition even where a run of another repetition was left out."""
+    rep = int(os.path.splitext(path)[0].rsplit("-", 1)[1])
+    for k, v in vals.items():
+        into[k].append(v)
+        into["at"].setdefault(k, {})[rep] = v
 
 def fmt(xs, digits=1):
     if not xs:
@@ -87,18 +104,17 @@ def fmt(xs, digits=1):
 rows = []
 for f in flows:
     for w in ("rr", "crr"):
-        r = {"tps": [], "p99": [], "cpu": [], "crss": [], "srss": [], "err": []}
+        r = {"tps": [], "p99": [], "cpu": [], "crss": [], "srss": [], "err": [], "at": {}}
         for p in sorted(glob.glob(f"{work}/{w}-{f}-*.json")):
             it = json.load(open(p))["iterations"][0]
-            r["tps"].append(it["derived"]["tps"])
-            r["p99"].append(it["client"]["latency"]["p99_us"])
-            r["cpu"].append(1e6 * it["derived"]["client_cpu_s_per_tx"])
-            r["crss"].append(it["client"]["process"]["rss_bytes"] / 2**20)
-            r["srss"].append(it["server"]["process"]["rss_bytes"] / 2**20)
+            add(r, p, tps=it["derived"]["tps"], p99=it["client"]["latency"]["p99_us"],
+                cpu=1e6 * it["derived"]["client_cpu_s_per_tx"],
+                crss=it["client"]["process"]["rss_bytes"] / 2**20,
+                srss=it["server"]["process"]["rss_bytes"] / 2**20)
         for p in sorted(glob.glob(f"{work}/{w}-{f}-*.err")):
             r["err"].append(open(p).read().strip().replace("|", "\\|"))
         rows.append((w, f, "plumb", r))
-        n = {"tps": [], "p99": [], "cpu": [], "crss": [], "srss": [], "err": []}
+        n = {"tps": [], "p99": [], "cpu": [], "crss": [], "srss": [], "err": [], "at": {}}
         for p in sorted(glob.glob(f"{work}/neper-{w}-{f}-*.txt")):
             kv = dict(l.split("=", 1) for l in open(p, errors="replace").read().splitlines() if "=" in l)
             try:
@@ -106,10 +122,8 @@ for f in flows:
                 cpu = sum(float(kv[k + "_end"]) - float(kv[k + "_start"]) for k in ("utime", "stime"))
                 if tx <= 0:
                     raise ValueError
-                n["tps"].append(tx / float(kv["total_run_time"]))
-                n["p99"].append(1e6 * float(kv["latency_p99"]))
-                n["cpu"].append(1e6 * cpu / tx)
-                n["crss"].append(float(kv["maxrss_end"]) / 1024)
+                add(n, p, tps=tx / float(kv["total_run_time"]), p99=1e6 * float(kv["latency_p99"]),
+                    cpu=1e6 * cpu / tx, crss=float(kv["maxrss_end"]) / 1024)
             except (KeyError, ValueError):
                 n["err"].append("no transactions or unreadable output")
         rows.append((w, f, "neper", n))
@@ -122,11 +136,16 @@ lines = ["## scale: rr and crr with thousands of flows, plumb and neper\n"]
 lines.append(f"Run by `bench/scale.sh {reps} {secs} {' '.join(flows)}` on {datetime.date.today().isoformat()}: "
              f"{cpu_desc} ({cpu_model}), kernel {platform.release()}, RLIMIT_NOFILE soft {nofile[0]} "
              f"hard {nofile[1]}, {plumb_v}, neper 1.1.0. {reps} repetitions of {secs} s per workload and flow count, 2 worker "
-             "threads on each end, 1-byte request and response. Medians with min-max in brackets.\n")
+             "threads on each end, 1-byte request and response. Each tool: medians with min-max in brackets. "
+             "plumb against neper (the second table): the geometric mean of the paired repetitions' ratios "
+             "plumb/neper (plumb's run of a repetition against neper's run of the same workload and flow count in "
+             "that repetition) with its 95 % Student-t interval in brackets; a difference is called only where the "
+             "interval leaves 1 out. For transactions/s a ratio above 1 means plumb did more; for client CPU per "
+             "transaction lower is better, so a ratio below 1 means plumb spent less; for client RSS a ratio below "
+             "1 means plumb's client held less memory.\n")
 lines.append("| workload | flows | tool | transactions/s | p99 round trip (µs) | client CPU per transaction (µs) | client RSS (MiB) | server RSS (MiB) |")
 lines.append("|---|---|---|---|---|---|---|---|")
 notes = []
-ratios = []
 by = {(w, f, t): r for w, f, t, r in rows}
 for w, f, t, r in rows:
     if r["tps"]:
@@ -137,19 +156,32 @@ for w, f, t, r in rows:
     else:
         why = "; ".join(sorted(set(r["err"]))) or "no result"
         lines.append(f"| {w} | {f} | {t} | not run: {why} | | | | |")
-    if t == "neper" and r["tps"] and by[(w, f, "plumb")]["tps"]:
-        ratios.append(f"{w} {f}: {statistics.median(by[(w, f, 'plumb')]['tps']) / statistics.median(r['tps']):.2f}")
 if notes:
     lines.append("\n" + "\n".join(f"- {n}" for n in notes))
-if ratios:
-    lines.append("\nRatio of plumb's median transactions/s to neper's (the only peer with many flows per "
-                 "process): " + ", ".join(ratios) + ".")
+
+# (key, heading, words for a ratio above 1 and below 1)
+METRICS = (("tps", "transactions/s", "better", "worse"),
+           ("cpu", "client CPU per transaction (lower is better)", "worse", "better"),
+           ("crss", "client RSS", "more memory", "less memory"))
+lines.append("\nplumb against neper, the only peer with many flows per process:\n")
+lines.append("| workload | flows | " + " | ".join(f"{h}, plumb/neper [95 %] | called" for _, h, _, _ in METRICS) + " |")
+lines.append("|---" * (2 + 2 * len(METRICS)) + "|")
+for f in flows:
+    for w in ("rr", "crr"):
+        mine, theirs = by[(w, f, "plumb")]["at"], by[(w, f, "neper")]["at"]
+        cells = []
+        for k, _, above, below in METRICS:
+            a, b = theirs.get(k, {}), mine.get(k, {})
+            iv = ratio_interval([(a[r], b[r]) for r in sorted(b) if r in a])
+            cells += [f"{iv[0]:.3f} [{iv[1]:.3f}, {iv[2]:.3f}]" if iv else "n/a", called(iv, above, below)]
+        lines.append(f"| {w} | {f} | " + " | ".join(cells) + " |")
 lines.append("\nClient CPU per transaction is the client process's user+system time over the window divided by "
              "its transactions (`derived.client_cpu_s_per_tx`); RSS is each process's resident set at the end "
              "of the window (`client.process.rss_bytes`, `server.process.rss_bytes`). In crr every transaction "
              "is a new connection, closed with FIN by both tools (neper with --time-wait; its default, like plumb's, "
              "is a reset). neper's figures: transactions over its run time, its p99, its client process's "
-             "user+system time per transaction, and its client's peak RSS (it reports no server RSS). Where the flows need more descriptors "
+             "user+system time per transaction, and its client's peak RSS (it reports no server RSS; the RSS ratio "
+             "sets it against plumb's client RSS at the end of the window). Where the flows need more descriptors "
              "than RLIMIT_NOFILE lets one process open, plumb runs them as a flow group of several client processes, "
              "each with its own embedded server; CPU and RSS are then the sums over the group's processes.\n")
 lines.append("Commands (WORKLOAD rr or crr, FLOWS as in the table; crr adds `--close fin` to plumb and "
