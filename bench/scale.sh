@@ -173,6 +173,10 @@ for f in flows:
         for k, _, above, below in METRICS:
             a, b = theirs.get(k, {}), mine.get(k, {})
             iv = ratio_interval([(a[r], b[r]) for r in sorted(b) if r in a])
+            if not a or not b:
+                # A tool that could not run is not a lack of repetitions.
+                cells += ["n/a", f"{'neper' if not a else 'plumb'} did not run"]
+                continue
             cells += [f"{iv[0]:.3f} [{iv[1]:.3f}, {iv[2]:.3f}]" if iv else "n/a", called(iv, above, below)]
         lines.append(f"| {w} | {f} | " + " | ".join(cells) + " |")
 lines.append("\nClient CPU per transaction is the client process's user+system time over the window divided by "
