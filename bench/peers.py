@@ -118,6 +118,20 @@ def many_rr(flows, note):
         })
 
 
+def one_crr(close, first, note, **peers):
+    """crr over 1 flow closed by `first` with FIN. Who closes first decides
+    which end waits for the other's FIN and keeps the TIME_WAIT, so each
+    close order is its own case, with the peers that close that way."""
+    return dict(
+        desc=f"crr, 1 flow, a TCP connection per 1-byte transaction, the {first} closing first with FIN",
+        unit="tx", note=note,
+        tools={
+            "plumb": plumb("crr", "--close", close),
+            "plumb-uring": plumb("crr", "--close", close, "--io", "uring"),
+            **peers,
+        })
+
+
 # plumb's two engines, each a tool of the cases it runs.
 ENGINES = (("plumb", "epoll"), ("plumb-uring", "uring"))
 
@@ -164,27 +178,12 @@ CASES = {
             "sockperf": sockperf("ping-pong", "--tcp", "-m", "14", "--pps", "max"),
             "qperf": qperf("tcp_lat", "-m", "1"),
         }),
-    # Who closes first decides which end waits for the other's FIN and
-    # keeps the TIME_WAIT: each close order is its own case, with the peer
-    # that closes that way.
-    "crr-1": dict(
-        desc="crr, 1 flow, a TCP connection per 1-byte transaction, the client closing first with FIN",
-        unit="tx", note="neper's client closes first (with --time-wait, a FIN); netperf's server closes first, "
-                        "the next case.",
-        tools={
-            "plumb": plumb("crr", "--close", "fin"),
-            "plumb-uring": plumb("crr", "--close", "fin", "--io", "uring"),
-            "neper": neper("tcp_crr", "-Q", "1", "-R", "1", "--time-wait"),
-        }),
-    "crr-1-server-fin": dict(
-        desc="crr, 1 flow, a TCP connection per 1-byte transaction, the server closing first with FIN",
-        unit="tx", note="netperf's TCP_CRR: its server closes right after the response and the client once "
-                        "it has read the end.",
-        tools={
-            "plumb": plumb("crr", "--close", "server-fin"),
-            "plumb-uring": plumb("crr", "--close", "server-fin", "--io", "uring"),
-            "netperf": netperf("TCP_CRR", "-r", "1,1"),
-        }),
+    "crr-1": one_crr("fin", "client", "neper's client closes first (with --time-wait, a FIN); netperf's "
+                                      "server closes first, the next case.",
+                     neper=neper("tcp_crr", "-Q", "1", "-R", "1", "--time-wait")),
+    "crr-1-server-fin": one_crr("server-fin", "server", "netperf's TCP_CRR: its server closes right after the "
+                                                        "response and the client once it has read the end.",
+                                netperf=netperf("TCP_CRR", "-r", "1,1")),
     "rr-1000": many_rr(1000, "netperf, sockperf and qperf open one flow per process."),
     "rr-10000": many_rr(10000, ""),
     "udp-stream": dict(
