@@ -438,11 +438,14 @@ def main():
             sys.exit(f"bench/peers.sh: no case {c!r}; the cases are {', '.join(CASES)}")
     resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
     raw = os.environ.get("RAW") or f"{WORK}/runs.jsonl"
+    if not os.environ.get("RENDER_ONLY") and os.path.exists(raw):
+        # Appended to, it would mix an earlier run's repetitions into this one's pairs.
+        sys.exit(f"bench/peers.sh: RAW={raw} exists; give a new file, or RENDER_ONLY=1 to render it")
     runs = []
     if os.environ.get("RENDER_ONLY"):
         runs = [json.loads(line) for line in open(raw)]
     else:
-        with open(raw, "a") as out:
+        with open(raw, "w") as out:
             for rep in range(1, REPS + 1):
                 for c in cases:
                     tools = list(CASES[c]["tools"])

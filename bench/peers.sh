@@ -13,11 +13,11 @@
 # PLUMB=path/to/plumb uses a binary built elsewhere; PEERS=DIR a directory
 # holding netperf, netserver and neper's binaries (default: what
 # ../shared/peers/build.sh builds); OUT=FILE another file than
-# BENCHMARKS.md; RAW=FILE keeps every run's figures (JSON lines) there, and
-# RENDER_ONLY=1 with RAW=FILE writes the section again from them;
-# HEADING="peers on 16 CPUs" writes another machine's section under its own
-# heading, beside the one of record. Its many
-# repetitions are no test: CI does not run it.
+# BENCHMARKS.md; RAW=FILE (a new file) keeps every run's figures (JSON
+# lines) there, and RENDER_ONLY=1 with RAW=FILE writes the section again
+# from them; HEADING="peers on 16 CPUs" writes another machine's section
+# under its own heading, beside the one of record. Its many repetitions are
+# no test: CI does not run it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${1:-5}
