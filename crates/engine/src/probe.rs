@@ -657,11 +657,17 @@ impl Edges for ProcessProbe {
         engine: &Engine,
         out: &mut EndResult,
     ) {
-        // A worker that ended in the window counts as it was when it ended.
+        // A worker that ended in the window counts as it was when it ended,
+        // also where the window's close read it as it was exiting: its stat
+        // read, its schedstat gone a moment later.
         for t in engine.exited_workers() {
-            let was = |tasks: &[TaskSnapshot]| tasks.iter().any(|o| o.tid == t.tid);
-            if was(&a.tasks) && !was(&b.tasks) {
-                b.tasks.push(t);
+            if !a.tasks.iter().any(|o| o.tid == t.tid) {
+                continue;
+            }
+            match b.tasks.iter_mut().find(|o| o.tid == t.tid) {
+                None => b.tasks.push(t),
+                Some(o) if o.schedstat.is_none() && t.schedstat.is_some() => *o = t,
+                Some(_) => {}
             }
         }
         let (process, path_cpu_s) = process_cpu(&a, &b, ticks_per_sec(), engine);
