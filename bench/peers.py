@@ -553,9 +553,12 @@ def render(runs, cases):
         detail.append("\nCommands (PORT a fresh port per run):\n")
         for t in spec["tools"]:
             server, client = commands(c, t, "PORT")
+            # Programs by name: where they lie here says nothing of the run.
+            def shown(cmd):
+                return " ".join(os.path.basename(a) if os.path.isabs(a) else a for a in cmd)
             if server:
-                detail.append(f"    {' '.join(os.path.basename(server[0]) if i == 0 else a for i, a in enumerate(server))} &")
-            detail.append("    " + " ".join(os.path.basename(client[0]) if i == 0 else a for i, a in enumerate(client)))
+                detail.append(f"    {shown(server)} &")
+            detail.append("    " + shown(client))
         detail.append("")
     out += summary + ["", "The two engines against each other, paired by repetition:", ""] + engines + [""] + detail
     open(f"{WORK}/section.md", "w").write("\n".join(out) + "\n")
