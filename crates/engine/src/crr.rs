@@ -225,12 +225,10 @@ impl CrrClient {
         };
         let stream: TcpStream = sock.into();
         if self.blocking {
-            let mut conn = Conn::new(stream, !connected, t0);
             if connected {
-                let _ = apply_connected(&conn.stream, &self.plan.opts);
-                conn.armed_out = false;
+                let _ = apply_connected(&stream, &self.plan.opts);
             }
-            return Ok(conn);
+            return Ok(Conn::new(stream, !connected, t0));
         }
         lp.watch(
             &stream,
