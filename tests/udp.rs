@@ -17,7 +17,14 @@ fn edge_allowance(rate: f64, c: &Value, s: &Value, margin: f64) -> f64 {
 #[test]
 fn udp_stream_accounts_for_every_datagram() {
     let _alone = measuring_alone();
-    let rec = workload_json("udp-stream", &["--flows", "2", "--duration", "1s"]);
+    // One flow sends with blocking calls, two share an epoll loop.
+    for flows in ["1", "2"] {
+        stream_accounts_for_every_datagram(flows);
+    }
+}
+
+fn stream_accounts_for_every_datagram(flows: &str) {
+    let rec = workload_json("udp-stream", &["--flows", flows, "--duration", "1s"]);
     assert_eq!(rec["spec"]["workload"], "udp-stream");
     assert_eq!(rec["spec"]["msg_size"], 1472);
     let it = &rec["iterations"][0];
@@ -60,6 +67,74 @@ fn udp_stream_accounts_for_every_datagram() {
     let expect = got as f64 * 1472.0 * 8.0 / f(&s["window_s"]);
     assert!((bps - expect).abs() / expect < 1e-3, "{bps} vs {expect}");
     assert!(it["derived"]["tps"].is_null());
+}
+
+/// The threads that sent datagrams on a UDP socket in `plumb run
+/// udp-stream --flows FLOWS` under strace, each with how many times it
+/// waited in epoll.
+fn udp_senders_epoll_waits(flows: &str) -> Vec<(String, u64)> {
+    let log = std::env::temp_dir().join(format!("plumb-udp-strace-{}.log", std::process::id()));
+    let out = std::process::Command::new("strace")
+        .args(["-f", "-qq", "-yy", "-e", "signal=none", "-o"])
+        .arg(&log)
+        .args([
+            "-e",
+            "trace=sendto,sendmsg,write,epoll_wait,epoll_pwait,epoll_pwait2",
+        ])
+        .arg(env!("CARGO_BIN_EXE_plumb"))
+        .env("PLUMB_ACTIVITY_DIR", "off")
+        .args([
+            "run",
+            "udp-stream",
+            "--json",
+            "--no-store",
+            "--iterations",
+            "1",
+        ])
+        .args(["--duration", "1s", "--warmup", "200ms", "--threads", "1"])
+        .args(["--flows", flows])
+        .output()
+        .expect("strace runs");
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    record_from(&["udp-stream"], out);
+    let mut waits: std::collections::HashMap<&str, u64> = Default::default();
+    let mut senders = std::collections::BTreeSet::new();
+    for line in text.lines() {
+        let Some((tid, call)) = line.split_once(' ') else {
+            continue;
+        };
+        let call = call.trim_start();
+        let call = call.strip_prefix("<... ").unwrap_or(call);
+        if call.starts_with("epoll_") {
+            *waits.entry(tid).or_default() += 1;
+        } else if call.contains("UDP:[") || call.contains("UDPv6:[") {
+            senders.insert(tid);
+        }
+    }
+    senders
+        .into_iter()
+        .map(|t| (t.to_string(), waits.get(t).copied().unwrap_or(0)))
+        .collect()
+}
+
+#[test]
+fn a_lone_udp_sender_blocks_in_its_send_and_many_share_epoll() {
+    // A lone flow's sender sleeps in the kernel while its socket buffer is
+    // full instead of coming back for an epoll_wait: strace shows its
+    // thread never waits in epoll, where a thread with two flows does.
+    if !require_tool("strace", "strace") {
+        return;
+    }
+    // Traced, the sender is slow and its CPU busy: the tests that measure
+    // loss against the kernel's counters run apart from it.
+    let _alone = measuring_alone();
+    let one = udp_senders_epoll_waits("1");
+    assert_eq!(one.len(), 1, "one thread sends: {one:?}");
+    assert_eq!(one[0].1, 0, "the lone sender waited in epoll: {one:?}");
+    let two = udp_senders_epoll_waits("2");
+    assert_eq!(two.len(), 1, "one thread sends both flows: {two:?}");
+    assert!(two[0].1 > 0, "two flows share an epoll loop: {two:?}");
 }
 
 #[test]
