@@ -66,6 +66,13 @@ pub(crate) trait RingFlows {
     fn owed(&self) -> u64 {
         0
     }
+    /// Operations queued or in flight whose completions will leave the
+    /// flows nothing to do (an rr send after which nothing is owed until
+    /// the peer answers): the loop waits for these and one more, rather
+    /// than coming back for a completion it only takes note of.
+    fn quiet(&self) -> usize {
+        0
+    }
 }
 
 /// The buffers of a ring's receives, each `size` bytes (within 512 bytes
@@ -111,7 +118,7 @@ pub(crate) fn drive<R: RingFlows>(sh: Shared, mut r: R) -> io::Result<Vec<FlowEr
     r.start(&mut lp, &mut ring.queue())?;
     let mut failed = None;
     while lp.live > 0 && !lp.sh.stop.load(Relaxed) && failed.is_none() {
-        ring.submit_and_wait(POLL)?;
+        ring.submit_and_wait_for(r.quiet() + 1, POLL)?;
         // Before the batch, as in the epoll loop: what it moves belongs
         // after a hand-over asked for meanwhile.
         if let Some(epoch) = lp.owed_hand_over() {

@@ -44,6 +44,9 @@ struct Out {
     /// EPOLLOUT is armed because a write would have blocked; on a ring, a
     /// write is in flight.
     armed: bool,
+    /// On a ring: the write in flight finishes what the flow owes (see
+    /// [`RingFlows::quiet`]).
+    quiet: bool,
 }
 
 impl Out {
@@ -156,6 +159,8 @@ pub(crate) struct RrFlows {
     partial: Vec<usize>,
     starts: Starts,
     dead: Vec<bool>,
+    /// Flows whose `Out::quiet` is set.
+    quiet: usize,
 }
 
 impl RrFlows {
@@ -190,6 +195,7 @@ impl RrFlows {
                 ring: vec![(0, 0); if plan.client { n } else { 0 }],
             },
             dead: vec![false; n],
+            quiet: 0,
             plan,
         }
     }
@@ -393,6 +399,10 @@ impl RingFlows for RrFlows {
         Ok(())
     }
 
+    fn quiet(&self) -> usize {
+        self.quiet
+    }
+
     fn complete(
         &mut self,
         lp: &mut Loop,
@@ -402,6 +412,9 @@ impl RingFlows for RrFlows {
         c: Completion,
     ) -> io::Result<()> {
         let k = i - self.base;
+        if op == Op::Send && std::mem::take(&mut self.out[k].quiet) {
+            self.quiet -= 1;
+        }
         if self.dead[k] {
             return Ok(());
         }
@@ -458,7 +471,14 @@ impl RrFlows {
         }
         let i = self.base + k;
         q.send(lp.sh.flows[i].as_fd(), len, false, ring::tag(i, Op::Send))?;
-        self.out[k].armed = true;
+        // MSG_WAITALL: the send completes whole or fails, so whether it
+        // leaves anything owed is known now.
+        let mut after = self.out[k];
+        after.wrote(&self.plan.out_writes, len);
+        let o = &mut self.out[k];
+        o.armed = true;
+        o.quiet = after.pending == 0;
+        self.quiet += o.quiet as usize;
         Ok(())
     }
 }

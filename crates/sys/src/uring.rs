@@ -463,9 +463,16 @@ impl Ring {
     /// Submits what is queued and waits for at least one completion, or
     /// `timeout`: one system call for both.
     pub fn submit_and_wait(&mut self, timeout: Duration) -> io::Result<()> {
+        self.submit_and_wait_for(1, timeout)
+    }
+
+    /// As [`Ring::submit_and_wait`], waiting for `want` completions: those
+    /// the caller knows are coming and has nothing to do about, and one
+    /// more.
+    pub fn submit_and_wait_for(&mut self, want: usize, timeout: Duration) -> io::Result<()> {
         let ts = types::Timespec::from(timeout);
         let args = types::SubmitArgs::new().timespec(&ts);
-        match self.ring.submitter().submit_with_args(1, &args) {
+        match self.ring.submitter().submit_with_args(want.max(1), &args) {
             Ok(_) => Ok(()),
             Err(e)
                 if matches!(
