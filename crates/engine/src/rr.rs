@@ -399,8 +399,16 @@ impl RingFlows for RrFlows {
         Ok(())
     }
 
+    /// A lone flow only: its batch is one message, so a call saved is half
+    /// of them; a worker of thousands of flows measured about 8 % slower
+    /// waiting for its hundreds of sends' completions than taking them as
+    /// they came.
     fn quiet(&self) -> usize {
-        self.quiet
+        if self.out.len() == 1 {
+            self.quiet
+        } else {
+            0
+        }
     }
 
     fn complete(
