@@ -120,9 +120,9 @@ fn udp_senders_epoll_waits(flows: &str) -> Vec<(String, u64)> {
 
 #[test]
 fn a_lone_udp_sender_blocks_in_its_send_and_many_share_epoll() {
-    // A lone flow's sender sleeps in the kernel while its socket buffer is
-    // full instead of coming back for an epoll_wait: strace shows its
-    // thread never waits in epoll, where a thread with two flows does.
+    // A lone flow sends with blocking calls instead of coming back for an
+    // epoll_wait after every burst: strace shows its thread never waits
+    // in epoll, where a thread with two flows does.
     if !require_tool("strace", "strace") {
         return;
     }

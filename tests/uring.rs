@@ -155,7 +155,7 @@ fn a_lone_rr_flow_on_the_ring_enters_the_kernel_once_per_message() {
     assert!(tx > 100, "{tx} transactions");
     // Both ends over the whole run, whose warm-up and set-up add to the
     // window's transactions: about 2.4 calls per transaction of the
-    // window, and about 4.8 with a call for each send's completion.
+    // window, and about 5 with a call for each send's completion.
     let per_tx = calls.enters as f64 / tx as f64;
     assert!(
         (2.0..3.5).contains(&per_tx),
