@@ -73,30 +73,26 @@ fn stream_accounts_for_every_datagram(flows: &str) {
 /// udp-stream --flows FLOWS` under strace, each with how many times it
 /// waited in epoll.
 fn udp_senders_epoll_waits(flows: &str) -> Vec<(String, u64)> {
-    let log = std::env::temp_dir().join(format!("plumb-udp-strace-{}.log", std::process::id()));
-    let out = std::process::Command::new("strace")
-        .args(["-f", "-qq", "-yy", "-e", "signal=none", "-o"])
-        .arg(&log)
-        .args([
-            "-e",
-            "trace=sendto,sendmsg,write,epoll_wait,epoll_pwait,epoll_pwait2",
-        ])
-        .arg(env!("CARGO_BIN_EXE_plumb"))
-        .env("PLUMB_ACTIVITY_DIR", "off")
-        .args([
+    let (out, text) = straced(
+        "sendto,sendmsg,write,epoll_wait,epoll_pwait,epoll_pwait2",
+        true,
+        &[
             "run",
             "udp-stream",
             "--json",
             "--no-store",
             "--iterations",
             "1",
-        ])
-        .args(["--duration", "1s", "--warmup", "200ms", "--threads", "1"])
-        .args(["--flows", flows])
-        .output()
-        .expect("strace runs");
-    let text = std::fs::read_to_string(&log).unwrap_or_default();
-    let _ = std::fs::remove_file(&log);
+            "--duration",
+            "1s",
+            "--warmup",
+            "200ms",
+            "--threads",
+            "1",
+            "--flows",
+            flows,
+        ],
+    );
     record_from(&["udp-stream"], out);
     let mut waits: std::collections::HashMap<&str, u64> = Default::default();
     let mut senders = std::collections::BTreeSet::new();

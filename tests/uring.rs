@@ -8,7 +8,6 @@ mod common;
 use common::*;
 use serde_json::Value;
 use std::collections::HashMap;
-use std::process::Command;
 
 /// What strace saw of a run: the calls that move a TCP socket's data, per
 /// call name, on the data flows (every TCP socket but the control
@@ -32,20 +31,10 @@ const DATA_CALLS: &str = "write,writev,sendto,sendmsg,read,readv,recvfrom,recvms
 /// control connection is the first the client connects; the data flows go
 /// to another port.
 fn traced(workload: &str, args: &[&str]) -> (Value, Calls) {
-    let log = std::env::temp_dir().join(format!("plumb-uring-strace-{}.log", std::process::id()));
-    let out = Command::new("strace")
-        .args(["-f", "-qq", "-yy", "-e", "signal=none", "-o"])
-        .arg(&log)
-        .args(["-e", &format!("trace=connect,io_uring_enter,{DATA_CALLS}")])
-        .arg(env!("CARGO_BIN_EXE_plumb"))
-        .env("PLUMB_ACTIVITY_DIR", "off")
-        .args(["run", workload, "--json", "--no-store", "--iterations", "1"])
-        .args(["--duration", "1s", "--warmup", "200ms"])
-        .args(args)
-        .output()
-        .expect("strace runs");
-    let text = std::fs::read_to_string(&log).unwrap_or_default();
-    let _ = std::fs::remove_file(&log);
+    let calls = format!("connect,io_uring_enter,{DATA_CALLS}");
+    let run = ["run", workload, "--json", "--no-store", "--iterations", "1"];
+    let window = ["--duration", "1s", "--warmup", "200ms"];
+    let (out, text) = straced(&calls, true, &[&run[..], &window, args].concat());
     let rec = record_from(&[workload], out);
     let control = text
         .lines()

@@ -5,7 +5,7 @@
 mod common;
 use common::*;
 use serde_json::Value;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 
 /// The sender's and receiver's counts for the window agree up to what was
 /// in flight at the edges, 1 % for the control message's trip, and what
@@ -603,21 +603,12 @@ impl Traced {
 /// thread's call ("<unfinished ...>", "<... resumed>") are joined per
 /// thread before they are read.
 fn traced(args: &[&str], flags: &[&str]) -> (Value, Traced) {
-    let log = std::env::temp_dir().join(format!("plumb-strace-{}.log", std::process::id()));
-    let out = Command::new("strace")
-        .args(["-f", "-qq", "-e", "signal=none", "-o"])
-        .arg(&log)
-        .args([
-            "-e",
-            "trace=write,writev,sendto,sendmsg,sendfile,splice,read,readv,recvfrom,recvmsg",
-        ])
-        .arg(env!("CARGO_BIN_EXE_plumb"))
-        .args(["run", "stream", "--json", "--no-store", "--iterations", "1"])
-        .args(args)
-        .output()
-        .expect("strace runs");
-    let text = std::fs::read_to_string(&log).unwrap_or_default();
-    let _ = std::fs::remove_file(&log);
+    let run = ["run", "stream", "--json", "--no-store", "--iterations", "1"];
+    let (out, text) = straced(
+        "write,writev,sendto,sendmsg,sendfile,splice,read,readv,recvfrom,recvmsg",
+        false,
+        &[&run[..], args].concat(),
+    );
     assert!(
         out.status.success(),
         "strace plumb {args:?}: {}\n{}",

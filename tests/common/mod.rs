@@ -801,3 +801,26 @@ pub fn ring_here() -> bool {
     ));
     false
 }
+
+/// `plumb ARGS` (with its embedded server, a child) under `strace -f`,
+/// tracing the system calls `calls` (a comma-separated list), with sockets
+/// decoded (`-yy`: "TCP:[src->dst]", "UDP:[...]") when `decode_sockets`:
+/// plumb's output and strace's log.
+pub fn straced(calls: &str, decode_sockets: bool, args: &[&str]) -> (Output, String) {
+    static RUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let log = std::env::temp_dir().join(format!("plumb-strace-{}-{n}.log", std::process::id()));
+    let out = Command::new("strace")
+        .args(["-f", "-qq"])
+        .args(decode_sockets.then_some("-yy"))
+        .args(["-e", "signal=none", "-e", &format!("trace={calls}"), "-o"])
+        .arg(&log)
+        .arg(env!("CARGO_BIN_EXE_plumb"))
+        .env("PLUMB_ACTIVITY_DIR", "off")
+        .args(args)
+        .output()
+        .expect("strace runs");
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    (out, text)
+}
