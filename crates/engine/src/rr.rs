@@ -159,8 +159,6 @@ pub(crate) struct RrFlows {
     partial: Vec<usize>,
     starts: Starts,
     dead: Vec<bool>,
-    /// Flows whose `Out::quiet` is set.
-    quiet: usize,
 }
 
 impl RrFlows {
@@ -195,7 +193,6 @@ impl RrFlows {
                 ring: vec![(0, 0); if plan.client { n } else { 0 }],
             },
             dead: vec![false; n],
-            quiet: 0,
             plan,
         }
     }
@@ -404,10 +401,9 @@ impl RingFlows for RrFlows {
     /// waiting for its hundreds of sends' completions than taking them as
     /// they came.
     fn quiet(&self) -> usize {
-        if self.out.len() == 1 {
-            self.quiet
-        } else {
-            0
+        match self.out.as_slice() {
+            [lone] => lone.quiet as usize,
+            _ => 0,
         }
     }
 
@@ -420,8 +416,8 @@ impl RingFlows for RrFlows {
         c: Completion,
     ) -> io::Result<()> {
         let k = i - self.base;
-        if op == Op::Send && std::mem::take(&mut self.out[k].quiet) {
-            self.quiet -= 1;
+        if op == Op::Send {
+            self.out[k].quiet = false;
         }
         if self.dead[k] {
             return Ok(());
@@ -486,7 +482,6 @@ impl RrFlows {
         let o = &mut self.out[k];
         o.armed = true;
         o.quiet = after.pending == 0;
-        self.quiet += o.quiet as usize;
         Ok(())
     }
 }
