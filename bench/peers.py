@@ -459,6 +459,11 @@ def main():
     render(runs, cases)
 
 
+def shown(cmd):
+    """A command with its programs by name: where they lie here says nothing of the run."""
+    return " ".join(os.path.basename(a) if os.path.isabs(a) else a for a in cmd)
+
+
 def render(runs, cases):
     versions = {
         "plumb": subprocess.run([PLUMB, "--version"], capture_output=True, text=True).stdout.strip(),
@@ -553,9 +558,6 @@ def render(runs, cases):
         detail.append("\nCommands (PORT a fresh port per run):\n")
         for t in spec["tools"]:
             server, client = commands(c, t, "PORT")
-            # Programs by name: where they lie here says nothing of the run.
-            def shown(cmd):
-                return " ".join(os.path.basename(a) if os.path.isabs(a) else a for a in cmd)
             if server:
                 detail.append(f"    {shown(server)} &")
             detail.append("    " + shown(client))
