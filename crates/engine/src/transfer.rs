@@ -536,10 +536,21 @@ impl Sender {
     }
 }
 
-/// How one flow receives.
+/// How one flow receives. A copying or discarding receiver takes whole
+/// messages, as a reader of fixed-size records does: a read that comes back
+/// short is followed by one for the rest of the message (`at` bytes into
+/// it), never by one that runs on into the next. A reader asking for a
+/// whole buffer every time empties the receive queue at each read; on
+/// loopback that reordered segments between the two CPUs' backlogs, and
+/// the sender's spurious fast retransmits and their undoing cost a single
+/// stream a quarter of its rate (BENCHMARKS.md).
 pub(crate) enum Receiver {
-    Copy,
-    Skip,
+    Copy {
+        at: usize,
+    },
+    Skip {
+        at: usize,
+    },
     /// TCP_ZEROCOPY_RECEIVE into the flow's mapping of its socket; what
     /// the kernel cannot map is read the ordinary way.
     Mapped(plumb_sys::sock::rxzc::ReceiveMap),
@@ -551,8 +562,8 @@ const RX_MAP_BYTES: usize = 2 << 20;
 impl Receiver {
     pub(crate) fn new(mode: RxMode, stream: &TcpStream) -> io::Result<Receiver> {
         Ok(match mode {
-            RxMode::Copy => Receiver::Copy,
-            RxMode::Skip => Receiver::Skip,
+            RxMode::Copy => Receiver::Copy { at: 0 },
+            RxMode::Skip => Receiver::Skip { at: 0 },
             RxMode::Zerocopy => Receiver::Mapped(plumb_sys::sock::rxzc::ReceiveMap::new(
                 stream,
                 RX_MAP_BYTES,
@@ -560,8 +571,8 @@ impl Receiver {
         })
     }
 
-    /// One receive on `stream` into `buf` (or discarded in the kernel, or
-    /// mapped).
+    /// One receive on `stream` into `buf`, a message long (or discarded in
+    /// the kernel, or mapped).
     pub(crate) fn receive(
         &mut self,
         stream: &TcpStream,
@@ -569,8 +580,14 @@ impl Receiver {
         buf: &mut [u8],
     ) -> io::Result<Step> {
         let r = match self {
-            Receiver::Skip => zc::recv_discard(stream, buf),
-            Receiver::Copy => (&*stream).read(buf),
+            Receiver::Skip { at } => {
+                let r = zc::recv_discard(stream, &mut buf[*at..]);
+                rest_of_message(at, buf.len(), r)
+            }
+            Receiver::Copy { at } => {
+                let r = (&*stream).read(&mut buf[*at..]);
+                rest_of_message(at, buf.len(), r)
+            }
             Receiver::Mapped(map) => match map.receive(stream) {
                 Ok((mapped, _)) if mapped > 0 => {
                     FlowCounters::bump(&c.rx_mapped, mapped as u64);
@@ -599,6 +616,14 @@ impl Receiver {
             Err(e) => Err(e),
         }
     }
+}
+
+/// Moves `at` on by what a read of the rest of a `len`-byte message took.
+fn rest_of_message(at: &mut usize, len: usize, r: io::Result<usize>) -> io::Result<usize> {
+    if let Ok(n) = r {
+        *at = (*at + n) % len;
+    }
+    r
 }
 
 /// A worker's stream flows on a ring: each sending flow keeps
@@ -808,6 +833,38 @@ mod tests {
                 let copied = c.rx_copied.load(std::sync::atomic::Ordering::Relaxed);
                 assert_eq!((mapped, copied), (0, got));
             }
+        }
+    }
+
+    #[test]
+    fn a_short_read_is_followed_by_one_for_the_rest_of_the_message() {
+        for mode in [RxMode::Copy, RxMode::Skip] {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            let mut tx = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+            let (rx, _) = l.accept().unwrap();
+            let c = FlowCounters::default();
+            let mut r = Receiver::new(mode, &rx).unwrap();
+            let mut buf = vec![0u8; 1000];
+            // Waits until `n` bytes are queued, so that a read could take them all.
+            let queued = |n: usize| {
+                let mut peek = vec![0u8; 4000];
+                while rx.peek(&mut peek).unwrap() < n {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            };
+            let mut read = |r: &mut Receiver| match r.receive(&rx, &c, &mut buf).unwrap() {
+                Step::Moved(n) => n,
+                _ => panic!("{mode}: nothing read"),
+            };
+            tx.write_all(&[1u8; 600]).unwrap();
+            queued(600);
+            assert_eq!(read(&mut r), 600, "{mode}");
+            tx.write_all(&[2u8; 2500]).unwrap();
+            queued(2500);
+            assert_eq!(read(&mut r), 400, "{mode}: the rest of the first message");
+            assert_eq!(read(&mut r), 1000, "{mode}: a whole message");
+            assert_eq!(read(&mut r), 1000, "{mode}: a whole message");
+            assert_eq!(read(&mut r), 100, "{mode}: what is queued");
         }
     }
 

@@ -150,7 +150,8 @@ const STREAM: &[Flag] = &[
     value(
         Field::MsgSize,
         "SIZE",
-        "Bytes per write (and per read): 256, 8K, 128K, 1M, 1MiB",
+        "Bytes per message: each write sends one, each read takes at most the rest of one: \
+         256, 8K, 128K, 1M, 1MiB",
     ),
     choice::<ZeroCopy>(
         Field::ZeroCopy,
