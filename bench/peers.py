@@ -142,7 +142,10 @@ ENGINES = (("plumb", "epoll"), ("plumb-uring", "uring"))
 CASES = {
     "stream-1": dict(
         desc="stream, 1 flow, 128K writes, client sends",
-        unit="bit", note="",
+        unit="bit",
+        note="plumb and qperf read whole 128K messages (a short read is followed by one for the rest); "
+             "on loopback a reader that empties the queue at every read reorders segments and costs the "
+             "sender spurious retransmits.",
         tools={
             "plumb": plumb("stream", "--msg-size", "128K"),
             "plumb-uring": plumb("stream", "--msg-size", "128K", "--io", "uring"),
