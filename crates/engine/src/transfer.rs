@@ -541,8 +541,8 @@ impl Sender {
 /// short is followed by one for the rest of the message (`at` bytes into
 /// it), never by one that runs on into the next. A reader asking for a
 /// whole buffer every time empties the receive queue at each read; on
-/// loopback that reordered segments between the two CPUs' backlogs, and
-/// the sender's spurious fast retransmits and their undoing cost a single
+/// loopback that came with ten times the reordered segments, and the
+/// sender's spurious fast retransmits and their undoing cost a single
 /// stream a quarter of its rate (BENCHMARKS.md).
 pub(crate) enum Receiver {
     Copy {
