@@ -131,7 +131,7 @@ fn cpu_figures_are_bounded_by_the_host() {
     let ncpu = it["client"]["cpus"].as_array().unwrap().len() as f64;
     assert_eq!(ncpu as usize, online_cpus().max(ncpu as usize));
     let window = f(&it["window_s"]);
-    let mut procs = 0.0;
+    let (mut procs, mut uncounted) = (0.0, 0.0);
     for end in ["client", "server"] {
         let p = &it[end]["process"];
         let total = f(&p["user_s"]) + f(&p["system_s"]);
@@ -145,8 +145,9 @@ fn cpu_figures_are_bounded_by_the_host() {
         // 10 ms). They may fall short of it: where the kernel cannot read a
         // tickless CPU's idle clock (this test's VMs), /proc/stat counts
         // an idle period only as the CPU wakes, so a CPU asleep at an edge
-        // shows less idle time than it had. The busy time is exact, and
-        // bounded below by the processes' own below.
+        // shows less idle time than it had, and a CPU that sleeps and wakes
+        // thousands of times a second loses ticks outright (a tenth of the
+        // window has been seen). A lost tick may have been busy.
         for c in it[end]["cpus"].as_array().unwrap() {
             let all: f64 = [
                 "user_s",
@@ -166,14 +167,18 @@ fn cpu_figures_are_bounded_by_the_host() {
                 "cpu {} covers {all} s of {window}",
                 c["cpu"]
             );
+            if end == "client" {
+                uncounted += (window - all).max(0.0);
+            }
         }
     }
     let host = f(&it["derived"]["host_busy_s"]);
-    // Both processes' CPU is part of the host's busy time; ticks and the
-    // slightly shifted server window allow a small excess.
+    // Both processes' CPU (the scheduler's, exact) is part of the host's
+    // busy time (ticks), up to the ticks /proc/stat did not count; ticks
+    // and the slightly shifted server window allow a small excess more.
     assert!(
-        procs <= host * 1.05 + 0.1,
-        "processes {procs} s > host busy {host} s"
+        procs <= host * 1.05 + uncounted + 0.1,
+        "processes {procs} s > host busy {host} s and {uncounted} s uncounted"
     );
     assert!(f(&it["derived"]["client_cpu_s_per_gb"]) > 0.0);
     assert!(f(&it["derived"]["host_cpu_s_per_gb"]) >= f(&it["derived"]["client_cpu_s_per_gb"]));
