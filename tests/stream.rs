@@ -123,6 +123,52 @@ fn both_direction_moves_data_both_ways() {
     assert_counts_agree(&rec);
 }
 
+/// `plumb run stream ARGS` under strace: the record, and the bytes each
+/// read of a data flow asked for.
+fn reads_asked(args: &[&str]) -> (serde_json::Value, Vec<u64>) {
+    let run = ["run", "stream", "--json", "--no-store", "--iterations", "1"];
+    let window = ["--duration", "1s", "--warmup", "200ms"];
+    let (out, text) = straced(
+        "connect,recvfrom",
+        true,
+        &[&run[..], &window, args].concat(),
+    );
+    let rec = record_from(&["stream"], out);
+    let asked = traced_calls(&text)
+        .into_iter()
+        .filter(|c| c.name == "recvfrom" && c.on_data_flow)
+        // recvfrom(fd, "data"..., ASKED, 0, NULL, NULL) = GOT; a call cut
+        // in two shows its length on neither line with the descriptor.
+        .filter_map(|c| {
+            let (args, _) = c.rest.rsplit_once(", 0, NULL, NULL)")?;
+            args.rsplit_once(", ")?.1.parse().ok()
+        })
+        .collect();
+    (rec, asked)
+}
+
+#[test]
+fn a_read_size_cuts_each_read_and_never_runs_into_the_next_message() {
+    let _alone = measuring_alone();
+    if !require_tool("strace", "strace") {
+        return;
+    }
+    let (rec, cut) = reads_asked(&["--read-size", "3000"]);
+    assert_eq!(rec["spec"]["read_size"], 3000);
+    assert!(cut.len() > 100, "{} reads", cut.len());
+    assert!(cut.iter().all(|&n| n <= 3000), "{cut:?}");
+    // Most reads take the read size whole; those that cannot end a message
+    // (128K is not a multiple of 3000).
+    let whole = cut.iter().filter(|&&n| n == 3000).count();
+    assert!(whole * 2 > cut.len(), "{whole} of {}", cut.len());
+    assert!(cut.iter().any(|&n| n < 3000), "no read ends a message");
+    // Without it, a read asks for the rest of a message: a whole one after
+    // each message read whole.
+    let (rec, plain) = reads_asked(&[]);
+    assert!(rec["spec"].get("read_size").is_none(), "{}", rec["spec"]);
+    assert!(plain.contains(&(128 << 10)), "{plain:?}");
+}
+
 #[test]
 fn cpu_figures_are_bounded_by_the_host() {
     let _alone = measuring_alone();

@@ -27,53 +27,20 @@ impl Calls {
 const DATA_CALLS: &str = "write,writev,sendto,sendmsg,read,readv,recvfrom,recvmsg";
 
 /// `plumb run WORKLOAD --json ARGS` (and its embedded server, a child)
-/// under `strace -f -yy`: its record and the calls on the data flows. The
-/// control connection is the first the client connects; the data flows go
-/// to another port.
+/// under `strace -f -yy`: its record and the calls on the data flows.
 fn traced(workload: &str, args: &[&str]) -> (Value, Calls) {
     let calls = format!("connect,io_uring_enter,{DATA_CALLS}");
     let run = ["run", workload, "--json", "--no-store", "--iterations", "1"];
     let window = ["--duration", "1s", "--warmup", "200ms"];
     let (out, text) = straced(&calls, true, &[&run[..], &window, args].concat());
     let rec = record_from(&[workload], out);
-    let control = text
-        .lines()
-        .find_map(|l| {
-            let (_, rest) = l.split_once("connect(")?;
-            let (_, port) = rest.split_once("htons(")?;
-            port.split(')').next().map(str::to_string)
-        })
-        .expect("the client connects its control connection");
-    let control = format!(":{control}");
     let mut calls = Calls::default();
-    for line in text.lines() {
-        let call = line.split_once(' ').map_or("", |(_, c)| c.trim_start());
-        // A call another thread's cut in two shows twice: as it starts
-        // ("<unfinished ...>") and as it ends ("<... NAME resumed>").
-        let resumed = call.starts_with("<... ");
-        let call = call.strip_prefix("<... ").unwrap_or(call);
-        let name: String = call
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect();
-        if name == "io_uring_enter" {
-            calls.enters += u64::from(!resumed);
-            continue;
+    for call in traced_calls(&text) {
+        if call.name == "io_uring_enter" {
+            calls.enters += u64::from(!call.resumed);
+        } else if call.on_data_flow && DATA_CALLS.split(',').any(|c| c == call.name) {
+            *calls.data.entry(call.name).or_default() += 1;
         }
-        if !DATA_CALLS.split(',').any(|c| c == name) {
-            continue;
-        }
-        // The descriptor as -yy decodes it: TCP:[src->dst] once connected.
-        let Some(sock) = call
-            .split_once("TCP:[")
-            .map(|(_, r)| r.split(']').next().unwrap_or(""))
-        else {
-            continue;
-        };
-        if !sock.contains("->") || sock.contains(&control) {
-            continue;
-        }
-        *calls.data.entry(name).or_default() += 1;
     }
     (rec, calls)
 }

@@ -802,6 +802,58 @@ pub fn ring_here() -> bool {
     false
 }
 
+/// One system call in a log of `straced` with sockets decoded.
+#[derive(Debug)]
+pub struct Traced<'a> {
+    pub name: String,
+    /// The end of a call another thread cut in two: strace shows such a
+    /// call twice, as it starts ("<unfinished ...>") and as it ends ("<...
+    /// NAME resumed>").
+    pub resumed: bool,
+    /// What follows the name: the arguments and the result.
+    pub rest: &'a str,
+    /// Whether its descriptor is a connected TCP socket of a data flow:
+    /// every one but the control connection's, the first the client
+    /// connects (the data flows go to another port).
+    pub on_data_flow: bool,
+}
+
+/// The calls of a log of `straced` made with `decode_sockets`, which
+/// traced `connect` among them.
+pub fn traced_calls(text: &str) -> Vec<Traced<'_>> {
+    let control = text
+        .lines()
+        .find_map(|l| {
+            let (_, rest) = l.split_once("connect(")?;
+            let (_, port) = rest.split_once("htons(")?;
+            port.split(')').next().map(|p| format!(":{p}"))
+        })
+        .expect("the client connects its control connection");
+    text.lines()
+        .map(|line| {
+            let call = line.split_once(' ').map_or("", |(_, c)| c.trim_start());
+            let resumed = call.starts_with("<... ");
+            let call = call.strip_prefix("<... ").unwrap_or(call);
+            let name: String = call
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            let rest = &call[name.len()..];
+            // The descriptor as -yy decodes it: TCP:[src->dst] once connected.
+            let sock = rest
+                .split_once("TCP:[")
+                .map(|(_, r)| r.split(']').next().unwrap_or(""));
+            let on_data_flow = sock.is_some_and(|s| s.contains("->") && !s.contains(&control));
+            Traced {
+                name,
+                resumed,
+                rest,
+                on_data_flow,
+            }
+        })
+        .collect()
+}
+
 /// `plumb ARGS` (with its embedded server, a child) under `strace -f`,
 /// tracing the system calls `calls` (a comma-separated list), with sockets
 /// decoded (`-yy`: "TCP:[src->dst]", "UDP:[...]") when `decode_sockets`:

@@ -107,6 +107,7 @@ fn spec() -> impl Strategy<Value = Spec> {
                 machine: None,
                 zerocopy: Default::default(),
                 rx: Default::default(),
+                read_size: None,
                 io: if uring { Io::Uring } else { Io::Epoll },
             },
         )

@@ -115,6 +115,7 @@ impl EngineConfig {
                 msg_size: spec.msg_size as usize,
                 zerocopy: spec.zerocopy,
                 rx: spec.rx,
+                read_size: spec.read_size.unwrap_or(spec.msg_size) as usize,
             }),
             plumb_spec::Workload::Rr => {
                 let r = rr();

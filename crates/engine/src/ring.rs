@@ -7,6 +7,7 @@
 //! sockets are blocking: the ring, not the caller, waits for room or data.
 
 use crate::flow::{fill_pattern, FlowError, Loop, Shared, POLL, WAKE};
+use plumb_spec::RING_RECEIVE_BUFFER;
 use plumb_sys::uring::{Completion, Queue, Ring, CANCEL};
 use std::io;
 use std::os::fd::AsFd;
@@ -75,11 +76,12 @@ pub(crate) trait RingFlows {
     }
 }
 
-/// The buffers of a ring's receives, each `size` bytes (within 512 bytes
-/// and 1 MiB): four per flow, as many as `total` bytes hold, at least 16,
-/// a power of two as the kernel takes them.
+/// The buffers of a ring's receives, each `size` bytes (within
+/// [`RING_RECEIVE_BUFFER`]): four per flow, as many as `total` bytes hold,
+/// at least 16, a power of two as the kernel takes them.
 pub(crate) fn receive_buffers(flows: usize, size: usize, total: usize) -> (u16, u32) {
-    let size = size.clamp(512, 1 << 20);
+    let (least, most) = RING_RECEIVE_BUFFER;
+    let size = size.clamp(least as usize, most as usize);
     let count = (total / size)
         .min(4 * flows.max(1))
         .max(16)

@@ -26,6 +26,9 @@ pub struct StreamPlan {
     pub zerocopy: ZeroCopy,
     /// How the receiving end takes it.
     pub rx: RxMode,
+    /// The most bytes one read takes (the ring's receive buffer size), at
+    /// most `msg_size`.
+    pub read_size: usize,
 }
 
 /// Operations on one ready flow before the loop moves on, so that a flow that
@@ -72,7 +75,7 @@ impl StreamFlows {
         let mut receivers = Vec::with_capacity(n);
         if plan.receives {
             for i in sh.range.clone() {
-                receivers.push(Receiver::new(plan.rx, &sh.flows[i])?);
+                receivers.push(Receiver::new(plan.rx, plan.read_size, &sh.flows[i])?);
             }
         }
         let file = match plan.zerocopy {
@@ -539,17 +542,20 @@ impl Sender {
 /// How one flow receives. A copying or discarding receiver takes whole
 /// messages, as a reader of fixed-size records does: a read that comes back
 /// short is followed by one for the rest of the message (`at` bytes into
-/// it), never by one that runs on into the next. A reader asking for a
-/// whole buffer every time empties the receive queue at each read; on
-/// loopback that came with ten times the reordered segments, and the
-/// sender's spurious fast retransmits and their undoing cost a single
+/// it), never by one that runs on into the next; with a read size below
+/// the message, each read takes at most that much of the rest. A reader
+/// asking for a whole buffer every time empties the receive queue at each
+/// read; on loopback that came with ten times the reordered segments, and
+/// the sender's spurious fast retransmits and their undoing cost a single
 /// stream a quarter of its rate (BENCHMARKS.md).
 pub(crate) enum Receiver {
     Copy {
         at: usize,
+        most: usize,
     },
     Skip {
         at: usize,
+        most: usize,
     },
     /// TCP_ZEROCOPY_RECEIVE into the flow's mapping of its socket; what
     /// the kernel cannot map is read the ordinary way.
@@ -560,10 +566,10 @@ pub(crate) enum Receiver {
 const RX_MAP_BYTES: usize = 2 << 20;
 
 impl Receiver {
-    pub(crate) fn new(mode: RxMode, stream: &TcpStream) -> io::Result<Receiver> {
+    pub(crate) fn new(mode: RxMode, most: usize, stream: &TcpStream) -> io::Result<Receiver> {
         Ok(match mode {
-            RxMode::Copy => Receiver::Copy { at: 0 },
-            RxMode::Skip => Receiver::Skip { at: 0 },
+            RxMode::Copy => Receiver::Copy { at: 0, most },
+            RxMode::Skip => Receiver::Skip { at: 0, most },
             RxMode::Zerocopy => Receiver::Mapped(plumb_sys::sock::rxzc::ReceiveMap::new(
                 stream,
                 RX_MAP_BYTES,
@@ -580,12 +586,14 @@ impl Receiver {
         buf: &mut [u8],
     ) -> io::Result<Step> {
         let r = match self {
-            Receiver::Skip { at } => {
-                let r = zc::recv_discard(stream, &mut buf[*at..]);
+            Receiver::Skip { at, most } => {
+                let end = buf.len().min(at.saturating_add(*most));
+                let r = zc::recv_discard(stream, &mut buf[*at..end]);
                 rest_of_message(at, buf.len(), r)
             }
-            Receiver::Copy { at } => {
-                let r = (&*stream).read(&mut buf[*at..]);
+            Receiver::Copy { at, most } => {
+                let end = buf.len().min(at.saturating_add(*most));
+                let r = (&*stream).read(&mut buf[*at..end]);
                 rest_of_message(at, buf.len(), r)
             }
             Receiver::Mapped(map) => match map.receive(stream) {
@@ -698,7 +706,7 @@ impl RingFlows for StreamRing {
             receive: self
                 .plan
                 .receives
-                .then(|| receive_buffers(n, self.plan.msg_size, RING_RECEIVE_BYTES)),
+                .then(|| receive_buffers(n, self.plan.read_size, RING_RECEIVE_BYTES)),
         }
     }
 
@@ -823,7 +831,7 @@ mod tests {
             let (rx, _) = l.accept().unwrap();
             rx.set_nonblocking(true).unwrap();
             let c = FlowCounters::default();
-            let mut r = Receiver::new(mode, &rx).unwrap();
+            let mut r = Receiver::new(mode, usize::MAX, &rx).unwrap();
             let got = drain(&mut r, &rx, &c);
             writer.join().unwrap();
             assert_eq!(got, 30 * 100_003, "{mode}");
@@ -836,35 +844,67 @@ mod tests {
         }
     }
 
+    /// Flow `rx`'s receiver of `mode`, `most` bytes a read, messages of
+    /// 1000 bytes; and a read of it that must move data.
+    fn reader(
+        mode: RxMode,
+        most: usize,
+        rx: &TcpStream,
+    ) -> (Receiver, impl FnMut(&mut Receiver) -> usize + '_) {
+        let c = FlowCounters::default();
+        let mut buf = vec![0u8; 1000];
+        let r = Receiver::new(mode, most, rx).unwrap();
+        let read = move |r: &mut Receiver| match r.receive(rx, &c, &mut buf).unwrap() {
+            Step::Moved(n) => n,
+            _ => panic!("{mode}: nothing read"),
+        };
+        (r, read)
+    }
+
+    /// Waits until `n` bytes are queued on `rx`, so that a read could take
+    /// them all.
+    fn queued(rx: &TcpStream, n: usize) {
+        let mut peek = vec![0u8; 4000];
+        while rx.peek(&mut peek).unwrap() < n {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
     #[test]
     fn a_short_read_is_followed_by_one_for_the_rest_of_the_message() {
         for mode in [RxMode::Copy, RxMode::Skip] {
             let l = TcpListener::bind("127.0.0.1:0").unwrap();
             let mut tx = TcpStream::connect(l.local_addr().unwrap()).unwrap();
             let (rx, _) = l.accept().unwrap();
-            let c = FlowCounters::default();
-            let mut r = Receiver::new(mode, &rx).unwrap();
-            let mut buf = vec![0u8; 1000];
-            // Waits until `n` bytes are queued, so that a read could take them all.
-            let queued = |n: usize| {
-                let mut peek = vec![0u8; 4000];
-                while rx.peek(&mut peek).unwrap() < n {
-                    std::thread::sleep(std::time::Duration::from_millis(1));
-                }
-            };
-            let mut read = |r: &mut Receiver| match r.receive(&rx, &c, &mut buf).unwrap() {
-                Step::Moved(n) => n,
-                _ => panic!("{mode}: nothing read"),
-            };
+            let (mut r, mut read) = reader(mode, 1000, &rx);
             tx.write_all(&[1u8; 600]).unwrap();
-            queued(600);
+            queued(&rx, 600);
             assert_eq!(read(&mut r), 600, "{mode}");
             tx.write_all(&[2u8; 2500]).unwrap();
-            queued(2500);
+            queued(&rx, 2500);
             assert_eq!(read(&mut r), 400, "{mode}: the rest of the first message");
             assert_eq!(read(&mut r), 1000, "{mode}: a whole message");
             assert_eq!(read(&mut r), 1000, "{mode}: a whole message");
             assert_eq!(read(&mut r), 100, "{mode}: what is queued");
+        }
+    }
+
+    #[test]
+    fn a_read_size_below_the_message_cuts_each_read_and_keeps_the_boundaries() {
+        for mode in [RxMode::Copy, RxMode::Skip] {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            let mut tx = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+            let (rx, _) = l.accept().unwrap();
+            let (mut r, mut read) = reader(mode, 300, &rx);
+            tx.write_all(&[3u8; 2500]).unwrap();
+            queued(&rx, 2500);
+            let reads: Vec<usize> = (0..9).map(|_| read(&mut r)).collect();
+            // 300 at a time, and a message's last 100 bytes on their own.
+            assert_eq!(
+                reads,
+                [300, 300, 300, 100, 300, 300, 300, 100, 300],
+                "{mode}"
+            );
         }
     }
 

@@ -307,6 +307,7 @@ mod tests {
                 msg_size: 128 << 10,
                 zerocopy,
                 rx: plumb_spec::RxMode::Copy,
+                read_size: 128 << 10,
             })
         });
         let (sent, received) = (&ends[0].1, &ends[1].1);

@@ -183,6 +183,8 @@ pub fn build(settings: &[(Field, &str)], names: Names) -> Result<Spec, BuildErro
                 }
                 Field::ZeroCopy => spec.zerocopy = choice(v, ZeroCopy::NAMES)?,
                 Field::Rx => spec.rx = choice(v, RxMode::NAMES)?,
+                Field::ReadSize if v.eq_ignore_ascii_case("none") => spec.read_size = None,
+                Field::ReadSize => spec.read_size = Some(size(v)?),
                 Field::Io => spec.io = choice(v, Io::NAMES)?,
                 Field::Family => spec.family = choice(v, Family::NAMES)?,
                 Field::Duration => {

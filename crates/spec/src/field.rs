@@ -141,6 +141,8 @@ fields! {
     NotsentLowat = "notsent_lowat", "notsent-lowat", "notsent lowat", Listed, Tcp, WhenSet;
     ZeroCopy = "zerocopy", "zerocopy", "zerocopy", Headline, Any, WhenSet;
     Rx = "rx", "rx", "rx", Headline, Any, WhenSet;
+    /// The most bytes one read of a stream takes (netperf -M).
+    ReadSize = "read_size", "read-size", "read size", Listed, Tcp, WhenSet;
     /// The engine's I/O: epoll or io_uring.
     Io = "io", "io", "io", Headline, Any, WhenSet;
     /// ipv4 or ipv6 (`-4`, `-6` on the command line).
@@ -176,7 +178,7 @@ impl Field {
         Some(match self {
             Field::Flows => (1, 1_000_000),
             Field::Threads => (1, 4096),
-            Field::MsgSize | Field::ReqSize | Field::RespSize => (1, 64 << 20),
+            Field::MsgSize | Field::ReqSize | Field::RespSize | Field::ReadSize => (1, 64 << 20),
             Field::Sndbuf | Field::Rcvbuf | Field::Buffers => (1, 1 << 30),
             Field::Pipeline => (1, 1024),
             Field::Rate => (1, 100_000_000),

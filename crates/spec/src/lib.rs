@@ -58,6 +58,10 @@ pub const UDP_MAX: u64 = 65507;
 /// How long a udp-rr client waits for a response by default.
 pub const UDP_RR_TIMEOUT_MS: u64 = 200;
 
+/// The smallest and largest buffer the io_uring engine receives into, in
+/// bytes.
+pub const RING_RECEIVE_BUFFER: (u64, u64) = (512, 1 << 20);
+
 /// Which way the data goes, seen from the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -362,6 +366,11 @@ pub struct Spec {
     /// Stream receivers: how data leaves the kernel.
     #[serde(skip_serializing_if = "RxMode::is_copy", default)]
     pub rx: RxMode,
+    /// Stream receivers: the most bytes one read takes, where less than a
+    /// message (a read never runs into the next message either); absent
+    /// for whole messages.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub read_size: Option<u64>,
     /// The engine's I/O: absent for epoll, so the keys of older specs stay
     /// what they were.
     #[serde(skip_serializing_if = "Io::is_epoll", default)]
@@ -599,6 +608,7 @@ impl Spec {
             machine: None,
             zerocopy: ZeroCopy::None,
             rx: RxMode::Copy,
+            read_size: None,
             io: Io::Epoll,
         }
     }
@@ -701,6 +711,17 @@ impl Spec {
                 "the io_uring engine receives into its own buffer ring: copy only",
             ));
         }
+        let (least, most) = RING_RECEIVE_BUFFER;
+        if self.read_size.is_some_and(|r| r < least || r > most) {
+            return Err(SpecError::new(
+                Field::ReadSize,
+                format!(
+                    "the io_uring engine reads into buffers of {} to {}",
+                    show_bytes(least),
+                    show_bytes(most)
+                ),
+            ));
+        }
         if self.rr.as_ref().is_some_and(|r| r.rate.is_some()) {
             return Err(SpecError::new(
                 Field::Rate,
@@ -767,6 +788,30 @@ impl Spec {
                 return Err(SpecError::new(
                     Field::Rx,
                     "only the stream workload has receive modes",
+                ));
+            }
+            if self.read_size.is_some() {
+                return Err(SpecError::new(
+                    Field::ReadSize,
+                    "only the stream workload has a read size; a transaction reads the rest of its message",
+                ));
+            }
+        }
+        if let Some(r) = self.read_size {
+            within(Field::ReadSize, r, show_bytes)?;
+            if r > self.msg_size {
+                return Err(SpecError::new(
+                    Field::ReadSize,
+                    format!(
+                        "a read never runs into the next message: at most the message size, {}",
+                        show_bytes(self.msg_size)
+                    ),
+                ));
+            }
+            if self.rx == RxMode::Zerocopy {
+                return Err(SpecError::new(
+                    Field::ReadSize,
+                    "TCP_ZEROCOPY_RECEIVE maps what is queued; a read size is for rx copy and skip",
                 ));
             }
         }
@@ -965,6 +1010,7 @@ impl Spec {
             ),
             Field::ZeroCopy => Some(self.zerocopy.to_string()),
             Field::Rx => Some(self.rx.to_string()),
+            Field::ReadSize => or_none(self.read_size.map(units::show_size)),
             Field::Io => Some(self.io.to_string()),
             Field::Family => Some(self.family.to_string()),
             Field::Duration => Some(units::show_ms(self.duration_ms)),
@@ -1313,6 +1359,39 @@ mod tests {
         let mut r = Spec::udp_stream();
         r.rx = RxMode::Skip;
         assert_eq!(r.validate().unwrap_err().flag(), "--rx");
+    }
+
+    #[test]
+    fn a_read_size_keeps_old_keys_and_is_refused_where_it_cannot_hold() {
+        let mut s = Spec::stream();
+        s.read_size = Some(8 << 10);
+        assert!(s.validate().is_ok());
+        assert_ne!(s.key(), Spec::stream().key());
+        assert!(s.summary().contains("read size 8K"), "{}", s.summary());
+        let back: Spec = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back, s);
+        let refused = |f: fn(&mut Spec)| {
+            let mut s = Spec::stream();
+            s.read_size = Some(8 << 10);
+            f(&mut s);
+            let e = s.validate().unwrap_err();
+            assert_eq!(e.flag(), "--read-size", "{e:?}");
+            e.message
+        };
+        assert!(refused(|s| s.msg_size = 4 << 10).contains("4K"));
+        refused(|s| s.rx = RxMode::Zerocopy);
+        refused(|s| s.read_size = Some(0));
+        assert!(refused(|s| {
+            s.io = Io::Uring;
+            s.read_size = Some(256)
+        })
+        .contains("512"));
+        let mut rr = Spec::rr();
+        rr.read_size = Some(1);
+        assert_eq!(rr.validate().unwrap_err().flag(), "--read-size");
+        let mut udp = Spec::udp_stream();
+        udp.read_size = Some(512);
+        assert_eq!(udp.validate().unwrap_err().flag(), "--read-size");
     }
 
     #[test]

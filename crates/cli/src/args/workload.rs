@@ -166,6 +166,12 @@ const STREAM: &[Flag] = &[
         "How the receiving end takes data: copy (read), skip (MSG_TRUNC, not copied to user \
          space) or zerocopy (TCP_ZEROCOPY_RECEIVE)",
     ),
+    value(
+        Field::ReadSize,
+        "SIZE",
+        "The most bytes one read takes, up to --msg-size (netperf -M); with --io uring the \
+         size of each receive buffer [default: --msg-size]",
+    ),
     IO,
 ];
 

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# What the read size does to a stream: plumb run stream with --read-size
+# 128K (whole messages, the default), 32K and 8K, on both engines, with 1
+# and 4 flows of 128K messages over loopback. Writes the "readsize"
+# section of BENCHMARKS.md.
+#
+#   bench/readsize.sh [REPS] [SECONDS]      (defaults: 6 repetitions, 4 s)
+#
+# Each repetition runs every case once, starting one case further each
+# time (bench_rotate). Per case: the rate and the host's busy CPU seconds
+# per GB, from plumb's records (the kernel's byte counts and /proc/stat);
+# medians with min-max, and each read size against whole messages on the
+# same engine and flows as a ratio with its 95 % interval over the
+# repetitions, called only where the interval leaves 1 out.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPS=${1:-6}
+SECS=${2:-4}
+OUT=${OUT:-BENCHMARKS.md}
+. bench/lib.sh
+if [[ -z ${PLUMB:-} ]]; then
+  cargo build --release -q
+  PLUMB=target/release/plumb
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# NAME FLAGS...: the name is engine-flows-readsize.
+CASES=()
+for io in epoll uring; do
+  for flows in 1 4; do
+    for rs in 128K 32K 8K; do
+      CASES+=("$io-$flows-$rs --io $io --flows $flows --read-size $rs")
+    done
+  done
+done
+
+run() {
+  local name=$1
+  shift
+  "$PLUMB" run stream --msg-size 128K "$@" --json --iterations 1 --no-store \
+    --duration "${SECS}s" --warmup 1s >"$work/$name-$rep.json" 2>"$work/$name-$rep.err" || true
+}
+bench_rotate "$REPS" "${CASES[@]}"
+
+section=$work/section.md
+python3 - "$work" "$REPS" "$SECS" "$("$PLUMB" --version)" >"$section" <<'PY'
+import json, os, platform, statistics, sys
+sys.path.insert(0, "bench")
+from ratio import ratio_interval, called
+work, reps, secs, version = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+
+def figures(name, rep):
+    try:
+        it = json.load(open(os.path.join(work, f"{name}-{rep}.json")))["iterations"][0]
+    except Exception:
+        return None
+    d = it["derived"]
+    return d["throughput_bps"] / 1e9, d["host_cpu_s_per_gb"]
+
+model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+              if l.startswith("model name")), "")
+out = ["## readsize: what the read size does to a stream", ""]
+out.append(f"Run by `bench/readsize.sh {reps} {secs}` with `{version}` on {os.cpu_count()} CPUs "
+           f"({model}), kernel {platform.release()}: `plumb run stream --msg-size 128K --io IO "
+           f"--flows N --read-size SIZE`, {reps} repetitions of {secs} s after 1 s of warm-up, "
+           "the cases rotating so that none always follows the same one, both ends on the "
+           "same threads. Medians with min-max; against 128K is the geometric mean of the "
+           "ratios of each repetition's case to the same repetition's 128K case of that engine "
+           "and flow count, with its 95 % Student-t interval; per CPU is the inverse ratio of "
+           "the host's busy CPU seconds per GB (above 1: cheaper).")
+out.append("")
+out.append("| io | flows | read size | Gbit/s | host CPU-s/GB | rate against 128K | per CPU against 128K |")
+out.append("|---|---:|---:|---|---|---|---|")
+for io in ("epoll", "uring"):
+    for flows in (1, 4):
+        base = {r: figures(f"{io}-{flows}-128K", r) for r in range(1, reps + 1)}
+        for rs in ("128K", "32K", "8K"):
+            got = {r: figures(f"{io}-{flows}-{rs}", r) for r in range(1, reps + 1)}
+            ok = [r for r in got if got[r] and base[r]]
+            if not ok:
+                out.append(f"| {io} | {flows} | {rs} | failed | failed | - | - |")
+                continue
+            rate = [got[r][0] for r in ok]
+            cpu = [got[r][1] for r in ok]
+            cell = lambda v, f: f"{f.format(statistics.median(v))} [{f.format(min(v))}-{f.format(max(v))}]"
+            if rs == "128K":
+                vs_rate = vs_cpu = "-"
+            else:
+                ri = ratio_interval([(base[r][0], got[r][0]) for r in ok])
+                ci = ratio_interval([(got[r][1], base[r][1]) for r in ok])
+                show = lambda i, a, b: "too few repetitions" if i is None else \
+                    f"{i[0]:.3f} [{i[1]:.3f}, {i[2]:.3f}] {called(i, a, b)}"
+                vs_rate = show(ri, "faster", "slower")
+                vs_cpu = show(ci, "cheaper", "dearer")
+            out.append(f"| {io} | {flows} | {rs} | {cell(rate, '{:.1f}')} | {cell(cpu, '{:.3f}')} "
+                       f"| {vs_rate} | {vs_cpu} |")
+out.append("")
+print("\n".join(out))
+PY
+write_section "$OUT" "## readsize: " "$section"
