@@ -861,6 +861,13 @@ mod tests {
         (r, read)
     }
 
+    /// A connection over loopback: its sending and its receiving end.
+    fn connected() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let tx = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        (tx, l.accept().unwrap().0)
+    }
+
     /// Waits until `n` bytes are queued on `rx`, so that a read could take
     /// them all.
     fn queued(rx: &TcpStream, n: usize) {
@@ -873,9 +880,7 @@ mod tests {
     #[test]
     fn a_short_read_is_followed_by_one_for_the_rest_of_the_message() {
         for mode in [RxMode::Copy, RxMode::Skip] {
-            let l = TcpListener::bind("127.0.0.1:0").unwrap();
-            let mut tx = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-            let (rx, _) = l.accept().unwrap();
+            let (mut tx, rx) = connected();
             let (mut r, mut read) = reader(mode, 1000, &rx);
             tx.write_all(&[1u8; 600]).unwrap();
             queued(&rx, 600);
@@ -892,9 +897,7 @@ mod tests {
     #[test]
     fn a_read_size_below_the_message_cuts_each_read_and_keeps_the_boundaries() {
         for mode in [RxMode::Copy, RxMode::Skip] {
-            let l = TcpListener::bind("127.0.0.1:0").unwrap();
-            let mut tx = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-            let (rx, _) = l.accept().unwrap();
+            let (mut tx, rx) = connected();
             let (mut r, mut read) = reader(mode, 300, &rx);
             tx.write_all(&[3u8; 2500]).unwrap();
             queued(&rx, 2500);
