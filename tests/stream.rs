@@ -124,8 +124,8 @@ fn both_direction_moves_data_both_ways() {
 }
 
 /// `plumb run stream ARGS` under strace: the record, and the bytes each
-/// read of a data flow asked for.
-fn reads_asked(args: &[&str]) -> (serde_json::Value, Vec<u64>) {
+/// read of a data flow asked for and got, in order.
+fn reads_on_data_flows(args: &[&str]) -> (serde_json::Value, Vec<(usize, usize)>) {
     let run = ["run", "stream", "--json", "--no-store", "--iterations", "1"];
     let window = ["--duration", "1s", "--warmup", "200ms"];
     let (out, text) = straced(
@@ -134,17 +134,33 @@ fn reads_asked(args: &[&str]) -> (serde_json::Value, Vec<u64>) {
         &[&run[..], &window, args].concat(),
     );
     let rec = record_from(&["stream"], out);
-    let asked = traced_calls(&text)
+    let reads = traced_calls(&text)
         .into_iter()
         .filter(|c| c.name == "recvfrom" && c.on_data_flow)
-        // recvfrom(fd, "data"..., ASKED, 0, NULL, NULL) = GOT; a call cut
-        // in two shows its length on neither line with the descriptor.
+        // recvfrom(fd, "data"..., ASKED, 0, NULL, NULL) = GOT; of a call
+        // cut in two, the line that ends it.
         .filter_map(|c| {
-            let (args, _) = c.rest.rsplit_once(", 0, NULL, NULL)")?;
-            args.rsplit_once(", ")?.1.parse().ok()
+            let (args, got) = c.rest.rsplit_once(", 0, NULL, NULL) = ")?;
+            Some((args.rsplit_once(", ")?.1.parse().ok()?, got.parse().ok()?))
         })
         .collect();
-    (rec, asked)
+    (rec, reads)
+}
+
+/// Follows 128K messages through `reads` from the first that asks for
+/// `most` (those before read the flow's set-up): each must ask for `most`
+/// or the rest of its message, whichever is less. Returns the reads
+/// followed and those that asked for less than `most`.
+fn follow_messages(reads: &[(usize, usize)], most: usize) -> (usize, usize) {
+    let msg = 128 << 10;
+    let first = reads.iter().position(|r| r.0 == most);
+    let reads = &reads[first.expect("no read asked for the read size")..];
+    let mut at = 0;
+    for (i, &(asked, got)) in reads.iter().enumerate() {
+        assert_eq!(asked, most.min(msg - at), "read {i} at {at} of a message");
+        at = (at + got) % msg;
+    }
+    (reads.len(), reads.iter().filter(|r| r.0 < most).count())
 }
 
 #[test]
@@ -153,20 +169,20 @@ fn a_read_size_cuts_each_read_and_never_runs_into_the_next_message() {
     if !require_tool("strace", "strace") {
         return;
     }
-    let (rec, cut) = reads_asked(&["--read-size", "3000"]);
+    let (rec, reads) = reads_on_data_flows(&["--read-size", "3000"]);
     assert_eq!(rec["spec"]["read_size"], 3000);
-    assert!(cut.len() > 100, "{} reads", cut.len());
-    assert!(cut.iter().all(|&n| n <= 3000), "{cut:?}");
-    // Most reads take the read size whole; those that cannot end a message
-    // (128K is not a multiple of 3000).
-    let whole = cut.iter().filter(|&&n| n == 3000).count();
-    assert!(whole * 2 > cut.len(), "{whole} of {}", cut.len());
-    assert!(cut.iter().any(|&n| n < 3000), "no read ends a message");
-    // Without it, a read asks for the rest of a message: a whole one after
-    // each message read whole.
-    let (rec, plain) = reads_asked(&[]);
+    let (n, tails) = follow_messages(&reads, 3000);
+    assert!(n > 100, "{n} reads");
+    // 128K is not a multiple of 3000: a message's tail asks for less.
+    assert!(
+        tails > 0 && tails * 2 < n,
+        "{tails} of {n} reads asked for less"
+    );
+    // Without it, each read asks for the rest of its message.
+    let (rec, reads) = reads_on_data_flows(&[]);
     assert!(rec["spec"].get("read_size").is_none(), "{}", rec["spec"]);
-    assert!(plain.contains(&(128 << 10)), "{plain:?}");
+    let (n, _) = follow_messages(&reads, 128 << 10);
+    assert!(n > 10, "{n} reads");
 }
 
 #[test]

@@ -38,7 +38,10 @@ fn traced(workload: &str, args: &[&str]) -> (Value, Calls) {
     for call in traced_calls(&text) {
         if call.name == "io_uring_enter" {
             calls.enters += u64::from(!call.resumed);
-        } else if call.on_data_flow && DATA_CALLS.split(',').any(|c| c == call.name) {
+        } else if call.on_data_flow
+            && !call.resumed
+            && DATA_CALLS.split(',').any(|c| c == call.name)
+        {
             *calls.data.entry(call.name).or_default() += 1;
         }
     }

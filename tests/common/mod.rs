@@ -802,24 +802,26 @@ pub fn ring_here() -> bool {
     false
 }
 
-/// One system call in a log of `straced` with sockets decoded.
+/// One line of a log of `straced` with sockets decoded: a system call, or
+/// half of one that another thread's cut in two ("<unfinished ...>" as it
+/// starts, "<... NAME resumed>" as it ends).
 #[derive(Debug)]
 pub struct Traced<'a> {
     pub name: String,
-    /// The end of a call another thread cut in two: strace shows such a
-    /// call twice, as it starts ("<unfinished ...>") and as it ends ("<...
-    /// NAME resumed>").
+    /// The line ends a call cut in two.
     pub resumed: bool,
-    /// What follows the name: the arguments and the result.
+    /// What follows the name: the arguments and the result, or the part
+    /// of them the line has.
     pub rest: &'a str,
     /// Whether its descriptor is a connected TCP socket of a data flow:
     /// every one but the control connection's, the first the client
-    /// connects (the data flows go to another port).
+    /// connects (the data flows go to another port). The end of a call
+    /// cut in two has it from its start.
     pub on_data_flow: bool,
 }
 
-/// The calls of a log of `straced` made with `decode_sockets`, which
-/// traced `connect` among them.
+/// The lines of a log of `straced` made with `decode_sockets`, which
+/// traced `connect` among its calls.
 pub fn traced_calls(text: &str) -> Vec<Traced<'_>> {
     let control = text
         .lines()
@@ -829,9 +831,12 @@ pub fn traced_calls(text: &str) -> Vec<Traced<'_>> {
             port.split(')').next().map(|p| format!(":{p}"))
         })
         .expect("the client connects its control connection");
+    // Per thread, whether the call it left unfinished is on a data flow.
+    let mut unfinished = std::collections::HashMap::new();
     text.lines()
         .map(|line| {
-            let call = line.split_once(' ').map_or("", |(_, c)| c.trim_start());
+            let (pid, call) = line.split_once(' ').unwrap_or(("", ""));
+            let call = call.trim_start();
             let resumed = call.starts_with("<... ");
             let call = call.strip_prefix("<... ").unwrap_or(call);
             let name: String = call
@@ -839,11 +844,19 @@ pub fn traced_calls(text: &str) -> Vec<Traced<'_>> {
                 .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
                 .collect();
             let rest = &call[name.len()..];
-            // The descriptor as -yy decodes it: TCP:[src->dst] once connected.
-            let sock = rest
-                .split_once("TCP:[")
-                .map(|(_, r)| r.split(']').next().unwrap_or(""));
-            let on_data_flow = sock.is_some_and(|s| s.contains("->") && !s.contains(&control));
+            let on_data_flow = if resumed {
+                unfinished.remove(pid).unwrap_or(false)
+            } else {
+                // The descriptor as -yy decodes it: TCP:[src->dst] once connected.
+                let sock = rest
+                    .split_once("TCP:[")
+                    .map(|(_, r)| r.split(']').next().unwrap_or(""));
+                let data = sock.is_some_and(|s| s.contains("->") && !s.contains(&control));
+                if rest.ends_with("<unfinished ...>") {
+                    unfinished.insert(pid, data);
+                }
+                data
+            };
             Traced {
                 name,
                 resumed,
