@@ -21,15 +21,20 @@ bench_need() {
   fi
 }
 
-# bench_setup: sets PLUMB, PEERS, work (a scratch directory) and srv (the
-# server running in the background, if any). PLUMB is built only when not
-# given, so that a machine without a toolchain can run a binary from
-# elsewhere; the EXIT trap stops a server left behind by a run that died.
-bench_setup() {
+# bench_plumb: sets PLUMB, built only when not given, so that a machine
+# without a toolchain can run a binary from elsewhere.
+bench_plumb() {
   if [[ -z ${PLUMB:-} ]]; then
     cargo build --release -q
     PLUMB=target/release/plumb
   fi
+}
+
+# bench_setup: sets PLUMB (bench_plumb), PEERS, work (a scratch directory)
+# and srv (the server running in the background, if any); the EXIT trap
+# stops a server left behind by a run that died.
+bench_setup() {
+  bench_plumb
   PEERS=${PEERS:-$(bash ../shared/peers/build.sh)}
   work=$(mktemp -d)
   srv=

@@ -18,10 +18,7 @@ REPS=${1:-6}
 SECS=${2:-4}
 OUT=${OUT:-BENCHMARKS.md}
 . bench/lib.sh
-if [[ -z ${PLUMB:-} ]]; then
-  cargo build --release -q
-  PLUMB=target/release/plumb
-fi
+bench_plumb
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 

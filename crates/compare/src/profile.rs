@@ -273,7 +273,9 @@ fn compare_end(
     // A list cut to its top rows must not hide a small significant move
     // behind a larger one that is noise.
     rows.sort_by(|x, y| {
-        (y.verdict.is_move().cmp(&x.verdict.is_move()))
+        y.verdict
+            .is_move()
+            .cmp(&x.verdict.is_move())
             .then_with(|| (y.b - y.a).abs().total_cmp(&(x.b - x.a).abs()))
             .then_with(|| x.function.cmp(&y.function))
             .then(x.part.cmp(&y.part))

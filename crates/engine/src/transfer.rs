@@ -587,15 +587,9 @@ impl Receiver {
     ) -> io::Result<Step> {
         let r = match self {
             Receiver::Skip { at, most } => {
-                let end = buf.len().min(at.saturating_add(*most));
-                let r = zc::recv_discard(stream, &mut buf[*at..end]);
-                rest_of_message(at, buf.len(), r)
+                rest_of_message(at, *most, buf, |b| zc::recv_discard(stream, b))
             }
-            Receiver::Copy { at, most } => {
-                let end = buf.len().min(at.saturating_add(*most));
-                let r = (&*stream).read(&mut buf[*at..end]);
-                rest_of_message(at, buf.len(), r)
-            }
+            Receiver::Copy { at, most } => rest_of_message(at, *most, buf, |b| (&*stream).read(b)),
             Receiver::Mapped(map) => match map.receive(stream) {
                 Ok((mapped, _)) if mapped > 0 => {
                     FlowCounters::bump(&c.rx_mapped, mapped as u64);
@@ -626,8 +620,16 @@ impl Receiver {
     }
 }
 
-/// Moves `at` on by what a read of the rest of a `len`-byte message took.
-fn rest_of_message(at: &mut usize, len: usize, r: io::Result<usize>) -> io::Result<usize> {
+/// One `read` of at most `most` bytes of the rest of the message `buf`
+/// holds, `at` bytes into it; moves `at` on by what it took.
+fn rest_of_message(
+    at: &mut usize,
+    most: usize,
+    buf: &mut [u8],
+    read: impl FnOnce(&mut [u8]) -> io::Result<usize>,
+) -> io::Result<usize> {
+    let len = buf.len();
+    let r = read(&mut buf[*at..len.min(at.saturating_add(most))]);
     if let Ok(n) = r {
         *at = (*at + n) % len;
     }
