@@ -254,8 +254,12 @@ pub fn udp_server_sockets(
             Some(Protocol::UDP),
         )
         .map_err(|e| SetupError::io("create a UDP socket", e))?;
-        sock.set_reuse_port(true)
-            .map_err(|e| SetupError::io("set SO_REUSEPORT", e))?;
+        // A lone socket joins no group: the kernel would hash every
+        // datagram's 4-tuple to pick it from a group of one.
+        if count > 1 {
+            sock.set_reuse_port(true)
+                .map_err(|e| SetupError::io("set SO_REUSEPORT", e))?;
+        }
         apply_before_connect(&sock, opts)?;
         sock.bind(&addr.into())
             .map_err(|e| SetupError::io(format!("cannot receive UDP on {addr}"), e))?;
