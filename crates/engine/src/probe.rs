@@ -679,14 +679,18 @@ impl Edges for ProcessProbe {
 struct CpuProbe;
 
 impl Edges for CpuProbe {
-    type Reading = Vec<StatCpu>;
+    /// The states and when they were read: the span between the readings
+    /// gives the busy time the ticks miss (see [`CpuTimes::busy_s`]).
+    type Reading = (Instant, Vec<StatCpu>);
 
-    fn read(&self, _: &Engine) -> Vec<StatCpu> {
-        plumb_sys::proc::read_stat().unwrap_or_default()
+    fn read(&self, _: &Engine) -> Self::Reading {
+        let at = Instant::now();
+        (at, plumb_sys::proc::read_stat().unwrap_or_default())
     }
 
-    fn record(&self, a: Vec<StatCpu>, b: Vec<StatCpu>, _: &Engine, out: &mut EndResult) {
-        out.cpus = cpu_deltas(&a, &b, ticks_per_sec());
+    fn record(&self, a: Self::Reading, b: Self::Reading, _: &Engine, out: &mut EndResult) {
+        let span = b.0.saturating_duration_since(a.0).as_secs_f64();
+        out.cpus = cpu_deltas(&a.1, &b.1, ticks_per_sec(), span);
         out.irq_time_accounting = plumb_sys::proc::irq_time_accounting();
     }
 }
@@ -862,7 +866,7 @@ fn process_cpu(
     (cpu, (!path.is_empty()).then_some(path_user + path_system))
 }
 
-fn cpu_deltas(a: &[StatCpu], b: &[StatCpu], tick: f64) -> Vec<CpuTimes> {
+fn cpu_deltas(a: &[StatCpu], b: &[StatCpu], tick: f64, span_s: f64) -> Vec<CpuTimes> {
     b.iter()
         .filter_map(|e| {
             let s = a.iter().find(|s| s.cpu == e.cpu)?;
@@ -877,6 +881,7 @@ fn cpu_deltas(a: &[StatCpu], b: &[StatCpu], tick: f64) -> Vec<CpuTimes> {
                 irq_s: d(e.irq, s.irq),
                 softirq_s: d(e.softirq, s.softirq),
                 steal_s: d(e.steal, s.steal),
+                span_s: Some(span_s),
             })
         })
         .collect()

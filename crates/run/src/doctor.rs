@@ -561,7 +561,7 @@ fn sample_load(sample: Duration) -> Load {
     let sample_s = t0.elapsed().as_secs_f64();
     let hz = plumb_sys::proc::clock_ticks_per_sec().max(1) as f64;
 
-    let (mut total, mut steal, mut idle) = (0u64, 0u64, 0u64);
+    let (mut total, mut steal, mut idle, mut cpus) = (0u64, 0u64, 0u64, 0u64);
     for b in &stat1 {
         if let Some(a) = stat0.iter().find(|a| a.cpu == b.cpu) {
             let sum = |s: &plumb_sys::proc::StatCpu| {
@@ -570,8 +570,12 @@ fn sample_load(sample: Duration) -> Load {
             total += sum(b).saturating_sub(sum(a));
             steal += b.steal.saturating_sub(a.steal);
             idle += (b.idle + b.iowait).saturating_sub(a.idle + a.iowait);
+            cpus += 1;
         }
     }
+    // The busy ticks a tickless kernel lost (see CpuTimes::busy_s) are
+    // still the sample's time: the states may add up to less than it.
+    total = total.max((sample_s * hz) as u64 * cpus);
     let pct = |x: u64| {
         if total == 0 {
             0.0
