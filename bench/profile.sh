@@ -50,10 +50,9 @@ def recs(name):
 def fmt(xs, scale=1.0, unit=""):
     return f"{statistics.median(xs)/scale:.3g}{unit} [{min(xs)/scale:.3g}-{max(xs)/scale:.3g}]"
 def host_cpu_per_gb(it):
-    """Every CPU's busy seconds in the window (/proc/stat) per GB received."""
-    busy = sum(c["user_s"] + c["nice_s"] + c["system_s"] + c["irq_s"] + c["softirq_s"] + c["steal_s"]
-               for c in it["client"]["cpus"])
-    return busy / (it["transfer"]["received_bytes"] / 1e9)
+    """Every CPU's busy seconds in the window per GB received, as the
+    record counts them (`derived.host_cpu_s_per_gb`)."""
+    return it["derived"]["host_cpu_s_per_gb"]
 on = [it for p in pins for it in recs(f"stream-on-{p}")]
 event = on[0]["client"]["profile"]["event"]
 lost = sum(it[e]["profile"]["lost"] for it in on for e in ("client", "server"))

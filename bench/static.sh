@@ -65,16 +65,15 @@ reps = int(reps)
 
 def figures(name, case):
     """Per repetition: the rate, and the rate per busy CPU-second of the
-    host (every CPU's user, system, irq and softirq time over the window,
-    from the record's /proc/stat: everything the host spent on the test)."""
+    host (`derived.host_busy_s`: every CPU's time over the window less its
+    idle, iowait and steal; everything the host spent on the test)."""
     rates, per_cpu = [], []
     for rep in range(1, reps + 1):
         r = json.load(open(f"{work}/{name}-{case}-{rep}.json"))
         it = r["iterations"][0]
         d = it["derived"]
         rate = d["tps"] if case == "rr" else d["throughput_bps"]
-        busy = sum(c["user_s"] + c["nice_s"] + c["system_s"] + c["irq_s"] + c["softirq_s"] + c["steal_s"]
-                   for c in it["client"]["cpus"])
+        busy = d["host_busy_s"]
         rates.append(rate)
         per_cpu.append(rate * it["window_s"] / busy if busy > 0 else 0.0)
     return rates, per_cpu
@@ -102,9 +101,9 @@ lines = [
     f"Machine: {os.cpu_count()} CPUs ({cpu}), kernel {platform.release()}.",
     f"static: `{static_v}`; everyday: `{everyday_v}`.",
     "Both get the same flags: stream `--flows 1 --threads 1`, rr `--flows 1000 --threads 2`. "
-    "Per CPU-second is the rate over the host's busy CPU seconds in the window (every CPU's "
-    "user, system, irq and softirq time in /proc/stat: everything the host spent, receiver and "
-    "softirq included). Medians with min-max; static/everyday is the geometric mean of the "
+    "Per CPU-second is the rate over the host's busy CPU seconds in the window (the record's "
+    "`host_busy_s`: every CPU's time less its idle, iowait and steal; everything the host spent, "
+    "receiver and softirq included; both builds must keep `span_s`, or the older counts ticks). Medians with min-max; static/everyday is the geometric mean of the "
     "repetitions' ratios (each repetition runs both binaries back to back) with its 95 % "
     "Student-t interval, and a difference is called only where the interval leaves 1 out.",
     "",
