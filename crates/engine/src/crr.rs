@@ -11,7 +11,7 @@
 //! `server-fin` (netperf's TCP_CRR, an HTTP/1.0 server), where neither end
 //! sleeps until the other's close. The outcomes are reported by name.
 
-use crate::flow::{pattern, FlowError, Handler, Loop, Next, PageBuf, Shared, Writing, POLL};
+use crate::flow::{later, pattern, FlowError, Handler, Loop, Next, PageBuf, Shared, Writing, POLL};
 use crate::ring::{self, receive_buffers, Op, RingFlows, Shape};
 use crate::setup::{apply_before_connect, apply_connected, bind_source};
 use plumb_spec::{Close, SocketOpts};
@@ -120,8 +120,7 @@ fn write_out(conn: &mut Conn, writes: &[usize], buf: &[u8]) -> io::Result<(u64, 
                 sent += n as u64;
                 conn.wrote(writes, n);
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok((sent, true)),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if later(&e) => return Ok((sent, true)),
             Err(e) => return Err(e),
         }
     }
@@ -212,15 +211,12 @@ impl CrrClient {
     /// Starts slot `k`'s next connection.
     fn open(&self, lp: &Loop, k: usize) -> io::Result<Conn> {
         let sock = self.socket(k, !self.blocking)?;
-        if self.blocking {
-            // The timeouts bound how late the worker sees stop.
-            sock.set_read_timeout(Some(POLL))?;
-            sock.set_write_timeout(Some(POLL))?;
-        }
         let t0 = lp.now_ns();
         let connected = match sock.connect(&self.peer.into()) {
             Ok(()) => true,
-            Err(e) if e.raw_os_error() == Some(115) => false, // EINPROGRESS
+            // EINPROGRESS, or EINTR: a blocking connect cut short by the
+            // worker's interrupter goes on in the kernel all the same.
+            Err(e) if matches!(e.raw_os_error(), Some(115) | Some(4)) => false,
             Err(e) => return Err(e),
         };
         let stream: TcpStream = sock.into();
@@ -292,8 +288,7 @@ impl CrrClient {
                             return Ok(Step::Complete);
                         }
                     }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) if later(&e) => break,
                     Err(e) => return Ok(Step::Failed(plain_io(&e))),
                 }
             }
@@ -337,7 +332,8 @@ impl Handler for CrrClient {
     fn start(&mut self, lp: &mut Loop) -> io::Result<()> {
         if self.conns.len() == 1 {
             self.blocking = true;
-            lp.blocking = Some(self.base as u64);
+            // Each connection's socket is made blocking as it opens.
+            lp.block(self.base as u64, POLL)?;
         }
         lp.live = self.conns.len();
         for k in 0..self.conns.len() {
@@ -395,7 +391,7 @@ impl CrrServer {
 
     fn accept(&mut self, lp: &mut Loop) -> io::Result<()> {
         use rustix::net::{acceptfrom_with, SocketFlags};
-        // A blocking connection keeps the listener's timeouts.
+        // A blocking connection is accepted blocking, as the listener is.
         let flags = match self.blocking {
             true => SocketFlags::CLOEXEC,
             false => SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
@@ -414,8 +410,7 @@ impl CrrServer {
                         }
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if later(&e) => break,
                 Err(e) if matches!(e.raw_os_error(), Some(23) | Some(24)) => {
                     self.out_of_files(lp, &e);
                     break;
@@ -488,8 +483,7 @@ impl CrrServer {
                     c.add_received(got as u64);
                     conn.got += got;
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if later(&e) => break,
                 // RST from a client closing with linger 0: the normal end.
                 Err(_) => {
                     close = true;
@@ -522,10 +516,8 @@ impl Handler for CrrServer {
     fn start(&mut self, lp: &mut Loop) -> io::Result<()> {
         if self.plan.slots == 1 {
             self.blocking = true;
-            lp.blocking = Some(LISTENER);
             self.listener.set_nonblocking(false)?;
-            // The timeout bounds how late the worker sees stop.
-            socket2::SockRef::from(&*self.listener).set_read_timeout(Some(POLL))?;
+            lp.block(LISTENER, POLL)?;
         } else {
             lp.watch(
                 &*self.listener,

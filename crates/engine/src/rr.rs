@@ -7,7 +7,8 @@
 //! on a fixed schedule instead, and a late one shows in its latency.
 
 use crate::flow::{
-    pattern, read_burst, FlowCounters, Handler, Loop, Next, PageBuf, Shared, Timings, Writing, POLL,
+    later, pattern, read_burst, FlowCounters, Handler, Loop, Next, PageBuf, Shared, Timings,
+    Writing, POLL,
 };
 use crate::ring::{self, receive_buffers, Op, RingFlows, Shape};
 use plumb_sys::uring::{Completion, Queue};
@@ -82,8 +83,7 @@ impl Out {
                     c.add_sent(w as u64);
                     self.wrote(writes, w);
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if later(&e) => return Ok(true),
                 Err(e) => return Err(e),
             }
         }
@@ -276,12 +276,10 @@ impl Handler for RrFlows {
     fn start(&mut self, lp: &mut Loop) -> io::Result<()> {
         let n = lp.sh.range.len();
         if n == 1 && self.interval_ns.is_none() {
-            let stream = &lp.sh.flows[self.base];
-            stream.set_nonblocking(false)?;
-            stream.set_read_timeout(Some(POLL))?;
-            stream.set_write_timeout(Some(POLL))?;
-            lp.blocking = Some(self.base as u64);
-            // A second read would block for POLL with requests owed.
+            lp.sh.flows[self.base].set_nonblocking(false)?;
+            lp.block(self.base as u64, POLL)?;
+            // A second read would block until the interrupter with
+            // requests owed.
             self.reads = 1;
         } else {
             lp.watch_range(&lp.sh.flows, epoll::EventFlags::IN)?;

@@ -4,7 +4,9 @@
 //! that discard in the kernel (MSG_TRUNC). Everything a flow needs is
 //! allocated when the worker starts; sending and receiving allocate nothing.
 
-use crate::flow::{pattern, read_burst, FlowCounters, Handler, Loop, Next, PageBuf, Shared, POLL};
+use crate::flow::{
+    later, pattern, read_burst, FlowCounters, Handler, Loop, Next, PageBuf, Shared, POLL,
+};
 use crate::ring::{self, receive_buffers, Op, RingFlows, Shape};
 use plumb_spec::{RxMode, ZeroCopy};
 use plumb_sys::sock::zerocopy::{self as zc, ErrQueueEntry};
@@ -109,11 +111,8 @@ impl Handler for StreamFlows {
         // time into that lock's spin by different amounts run to run.
         let sends_only = self.plan.sends && !self.plan.receives;
         if n == 1 && sends_only && self.plan.zerocopy == ZeroCopy::None {
-            let stream = &lp.sh.flows[self.base];
-            stream.set_nonblocking(false)?;
-            stream.set_read_timeout(Some(POLL))?;
-            stream.set_write_timeout(Some(POLL))?;
-            lp.blocking = Some(self.base as u64);
+            lp.sh.flows[self.base].set_nonblocking(false)?;
+            lp.block(self.base as u64, POLL)?;
         } else {
             lp.watch_range(&lp.sh.flows, self.interest)?;
         }
@@ -184,7 +183,7 @@ impl Handler for StreamFlows {
                         park = true;
                         break;
                     }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) if later(&e) => break,
                     Err(e) => {
                         lp.end_tcp_flow(i, plumb_sys::plain_io(&e));
                         return Ok(());

@@ -12,7 +12,7 @@
 //! response within the timeout is counted and the flow sends the next one,
 //! so a lost datagram costs one timeout, never the run.
 
-use crate::flow::{pattern, FlowCounters, Handler, Loop, Next, PageBuf, Shared, POLL};
+use crate::flow::{later, pattern, FlowCounters, Handler, Loop, Next, PageBuf, Shared, POLL};
 use rustix::event::epoll;
 use rustix::net::{self, SocketAddrAny};
 use std::collections::VecDeque;
@@ -76,7 +76,7 @@ const BURST: usize = 16;
 fn blocked(e: &io::Error) -> bool {
     // ENOBUFS: the device queue is full; the datagram was not sent and the
     // socket will take more soon.
-    e.kind() == io::ErrorKind::WouldBlock || e.raw_os_error() == Some(105)
+    later(e) || e.raw_os_error() == Some(105)
 }
 
 /// A datagram the host's own packet filter dropped on the way out (EPERM):
@@ -92,8 +92,8 @@ fn send(sock: &UdpSocket, buf: &[u8]) -> io::Result<usize> {
     Ok(net::send(sock, buf, net::SendFlags::empty())?)
 }
 
-fn recv(sock: &UdpSocket, buf: &mut [u8]) -> io::Result<usize> {
-    Ok(net::recv(sock, buf, net::RecvFlags::empty())?.0)
+fn recv(sock: &UdpSocket, buf: &mut [u8], flags: net::RecvFlags) -> io::Result<usize> {
+    Ok(net::recv(sock, buf, flags)?.0)
 }
 
 /// The datagram and who sent it.
@@ -131,10 +131,9 @@ impl Handler for UdpStreamClient {
         // cost about 7 % of the datagrams on loopback; a socket without
         // room sleeps in the kernel instead.
         if n == 1 {
-            let sock = &lp.sh.udp_socks[lp.sh.range.start];
-            sock.set_nonblocking(false)?;
-            sock.set_write_timeout(Some(POLL))?;
-            lp.blocking = Some(lp.sh.range.start as u64);
+            let i = lp.sh.range.start;
+            lp.sh.udp_socks[i].set_nonblocking(false)?;
+            lp.block(i as u64, POLL)?;
         } else {
             lp.watch_range(&lp.sh.udp_socks, epoll::EventFlags::OUT)?;
         }
@@ -166,7 +165,7 @@ impl Handler for UdpStreamClient {
                     }
                 }
                 Err(e) if blocked(&e) => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted || filtered(&e) => continue,
+                Err(e) if filtered(&e) => continue,
                 Err(e) => {
                     refused = Some(e);
                     break;
@@ -184,9 +183,9 @@ impl Handler for UdpStreamClient {
 }
 
 /// udp-rr client flows: each keeps one request outstanding. A worker with
-/// one flow blocks in recv on its socket, as the server does; the receive
-/// timeout is a quarter of the request timeout (at most `POLL`), so a
-/// timeout is seen at most that late.
+/// one flow blocks in recv on its socket, as the server does; its
+/// interrupter's period is a quarter of the request timeout (at most
+/// `POLL`), so a timeout is seen at most that late.
 pub(crate) struct UdpRrClient {
     plan: UdpPlan,
     base: usize,
@@ -232,16 +231,13 @@ impl UdpRrClient {
         self.deadlines
             .push_back((t + self.plan.timeout_ns, k as u32, seq));
         FlowCounters::bump(&c.packets_sent, 1);
-        loop {
-            match send(&lp.sh.udp_socks[i], &self.out) {
-                Ok(w) => {
-                    c.add_sent(w as u64);
-                    return Ok(());
-                }
-                Err(e) if blocked(&e) || filtered(&e) => return Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
+        match send(&lp.sh.udp_socks[i], &self.out) {
+            Ok(w) => {
+                c.add_sent(w as u64);
+                Ok(())
             }
+            Err(e) if blocked(&e) || filtered(&e) => Ok(()),
+            Err(e) => Err(e),
         }
     }
 
@@ -262,15 +258,12 @@ impl Handler for UdpRrClient {
     fn start(&mut self, lp: &mut Loop) -> io::Result<()> {
         let n = lp.sh.range.len();
         if n == 1 {
-            let sock = &lp.sh.udp_socks[self.base];
             let wait = POLL.min(
                 std::time::Duration::from_nanos(self.plan.timeout_ns / 4)
                     .max(std::time::Duration::from_micros(100)),
             );
-            sock.set_nonblocking(false)?;
-            sock.set_read_timeout(Some(wait))?;
-            sock.set_write_timeout(Some(POLL))?;
-            lp.blocking = Some(self.base as u64);
+            lp.sh.udp_socks[self.base].set_nonblocking(false)?;
+            lp.block(self.base as u64, wait)?;
         } else {
             lp.watch_range(&lp.sh.udp_socks, epoll::EventFlags::IN)?;
         }
@@ -311,10 +304,13 @@ impl Handler for UdpRrClient {
         // One datagram per call in blocking mode: a second recv would wait.
         let burst = if lp.blocking.is_some() { 1 } else { BURST };
         for _ in 0..burst {
-            let got = match recv(&lp.sh.udp_socks[i], &mut self.inbuf) {
+            let got = match recv(
+                &lp.sh.udp_socks[i],
+                &mut self.inbuf,
+                net::RecvFlags::empty(),
+            ) {
                 Ok(got) => got,
                 Err(e) if blocked(&e) => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     self.end(lp, k, plumb_sys::plain_io(&e));
                     return Ok(Next::Done);
@@ -421,13 +417,11 @@ impl UdpServer {
 
 impl Handler for UdpServer {
     fn start(&mut self, lp: &mut Loop) -> io::Result<()> {
-        let sock = &lp.sh.udp_socks[lp.sh.range.start];
-        sock.set_nonblocking(false)?;
-        sock.set_read_timeout(Some(POLL))?;
-        // A response the socket cannot take within this time is dropped, as
-        // a full queue on the wire would.
-        sock.set_write_timeout(Some(POLL))?;
-        lp.blocking = Some(lp.sh.range.start as u64);
+        // A response the socket cannot take before the interrupter cuts
+        // the send short is dropped, as a full queue on the wire would.
+        let i = lp.sh.range.start;
+        lp.sh.udp_socks[i].set_nonblocking(false)?;
+        lp.block(i as u64, POLL)?;
         // The server runs until stopped.
         lp.live = 1;
         Ok(())
@@ -441,7 +435,7 @@ impl Handler for UdpServer {
         let got = if udp.rr {
             recv_from(sock, &mut self.inbuf)
         } else {
-            recv(sock, &mut self.inbuf).map(|got| (got, None))
+            recv(sock, &mut self.inbuf, net::RecvFlags::empty()).map(|got| (got, None))
         };
         let (got, from) = match got {
             Ok(r) => r,
@@ -480,12 +474,12 @@ impl Handler for UdpServer {
         // hand-over: far more datagrams than the largest receive buffer
         // holds.
         while read < SETTLE_MAX {
-            match rustix::net::recv(sock, &mut self.inbuf[..], rustix::net::RecvFlags::DONTWAIT) {
-                Ok((got, _)) => {
+            match recv(sock, &mut self.inbuf, net::RecvFlags::DONTWAIT) {
+                Ok(got) => {
                     read += 1;
                     self.count(lp, got);
                 }
-                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 // Empty (EAGAIN), or an ICMP error that belongs to no flow.
                 Err(_) => break,
             }

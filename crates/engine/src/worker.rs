@@ -342,6 +342,66 @@ mod tests {
     }
 
     #[test]
+    fn a_worker_blocked_on_a_silent_peer_hands_over_and_stops_without_socket_timeouts() {
+        // An rr client whose server never answers, blocked in its read; a
+        // udp-stream receiver no datagram comes to, blocked in its recv.
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (_silent, _) = l.accept().unwrap();
+        client.set_nonblocking(true).unwrap();
+        let rr = test_shared(vec![client], Vec::new(), 1, true);
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut udp = test_shared(Vec::new(), vec![sock], 1, false);
+        udp.latency = Some(Arc::new(crate::latency::LatencySlot::new()));
+        let receiver = UdpPlan {
+            client: false,
+            rr: false,
+            tag: 1,
+            out_size: 64,
+            flows: 1,
+            timeout_ns: 0,
+        };
+        for (sh, workload) in [
+            (rr, Workload::Rr(rr_plan(true))),
+            (udp, Workload::Udp(receiver)),
+        ] {
+            let what = format!("{workload:?}");
+            let (stop, epoch) = (sh.stop.clone(), sh.epoch.clone());
+            let slot = sh.latency.clone().unwrap();
+            let (tcp, udp) = (sh.flows.clone(), sh.udp_socks.clone());
+            let plan = WorkerPlan {
+                shared: sh,
+                workload,
+                cpu: None,
+                io: Io::Epoll,
+            };
+            let worker = std::thread::spawn(move || run(plan));
+            let within = |done: &dyn Fn() -> bool| {
+                let t = std::time::Instant::now();
+                while !done() && t.elapsed() < std::time::Duration::from_secs(2) {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                done()
+            };
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            // The kernel arms no timer at each of its sleeps.
+            let timeouts = match (tcp.first(), udp.first()) {
+                (Some(t), _) => (t.read_timeout().unwrap(), t.write_timeout().unwrap()),
+                (_, Some(u)) => (u.read_timeout().unwrap(), u.write_timeout().unwrap()),
+                _ => unreachable!(),
+            };
+            assert_eq!(timeouts, (None, None), "{what}");
+            assert!(!worker.is_finished(), "{what}");
+            // Nothing arrives, yet it hands over and then stops.
+            epoch.fetch_add(1, Relaxed);
+            assert!(within(&|| crate::latency::caught_up(&slot, 1)), "{what}");
+            stop.store(true, Relaxed);
+            assert!(within(&|| worker.is_finished()), "{what}");
+            worker.join().unwrap().unwrap();
+        }
+    }
+
+    #[test]
     fn the_ring_drives_stream_flows_with_plain_and_zero_copy_sends() {
         if !ring_here() {
             return;

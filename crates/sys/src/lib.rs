@@ -1,6 +1,7 @@
 //! The one place in plumb that talks to the kernel below the level of std:
 //! raw socket options and ioctls (TCP_INFO, SO_MAX_PACING_RATE,
-//! TCP_CONGESTION, SIOCOUTQ/SIOCINQ, SIOCETHTOOL, TUN devices), CPU affinity, getrusage, rlimits,
+//! TCP_CONGESTION, SIOCOUTQ/SIOCINQ, SIOCETHTOOL, TUN devices), CPU affinity,
+//! a thread's interrupting timer, getrusage, rlimits,
 //! parent-death signals, and the parsers and readers of the /proc and /sys
 //! files plumb measures with (stat, softirqs, net/snmp, net/netstat,
 //! task/*/stat and status).
@@ -19,6 +20,7 @@ mod error;
 pub mod ethtool;
 pub mod guest;
 pub mod host;
+pub mod interrupt;
 pub mod knob;
 pub mod ksyms;
 pub mod perf;
