@@ -18,8 +18,9 @@ pub struct BudgetLine {
     pub end: String,
     /// For a process's CPU time `user`, `system` or `run-queue wait` (its
     /// threads runnable but not on a CPU); for a host's `softirq`, `irq`
-    /// and `other processes` (its user and system time less that of the
-    /// test's ends that ran on it: a neighbour's compile, not the test); for events
+    /// and `other processes` (its busy time outside interrupts less that of
+    /// the test's ends that ran on it: a neighbour's compile, not the test);
+    /// for events
     /// `migrations`, `softnet dropped`, `time_squeeze`, `interface drops`.
     pub part: String,
     pub a: f64,
@@ -109,8 +110,7 @@ pub(crate) fn cpu(its: &[&Iteration], transactional: bool) -> Worked {
         for (end, host) in hosts(i) {
             let sum = |f: fn(&plumb_samples::CpuTimes) -> f64| end.cpus.iter().map(f).sum();
             // The ends' own time is in their lines: the host's is the rest,
-            // sampled at each tick on either side of the subtraction: a
-            // few ticks' noise, never below nothing.
+            // a few ticks' noise either way, never below nothing.
             let (busy, own) = busy_and_own(i, end);
             add(&host, OTHER, (busy - own).max(0.0));
             add(&host, "irq", sum(|c| c.irq_s));
@@ -122,14 +122,12 @@ pub(crate) fn cpu(its: &[&Iteration], transactional: bool) -> Worked {
 /// The budget part of a host's CPU time that the test's ends did not spend.
 pub const OTHER: &str = "other processes";
 
-/// The CPU seconds of a host over an iteration's window: all its busy
-/// time, and the part the test's ends spent on it.
+/// The CPU seconds of a host over an iteration's window: its busy time
+/// outside interrupts, and the part the test's ends spent on it. The ends'
+/// figures are exact; the host's user and system ticks alone can fall below
+/// them on a tickless kernel, which would hide a neighbour.
 fn busy_and_own(i: &Iteration, end: &EndResult) -> (f64, f64) {
-    let busy = end
-        .cpus
-        .iter()
-        .map(|c| c.user_s + c.nice_s + c.system_s)
-        .sum();
+    let busy = end.cpus.iter().map(|c| c.task_s()).sum();
     let own = [&i.client, &i.server]
         .into_iter()
         .filter(|e| e.hostname == end.hostname)

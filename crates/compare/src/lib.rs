@@ -664,6 +664,31 @@ mod tests {
     }
 
     #[test]
+    fn a_neighbour_whose_ticks_were_lost_is_named_all_the_same() {
+        // B's host ticked as A's did, but its idle clock says 8 s more of
+        // it was busy: time a tickless kernel's ticks missed.
+        let side = |name: &str, unticked: f64| {
+            let mut r = record(&[9e9, 9.1e9, 8.9e9], "h");
+            for i in &mut r.iterations {
+                i.server.hostname = i.client.hostname.clone();
+                let c = &mut i.client.cpus[0];
+                c.span_s = Some(c.total_s() + unticked);
+            }
+            Side::new(name, vec![r], None)
+        };
+        let c = compare(&side("a", 0.0), &side("b", 8.0), &CompareParams::default());
+        let p = &c.points[0];
+        let other = p.budget.iter().find(|l| l.part == OTHER).unwrap();
+        assert!(other.b > other.a, "{other:?}");
+        assert_eq!(p.neighbours.len(), 1, "{:?}", p.neighbours);
+        assert!(
+            p.neighbours[0].contains("busier under B"),
+            "{:?}",
+            p.neighbours
+        );
+    }
+
+    #[test]
     fn a_busier_neighbour_is_named_apart_from_the_tests_own_cpu() {
         // B's host spent 8 s more than its ends in user time: a compile.
         let side = |name: &str, neighbour: f64| {

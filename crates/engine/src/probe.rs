@@ -866,7 +866,9 @@ fn process_cpu(
     (cpu, (!path.is_empty()).then_some(path_user + path_system))
 }
 
-fn cpu_deltas(a: &[StatCpu], b: &[StatCpu], tick: f64, span_s: f64) -> Vec<CpuTimes> {
+/// Each CPU's times between two readings of /proc/stat, `a` and then `b`,
+/// taken `span_s` seconds apart; `tick` is the ticks of a second.
+pub fn cpu_deltas(a: &[StatCpu], b: &[StatCpu], tick: f64, span_s: f64) -> Vec<CpuTimes> {
     b.iter()
         .filter_map(|e| {
             let s = a.iter().find(|s| s.cpu == e.cpu)?;

@@ -553,34 +553,25 @@ fn ticks_since(p: &Proc, before: &BTreeMap<u32, Proc>) -> u64 {
 fn sample_load(sample: Duration) -> Load {
     let me = std::process::id();
     let stat0 = plumb_sys::proc::read_stat().unwrap_or_default();
-    let procs0: BTreeMap<u32, Proc> = processes().into_iter().map(|p| (p.pid, p)).collect();
     let t0 = Instant::now();
+    let procs0: BTreeMap<u32, Proc> = processes().into_iter().map(|p| (p.pid, p)).collect();
     std::thread::sleep(sample);
-    let stat1 = plumb_sys::proc::read_stat().unwrap_or_default();
     let procs1 = processes();
+    let stat1 = plumb_sys::proc::read_stat().unwrap_or_default();
     let sample_s = t0.elapsed().as_secs_f64();
     let hz = plumb_sys::proc::clock_ticks_per_sec().max(1) as f64;
 
-    let (mut total, mut steal, mut idle, mut cpus) = (0u64, 0u64, 0u64, 0u64);
-    for b in &stat1 {
-        if let Some(a) = stat0.iter().find(|a| a.cpu == b.cpu) {
-            let sum = |s: &plumb_sys::proc::StatCpu| {
-                s.user + s.nice + s.system + s.idle + s.iowait + s.irq + s.softirq + s.steal
-            };
-            total += sum(b).saturating_sub(sum(a));
-            steal += b.steal.saturating_sub(a.steal);
-            idle += (b.idle + b.iowait).saturating_sub(a.idle + a.iowait);
-            cpus += 1;
-        }
-    }
-    // The busy ticks a tickless kernel lost (see CpuTimes::busy_s) are
-    // still the sample's time: the states may add up to less than it.
-    total = total.max((sample_s * hz) as u64 * cpus);
-    let pct = |x: u64| {
-        if total == 0 {
-            0.0
+    // Busy and steal as a record counts them (CpuTimes::busy_s), of each
+    // CPU's sample: its span, or its states where they add up to more.
+    let cpus = plumb_engine::probe::cpu_deltas(&stat0, &stat1, hz, sample_s);
+    let total: f64 = cpus.iter().map(|c| c.total_s().max(sample_s)).sum();
+    let steal: f64 = cpus.iter().map(|c| c.steal_s).sum();
+    let busy_s: f64 = cpus.iter().map(|c| c.busy_s()).sum();
+    let pct = |x: f64| {
+        if total > 0.0 {
+            100.0 * x / total
         } else {
-            100.0 * x as f64 / total as f64
+            0.0
         }
     };
     let mut busy: Vec<BusyProcess> = procs1
@@ -599,7 +590,7 @@ fn sample_load(sample: Duration) -> Load {
     Load {
         sample_s,
         steal_percent: pct(steal),
-        busy_percent: pct(total.saturating_sub(idle).saturating_sub(steal)),
+        busy_percent: pct(busy_s),
         busy,
     }
 }
