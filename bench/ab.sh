@@ -4,7 +4,8 @@
 # change inside plumb (a restructuring, a new code path) is measured against
 # the code before it on the same machine in the same minutes. Each case's
 # figure is the one its script reports for plumb: Gbit/s for stream,
-# transactions per second for rr, udp-rr and the many-flow cases.
+# transactions per second for rr, udp-rr and the many-flow cases; beside it
+# the same work per busy CPU-second of the host (the record's host_busy_s).
 #
 #   bench/ab.sh OLD_PLUMB NEW_PLUMB [REPS [SECS]]
 #
@@ -58,14 +59,16 @@ cases = [c.split("|", 1) for c in sys.argv[6:]]
 reps = int(reps)
 
 def figure(path):
+    """The rate, its unit, and the work per busy CPU-second of the host."""
     try:
         it = json.load(open(path))["iterations"][0]
     except Exception:
         return None
     d = it["derived"]
-    if d.get("tps"):
-        return d["tps"], "tx/s"
-    return d["throughput_bps"] / 1e9, "Gbit/s"
+    busy = d.get("host_busy_s") or 0
+    rate, unit = (d["tps"], "tx/s") if d.get("tps") else (d["throughput_bps"] / 1e9, "Gbit/s")
+    per_cpu = rate * it["window_s"] / busy if busy > 0 else None
+    return rate, unit, per_cpu
 
 cpus = os.cpu_count()
 model = ""
@@ -81,13 +84,16 @@ out.append(f"Run by `bench/ab.sh OLD NEW {reps} {secs}` on {cpus} CPUs ({model})
            "threads. Medians with min-max in brackets. NEW/OLD is the geometric mean of the "
            "repetitions' ratios (each repetition runs both builds back to back), with its 95 % "
            "Student-t interval over the repetitions; a difference is called only where the "
-           "interval leaves 1 out.")
+           "interval leaves 1 out. Per CPU is the same work per busy CPU-second of the host "
+           "over the window (each record's `host_busy_s`: every CPU's time less its idle, "
+           "iowait and steal).")
 out.append("")
-out.append("| case | plumb run | OLD | NEW | NEW/OLD [95 % interval] | called |")
-out.append("|---|---|---|---|---|---|")
+out.append("| case | plumb run | OLD | NEW | NEW/OLD [95 % interval] | called "
+           "| per CPU NEW/OLD [95 % interval] | called |")
+out.append("|---|---|---|---|---|---|---|---|")
 
 sys.path.insert(0, "bench")
-from ratio import ratio_interval
+from ratio import called, ratio_interval
 for name, args in cases:
     got = {}
     unit = ""
@@ -98,26 +104,27 @@ for name, args in cases:
             f = figure(os.path.join(work, f"{who}-{name}-{rep}.json"))
             if f:
                 v.append(f[0])
-                by_rep.setdefault(rep, {})[who] = f[0]
+                by_rep.setdefault(rep, {})[who] = f
                 unit = f[1]
         got[who] = v
     if not got["old"] or not got["new"]:
-        out.append(f"| {name} | `{args}` | failed | failed | - | - |")
+        out.append(f"| {name} | `{args}` | failed | failed | - | - | - | - |")
         continue
     def num(x):
         return f"{x:,.0f}" if unit == "tx/s" else f"{x:.2f}"
     def cell(v):
         return f"{num(statistics.median(v))} [{num(min(v))}-{num(max(v))}] {unit}"
-    pairs = [(r["old"], r["new"]) for r in by_rep.values() if "old" in r and "new" in r]
-    ri = ratio_interval(pairs)
-    if ri is None:
-        ratio, called = "too few repetitions", "-"
-    else:
-        g, lo, hi = ri
-        ratio = f"{g:.3f} [{lo:.3f}, {hi:.3f}]"
-        called = "slower" if hi < 1 else "faster" if lo > 1 else "no difference"
+    def compared(k, above, below):
+        pairs = [(r["old"][k], r["new"][k]) for r in by_rep.values()
+                 if "old" in r and "new" in r and r["old"][k] and r["new"][k]]
+        ri = ratio_interval(pairs)
+        if ri is None:
+            return "too few repetitions", "-"
+        return f"{ri[0]:.3f} [{ri[1]:.3f}, {ri[2]:.3f}]", called(ri, above, below)
+    rate, rate_called = compared(0, "faster", "slower")
+    per_cpu, per_called = compared(2, "cheaper", "dearer")
     out.append(f"| {name} | `{args}` | {cell(got['old'])} | {cell(got['new'])} | "
-               f"{ratio} | {called} |")
+               f"{rate} | {rate_called} | {per_cpu} | {per_called} |")
 out.append("")
 print("\n".join(out))
 PY
