@@ -663,20 +663,24 @@ mod tests {
         assert_eq!(bisect_for(&c, 0.05, Change::Any), Bisect::Good, "{p:?}");
     }
 
+    /// A side whose two ends ran on one host, each iteration's first CPU
+    /// of it as `busier` leaves it.
+    fn one_host(name: &str, busier: impl Fn(&mut plumb_samples::CpuTimes)) -> Side {
+        let mut r = record(&[9e9, 9.1e9, 8.9e9], "h");
+        for i in &mut r.iterations {
+            i.server.hostname = i.client.hostname.clone();
+            busier(&mut i.client.cpus[0]);
+        }
+        Side::new(name, vec![r], None)
+    }
+
     #[test]
     fn a_neighbour_whose_ticks_were_lost_is_named_all_the_same() {
         // B's host ticked as A's did, but its idle clock says 8 s more of
         // it was busy: time a tickless kernel's ticks missed.
-        let side = |name: &str, unticked: f64| {
-            let mut r = record(&[9e9, 9.1e9, 8.9e9], "h");
-            for i in &mut r.iterations {
-                i.server.hostname = i.client.hostname.clone();
-                let c = &mut i.client.cpus[0];
-                c.span_s = Some(c.total_s() + unticked);
-            }
-            Side::new(name, vec![r], None)
-        };
-        let c = compare(&side("a", 0.0), &side("b", 8.0), &CompareParams::default());
+        let a = one_host("a", |c| c.span_s = Some(c.total_s()));
+        let b = one_host("b", |c| c.span_s = Some(c.total_s() + 8.0));
+        let c = compare(&a, &b, &CompareParams::default());
         let p = &c.points[0];
         let other = p.budget.iter().find(|l| l.part == OTHER).unwrap();
         assert!(other.b > other.a, "{other:?}");
@@ -691,15 +695,9 @@ mod tests {
     #[test]
     fn a_busier_neighbour_is_named_apart_from_the_tests_own_cpu() {
         // B's host spent 8 s more than its ends in user time: a compile.
-        let side = |name: &str, neighbour: f64| {
-            let mut r = record(&[9e9, 9.1e9, 8.9e9], "h");
-            for i in &mut r.iterations {
-                i.server.hostname = i.client.hostname.clone();
-                i.client.cpus[0].user_s += neighbour;
-            }
-            Side::new(name, vec![r], None)
-        };
-        let c = compare(&side("a", 0.0), &side("b", 8.0), &CompareParams::default());
+        let a = one_host("a", |_| {});
+        let b = one_host("b", |c| c.user_s += 8.0);
+        let c = compare(&a, &b, &CompareParams::default());
         let p = &c.points[0];
         let other = p.budget.iter().find(|l| l.part == OTHER).unwrap();
         assert_eq!(other.end, "host");
@@ -719,7 +717,7 @@ mod tests {
             p.neighbours[0]
         );
         // The same host on both sides says nothing.
-        let c = compare(&side("a", 0.0), &side("b", 0.0), &CompareParams::default());
+        let c = compare(&a, &one_host("b", |_| {}), &CompareParams::default());
         assert!(c.points[0].neighbours.is_empty());
     }
 

@@ -40,6 +40,22 @@ fn install() -> io::Result<()> {
     done.map_err(io::Error::from_raw_os_error)
 }
 
+/// Blocks or unblocks (`how`) the signal on the calling thread only.
+fn mask(how: libc::c_int) -> io::Result<()> {
+    // SAFETY: the set is initialised by sigemptyset before use; the call
+    // changes only this thread's mask and asks nothing back.
+    let rc = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, SIGNAL);
+        libc::pthread_sigmask(how, &set, std::ptr::null_mut())
+    };
+    match rc {
+        0 => Ok(()),
+        _ => Err(io::Error::from_raw_os_error(rc)),
+    }
+}
+
 /// A timer that signals the thread that made it, every period, until it
 /// is dropped. It belongs to that thread: it is neither `Send` nor `Sync`.
 pub struct Interrupter {
@@ -54,17 +70,7 @@ impl Interrupter {
         install()?;
         // A mask inherited from whoever started plumb might block the
         // signal, and then nothing would ever cut a call short.
-        // SAFETY: the set is initialised by sigemptyset before use; the
-        // call changes only this thread's mask.
-        let rc = unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, SIGNAL);
-            libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut())
-        };
-        if rc != 0 {
-            return Err(io::Error::from_raw_os_error(rc));
-        }
+        mask(libc::SIG_UNBLOCK)?;
         let tid = rustix::thread::gettid().as_raw_nonzero().get();
         // SAFETY: a zeroed sigevent is valid; the fields set make it
         // signal one thread (SIGEV_THREAD_ID), the calling one.
@@ -144,13 +150,7 @@ mod tests {
     #[test]
     fn a_signal_blocked_by_the_thread_is_unblocked() {
         let t = std::thread::spawn(|| {
-            // SAFETY: as in `every`, on this thread's own mask.
-            unsafe {
-                let mut set: libc::sigset_t = std::mem::zeroed();
-                libc::sigemptyset(&mut set);
-                libc::sigaddset(&mut set, SIGNAL);
-                libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-            }
+            mask(libc::SIG_BLOCK).unwrap();
             let _timer = Interrupter::every(Duration::from_millis(5)).unwrap();
             let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
             sock.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
