@@ -11,7 +11,9 @@
 //! `server-fin` (netperf's TCP_CRR, an HTTP/1.0 server), where neither end
 //! sleeps until the other's close. The outcomes are reported by name.
 
-use crate::flow::{later, pattern, FlowError, Handler, Loop, Next, PageBuf, Shared, Writing, POLL};
+use crate::flow::{
+    later, pattern, FlowError, Handler, Loop, Next, PageBuf, Shared, Writing, BOUND,
+};
 use crate::ring::{self, receive_buffers, Op, RingFlows, Shape};
 use crate::setup::{apply_before_connect, apply_connected, bind_source};
 use plumb_spec::{Close, SocketOpts};
@@ -333,7 +335,7 @@ impl Handler for CrrClient {
         if self.conns.len() == 1 {
             self.blocking = true;
             // Each connection's socket is made blocking as it opens.
-            lp.block(self.base as u64, POLL)?;
+            lp.block(self.base as u64, BOUND)?;
         }
         lp.live = self.conns.len();
         for k in 0..self.conns.len() {
@@ -517,7 +519,7 @@ impl Handler for CrrServer {
         if self.plan.slots == 1 {
             self.blocking = true;
             self.listener.set_nonblocking(false)?;
-            lp.block(LISTENER, POLL)?;
+            lp.block(LISTENER, BOUND)?;
         } else {
             lp.watch(
                 &*self.listener,

@@ -37,9 +37,7 @@ use flow::{FlowCounters, Shared};
 use plumb_samples::{Role, TcpInfo};
 use plumb_spec::CpuList;
 use plumb_sys::plain_io;
-use rustix::event::{eventfd, EventfdFlags};
 use std::net::TcpStream;
-use std::os::fd::OwnedFd;
 use std::sync::atomic::{
     AtomicBool, AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering::Relaxed,
     Ordering::Release,
@@ -372,7 +370,7 @@ pub struct Engine {
     stop: Arc<AtomicBool>,
     window_closed: Arc<AtomicBool>,
     in_window: Arc<AtomicBool>,
-    wakes: Vec<Arc<OwnedFd>>,
+    nudges: Vec<flow::Nudge>,
     workers: Vec<JoinHandle<std::io::Result<Vec<FlowError>>>>,
     latency: Vec<Arc<latency::LatencySlot>>,
     epoch: Arc<AtomicU64>,
@@ -469,7 +467,7 @@ impl Engine {
             stop: stop.clone(),
             window_closed: window_closed.clone(),
             in_window: in_window.clone(),
-            wakes: Vec::new(),
+            nudges: Vec::new(),
             workers: Vec::new(),
             latency: Vec::new(),
             epoch: Arc::new(AtomicU64::new(0)),
@@ -482,10 +480,7 @@ impl Engine {
             Role::Server => "plumb-s",
         };
         for w in 0..threads {
-            let wake = Arc::new(
-                eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)
-                    .map_err(|e| EngineError::Spawn(e.to_string()))?,
-            );
+            let nudge = flow::Nudge::new().map_err(|e| EngineError::Spawn(e.to_string()))?;
             let latency = config.workload.hands_over().then(|| {
                 let slot = Arc::new(latency::LatencySlot::new());
                 engine.latency.push(slot.clone());
@@ -499,7 +494,7 @@ impl Engine {
                     stop: stop.clone(),
                     window_closed: window_closed.clone(),
                     in_window: in_window.clone(),
-                    wake: wake.clone(),
+                    nudge: nudge.clone(),
                     listener: listener.clone(),
                     udp_socks: udp_socks.clone(),
                     strays: strays.clone(),
@@ -526,7 +521,7 @@ impl Engine {
                     r
                 })
                 .map_err(|e| EngineError::Spawn(e.to_string()))?;
-            engine.wakes.push(wake);
+            engine.nudges.push(nudge);
             engine.workers.push(handle);
         }
         Ok(engine)
@@ -662,8 +657,8 @@ impl Engine {
             return None;
         }
         let epoch = self.epoch.fetch_add(1, AcqRel) + 1;
-        for w in &self.wakes {
-            let _ = rustix::io::write(&**w, &1u64.to_ne_bytes());
+        for (n, w) in self.nudges.iter().zip(&self.workers) {
+            n.nudge(w);
         }
         // Without a wait, a worker that never answers (a bug) must not
         // hang the run: what it did not hand over is then neither timed nor
@@ -671,14 +666,9 @@ impl Engine {
         let deadline = std::time::Instant::now() + wait.unwrap_or(HAND_OVER_GUARD);
         // A worker that ended hands over for the last time as it returns; one
         // that panicked never will.
-        while !self
-            .latency
-            .iter()
-            .zip(&self.workers)
-            .all(|(s, w)| latency::caught_up(s, epoch) || w.is_finished())
-            && std::time::Instant::now() < deadline
-        {
-            std::thread::sleep(std::time::Duration::from_micros(100));
+        for ((s, w), n) in self.latency.iter().zip(&self.workers).zip(&self.nudges) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            n.until(w, left, || latency::caught_up(s, epoch) || w.is_finished());
         }
         if !self.config.workload.timed() {
             return None;
@@ -781,15 +771,29 @@ impl Engine {
         self.window_closed.store(true, Relaxed);
     }
 
+    /// Raises stop, nudges each worker until it has returned, and joins it.
+    fn end_workers(&mut self) -> Vec<std::thread::Result<std::io::Result<Vec<FlowError>>>> {
+        self.stop.store(true, Relaxed);
+        for (n, w) in self.nudges.iter().zip(&self.workers) {
+            n.nudge(w);
+        }
+        self.workers
+            .drain(..)
+            .zip(&self.nudges)
+            .map(|(w, n)| {
+                // One that does not return in time is waited for all the
+                // same: its flows close only once it has let them go.
+                n.until(&w, HAND_OVER_GUARD, || w.is_finished());
+                w.join()
+            })
+            .collect()
+    }
+
     /// Stops the workers, closes the flows, and returns the flows that failed.
     pub fn stop(mut self) -> Result<Vec<FlowError>, EngineError> {
-        self.stop.store(true, Relaxed);
-        for w in &self.wakes {
-            let _ = rustix::io::write(&**w, &1u64.to_ne_bytes());
-        }
         let mut errors = Vec::new();
-        for (i, h) in self.workers.drain(..).enumerate() {
-            match h.join() {
+        for (i, r) in self.end_workers().into_iter().enumerate() {
+            match r {
                 Ok(Ok(e)) => errors.extend(e),
                 Ok(Err(e)) => {
                     return Err(EngineError::Worker {
@@ -813,13 +817,7 @@ impl Engine {
 impl Drop for Engine {
     fn drop(&mut self) {
         if !self.workers.is_empty() {
-            self.stop.store(true, Relaxed);
-            for w in &self.wakes {
-                let _ = rustix::io::write(&**w, &1u64.to_ne_bytes());
-            }
-            for h in self.workers.drain(..) {
-                let _ = h.join();
-            }
+            self.end_workers();
         }
     }
 }

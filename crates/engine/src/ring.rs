@@ -115,7 +115,7 @@ pub(crate) fn drive<R: RingFlows>(sh: Shared, mut r: R) -> io::Result<Vec<FlowEr
     if let Some(peer) = shape.peer {
         ring.set_peer(peer);
     }
-    let wake = lp.sh.wake.clone();
+    let wake = lp.sh.nudge.wake.clone();
     ring.watch(wake.as_fd(), WAKE)?;
     r.start(&mut lp, &mut ring.queue())?;
     let mut failed = None;

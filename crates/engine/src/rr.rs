@@ -8,7 +8,7 @@
 
 use crate::flow::{
     later, pattern, read_burst, FlowCounters, Handler, Loop, Next, PageBuf, Shared, Timings,
-    Writing, POLL,
+    Writing, BOUND,
 };
 use crate::ring::{self, receive_buffers, Op, RingFlows, Shape};
 use plumb_sys::uring::{Completion, Queue};
@@ -277,7 +277,7 @@ impl Handler for RrFlows {
         let n = lp.sh.range.len();
         if n == 1 && self.interval_ns.is_none() {
             lp.sh.flows[self.base].set_nonblocking(false)?;
-            lp.block(self.base as u64, POLL)?;
+            lp.block(self.base as u64, BOUND)?;
             // A second read would block until the interrupter with
             // requests owed.
             self.reads = 1;

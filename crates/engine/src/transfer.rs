@@ -5,7 +5,7 @@
 //! allocated when the worker starts; sending and receiving allocate nothing.
 
 use crate::flow::{
-    later, pattern, read_burst, FlowCounters, Handler, Loop, Next, PageBuf, Shared, POLL,
+    later, pattern, read_burst, FlowCounters, Handler, Loop, Next, PageBuf, Shared, BOUND,
 };
 use crate::ring::{self, receive_buffers, Op, RingFlows, Shape};
 use plumb_spec::{RxMode, ZeroCopy};
@@ -112,7 +112,7 @@ impl Handler for StreamFlows {
         let sends_only = self.plan.sends && !self.plan.receives;
         if n == 1 && sends_only && self.plan.zerocopy == ZeroCopy::None {
             lp.sh.flows[self.base].set_nonblocking(false)?;
-            lp.block(self.base as u64, POLL)?;
+            lp.block(self.base as u64, BOUND)?;
         } else {
             lp.watch_range(&lp.sh.flows, self.interest)?;
         }

@@ -12,7 +12,9 @@
 //! response within the timeout is counted and the flow sends the next one,
 //! so a lost datagram costs one timeout, never the run.
 
-use crate::flow::{later, pattern, FlowCounters, Handler, Loop, Next, PageBuf, Shared, POLL};
+use crate::flow::{
+    later, pattern, FlowCounters, Handler, Loop, Next, PageBuf, Shared, BOUND, POLL,
+};
 use rustix::event::epoll;
 use rustix::net::{self, SocketAddrAny};
 use std::collections::VecDeque;
@@ -133,7 +135,7 @@ impl Handler for UdpStreamClient {
         if n == 1 {
             let i = lp.sh.range.start;
             lp.sh.udp_socks[i].set_nonblocking(false)?;
-            lp.block(i as u64, POLL)?;
+            lp.block(i as u64, BOUND)?;
         } else {
             lp.watch_range(&lp.sh.udp_socks, epoll::EventFlags::OUT)?;
         }
@@ -417,11 +419,12 @@ impl UdpServer {
 
 impl Handler for UdpServer {
     fn start(&mut self, lp: &mut Loop) -> io::Result<()> {
-        // A response the socket cannot take before the interrupter cuts
-        // the send short is dropped, as a full queue on the wire would.
+        // A response the socket has no room for waits in the kernel until
+        // there is, or until a signal cuts the send short; then it is
+        // dropped, as a full queue on the wire would drop it.
         let i = lp.sh.range.start;
         lp.sh.udp_socks[i].set_nonblocking(false)?;
-        lp.block(i as u64, POLL)?;
+        lp.block(i as u64, BOUND)?;
         // The server runs until stopped.
         lp.live = 1;
         Ok(())

@@ -258,7 +258,7 @@ mod tests {
         }
         let ends = [(clients, true), (servers, false)].map(|(socks, client)| {
             let sh = test_shared(socks, Vec::new(), flows, timed && client);
-            let handles = (sh.stop.clone(), sh.wake.clone(), sh.counters.clone());
+            let handles = (sh.stop.clone(), sh.nudge.clone(), sh.counters.clone());
             let plan = WorkerPlan {
                 shared: sh,
                 workload: workload(client),
@@ -268,9 +268,9 @@ mod tests {
             (std::thread::spawn(move || run(plan)), handles)
         });
         std::thread::sleep(std::time::Duration::from_millis(300));
-        for (_, (stop, wake, _)) in &ends {
+        for (worker, (stop, nudge, _)) in &ends {
             stop.store(true, Relaxed);
-            let _ = rustix::io::write(&**wake, &1u64.to_ne_bytes());
+            nudge.nudge(worker);
         }
         ends.into_iter()
             .map(|(worker, (_, _, counters))| (worker.join().unwrap().unwrap(), counters))
@@ -342,7 +342,8 @@ mod tests {
     }
 
     #[test]
-    fn a_worker_blocked_on_a_silent_peer_hands_over_and_stops_without_socket_timeouts() {
+    fn a_blocked_worker_on_a_silent_peer_hands_over_and_stops_when_nudged_without_socket_timeouts()
+    {
         // An rr client whose server never answers, blocked in its read; a
         // udp-stream receiver no datagram comes to, blocked in its recv.
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -366,7 +367,7 @@ mod tests {
             (udp, Workload::Udp(receiver)),
         ] {
             let what = format!("{workload:?}");
-            let (stop, epoch) = (sh.stop.clone(), sh.epoch.clone());
+            let (stop, epoch, nudge) = (sh.stop.clone(), sh.epoch.clone(), sh.nudge.clone());
             let slot = sh.latency.clone().unwrap();
             let (tcp, udp) = (sh.flows.clone(), sh.udp_socks.clone());
             let plan = WorkerPlan {
@@ -376,13 +377,8 @@ mod tests {
                 io: Io::Epoll,
             };
             let worker = std::thread::spawn(move || run(plan));
-            let within = |done: &dyn Fn() -> bool| {
-                let t = std::time::Instant::now();
-                while !done() && t.elapsed() < std::time::Duration::from_secs(2) {
-                    std::thread::sleep(std::time::Duration::from_millis(1));
-                }
-                done()
-            };
+            // Well inside the interrupter's own period: the nudge did it.
+            let within = crate::flow::BOUND / 2;
             std::thread::sleep(std::time::Duration::from_millis(100));
             // The kernel arms no timer at each of its sleeps.
             let timeouts = match (tcp.first(), udp.first()) {
@@ -392,11 +388,15 @@ mod tests {
             };
             assert_eq!(timeouts, (None, None), "{what}");
             assert!(!worker.is_finished(), "{what}");
-            // Nothing arrives, yet it hands over and then stops.
+            // Nothing arrives, yet when nudged it hands over and then stops.
             epoch.fetch_add(1, Relaxed);
-            assert!(within(&|| crate::latency::caught_up(&slot, 1)), "{what}");
+            let handed = || crate::latency::caught_up(&slot, 1);
+            assert!(nudge.until(&worker, within, handed), "{what}");
             stop.store(true, Relaxed);
-            assert!(within(&|| worker.is_finished()), "{what}");
+            assert!(
+                nudge.until(&worker, within, || worker.is_finished()),
+                "{what}"
+            );
             worker.join().unwrap().unwrap();
         }
     }

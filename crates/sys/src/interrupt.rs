@@ -1,11 +1,12 @@
-//! A thread's own interval timer whose signal cuts short the thread's
-//! blocking system calls, so that a thread blocked on one socket still
-//! looks at its flags every so often.
+//! A signal that cuts short a thread's blocking system calls, so that a
+//! thread blocked on one socket still looks at its flags: sent by another
+//! thread when it has raised one ([`interrupt`]), and by the thread's own
+//! interval timer every period ([`Interrupter`]).
 //!
 //! A socket's SO_RCVTIMEO or SO_SNDTIMEO does the same at a price: the
 //! kernel arms and cancels a timer at every sleep, and a thread that sleeps
-//! twice a transaction pays that tens of thousands of times a second. One
-//! periodic timer per thread costs one signal a period instead.
+//! twice a transaction pays that tens of thousands of times a second. A
+//! signal costs only when it is sent.
 
 use std::io;
 use std::time::Duration;
@@ -52,6 +53,25 @@ fn mask(how: libc::c_int) -> io::Result<()> {
     };
     match rc {
         0 => Ok(()),
+        _ => Err(io::Error::from_raw_os_error(rc)),
+    }
+}
+
+/// Signals `thread` once. A blocking call it is in returns EINTR, provided
+/// the thread has made an [`Interrupter`] (which installs the handler and
+/// unblocks the signal); a signal that lands before the call is lost, so a
+/// caller waiting for the thread to notice sends it again. A thread without
+/// the handler ignores it, as SIGURG's default is.
+pub fn interrupt<T>(thread: &std::thread::JoinHandle<T>) -> io::Result<()> {
+    use std::os::unix::thread::JoinHandleExt;
+    // std's pthread_t is an integer; musl's, to libc, a pointer.
+    #[allow(clippy::unnecessary_cast)]
+    let id = thread.as_pthread_t() as libc::pthread_t;
+    // SAFETY: while its JoinHandle lives a thread is neither joined nor
+    // detached, so its pthread_t stays valid even after it has returned.
+    let rc = unsafe { libc::pthread_kill(id, SIGNAL) };
+    match rc {
+        0 | libc::ESRCH => Ok(()),
         _ => Err(io::Error::from_raw_os_error(rc)),
     }
 }
@@ -157,6 +177,33 @@ mod tests {
             sock.recv(&mut [0u8; 16]).unwrap_err().kind()
         });
         assert_eq!(t.join().unwrap(), io::ErrorKind::Interrupted);
+    }
+
+    #[test]
+    fn another_thread_cuts_a_blocked_receive_short_once() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let t = std::thread::spawn(move || {
+            // A period far past the test: only the other thread signals.
+            let _timer = Interrupter::every(Duration::from_secs(3600)).unwrap();
+            let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+            sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            tx.send(sock.local_addr().unwrap()).unwrap();
+            let mut buf = [0u8; 16];
+            let t = Instant::now();
+            let first = sock.recv(&mut buf).unwrap_err().kind();
+            (first, t.elapsed())
+        });
+        let _addr = rx.recv().unwrap();
+        // The thread may not be in its receive yet: signal until it returns.
+        while !t.is_finished() {
+            interrupt(&t).unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Signalling a thread that has returned is no error.
+        interrupt(&t).unwrap();
+        let (first, took) = t.join().unwrap();
+        assert_eq!(first, io::ErrorKind::Interrupted);
+        assert!(took < Duration::from_secs(4), "{took:?}");
     }
 
     #[test]
