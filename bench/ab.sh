@@ -4,7 +4,8 @@
 # change inside plumb (a restructuring, a new code path) is measured against
 # the code before it on the same machine in the same minutes. Each case's
 # figure is the one its script reports for plumb: Gbit/s for stream,
-# transactions per second for rr, udp-rr and the many-flow cases; beside it
+# transactions per second for rr, udp-rr and the many-flow cases, the
+# receiver's Gbit/s for udp-stream; beside it
 # the same work per busy CPU-second of the host (the record's host_busy_s).
 #
 #   bench/ab.sh OLD_PLUMB NEW_PLUMB [REPS [SECS]]
@@ -33,6 +34,7 @@ CASES=(
   "stream-b|stream --flows 32 --threads 2 --msg-size 256 --sndbuf 8K --rcvbuf 8K --nodelay --direction recv"
   "rr|rr"
   "udp-rr|udp-rr"
+  "udp-stream|udp-stream --msg-size 1472"
   "rr-1000|rr --flows 1000 --threads 2"
   "crr-1000|crr --flows 1000 --threads 2"
   "rr-10000|rr --flows 10000 --threads 2"
