@@ -76,7 +76,7 @@ pub(super) fn boot_any(
         return boot(b, accel, b.vm.boot_timeout, each).map_err(|f| f.error);
     }
     match b.vm.accel {
-        Accel::Auto if kvm_usable() => match boot(b, Accel::Kvm, KVM_PROBE, each) {
+        Accel::Auto if kvm_usable() => match boot_kvm(b, each) {
             // KVM that cannot bring a guest up (QEMU fails, or the guest
             // hangs) is this host's, not the kernel's: TCG instead.
             Err(f) if f.before_first_word => {
@@ -92,6 +92,19 @@ pub(super) fn boot_any(
             boot(b, Accel::Tcg, b.vm.boot_timeout, each).map_err(|f| f.error)
         }
         Accel::Kvm => boot(b, Accel::Kvm, b.vm.boot_timeout, each).map_err(|f| f.error),
+    }
+}
+
+/// Boots under KVM, twice if the first boot ends before the guest's first
+/// word: a nested host's KVM now and then refuses QEMU a register write
+/// (an MSR) that it takes at the next start.
+fn boot_kvm(
+    b: &Boot,
+    each: &mut dyn FnMut(Accel, Arrived) -> Result<(), VmError>,
+) -> Result<(), BootFailure> {
+    match boot(b, Accel::Kvm, KVM_PROBE, each) {
+        Err(f) if f.before_first_word => boot(b, Accel::Kvm, KVM_PROBE, each),
+        r => r,
     }
 }
 
