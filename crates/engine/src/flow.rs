@@ -569,6 +569,22 @@ impl std::ops::DerefMut for PageBuf {
     }
 }
 
+/// `n` connected loopback TCP flows, (client ends, server ends), every
+/// socket non-blocking and without Nagle, as the engine's flows are.
+#[cfg(test)]
+pub(crate) fn test_flows(n: usize) -> (Vec<TcpStream>, Vec<TcpStream>) {
+    let l = TcpListener::bind("127.0.0.1:0").expect("a loopback listener");
+    let clients: Vec<TcpStream> = (0..n)
+        .map(|_| TcpStream::connect(l.local_addr().unwrap()).expect("a loopback connect"))
+        .collect();
+    let servers: Vec<TcpStream> = (0..n).map(|_| l.accept().expect("an accept").0).collect();
+    for s in clients.iter().chain(&servers) {
+        s.set_nonblocking(true).unwrap();
+        s.set_nodelay(true).unwrap();
+    }
+    (clients, servers)
+}
+
 /// A worker's share over the given sockets, all of them in its range, for
 /// driving a handler by hand in tests.
 #[cfg(test)]

@@ -814,6 +814,7 @@ impl RingFlows for StreamRing {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::flow::{test_flows, test_shared, Loop};
     use std::net::TcpListener;
 
     /// Drives `receiver` until end of stream; returns the bytes it took.
@@ -966,26 +967,11 @@ mod tests {
             }
         }
     }
-}
-
-#[cfg(test)]
-mod turn_tests {
-    use super::*;
-    use crate::flow::{test_shared, Loop};
-    use std::net::TcpListener;
 
     #[test]
     fn many_flows_take_turns_a_message_each_and_a_lone_flow_writes_a_burst() {
         for flows in [1usize, 3] {
-            let l = TcpListener::bind("127.0.0.1:0").unwrap();
-            let clients: Vec<TcpStream> = (0..flows)
-                .map(|_| TcpStream::connect(l.local_addr().unwrap()).unwrap())
-                .collect();
-            let servers: Vec<TcpStream> = (0..flows).map(|_| l.accept().unwrap().0).collect();
-            for c in &clients {
-                c.set_nonblocking(true).unwrap();
-                c.set_nodelay(true).unwrap();
-            }
+            let (clients, servers) = test_flows(flows);
             let plan = StreamPlan {
                 sends: true,
                 receives: false,

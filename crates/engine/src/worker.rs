@@ -221,7 +221,7 @@ fn wait(ep: &OwnedFd, events: &mut Vec<epoll::Event>, timeout_ns: Option<u64>) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flow::{test_shared, FlowCounters};
+    use crate::flow::{test_flows, test_shared, FlowCounters};
     use crate::ring::ring_here;
     use std::net::{TcpListener, TcpStream};
     use std::sync::atomic::Ordering::Relaxed;
@@ -247,15 +247,7 @@ mod tests {
         io: Io,
         workload: impl Fn(bool) -> Workload,
     ) -> Vec<(Vec<FlowError>, Arc<Vec<FlowCounters>>)> {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let clients: Vec<TcpStream> = (0..flows)
-            .map(|_| TcpStream::connect(l.local_addr().unwrap()).unwrap())
-            .collect();
-        let servers: Vec<TcpStream> = (0..flows).map(|_| l.accept().unwrap().0).collect();
-        for s in clients.iter().chain(&servers) {
-            s.set_nonblocking(true).unwrap();
-            s.set_nodelay(true).unwrap();
-        }
+        let (clients, servers) = test_flows(flows);
         let ends = [(clients, true), (servers, false)].map(|(socks, client)| {
             let sh = test_shared(socks, Vec::new(), flows, timed && client);
             let handles = (sh.stop.clone(), sh.nudge.clone(), sh.counters.clone());
