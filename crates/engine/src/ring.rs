@@ -63,7 +63,8 @@ pub(crate) trait RingFlows {
         c: Completion,
     ) -> io::Result<()>;
     /// Completions still owed to the counts once the loop has stopped (a
-    /// zero-copy send's notifications).
+    /// send's, for what it moved before the stop cancelled it; a zero-copy
+    /// send's notification).
     fn owed(&self) -> u64 {
         0
     }

@@ -777,12 +777,15 @@ impl RingFlows for StreamRing {
                     FlowCounters::bump(&counters.zc_sends, 1);
                 }
                 match c.error() {
-                    _ if dead => {}
-                    Some(e) => self.end(lp, i, plumb_sys::plain_io(&e)),
+                    // What a send moved counts, also once its flow has
+                    // ended: a send the stop cancels partway reports its
+                    // part, which the peer may read.
                     None => {
                         counters.add_sent(c.result as u64);
                         self.top_up(lp, q, i)?;
                     }
+                    Some(_) if dead || c.cancelled() => {}
+                    Some(e) => self.end(lp, i, plumb_sys::plain_io(&e)),
                 }
             }
             // Stream flows neither connect nor accept on the ring.
@@ -790,7 +793,9 @@ impl RingFlows for StreamRing {
             Op::Receive if dead => {}
             Op::Receive => match c.error() {
                 None if c.result == 0 => self.end(lp, i, "closed by the peer".into()),
-                Some(e) if !c.out_of_buffers() => self.end(lp, i, plumb_sys::plain_io(&e)),
+                Some(e) if !c.out_of_buffers() && !c.cancelled() => {
+                    self.end(lp, i, plumb_sys::plain_io(&e))
+                }
                 got => {
                     if got.is_none() {
                         counters.add_received(c.result as u64);
@@ -805,9 +810,9 @@ impl RingFlows for StreamRing {
     }
 
     fn owed(&self) -> u64 {
-        // A zero-copy send still queued is owed its notification too.
-        let queued = if self.zc { self.queued.iter().sum() } else { 0 };
-        (self.pinned.iter().sum::<u32>() + queued) as u64
+        // A send still queued owes what it moved before the stop cancelled
+        // it (and a zero-copy one its notification, as a pinned one does).
+        (self.queued.iter().sum::<u32>() + self.pinned.iter().sum::<u32>()) as u64
     }
 }
 

@@ -321,6 +321,56 @@ mod tests {
     }
 
     #[test]
+    fn a_sender_stopped_against_a_full_socket_counts_every_byte_its_peer_reads() {
+        // The peer reads nothing while the sender runs, so the stop finds
+        // a send cut partway: what it moved is sent all the same.
+        use plumb_spec::ZeroCopy;
+        let mut cases = vec![(Io::Epoll, ZeroCopy::None)];
+        if ring_here() {
+            // A zero-copy sender also waits, for a while, for the
+            // notifications of pages the peer has not read.
+            cases.extend([(Io::Uring, ZeroCopy::None), (Io::Uring, ZeroCopy::Uring)]);
+        }
+        for (io, zerocopy) in cases {
+            let (clients, mut servers) = test_flows(1);
+            let sh = test_shared(clients, Vec::new(), 1, false);
+            let (stop, nudge) = (sh.stop.clone(), sh.nudge.clone());
+            let (flows, counters) = (sh.flows.clone(), sh.counters.clone());
+            let plan = WorkerPlan {
+                shared: sh,
+                workload: Workload::Stream(StreamPlan {
+                    sends: true,
+                    receives: false,
+                    msg_size: 128 << 10,
+                    zerocopy,
+                    rx: plumb_spec::RxMode::Copy,
+                    read_size: 128 << 10,
+                }),
+                cpu: None,
+                io,
+            };
+            let worker = std::thread::spawn(move || run(plan));
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            stop.store(true, Relaxed);
+            let within = std::time::Duration::from_secs(5);
+            let what = format!("{io:?} {zerocopy}");
+            assert!(
+                nudge.until(&worker, within, || worker.is_finished()),
+                "{what}"
+            );
+            assert!(worker.join().unwrap().unwrap().is_empty(), "{what}");
+            flows[0].shutdown(std::net::Shutdown::Write).unwrap();
+            let mut peer = servers.pop().unwrap();
+            peer.set_nonblocking(false).unwrap();
+            peer.set_read_timeout(Some(within)).unwrap();
+            let mut read = Vec::new();
+            std::io::Read::read_to_end(&mut peer, &mut read).unwrap();
+            assert!(read.len() > 128 << 10, "{what}: read {}", read.len());
+            assert_eq!(read.len() as u64, counters[0].sent.load(Relaxed), "{what}");
+        }
+    }
+
+    #[test]
     fn one_loop_drives_rr_flows_blocking_and_multiplexed() {
         for flows in [1, 3] {
             let (client, server) = run_rr(flows, Io::Epoll);

@@ -268,6 +268,12 @@ impl Completion {
         self.result == -libc::ENOBUFS
     }
 
+    /// The operation was cancelled ([`Ring::cancel_all`]) before it
+    /// finished; one that had moved some bytes reports those instead.
+    pub fn cancelled(&self) -> bool {
+        self.result == -libc::ECANCELED
+    }
+
     /// The connection an accept completed with; the descriptor is closed
     /// with the value returned, or with the completion if nobody takes it.
     pub fn accepted(&mut self) -> Option<std::os::fd::OwnedFd> {
