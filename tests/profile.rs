@@ -63,10 +63,14 @@ const PROFILE_EVERY_CPU: &str = "profile every CPU (perf_event_open)";
 
 /// Profiled 1-flow streams, the client on CPU 0 and the server on CPU 1,
 /// 8 iterations of 1 s, stored in `db`: one run per label, with its flags.
+/// Sampled at five times the default rate: a cache-hot receiver's copy to
+/// user is a few milliseconds of each second, and at 997 Hz an iteration
+/// now and then drew no sample of it, too few for a difference to be called.
 fn profiled_runs(db: &TempDb, runs: &[(&str, &[&str])]) {
     for (label, extra) in runs {
         let out = plumb()
-            .args(["run", "stream", "--profile", "--label", label])
+            .args(["run", "stream", "--profile", "--profile-freq", "4999"])
+            .args(["--label", label])
             .args([
                 "--client-cpus",
                 "0",
