@@ -239,13 +239,16 @@ mod tests {
     }
 
     /// Both ends of `flows` loopback flows, each end one worker running
-    /// `workload(client)` for a while, both then stopped: each end's
-    /// flow failures and counters, client first.
+    /// `workload(client)` for at least 300 ms and until `moved` holds for
+    /// every flow's (client, server) counters (at most 20 s: on a loaded
+    /// machine a worker may wait that long for a CPU), both then stopped:
+    /// each end's flow failures and counters, client first.
     fn run_ends(
         flows: usize,
         timed: bool,
         io: Io,
         workload: impl Fn(bool) -> Workload,
+        moved: impl Fn(&FlowCounters, &FlowCounters) -> bool,
     ) -> Vec<(Vec<FlowError>, Arc<Vec<FlowCounters>>)> {
         let (clients, servers) = test_flows(flows);
         let ends = [(clients, true), (servers, false)].map(|(socks, client)| {
@@ -259,7 +262,14 @@ mod tests {
             };
             (std::thread::spawn(move || run(plan)), handles)
         });
+        let start = std::time::Instant::now();
         std::thread::sleep(std::time::Duration::from_millis(300));
+        let (client, server) = (&ends[0].1 .2, &ends[1].1 .2);
+        while !client.iter().zip(server.iter()).all(|(c, s)| moved(c, s))
+            && start.elapsed() < std::time::Duration::from_secs(20)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         for (worker, (stop, nudge, _)) in &ends {
             stop.store(true, Relaxed);
             nudge.nudge(worker);
@@ -269,12 +279,18 @@ mod tests {
             .collect()
     }
 
+    /// What every flow is to have moved before a test's ends stop: bytes a
+    /// stream's receiver read, transactions an rr client completed.
+    const STREAM_MOVED: u64 = 1 << 20;
+    const RR_MOVED: u64 = 10;
+
     /// Transactions of each flow of `flows` rr flows: the client's, the
     /// server's.
     fn run_rr(flows: usize, io: Io) -> (Vec<u64>, Vec<u64>) {
         let mut out = Vec::new();
-        for (errors, counters) in run_ends(flows, true, io, |client| Workload::Rr(rr_plan(client)))
-        {
+        let workload = |client| Workload::Rr(rr_plan(client));
+        let moved = |c: &FlowCounters, _: &FlowCounters| c.transactions.load(Relaxed) > RR_MOVED;
+        for (errors, counters) in run_ends(flows, true, io, workload, moved) {
             // The end that stops first may close under the other.
             assert!(errors.iter().all(|e| e.after_window), "{errors:?}");
             out.push(
@@ -292,16 +308,23 @@ mod tests {
     /// What each flow of `flows` stream flows wrote on the client and read
     /// on the server.
     fn run_stream(flows: usize, io: Io, zerocopy: plumb_spec::ZeroCopy) -> Vec<(u64, u64)> {
-        let ends = run_ends(flows, false, io, |client| {
-            Workload::Stream(StreamPlan {
-                sends: client,
-                receives: !client,
-                msg_size: 128 << 10,
-                zerocopy,
-                rx: plumb_spec::RxMode::Copy,
-                read_size: 128 << 10,
-            })
-        });
+        let moved = |_: &FlowCounters, s: &FlowCounters| s.received.load(Relaxed) > STREAM_MOVED;
+        let ends = run_ends(
+            flows,
+            false,
+            io,
+            |client| {
+                Workload::Stream(StreamPlan {
+                    sends: client,
+                    receives: !client,
+                    msg_size: 128 << 10,
+                    zerocopy,
+                    rx: plumb_spec::RxMode::Copy,
+                    read_size: 128 << 10,
+                })
+            },
+            moved,
+        );
         let (sent, received) = (&ends[0].1, &ends[1].1);
         sent.iter()
             .zip(received.iter())
@@ -314,7 +337,10 @@ mod tests {
         // One sending flow sleeps in its write; three wait in epoll.
         for flows in [1, 3] {
             for (sent, received) in run_stream(flows, Io::Epoll, plumb_spec::ZeroCopy::None) {
-                assert!(received > 1 << 20, "flows {flows}: read {received}");
+                assert!(
+                    received > STREAM_MOVED,
+                    "flows {flows}: read {received} of {sent}"
+                );
                 assert!(received <= sent, "flows {flows}: {sent} {received}");
             }
         }
@@ -375,7 +401,7 @@ mod tests {
         for flows in [1, 3] {
             let (client, server) = run_rr(flows, Io::Epoll);
             for (c, s) in client.iter().zip(&server) {
-                assert!(*c > 10, "flows {flows}: {client:?}");
+                assert!(*c > RR_MOVED, "flows {flows}: {client:?}");
                 // The server answered every request the client saw answered,
                 // and at most the pipeline more.
                 assert!(*s >= *c && *s <= *c + 2, "{client:?} {server:?}");
@@ -452,8 +478,8 @@ mod tests {
             for flows in [1, 3] {
                 for (sent, received) in run_stream(flows, Io::Uring, zerocopy) {
                     assert!(
-                        received > 1 << 20,
-                        "{zerocopy} flows {flows}: read {received}"
+                        received > STREAM_MOVED,
+                        "{zerocopy} flows {flows}: read {received} of {sent}"
                     );
                     assert!(
                         received <= sent,
@@ -472,7 +498,7 @@ mod tests {
         for flows in [1, 3] {
             let (client, server) = run_rr(flows, Io::Uring);
             for (c, s) in client.iter().zip(&server) {
-                assert!(*c > 10, "flows {flows}: {client:?}");
+                assert!(*c > RR_MOVED, "flows {flows}: {client:?}");
                 assert!(*s >= *c && *s <= *c + 2, "{client:?} {server:?}");
             }
         }
