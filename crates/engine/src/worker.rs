@@ -305,6 +305,18 @@ mod tests {
         (client, server)
     }
 
+    /// One end of a stream of 128K messages: the sender, or the receiver.
+    fn stream_end(sends: bool, zerocopy: plumb_spec::ZeroCopy) -> Workload {
+        Workload::Stream(StreamPlan {
+            sends,
+            receives: !sends,
+            msg_size: 128 << 10,
+            zerocopy,
+            rx: plumb_spec::RxMode::Copy,
+            read_size: 128 << 10,
+        })
+    }
+
     /// What each flow of `flows` stream flows wrote on the client and read
     /// on the server.
     fn run_stream(flows: usize, io: Io, zerocopy: plumb_spec::ZeroCopy) -> Vec<(u64, u64)> {
@@ -313,16 +325,7 @@ mod tests {
             flows,
             false,
             io,
-            |client| {
-                Workload::Stream(StreamPlan {
-                    sends: client,
-                    receives: !client,
-                    msg_size: 128 << 10,
-                    zerocopy,
-                    rx: plumb_spec::RxMode::Copy,
-                    read_size: 128 << 10,
-                })
-            },
+            |client| stream_end(client, zerocopy),
             moved,
         );
         let (sent, received) = (&ends[0].1, &ends[1].1);
@@ -364,14 +367,7 @@ mod tests {
             let (flows, counters) = (sh.flows.clone(), sh.counters.clone());
             let plan = WorkerPlan {
                 shared: sh,
-                workload: Workload::Stream(StreamPlan {
-                    sends: true,
-                    receives: false,
-                    msg_size: 128 << 10,
-                    zerocopy,
-                    rx: plumb_spec::RxMode::Copy,
-                    read_size: 128 << 10,
-                }),
+                workload: stream_end(true, zerocopy),
                 cpu: None,
                 io,
             };
