@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # What the read size does to a stream: plumb run stream with --read-size
 # 128K (whole messages, the default), 32K and 8K, on both engines, with 1
-# and 4 flows of 128K messages over loopback. Writes the "readsize"
-# section of BENCHMARKS.md.
+# and 4 flows of 128K messages over loopback; and at 128K and 32K with
+# --rcvlowat the read size, so that a receiver is woken once a read's
+# worth is queued. Writes the "readsize" section of BENCHMARKS.md.
 #
 #   bench/readsize.sh [REPS] [SECONDS]      (defaults: 6 repetitions, 4 s)
 #
@@ -28,6 +29,9 @@ for io in epoll uring; do
   for flows in 1 4; do
     for rs in 128K 32K 8K; do
       CASES+=("$io-$flows-$rs --io $io --flows $flows --read-size $rs")
+    done
+    for rs in 128K 32K; do
+      CASES+=("$io-$flows-$rs-lw --io $io --flows $flows --read-size $rs --rcvlowat $rs")
     done
   done
 done
@@ -60,28 +64,29 @@ model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
 out = ["## readsize: what the read size does to a stream", ""]
 out.append(f"Run by `bench/readsize.sh {reps} {secs}` with `{version}` on {os.cpu_count()} CPUs "
            f"({model}), kernel {platform.release()}: `plumb run stream --msg-size 128K --io IO "
-           f"--flows N --read-size SIZE`, {reps} repetitions of {secs} s after 1 s of warm-up, "
+           f"--flows N --read-size SIZE [--rcvlowat SIZE]`, {reps} repetitions of {secs} s after 1 s of warm-up, "
            "the cases rotating so that none always follows the same one, both ends on the "
            "same threads. Medians with min-max; against 128K is the geometric mean of the "
            "ratios of each repetition's case to the same repetition's 128K case of that engine "
            "and flow count, with its 95 % Student-t interval; per CPU is the inverse ratio of "
            "the host's busy CPU seconds per GB (above 1: cheaper).")
 out.append("")
-out.append("| io | flows | read size | Gbit/s | host CPU-s/GB | rate against 128K | per CPU against 128K |")
-out.append("|---|---:|---:|---|---|---|---|")
+out.append("| io | flows | read size | rcvlowat | Gbit/s | host CPU-s/GB | rate against 128K | per CPU against 128K |")
+out.append("|---|---:|---:|---:|---|---|---|---|")
 for io in ("epoll", "uring"):
     for flows in (1, 4):
         base = {r: figures(f"{io}-{flows}-128K", r) for r in range(1, reps + 1)}
-        for rs in ("128K", "32K", "8K"):
-            got = {r: figures(f"{io}-{flows}-{rs}", r) for r in range(1, reps + 1)}
+        for rs, lw in (("128K", ""), ("32K", ""), ("8K", ""), ("128K", "-lw"), ("32K", "-lw")):
+            got = {r: figures(f"{io}-{flows}-{rs}{lw}", r) for r in range(1, reps + 1)}
             ok = [r for r in got if got[r] and base[r]]
+            lowat = rs if lw else "-"
             if not ok:
-                out.append(f"| {io} | {flows} | {rs} | failed | failed | - | - |")
+                out.append(f"| {io} | {flows} | {rs} | {lowat} | failed | failed | - | - |")
                 continue
             rate = [got[r][0] for r in ok]
             cpu = [got[r][1] for r in ok]
             cell = lambda v, f: f"{f.format(statistics.median(v))} [{f.format(min(v))}-{f.format(max(v))}]"
-            if rs == "128K":
+            if rs == "128K" and not lw:
                 vs_rate = vs_cpu = "-"
             else:
                 ri = ratio_interval([(base[r][0], got[r][0]) for r in ok])
@@ -90,7 +95,7 @@ for io in ("epoll", "uring"):
                     f"{i[0]:.3f} [{i[1]:.3f}, {i[2]:.3f}] {called(i, a, b)}"
                 vs_rate = show(ri, "faster", "slower")
                 vs_cpu = show(ci, "cheaper", "dearer")
-            out.append(f"| {io} | {flows} | {rs} | {cell(rate, '{:.1f}')} | {cell(cpu, '{:.3f}')} "
+            out.append(f"| {io} | {flows} | {rs} | {lowat} | {cell(rate, '{:.1f}')} | {cell(cpu, '{:.3f}')} "
                        f"| {vs_rate} | {vs_cpu} |")
 out.append("")
 print("\n".join(out))

@@ -399,7 +399,8 @@ fn is_worker(name: &str, prefix: &str) -> bool {
 }
 
 /// What `ss -tin` says of the TCP sockets of `child`, every 100 ms while
-/// it runs: the line of TCP_INFO of each socket at each poll.
+/// it runs: each socket's line (state, queues, addresses) and its line of
+/// TCP_INFO, joined, at each poll.
 fn ss_while_running(child: &mut std::process::Child) -> Vec<String> {
     let pid = format!("pid={},", child.id());
     let mut seen = Vec::new();
@@ -412,7 +413,7 @@ fn ss_while_running(child: &mut std::process::Child) -> Vec<String> {
         // Each socket is a line with its process, then a line of TCP_INFO.
         let lines: Vec<&str> = text.lines().collect();
         for pair in lines.windows(2).filter(|w| w[0].contains(&pid)) {
-            seen.push(pair[1].to_string());
+            seen.push(format!("{} {}", pair[0], pair[1]));
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
@@ -498,6 +499,70 @@ fn notsent_lowat_bounds_the_bytes_a_paced_sender_leaves_unsent() {
         assert_eq!(o["status"], "applied");
     }
     assert_eq!(rec["spec"]["socket"]["notsent_lowat"], 16384);
+}
+
+#[test]
+fn rcvlowat_leaves_a_paced_stream_queued_until_the_mark() {
+    if !require_tool("ss", "iproute2") {
+        return;
+    }
+    let _alone = measuring_alone();
+    // The client receives (the server's sockets are another process's),
+    // from a sender paced far below what loopback carries: a receiver
+    // woken for every segment leaves little queued; one that asks for
+    // 256K is woken only once that much is.
+    let queued = |lowat: &[&str]| {
+        let args = [
+            &[
+                "--direction",
+                "recv",
+                "--pacing-rate",
+                "20M",
+                "--msg-size",
+                "4K",
+            ],
+            lowat,
+        ];
+        let (rec, seen) = stream_watched(&args.concat());
+        // Recv-Q, the second column of the socket's line.
+        let most = seen
+            .iter()
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .max();
+        (most.unwrap_or(0), rec)
+    };
+    let (free, plain) = queued(&[]);
+    let opts = &plain["iterations"][0]["client"]["socket_options"];
+    let o = items(opts)
+        .find(|o| o["name"] == "rcvlowat")
+        .expect("its record");
+    assert_eq!(
+        (o["asked"].as_str(), o["granted"].as_str()),
+        (Some("none"), Some("1"))
+    );
+    let (held, rec) = queued(&["--rcvlowat", "256K"]);
+    // The kernel, read by `ss`: data waits for the mark (never past it by
+    // more than a segment), where without one it is read as it comes.
+    assert!(
+        (128 << 10..=(256 + 64) << 10).contains(&held),
+        "{held} bytes queued at most with a 256K mark"
+    );
+    assert!(
+        free < 64 << 10,
+        "{free} bytes queued at most without a mark"
+    );
+    for end in ["client", "server"] {
+        let opts = &rec["iterations"][0][end]["socket_options"];
+        let o = items(opts)
+            .find(|o| o["name"] == "rcvlowat")
+            .expect("its record");
+        assert_eq!(
+            (o["asked"].as_str(), o["granted"].as_str()),
+            (Some("262144"), Some("262144"))
+        );
+        assert_eq!(o["status"], "applied");
+    }
+    assert_eq!(rec["spec"]["socket"]["rcvlowat"], 262144);
 }
 
 #[test]

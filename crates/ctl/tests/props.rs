@@ -95,6 +95,7 @@ fn spec() -> impl Strategy<Value = Spec> {
                     cc,
                     pacing_rate_bps: pacing,
                     notsent_lowat: mss.map(|m| m * 4),
+                    rcvlowat: mss.map(|m| m * 2),
                 },
                 family,
                 duration_ms: d,

@@ -105,6 +105,10 @@ pub fn apply_connected(stream: &TcpStream, opts: &SocketOpts) -> Result<(), Setu
             format!("TCP_NOTSENT_LOWAT {n}"),
         ))?;
     }
+    if let Some(n) = opts.rcvlowat {
+        plumb_sys::sock::set_rcvlowat(stream, n)
+            .map_err(refused(Field::RcvLowat, format!("SO_RCVLOWAT {n}")))?;
+    }
     Ok(())
 }
 
@@ -605,6 +609,14 @@ pub fn read_back(stream: &TcpStream, opts: &SocketOpts) -> Vec<OptionRecord> {
                 n => n.to_string(),
             }),
             opts.notsent_lowat.is_some(),
+            None,
+        ),
+        option_record(
+            Field::RcvLowat,
+            opts.rcvlowat
+                .map_or_else(|| "none".into(), |n| n.to_string()),
+            plumb_sys::sock::rcvlowat(stream).map(|n| n.to_string()),
+            opts.rcvlowat.is_some(),
             None,
         ),
     ]

@@ -174,6 +174,8 @@ pub fn build(settings: &[(Field, &str)], names: Names) -> Result<Spec, BuildErro
                     spec.socket.notsent_lowat = None
                 }
                 Field::NotsentLowat => spec.socket.notsent_lowat = Some(size(v)?),
+                Field::RcvLowat if v.eq_ignore_ascii_case("none") => spec.socket.rcvlowat = None,
+                Field::RcvLowat => spec.socket.rcvlowat = Some(size(v)?),
                 Field::Cc => spec.socket.cc = Some(v.to_string()),
                 Field::PacingRate if v.eq_ignore_ascii_case("none") => {
                     spec.socket.pacing_rate_bps = None

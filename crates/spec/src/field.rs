@@ -139,6 +139,8 @@ fields! {
     PacingRate = "pacing_rate", "pacing-rate", "pacing", Listed, Tcp, Always;
     /// TCP_NOTSENT_LOWAT: unsent bytes a sender's socket may hold.
     NotsentLowat = "notsent_lowat", "notsent-lowat", "notsent lowat", Listed, Tcp, WhenSet;
+    /// SO_RCVLOWAT: bytes queued before a receiving socket reads as readable.
+    RcvLowat = "rcvlowat", "rcvlowat", "rcvlowat", Listed, Tcp, WhenSet;
     ZeroCopy = "zerocopy", "zerocopy", "zerocopy", Headline, Any, WhenSet;
     Rx = "rx", "rx", "rx", Headline, Any, WhenSet;
     /// The most bytes one read of a stream takes (netperf -M).
@@ -188,7 +190,7 @@ impl Field {
             Field::Mss => (88, 65535),
             // The kernel paces in bytes per second.
             Field::PacingRate => (8, u64::MAX),
-            Field::NotsentLowat => (1, 1 << 30),
+            Field::NotsentLowat | Field::RcvLowat => (1, 1 << 30),
             Field::Duration => (1, 24 * 3600 * 1000),
             Field::Warmup => (0, 3600 * 1000),
             Field::Mtu => (68, 65535),

@@ -113,6 +113,10 @@ pub struct SocketOpts {
     /// net.ipv4.tcp_notsent_lowat.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub notsent_lowat: Option<u32>,
+    /// SO_RCVLOWAT in bytes; None leaves the kernel's 1 (a receiver is
+    /// woken for every segment that lands).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub rcvlowat: Option<u32>,
 }
 
 /// How the sending end of a stream hands its data to the kernel.
@@ -848,6 +852,9 @@ impl Spec {
         if let Some(n) = self.socket.notsent_lowat {
             within(Field::NotsentLowat, n.into(), show_bytes)?;
         }
+        if let Some(n) = self.socket.rcvlowat {
+            within(Field::RcvLowat, n.into(), show_bytes)?;
+        }
         if let Some(cc) = &self.socket.cc {
             if cc.is_empty()
                 || cc.len() > 15
@@ -1008,6 +1015,7 @@ impl Spec {
                     .notsent_lowat
                     .map(|n| units::show_size(n.into())),
             ),
+            Field::RcvLowat => or_none(self.socket.rcvlowat.map(|n| units::show_size(n.into()))),
             Field::ZeroCopy => Some(self.zerocopy.to_string()),
             Field::Rx => Some(self.rx.to_string()),
             Field::ReadSize => or_none(self.read_size.map(units::show_size)),

@@ -85,7 +85,7 @@ const RESP_WRITES: Flag = value(
 );
 
 /// Socket options applied on both ends of every TCP flow.
-const TCP_SOCKET: [Flag; 8] = [
+const TCP_SOCKET: [Flag; 9] = [
     value(
         Field::Sndbuf,
         "SIZE|auto",
@@ -121,6 +121,12 @@ const TCP_SOCKET: [Flag; 8] = [
         "SIZE",
         "TCP_NOTSENT_LOWAT: a sending socket is writable only while fewer bytes than \
          this wait unsent, e.g. 16K [default: net.ipv4.tcp_notsent_lowat]",
+    ),
+    value(
+        Field::RcvLowat,
+        "SIZE",
+        "SO_RCVLOWAT: a receiving socket is readable only once this many bytes are \
+         queued (or the stream has ended), e.g. 128K [default: 1]",
     ),
 ];
 

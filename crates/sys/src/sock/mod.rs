@@ -144,6 +144,26 @@ pub fn notsent_lowat(fd: impl AsFd) -> io::Result<u32> {
     }
 }
 
+/// SO_RCVLOWAT: the socket reads as readable, and a blocked read returns,
+/// only once this many bytes are queued (or the stream has ended). The
+/// kernel caps it at half the largest receive buffer the socket may have.
+pub fn set_rcvlowat(fd: impl AsFd, bytes: u32) -> io::Result<()> {
+    let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    raw::setsockopt(
+        fd.as_fd(),
+        libc::SOL_SOCKET,
+        libc::SO_RCVLOWAT,
+        &value.to_ne_bytes(),
+    )
+}
+
+/// The SO_RCVLOWAT in force on the socket (1 unless set).
+pub fn rcvlowat(fd: impl AsFd) -> io::Result<u32> {
+    let mut buf = [0u8; 4];
+    raw::getsockopt(fd.as_fd(), libc::SOL_SOCKET, libc::SO_RCVLOWAT, &mut buf)?;
+    Ok(saturate_u32(i32::from_ne_bytes(buf)))
+}
+
 /// Bytes in the send queue not yet acknowledged by the peer (sent or not).
 pub fn outq(fd: impl AsFd) -> io::Result<u32> {
     raw::siocoutq(fd.as_fd()).map(saturate_u32)
