@@ -446,6 +446,34 @@ fn stream_watched(args: &[&str]) -> (serde_json::Value, Vec<String>) {
     (serde_json::from_slice(&out.stdout).unwrap(), seen)
 }
 
+/// The record of socket option `name` that `end` read back from its flows.
+fn option_record<'a>(rec: &'a serde_json::Value, end: &str, name: &str) -> &'a serde_json::Value {
+    items(&rec["iterations"][0][end]["socket_options"])
+        .find(|o| o["name"] == name)
+        .unwrap_or_else(|| panic!("{end}: no record of {name}"))
+}
+
+/// What `end` asked and was granted of socket option `name`.
+fn asked_granted<'a>(
+    rec: &'a serde_json::Value,
+    end: &str,
+    name: &str,
+) -> (Option<&'a str>, Option<&'a str>) {
+    let o = option_record(rec, end, name);
+    (o["asked"].as_str(), o["granted"].as_str())
+}
+
+/// Both ends applied option `name` as `bytes`, which the spec holds.
+fn applied_on_both_ends(rec: &serde_json::Value, name: &str, bytes: u64) {
+    let want = bytes.to_string();
+    for end in ["client", "server"] {
+        let want = (Some(want.as_str()), Some(want.as_str()));
+        assert_eq!(asked_granted(rec, end, name), want, "{end}");
+        assert_eq!(option_record(rec, end, name)["status"], "applied", "{end}");
+    }
+    assert_eq!(rec["spec"]["socket"][name], bytes);
+}
+
 #[test]
 fn notsent_lowat_bounds_the_bytes_a_paced_sender_leaves_unsent() {
     if !require_tool("ss", "iproute2") {
@@ -467,12 +495,8 @@ fn notsent_lowat_bounds_the_bytes_a_paced_sender_leaves_unsent() {
         "4294967295" => "unlimited".to_string(),
         n => n.to_string(),
     };
-    let opts = &plain["iterations"][0]["client"]["socket_options"];
-    let o = items(opts)
-        .find(|o| o["name"] == "notsent_lowat")
-        .expect("its record");
     assert_eq!(
-        (o["asked"].as_str(), o["granted"].as_str()),
+        asked_granted(&plain, "client", "notsent_lowat"),
         (Some("none"), Some(host.as_str()))
     );
     let (bounded, rec) = unsent(&["--notsent-lowat", "16K"]);
@@ -487,18 +511,7 @@ fn notsent_lowat_bounds_the_bytes_a_paced_sender_leaves_unsent() {
         "{free} bytes unsent without a mark, {bounded} with"
     );
     // What each end read back from its flows.
-    for end in ["client", "server"] {
-        let opts = &rec["iterations"][0][end]["socket_options"];
-        let o = items(opts)
-            .find(|o| o["name"] == "notsent_lowat")
-            .expect("its record");
-        assert_eq!(
-            (o["asked"].as_str(), o["granted"].as_str()),
-            (Some("16384"), Some("16384"))
-        );
-        assert_eq!(o["status"], "applied");
-    }
-    assert_eq!(rec["spec"]["socket"]["notsent_lowat"], 16384);
+    applied_on_both_ends(&rec, "notsent_lowat", 16384);
 }
 
 #[test]
@@ -532,12 +545,8 @@ fn rcvlowat_leaves_a_paced_stream_queued_until_the_mark() {
         (most.unwrap_or(0), rec)
     };
     let (free, plain) = queued(&[]);
-    let opts = &plain["iterations"][0]["client"]["socket_options"];
-    let o = items(opts)
-        .find(|o| o["name"] == "rcvlowat")
-        .expect("its record");
     assert_eq!(
-        (o["asked"].as_str(), o["granted"].as_str()),
+        asked_granted(&plain, "client", "rcvlowat"),
         (Some("none"), Some("1"))
     );
     let (held, rec) = queued(&["--rcvlowat", "256K"]);
@@ -551,18 +560,7 @@ fn rcvlowat_leaves_a_paced_stream_queued_until_the_mark() {
         free < 64 << 10,
         "{free} bytes queued at most without a mark"
     );
-    for end in ["client", "server"] {
-        let opts = &rec["iterations"][0][end]["socket_options"];
-        let o = items(opts)
-            .find(|o| o["name"] == "rcvlowat")
-            .expect("its record");
-        assert_eq!(
-            (o["asked"].as_str(), o["granted"].as_str()),
-            (Some("262144"), Some("262144"))
-        );
-        assert_eq!(o["status"], "applied");
-    }
-    assert_eq!(rec["spec"]["socket"]["rcvlowat"], 262144);
+    applied_on_both_ends(&rec, "rcvlowat", 256 << 10);
 }
 
 #[test]
