@@ -854,6 +854,22 @@ impl Spec {
         }
         if let Some(n) = self.socket.rcvlowat {
             within(Field::RcvLowat, n.into(), show_bytes)?;
+            // A transaction's reader waits for its one message and nothing
+            // follows until it answers: a mark above the message is never
+            // reached, and the flow would stall.
+            if let Some(rr) = &self.rr {
+                let least = rr.req_size.min(rr.resp_size);
+                if u64::from(n) > least {
+                    return Err(SpecError::new(
+                        Field::RcvLowat,
+                        format!(
+                            "a transaction's reader would wait for more than its message: \
+                             at most {}, the smaller of request and response",
+                            show_bytes(least)
+                        ),
+                    ));
+                }
+            }
         }
         if let Some(cc) = &self.socket.cc {
             if cc.is_empty()
@@ -1400,6 +1416,24 @@ mod tests {
         let mut udp = Spec::udp_stream();
         udp.read_size = Some(512);
         assert_eq!(udp.validate().unwrap_err().flag(), "--read-size");
+    }
+
+    #[test]
+    fn rcvlowat_keeps_old_keys_and_is_refused_above_a_transaction_message() {
+        let mut s = Spec::stream();
+        s.socket.rcvlowat = Some(128 << 10);
+        assert!(s.validate().is_ok());
+        assert_ne!(s.key(), Spec::stream().key());
+        assert!(s.summary().contains("rcvlowat 128K"), "{}", s.summary());
+        let mut rr = Spec::rr();
+        let r = rr.rr.as_mut().unwrap();
+        (r.req_size, r.resp_size) = (100, 4 << 10);
+        rr.socket.rcvlowat = Some(100);
+        assert!(rr.validate().is_ok());
+        rr.socket.rcvlowat = Some(101);
+        let e = rr.validate().unwrap_err();
+        assert_eq!(e.flag(), "--rcvlowat", "{e:?}");
+        assert!(e.message.contains("at most 100"), "{}", e.message);
     }
 
     #[test]
