@@ -517,6 +517,8 @@ mod tests {
                 Field::PacingRate => "1G".into(),
                 Field::Mss => "1000".into(),
                 Field::NotsentLowat => "16K".into(),
+                // At most a 1-byte transaction's message.
+                Field::RcvLowat => "1".into(),
                 Field::Threads => "1".into(),
                 _ => "2".into(),
             },
