@@ -134,9 +134,13 @@ impl RunningEnd {
         }
     }
 
-    /// From now on a failing flow is the peer tearing down, not a problem.
-    pub fn mark_window_closed(&self) {
+    /// From now on a failing flow is the peer tearing down, not a problem;
+    /// the probes read what that teardown would change.
+    pub fn mark_window_closed(&mut self) {
         self.engine.mark_window_closed();
+        if let Some(m) = self.meter.as_mut() {
+            m.closing(&self.engine);
+        }
     }
 
     /// Closes the window now and returns what this end measured; a window

@@ -111,6 +111,14 @@ impl Meter {
         self.last_t = now;
     }
 
+    /// Lets the probes read what the peer's teardown would change, as the
+    /// window is marked closed (see [`crate::probe::Probe::closing`]).
+    pub fn closing(&mut self, engine: &Engine) {
+        for p in &mut self.probes {
+            p.closing(engine);
+        }
+    }
+
     /// Closes the window now and returns what this end measured.
     pub fn close(
         mut self,

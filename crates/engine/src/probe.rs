@@ -27,6 +27,10 @@ pub trait Probe {
     fn open(&mut self, engine: &Engine);
     /// Reads it as the window closes and writes its parts of `out`.
     fn close(&mut self, engine: &Engine, out: &mut EndResult);
+    /// Reads, as this end marks its window closed and before the peer
+    /// hears of it, what the peer's teardown would change before
+    /// [`Probe::close`]: most sources have nothing to read here.
+    fn closing(&mut self, _: &Engine) {}
 }
 
 /// A source whose figures are what changed between two readings.
@@ -78,7 +82,7 @@ pub fn reader(id: Id, engine: &Engine) -> Option<Box<dyn Probe>> {
         Id::Snmp => edges(SnmpProbe),
         Id::Softnet => edges(SoftnetProbe),
         Id::Interfaces => edges(InterfaceProbe),
-        Id::Sockstat => Box::new(SockstatProbe),
+        Id::Sockstat => Box::new(SockstatProbe::default()),
         Id::Tracepoints => Box::new(TracepointProbe::new(engine)),
         Id::TcpInfo => Box::new(TcpInfoProbe::default()),
         Id::TcpSeries => Box::new(TcpSeriesProbe::default()),
@@ -491,13 +495,26 @@ impl Probe for TracepointProbe {
 }
 
 /// Sockets and protocol memory are levels: the closing reading is kept.
-struct SockstatProbe;
+/// They are read as the window is marked closed: once the peer hears of
+/// it, it closes its flows, and the flows of this end that it ends leave
+/// the count before the probes are read.
+#[derive(Default)]
+struct SockstatProbe {
+    at_closing: Option<plumb_samples::Sockstat>,
+}
 
 impl Probe for SockstatProbe {
     fn open(&mut self, _: &Engine) {}
 
+    fn closing(&mut self, _: &Engine) {
+        self.at_closing = plumb_sys::proc::read_sockstat().ok();
+    }
+
     fn close(&mut self, _: &Engine, out: &mut EndResult) {
-        out.sockstat = plumb_sys::proc::read_sockstat().ok();
+        out.sockstat = self
+            .at_closing
+            .take()
+            .or_else(|| plumb_sys::proc::read_sockstat().ok());
     }
 }
 
