@@ -446,6 +446,17 @@ fn stream_watched(args: &[&str]) -> (serde_json::Value, Vec<String>) {
     (serde_json::from_slice(&out.stdout).unwrap(), seen)
 }
 
+/// [`stream_watched`], with the most of `figure` in a line `ss` showed (0
+/// where no line had it).
+fn most_while_streaming(
+    args: &[&str],
+    figure: impl Fn(&str) -> Option<u64>,
+) -> (u64, serde_json::Value) {
+    let (rec, seen) = stream_watched(args);
+    let most = seen.iter().filter_map(|l| figure(l)).max();
+    (most.unwrap_or(0), rec)
+}
+
 /// The record of socket option `name` that `end` read back from its flows.
 fn option_record<'a>(rec: &'a serde_json::Value, end: &str, name: &str) -> &'a serde_json::Value {
     items(&rec["iterations"][0][end]["socket_options"])
@@ -483,10 +494,8 @@ fn notsent_lowat_bounds_the_bytes_a_paced_sender_leaves_unsent() {
     // Paced below what loopback carries, a sender fills its socket with
     // data the kernel has not sent yet, unless TCP_NOTSENT_LOWAT stops it.
     let unsent = |lowat: &[&str]| {
-        let (rec, seen) =
-            stream_watched(&[&["--pacing-rate", "200M", "--msg-size", "4K"], lowat].concat());
-        let most = seen.iter().filter_map(|l| ss_figure(l, "notsent")).max();
-        (most.unwrap_or(0), rec)
+        let args = [&["--pacing-rate", "200M", "--msg-size", "4K"], lowat].concat();
+        most_while_streaming(&args, |l| ss_figure(l, "notsent"))
     };
     let (free, plain) = unsent(&[]);
     // Unset, the option reads as the namespace's sysctl, read here.
@@ -536,13 +545,10 @@ fn rcvlowat_leaves_a_paced_stream_queued_until_the_mark() {
             ],
             lowat,
         ];
-        let (rec, seen) = stream_watched(&args.concat());
         // Recv-Q, the second column of the socket's line.
-        let most = seen
-            .iter()
-            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-            .max();
-        (most.unwrap_or(0), rec)
+        most_while_streaming(&args.concat(), |l| {
+            l.split_whitespace().nth(1)?.parse().ok()
+        })
     };
     let (free, plain) = queued(&[]);
     assert_eq!(
