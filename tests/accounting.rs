@@ -299,6 +299,70 @@ fn interface_and_softnet_deltas_agree_with_proc_read_around_the_run() {
     }
 }
 
+/// The named lines of `/proc/interrupts` (LOC, CAL, ...), each summed over
+/// the CPUs, read here rather than by plumb's parser.
+fn named_interrupts() -> std::collections::BTreeMap<String, u64> {
+    let text = std::fs::read_to_string("/proc/interrupts").unwrap();
+    let cpus = text.lines().next().unwrap().split_whitespace().count();
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let (label, rest) = l.split_once(':')?;
+            let label = label.trim();
+            if label.parse::<u32>().is_ok() {
+                return None;
+            }
+            let counts = rest.split_whitespace().take(cpus);
+            let n: u64 = counts.map_while(|c| c.parse::<u64>().ok()).sum();
+            Some((label.to_string(), n))
+        })
+        .collect()
+}
+
+#[test]
+fn timer_interrupts_and_ipis_are_the_windows_and_within_what_proc_counted_around_it() {
+    let _alone = measuring_alone();
+    let before = named_interrupts();
+    let rec = workload_json("stream", &["--duration", "1s", "--iterations", "1"]);
+    let after = named_interrupts();
+    let x86 = before.contains_key("LOC");
+    if !x86 {
+        assert!(std::env::var_os("CI").is_none(), "CI runs on x86");
+        eprintln!("no LOC line in /proc/interrupts: not x86, only the bounds are checked");
+    }
+    let it = &rec["iterations"][0];
+    for end in [&it["client"], &it["server"]] {
+        let got = end["interrupts"]
+            .as_object()
+            .unwrap_or_else(|| panic!("interrupts that moved: {end}"));
+        for (name, n) in got {
+            let around =
+                after.get(name).copied().unwrap_or(0) - before.get(name).copied().unwrap_or(0);
+            assert!(
+                (1..=around).contains(&u(n)),
+                "{name}: {n} in the window, {around} around it"
+            );
+        }
+        if x86 {
+            // The sending CPU is busy all the window, and a busy CPU takes
+            // its tick (HZ is 100 at least) whatever else it does.
+            assert!(u(&got["LOC"]) >= 50, "{got:?}");
+        }
+    }
+    // The host's, so the summary shows them once.
+    let out = run(&[&["run", "stream"][..], &ONE_SHORT].concat());
+    assert_ok(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("interrupts"))
+        .collect();
+    assert_eq!(lines.len(), usize::from(x86), "{text}");
+    if x86 {
+        assert_mentions(lines[0], &["client", "timer interrupts"]);
+    }
+}
+
 /// `/proc/net/sockstat` as seen from inside `ns`: (TCP sockets in use, all
 /// sockets).
 fn sockstat_in(ns: &Netns) -> (u64, u64) {

@@ -4,8 +4,9 @@
 
 use libfuzzer_sys::fuzz_target;
 use plumb_sys::proc::{
-    kconfig_enabled, parse_net_dev, parse_sched_migrations, parse_schedstat, parse_snmp,
-    parse_sockstat, parse_softirqs, parse_softnet, parse_stat, parse_status, parse_task_stat,
+    kconfig_enabled, parse_interrupts, parse_net_dev, parse_sched_migrations, parse_schedstat,
+    parse_snmp, parse_sockstat, parse_softirqs, parse_softnet, parse_stat, parse_status,
+    parse_task_stat,
 };
 
 fuzz_target!(|data: &[u8]| {
@@ -22,5 +23,8 @@ fuzz_target!(|data: &[u8]| {
     let _ = parse_sched_migrations(text);
     let _ = parse_softnet(text);
     let _ = parse_net_dev(text);
+    if let Ok(t) = parse_interrupts(text) {
+        let _ = t.named_since(&Default::default());
+    }
     let _ = kconfig_enabled(text, "CONFIG_IRQ_TIME_ACCOUNTING");
 });

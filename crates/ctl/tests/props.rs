@@ -143,7 +143,7 @@ fn end() -> impl Strategy<Value = EndResult> {
                 process: Default::default(),
                 cpus: Vec::new(),
                 softirqs: Vec::new(),
-                counters,
+                counters: counters.clone(),
                 tcp_info: Vec::new(),
                 tcp_info_summary: None,
                 socket_options: Vec::new(),
@@ -158,6 +158,10 @@ fn end() -> impl Strategy<Value = EndResult> {
                 irq_time_accounting: Some(true),
                 softnet: Vec::new(),
                 interfaces: Vec::new(),
+                interrupts: counters
+                    .iter()
+                    .map(|(k, v)| (k.to_uppercase(), v.unsigned_abs()))
+                    .collect(),
                 path_cpu_s: None,
                 profile: None,
                 sockstat: Some(plumb_samples::Sockstat {

@@ -82,6 +82,7 @@ pub fn reader(id: Id, engine: &Engine) -> Option<Box<dyn Probe>> {
         Id::Snmp => edges(SnmpProbe),
         Id::Softnet => edges(SoftnetProbe),
         Id::Interfaces => edges(InterfaceProbe),
+        Id::Interrupts => edges(InterruptsProbe),
         Id::Sockstat => Box::new(SockstatProbe::default()),
         Id::Tracepoints => Box::new(TracepointProbe::new(engine)),
         Id::TcpInfo => Box::new(TcpInfoProbe::default()),
@@ -786,6 +787,20 @@ impl Edges for InterfaceProbe {
 
     fn record(&self, a: Self::Reading, b: Self::Reading, _: &Engine, out: &mut EndResult) {
         out.interfaces = interface_deltas(&a, &b);
+    }
+}
+
+struct InterruptsProbe;
+
+impl Edges for InterruptsProbe {
+    type Reading = Interrupts;
+
+    fn read(&self, _: &Engine) -> Interrupts {
+        plumb_sys::proc::read_interrupts().unwrap_or_default()
+    }
+
+    fn record(&self, a: Interrupts, b: Interrupts, _: &Engine, out: &mut EndResult) {
+        out.interrupts = b.named_since(&a);
     }
 }
 

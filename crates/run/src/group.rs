@@ -387,6 +387,7 @@ mod tests {
                             "rx_dropped": n, "rx_fifo": 0, "tx_bytes": n, "tx_packets": n,
                             "tx_errors": 0, "tx_dropped": 0, "tx_fifo": 0,
                             "virtual_device": true}],
+            "interrupts": {"LOC": 250 * n, "CAL": 40 * n},
             "process": {"pid": n, "user_s": 0.5, "system_s": 1.0, "voluntary_csw": 10 * n,
                         "involuntary_csw": n, "rss_bytes": 1000 * n,
                         "threads": [{"tid": n, "name": "plumb-c0", "user_s": 0.5,

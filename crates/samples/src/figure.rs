@@ -25,6 +25,8 @@ pub enum Probe {
     Softnet,
     /// /proc/net/dev, the devices' IRQs and their drivers' statistics.
     Interfaces,
+    /// /proc/interrupts's named lines: timer interrupts and IPIs per host.
+    Interrupts,
     /// The process's and its threads' CPU, context switches and the
     /// scheduler's accounting (getrusage, /proc/self/task).
     Process,
@@ -122,10 +124,11 @@ impl Probe {
     /// Every probe, in the order an end reads them at each edge: the
     /// interfaces' bytes first, nearest the flows' own counts, which a slow
     /// guest would otherwise let drift apart by what passes meanwhile.
-    pub const ALL: [Probe; 12] = [
+    pub const ALL: [Probe; 13] = [
         Probe::Interfaces,
         Probe::Process,
         Probe::Cpu,
+        Probe::Interrupts,
         Probe::Softirqs,
         Probe::Snmp,
         Probe::Softnet,
@@ -145,6 +148,7 @@ impl Probe {
             Probe::Snmp => "snmp",
             Probe::Softnet => "softnet",
             Probe::Interfaces => "interfaces",
+            Probe::Interrupts => "interrupts",
             Probe::Process => "process",
             Probe::TcpInfo => "tcp_info",
             Probe::TcpSeries => "tcp_series",
@@ -207,6 +211,37 @@ impl Probe {
                             path: "[].tx_dropped",
                             unit: "packets",
                             kind: Kind::Event("interface drops"),
+                        },
+                    ],
+                )];
+                PARTS
+            }
+            // x86's names; another architecture's lines are kept under
+            // their own (arm64's IPI0, IPI1, ...) with no figure of these.
+            Probe::Interrupts => {
+                const PARTS: &[Part] = &[part(
+                    "interrupts",
+                    OncePerHost,
+                    &[
+                        Figure {
+                            path: "LOC",
+                            unit: "interrupts",
+                            kind: Kind::Counted("timer interrupts"),
+                        },
+                        Figure {
+                            path: "CAL",
+                            unit: "IPIs",
+                            kind: Kind::Counted("function-call IPIs"),
+                        },
+                        Figure {
+                            path: "RES",
+                            unit: "IPIs",
+                            kind: Kind::Counted("rescheduling IPIs"),
+                        },
+                        Figure {
+                            path: "TLB",
+                            unit: "shootdowns",
+                            kind: Kind::Counted("TLB shootdowns"),
                         },
                     ],
                 )];

@@ -321,6 +321,13 @@ pub struct EndResult {
     /// in the window.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub interfaces: Vec<InterfaceCounts>,
+    /// The architecture's own interrupts on this end's host over the
+    /// window, by their /proc/interrupts name (x86: `LOC` local timer,
+    /// `RES` rescheduling and `CAL` function-call IPIs, `TLB` shootdowns),
+    /// summed over the CPUs: those that moved. A pacing timer or a
+    /// cross-CPU wake-up costs the CPU that takes it, more so in a guest.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub interrupts: BTreeMap<String, u64>,
     /// CPU seconds of plumb's delay line over this end's window: a thread
     /// of this process that is the path, not the end, so its time is set
     /// apart from the process's. Absent without one.
@@ -550,6 +557,7 @@ impl EndResult {
             irq_time_accounting: None,
             softnet: Vec::new(),
             interfaces: Vec::new(),
+            interrupts: BTreeMap::new(),
             path_cpu_s: None,
             profile: None,
             sockstat: None,

@@ -18,12 +18,25 @@ pub struct IrqLine {
     pub desc: String,
 }
 
-/// The CPUs of the header (every possible CPU), and the numbered IRQs; the
-/// architecture's own lines (NMI, LOC, ...) are left out.
+/// One of the architecture's own lines, named rather than numbered (on
+/// x86 `LOC` the local timer, `RES` and `CAL` the rescheduling and
+/// function-call IPIs, `TLB` the shootdowns; on arm64 `IPI0`...): its
+/// count on each CPU of the header and its description. A line with one
+/// count for the whole host (x86's `ERR`, `MIS`) has it as the first CPU's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NamedLine {
+    pub name: String,
+    pub counts: Vec<u64>,
+    pub desc: String,
+}
+
+/// The CPUs of the header (every possible CPU), the numbered IRQs, and
+/// the architecture's own lines apart.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Interrupts {
     pub cpus: Vec<u32>,
     pub lines: Vec<IrqLine>,
+    pub named: Vec<NamedLine>,
 }
 
 pub fn parse_interrupts(text: &str) -> Result<Interrupts, ParseError> {
@@ -40,14 +53,12 @@ pub fn parse_interrupts(text: &str) -> Result<Interrupts, ParseError> {
             num(INTERRUPTS, 1, "header", id)
         })
         .collect::<Result<Vec<u32>, _>>()?;
-    let mut out = Vec::new();
+    let (mut out, mut named) = (Vec::new(), Vec::new());
     for (i, line) in lines {
         let Some((label, rest)) = line.split_once(':') else {
             continue;
         };
-        let Ok(irq) = label.trim().parse::<u32>() else {
-            continue;
-        };
+        let label = label.trim();
         let mut rest = rest.trim_start();
         let mut counts = Vec::with_capacity(cpus.len());
         while counts.len() < cpus.len() {
@@ -58,6 +69,18 @@ pub fn parse_interrupts(text: &str) -> Result<Interrupts, ParseError> {
             counts.push(n);
             rest = rest[end..].trim_start();
         }
+        let Ok(irq) = label.parse::<u32>() else {
+            // An architecture's line without counts says nothing: left out.
+            if !counts.is_empty() && !label.is_empty() {
+                counts.resize(cpus.len(), 0);
+                named.push(NamedLine {
+                    name: label.to_string(),
+                    counts,
+                    desc: rest.trim_end().to_string(),
+                });
+            }
+            continue;
+        };
         if counts.is_empty() {
             return Err(ParseError::new(
                 INTERRUPTS,
@@ -74,7 +97,35 @@ pub fn parse_interrupts(text: &str) -> Result<Interrupts, ParseError> {
             desc: rest.trim_end().to_string(),
         });
     }
-    Ok(Interrupts { cpus, lines: out })
+    Ok(Interrupts {
+        cpus,
+        lines: out,
+        named,
+    })
+}
+
+impl Interrupts {
+    /// Each named line's count over every CPU, since `before` (a line or a
+    /// CPU `before` lacks counts from zero), for the lines that moved.
+    pub fn named_since(&self, before: &Interrupts) -> std::collections::BTreeMap<String, u64> {
+        self.named
+            .iter()
+            .filter_map(|l| {
+                let was = before.named.iter().find(|b| b.name == l.name);
+                let n: u64 = self
+                    .cpus
+                    .iter()
+                    .zip(&l.counts)
+                    .map(|(cpu, &n)| {
+                        let k = before.cpus.iter().position(|c| c == cpu);
+                        let b = was.zip(k).and_then(|(w, k)| w.counts.get(k)).copied();
+                        n.saturating_sub(b.unwrap_or(0))
+                    })
+                    .sum();
+                (n > 0).then(|| (l.name.clone(), n))
+            })
+            .collect()
+    }
 }
 
 pub fn read_interrupts() -> io::Result<Interrupts> {
@@ -178,6 +229,10 @@ mod tests {
         let t = parse_interrupts(IXGBE).unwrap();
         assert_eq!(t.cpus, (0..8).collect::<Vec<_>>());
         assert_eq!(t.lines.len(), 7, "NMI and LOC are not numbered IRQs");
+        assert_eq!(t.named.len(), 2);
+        assert_eq!(t.named[1].name, "LOC");
+        assert_eq!(t.named[1].desc, "Local timer interrupts");
+        assert_eq!(t.named[1].counts[7], 1234560);
         assert_eq!(t.lines[2].counts[1], 870110);
         let dev = NetDevice {
             names: vec!["0000:02:00.0".into(), "0000:00:03.0".into()],
@@ -185,6 +240,40 @@ mod tests {
         };
         assert_eq!(irqs_of("eth2", &dev, &t), vec![120, 121, 122, 123, 124]);
         assert_eq!(irqs_of("eth20", &dev, &t), vec![125]);
+    }
+
+    /// A 2-CPU x86 guest's own lines, read twice: a one-count line, one
+    /// without counts, and a CPU the first reading lacks.
+    #[test]
+    fn named_lines_sum_over_the_cpus_and_keep_those_that_moved() {
+        let a = parse_interrupts(
+            "           CPU0       CPU1
+ LOC:    1000    2000   Local timer interrupts
+ RES:      10      20   Rescheduling interrupts
+ CAL:       5       5   Function call interrupts
+ ERR:          0
+ PIN:  Posted-interrupt notification event
+",
+        )
+        .unwrap();
+        let names: Vec<&str> = a.named.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(names, ["LOC", "RES", "CAL", "ERR"], "PIN has no counts");
+        assert_eq!(a.named[3].counts, [0, 0]);
+        let b = parse_interrupts(
+            "           CPU0       CPU1       CPU2
+ LOC:    1250    2100     7   Local timer interrupts
+ RES:      10      20     0   Rescheduling interrupts
+ CAL:    4005       5     0   Function call interrupts
+ TLB:       3       0     0   TLB shootdowns
+ ERR:          0
+",
+        )
+        .unwrap();
+        let moved = b.named_since(&a);
+        let got: Vec<(&str, u64)> = moved.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        assert_eq!(got, [("CAL", 4000), ("LOC", 357), ("TLB", 3)]);
+        // A counter that went back (a CPU's line reset) counts as none.
+        assert!(a.named_since(&b).is_empty());
     }
 
     #[test]

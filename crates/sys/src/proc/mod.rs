@@ -15,7 +15,8 @@ mod task;
 
 pub use host::{clock_ticks_per_sec, hostname, kernel_release, online_cpus, rss_bytes};
 pub use interrupts::{
-    irqs_of, net_device, parse_interrupts, read_interrupts, Interrupts, IrqLine, NetDevice,
+    irqs_of, net_device, parse_interrupts, read_interrupts, Interrupts, IrqLine, NamedLine,
+    NetDevice,
 };
 pub use kconfig::{irq_time_accounting, kconfig_enabled};
 pub use netdev::{parse_net_dev, read_net_dev, NetDevRow};
