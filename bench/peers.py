@@ -512,7 +512,12 @@ def render(runs, cases):
     cpu_model = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "")
     reps = max(r["rep"] for r in runs)
     out = [f"## {HEADING}: plumb against every peer, every case\n"]
-    env = (f"HEADING='{HEADING}' " if HEADING != "peers" else "") + (f"PIN={PIN} " if PIN else "")
+    cc = os.environ.get("TCP_CC")
+    env = (f"HEADING='{HEADING}' " if HEADING != "peers" else "") + (f"PIN={PIN} " if PIN else "") \
+        + (f"TCP_CC={cc} " if cc else "")
+    cc_now = open("/proc/sys/net/ipv4/tcp_congestion_control").read().strip()
+    cc_note = (f"Every tool's TCP runs under {cc_now}, set as the host's default for the run. " if cc
+               else f"Every tool's TCP runs under the host's default congestion control, {cc_now}. ")
     pinned = (f"Every tool's client runs on CPU {PIN.split(',')[0]} and its server on CPU {PIN.split(',')[1]} "
               "(plumb's `--client-cpus` and `--server-cpus`, taskset for the peers). ") if PIN else ""
     only = "" if cases == list(CASES) else " " + " ".join(cases)
@@ -521,7 +526,7 @@ def render(runs, cases):
         f"({cpu_model}), kernel {platform.release()}; {versions['plumb']}; {versions['iperf3']}; "
         f"{versions['netperf']}; neper 1.1.0; {versions['sockperf']}; qperf 0.4.11. "
         f"{reps} repetitions; in each, every case runs every tool that can run it, one after the other, "
-        f"the order of the tools rotating with the repetition. {pinned}Each tool runs {RUN_S} s of traffic and the "
+        f"the order of the tools rotating with the repetition. {pinned}{cc_note}Each tool runs {RUN_S} s of traffic and the "
         f"window is {SECS} s from {WARM} s after its traffic started (the first 50 ms with more than 50 "
         "packets on lo: sockperf warms up on its own for about 2 s first). Rate of record: the bits lo carried "
         "(stream; headers and ACKs included, a quarter of them with 256-byte writes, so the own reports "

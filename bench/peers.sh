@@ -16,8 +16,11 @@
 # BENCHMARKS.md; RAW=FILE (a new file) keeps every run's figures (JSON
 # lines) there, and RENDER_ONLY=1 with RAW=FILE writes the section again
 # from them; HEADING="peers on 16 CPUs" writes another machine's section
-# under its own heading, beside the one of record. Its many repetitions are
-# no test: CI does not run it.
+# under its own heading, beside the one of record; TCP_CC=cubic runs every tool
+# under that congestion control, by setting the host's default
+# (net.ipv4.tcp_congestion_control, which every tool's sockets take: qperf
+# has no option for it) for the run and putting it back on exit. Its many
+# repetitions are no test: CI does not run it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${1:-5}
@@ -28,6 +31,13 @@ OUT=${OUT:-BENCHMARKS.md}
 
 bench_need iperf3 sockperf qperf
 bench_setup
+if [[ -n ${TCP_CC:-} ]]; then
+  cc_was=$(sysctl -n net.ipv4.tcp_congestion_control)
+  # A run killed outright cannot put it back: this says how.
+  echo "net.ipv4.tcp_congestion_control $cc_was -> $TCP_CC for the run (to undo by hand: sysctl -w net.ipv4.tcp_congestion_control=$cc_was)"
+  trap 'sysctl -qw net.ipv4.tcp_congestion_control="$cc_was"; bench_cleanup' EXIT
+  sysctl -qw net.ipv4.tcp_congestion_control="$TCP_CC"
+fi
 HEADING=${HEADING:-peers}
-REPS=$REPS SECS=$SECS PLUMB=$PLUMB PEERS=$PEERS WORK=$work HEADING=$HEADING python3 bench/peers.py "$@"
+REPS=$REPS SECS=$SECS PLUMB=$PLUMB PEERS=$PEERS WORK=$work HEADING=$HEADING TCP_CC=${TCP_CC:-} python3 bench/peers.py "$@"
 write_section "$OUT" "## $HEADING: [^\\n]*\\n" "$work/section.md"
