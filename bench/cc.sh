@@ -21,9 +21,7 @@ REPS=${1:-6}
 SECS=${2:-4}
 OUT=${OUT:-BENCHMARKS.md}
 . bench/lib.sh
-bench_plumb
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+bench_local
 
 CASES=()
 for io in epoll uring; do
@@ -32,27 +30,22 @@ for io in epoll uring; do
   done
 done
 
-run() {
-  local name=$1
-  shift
-  "$PLUMB" run stream --msg-size 128K "$@" --json --iterations 1 --no-store \
-    --duration "${SECS}s" --warmup 1s >"$work/$name-$rep.json" 2>"$work/$name-$rep.err" || true
-}
+run() { bench_record "$1" stream --msg-size 128K "${@:2}"; }
 bench_rotate "$REPS" "${CASES[@]}"
 
 section=$work/section.md
 python3 - "$work" "$REPS" "$SECS" "$("$PLUMB" --version)" \
   "$(cat /proc/sys/net/ipv4/tcp_congestion_control)" >"$section" <<'PY'
-import json, os, platform, statistics, sys
+import statistics, sys
 sys.path.insert(0, "bench")
 from ratio import ratio_interval, called
+from record import iteration, machine
 work, reps, secs, version, default_cc = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 
 def figures(name, rep):
     """(Gbit/s, host busy CPU-s per GB, timer interrupts per GB, IPIs per GB)."""
-    try:
-        it = json.load(open(os.path.join(work, f"{name}-{rep}.json")))["iterations"][0]
-    except Exception:
+    it = iteration(work, name, rep)
+    if it is None:
         return None
     d, c = it["derived"], it["client"]
     gb = c["bytes_received"] if c["bytes_received"] else it["server"]["bytes_received"]
@@ -61,11 +54,8 @@ def figures(name, rep):
     return (d["throughput_bps"] / 1e9, d["host_cpu_s_per_gb"],
             irq.get("LOC", 0) / gb, irq.get("CAL", 0) / gb)
 
-model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-              if l.startswith("model name")), "")
 out = ["## cc: a lone stream under bbr and cubic, on each engine", ""]
-out.append(f"Run by `bench/cc.sh {reps} {secs}` with `{version}` on {os.cpu_count()} CPUs "
-           f"({model}), kernel {platform.release()}, host default `{default_cc}`: "
+out.append(f"Run by `bench/cc.sh {reps} {secs}` with `{version}` on {machine()}, host default `{default_cc}`: "
            f"`plumb run stream --msg-size 128K --io IO --cc CC`, {reps} repetitions of {secs} s "
            "after 1 s of warm-up, the cases rotating. Medians with min-max. Timer interrupts "
            "and function-call IPIs are the host's (`interrupts` in the record: LOC and CAL of "

@@ -30,6 +30,24 @@ bench_plumb() {
   fi
 }
 
+# bench_local: sets PLUMB (bench_plumb) and work, a scratch directory the
+# EXIT trap removes: for the scripts that run plumb alone.
+bench_local() {
+  bench_plumb
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+}
+
+# bench_record NAME WORKLOAD ARGS...: one unstored iteration of plumb run
+# WORKLOAD ARGS, $SECS s after 1 s of warm-up, its record in
+# $work/NAME-$rep.json (empty where the run failed; why in NAME-$rep.err).
+bench_record() {
+  local name=$1
+  shift
+  "$PLUMB" run "$@" --json --iterations 1 --no-store --duration "${SECS}s" --warmup 1s \
+    >"$work/$name-$rep.json" 2>"$work/$name-$rep.err" || true
+}
+
 # bench_setup: sets PLUMB (bench_plumb), PEERS, work (a scratch directory)
 # and srv (the server running in the background, if any); the EXIT trap
 # stops a server left behind by a run that died.

@@ -19,9 +19,7 @@ REPS=${1:-6}
 SECS=${2:-4}
 OUT=${OUT:-BENCHMARKS.md}
 . bench/lib.sh
-bench_plumb
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+bench_local
 
 # NAME FLAGS...: the name is engine-flows-readsize.
 CASES=()
@@ -36,34 +34,26 @@ for io in epoll uring; do
   done
 done
 
-run() {
-  local name=$1
-  shift
-  "$PLUMB" run stream --msg-size 128K "$@" --json --iterations 1 --no-store \
-    --duration "${SECS}s" --warmup 1s >"$work/$name-$rep.json" 2>"$work/$name-$rep.err" || true
-}
+run() { bench_record "$1" stream --msg-size 128K "${@:2}"; }
 bench_rotate "$REPS" "${CASES[@]}"
 
 section=$work/section.md
 python3 - "$work" "$REPS" "$SECS" "$("$PLUMB" --version)" >"$section" <<'PY'
-import json, os, platform, statistics, sys
+import statistics, sys
 sys.path.insert(0, "bench")
 from ratio import ratio_interval, called
+from record import iteration, machine
 work, reps, secs, version = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 
 def figures(name, rep):
-    try:
-        it = json.load(open(os.path.join(work, f"{name}-{rep}.json")))["iterations"][0]
-    except Exception:
+    it = iteration(work, name, rep)
+    if it is None:
         return None
     d = it["derived"]
     return d["throughput_bps"] / 1e9, d["host_cpu_s_per_gb"]
 
-model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-              if l.startswith("model name")), "")
 out = ["## readsize: what the read size does to a stream", ""]
-out.append(f"Run by `bench/readsize.sh {reps} {secs}` with `{version}` on {os.cpu_count()} CPUs "
-           f"({model}), kernel {platform.release()}: `plumb run stream --msg-size 128K --io IO "
+out.append(f"Run by `bench/readsize.sh {reps} {secs}` with `{version}` on {machine()}: `plumb run stream --msg-size 128K --io IO "
            f"--flows N --read-size SIZE [--rcvlowat SIZE]`, {reps} repetitions of {secs} s after 1 s of warm-up, "
            "the cases rotating so that none always follows the same one, both ends on the "
            "same threads. Medians with min-max; against 128K is the geometric mean of the "
