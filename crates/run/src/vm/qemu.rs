@@ -95,18 +95,25 @@ pub(super) fn boot_any(
     }
 }
 
-/// Boots under KVM, twice if the first boot ends before the guest's first
-/// word: a nested host's KVM now and then refuses QEMU a register write
-/// (an MSR) that it takes at the next start.
+/// Boots under KVM, up to [`KVM_TRIES`] times while a boot ends before the
+/// guest's first word: a nested host's KVM now and then refuses QEMU a
+/// register write (an MSR) that it takes at a later start, and twice in a
+/// row has been seen.
 fn boot_kvm(
     b: &Boot,
     each: &mut dyn FnMut(Accel, Arrived) -> Result<(), VmError>,
 ) -> Result<(), BootFailure> {
-    match boot(b, Accel::Kvm, KVM_PROBE, each) {
-        Err(f) if f.before_first_word => boot(b, Accel::Kvm, KVM_PROBE, each),
-        r => r,
+    let mut tries = KVM_TRIES;
+    loop {
+        match boot(b, Accel::Kvm, KVM_PROBE, each) {
+            Err(f) if f.before_first_word && tries > 1 => tries -= 1,
+            r => return r,
+        }
     }
 }
+
+/// Boots under KVM before TCG is taken instead.
+const KVM_TRIES: u32 = 3;
 
 /// The guest kernel's command line: the console on the first serial port,
 /// plumb as init, and a panic that ends QEMU (with -no-reboot) rather than
