@@ -556,10 +556,13 @@ fn rcvlowat_leaves_a_paced_stream_queued_until_the_mark() {
         (Some("none"), Some("1"))
     );
     let (held, rec) = queued(&["--rcvlowat", "256K"]);
-    // The kernel, read by `ss`: data waits for the mark (never past it by
-    // more than a segment), where without one it is read as it comes.
+    // The kernel, read by `ss`: data waits for the mark, where without one
+    // it is read as it comes. Past the mark by what arrives while the woken
+    // reader waits for a CPU: 20 Mbit/s brings 250 KB in 100 ms, which a
+    // loaded machine took (367686 bytes held once in CI), so at most twice
+    // the mark.
     assert!(
-        (128 << 10..=(256 + 64) << 10).contains(&held),
+        (128 << 10..=512 << 10).contains(&held),
         "{held} bytes queued at most with a 256K mark"
     );
     assert!(
