@@ -38,7 +38,7 @@ python3 - "$work" "$REPS" "$SECS" "$("$PLUMB" --version)" \
   "$(cat /proc/sys/net/ipv4/tcp_congestion_control)" >"$section" <<'PY'
 import statistics, sys
 sys.path.insert(0, "bench")
-from ratio import ratio_interval, called
+from ratio import ratio_interval, shown, spread
 from record import iteration, machine
 work, reps, secs, version, default_cc = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 
@@ -65,9 +65,6 @@ out.append(f"Run by `bench/cc.sh {reps} {secs}` with `{version}` on {machine()},
 out.append("")
 out.append("| cc | io | Gbit/s | host CPU-s/GB | timer interrupts/GB | function-call IPIs/GB | rate, uring/epoll | per CPU, uring/epoll |")
 out.append("|---|---|---|---|---:|---:|---|---|")
-cell = lambda v, f: f"{f.format(statistics.median(v))} [{f.format(min(v))}-{f.format(max(v))}]"
-show = lambda i, a, b: "too few repetitions" if i is None else \
-    f"{i[0]:.3f} [{i[1]:.3f}, {i[2]:.3f}] {called(i, a, b)}"
 for cc in ("bbr", "cubic"):
     base = {r: figures(f"epoll-{cc}", r) for r in range(1, reps + 1)}
     for io in ("epoll", "uring"):
@@ -80,9 +77,9 @@ for cc in ("bbr", "cubic"):
         vs_rate = vs_cpu = "-"
         if io == "uring":
             both = [r for r in ok if base[r]]
-            vs_rate = show(ratio_interval([(base[r][0], got[r][0]) for r in both]), "faster", "slower")
-            vs_cpu = show(ratio_interval([(got[r][1], base[r][1]) for r in both]), "cheaper", "dearer")
-        out.append(f"| {cc} | {io} | {cell(col(0), '{:.1f}')} | {cell(col(1), '{:.3f}')} "
+            vs_rate = shown(ratio_interval([(base[r][0], got[r][0]) for r in both]), "faster", "slower")
+            vs_cpu = shown(ratio_interval([(got[r][1], base[r][1]) for r in both]), "cheaper", "dearer")
+        out.append(f"| {cc} | {io} | {spread(col(0), '{:.1f}')} | {spread(col(1), '{:.3f}')} "
                    f"| {statistics.median(col(2)):.0f} | {statistics.median(col(3)):.0f} | {vs_rate} | {vs_cpu} |")
 out.append("")
 print("\n".join(out))

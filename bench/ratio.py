@@ -26,3 +26,15 @@ def called(interval, above="faster", below="slower"):
         return "too few repetitions"
     _, lo, hi = interval
     return below if hi < 1 else above if lo > 1 else "no difference"
+
+
+def shown(interval, above="faster", below="slower"):
+    """A ratio's interval as a table cell: `1.234 [1.100, 1.380] faster`."""
+    if interval is None:
+        return "too few repetitions"
+    return f"{interval[0]:.3f} [{interval[1]:.3f}, {interval[2]:.3f}] {called(interval, above, below)}"
+
+
+def spread(values, fmt):
+    """Median and min-max of `values` as a table cell, each by `fmt`."""
+    return f"{fmt.format(statistics.median(values))} [{fmt.format(min(values))}-{fmt.format(max(values))}]"

@@ -39,9 +39,9 @@ bench_rotate "$REPS" "${CASES[@]}"
 
 section=$work/section.md
 python3 - "$work" "$REPS" "$SECS" "$("$PLUMB" --version)" >"$section" <<'PY'
-import statistics, sys
+import sys
 sys.path.insert(0, "bench")
-from ratio import ratio_interval, called
+from ratio import ratio_interval, shown, spread
 from record import iteration, machine
 work, reps, secs, version = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 
@@ -75,17 +75,14 @@ for io in ("epoll", "uring"):
                 continue
             rate = [got[r][0] for r in ok]
             cpu = [got[r][1] for r in ok]
-            cell = lambda v, f: f"{f.format(statistics.median(v))} [{f.format(min(v))}-{f.format(max(v))}]"
             if rs == "128K" and not lw:
                 vs_rate = vs_cpu = "-"
             else:
                 ri = ratio_interval([(base[r][0], got[r][0]) for r in ok])
                 ci = ratio_interval([(got[r][1], base[r][1]) for r in ok])
-                show = lambda i, a, b: "too few repetitions" if i is None else \
-                    f"{i[0]:.3f} [{i[1]:.3f}, {i[2]:.3f}] {called(i, a, b)}"
-                vs_rate = show(ri, "faster", "slower")
-                vs_cpu = show(ci, "cheaper", "dearer")
-            out.append(f"| {io} | {flows} | {rs} | {lowat} | {cell(rate, '{:.1f}')} | {cell(cpu, '{:.3f}')} "
+                vs_rate = shown(ri, "faster", "slower")
+                vs_cpu = shown(ci, "cheaper", "dearer")
+            out.append(f"| {io} | {flows} | {rs} | {lowat} | {spread(rate, '{:.1f}')} | {spread(cpu, '{:.3f}')} "
                        f"| {vs_rate} | {vs_cpu} |")
 out.append("")
 print("\n".join(out))
