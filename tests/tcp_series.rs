@@ -256,15 +256,14 @@ fn counters_are_kept_from_the_windows_opening_and_agree_with_its_edges() {
         last("rwnd_limited_us"),
         limited["rwnd_limited_s"]
     );
-    // Read a moment after the edge's: a retransmit may fall between.
+    // The series opens a moment after the edges' reading and closes a
+    // moment after theirs: a retransmit may fall in either gap (CI saw 46
+    // sampled against 47 at the edges), so the two agree within a few.
     let (sampled, edges) = (
         *nums(&all["retrans"]).last().unwrap(),
         f(&client["window_retransmits"]),
     );
-    assert!(
-        sampled >= edges && sampled <= edges + 2.0,
-        "{sampled} {edges}"
-    );
+    assert!((sampled - edges).abs() <= 3.0, "{sampled} {edges}");
 }
 
 /// A plumb command's JSON on stdout, once it succeeded.
