@@ -42,9 +42,14 @@ impl Part {
 pub enum Move {
     Grew,
     Shrank,
-    /// Not significant after the control, or smaller than [`MIN_CHANGE`].
+    /// Its own test finds a change of [`MIN_CHANGE`] or more (the interval
+    /// beside it leaves 0 out), but the control over all the end's
+    /// functions does not let it stand: more iterations would tell.
+    Unsure,
+    /// Its interval holds 0, or it moved by less than [`MIN_CHANGE`].
     Same,
-    /// Fewer than two profiled iterations on a side.
+    /// Too few profiled iterations on a side for the test ever to find a
+    /// change: 3 or fewer (with 3 against 4 the smallest p is 0.057).
     Untested,
 }
 
@@ -58,8 +63,9 @@ impl Move {
         match self {
             Move::Grew => "grew",
             Move::Shrank => "shrank",
+            Move::Unsure => "unsure",
             Move::Same => "same",
-            Move::Untested => "untested",
+            Move::Untested => "too few",
         }
     }
 }
@@ -224,6 +230,15 @@ fn compare_end(
             })
             .collect()
     };
+    // Whether the exact test can give a p below the rate at these sizes:
+    // its smallest p is that of two samples that do not overlap.
+    let callable = {
+        let (xa, xb): (Vec<f64>, Vec<f64>) = (
+            (0..a.len()).map(|i| i as f64).collect(),
+            (a.len()..a.len() + b.len()).map(|i| i as f64).collect(),
+        );
+        plumb_stats::mann_whitney(&xa, &xb).is_some_and(|p| p < FDR)
+    };
     let mut rows = Vec::new();
     for n in &names {
         for part in [Part::Own, Part::Total] {
@@ -235,7 +250,7 @@ fn compare_end(
             }
             // Ranks, not means: a function's time per iteration is skewed
             // and its spread differs between sides (one may be all zeros).
-            let tested = (xa.len() >= 2 && xb.len() >= 2)
+            let tested = callable
                 .then(|| plumb_stats::mann_whitney(&xa, &xb))
                 .flatten();
             let interval = plumb_stats::hodges_lehmann(&xa, &xb, 0.95).map(|s| (s.lo, s.hi));
@@ -264,18 +279,30 @@ fn compare_end(
             let r = &mut rows[i];
             r.q = q;
             let big = r.change.is_none_or(|c| c.abs() >= MIN_CHANGE);
-            if r.verdict != Move::Untested && q < FDR && big {
-                r.verdict = if r.b > r.a { Move::Grew } else { Move::Shrank };
+            let shifted = r.interval.is_some_and(|(lo, hi)| lo > 0.0 || hi < 0.0);
+            if r.verdict == Move::Untested || !big {
+                continue;
             }
+            r.verdict = match (q < FDR, shifted) {
+                (true, _) if r.b > r.a => Move::Grew,
+                (true, _) => Move::Shrank,
+                (false, true) => Move::Unsure,
+                (false, false) => Move::Same,
+            };
         }
     }
     let tests = names.len();
     // A list cut to its top rows must not hide a small significant move
-    // behind a larger one that is noise.
+    // behind a larger one that is noise; one the control did not let
+    // stand comes next.
+    let rank = |m: Move| match m {
+        Move::Grew | Move::Shrank => 0,
+        Move::Unsure => 1,
+        Move::Same | Move::Untested => 2,
+    };
     rows.sort_by(|x, y| {
-        y.verdict
-            .is_move()
-            .cmp(&x.verdict.is_move())
+        rank(x.verdict)
+            .cmp(&rank(y.verdict))
             .then_with(|| (y.b - y.a).abs().total_cmp(&(x.b - x.a).abs()))
             .then_with(|| x.function.cmp(&y.function))
             .then(x.part.cmp(&y.part))
@@ -290,9 +317,10 @@ fn compare_end(
         lost_a: lost(ia),
         lost_b: lost(ib),
         control: format!(
-            "Mann-Whitney U per function over iterations (6 or more a side can reach significance); Benjamini-Hochberg at a false discovery rate of {:.0} % \
+            "Mann-Whitney U per function over iterations (4 or more a side can find a change, and with a hundred functions tested it takes 8 or so); \
+             Benjamini-Hochberg at a false discovery rate of {:.0} % \
              over the self times of this end's {} functions, and apart over their total times; \
-             changes under {:.0} % are the same",
+             changes under {:.0} % are the same; unsure: the function's own interval leaves 0 out, the control does not let it stand",
             FDR * 100.0,
             tests,
             MIN_CHANGE * 100.0
@@ -411,8 +439,53 @@ mod tests {
         assert_eq!(e.functions[0].function, "_copy_to_iter");
         assert_eq!(e.functions.last().unwrap().function, "tcp_recvmsg");
         assert_eq!(e.functions.last().unwrap().part, Part::Own);
-        // Three iterations a side cannot reach significance with ranks.
+        // Three iterations a side cannot reach significance with ranks,
+        // and say so rather than calling every function the same.
         let ends = compare(&ra[..3], &rb[..3], Metric::Throughput);
-        assert!(ends[0].functions.iter().all(|r| r.verdict == Move::Same));
+        assert!(ends[0]
+            .functions
+            .iter()
+            .all(|r| r.verdict == Move::Untested));
+        assert_eq!(Move::Untested.word(), "too few");
+    }
+
+    #[test]
+    fn a_move_its_own_test_finds_and_the_control_does_not_is_unsure_not_the_same() {
+        // Four a side: the copy's ranks all apart give p 0.021, which the
+        // control over the end's three self times (the caller's and a
+        // lock's did not move) triples past 0.05; its interval leaves 0
+        // out all the same.
+        let a = with_lock_wait(&[40, 55, 38, 61], &[20; 4]);
+        let b = with_lock_wait(&[0; 4], &[20; 4]);
+        let ra: Vec<&Iteration> = a.iter().collect();
+        let rb: Vec<&Iteration> = b.iter().collect();
+        let e = &compare(&ra, &rb, Metric::Throughput)[0];
+        let row = |f: &str, part: Part| {
+            e.functions
+                .iter()
+                .find(|r| r.function == f && r.part == part)
+                .unwrap()
+                .clone()
+        };
+        let copy = row("_copy_to_iter", Part::Own);
+        let (lo, hi) = copy.interval.unwrap();
+        assert!(hi < 0.0 && lo < hi, "{copy:?}");
+        assert!(copy.p < FDR && copy.q >= FDR, "{copy:?}");
+        assert_eq!(copy.verdict, Move::Unsure);
+        // Two of the three total times moved alike: 0.021 times 3/2 stands.
+        assert_eq!(row("tcp_recvmsg", Part::Total).verdict, Move::Shrank);
+        assert_eq!(row("tcp_recvmsg", Part::Own).verdict, Move::Same);
+        // Called moves first, then the unsure, then the rest.
+        let ranks: Vec<u8> = e
+            .functions
+            .iter()
+            .map(|f| match f.verdict {
+                Move::Grew | Move::Shrank => 0,
+                Move::Unsure => 1,
+                _ => 2,
+            })
+            .collect();
+        assert!(ranks.windows(2).all(|w| w[0] <= w[1]), "{ranks:?}");
+        assert!(ranks.contains(&1), "{ranks:?}");
     }
 }
