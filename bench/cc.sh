@@ -9,6 +9,9 @@
 #
 #   bench/cc.sh [REPS] [SECONDS]      (defaults: 6 repetitions, 4 s)
 #
+# HEADING names the section (default "cc"), so that a rerun on another
+# day can stand beside the first rather than replace it.
+#
 # Each repetition runs every case once, starting one case further each
 # time (bench_rotate). io_uring against epoll, under each congestion
 # control, is the geometric mean of the repetitions' ratios with its 95 %
@@ -20,6 +23,7 @@ cd "$(dirname "$0")/.."
 REPS=${1:-6}
 SECS=${2:-4}
 OUT=${OUT:-BENCHMARKS.md}
+HEADING=${HEADING:-cc}
 . bench/lib.sh
 bench_local
 
@@ -35,12 +39,12 @@ bench_rotate "$REPS" "${CASES[@]}"
 
 section=$work/section.md
 python3 - "$work" "$REPS" "$SECS" "$("$PLUMB" --version)" \
-  "$(cat /proc/sys/net/ipv4/tcp_congestion_control)" >"$section" <<'PY'
+  "$(cat /proc/sys/net/ipv4/tcp_congestion_control)" "$HEADING" >"$section" <<'PY'
 import statistics, sys
 sys.path.insert(0, "bench")
 from ratio import ratio_interval, shown, spread
 from record import iteration, machine
-work, reps, secs, version, default_cc = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+work, reps, secs, version, default_cc, heading = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
 
 def figures(name, rep):
     """(Gbit/s, host busy CPU-s per GB, timer interrupts per GB, IPIs per GB)."""
@@ -54,7 +58,7 @@ def figures(name, rep):
     return (d["throughput_bps"] / 1e9, d["host_cpu_s_per_gb"],
             irq.get("LOC", 0) / gb, irq.get("CAL", 0) / gb)
 
-out = ["## cc: a lone stream under bbr and cubic, on each engine", ""]
+out = [f"## {heading}: a lone stream under bbr and cubic, on each engine", ""]
 out.append(f"Run by `bench/cc.sh {reps} {secs}` with `{version}` on {machine()}, host default `{default_cc}`: "
            f"`plumb run stream --msg-size 128K --io IO --cc CC`, {reps} repetitions of {secs} s "
            "after 1 s of warm-up, the cases rotating. Medians with min-max. Timer interrupts "
@@ -84,4 +88,4 @@ for cc in ("bbr", "cubic"):
 out.append("")
 print("\n".join(out))
 PY
-write_section "$OUT" "## cc: " "$section"
+write_section "$OUT" "## $HEADING: " "$section"
