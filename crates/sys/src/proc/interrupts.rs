@@ -121,7 +121,9 @@ impl Interrupts {
                         let b = was.zip(k).and_then(|(w, k)| w.counts.get(k)).copied();
                         n.saturating_sub(b.unwrap_or(0))
                     })
-                    .sum();
+                    // Counts near u64::MAX are no kernel's, but a line of
+                    // them must not panic the probe.
+                    .fold(0u64, u64::saturating_add);
                 (n > 0).then(|| (l.name.clone(), n))
             })
             .collect()
@@ -274,6 +276,14 @@ mod tests {
         assert_eq!(got, [("CAL", 4000), ("LOC", 357), ("TLB", 3)]);
         // A counter that went back (a CPU's line reset) counts as none.
         assert!(a.named_since(&b).is_empty());
+        // Counts whose sum passes u64::MAX (the fuzzer made one) saturate.
+        let huge = parse_interrupts(
+            "           CPU0       CPU1
+ CAL: 18446744073709551615 9443335234764   Function call interrupts
+",
+        )
+        .unwrap();
+        assert_eq!(huge.named_since(&Default::default())["CAL"], u64::MAX);
     }
 
     #[test]
