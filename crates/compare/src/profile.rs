@@ -59,6 +59,16 @@ impl Move {
         matches!(self, Move::Grew | Move::Shrank)
     }
 
+    /// Where a function stands in the list: called moves first, then the
+    /// unsure, then the rest.
+    pub fn order(self) -> u8 {
+        match self {
+            Move::Grew | Move::Shrank => 0,
+            Move::Unsure => 1,
+            Move::Same | Move::Untested => 2,
+        }
+    }
+
     pub fn word(self) -> &'static str {
         match self {
             Move::Grew => "grew",
@@ -293,16 +303,11 @@ fn compare_end(
     }
     let tests = names.len();
     // A list cut to its top rows must not hide a small significant move
-    // behind a larger one that is noise; one the control did not let
-    // stand comes next.
-    let rank = |m: Move| match m {
-        Move::Grew | Move::Shrank => 0,
-        Move::Unsure => 1,
-        Move::Same | Move::Untested => 2,
-    };
+    // behind a larger one that is noise, nor an unsure one behind the same.
     rows.sort_by(|x, y| {
-        rank(x.verdict)
-            .cmp(&rank(y.verdict))
+        x.verdict
+            .order()
+            .cmp(&y.verdict.order())
             .then_with(|| (y.b - y.a).abs().total_cmp(&(x.b - x.a).abs()))
             .then_with(|| x.function.cmp(&y.function))
             .then(x.part.cmp(&y.part))
@@ -366,6 +371,15 @@ mod tests {
             .collect()
     }
 
+    /// The row of function `f`'s `part` on end `e`.
+    fn row_of(e: &EndProfiles, f: &str, part: Part) -> FunctionChange {
+        e.functions
+            .iter()
+            .find(|r| r.function == f && r.part == part)
+            .unwrap()
+            .clone()
+    }
+
     #[test]
     fn a_small_significant_move_is_listed_before_a_larger_one_that_is_noise() {
         // The copy loses 4 ms/GB every time; the lock wait gains 30 ms/GB
@@ -415,13 +429,7 @@ mod tests {
         assert_eq!(ends.len(), 1);
         let e = &ends[0];
         assert_eq!((e.end, e.unit, e.n_a, e.n_b), (Role::Server, "ms/GB", 8, 8));
-        let row = |f: &str, part: Part| {
-            e.functions
-                .iter()
-                .find(|r| r.function == f && r.part == part)
-                .unwrap()
-                .clone()
-        };
+        let row = |f: &str, part: Part| row_of(e, f, part);
         let copy = row("_copy_to_iter", Part::Own);
         assert!((copy.a - 49.375).abs() < 1e-9, "{}", copy.a);
         assert_eq!(copy.b, 0.0);
@@ -460,13 +468,7 @@ mod tests {
         let ra: Vec<&Iteration> = a.iter().collect();
         let rb: Vec<&Iteration> = b.iter().collect();
         let e = &compare(&ra, &rb, Metric::Throughput)[0];
-        let row = |f: &str, part: Part| {
-            e.functions
-                .iter()
-                .find(|r| r.function == f && r.part == part)
-                .unwrap()
-                .clone()
-        };
+        let row = |f: &str, part: Part| row_of(e, f, part);
         let copy = row("_copy_to_iter", Part::Own);
         let (lo, hi) = copy.interval.unwrap();
         assert!(hi < 0.0 && lo < hi, "{copy:?}");
@@ -476,15 +478,7 @@ mod tests {
         assert_eq!(row("tcp_recvmsg", Part::Total).verdict, Move::Shrank);
         assert_eq!(row("tcp_recvmsg", Part::Own).verdict, Move::Same);
         // Called moves first, then the unsure, then the rest.
-        let ranks: Vec<u8> = e
-            .functions
-            .iter()
-            .map(|f| match f.verdict {
-                Move::Grew | Move::Shrank => 0,
-                Move::Unsure => 1,
-                _ => 2,
-            })
-            .collect();
+        let ranks: Vec<u8> = e.functions.iter().map(|f| f.verdict.order()).collect();
         assert!(ranks.windows(2).all(|w| w[0] <= w[1]), "{ranks:?}");
         assert!(ranks.contains(&1), "{ranks:?}");
     }
