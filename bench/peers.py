@@ -460,6 +460,9 @@ def main():
     if os.environ.get("RENDER_ONLY"):
         runs = [json.loads(line) for line in open(raw)]
     else:
+        # Kept with every run, so that a section rendered again names the
+        # build that measured it.
+        plumb = plumb_version()
         with open(raw, "w") as out:
             for rep in range(1, REPS + 1):
                 for c in cases:
@@ -468,10 +471,15 @@ def main():
                     for tool in tools[k:] + tools[:k]:
                         print(f"repetition {rep}/{REPS}: {c} {tool}", file=sys.stderr)
                         r = one_run(c, tool, rep)
+                        r["plumb"] = plumb
                         runs.append(r)
                         out.write(json.dumps(r) + "\n")
                         out.flush()
     render(runs, cases)
+
+
+def plumb_version():
+    return subprocess.run([PLUMB, "--version"], capture_output=True, text=True).stdout.strip()
 
 
 def shown(cmd):
@@ -502,7 +510,7 @@ def ticked_share(run):
 
 def render(runs, cases):
     versions = {
-        "plumb": subprocess.run([PLUMB, "--version"], capture_output=True, text=True).stdout.strip(),
+        "plumb": next((r["plumb"] for r in runs if "plumb" in r), None) or plumb_version(),
         "iperf3": subprocess.run([IPERF3, "--version"], capture_output=True, text=True).stdout.splitlines()[0],
         "netperf": subprocess.run([f"{PEERS}/netperf", "-V"], capture_output=True, text=True).stdout.strip(),
         "sockperf": subprocess.run(["sockperf", "--version"], capture_output=True, text=True).stdout.splitlines()[0],
@@ -511,7 +519,8 @@ def render(runs, cases):
     }
     cpu_model = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "")
     reps = max(r["rep"] for r in runs)
-    out = [f"## {HEADING}: plumb against every peer, every case\n"]
+    which = "every case" if cases == list(CASES) else ", ".join(cases)
+    out = [f"## {HEADING}: plumb against every peer, {which}\n"]
     cc = os.environ.get("TCP_CC")
     env = (f"HEADING='{HEADING}' " if HEADING != "peers" else "") + (f"PIN={PIN} " if PIN else "") \
         + (f"TCP_CC={cc} " if cc else "")
