@@ -30,5 +30,6 @@ pub use interval::{
     Interval,
 };
 pub use verdict::{
-    compare, fewest_to_decide, CompareParams, Comparison, Verdict, DEFAULT_SEED, NEEDED_MAX,
+    compare, fewest_to_decide, iterations_to_tell, needed_a_side, CompareParams, Comparison,
+    Verdict, DEFAULT_SEED, NEEDED_MAX, POWER,
 };

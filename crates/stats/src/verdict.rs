@@ -4,9 +4,10 @@
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+use statrs::distribution::{ContinuousCDF, Normal};
 
 use crate::describe::{Bimodality, Summary};
-use crate::hypothesis::{welch, welch_of, Moments, Welch};
+use crate::hypothesis::{welch, Welch};
 use crate::interval::{fieller_ratio, Interval};
 
 /// What a comparison concludes. `Inconclusive` is a first-class answer: a
@@ -90,10 +91,9 @@ pub struct Comparison {
     /// below `1 - level`.
     pub ratio: Interval,
     pub verdict: Verdict,
-    /// With [`Verdict::TooFew`]: iterations a side at which a test could
-    /// decide (the most of the fewest any rank test needs at alpha, and the
-    /// count at which Welch's test would reject at the spread observed, where
-    /// that is at most [`NEEDED_MAX`]).
+    /// With [`Verdict::TooFew`]: iterations a side at which a change of the
+    /// noise band's size would be told at the spread observed
+    /// ([`needed_a_side`]); None where that is more than [`NEEDED_MAX`].
     pub needed: Option<usize>,
     /// The sides whose iterations sit on two levels, `'A'` or `'B'`, with
     /// the levels: stated whatever the verdict, and the verdict itself when
@@ -101,9 +101,8 @@ pub struct Comparison {
     pub bimodal: Vec<(char, Bimodality)>,
 }
 
-/// The most iterations a side that [`Comparison::needed`] will name from
-/// the spread observed: beyond it the spread, not the count, is the
-/// trouble.
+/// The most iterations a side that [`needed_a_side`] will name: beyond it
+/// the spread, not the count, is the trouble.
 pub const NEEDED_MAX: usize = 1000;
 
 /// The fewest values a side at which a two-sided rank test of two equal
@@ -124,19 +123,49 @@ pub fn fewest_to_decide(alpha: f64) -> usize {
     }
 }
 
-/// Iterations a side at which Welch's test would reject at `alpha` with the
-/// means and standard deviations observed; None past [`NEEDED_MAX`] or with
-/// no difference of means.
-fn welch_needed(a: &Summary, b: &Summary, alpha: f64) -> Option<usize> {
-    if b.mean == a.mean {
+/// The power [`iterations_to_tell`] sizes a side for: a change of the size
+/// asked is missed one time in five.
+pub const POWER: f64 = 0.8;
+
+/// Iterations a side at which a two-sided test at `alpha` tells a change
+/// of `change` (a fraction of A's mean: 0.05 is 5 %) from none with
+/// [`POWER`], where the iterations of A and B spread by `cv_a` and `cv_b`
+/// (each side's standard deviation over A's mean):
+/// `n = (z(1 - alpha/2) + z(POWER))^2 (cv_a^2 + cv_b^2) / change^2`, rounded
+/// up; with equal spreads the textbook `2 (z + z)^2 CV^2 / change^2`. The
+/// normal quantiles make it a floor for the handful of iterations where
+/// Student's t is wider. None for a change or spread that is not a finite
+/// positive (or, for the spread, zero) number, or alpha outside (0, 1).
+pub fn iterations_to_tell(cv_a: f64, cv_b: f64, change: f64, alpha: f64) -> Option<usize> {
+    let spread = cv_a * cv_a + cv_b * cv_b;
+    if !(change > 0.0 && change.is_finite() && spread.is_finite() && cv_a >= 0.0 && cv_b >= 0.0)
+        || !crate::hypothesis::valid_level(alpha)
+    {
         return None;
     }
-    let (va, vb) = (a.sd * a.sd, b.sd * b.sd);
-    let from = a.n.max(b.n).max(2);
-    (from..=NEEDED_MAX).find(|&n| {
-        let (sa, sb) = (Moments::new(a.mean, va, n), Moments::new(b.mean, vb, n));
-        welch_of(sa, sb).is_some_and(|w| w.p < alpha)
-    })
+    let z = Normal::new(0.0, 1.0).ok()?;
+    let zz = z.inverse_cdf(1.0 - alpha / 2.0) + z.inverse_cdf(POWER);
+    let n = (zz * zz * spread / (change * change)).ceil();
+    // Past usize the answer is "never", which the caller's cap says better.
+    (n < 1e15).then_some(n as usize)
+}
+
+/// Iterations a side to ask for when a point had too few: what
+/// [`iterations_to_tell`] sizes for the spreads observed, at least the
+/// fewest any test needs at alpha ([`fewest_to_decide`]) and at least one
+/// more than the larger side `n` has now. None past [`NEEDED_MAX`], where
+/// the spread, not the count, is what to work on.
+pub fn needed_a_side(n: usize, cv_a: f64, cv_b: f64, change: f64, alpha: f64) -> Option<usize> {
+    let n = iterations_to_tell(cv_a, cv_b, change, alpha)?
+        .max(fewest_to_decide(alpha))
+        .max(n + 1);
+    (n <= NEEDED_MAX).then_some(n)
+}
+
+/// [`needed_a_side`] for two summaries, each spread taken over A's mean.
+fn needed_of(a: &Summary, b: &Summary, change: f64, alpha: f64) -> Option<usize> {
+    let over = a.mean.abs();
+    needed_a_side(a.n.max(b.n), a.sd / over, b.sd / over, change, alpha)
 }
 
 /// Compares baseline `a` with candidate `b` and decides.
@@ -180,7 +209,7 @@ pub fn compare(a: &[f64], b: &[f64], p: &CompareParams) -> Option<Comparison> {
     } else if !bimodal.is_empty() {
         Verdict::Bimodal
     } else if sa.n.min(sb.n) < fewest {
-        needed = Some(welch_needed(&sa, &sb, p.alpha).map_or(fewest, |n| n.max(fewest)));
+        needed = needed_of(&sa, &sb, p.noise_band, p.alpha);
         Verdict::TooFew
     } else {
         Verdict::Inconclusive

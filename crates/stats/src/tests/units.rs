@@ -377,6 +377,39 @@ fn the_fewest_iterations_any_rank_test_needs() {
 }
 
 #[test]
+fn iterations_to_tell_a_change_follow_the_textbook_formula() {
+    // n = 2 (z(1 - alpha/2) + z(0.8))² CV² / change², by hand:
+    // (1.959964 + 0.841621)² = 7.848880 at alpha 0.05.
+    // 2 × 7.848880 × 0.05² / 0.05² = 15.70: 16 a side.
+    assert_eq!(iterations_to_tell(0.05, 0.05, 0.05, 0.05), Some(16));
+    // 2 × 7.848880 × 0.03² / 0.05² = 5.65: 6.
+    assert_eq!(iterations_to_tell(0.03, 0.03, 0.05, 0.05), Some(6));
+    // 2 × 7.848880 × 0.1² / 0.02² = 392.44: 393.
+    assert_eq!(iterations_to_tell(0.1, 0.1, 0.02, 0.05), Some(393));
+    // At alpha 0.01, (2.575829 + 0.841621)² = 11.678968: 23.36, so 24.
+    assert_eq!(iterations_to_tell(0.05, 0.05, 0.05, 0.01), Some(24));
+    // Unequal spreads add their variances: (0.02² + 0.06²) = 2 × 0.04472²,
+    // 7.848880 × 0.004 / 0.05² = 12.56: 13.
+    assert_eq!(iterations_to_tell(0.02, 0.06, 0.05, 0.05), Some(13));
+    // No spread needs no iterations for the formula; no change, or a
+    // nonsense alpha, has no answer.
+    assert_eq!(iterations_to_tell(0.0, 0.0, 0.05, 0.05), Some(0));
+    assert_eq!(iterations_to_tell(0.05, 0.05, 0.0, 0.05), None);
+    assert_eq!(iterations_to_tell(0.05, 0.05, 0.05, 1.5), None);
+    assert_eq!(iterations_to_tell(f64::NAN, 0.05, 0.05, 0.05), None);
+
+    // What to ask for: the formula's count, but never fewer than a rank
+    // test needs at alpha, nor fewer than one more than a side has.
+    assert_eq!(needed_a_side(3, 0.05, 0.05, 0.05, 0.05), Some(16));
+    assert_eq!(needed_a_side(2, 0.0, 0.0, 0.05, 0.05), Some(4));
+    assert_eq!(needed_a_side(20, 0.05, 0.05, 0.05, 0.05), Some(21));
+    assert_eq!(needed_a_side(3, 0.1, 0.1, 0.02, 0.05), Some(393));
+    // Past the cap the spread is what to work on.
+    assert_eq!(needed_a_side(3, 0.5, 0.5, 0.02, 0.05), None);
+    assert_eq!(needed_a_side(3, 0.05, 0.05, 0.0, 0.05), None);
+}
+
+#[test]
 fn too_few_iterations_say_so_with_the_number_needed() {
     let p = CompareParams::default();
     // Two iterations a side, a change of thousands of percent that one
@@ -388,9 +421,15 @@ fn too_few_iterations_say_so_with_the_number_needed() {
     assert_eq!(c.verdict, Verdict::TooFew, "{c:?}");
     assert!(c.ratio.lo < 1.0 && c.ratio.hi > 1.0, "{:?}", c.ratio);
     assert!(c.ratio.lo >= 0.0);
-    let needed = c.needed.unwrap();
-    assert!((4..=NEEDED_MAX).contains(&needed), "{needed}");
+    // The spread of those is far beyond any count worth naming.
+    assert_eq!(c.needed, None);
     assert_eq!(Verdict::TooFew.to_string(), "too few iterations");
+    // 100 and 104 against 98 and 102: sd √8 a side over A's mean 102, a CV
+    // of 2.77 %; telling the 2 % noise band takes
+    // 2 (1.960 + 0.842)² 0.0277² / 0.02² = 30.2, so 31 a side.
+    let c = compare(&[100.0, 104.0], &[98.0, 102.0], &p).unwrap();
+    assert_eq!(c.verdict, Verdict::TooFew, "{c:?}");
+    assert_eq!(c.needed, Some(31));
     // The same two iterations a side, clear enough for Welch: decided.
     let c = compare(&[100.0, 101.0], &[150.0, 151.0], &p).unwrap();
     assert_eq!(c.verdict, Verdict::Improvement);
