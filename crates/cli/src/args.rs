@@ -152,7 +152,7 @@ pub struct SweepArgs {
     #[arg(long)]
     pub resume: bool,
     /// Store the runs under this label [default: the file's, else the kernel release].
-    #[arg(long)]
+    #[arg(long, value_parser = label)]
     pub label: Option<String>,
     /// Seed of the random order [default: the file's, else drawn and printed].
     #[arg(long, value_name = "SEED")]
@@ -378,7 +378,7 @@ pub struct CheckArgs {
     #[arg(long, default_value = "5", value_parser = percent, value_name = "PERCENT")]
     pub threshold: f64,
     /// Label for the runs made now [default: the kernel release].
-    #[arg(long)]
+    #[arg(long, value_parser = label)]
     pub label: Option<String>,
     #[command(flatten)]
     pub repeat: RepeatArgs,
@@ -396,7 +396,7 @@ pub struct CheckArgs {
     pub far: ServerArgs,
     /// Make the runs in a guest of this kernel, all in one boot: a kernel
     /// that does not boot answers 125, so `git bisect run` skips it.
-    #[arg(long, value_name = "[LABEL=]IMAGE")]
+    #[arg(long, value_parser = kernel, value_name = "[LABEL=]IMAGE")]
     pub kernel: Option<String>,
     #[command(flatten)]
     pub boot: BootArgs,
@@ -427,13 +427,13 @@ pub struct BisectArgs {
     #[arg(long)]
     pub quick: bool,
     /// The image known good: the figures every step is compared with.
-    #[arg(long, value_name = "[LABEL=]IMAGE")]
+    #[arg(long, value_parser = kernel, value_name = "[LABEL=]IMAGE")]
     pub good: String,
     /// The image known bad.
-    #[arg(long, value_name = "[LABEL=]IMAGE")]
+    #[arg(long, value_parser = kernel, value_name = "[LABEL=]IMAGE")]
     pub bad: String,
     /// The images between them, oldest first.
-    #[arg(value_name = "IMAGE")]
+    #[arg(value_parser = kernel, value_name = "IMAGE")]
     pub between: Vec<String>,
     /// A significant change larger than this percent is bad.
     #[arg(long, default_value = "5", value_parser = percent, value_name = "PERCENT")]
@@ -537,7 +537,7 @@ pub struct CommonArgs {
     #[command(flatten)]
     pub far: ServerArgs,
     /// What this run is compared as [default: the kernel release].
-    #[arg(long)]
+    #[arg(long, value_parser = label)]
     pub label: Option<String>,
     /// Print the run record as JSON (schema plumb.run/1) instead of a summary.
     #[arg(long)]
@@ -575,7 +575,7 @@ pub struct VmArgs {
     /// directory with its modules installed under it. Its runs are labelled
     /// by the guest's kernel release, or LABEL in LABEL=IMAGE. `sweep`
     /// takes it more than once and runs every point under each kernel.
-    #[arg(long, value_name = "[LABEL=]IMAGE")]
+    #[arg(long, value_parser = kernel, value_name = "[LABEL=]IMAGE")]
     pub kernel: Vec<String>,
     #[command(flatten)]
     pub boot: BootArgs,
@@ -630,6 +630,21 @@ impl BootArgs {
             link: self.vm_link,
         })
     }
+}
+
+/// A label that runs are stored under, as the label rule allows.
+fn label(s: &str) -> Result<String, String> {
+    plumb_spec::check_label(s).map_err(|e| e.0)?;
+    Ok(s.to_string())
+}
+
+/// A `[LABEL=]IMAGE` value whose label, where it has one, keeps to the
+/// label rule.
+fn kernel(s: &str) -> Result<String, String> {
+    if let (Some(l), _) = kernel_arg(s) {
+        label(&l)?;
+    }
+    Ok(s.to_string())
 }
 
 /// A `--kernel` value: the label of LABEL=IMAGE, and the image.

@@ -94,9 +94,19 @@ pub fn terminal(h: &History) -> String {
         h.metric.title(),
         h.runs.len()
     );
+    // The label column is as wide as the longest label shown, so that a
+    // label as long as a kernel release does not push the figures out of
+    // line.
+    let lw = h
+        .runs
+        .iter()
+        .map(|r| r.label.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(16);
     let _ = writeln!(
         o,
-        "  {:>5}  {:<20}  {:<16} {:>14}  95 % interval",
+        "  {:>5}  {:<20}  {:<lw$} {:>14}  95 % interval",
         "run", "started (UTC)", "label", h.unit
     );
     for (i, r) in h.runs.iter().enumerate() {
@@ -105,7 +115,7 @@ pub fn terminal(h: &History) -> String {
         }
         let _ = writeln!(
             o,
-            "  {:>5}  {:<20}  {:<16} {:>14}  {} .. {}",
+            "  {:>5}  {:<20}  {:<lw$} {:>14}  {} .. {}",
             r.run,
             r.started_at
                 .get(..19)

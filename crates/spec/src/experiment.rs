@@ -301,7 +301,11 @@ impl Experiment {
                     name_line = Some(v.span());
                 }
                 "description" => exp.description = Some(cx.string(v, key)?),
-                "label" => exp.label = Some(cx.string(v, key)?),
+                "label" => {
+                    let label = cx.string(v, key)?;
+                    crate::check_label(&label).map_err(|e| cx.err(&v.span(), key, e.0))?;
+                    exp.label = Some(label);
+                }
                 "server" => exp.server = Some(cx.string(v, key)?),
                 "iterations" => {
                     let l = cx.scalar(v, key)?;
@@ -717,5 +721,14 @@ nodelay = [false, true]
             let e = Experiment::parse(text).unwrap_err();
             assert_eq!((e.line, e.key.as_str()), (line, key), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn the_label_key_keeps_to_the_label_rule() {
+        let e = Experiment::parse("name = \"x\"\nlabel = \"my kernel\"\n").unwrap_err();
+        assert_eq!((e.line, e.key.as_str()), (2, "label"), "{e}");
+        assert!(e.to_string().contains(crate::label::LABEL_RULE), "{e}");
+        let exp = Experiment::parse("name = \"x\"\nlabel = \"6.6.0-rc1@1a2b3c4d\"\n").unwrap();
+        assert_eq!(exp.label.as_deref(), Some("6.6.0-rc1@1a2b3c4d"));
     }
 }

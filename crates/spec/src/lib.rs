@@ -9,11 +9,13 @@ pub mod build;
 pub mod cpulist;
 pub mod experiment;
 pub mod field;
+pub mod label;
 pub mod point;
 pub mod units;
 
 pub use build::{build, BuildError};
 pub use field::{Field, Keyed, Names, Proto, Shown};
+pub use label::{check_label, LabelError};
 
 pub use cpulist::{CpuList, CpuListError};
 pub use units::{

@@ -178,8 +178,16 @@ pub fn list(a: ListArgs) -> Result<i32, Failure> {
         eprintln!("no runs match");
         return Ok(0);
     }
+    // The label column follows the longest label shown, so that one as long
+    // as a kernel release keeps the columns after it in line.
+    let lw = rows
+        .iter()
+        .map(|r| r.label.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(16);
     crate::outln!(
-        "{:>5}  {:<20}  {:<16}  {:>4}  {:>14}  test point",
+        "{:>5}  {:<20}  {:<lw$}  {:>4}  {:>14}  test point",
         "run",
         "started (UTC)",
         "label",
@@ -194,7 +202,7 @@ pub fn list(a: ListArgs) -> Result<i32, Failure> {
             .collect::<String>()
             .replace('T', " ");
         crate::outln!(
-            "{:>5}  {:<20}  {:<16}  {:>4}  {:>14}  {}{}",
+            "{:>5}  {:<20}  {:<lw$}  {:>4}  {:>14}  {}{}",
             r.id.0,
             started,
             r.label,
