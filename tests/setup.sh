@@ -32,6 +32,7 @@ tools=(
   "qemu-system-x86_64 qemu-system-x86" # the --kernel tests boot distribution kernels
   "xz xz-utils"             # 6.12's modules are xz-compressed
   "dpkg-deb dpkg"           # a kernel package is unpacked with it
+  "git git"                 # bisect --tree drives git bisect in a tree of its test's
 )
 
 missing=()

@@ -521,6 +521,245 @@ fn a_bisect_over_four_packaged_kernels_names_the_first_that_changed() {
     assert_eq!(err.matches("step ").count(), 4, "{err}");
 }
 
+/// A git repository of this test process on branch `lab`, one commit per
+/// package name, each naming its package in a file `kernel`; removed on
+/// drop.
+struct KernelTree(PathBuf);
+
+impl KernelTree {
+    fn new(tag: &str, packages: &[&str]) -> KernelTree {
+        let dir = std::env::temp_dir().join(format!("plumb-tree-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let t = KernelTree(dir);
+        t.git(&["init", "--quiet", "--initial-branch", "lab"]);
+        for p in packages {
+            std::fs::write(t.0.join("kernel"), format!("{p}\n")).unwrap();
+            t.git(&["add", "kernel"]);
+            t.git(&["commit", "--quiet", "--message", &format!("kernel: {p}")]);
+        }
+        t
+    }
+
+    /// What git prints, trimmed; git must succeed.
+    fn git(&self, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(&self.0)
+            .args([
+                "-c",
+                "user.name=plumb",
+                "-c",
+                "user.email=plumb@example.invalid",
+            ])
+            .args(args)
+            .env("LC_ALL", "C")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// The commits, oldest first.
+    fn commits(&self) -> Vec<String> {
+        self.git(&["rev-list", "--reverse", "lab"])
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+
+    /// On branch lab with nothing changed and no bisection left behind.
+    #[track_caller]
+    fn assert_back_on_its_branch(&self) {
+        assert_eq!(self.git(&["symbolic-ref", "HEAD"]), "refs/heads/lab");
+        assert_eq!(self.git(&["status", "--porcelain"]), "");
+        assert_eq!(self.git(&["for-each-ref", "refs/bisect"]), "");
+    }
+}
+
+impl Drop for KernelTree {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `--build` for a KernelTree: the package its `kernel` file names, from
+/// $PLUMB_TEST_KERNELS, laid out as the build directory plumb boots.
+const UNPACK_BUILD: &str = r#"set -e
+dpkg-deb -x "$PLUMB_TEST_KERNELS/$(cat kernel)" "$PLUMB_BUILD_OUT"
+mkdir -p "$PLUMB_BUILD_OUT/arch/x86/boot"
+mv "$PLUMB_BUILD_OUT"/boot/vmlinuz-* "$PLUMB_BUILD_OUT/arch/x86/boot/bzImage"
+mv "$PLUMB_BUILD_OUT"/boot/config-* "$PLUMB_BUILD_OUT/.config""#;
+
+#[test]
+fn a_bisect_over_a_git_tree_builds_what_git_checks_out_and_puts_the_tree_back() {
+    let Some(kernels) = kernels() else { return };
+    if !require_tool("git", "git") {
+        return;
+    }
+    let _alone = measuring_alone();
+    let name = |p: &PathBuf| p.file_name().unwrap().to_string_lossy().to_string();
+    let (old, new) = (newest(&kernels, "6.1."), newest(&kernels, "6.12."));
+    // Of the four commits after the good one, git tests the second first:
+    // it does not build. Then one next to it, and the first 6.12 commit,
+    // just after the good one, is where the window changed.
+    let tree = KernelTree::new(
+        "bisect",
+        &[
+            &name(&old),
+            &name(&new),
+            "linux-image-none_0_amd64.deb",
+            &name(&new),
+            &name(&new),
+        ],
+    );
+    let c = tree.commits();
+    let short = |sha: &str| tree.git(&["rev-parse", "--short", sha]);
+    let db = TempDb::new("vm-bisect-tree");
+    let file = ExperimentFile::new("vm-bisect-tree", WINDOW_POINT);
+    let out = plumb()
+        .env("PLUMB_TEST_KERNELS", old.parent().unwrap())
+        .args(["bisect", "--points", file.path(), "--db", db.path()])
+        .args(["--tree", tree.path(), "--good", "lab~4", "--bad", "lab"])
+        .args(["--build", UNPACK_BUILD])
+        .args(["--change", "better", "--threshold", "20"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{text}\n{err}");
+    // plumb and git name the same first bad commit.
+    let first = &c[1];
+    assert!(
+        text.contains(&format!("first bad: {first} (bisect-{})", short(first))),
+        "{text}"
+    );
+    assert!(
+        err.contains(&format!("git: {first} is the first bad commit")),
+        "{err}"
+    );
+    tree.assert_back_on_its_branch();
+    // Each commit tested has its row; the one that did not build is a skip.
+    let row = |sha: &str| -> String {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{} ", short(sha))))
+            .unwrap_or_else(|| panic!("no row of {sha}:\n{text}"))
+            .to_string()
+    };
+    assert!(row(&c[0]).contains(" good "), "{text}");
+    assert!(row(&c[2]).contains(" skip "), "{text}");
+    assert!(row(&c[2]).contains("build failed (exit 2)"), "{text}");
+    assert!(row(&c[1]).contains(" bad "), "{text}");
+    assert!(row(&c[4]).contains(" bad "), "{text}");
+    // Every commit that booted has its runs stored under its label, and
+    // only those.
+    let list = plumb()
+        .args(["list", "--format", "json", "--db", db.path()])
+        .output()
+        .unwrap();
+    let rows: Value = serde_json::from_slice(&list.stdout).unwrap();
+    let mut stored: Vec<String> = items(&rows)
+        .map(|r| r["label"].as_str().unwrap().to_string())
+        .collect();
+    stored.sort();
+    let mut booted: Vec<String> = c
+        .iter()
+        .filter(|sha| {
+            text.lines()
+                .any(|l| l.starts_with(&format!("{} ", short(sha))))
+        })
+        .filter(|sha| !row(sha).contains(" skip "))
+        .map(|sha| format!("bisect-{}", short(sha)))
+        .collect();
+    booted.sort();
+    assert!(booted.len() >= 3, "{text}");
+    assert_eq!(stored, booted, "{rows}");
+}
+
+#[test]
+fn a_tree_bisect_refuses_what_it_cannot_bisect_and_leaves_the_tree_on_its_branch() {
+    if !require_tool("git", "git") {
+        return;
+    }
+    let tree = KernelTree::new("refused", &["a.deb", "b.deb", "c.deb"]);
+    let file = ExperimentFile::new("tree-refused", WINDOW_POINT);
+    let bisect = |more: &[&str]| -> (Option<i32>, String) {
+        let out = plumb()
+            .args(["bisect", "--points", file.path(), "--no-store"])
+            .args(["--tree", tree.path()])
+            .args(more)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    // A good commit that does not build leaves nothing to compare with; git
+    // had started bisecting, and the tree is put back all the same.
+    let (code, err) = bisect(&["--good", "lab~2", "--bad", "lab", "--build", "exit 3"]);
+    assert_eq!(code, Some(2), "{err}");
+    let good = tree.git(&["rev-parse", "--short", "lab~2"]);
+    assert!(
+        err.contains(&format!("--good lab~2 ({good}): build failed (exit 3)")),
+        "{err}"
+    );
+    tree.assert_back_on_its_branch();
+    let (code, err) = bisect(&["--good", "v0.0", "--bad", "lab"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--good v0.0: not a commit of"), "{err}");
+    let (_, err) = bisect(&["--good", "lab", "--bad", "lab~1"]);
+    assert!(
+        err.contains("--good lab: not an ancestor of --bad lab~1"),
+        "{err}"
+    );
+    // Changes git would carry from commit to commit are the user's to
+    // keep: refused before anything is checked out.
+    std::fs::write(tree.0.join("kernel"), "edited\n").unwrap();
+    let (code, err) = bisect(&["--good", "lab~2", "--bad", "lab"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("tracked files have changes"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(tree.0.join("kernel")).unwrap(),
+        "edited\n"
+    );
+    tree.git(&["checkout", "--", "kernel"]);
+    // A bisection of the user's own under way is theirs too.
+    tree.git(&["bisect", "start", "lab", "lab~2"]);
+    let (code, err) = bisect(&["--good", "lab~2", "--bad", "lab"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("a git bisect is under way there"), "{err}");
+    assert_ne!(tree.git(&["for-each-ref", "refs/bisect"]), "");
+    tree.git(&["bisect", "reset"]);
+    // Commits come from git, images from the command line: not both.
+    let (code, err) = bisect(&["--good", "lab~2", "--bad", "lab", "b.deb"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--tree"), "{err}");
+    let out = plumb()
+        .args([
+            "bisect",
+            "--points",
+            file.path(),
+            "--good",
+            "a",
+            "--bad",
+            "b",
+        ])
+        .args(["--build", "make"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--tree"));
+}
+
 #[test]
 fn a_build_directory_boots_with_the_modules_installed_under_it_and_profiles_inside() {
     let Some(kernels) = kernels() else { return };

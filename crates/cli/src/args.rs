@@ -60,8 +60,9 @@ pub enum Command {
     Compare(CompareArgs),
     /// Exit 0 (good), 1 (regression) or 125 (cannot tell), for `git bisect run`.
     Check(CheckArgs),
-    /// Find the first kernel image of an ordered series whose figures
-    /// changed: each step boots one image and runs an experiment's points.
+    /// Find the first kernel image of an ordered series, or the first
+    /// commit of a kernel tree (--tree), whose figures changed: each step
+    /// boots one kernel and runs an experiment's points.
     Bisect(BisectArgs),
     /// Audit this host's settings for network benchmarking, and how busy it is.
     Doctor(DoctorArgs),
@@ -448,6 +449,22 @@ pub struct BisectArgs {
     pub boot: BootArgs,
     #[command(flatten)]
     pub verdict: VerdictArgs,
+    /// Bisect the commits of this kernel tree with git bisect instead:
+    /// --good and --bad name commits (REV as git takes it), each commit git
+    /// checks out is built, booted and checked, its runs labelled
+    /// bisect-COMMIT, and the tree is put back on its branch at the end.
+    #[arg(long, value_name = "DIR", conflicts_with = "between")]
+    pub tree: Option<std::path::PathBuf>,
+    /// With --tree: the command that builds the commit checked out (sh -c,
+    /// in DIR; a status other than 0 skips the commit). It leaves a build
+    /// directory in $PLUMB_BUILD_OUT: arch/x86/boot/bzImage, .config, the
+    /// modules under lib/modules; $PLUMB_COMMIT is the commit and
+    /// $PLUMB_CONFIG_ENABLE the Kconfig symbols the points need [default:
+    /// make defconfig where there is no .config, scripts/config --enable
+    /// each symbol, make olddefconfig bzImage modules, modules_install into
+    /// $PLUMB_BUILD_OUT].
+    #[arg(long, value_name = "CMD", requires = "tree")]
+    pub build: Option<String>,
     #[command(flatten)]
     pub db: DbArgs,
 }

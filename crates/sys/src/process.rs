@@ -88,6 +88,19 @@ pub fn kill_on_parent_death(cmd: &mut Command) {
     }
 }
 
+/// Sends SIGTERM to every process of group `pgid`: a child spawned as
+/// the leader of a group of its own, and all it started (a kernel build's
+/// make and compilers), which a signal to the child alone would leave
+/// running.
+pub fn terminate_group(pgid: u32) -> io::Result<()> {
+    let pid = i32::try_from(pgid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::ESRCH))?;
+    rustix::process::kill_process_group(pid, rustix::process::Signal::TERM)?;
+    Ok(())
+}
+
 /// RLIMIT_NOFILE as (soft, hard), `u64::MAX` meaning unlimited.
 pub fn nofile_limits() -> (u64, u64) {
     let now = getrlimit(Resource::Nofile);

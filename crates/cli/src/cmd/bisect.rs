@@ -1,75 +1,91 @@
 //! `plumb bisect`: the first kernel image of an ordered series (a
-//! distribution's packages between two releases, successive builds) whose
-//! figures changed beyond noise. Each step boots one image, runs an
-//! experiment's points inside it, and answers as `plumb check` does against
-//! the good image's runs: good, bad, or skip (the kernel did not boot, or
+//! distribution's packages between two releases, successive builds), or the
+//! first commit of a kernel tree (`--tree`, in [`tree`]), whose figures
+//! changed beyond noise. Each step boots one kernel, runs an experiment's
+//! points inside it, and answers as `plumb check` does against the good
+//! kernel's runs: good, bad, or skip (the kernel did not build or boot, or
 //! the figures cannot tell).
+
+mod tree;
 
 use super::compare::{guest_side, params, SKIP};
 use crate::args::{kernel_arg, BisectArgs, ChangeArg};
 use crate::Failure;
-use plumb_compare::{Bisect, Change, Comparison};
-use plumb_run::vm::{Guest, GuestRun};
+use plumb_compare::{Bisect, Change, Comparison, Side};
+use plumb_run::experiment::Plan;
+use plumb_run::vm::{Guest, GuestRun, VmOptions};
 
-/// What one image answered.
+/// What one kernel answered.
 struct Step {
-    /// The order it was tested in (1 for the good image).
+    /// The order it was tested in (1 for the good kernel).
     order: usize,
     answer: Bisect,
-    /// Against the good image: each point's change, or why it was skipped.
+    /// Against the good kernel: each point's change, or why it was skipped.
     said: String,
 }
 
-pub fn exec(a: BisectArgs) -> Result<i32, Failure> {
-    let plan = super::sweep::load(&a.points, a.quick)?;
-    let vm = a.boot.options().map_err(Failure::usage)?;
-    let series: Vec<String> = std::iter::once(a.good.clone())
-        .chain(a.between.iter().cloned())
-        .chain(std::iter::once(a.bad.clone()))
-        .collect();
-    let specs: Vec<&plumb_spec::Spec> = plan.points.iter().map(|p| &p.spec).collect();
-    let mut guests = Vec::new();
-    for s in &series {
-        let (label, image) = kernel_arg(s);
-        guests.push(
-            Guest::open(&image, label, &vm, &specs)
-                .map_err(|e| Failure::usage(format!("{s}: {}", e.message)))?,
-        );
+impl Step {
+    fn reference() -> Step {
+        Step {
+            order: 1,
+            answer: Bisect::Good,
+            said: "the reference".into(),
+        }
     }
-    Guest::distinguish(&mut guests);
-    let runs: Vec<GuestRun> = plan
-        .points
-        .iter()
-        .map(|p| plan.guest_run(p, plan.repeat(), Default::default()))
-        .collect();
-    let mut store = if a.no_store {
-        None
-    } else {
-        Some(super::db::open(&a.db)?)
-    };
-    let change = match a.change {
-        ChangeArg::Worse => Change::Worse,
-        ChangeArg::Better => Change::Better,
-        ChangeArg::Any => Change::Any,
-    };
-    let n = guests.len();
-    let mut steps: Vec<Option<Step>> = (0..n).map(|_| None).collect();
-    let boot = |i: usize, order: usize, store: &mut Option<plumb_store::Store>| {
-        eprintln!("step {order}: {} ({})", guests[i].source, guests[i].label());
-        guest_side(&guests[i], &runs, store.as_mut())
-    };
-    // Everything is measured against the good image: it must boot.
-    let good = boot(0, 1, &mut store).map_err(|f| Failure {
-        code: crate::exit::USAGE,
-        message: format!("--good {}: {}", a.good, f.message),
-    })?;
-    steps[0] = Some(Step {
-        order: 1,
-        answer: Bisect::Good,
-        said: "the reference".into(),
-    });
-    let judge = |i: usize, order: usize, store: &mut Option<plumb_store::Store>| {
-        let side = match boot(i, order, store) {
+}
+
+/// What every step of a bisection shares: the points, how a guest boots,
+/// where the runs are kept, and how an answer is read.
+struct Bench<'a> {
+    a: &'a BisectArgs,
+    plan: Plan,
+    vm: VmOptions,
+    runs: Vec<GuestRun>,
+    store: Option<plumb_store::Store>,
+}
+
+impl<'a> Bench<'a> {
+    fn new(a: &'a BisectArgs) -> Result<Bench<'a>, Failure> {
+        let plan = super::sweep::load(&a.points, a.quick)?;
+        let vm = a.boot.options().map_err(Failure::usage)?;
+        let runs = plan
+            .points
+            .iter()
+            .map(|p| plan.guest_run(p, plan.repeat(), Default::default()))
+            .collect();
+        let store = if a.no_store {
+            None
+        } else {
+            Some(super::db::open(&a.db)?)
+        };
+        Ok(Bench {
+            a,
+            plan,
+            vm,
+            runs,
+            store,
+        })
+    }
+
+    fn specs(&self) -> Vec<&plumb_spec::Spec> {
+        self.plan.points.iter().map(|p| &p.spec).collect()
+    }
+
+    /// The points' runs in one boot of `guest`, kept unless --no-store.
+    fn measure(&mut self, guest: &Guest) -> Result<Side, Failure> {
+        guest_side(guest, &self.runs, self.store.as_mut())
+    }
+
+    /// What a step's runs answer against the good kernel's; a kernel that
+    /// could not be measured (the failure is a skip) answers skip with the
+    /// first line of why.
+    fn judge(
+        &self,
+        good: &Side,
+        measured: Result<Side, Failure>,
+        order: usize,
+    ) -> Result<Step, Failure> {
+        let side = match measured {
             Ok(s) => s,
             Err(f) if f.code == SKIP => {
                 let why = f.message.lines().next().unwrap_or("").to_string();
@@ -81,21 +97,65 @@ pub fn exec(a: BisectArgs) -> Result<i32, Failure> {
             }
             Err(f) => return Err(f),
         };
-        let c = plumb_compare::compare(&good, &side, &params(&a.verdict));
+        let change = match self.a.change {
+            ChangeArg::Worse => Change::Worse,
+            ChangeArg::Better => Change::Better,
+            ChangeArg::Any => Change::Any,
+        };
+        let c = plumb_compare::compare(good, &side, &params(&self.a.verdict));
         Ok(Step {
             order,
-            answer: plumb_compare::bisect_for(&c, a.threshold, change),
+            answer: plumb_compare::bisect_for(&c, self.a.threshold, change),
             said: changes(&c),
         })
+    }
+}
+
+pub fn exec(a: BisectArgs) -> Result<i32, Failure> {
+    let bench = Bench::new(&a)?;
+    match &a.tree {
+        Some(dir) => tree::exec(bench, dir),
+        None => images(bench),
+    }
+}
+
+/// The series of images given on the command line.
+fn images(mut bench: Bench) -> Result<i32, Failure> {
+    let a = bench.a;
+    let series: Vec<String> = std::iter::once(a.good.clone())
+        .chain(a.between.iter().cloned())
+        .chain(std::iter::once(a.bad.clone()))
+        .collect();
+    let mut guests = Vec::new();
+    for s in &series {
+        let (label, image) = kernel_arg(s);
+        guests.push(
+            Guest::open(&image, label, &bench.vm, &bench.specs())
+                .map_err(|e| Failure::usage(format!("{s}: {}", e.message)))?,
+        );
+    }
+    Guest::distinguish(&mut guests);
+    let n = guests.len();
+    let mut steps: Vec<Option<Step>> = (0..n).map(|_| None).collect();
+    let boot = |i: usize, order: usize, bench: &mut Bench| {
+        eprintln!("step {order}: {} ({})", guests[i].source, guests[i].label());
+        bench.measure(&guests[i])
     };
-    let last = judge(n - 1, 2, &mut store)?;
+    // Everything is measured against the good image: it must boot.
+    let good = boot(0, 1, &mut bench).map_err(|f| Failure {
+        code: crate::exit::USAGE,
+        message: format!("--good {}: {}", a.good, f.message),
+    })?;
+    steps[0] = Some(Step::reference());
+    let measured = boot(n - 1, 2, &mut bench);
+    let last = bench.judge(&good, measured, 2)?;
     if last.answer != Bisect::Bad {
         let word = answer_word(Some(last.answer));
         steps[n - 1] = Some(last);
         return Err(Failure::usage(format!(
             "--bad {}: {word} against --good, not bad: nothing to bisect\n{}",
             a.bad,
-            table(&guests, &steps).trim_end()
+            image_table(&guests, &steps).trim_end()
         )));
     }
     steps[n - 1] = Some(last);
@@ -107,7 +167,8 @@ pub fn exec(a: BisectArgs) -> Result<i32, Failure> {
             .min_by_key(|i| i.abs_diff(middle));
         let Some(i) = next else { break };
         order += 1;
-        let s = judge(i, order, &mut store)?;
+        let measured = boot(i, order, &mut bench);
+        let s = bench.judge(&good, measured, order)?;
         match s.answer {
             Bisect::Good => lo = i,
             Bisect::Bad => hi = i,
@@ -115,7 +176,7 @@ pub fn exec(a: BisectArgs) -> Result<i32, Failure> {
         }
         steps[i] = Some(s);
     }
-    crate::out!("{}", table(&guests, &steps));
+    crate::out!("{}", image_table(&guests, &steps));
     let first = &guests[hi];
     let skipped: Vec<usize> = (lo + 1..hi).collect();
     if skipped.is_empty() {
@@ -161,24 +222,35 @@ fn answer_word(a: Option<Bisect>) -> &'static str {
     }
 }
 
-/// Every image of the series in order: when it was tested, its answer,
-/// and what it said against the good one.
-fn table(guests: &[Guest], steps: &[Option<Step>]) -> String {
+/// Every image of the series in order.
+fn image_table(guests: &[Guest], steps: &[Option<Step>]) -> String {
+    let rows: Vec<(String, String, Option<&Step>)> = guests
+        .iter()
+        .zip(steps)
+        .map(|(g, s)| (g.source.clone(), g.label(), s.as_ref()))
+        .collect();
+    table("image", &rows)
+}
+
+/// One row per kernel (`what` names the first column: its image or its
+/// commit): its label, when it was tested, its answer, and what it said
+/// against the good one.
+fn table(what: &str, rows: &[(String, String, Option<&Step>)]) -> String {
     use plumb_report::table::{Align, Table};
     let mut t = Table::new([
-        ("image", Align::Left, 0),
+        (what, Align::Left, 0),
         ("label", Align::Left, 0),
         ("step", Align::Right, 0),
         ("answer", Align::Left, 0),
         ("against good", Align::Left, 0),
     ]);
-    for (g, s) in guests.iter().zip(steps) {
+    for (name, label, s) in rows {
         t.row(vec![
-            g.source.clone(),
-            g.label(),
-            s.as_ref().map_or("-".into(), |s| s.order.to_string()),
-            answer_word(s.as_ref().map(|s| s.answer)).to_string(),
-            s.as_ref().map_or("not tested".into(), |s| s.said.clone()),
+            name.clone(),
+            label.clone(),
+            s.map_or("-".into(), |s| s.order.to_string()),
+            answer_word(s.map(|s| s.answer)).to_string(),
+            s.map_or("not tested".into(), |s| s.said.clone()),
         ]);
     }
     t.terminal("")

@@ -1,0 +1,526 @@
+//! `plumb bisect --tree DIR`: git bisects the commits of a kernel tree
+//! between --good and --bad, and plumb answers each commit git checks out:
+//! it builds it, boots it, and checks its figures against the good commit's.
+//! A commit that does not build or boot is a skip. The tree is put back on
+//! its branch (`git bisect reset`) however the bisection ends.
+
+use super::{table, Bench, Step, SKIP};
+use crate::Failure;
+use plumb_compare::{Bisect, Side};
+use plumb_run::vm::Guest;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::Ordering;
+
+/// The build when --build gives none: the tree's own .config (defconfig
+/// where it has none) with what the points need merged in, and the
+/// build directory plumb boots laid out in $PLUMB_BUILD_OUT.
+/// docs/bisect.md shows it.
+const DEFAULT_BUILD: &str = r#"set -e
+[ -f .config ] || make defconfig
+for symbol in $PLUMB_CONFIG_ENABLE; do scripts/config --enable "$symbol"; done
+make olddefconfig
+make -j"$(nproc)" bzImage
+mkdir -p "$PLUMB_BUILD_OUT/arch/x86/boot"
+cp arch/x86/boot/bzImage "$PLUMB_BUILD_OUT/arch/x86/boot/bzImage"
+cp .config "$PLUMB_BUILD_OUT/.config"
+if grep -q '^CONFIG_MODULES=y' .config; then
+  make -j"$(nproc)" modules
+  make modules_install INSTALL_MOD_PATH="$PLUMB_BUILD_OUT"
+fi
+"#;
+
+/// The lines of a failed build's output shown on stderr.
+const BUILD_TAIL: usize = 20;
+
+/// One commit as a step names it.
+#[derive(Clone)]
+struct Commit {
+    sha: String,
+    /// git's abbreviation, as in the label `bisect-SHORT`.
+    short: String,
+    subject: String,
+}
+
+impl Commit {
+    fn label(&self) -> String {
+        format!("bisect-{}", self.short)
+    }
+
+    /// The table's first column: the abbreviation and the subject, cut
+    /// short enough to leave the row readable.
+    fn shown(&self) -> String {
+        const MAX: usize = 40;
+        let subject: String = if self.subject.chars().count() > MAX {
+            let cut: String = self.subject.chars().take(MAX - 1).collect();
+            format!("{cut}…")
+        } else {
+            self.subject.clone()
+        };
+        format!("{} {subject}", self.short)
+    }
+}
+
+/// git in the tree, in the C locale (its words are plumb's to read).
+struct Git {
+    dir: PathBuf,
+}
+
+impl Git {
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new("git");
+        c.arg("-C").arg(&self.dir).args(args).env("LC_ALL", "C");
+        c.stdin(Stdio::null());
+        c
+    }
+
+    fn output(&self, args: &[&str]) -> Result<std::process::Output, Failure> {
+        self.command(args).output().map_err(|e| {
+            Failure::usage(format!(
+                "--tree {}: cannot run git ({e}); install the git package",
+                self.dir.display()
+            ))
+        })
+    }
+
+    /// What a git command that must succeed prints, trimmed.
+    fn read(&self, args: &[&str]) -> Result<String, Failure> {
+        let out = self.output(args)?;
+        if !out.status.success() {
+            return Err(self.failed(args, &out));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+
+    fn failed(&self, args: &[&str], out: &std::process::Output) -> Failure {
+        let err = String::from_utf8_lossy(&out.stderr);
+        Failure::usage(format!(
+            "--tree {}: git {} failed: {}",
+            self.dir.display(),
+            args.join(" "),
+            err.lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("")
+                .trim()
+        ))
+    }
+
+    /// REV of --good or --bad as a full commit id.
+    fn commit(&self, rev: &str, flag: &str) -> Result<Commit, Failure> {
+        let out = self.output(&[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            "--end-of-options",
+            &format!("{rev}^{{commit}}"),
+        ])?;
+        if !out.status.success() {
+            return Err(Failure::usage(format!(
+                "{flag} {rev}: not a commit of {}",
+                self.dir.display()
+            )));
+        }
+        self.describe(String::from_utf8_lossy(&out.stdout).trim())
+    }
+
+    fn describe(&self, sha: &str) -> Result<Commit, Failure> {
+        let line = self.read(&["log", "-1", "--format=%h %s", sha])?;
+        let (short, subject) = line.split_once(' ').unwrap_or((&line, ""));
+        Ok(Commit {
+            sha: sha.to_string(),
+            short: short.to_string(),
+            subject: subject.to_string(),
+        })
+    }
+
+    /// Runs a bisect command, passing on what git says about it.
+    fn bisect(&self, args: &[&str]) -> Result<std::process::Output, Failure> {
+        let out = self.output(&[&["bisect"][..], args].concat())?;
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            eprintln!("git: {line}");
+        }
+        Ok(out)
+    }
+}
+
+/// A `git bisect` under way in the tree; dropping it resets the bisection,
+/// which checks out the branch the tree was on.
+struct Session<'a>(&'a Git);
+
+impl Drop for Session<'_> {
+    fn drop(&mut self) {
+        let ok = self
+            .0
+            .output(&["bisect", "reset"])
+            .is_ok_and(|o| o.status.success());
+        if !ok {
+            eprintln!(
+                "plumb: --tree {}: git bisect reset failed; run it there to put the tree back",
+                self.0.dir.display()
+            );
+        }
+    }
+}
+
+/// Where the bisection stands after an answer, as git's refs say.
+enum State {
+    /// git checked out this commit to test next.
+    Next(String),
+    /// refs/bisect/bad is the first bad commit.
+    FirstBad(String),
+    /// Only skipped commits are left before refs/bisect/bad (the first
+    /// field): the first bad is one of them or it.
+    Among(String, Vec<String>),
+}
+
+fn state(git: &Git) -> Result<State, Failure> {
+    let bad = git.read(&["rev-parse", "refs/bisect/bad"])?;
+    let left = git.read(&[
+        "rev-list",
+        "refs/bisect/bad",
+        "--not",
+        "--glob=refs/bisect/good-*",
+    ])?;
+    let left: Vec<String> = left.lines().map(str::to_string).collect();
+    if left == [bad.clone()] {
+        return Ok(State::FirstBad(bad));
+    }
+    let skipped = git.read(&[
+        "for-each-ref",
+        "--format=%(objectname)",
+        "refs/bisect/skip-*",
+    ])?;
+    let skipped: Vec<&str> = skipped.lines().collect();
+    if left
+        .iter()
+        .all(|c| *c == bad || skipped.contains(&c.as_str()))
+    {
+        return Ok(State::Among(bad, left));
+    }
+    Ok(State::Next(git.read(&["rev-parse", "HEAD"])?))
+}
+
+/// A directory of plumb's for the builds' output, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// One bisection over a tree: how each commit is built and measured.
+struct Bisection<'a> {
+    bench: Bench<'a>,
+    git: &'a Git,
+    build: String,
+    /// `$PLUMB_CONFIG_ENABLE`: the Kconfig symbols the points need.
+    enable: String,
+    scratch: Scratch,
+}
+
+impl Bisection<'_> {
+    fn interrupted(&self) -> bool {
+        self.bench.vm.interrupted.load(Ordering::Relaxed)
+    }
+
+    /// Builds the commit checked out and measures it: a failure with
+    /// [`SKIP`] when it does not build, leaves no kernel, or does not boot.
+    fn measure(&mut self, c: &Commit, order: usize) -> Result<Side, Failure> {
+        eprintln!("step {order}: building {}", c.shown());
+        let out = self.build(c)?;
+        let opened = Guest::open(&out, Some(c.label()), &self.bench.vm, &self.bench.specs());
+        // The guest holds the image and modules it needs in memory.
+        let _ = std::fs::remove_dir_all(&out);
+        let guest = opened.map_err(|e| match e.fault {
+            plumb_run::vm::Fault::Interrupted => super::super::run::guest_failure(e),
+            _ => Failure {
+                code: SKIP,
+                message: format!("no kernel to boot: {}", e.message),
+            },
+        })?;
+        eprintln!("step {order}: {} ({}) boots", c.short, guest.label());
+        self.bench.measure(&guest)
+    }
+
+    /// Runs the build command for `c` and returns where it left the
+    /// kernel; its output goes to a log, whose end is shown when it fails.
+    fn build(&self, c: &Commit) -> Result<PathBuf, Failure> {
+        use std::os::unix::process::CommandExt;
+        let out = self.scratch.0.join(&c.short);
+        let log_path = self.scratch.0.join(format!("build-{}.log", c.short));
+        let _ = std::fs::remove_dir_all(&out);
+        let log = std::fs::create_dir_all(&out)
+            .and_then(|_| std::fs::File::create(&log_path))
+            .map_err(|e| Failure::usage(format!("{}: {e}", out.display())))?;
+        let err = log
+            .try_clone()
+            .map_err(|e| Failure::usage(format!("{}: {e}", log_path.display())))?;
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(&self.build)
+            .current_dir(&self.git.dir)
+            .env("PLUMB_BUILD_OUT", &out)
+            .env("PLUMB_COMMIT", &c.sha)
+            .env("PLUMB_CONFIG_ENABLE", &self.enable)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err)
+            // Its own group, so that an interrupt ends make and every
+            // compiler under it.
+            .process_group(0)
+            .spawn()
+            .map_err(|e| Failure::usage(format!("--build: cannot run sh ({e})")))?;
+        let status = loop {
+            if self.interrupted() {
+                let _ = plumb_sys::process::terminate_group(child.id());
+                let _ = child.wait();
+                return Err(Failure {
+                    code: crate::exit::INTERRUPTED,
+                    message: format!("interrupted while building {}", c.short),
+                });
+            }
+            match child.try_wait() {
+                Ok(Some(s)) => break s,
+                Ok(None) => std::thread::sleep(std::time::Duration::from_millis(100)),
+                Err(e) => return Err(Failure::usage(format!("--build: {e}"))),
+            }
+        };
+        if !status.success() {
+            let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            for l in &lines[lines.len().saturating_sub(BUILD_TAIL)..] {
+                eprintln!("  | {l}");
+            }
+            let why = status
+                .code()
+                .map_or_else(|| "killed by a signal".to_string(), |c| format!("exit {c}"));
+            return Err(Failure {
+                code: SKIP,
+                message: format!("build failed ({why})"),
+            });
+        }
+        Ok(out)
+    }
+
+    fn checkout(&self, c: &Commit) -> Result<(), Failure> {
+        self.git
+            .read(&["checkout", "--quiet", "--detach", &c.sha])
+            .map(drop)
+    }
+
+    /// Stops at an interrupt between steps (a guest's own run stops at one
+    /// and says so).
+    fn go_on(&self) -> Result<(), Failure> {
+        if self.interrupted() {
+            return Err(Failure {
+                code: crate::exit::INTERRUPTED,
+                message: "interrupted".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+pub(super) fn exec(bench: Bench, dir: &Path) -> Result<i32, Failure> {
+    let a = bench.a;
+    let git = Git {
+        dir: dir.to_path_buf(),
+    };
+    let shown = dir.display();
+    let inside = git.output(&["rev-parse", "--is-inside-work-tree"])?;
+    if String::from_utf8_lossy(&inside.stdout).trim() != "true" {
+        return Err(Failure::usage(format!(
+            "--tree {shown}: not a git work tree"
+        )));
+    }
+    let started = git.read(&["rev-parse", "--git-path", "BISECT_START"])?;
+    if dir.join(started).exists() {
+        return Err(Failure::usage(format!(
+            "--tree {shown}: a git bisect is under way there; end it with git bisect reset first"
+        )));
+    }
+    if !git
+        .read(&["status", "--porcelain", "--untracked-files=no"])?
+        .is_empty()
+    {
+        return Err(Failure::usage(format!(
+            "--tree {shown}: tracked files have changes; commit or stash them first"
+        )));
+    }
+    let good = git.commit(&a.good, "--good")?;
+    let bad = git.commit(&a.bad, "--bad")?;
+    if good.sha == bad.sha {
+        return Err(Failure::usage(format!(
+            "--bad {}: the same commit as --good",
+            a.bad
+        )));
+    }
+    let ancestor = git.output(&["merge-base", "--is-ancestor", &good.sha, &bad.sha])?;
+    if !ancestor.status.success() {
+        return Err(Failure::usage(format!(
+            "--good {}: not an ancestor of --bad {}",
+            a.good, a.bad
+        )));
+    }
+    // Oldest first, for the table.
+    let history: Vec<String> = std::iter::once(good.sha.clone())
+        .chain(
+            git.read(&[
+                "rev-list",
+                "--topo-order",
+                "--reverse",
+                &bad.sha,
+                "--not",
+                &good.sha,
+            ])?
+            .lines()
+            .map(str::to_string),
+        )
+        .collect();
+    let modules: Vec<&str> = bench
+        .specs()
+        .iter()
+        .flat_map(|s| plumb_run::vm::modules_needed(s))
+        .collect();
+    let enable = plumb_run::vm::kernel::config_needed(&modules).join(" ");
+    let scratch = std::env::temp_dir().join(format!("plumb-bisect-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch)
+        .map_err(|e| Failure::usage(format!("cannot make {}: {e}", scratch.display())))?;
+    let mut b = Bisection {
+        bench,
+        git: &git,
+        build: a.build.clone().unwrap_or_else(|| DEFAULT_BUILD.to_string()),
+        enable,
+        scratch: Scratch(scratch),
+    };
+
+    let session = Session(&git);
+    // What git checks out first is told once good and bad are measured.
+    let start = git.output(&["bisect", "start", &bad.sha, &good.sha, "--"])?;
+    if !start.status.success() {
+        return Err(git.failed(&["bisect", "start"], &start));
+    }
+    let mut tested: Vec<(Commit, Step)> = Vec::new();
+    // Everything is measured against the good commit: it must build and
+    // boot.
+    b.checkout(&good)?;
+    let reference = b.measure(&good, 1).map_err(|f| Failure {
+        code: if f.code == crate::exit::INTERRUPTED {
+            f.code
+        } else {
+            crate::exit::USAGE
+        },
+        message: format!("--good {} ({}): {}", a.good, good.short, f.message),
+    })?;
+    tested.push((good.clone(), Step::reference()));
+    b.go_on()?;
+    b.checkout(&bad)?;
+    let measured = b.measure(&bad, 2);
+    let last = b.bench.judge(&reference, measured, 2)?;
+    let answer = last.answer;
+    tested.push((bad.clone(), last));
+    if answer != Bisect::Bad {
+        drop(session);
+        return Err(Failure::usage(format!(
+            "--bad {}: {} against --good, not bad: nothing to bisect\n{}",
+            a.bad,
+            super::answer_word(Some(answer)),
+            commit_table(&history, &tested).trim_end()
+        )));
+    }
+    b.go_on()?;
+    let next = git.bisect(&["next"])?;
+    let mut order = 2;
+    let end = loop {
+        match state(&git)? {
+            State::Next(sha) => {
+                if tested.iter().any(|(c, _)| c.sha == sha) {
+                    return Err(git.failed(&["bisect", "next"], &next));
+                }
+                order += 1;
+                let c = git.describe(&sha)?;
+                let measured = b.measure(&c, order);
+                let step = b.bench.judge(&reference, measured, order)?;
+                let word = super::answer_word(Some(step.answer));
+                tested.push((c, step));
+                b.go_on()?;
+                let out = git.bisect(&[word, &sha])?;
+                // Its status is 2 when only skipped commits are left, which
+                // the refs say as well.
+                if !out.status.success() && !matches!(state(&git)?, State::Among(..)) {
+                    return Err(git.failed(&["bisect", word], &out));
+                }
+            }
+            end => break end,
+        }
+    };
+    // The tree is back on its branch before plumb says how it ended.
+    drop(session);
+    crate::out!("{}", commit_table(&history, &tested));
+    let name = |sha: &str| {
+        tested.iter().find(|(c, _)| c.sha == sha).map_or_else(
+            || sha[..12.min(sha.len())].to_string(),
+            |(c, _)| c.short.clone(),
+        )
+    };
+    match end {
+        State::FirstBad(sha) => {
+            let c = git.describe(&sha)?;
+            crate::outln!("first bad: {} ({}) {}", c.sha, c.label(), c.subject);
+            Ok(0)
+        }
+        State::Among(bad, left) => {
+            let skipped: Vec<String> = left
+                .iter()
+                .rev()
+                .filter(|s| **s != bad)
+                .map(|s| name(s))
+                .collect();
+            crate::outln!(
+                "cannot tell which is first bad: {} or a skipped commit before it: {}",
+                name(&bad),
+                skipped.join(", ")
+            );
+            Ok(SKIP)
+        }
+        State::Next(_) => unreachable!("the loop ends at the end"),
+    }
+}
+
+/// The commits tested, oldest first.
+fn commit_table(history: &[String], tested: &[(Commit, Step)]) -> String {
+    let mut rows: Vec<(usize, (String, String, Option<&Step>))> = tested
+        .iter()
+        .map(|(c, s)| {
+            let at = history
+                .iter()
+                .position(|h| *h == c.sha)
+                .unwrap_or(usize::MAX);
+            (at, (c.shown(), c.label(), Some(s)))
+        })
+        .collect();
+    rows.sort_by_key(|(at, _)| *at);
+    let rows: Vec<_> = rows.into_iter().map(|(_, r)| r).collect();
+    table("commit", &rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_subject_is_cut_in_the_table() {
+        let c = Commit {
+            sha: "0123456789abcdef".into(),
+            short: "0123456".into(),
+            subject: "net: a subject much longer than the table should show in full".into(),
+        };
+        assert_eq!(c.label(), "bisect-0123456");
+        let shown = c.shown();
+        assert!(shown.starts_with("0123456 net: a subject"), "{shown}");
+        assert_eq!(shown.chars().count(), 8 + 40, "{shown}");
+        assert!(shown.ends_with('…'), "{shown}");
+    }
+}
