@@ -215,6 +215,99 @@ fn pacing_at_half_is_a_regression_and_check_says_bad() {
     assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// A database of its own holding copies of `exported`, a run of two
+/// iterations, one per (label, throughputs) with its iterations'
+/// throughputs set: the spread of a side is then known to the digit.
+fn with_throughputs(exported: &serde_json::Value, sides: &[(&str, [f64; 2])]) -> TempDb {
+    let into = TempDb::new("too-few-sides");
+    let runs: Vec<serde_json::Value> = sides
+        .iter()
+        .enumerate()
+        .map(|(i, (label, xs))| {
+            let mut r = exported.clone();
+            let rec = &mut r["record"];
+            rec["label"] = (*label).into();
+            // Another run, so the import does not take it for the first.
+            let uuid = rec["uuid"].as_str().unwrap().to_string();
+            rec["uuid"] = format!("{}{i}", &uuid[..uuid.len() - 1]).into();
+            let its = rec["iterations"].as_array_mut().unwrap();
+            assert_eq!(its.len(), 2, "{exported}");
+            for (it, x) in its.iter_mut().zip(xs) {
+                assert_eq!(it["complete"], true, "{it}");
+                it["derived"]["throughput_bps"] = (*x).into();
+            }
+            r
+        })
+        .collect();
+    let file = std::env::temp_dir().join(format!("plumb-too-few-{}.json", std::process::id()));
+    let doc = serde_json::json!({ "schema": "plumb.export/1", "runs": runs });
+    std::fs::write(&file, doc.to_string()).unwrap();
+    let out = run(&["import", file.to_str().unwrap(), "--db", into.path()]);
+    let _ = std::fs::remove_file(&file);
+    assert_ok(&out);
+    into
+}
+
+#[test]
+fn too_few_iterations_say_how_many_a_side_the_spread_needs_and_the_flag() {
+    let _alone = measuring_alone();
+    let db = TempDb::new("too-few-real");
+    stored_run(&db, "real", &["--iterations", "2"]);
+    let out = run(&["export", "--db", db.path()]);
+    assert_ok(&out);
+    let export: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // 10.0 and 10.4 Gbit/s against 9.8 and 10.2: each side spreads by
+    // √8 / 102 = 2.77 % of A's mean. Telling a change of d at alpha 0.05
+    // with 80 % power takes 2 (1.960 + 0.842)² 0.0277² / d² a side: 4.8
+    // for check's 5 % threshold, 30.2 for 2 %.
+    let sides = with_throughputs(
+        &export["runs"][0],
+        &[("base", [10e9, 10.4e9]), ("cand", [9.8e9, 10.2e9])],
+    );
+    let check = |threshold: &str| {
+        run(&[
+            "check",
+            "--baseline",
+            "base",
+            "--candidate",
+            "cand",
+            "--threshold",
+            threshold,
+            "--db",
+            sides.path(),
+        ])
+    };
+    let out = check("5");
+    let (text, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(code(&out), 125, "{text}{err}");
+    assert_mentions(
+        &text,
+        &["too few iterations (2 and 2): at least 5 a side needed to tell a 5.0 % change"],
+    );
+    assert_mentions(
+        &err,
+        &[
+            "check: cannot tell (threshold -5.0 %), exit 125",
+            "check: too few iterations to decide 1 test point: its iterations spread by \
+             2.8 % (A) and 2.8 % (B) of A's mean, at which 5 iterations a side tell a 5.0 % \
+             change at alpha 0.05 with 80 % power; measure both sides again with --iterations 5",
+        ],
+    );
+    // A smaller threshold needs more: as the square of their ratio.
+    let out = check("2");
+    assert_eq!(code(&out), 125);
+    assert_mentions(
+        &String::from_utf8_lossy(&out.stderr),
+        &[
+            "at which 31 iterations a side tell a 2.0 % change",
+            "--iterations 31",
+        ],
+    );
+}
+
 #[test]
 fn the_same_spec_twice_is_never_a_regression() {
     let _alone = measuring_alone();

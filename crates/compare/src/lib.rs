@@ -94,6 +94,9 @@ pub struct SideStats {
     /// mean when n < 2.
     pub lo: f64,
     pub hi: f64,
+    /// The iterations' sample standard deviation: their spread, which the
+    /// iterations a side needed to decide follow.
+    pub sd: f64,
     pub runs: usize,
 }
 
@@ -120,10 +123,16 @@ pub struct Point {
     pub ratio_lo: f64,
     pub ratio_hi: f64,
     pub verdict: Verdict,
-    /// With the verdict `too_few`: iterations a side at which a test could
-    /// decide.
+    /// With the verdict `too_few`: iterations a side at which a change of
+    /// `needed_for` would be told at the spread observed
+    /// (`plumb_stats::needed_a_side`); absent past `plumb_stats::NEEDED_MAX`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub needed: Option<usize>,
+    /// With the verdict `too_few`: the change, as a fraction, that `needed`
+    /// is sized to tell: the noise band, or the threshold of `check` and
+    /// `bisect`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub needed_for: Option<f64>,
     /// The sides whose iterations sit on two levels, whatever the verdict.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub bimodal: Vec<TwoLevels>,
@@ -232,7 +241,29 @@ fn different_builds(a: &Side, b: &Side) -> Option<String> {
     ))
 }
 
+impl Point {
+    /// Each side's spread over A's mean, as `needed` is sized from it.
+    pub fn spread(&self) -> (f64, f64) {
+        let over = self.a.mean.abs();
+        (self.a.sd / over, self.b.sd / over)
+    }
+}
+
 impl Comparison {
+    /// Sizes the `needed` of every point with too few iterations to tell a
+    /// change of `change` (a fraction) rather than the noise band: what
+    /// `check` and `bisect` look for is a change beyond their threshold.
+    pub fn size_needed_for(&mut self, change: f64) {
+        let alpha = self.method.alpha;
+        for p in &mut self.points {
+            if p.verdict == Verdict::TooFew {
+                let (cv_a, cv_b) = p.spread();
+                p.needed = plumb_stats::needed_a_side(p.a.n.max(p.b.n), cv_a, cv_b, change, alpha);
+                p.needed_for = Some(change);
+            }
+        }
+    }
+
     /// The worst verdict over all points: regression beats the undecided
     /// ones (bimodal, too few iterations, inconclusive) beat improvement
     /// and no change.
@@ -262,6 +293,7 @@ fn side_stats(xs: &[f64], level: f64, runs: usize) -> SideStats {
         mean,
         lo,
         hi,
+        sd: plumb_stats::Summary::of(xs).map_or(0.0, |s| s.sd),
         runs,
     }
 }
@@ -419,6 +451,7 @@ pub fn compare_across(
             ratio_hi: c.ratio.hi,
             verdict: c.verdict,
             needed: c.needed,
+            needed_for: (c.verdict == Verdict::TooFew).then_some(params.noise_band),
             bimodal: c
                 .bimodal
                 .iter()
@@ -627,13 +660,28 @@ mod tests {
         let c = verdict_of(&[9e9, 9.2e9], &[1e9, 8e9]);
         let p = &c.points[0];
         assert_eq!(p.verdict, Verdict::TooFew, "{p:?}");
-        assert_eq!(p.needed, Some(4).max(p.needed));
+        // A spread that wild needs more iterations than are worth naming.
+        assert_eq!(p.needed, None);
         assert!(p.ratio_lo < 1.0 && p.ratio_hi > 1.0);
         assert_eq!(bisect(&c, 0.05), Bisect::Skip);
         assert_eq!(c.overall(), Some(Verdict::TooFew));
         let json = serde_json::to_value(&c).unwrap();
         assert_eq!(json["points"][0]["verdict"], "too_few");
-        assert!(json["points"][0]["needed"].as_u64().unwrap() >= 4);
+        assert!(json["points"][0].get("needed").is_none(), "{json}");
+        // 10.0 and 10.4 Gbit/s against 9.8 and 10.2: a spread of 2.77 % of
+        // A's mean a side, which tells the 2 % noise band at 31 a side
+        // (2 (1.960 + 0.842)² 0.0277² / 0.02² = 30.2) and check's 5 %
+        // threshold at 5 (4.8).
+        let mut c = verdict_of(&[10e9, 10.4e9], &[9.8e9, 10.2e9]);
+        assert_eq!(c.points[0].verdict, Verdict::TooFew);
+        assert_eq!(c.points[0].needed, Some(31));
+        let json = serde_json::to_value(&c).unwrap();
+        assert_eq!(json["points"][0]["needed"], 31);
+        assert_eq!(json["points"][0]["needed_for"], 0.02);
+        c.size_needed_for(0.05);
+        assert_eq!(c.points[0].needed, Some(5));
+        assert_eq!(c.points[0].needed_for, Some(0.05));
+        assert_eq!(bisect(&c, 0.05), Bisect::Skip);
         // B runs at A's rate but stalls in two iterations.
         let a = [9e9, 9.1e9, 8.9e9, 9.05e9, 8.95e9, 9e9];
         let c = verdict_of(&a, &[9e9, 1e9, 9.1e9, 8.9e9, 1.1e9, 9.05e9]);

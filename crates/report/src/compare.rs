@@ -23,16 +23,40 @@ fn pair(p: &Point) -> String {
     }
 }
 
+/// A change as a fraction in percent without a sign: `5.0 %`.
+fn size(change: f64) -> String {
+    format!("{:.1} %", change * 100.0)
+}
+
+/// With too few iterations, how many a side would tell the change they
+/// are sized for, or that no count worth running would.
+fn needed_words(p: &Point) -> String {
+    let needed_for = p.needed_for.unwrap_or(f64::NAN);
+    match p.needed {
+        Some(n) => format!(
+            "at least {n} a side needed to tell a {} change",
+            size(needed_for)
+        ),
+        None => format!(
+            "more than {} a side needed to tell a {} change at this spread",
+            plumb_stats::NEEDED_MAX,
+            size(needed_for)
+        ),
+    }
+}
+
 /// The verdict as a reader needs it: with too few iterations, how many a
 /// side would do; with a side on two levels, both levels, whatever the
 /// verdict.
 pub(crate) fn verdict_words(p: &Point) -> String {
-    let mut o = match (p.verdict, p.needed) {
-        (Verdict::TooFew, Some(n)) => format!(
-            "too few iterations ({} and {}): at least {n} a side needed to decide",
-            p.a.n, p.b.n
+    let mut o = match p.verdict {
+        Verdict::TooFew => format!(
+            "too few iterations ({} and {}): {}",
+            p.a.n,
+            p.b.n,
+            needed_words(p)
         ),
-        (v, _) => v.to_string(),
+        v => v.to_string(),
     };
     for l in &p.bimodal {
         let _ = write!(
@@ -51,6 +75,76 @@ pub(crate) fn verdict_words(p: &Point) -> String {
         );
     }
     o
+}
+
+/// How a command asks for more iterations a side: a flag of its own
+/// (`--iterations`), or the `iterations` key of the experiment file it
+/// runs (the `[quick]` table's under `--quick`).
+#[derive(Debug, Clone, Copy)]
+pub enum IterationsAsk<'a> {
+    Flag,
+    File {
+        path: &'a std::path::Path,
+        quick: bool,
+    },
+}
+
+/// What to do about the points of `c` with too few iterations, in one line
+/// (None when there is none): the iterations a side that the spread
+/// observed needs to tell the change they were sized for (see
+/// `Comparison::size_needed_for`), with the flag or key that asks for them.
+/// The point needing most speaks for all.
+pub fn more_iterations(c: &Comparison, ask: IterationsAsk<'_>) -> Option<String> {
+    let undecided: Vec<&Point> = c
+        .points
+        .iter()
+        .filter(|p| p.verdict == Verdict::TooFew)
+        .collect();
+    // None, past the cap, needs most.
+    let worst = undecided
+        .iter()
+        .max_by_key(|p| p.needed.map_or(usize::MAX, |n| n))?;
+    let (cv_a, cv_b) = worst.spread();
+    let what = format!(
+        "too few iterations to decide {} test point{}",
+        undecided.len(),
+        if undecided.len() == 1 { "" } else { "s" }
+    );
+    let whose = if undecided.len() == 1 {
+        "its iterations".to_string()
+    } else {
+        format!("the iterations of {}", worst.summary)
+    };
+    let spread = format!(
+        "{whose} spread by {} (A) and {} (B) of A's mean",
+        size(cv_a),
+        size(cv_b)
+    );
+    let change = size(worst.needed_for.unwrap_or(f64::NAN));
+    let alpha = c.method.alpha;
+    let power = plumb_stats::POWER * 100.0;
+    let Some(n) = worst.needed else {
+        return Some(format!(
+            "{what}: {spread}, at which more than {} iterations a side would be needed to \
+             tell a {change} change; steady the host (see plumb doctor) before measuring again",
+            plumb_stats::NEEDED_MAX
+        ));
+    };
+    let how = match ask {
+        IterationsAsk::Flag => format!("measure both sides again with --iterations {n}"),
+        IterationsAsk::File { path, quick: false } => format!(
+            "set iterations = {n} in {} and measure both sides again",
+            path.display()
+        ),
+        IterationsAsk::File { path, quick: true } => format!(
+            "set iterations = {n} under [quick] in {} and measure both sides again",
+            path.display()
+        ),
+    };
+    Some(format!(
+        "{what}: {spread}, at which {n} iterations a side tell a {change} change at \
+         alpha {alpha} with {power:.0} % power; {how}"
+    ))
 }
 
 /// A ratio interval; its upper end may be unbounded (A's mean not told
@@ -564,10 +658,12 @@ mod tests {
             &throughput("b", &[1e9, 8e9]),
             &Default::default(),
         );
-        let needed = c.points[0].needed.unwrap();
-        let words = format!("too few iterations (2 and 2): at least {needed} a side needed");
+        // That spread is past any count worth running.
+        assert_eq!(c.points[0].needed, None);
+        let words =
+            "too few iterations (2 and 2): more than 1000 a side needed to tell a 2.0 % change";
         for text in [super::terminal(&c), super::markdown(&c), super::mail(&c)] {
-            assert!(text.contains(&words), "{text}");
+            assert!(text.contains(words), "{text}");
         }
         // The interval beside it holds 1, and the means' intervals stay
         // positive with two iterations.
@@ -584,6 +680,64 @@ mod tests {
         assert!(
             text.contains("=> bimodal: B on two levels, 1.05 Gbit/s (2) and 9.01 Gbit/s (4)"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn too_few_iterations_say_how_many_a_side_and_how_to_ask() {
+        // 10.0 and 10.4 Gbit/s against 9.8 and 10.2: each side spreads by
+        // √8 / 102 = 2.8 % of A's mean; 2 (1.960 + 0.842)² 0.0277² / d²
+        // gives 30.2 for the 2 % noise band, 4.8 for a 5 % threshold.
+        let mut c = compare(
+            &throughput("a", &[10e9, 10.4e9]),
+            &throughput("b", &[9.8e9, 10.2e9]),
+            &Default::default(),
+        );
+        let words =
+            "too few iterations (2 and 2): at least 31 a side needed to tell a 2.0 % change";
+        assert!(
+            super::terminal(&c).contains(words),
+            "{}",
+            super::terminal(&c)
+        );
+        let line = super::more_iterations(&c, super::IterationsAsk::Flag).unwrap();
+        assert_eq!(
+            line,
+            "too few iterations to decide 1 test point: its iterations spread by 2.8 % (A) \
+             and 2.8 % (B) of A's mean, at which 31 iterations a side tell a 2.0 % change at \
+             alpha 0.05 with 80 % power; measure both sides again with --iterations 31"
+        );
+        c.size_needed_for(0.05);
+        assert!(super::terminal(&c).contains("at least 5 a side needed to tell a 5.0 % change"));
+        let path = std::path::Path::new("examples/s1-small-buffers.toml");
+        let file = super::IterationsAsk::File { path, quick: true };
+        let line = super::more_iterations(&c, file).unwrap();
+        assert!(
+            line.ends_with(
+                "5 iterations a side tell a 5.0 % change at alpha 0.05 with 80 % power; \
+                 set iterations = 5 under [quick] in examples/s1-small-buffers.toml and \
+                 measure both sides again"
+            ),
+            "{line}"
+        );
+        // A spread past the cap says what to work on instead.
+        let wild = compare(
+            &throughput("a", &[9e9, 9.2e9]),
+            &throughput("b", &[1e9, 8e9]),
+            &Default::default(),
+        );
+        let line = super::more_iterations(&wild, super::IterationsAsk::Flag).unwrap();
+        assert!(line.contains("more than 1000 iterations a side"), "{line}");
+        assert!(line.contains("steady the host"), "{line}");
+        // Nothing undecided for too few, nothing to say.
+        let decided = compare(
+            &throughput("a", &[10e9, 10.01e9, 9.99e9, 10e9]),
+            &throughput("b", &[5e9, 5.01e9, 4.99e9, 5e9]),
+            &Default::default(),
+        );
+        assert_eq!(
+            super::more_iterations(&decided, super::IterationsAsk::Flag),
+            None
         );
     }
 }

@@ -4,6 +4,7 @@ use super::db::{open_existing, side};
 use crate::args::{CheckArgs, CompareArgs, EnvArgs, Format, VerdictArgs};
 use crate::Failure;
 use plumb_compare::{Comparison, Side};
+use plumb_report::compare::IterationsAsk;
 use plumb_stats::CompareParams;
 
 pub(crate) fn params(v: &VerdictArgs) -> CompareParams {
@@ -60,6 +61,9 @@ pub fn compare(a: CompareArgs) -> Result<i32, Failure> {
             .map_err(|e| Failure::usage(format!("--html {}: cannot write: {e}", path.display())))?;
     }
     crate::out!("{}", render(&c, a.verdict.format)?);
+    if let Some(more) = plumb_report::compare::more_iterations(&c, IterationsAsk::Flag) {
+        eprintln!("{more}");
+    }
     Ok(0)
 }
 
@@ -215,7 +219,10 @@ fn check_inner(a: CheckArgs) -> Result<i32, Failure> {
             Side::new(label, runs, env)
         }
     };
-    let c = plumb_compare::compare(&baseline, &candidate, &params(&a.verdict));
+    let mut c = plumb_compare::compare(&baseline, &candidate, &params(&a.verdict));
+    // What check looks for is a drop beyond its threshold, so that is what
+    // the iterations a side it asks for are sized to tell.
+    c.size_needed_for(a.threshold);
     crate::out!("{}", render(&c, a.verdict.format)?);
     let b = plumb_compare::bisect(&c, a.threshold);
     eprintln!(
@@ -228,6 +235,11 @@ fn check_inner(a: CheckArgs) -> Result<i32, Failure> {
         a.threshold * 100.0,
         b.exit_code()
     );
+    if b == plumb_compare::Bisect::Skip {
+        if let Some(more) = plumb_report::compare::more_iterations(&c, IterationsAsk::Flag) {
+            eprintln!("check: {more}");
+        }
+    }
     Ok(b.exit_code())
 }
 

@@ -273,7 +273,11 @@ pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
         );
         return Ok(crate::exit::INTERRUPTED);
     }
-    crate::out!("{}", summary(&store, &plan, &labels, &a.verdict)?);
+    let (text, more) = summary(&store, &plan, &labels, &a.verdict, a.quick, &a.file)?;
+    crate::out!("{text}");
+    for line in more {
+        eprintln!("{line}");
+    }
     Ok(0)
 }
 
@@ -313,12 +317,16 @@ fn guests(a: &SweepArgs, plan: &Plan) -> Result<Vec<plumb_run::vm::Guest>, Failu
 
 /// The comparison at the end of a sweep: every variant against the first;
 /// without variants, this label against the experiment's previous one.
+/// With it, for each comparison that had too few iterations to decide, how
+/// many a side to set in the file.
 fn summary(
     store: &Store,
     plan: &Plan,
     labels: &[String],
     v: &crate::args::VerdictArgs,
-) -> Result<String, Failure> {
+    quick: bool,
+    file: &std::path::Path,
+) -> Result<(String, Vec<String>), Failure> {
     let label = labels[0].as_str();
     let exp = &plan.experiment;
     let params = super::compare::params(v);
@@ -378,7 +386,13 @@ fn summary(
             ));
         }
     }
-    super::compare::render_all(&comparisons, v.format)
+    let ask = plumb_report::compare::IterationsAsk::File { path: file, quick };
+    let more = comparisons
+        .iter()
+        .filter_map(|c| Some((c, plumb_report::compare::more_iterations(c, ask)?)))
+        .map(|(c, m)| format!("{}, {} against {}: {m}", exp.name, c.b, c.a))
+        .collect();
+    Ok((super::compare::render_all(&comparisons, v.format)?, more))
 }
 
 #[cfg(test)]
