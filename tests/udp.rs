@@ -339,6 +339,9 @@ fn bad_udp_sizes_name_the_flag() {
 
 #[test]
 fn udp_rr_counts_dropped_datagrams_and_goes_on() {
+    // A namespace of its own, but the CPUs are the host's: a stalled flow
+    // must be plumb's, not another test's load.
+    let _alone = measuring_alone();
     let Some(ns) = Netns::new("udp") else {
         return;
     };
@@ -350,7 +353,7 @@ fn udp_rr_counts_dropped_datagrams_and_goes_on() {
     // One flow takes the blocking path, four share an epoll loop per thread.
     for flows in ["1", "4"] {
         let out = ns
-            .exec(env!("CARGO_BIN_EXE_plumb"))
+            .plumb()
             .args([
                 "run",
                 "udp-rr",

@@ -8,7 +8,12 @@ use std::process::{Command, Output, Stdio};
 /// The binary, with its result database in a file of this test process so
 /// no test writes to the user's.
 pub fn plumb() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_plumb"));
+    as_test(Command::new(env!("CARGO_BIN_EXE_plumb")))
+}
+
+/// `c`, a command that runs plumb, with the test's database and without
+/// the register of measuring runs.
+fn as_test(mut c: Command) -> Command {
     c.env(
         "PLUMB_DB",
         std::env::temp_dir().join(format!("plumb-test-{}.db", std::process::id())),
@@ -356,6 +361,11 @@ impl Netns {
         let mut c = Command::new("ip");
         c.args(["netns", "exec", &self.0, program]);
         c
+    }
+
+    /// [`plumb`] inside the namespace.
+    pub fn plumb(&self) -> Command {
+        as_test(self.exec(env!("CARGO_BIN_EXE_plumb")))
     }
 
     pub fn sysctl(&self, key: &str, value: &str) {
