@@ -313,6 +313,13 @@ fn a_runs_page_draws_its_flows_tcp_over_the_window_and_chromium_lays_it_out() {
         .output()
         .unwrap();
     assert_ok(&out);
+    // --per-flow only shapes the page.
+    let out = plumb()
+        .args(["show", "1", "--per-flow", "--db", db.path()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--html"));
     let Some(dom) = drawn(&["show", "1", "--db", db.path()], "--html") else {
         return;
     };
@@ -323,15 +330,19 @@ fn a_runs_page_draws_its_flows_tcp_over_the_window_and_chromium_lays_it_out() {
         &dom,
         &[
             "client: congestion window",
+            "congestion window (segments)",
             "client: smoothed RTT",
             "the peer's advertised window",
             "server: its own advertised window",
-            "flow 2",
             "mean over all 3 flows",
+            "lowest to highest of all 3 flows",
+            "seconds into the window",
             "Sender limited by",
         ],
     );
-    // Every flow's line has a point per sample, each titled with its value.
+    // The flows' spread as a band, not a line a flow.
+    assert!(dom.contains("class=\"band\""), "{dom}");
+    assert!(!dom.contains("class=\"flow\""), "{dom}");
     let rec: Value = serde_json::from_slice(
         &plumb()
             .args(["show", "1", "--json", "--db", db.path()])
@@ -340,10 +351,30 @@ fn a_runs_page_draws_its_flows_tcp_over_the_window_and_chromium_lays_it_out() {
             .stdout,
     )
     .unwrap();
-    let samples = |end: &str| items(&rec["iterations"][0][end]["tcp_series"]["t_ms"]).count();
-    let titled = dom.matches("<title>flow 0: ").count();
-    // Four plots draw flow 0 on the sender's side, one on the receiver's.
-    assert_eq!(titled, 4 * samples("client") + samples("server"));
+    let it = &rec["iterations"][0];
+    let window_s = f(&it["window_s"]);
+    // Time is numbered in seconds from the opening, never past the close.
+    let ticks: Vec<f64> = dom
+        .split("class=\"t x\">")
+        .skip(1)
+        .map(|t| t[..t.find('<').unwrap()].parse().unwrap())
+        .collect();
+    assert!(ticks.len() >= 7 * 4, "{ticks:?}");
+    assert!(ticks.iter().all(|&t| (0.0..=window_s).contains(&t)), "{ticks:?}");
+    // The mean's line has a point per sample inside the window.
+    let inside = items(&it["client"]["tcp_series"]["t_ms"])
+        .filter(|t| f(t) / 1000.0 <= window_s + 1e-9)
+        .count();
+    let cwnd = &dom[dom.find("client: congestion window").unwrap()..];
+    let mean = &cwnd[cwnd.find("class=\"mean\" d=\"").unwrap() + 16..];
+    let mean = &mean[..mean.find('"').unwrap()];
+    assert_eq!(mean.matches(',').count(), inside, "{mean}");
+    // On request, each flow as its own line, named.
+    let Some(dom) = drawn(&["show", "1", "--per-flow", "--db", db.path()], "--html") else {
+        return;
+    };
+    assert_mentions(&dom, &["<title>flow 2</title>", "each of its 3 flows"]);
+    assert!(!dom.contains("class=\"band\""), "{dom}");
 }
 
 /// A comparison's page draws each side's median iteration in the same
@@ -371,12 +402,12 @@ fn a_comparisons_page_overlays_both_sides_and_chromium_lays_it_out() {
             "stream send 2 flows",
             "A = before, B = after",
             "=&gt; ",
-            "A client bits a second",
-            "B client bits a second",
-            "A flow 1",
-            "B flow 1",
+            "A client throughput",
+            "B client throughput",
             "A mean over all 2 flows",
             "B mean over all 2 flows",
+            "A lowest to highest of all 2 flows",
+            "B lowest to highest of all 2 flows",
             // The limited-by bars, a row a side.
             ">A client<",
             ">B client<",

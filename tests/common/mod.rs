@@ -701,7 +701,11 @@ pub fn chromium() -> Option<&'static str> {
 /// what the page wrote to the console (Chromium logs each message as a
 /// CONSOLE line).
 pub fn render(browser: &str, page: &std::path::Path) -> (String, Vec<String>) {
-    let profile = std::env::temp_dir().join(format!("plumb-chromium-{}", std::process::id()));
+    // A profile per call: a second Chromium on a profile in use hands its
+    // page to the first and exits with nothing, as tests in parallel would.
+    static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let profile = std::env::temp_dir().join(format!("plumb-chromium-{}-{n}", std::process::id()));
     let mut child = std::process::Command::new(browser)
         .args([
             "--headless",

@@ -232,6 +232,10 @@ pub struct ShowArgs {
     /// and what limited the senders.
     #[arg(long, value_name = "FILE", conflicts_with = "json")]
     pub html: Option<std::path::PathBuf>,
+    /// With --html: draw each sampled flow as its own line beside the
+    /// mean, rather than the flows' spread as a band around it.
+    #[arg(long, requires = "html")]
+    pub per_flow: bool,
     #[command(flatten)]
     pub db: DbArgs,
 }
@@ -333,6 +337,10 @@ pub struct CompareArgs {
     /// and what limited the senders.
     #[arg(long, value_name = "FILE")]
     pub html: Option<std::path::PathBuf>,
+    /// With --html: draw each sampled flow as its own line beside its
+    /// side's mean, rather than the flows' spread as a band around it.
+    #[arg(long, requires = "html")]
+    pub per_flow: bool,
     /// Give a verdict on two single test points made on different machines
     /// (a host and a guest, or guests under KVM and TCG), which compare
     /// otherwise refuses to weigh against each other.

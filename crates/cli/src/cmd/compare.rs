@@ -56,7 +56,14 @@ pub fn compare(a: CompareArgs) -> Result<i32, Failure> {
         }
     }
     if let Some(path) = &a.html {
-        let page = plumb_report::tcp::comparison_page(&c, &sa, &sb);
+        let page = plumb_report::tcp::comparison_page(
+            &c,
+            &sa,
+            &sb,
+            plumb_report::tcp::PageOptions {
+                per_flow: a.per_flow,
+            },
+        );
         std::fs::write(path, page)
             .map_err(|e| Failure::usage(format!("--html {}: cannot write: {e}", path.display())))?;
     }

@@ -227,7 +227,10 @@ pub fn show(a: ShowArgs) -> Result<i32, Failure> {
         .map_err(store_err)?
         .ok_or_else(|| Failure::usage(format!("no run {} in the result database", id.0)))?;
     if let Some(path) = &a.html {
-        std::fs::write(path, plumb_report::tcp::run_page(&run.record))
+        let opts = plumb_report::tcp::PageOptions {
+            per_flow: a.per_flow,
+        };
+        std::fs::write(path, plumb_report::tcp::run_page(&run.record, opts))
             .map_err(|e| Failure::usage(format!("--html {}: cannot write: {e}", path.display())))?;
     }
     if a.json {

@@ -8,7 +8,7 @@ use std::fmt::Write;
 /// A line to draw: its name and (x index, mean, low, high) per point.
 pub(crate) type PlotLine = (String, Vec<(usize, f64, f64, f64)>);
 
-const COLORS: [&str; 8] = [
+pub(crate) const COLORS: [&str; 8] = [
     "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf",
 ];
 
@@ -21,7 +21,7 @@ const BOTTOM: f64 = 50.0;
 
 /// Colour alone cannot tell a line from one drawn over it: each line also
 /// gets a dash pattern and its points a marker, and the legend shows both.
-const DASHES: [&str; 4] = ["", "8 4", "2 3", "10 3 2 3"];
+pub(crate) const DASHES: [&str; 4] = ["", "8 4", "2 3", "10 3 2 3"];
 
 /// A point's marker: its radius, and whether it is filled. Rings of
 /// different sizes stay visible around each other where points coincide.
@@ -37,7 +37,7 @@ struct YScale {
 }
 
 /// The round step (1, 2 or 5 times a power of ten) nearest `raw`.
-fn nice_step(raw: f64) -> f64 {
+pub(crate) fn nice_step(raw: f64) -> f64 {
     let raw = raw.max(f64::MIN_POSITIVE);
     let unit = 10f64.powf(raw.log10().floor());
     let f = raw / unit;
