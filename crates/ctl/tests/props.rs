@@ -182,6 +182,7 @@ fn end() -> impl Strategy<Value = EndResult> {
                     unavailable: [("skb:kfree_skb".to_string(), "not here".to_string())].into(),
                     drop_reasons: [("SOCKET_RCVBUFF".to_string(), received % 83)].into(),
                     drop_reasons_read: Some(received % 83),
+                    drop_reasons_as_read: [("SOCKET_RCVBUFF".to_string(), received % 79)].into(),
                 }),
                 acks: Some(plumb_samples::AckSamples {
                     filter: format!("sport == {}", received % 65536),

@@ -472,23 +472,28 @@ pub(crate) fn close_later<T: Send + 'static>(events: T) {
 
 impl Probe for TracepointProbe {
     fn open(&mut self, _: &Engine) {
-        // What was dropped before the window is not the window's.
-        self.drop_reasons();
+        // What was dropped before the window is not the window's. The
+        // count is read before the records are drained, and after them at
+        // the close, so that every reason read is of a drop counted.
         self.open = self.read();
+        self.drop_reasons();
         if let Some(own) = &mut self.own {
             own.open();
         }
     }
 
     fn close(&mut self, _: &Engine, out: &mut EndResult) {
-        let close = self.read();
         let (reasons, read) = self.drop_reasons();
+        let close = self.read();
         let counts = counted(&self.counters, &close, &self.open);
         out.flow_events = self.own.as_mut().map(OwnFlows::close);
         let dropped = counts.get(DROPS.0).copied().unwrap_or(0);
+        let (drop_reasons, drop_reasons_as_read) =
+            plumb_samples::Tracepoints::reasons(reasons, dropped);
         out.tracepoints = Some(plumb_samples::Tracepoints {
-            drop_reasons: plumb_samples::Tracepoints::scale_reasons(&reasons, dropped),
+            drop_reasons,
             drop_reasons_read: self.reasons.is_some().then_some(read),
+            drop_reasons_as_read,
             counts,
             unavailable: self.unavailable.clone(),
         });
@@ -554,6 +559,9 @@ impl Probe for TcpInfoProbe {
 
     fn close(&mut self, engine: &Engine, out: &mut EndResult) {
         let mut infos = engine.tcp_info();
+        if let Some(first) = engine.tcp_flows().as_deref().and_then(|f| f.first()) {
+            crate::setup::read_back_at_close(first, &mut out.socket_options);
+        }
         let mut limits = plumb_samples::SenderLimits::default();
         for t in &infos {
             let (Some(b), Some(a)) = (chrono(t), self.open.get(&t.flow)) else {

@@ -301,6 +301,7 @@ fn option_record(
         granted,
         status,
         note,
+        at_close: None,
     }
 }
 
@@ -622,6 +623,27 @@ pub fn read_back(stream: &TcpStream, opts: &SocketOpts) -> Vec<OptionRecord> {
     ]
 }
 
+/// The socket buffers left to the kernel, read back again from `stream`
+/// (the flow [`read_back`] read) as the window closes: autotuning grows
+/// them over a run, from the initial value `granted` holds to what
+/// `at_close` then holds. A buffer of a size asked for is locked at it.
+pub fn read_back_at_close(stream: &TcpStream, options: &mut [OptionRecord]) {
+    let s = SockRef::from(stream);
+    for r in options
+        .iter_mut()
+        .filter(|r| r.status == OptionStatus::Default)
+    {
+        let now = match r.name.as_str() {
+            n if n == Field::Sndbuf.key() => s.send_buffer_size(),
+            n if n == Field::Rcvbuf.key() => s.recv_buffer_size(),
+            _ => continue,
+        };
+        if let Ok(now) = now.map(|n| n.to_string()) {
+            r.at_close = (now != r.granted).then_some(now);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -676,5 +698,67 @@ mod tests {
         assert_eq!(sndbuf.status, OptionStatus::Applied);
         let nodelay = granted.iter().find(|r| r.name == "nodelay").unwrap();
         assert_eq!(nodelay.granted, "on");
+    }
+
+    /// A receive buffer left to the kernel grows as a bulk transfer goes;
+    /// the read-back at the close says to what, and leaves the one asked
+    /// for alone.
+    #[test]
+    fn an_autotuned_buffer_is_read_back_again_at_the_close() {
+        let tuned = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_moderate_rcvbuf")
+            .map(|v| v.trim() == "1")
+            .unwrap_or(false);
+        if !tuned {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "net.ipv4.tcp_moderate_rcvbuf is off"
+            );
+            eprintln!("skipped: an_autotuned_buffer_is_read_back_again_at_the_close: net.ipv4.tcp_moderate_rcvbuf is off");
+            return;
+        }
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let sender = std::thread::spawn(move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            let chunk = vec![0u8; 1 << 20];
+            for _ in 0..256 {
+                s.write_all(&chunk).unwrap();
+            }
+        });
+        let (receiver, _) = l.accept().unwrap();
+        let auto = SocketOpts::default();
+        let mut options = read_back(&receiver, &auto);
+        let initial = options.iter().find(|r| r.name == "rcvbuf").unwrap().clone();
+        assert_eq!(initial.status, OptionStatus::Default);
+        let mut buf = vec![0u8; 1 << 16];
+        let mut r = &receiver;
+        while r.read(&mut buf).unwrap() > 0 {}
+        sender.join().unwrap();
+        read_back_at_close(&receiver, &mut options);
+        let rcvbuf = options.iter().find(|r| r.name == "rcvbuf").unwrap();
+        assert_eq!(rcvbuf.granted, initial.granted, "the initial value stays");
+        let grown: u64 = rcvbuf
+            .at_close
+            .as_deref()
+            .unwrap_or_else(|| panic!("no read-back at the close: {rcvbuf:?}"))
+            .parse()
+            .unwrap();
+        assert!(grown > initial.granted.parse().unwrap(), "{rcvbuf:?}");
+        assert!(
+            options
+                .iter()
+                .all(|r| r.at_close.is_none() || r.name.ends_with("buf")),
+            "{options:?}"
+        );
+
+        // A size asked for is locked: nothing to read again.
+        let asked = SocketOpts {
+            rcvbuf: BufSize::Bytes(65536),
+            ..Default::default()
+        };
+        let mut options = read_back(&receiver, &asked);
+        read_back_at_close(&receiver, &mut options);
+        let rcvbuf = options.iter().find(|r| r.name == "rcvbuf").unwrap();
+        assert_eq!(rcvbuf.at_close, None, "{rcvbuf:?}");
     }
 }

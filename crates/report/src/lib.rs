@@ -335,7 +335,7 @@ fn iteration(o: &mut String, it: &Iteration, planned_s: f64, transactional: bool
     } else {
         let _ = writeln!(
             o,
-            "            in flight at the window edges: {} and {}",
+            "            queued in sockets at the window edges: {} and {}",
             format_bytes(t.in_flight_start_bytes),
             format_bytes(t.in_flight_end_bytes)
         );
@@ -672,20 +672,61 @@ fn senders(it: &Iteration) -> Vec<&EndResult> {
     v
 }
 
-/// One line per CPU (at most 16, pinned ones first): where the time went.
-fn per_cpu(o: &mut String, it: &Iteration) {
-    let role_of = |cpu: u32| -> String {
-        let mut r = Vec::new();
-        for s in &it.derived.softirq_shares {
-            if s.cpu == cpu {
-                r.push(s.role.name());
-            }
+/// The worker threads pinned to each CPU of the client's host, by CPU:
+/// `client` where an end's one thread is, its threads by name where it has
+/// more (`plumb-c0 plumb-c2`), or how many where that is long. An end on
+/// another host pins CPUs of that host, which this table does not show.
+fn pinned_threads(it: &Iteration) -> BTreeMap<u32, String> {
+    let mut by: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+    for end in [&it.client, &it.server] {
+        if end.lost || end.hostname != it.client.hostname {
+            continue;
         }
-        r.join("+")
-    };
-    let mut table = Table::new([
-        ("cpu", Align::Left, 4),
-        ("pinned", Align::Left, 14),
+        let Some(cpus) = end
+            .pinned_cpus
+            .as_deref()
+            .and_then(|c| c.parse::<plumb_spec::CpuList>().ok())
+            .filter(|c| !c.is_empty())
+        else {
+            continue;
+        };
+        // As the engine pins them: worker w to the w-th CPU of the list,
+        // round and round.
+        let threads = end.threads.max(1) as usize;
+        let mut on: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        for w in 0..threads {
+            on.entry(cpus.cpus()[w % cpus.len()]).or_default().push(w);
+        }
+        // The workers' thread names, as ps and top show them.
+        let prefix = match end.role {
+            plumb_samples::Role::Client => "plumb-c",
+            plumb_samples::Role::Server => "plumb-s",
+        };
+        for (cpu, workers) in on {
+            let who = match workers.len() {
+                _ if threads == 1 => end.role.to_string(),
+                1 | 2 => workers
+                    .iter()
+                    .map(|w| format!("{prefix}{w}"))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                n => format!("{} {n} threads", end.role),
+            };
+            by.entry(cpu).or_default().push(who);
+        }
+    }
+    by.into_iter().map(|(cpu, v)| (cpu, v.join(", "))).collect()
+}
+
+/// One line per CPU (at most 16, pinned ones first): where the time went,
+/// with the threads pinned to it where any are.
+fn per_cpu(o: &mut String, it: &Iteration) {
+    let pinned = pinned_threads(it);
+    let mut columns = vec![("cpu", Align::Left, 4)];
+    if !pinned.is_empty() {
+        columns.push(("pinned", Align::Left, 14));
+    }
+    columns.extend([
         ("user", Align::Right, 7),
         ("system", Align::Right, 7),
         ("irq", Align::Right, 7),
@@ -693,13 +734,16 @@ fn per_cpu(o: &mut String, it: &Iteration) {
         ("idle", Align::Right, 7),
         ("softirq%", Align::Right, 8),
     ]);
+    let mut table = Table::new(columns);
     let mut cpus: Vec<_> = it.client.cpus.iter().collect();
-    cpus.sort_by_key(|c| (role_of(c.cpu).is_empty(), c.cpu));
+    cpus.sort_by_key(|c| (!pinned.contains_key(&c.cpu), c.cpu));
     for c in cpus.iter().take(16) {
         let total = c.total_s().max(f64::EPSILON);
-        table.row([
-            c.cpu.to_string(),
-            role_of(c.cpu),
+        let mut row = vec![c.cpu.to_string()];
+        if !pinned.is_empty() {
+            row.push(pinned.get(&c.cpu).cloned().unwrap_or_default());
+        }
+        row.extend([
             format!("{:.2}", c.user_s + c.nice_s),
             format!("{:.2}", c.system_s),
             format!("{:.2}", c.irq_s),
@@ -707,6 +751,7 @@ fn per_cpu(o: &mut String, it: &Iteration) {
             format!("{:.2}", c.idle_s + c.iowait_s),
             pct(c.softirq_s / total),
         ]);
+        table.row(row);
     }
     o.push_str(&table.terminal(""));
     if cpus.len() > 16 {
@@ -964,24 +1009,38 @@ fn drop_reasons(o: &mut String, it: &Iteration) {
             return None;
         }
         let t = end.tracepoints.as_ref()?;
-        let mut by: Vec<(&String, &u64)> = t.drop_reasons.iter().collect();
-        by.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-        let mut words: Vec<String> = by
+        Some(drop_reason_words(t))
+    });
+}
+
+/// The drops by reason, most first: as read where every drop's reason was,
+/// else each reason as read beside its estimate, which scales the reasons
+/// read to the drops counted (and so adds up to them).
+fn drop_reason_words(t: &plumb_samples::Tracepoints) -> Vec<String> {
+    let mut by: Vec<(&String, &u64)> = t.drop_reasons.iter().collect();
+    by.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let counted = t.counts.get("skb:kfree_skb").copied().unwrap_or(0);
+    let estimated = t.drop_reasons_read.is_some_and(|r| r != counted) && !by.is_empty();
+    if !estimated {
+        return by
             .iter()
             .map(|(reason, n)| format!("{reason} {}", count(**n)))
             .collect();
-        let counted = t.counts.get("skb:kfree_skb").copied().unwrap_or(0);
-        if let Some(read) = t
-            .drop_reasons_read
-            .filter(|&r| r < counted && !by.is_empty())
-        {
-            words.push(format!(
-                "scaled from the {} whose reason was read",
-                count(read)
-            ));
-        }
-        Some(words)
-    });
+    }
+    let mut words: Vec<String> = by
+        .iter()
+        .map(|(reason, n)| match t.drop_reasons_as_read.get(*reason) {
+            Some(read) => format!("{reason} {} read ~{} est.", count(*read), count(**n)),
+            // Older records kept the estimate alone.
+            None => format!("{reason} ~{} est.", count(**n)),
+        })
+        .collect();
+    words.push(format!(
+        "est.: the {} reasons read scaled to the {} dropped",
+        count(t.drop_reasons_read.unwrap_or(0)),
+        count(counted)
+    ));
+    words
 }
 
 /// Each end's receive buffers as the kernel tuned them, as means over the
@@ -1182,8 +1241,10 @@ fn options(o: &mut String, it: &Iteration) {
         ("server granted", Align::Left, 0),
     ]);
     let show = |r: &plumb_samples::OptionRecord| -> String {
-        match r.status {
-            OptionStatus::Unsupported => "unsupported".into(),
+        match (r.status, &r.at_close) {
+            (OptionStatus::Unsupported, _) => "unsupported".into(),
+            // Autotuned over the run: where it began, and where it ended.
+            (_, Some(tuned)) => format!("{} -> {tuned}", r.granted),
             _ => r.granted.clone(),
         }
     };
@@ -1197,6 +1258,41 @@ fn options(o: &mut String, it: &Iteration) {
         ]);
     }
     o.push_str(&table.terminal(""));
+    let ends = [&it.client, &it.server];
+    if ends
+        .iter()
+        .any(|e| e.socket_options.iter().any(|r| r.at_close.is_some()))
+    {
+        let _ = writeln!(
+            o,
+            "(A -> B: read back as the flows were set up, and as the window closed)"
+        );
+    }
+}
+
+#[cfg(test)]
+mod busy_host_tests {
+    use super::busy_host;
+
+    #[test]
+    fn a_host_busier_with_others_than_with_the_ends_is_said() {
+        let mut it = plumb_samples::testing::example().iterations[0].clone();
+        it.server.hostname = it.client.hostname.clone();
+        it.server.lost = false;
+        let ours = it.client.process.total_s() + it.server.process.total_s();
+        // Others took a little: nothing said.
+        it.derived.host_busy_s = ours * 1.2;
+        assert_eq!(busy_host(&it), None);
+        // 20 CPU-seconds busy while the ends used 9.7 of them.
+        it.derived.host_busy_s = ours / 9.7 * 20.0;
+        let w = busy_host(&it).expect("a warning");
+        assert!(w.contains("more than the ends'"), "{w}");
+        // A server on another host is not this host's: only the client is
+        // the test's here.
+        it.server.hostname = "elsewhere".into();
+        it.derived.host_busy_s = it.client.process.total_s() * 2.5;
+        assert!(busy_host(&it).is_some());
+    }
 }
 
 #[cfg(test)]
@@ -1258,6 +1354,7 @@ mod wrap_tests {
             granted: granted.into(),
             status: plumb_samples::OptionStatus::Applied,
             note: None,
+            at_close: None,
         };
         it.client.socket_options = vec![pacing("15000000000 bit/s")];
         it.server.socket_options = vec![pacing("14999999999 bit/s")];
@@ -1281,6 +1378,113 @@ mod wrap_tests {
             Some(head("client granted")),
             "{o}"
         );
+    }
+}
+
+#[cfg(test)]
+mod count_tests {
+    use plumb_samples::{OptionRecord, OptionStatus, Tracepoints};
+
+    fn dropped(counted: u64, read: &[(&str, u64)]) -> Tracepoints {
+        let read: std::collections::BTreeMap<String, u64> =
+            read.iter().map(|&(k, v)| (k.to_string(), v)).collect();
+        let n = read.values().sum();
+        let (drop_reasons, drop_reasons_as_read) = Tracepoints::reasons(read, counted);
+        Tracepoints {
+            counts: [("skb:kfree_skb".to_string(), counted)].into(),
+            drop_reasons,
+            drop_reasons_read: Some(n),
+            drop_reasons_as_read,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_drop_reasons_estimate_stands_beside_what_was_read_and_adds_up() {
+        let t = dropped(126, &[("TCP_OLD_DATA", 60), ("TCP_OLD_SEQUENCE", 38)]);
+        let words = super::drop_reason_words(&t);
+        assert_eq!(
+            words,
+            [
+                "TCP_OLD_DATA 60 read ~77 est.",
+                "TCP_OLD_SEQUENCE 38 read ~49 est.",
+                "est.: the 98 reasons read scaled to the 126 dropped",
+            ],
+        );
+        // More read than counted: the estimate comes down to the count.
+        let t = dropped(
+            123_945,
+            &[("TCP_OLD_DATA", 127_880), ("TCP_OLD_SEQUENCE", 812)],
+        );
+        assert!(t.drop_reasons.values().all(|&n| n <= 123_945), "{t:?}");
+        assert_eq!(t.drop_reasons.values().sum::<u64>(), 123_945);
+        let words = super::drop_reason_words(&t);
+        assert_eq!(words[0], "TCP_OLD_DATA 128k read ~123k est.", "{words:?}");
+        // Every drop's reason read: the reasons alone.
+        let t = dropped(98, &[("TCP_OLD_DATA", 60), ("TCP_OLD_SEQUENCE", 38)]);
+        assert_eq!(
+            super::drop_reason_words(&t),
+            ["TCP_OLD_DATA 60", "TCP_OLD_SEQUENCE 38"]
+        );
+    }
+
+    #[test]
+    fn an_autotuned_buffer_shows_where_it_began_and_where_it_ended() {
+        let mut it = plumb_samples::testing::example().iterations[0].clone();
+        let rcvbuf = |at_close: Option<&str>| OptionRecord {
+            name: "rcvbuf".into(),
+            asked: "auto".into(),
+            granted: "131072".into(),
+            status: OptionStatus::Default,
+            note: None,
+            at_close: at_close.map(str::to_string),
+        };
+        it.client.socket_options = vec![rcvbuf(Some("28835840"))];
+        it.server.socket_options = vec![rcvbuf(None)];
+        let mut o = String::new();
+        super::options(&mut o, &it);
+        let row = o.lines().find(|l| l.starts_with("rcvbuf")).unwrap();
+        assert!(row.contains("131072 -> 28835840"), "{o}");
+        assert!(o.contains("as the window closed"), "{o}");
+        it.client.socket_options = vec![rcvbuf(None)];
+        let mut o = String::new();
+        super::options(&mut o, &it);
+        assert!(!o.contains("->") && !o.contains("closed"), "{o}");
+    }
+
+    #[test]
+    fn the_pinned_column_names_the_threads_pinned_or_is_left_out() {
+        let mut it = plumb_samples::testing::example().iterations[0].clone();
+        it.client.pinned_cpus = None;
+        it.server.pinned_cpus = None;
+        let mut o = String::new();
+        super::per_cpu(&mut o, &it);
+        let head = o.lines().next().unwrap();
+        assert!(head.starts_with("cpu ") && !head.contains("pinned"), "{o}");
+
+        let cpu0 = it.client.cpus[0].cpu;
+        it.client.pinned_cpus = Some(cpu0.to_string());
+        it.client.threads = 1;
+        it.server.pinned_cpus = Some(cpu0.to_string());
+        it.server.threads = 2;
+        it.server.hostname = it.client.hostname.clone();
+        let mut o = String::new();
+        super::per_cpu(&mut o, &it);
+        let mut lines = o.lines();
+        let head = lines.next().unwrap();
+        let at = head.find("pinned").unwrap_or_else(|| panic!("{o}"));
+        let row = lines.next().unwrap();
+        assert!(row.starts_with(&format!("{cpu0} ")), "pinned first: {o}");
+        assert!(row[at..].starts_with("client, plumb-s0 plumb-s1"), "{o}");
+        // A server on another host pins CPUs of that host.
+        it.server.hostname = "elsewhere".into();
+        let mut o = String::new();
+        super::per_cpu(&mut o, &it);
+        assert!(
+            o.lines().nth(1).unwrap()[at..].starts_with("client "),
+            "{o}"
+        );
+        assert!(!o.contains("plumb-s"), "{o}");
     }
 }
 

@@ -242,6 +242,11 @@ pub struct OptionRecord {
     pub status: OptionStatus,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub note: Option<String>,
+    /// Read back again as the window closed, where that differs from
+    /// `granted`: a buffer the kernel autotuned over the run. Absent in
+    /// older records and where nothing changed.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub at_close: Option<String>,
 }
 
 /// Deltas of /proc/net/snmp and /proc/net/netstat counters over the window,
@@ -435,40 +440,64 @@ pub struct Tracepoints {
     #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
     pub unavailable: BTreeMap<String, String>,
     /// Packets dropped (skb:kfree_skb) by the kernel's reason, named from
-    /// its format file; scaled to the count where not every drop's reason
-    /// could be read (see `drop_reasons_read`).
+    /// its format file; where the reasons read are not those of every drop
+    /// counted, an estimate scaled to the count (see `drop_reasons_read`):
+    /// its sum is the count, never more.
     #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
     pub drop_reasons: BTreeMap<String, u64>,
     /// The drops whose reason was read: fewer than counted where the
-    /// sampler's rings overflowed, and `drop_reasons` is then an estimate.
+    /// sampler's rings overflowed (or more, by those dropped between the
+    /// count's reading and the records'), and `drop_reasons` is then an
+    /// estimate.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub drop_reasons_read: Option<u64>,
+    /// Where `drop_reasons` is an estimate, the reasons as read, which it
+    /// was scaled from. Absent in older records and where every drop's
+    /// reason was read.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub drop_reasons_as_read: BTreeMap<String, u64>,
 }
 
 impl Tracepoints {
-    /// Drops by reason from the reasons read of `read` drops, scaled to
-    /// the `counted` where fewer were read.
+    /// Drops by reason from the reasons `read`, scaled to the `counted`
+    /// where their sum is not the count: each reason's exact share rounded
+    /// down, and the drops left over by the rounding given to the reasons
+    /// with the largest remainders, so that the estimate adds up to the
+    /// count exactly and no reason takes more than its share rounded up.
     pub fn scale_reasons(read: &BTreeMap<String, u64>, counted: u64) -> BTreeMap<String, u64> {
-        let n: u64 = read.values().sum();
-        if n == 0 || n >= counted {
+        let n: u128 = read.values().map(|&v| u128::from(v)).sum();
+        if n == 0 || n == u128::from(counted) {
             return read.clone();
         }
-        let mut scaled: BTreeMap<String, u64> = read
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.clone(),
-                    (*v as f64 * counted as f64 / n as f64).round() as u64,
-                )
-            })
-            .collect();
-        // Rounding leaves the sum a little off the count: the largest
-        // reason takes the difference.
-        let sum: u64 = scaled.values().sum();
-        if let Some((_, top)) = scaled.iter_mut().max_by_key(|(_, v)| **v) {
-            *top = (*top + counted).saturating_sub(sum);
+        // In integers: v * counted / n with its remainder, exact at any size.
+        let share = |v: u64| {
+            let p = u128::from(v) * u128::from(counted);
+            ((p / n) as u64, p % n)
+        };
+        let mut scaled: BTreeMap<String, u64> =
+            read.iter().map(|(k, &v)| (k.clone(), share(v).0)).collect();
+        let left = counted - scaled.values().sum::<u64>();
+        let mut by_remainder: Vec<(&String, u128)> =
+            read.iter().map(|(k, &v)| (k, share(v).1)).collect();
+        by_remainder.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        for (k, _) in by_remainder.into_iter().take(left as usize) {
+            *scaled.get_mut(k).expect("every reason read is scaled") += 1;
         }
         scaled
+    }
+
+    /// The record's figures from the reasons read and the drops counted:
+    /// the reasons as read where they are every drop, else the estimate
+    /// with the reasons read beside it.
+    pub fn reasons(
+        read: BTreeMap<String, u64>,
+        counted: u64,
+    ) -> (BTreeMap<String, u64>, BTreeMap<String, u64>) {
+        let estimate = Tracepoints::scale_reasons(&read, counted);
+        match estimate == read {
+            true => (read, BTreeMap::new()),
+            false => (estimate, read),
+        }
     }
 }
 
@@ -1182,15 +1211,71 @@ mod tests {
         ]
         .into();
         let all = Tracepoints::scale_reasons(&read, 10_003);
+        // 9002.7 and 1000.3: the larger remainder takes the drop left over.
         assert_eq!(all["NO_SOCKET"], 1000);
-        assert_eq!(
-            all["SOCKET_RCVBUFF"], 9003,
-            "the largest takes the rounding"
-        );
+        assert_eq!(all["SOCKET_RCVBUFF"], 9003);
         assert_eq!(all.values().sum::<u64>(), 10_003);
         // Every drop read: as read.
         assert_eq!(Tracepoints::scale_reasons(&read, 1000), read);
         assert!(Tracepoints::scale_reasons(&Default::default(), 5).is_empty());
+    }
+
+    #[test]
+    fn an_estimate_never_exceeds_the_drops_counted() {
+        use super::Tracepoints;
+        // Reasons read of more drops than the window counted (records of
+        // drops after the count was read): the estimate comes down to the
+        // count rather than staying above it.
+        let read: std::collections::BTreeMap<String, u64> = [
+            ("TCP_OLD_DATA".to_string(), 127_880),
+            ("TCP_OLD_SEQUENCE".to_string(), 812),
+        ]
+        .into();
+        let all = Tracepoints::scale_reasons(&read, 123_945);
+        assert_eq!(all.values().sum::<u64>(), 123_945, "{all:?}");
+        assert!(all["TCP_OLD_DATA"] <= 123_945, "{all:?}");
+        assert_eq!(all["TCP_OLD_DATA"], 123_163, "{all:?}");
+        // Fewer read than counted, shares rounding up alike (each 1/3 of
+        // 125 -> 41.67): rounding each would give 126.
+        let read: std::collections::BTreeMap<String, u64> = [
+            ("TCP_OLD_DATA".to_string(), 20),
+            ("TCP_OLD_SEQUENCE".to_string(), 20),
+            ("NO_SOCKET".to_string(), 20),
+        ]
+        .into();
+        let all = Tracepoints::scale_reasons(&read, 125);
+        assert_eq!(all.values().sum::<u64>(), 125, "{all:?}");
+        assert!(all.values().all(|&v| v == 41 || v == 42), "{all:?}");
+        // Many small reasons, each a share below one drop.
+        let read: std::collections::BTreeMap<String, u64> =
+            (0..50).map(|i| (format!("R{i:02}"), 1)).collect();
+        let all = Tracepoints::scale_reasons(&read, 7);
+        assert_eq!(all.values().sum::<u64>(), 7, "{all:?}");
+        assert!(all.values().all(|&v| v <= 1), "{all:?}");
+        // Counts too large for f64 to hold exactly still add up.
+        let read: std::collections::BTreeMap<String, u64> = [
+            ("A".to_string(), u64::MAX / 3),
+            ("B".to_string(), u64::MAX / 3),
+        ]
+        .into();
+        let all = Tracepoints::scale_reasons(&read, u64::MAX - 1);
+        assert_eq!(all["A"] + all["B"], u64::MAX - 1);
+    }
+
+    #[test]
+    fn the_reasons_as_read_are_kept_beside_an_estimate_only() {
+        use super::Tracepoints;
+        let read: std::collections::BTreeMap<String, u64> = [
+            ("TCP_OLD_DATA".to_string(), 60),
+            ("TCP_OLD_SEQUENCE".to_string(), 38),
+        ]
+        .into();
+        let (estimate, as_read) = Tracepoints::reasons(read.clone(), 126);
+        assert_eq!(as_read, read);
+        assert_eq!(estimate["TCP_OLD_DATA"], 77);
+        assert_eq!(estimate["TCP_OLD_SEQUENCE"], 49);
+        let (all, as_read) = Tracepoints::reasons(read.clone(), 98);
+        assert_eq!((all, as_read.is_empty()), (read, true));
     }
 
     use super::*;

@@ -4,36 +4,52 @@ use crate::Failure;
 use plumb_engine::SampleSink;
 use plumb_run::RunOptions;
 use plumb_samples::{format_bits_per_sec, IntervalSample, Peer, Role, ServerStart};
-use plumb_spec::{Family, Field, Names, Spec};
+use plumb_spec::{Direction, Family, Field, Names, Spec};
 use std::io::IsTerminal;
 
 /// Per-second lines on stderr while a run goes, when a person is watching.
-struct Live;
+struct Live {
+    direction: Direction,
+}
+
 impl SampleSink for Live {
-    fn interval(&mut self, _role: Role, s: &IntervalSample) {
-        if s.dt_s <= 0.0 {
-            return;
+    fn interval(&mut self, role: Role, s: &IntervalSample) {
+        if let Some(line) = live_line(self.direction, role, s) {
+            eprintln!("{line}");
         }
-        if let Some(p99) = s.p99_us {
-            eprintln!(
-                "  {:>6.2} s   {:>10.0} tx/s   p99 {:>8.1} us",
-                s.t_s,
-                s.transactions as f64 / s.dt_s,
-                p99
-            );
-            return;
-        }
-        if s.transactions > 0 {
-            // The server end of request/response: its rate is the client's.
-            return;
-        }
-        eprintln!(
-            "  {:>6.2} s   sent {:>14}   received {:>14}",
-            s.t_s,
-            format_bits_per_sec(s.bytes_sent as f64 * 8.0 / s.dt_s),
-            format_bits_per_sec(s.bytes_received as f64 * 8.0 / s.dt_s)
-        );
     }
+}
+
+/// One end's second as the live lines show it: its transactions, or what
+/// it measures of the transfer, the rate it sent where it sends and the
+/// rate it received where it receives (a sender's received is nothing it
+/// measured).
+fn live_line(direction: Direction, role: Role, s: &IntervalSample) -> Option<String> {
+    if s.dt_s <= 0.0 {
+        return None;
+    }
+    if let Some(p99) = s.p99_us {
+        return Some(format!(
+            "  {:>6.2} s   {:>10.0} tx/s   p99 {:>8.1} us",
+            s.t_s,
+            s.transactions as f64 / s.dt_s,
+            p99
+        ));
+    }
+    if s.transactions > 0 {
+        // The server end of request/response: its rate is the client's.
+        return None;
+    }
+    let rate = |bytes: u64| format_bits_per_sec(bytes as f64 * 8.0 / s.dt_s);
+    let (sends, receives) = direction.activity(role == Role::Server);
+    let mut line = format!("  {:>6.2} s   {role:<6}", s.t_s);
+    if sends {
+        line += &format!("   sent {:>14}", rate(s.bytes_sent));
+    }
+    if receives {
+        line += &format!("   received {:>14}", rate(s.bytes_received));
+    }
+    Some(line)
 }
 
 /// The spec a `plumb run` command line asks for, and its common arguments.
@@ -196,7 +212,9 @@ pub(crate) fn run_and_store(
     let opts = ctx.options(label)?;
     let live = !json && std::io::stderr().is_terminal();
     let mut sink: Box<dyn SampleSink> = if live {
-        Box::new(Live)
+        Box::new(Live {
+            direction: spec.direction,
+        })
     } else {
         Box::new(plumb_engine::meter::NoSink)
     };
@@ -455,4 +473,41 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
     } else {
         crate::exit::INTERRUPTED
     })
+}
+
+#[cfg(test)]
+mod live_tests {
+    use super::live_line;
+    use plumb_samples::{IntervalSample, Role};
+    use plumb_spec::Direction;
+
+    fn second(sent: u64, received: u64) -> IntervalSample {
+        IntervalSample {
+            t_s: 1.0,
+            dt_s: 1.0,
+            bytes_sent: sent,
+            bytes_received: received,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_sending_end_shows_what_it_sent_not_a_received_nothing() {
+        let line = live_line(Direction::Send, Role::Client, &second(1_250_000_000, 0)).unwrap();
+        assert!(line.contains("client") && line.contains("sent"), "{line}");
+        assert!(line.contains("10.0 Gbit/s"), "{line}");
+        assert!(!line.contains("received"), "{line}");
+        // The client of --direction recv receives.
+        let line = live_line(Direction::Recv, Role::Client, &second(0, 125_000_000)).unwrap();
+        assert!(
+            line.contains("received") && !line.contains("sent"),
+            "{line}"
+        );
+        // Both ways: both.
+        let line = live_line(Direction::Both, Role::Client, &second(1000, 1000)).unwrap();
+        assert!(line.contains("sent") && line.contains("received"), "{line}");
+        // A sender that sent nothing in a second says so.
+        let line = live_line(Direction::Send, Role::Client, &second(0, 0)).unwrap();
+        assert!(line.contains("sent") && line.contains(" 0 bit/s"), "{line}");
+    }
 }
