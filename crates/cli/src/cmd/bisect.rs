@@ -111,6 +111,19 @@ impl<'a> Bench<'a> {
     }
 }
 
+/// The good kernel could not be measured: with nothing to compare with,
+/// an error naming it (a skip there is no answer), unless interrupted.
+fn no_reference(good: String, f: Failure) -> Failure {
+    Failure {
+        code: if f.code == crate::exit::INTERRUPTED {
+            f.code
+        } else {
+            crate::exit::USAGE
+        },
+        message: format!("{good}: {}", f.message),
+    }
+}
+
 pub fn exec(a: BisectArgs) -> Result<i32, Failure> {
     let bench = Bench::new(&a)?;
     match &a.tree {
@@ -142,10 +155,7 @@ fn images(mut bench: Bench) -> Result<i32, Failure> {
         bench.measure(&guests[i])
     };
     // Everything is measured against the good image: it must boot.
-    let good = boot(0, 1, &mut bench).map_err(|f| Failure {
-        code: crate::exit::USAGE,
-        message: format!("--good {}: {}", a.good, f.message),
-    })?;
+    let good = boot(0, 1, &mut bench).map_err(|f| no_reference(format!("--good {}", a.good), f))?;
     steps[0] = Some(Step::reference());
     let measured = boot(n - 1, 2, &mut bench);
     let last = bench.judge(&good, measured, 2)?;

@@ -166,6 +166,10 @@ impl Drop for Session<'_> {
 enum State {
     /// git checked out this commit to test next.
     Next(String),
+    Done(End),
+}
+
+enum End {
     /// refs/bisect/bad is the first bad commit.
     FirstBad(String),
     /// Only skipped commits are left before refs/bisect/bad (the first
@@ -183,7 +187,7 @@ fn state(git: &Git) -> Result<State, Failure> {
     ])?;
     let left: Vec<String> = left.lines().map(str::to_string).collect();
     if left == [bad.clone()] {
-        return Ok(State::FirstBad(bad));
+        return Ok(State::Done(End::FirstBad(bad)));
     }
     let skipped = git.read(&[
         "for-each-ref",
@@ -195,7 +199,7 @@ fn state(git: &Git) -> Result<State, Failure> {
         .iter()
         .all(|c| *c == bad || skipped.contains(&c.as_str()))
     {
-        return Ok(State::Among(bad, left));
+        return Ok(State::Done(End::Among(bad, left)));
     }
     Ok(State::Next(git.read(&["rev-parse", "HEAD"])?))
 }
@@ -207,6 +211,19 @@ impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// `script` run as a build: `sh -c` in the tree, told where to leave the
+/// kernel, which commit it is, and what the configuration needs.
+fn build_command(script: &str, tree: &Path, out: &Path, commit: &str, enable: &str) -> Command {
+    let mut c = Command::new("sh");
+    c.arg("-c")
+        .arg(script)
+        .current_dir(tree)
+        .env("PLUMB_BUILD_OUT", out)
+        .env("PLUMB_COMMIT", commit)
+        .env("PLUMB_CONFIG_ENABLE", enable);
+    c
 }
 
 /// One bisection over a tree: how each commit is built and measured.
@@ -256,13 +273,7 @@ impl Bisection<'_> {
         let err = log
             .try_clone()
             .map_err(|e| Failure::usage(format!("{}: {e}", log_path.display())))?;
-        let mut child = Command::new("sh")
-            .arg("-c")
-            .arg(&self.build)
-            .current_dir(&self.git.dir)
-            .env("PLUMB_BUILD_OUT", &out)
-            .env("PLUMB_COMMIT", &c.sha)
-            .env("PLUMB_CONFIG_ENABLE", &self.enable)
+        let mut child = build_command(&self.build, &self.git.dir, &out, &c.sha, &self.enable)
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(err)
@@ -396,24 +407,19 @@ pub(super) fn exec(bench: Bench, dir: &Path) -> Result<i32, Failure> {
         scratch: Scratch(scratch),
     };
 
-    let session = Session(&git);
     // What git checks out first is told once good and bad are measured.
     let start = git.output(&["bisect", "start", &bad.sha, &good.sha, "--"])?;
     if !start.status.success() {
         return Err(git.failed(&["bisect", "start"], &start));
     }
+    let session = Session(&git);
     let mut tested: Vec<(Commit, Step)> = Vec::new();
     // Everything is measured against the good commit: it must build and
     // boot.
     b.checkout(&good)?;
-    let reference = b.measure(&good, 1).map_err(|f| Failure {
-        code: if f.code == crate::exit::INTERRUPTED {
-            f.code
-        } else {
-            crate::exit::USAGE
-        },
-        message: format!("--good {} ({}): {}", a.good, good.short, f.message),
-    })?;
+    let reference = b
+        .measure(&good, 1)
+        .map_err(|f| super::no_reference(format!("--good {} ({})", a.good, good.short), f))?;
     tested.push((good.clone(), Step::reference()));
     b.go_on()?;
     b.checkout(&bad)?;
@@ -431,13 +437,14 @@ pub(super) fn exec(bench: Bench, dir: &Path) -> Result<i32, Failure> {
         )));
     }
     b.go_on()?;
-    let next = git.bisect(&["next"])?;
+    let mut said = (["bisect", "next"], git.bisect(&["next"])?);
     let mut order = 2;
     let end = loop {
         match state(&git)? {
             State::Next(sha) => {
+                // git moved on to no new commit: what it said is why.
                 if tested.iter().any(|(c, _)| c.sha == sha) {
-                    return Err(git.failed(&["bisect", "next"], &next));
+                    return Err(git.failed(&said.0, &said.1));
                 }
                 order += 1;
                 let c = git.describe(&sha)?;
@@ -449,11 +456,12 @@ pub(super) fn exec(bench: Bench, dir: &Path) -> Result<i32, Failure> {
                 let out = git.bisect(&[word, &sha])?;
                 // Its status is 2 when only skipped commits are left, which
                 // the refs say as well.
-                if !out.status.success() && !matches!(state(&git)?, State::Among(..)) {
+                if !out.status.success() && !matches!(state(&git)?, State::Done(End::Among(..))) {
                     return Err(git.failed(&["bisect", word], &out));
                 }
+                said = (["bisect", word], out);
             }
-            end => break end,
+            State::Done(end) => break end,
         }
     };
     // The tree is back on its branch before plumb says how it ended.
@@ -466,12 +474,12 @@ pub(super) fn exec(bench: Bench, dir: &Path) -> Result<i32, Failure> {
         )
     };
     match end {
-        State::FirstBad(sha) => {
+        End::FirstBad(sha) => {
             let c = git.describe(&sha)?;
             crate::outln!("first bad: {} ({}) {}", c.sha, c.label(), c.subject);
             Ok(0)
         }
-        State::Among(bad, left) => {
+        End::Among(bad, left) => {
             let skipped: Vec<String> = left
                 .iter()
                 .rev()
@@ -485,7 +493,6 @@ pub(super) fn exec(bench: Bench, dir: &Path) -> Result<i32, Failure> {
             );
             Ok(SKIP)
         }
-        State::Next(_) => unreachable!("the loop ends at the end"),
     }
 }
 
@@ -509,6 +516,75 @@ fn commit_table(history: &[String], tested: &[(Commit, Step)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A tree whose make and scripts/config do what the kernel's do to
+    /// the files the default build reads and leaves, without compiling.
+    fn fake_tree(dir: &Path) {
+        let _ = std::fs::remove_dir_all(dir);
+        std::fs::create_dir_all(dir.join("scripts")).unwrap();
+        std::fs::write(
+            dir.join("Makefile"),
+            "defconfig:\n\techo CONFIG_MODULES=y > .config\n\
+             olddefconfig:\n\techo CONFIG_OLDDEFCONFIG=y >> .config\n\
+             bzImage:\n\tmkdir -p arch/x86/boot && echo image > arch/x86/boot/bzImage\n\
+             modules:\n\ttouch modules.order\n\
+             modules_install:\n\tmkdir -p $(INSTALL_MOD_PATH)/lib/modules/6.0.0/kernel\n",
+        )
+        .unwrap();
+        let config = dir.join("scripts/config");
+        std::fs::write(
+            &config,
+            "#!/bin/sh\n[ \"$1\" = --enable ] && echo \"CONFIG_$2=y\" >> .config\n",
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    #[test]
+    fn the_default_build_merges_the_symbols_and_lays_out_a_build_directory() {
+        if Command::new("make").arg("--version").output().is_err() {
+            eprintln!("skipped: the_default_build_merges_the_symbols: no make");
+            return;
+        }
+        let base = std::env::temp_dir().join(format!("plumb-default-build-{}", std::process::id()));
+        let (tree, out) = (base.join("tree"), base.join("out"));
+        let build = |out: &Path| {
+            let _ = std::fs::remove_dir_all(out);
+            std::fs::create_dir_all(out).unwrap();
+            let enable = plumb_run::vm::kernel::config_needed(&["veth", "tcp_bbr"]).join(" ");
+            build_command(DEFAULT_BUILD, &tree, out, "0123abcd", &enable)
+                .output()
+                .unwrap()
+        };
+        // No .config: defconfig, the symbols merged in, modules installed
+        // where plumb looks for them.
+        fake_tree(&tree);
+        let o = build(&out);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let config = std::fs::read_to_string(out.join(".config")).unwrap();
+        for line in ["CONFIG_MODULES=y", "CONFIG_VETH=y", "CONFIG_TCP_CONG_BBR=y"] {
+            assert!(config.lines().any(|l| l == line), "{line}: {config}");
+        }
+        assert!(config.ends_with("CONFIG_OLDDEFCONFIG=y\n"), "{config}");
+        assert!(out.join("arch/x86/boot/bzImage").is_file());
+        assert!(out.join("lib/modules/6.0.0/kernel").is_dir());
+        // The tree's own .config is kept, and without modules none are
+        // built or installed.
+        fake_tree(&tree);
+        std::fs::write(tree.join(".config"), "CONFIG_OWN=y\n").unwrap();
+        let o = build(&out);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let config = std::fs::read_to_string(out.join(".config")).unwrap();
+        assert!(config.starts_with("CONFIG_OWN=y\n"), "{config}");
+        assert!(!config.contains("CONFIG_MODULES=y"), "{config}");
+        assert!(!out.join("lib").exists());
+        assert!(!tree.join("modules.order").exists());
+        // A step that fails fails the build.
+        std::fs::remove_file(tree.join("Makefile")).unwrap();
+        assert!(!build(&out).status.success());
+        let _ = std::fs::remove_dir_all(&base);
+    }
 
     #[test]
     fn a_long_subject_is_cut_in_the_table() {
