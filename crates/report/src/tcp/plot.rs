@@ -101,6 +101,10 @@ pub(crate) struct YAxis {
 /// Ticks a linear axis aims at.
 const Y_TICKS: f64 = 5.0;
 
+/// A log axis is drawn only where fewer than one value in this many is
+/// zero (or less), which it cannot show.
+const ZEROS_ON_LOG: usize = 20;
+
 /// Ticks a log axis holds at most: beyond it they step over powers.
 const LOG_TICKS_MAX: i32 = 8;
 
@@ -116,8 +120,11 @@ impl YAxis {
             .filter(|x| *x > 0.0)
             .fold(f64::INFINITY, f64::min);
         // A rise of 100x or more (slow start, a queue filling) flattens
-        // everything below it on a linear axis.
-        if min_pos.is_finite() && max / min_pos >= 100.0 {
+        // everything below it on a linear axis; but a log axis leaves out
+        // the zeros, and where they are many (flows idle, nothing in
+        // flight) they are what the plot has to show.
+        let zeros = v.iter().filter(|x| **x <= 0.0).count();
+        if min_pos.is_finite() && max / min_pos >= 100.0 && zeros * ZEROS_ON_LOG < v.len() {
             return YAxis::log(q, min_pos, max);
         }
         // Nothing above zero still gets an axis of a few units.
@@ -575,7 +582,12 @@ mod tests {
 
     #[test]
     fn a_log_axis_never_starts_at_zero_nor_draws_it() {
-        let a = YAxis::new(Quantity::Micros, [0.0, 30.0, 450.0, 12_000.0]);
+        // One zero among twenty-odd values, the others between the ends.
+        let many = |v: &[f64]| {
+            let mid = v[v.len() - 2];
+            v.iter().copied().chain([mid; 20]).collect::<Vec<_>>()
+        };
+        let a = YAxis::new(Quantity::Micros, many(&[0.0, 30.0, 450.0, 12_000.0]));
         assert!(a.log, "{a:?}");
         assert_eq!(a.lo, 10.0);
         assert_eq!(
@@ -585,13 +597,16 @@ mod tests {
         );
         assert!(!a.holds(0.0) && !a.holds(-1.0) && a.holds(30.0));
         // Bytes step over powers of two, as many as fit.
-        let a = YAxis::new(Quantity::Bytes, [0.0, 1500.0, 3.0 * 1024.0 * 1024.0]);
+        let a = YAxis::new(Quantity::Bytes, many(&[0.0, 1500.0, 3.0 * 1024.0 * 1024.0]));
         assert!(a.log && a.lo > 0.0, "{a:?}");
         assert_eq!(
             labels(&a),
             ["1 KiB", "4 KiB", "16 KiB", "64 KiB", "256 KiB", "1 MiB", "4 MiB"],
             "{a:?}"
         );
+        // Zeros that are many keep the axis linear, where they show.
+        let a2 = YAxis::new(Quantity::Bytes, [0.0, 0.0, 1500.0, 3.0 * 1024.0 * 1024.0]);
+        assert!(!a2.log && a2.lo == 0.0, "{a2:?}");
         // A zero between two points breaks the line rather than falling
         // to the axis's foot.
         let d = path(&[(0.0, 100.0), (1.0, 0.0), (2.0, 20_000.0)], &a, 2.0);
