@@ -912,3 +912,280 @@ fn two_guests_at_once_share_nothing() {
         assert!(u(&r["iterations"][0]["client"]["transactions"]) > 0);
     }
 }
+
+/// A `qemu-system-x86_64` ahead of the real one on PATH that answers a KVM
+/// start as a host whose KVM cannot emulate a stock guest does ("KVM
+/// internal error", a register dump, then a hang) and hands every other
+/// start to the real QEMU; each start is logged with its arguments.
+struct BrokenKvm {
+    dir: PathBuf,
+}
+
+impl BrokenKvm {
+    fn new(tag: &str) -> BrokenKvm {
+        let dir =
+            std::env::temp_dir().join(format!("plumb-broken-kvm-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = format!(
+            "#!/bin/sh\n\
+             echo \"$*\" >> '{log}'\n\
+             case \" $* \" in *' -accel kvm '*)\n\
+               echo 'KVM internal error. Suberror: 1' >&2\n\
+               echo 'extra data[0]: 0x0000000000000000' >&2\n\
+               echo 'RAX=0000000000000000 RBX=0000000000000000 RCX=0000000000000000' >&2\n\
+               exec sleep 600;;\n\
+             esac\n\
+             exec /usr/bin/qemu-system-x86_64 \"$@\"\n",
+            log = dir.join("starts").display()
+        );
+        let qemu = dir.join("qemu-system-x86_64");
+        std::fs::write(&qemu, script).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&qemu, std::fs::Permissions::from_mode(0o755)).unwrap();
+        BrokenKvm { dir }
+    }
+
+    /// plumb with this QEMU first on PATH and a memo of its own.
+    fn plumb(&self) -> Command {
+        let mut c = plumb();
+        let path = std::env::var("PATH").unwrap_or_default();
+        c.env("PATH", format!("{}:{path}", self.dir.display()))
+            .env("PLUMB_ACCEL_MEMO", self.memo());
+        c
+    }
+
+    fn memo(&self) -> PathBuf {
+        self.dir.join("accel.json")
+    }
+
+    /// How many times QEMU was started under KVM.
+    fn kvm_starts(&self) -> usize {
+        std::fs::read_to_string(self.dir.join("starts"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("-accel kvm"))
+            .count()
+    }
+}
+
+impl Drop for BrokenKvm {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn kvm_that_cannot_work_costs_one_start_once_per_host_and_the_dry_run_names_the_key() {
+    let Some(kernels) = kernels() else { return };
+    if !Path::new("/dev/kvm").exists() || !is_root() {
+        skip("no /dev/kvm to open (as root): --accel auto would not try KVM at all");
+        return;
+    }
+    let _alone = measuring_alone();
+    let kvm = BrokenKvm::new("auto");
+    let db = TempDb::new("vm-broken-kvm");
+    let deb = newest(&kernels, "6.1.");
+    let deb = deb.to_str().unwrap();
+    let args = |more: &[&str]| -> Vec<String> {
+        [&["run", "rr", "--kernel", deb][..], &SHORT[..], more]
+            .concat()
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    };
+    let dry = |what: &str| -> Value {
+        let out = kvm
+            .plumb()
+            .args(args(&["--dry-run", "--json"]))
+            .output()
+            .unwrap();
+        assert_ok_for(&out, what);
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    // Before any boot, the dry run says the host was not probed.
+    let plan = dry("the first dry run");
+    assert!(
+        plan["machine"].as_str().unwrap().contains("not probed yet"),
+        "{plan}"
+    );
+    // The first run meets KVM's failure once, at once, and goes on under TCG.
+    let out = kvm
+        .plumb()
+        .args(args(&["--db", db.path(), "--json"]))
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(kvm.kvm_starts(), 1, "{err}");
+    assert!(
+        err.contains("KVM did not bring the guest up, using TCG"),
+        "{err}"
+    );
+    assert!(!err.contains("RAX="), "the register dump was shown: {err}");
+    let first: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(first["vm"]["accel"], "tcg");
+    let note = first["vm"]["accel_note"].as_str().unwrap();
+    assert!(note.contains("KVM internal error"), "{note}");
+    let memo: Value = serde_json::from_slice(&std::fs::read(kvm.memo()).unwrap()).unwrap();
+    assert_eq!(memo[0]["kvm"], false, "{memo}");
+    assert!(memo[0]["why"]
+        .as_str()
+        .unwrap()
+        .contains("KVM internal error"));
+    // The dry run now knows where the run goes, and its key is the one the
+    // real run stores.
+    let plan = dry("the second dry run");
+    assert_eq!(plan["label"], release_of(Path::new(deb)).as_str());
+    assert!(
+        plan["machine"].as_str().unwrap().contains("under tcg"),
+        "{plan}"
+    );
+    assert!(
+        plan["server"]
+            .as_str()
+            .unwrap()
+            .contains("inside the guest"),
+        "{plan}"
+    );
+    let key = plan["points"][0]["spec_key"].as_str().unwrap().to_string();
+    assert_eq!(first["spec_key"], key.as_str(), "{plan}");
+    let out = kvm
+        .plumb()
+        .args(args(&["--db", db.path(), "--json"]))
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    assert_eq!(kvm.kvm_starts(), 1, "the remembered answer was asked again");
+    let second: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(second["spec_key"], key.as_str());
+    assert!(
+        second["vm"]["accel_note"]
+            .as_str()
+            .unwrap()
+            .contains("remembered"),
+        "{}",
+        second["vm"]
+    );
+    // Asked for by name, KVM is probed afresh and refused in one line.
+    let out = kvm
+        .plumb()
+        .args(args(&["--accel", "kvm"]))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert_mentions(&err, &["--accel kvm", "KVM internal error", "--accel tcg"]);
+    assert_eq!(kvm.kvm_starts(), 2);
+    // The doctor tells what the host answered.
+    let out = kvm
+        .plumb()
+        .args(["doctor", "--sample", "100ms"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("TCG only: KVM failed here"), "{text}");
+}
+
+#[test]
+fn a_guest_run_shows_its_boot_and_iterations_on_a_terminal_while_it_runs() {
+    let Some(kernels) = kernels() else { return };
+    if !require_tool("script", "bsdutils") {
+        return;
+    }
+    let _alone = measuring_alone();
+    let deb = newest(&kernels, "6.1.");
+    let line = format!(
+        "{} run stream --no-store --accel tcg --kernel {} {}",
+        env!("CARGO_BIN_EXE_plumb"),
+        deb.display(),
+        SHORT.join(" ")
+    );
+    // script gives plumb a terminal and copies what it writes there.
+    let mut script = Command::new("script");
+    script.args(["-qfec", &line, "/dev/null"]);
+    for (k, v) in plumb().get_envs() {
+        if let Some(v) = v {
+            script.env(k, v);
+        }
+    }
+    let mut child = script.stdout(std::process::Stdio::piped()).spawn().unwrap();
+    use std::io::BufRead;
+    let mut seen = Vec::new();
+    let mut running_at = Vec::new();
+    for l in std::io::BufReader::new(child.stdout.take().unwrap()).lines() {
+        let l = l.unwrap();
+        for mark in ["booted ", "iteration 1: "] {
+            if l.starts_with(mark) {
+                running_at.push((mark, child.try_wait().unwrap().is_none()));
+            }
+        }
+        seen.push(l);
+    }
+    assert!(child.wait().unwrap().success(), "{seen:#?}");
+    let text = seen.join("\n");
+    assert!(text.contains("under tcg in"), "{text}");
+    assert_eq!(running_at.len(), 2, "{text}");
+    assert!(
+        running_at.iter().all(|(_, running)| *running),
+        "{running_at:?}"
+    );
+    // Not on a terminal: nothing but the summary's own lines.
+    let out = run(&[
+        &[
+            "run",
+            "stream",
+            "--accel",
+            "tcg",
+            "--kernel",
+            deb.to_str().unwrap(),
+        ][..],
+        &SHORT[..],
+    ]
+    .concat());
+    assert_ok(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !err.contains("booted ") && !err.contains("iteration 1:"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_guest_run_on_a_busy_host_is_suspect_and_check_cannot_tell() {
+    let Some(kernels) = kernels() else { return };
+    let _alone = measuring_alone();
+    let db = TempDb::new("vm-suspect");
+    let deb = newest(&kernels, "6.1.");
+    let deb = deb.to_str().unwrap();
+    // On a quiet host the guest's run is not suspect.
+    let calm = format!("calm={deb}");
+    let out = run(&[
+        &["run", "rr", "--accel", "tcg", "--kernel", &calm][..],
+        &["--duration", "1s", "--warmup", "300ms", "--iterations", "3"],
+        &["--db", db.path(), "--json"],
+    ]
+    .concat());
+    assert_ok(&out);
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(r.get("suspect").is_none(), "{}", r["suspect"]);
+    let others: Vec<f64> = items(&r["vm"]["host_others_percent"]).map(f).collect();
+    assert_eq!(others.len(), 3, "{}", r["vm"]);
+    // Two processes spinning beside the guest take a share of the host.
+    let spinners = [Spinner::start(None), Spinner::start(None)];
+    let busy = format!("busy={deb}");
+    let out = plumb()
+        .args(["check", "--baseline", "calm", "--db", db.path()])
+        .args(["--iterations", "3", "--accel", "tcg", "--kernel", &busy])
+        .output()
+        .unwrap();
+    drop(spinners);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(125), "{text}");
+    assert_mentions(&text, &["suspect", "other processes took", "cannot tell"]);
+}

@@ -284,6 +284,11 @@ pub struct DoctorArgs {
     /// Print JSON (schema plumb.doctor/1).
     #[arg(long)]
     pub json: bool,
+    /// Boot this kernel (an image, a package or a build directory) under
+    /// KVM to find out afresh whether guests can use KVM here; the answer
+    /// is remembered for --accel auto.
+    #[arg(long, value_name = "IMAGE")]
+    pub kernel: Option<std::path::PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -444,19 +449,6 @@ pub struct BisectArgs {
     /// The images between them, oldest first.
     #[arg(value_parser = kernel, value_name = "IMAGE")]
     pub between: Vec<String>,
-    /// A significant change larger than this percent is bad.
-    #[arg(long, default_value = "5", value_parser = percent, value_name = "PERCENT")]
-    pub threshold: f64,
-    /// The change looked for.
-    #[arg(long, value_enum, default_value = "worse")]
-    pub change: ChangeArg,
-    /// Do not keep the steps' runs.
-    #[arg(long)]
-    pub no_store: bool,
-    #[command(flatten)]
-    pub boot: BootArgs,
-    #[command(flatten)]
-    pub verdict: VerdictArgs,
     /// Bisect the commits of this kernel tree with git bisect instead:
     /// --good and --bad name commits (REV as git takes it), each commit git
     /// checks out is built, booted and checked, its runs labelled
@@ -473,6 +465,19 @@ pub struct BisectArgs {
     /// $PLUMB_BUILD_OUT].
     #[arg(long, value_name = "CMD", requires = "tree")]
     pub build: Option<String>,
+    /// A significant change larger than this percent is bad.
+    #[arg(long, default_value = "5", value_parser = percent, value_name = "PERCENT")]
+    pub threshold: f64,
+    /// The change looked for.
+    #[arg(long, value_enum, default_value = "worse")]
+    pub change: ChangeArg,
+    /// Do not keep the steps' runs.
+    #[arg(long)]
+    pub no_store: bool,
+    #[command(flatten)]
+    pub boot: BootArgs,
+    #[command(flatten)]
+    pub verdict: VerdictArgs,
     #[command(flatten)]
     pub db: DbArgs,
 }
@@ -645,7 +650,7 @@ impl BootArgs {
                 self.vm_memory
             ));
         }
-        Ok(plumb_run::vm::VmOptions {
+        let mut vm = plumb_run::vm::VmOptions {
             accel: self.accel,
             vcpus: self.vcpus,
             memory_mib: self.vm_memory,
@@ -653,7 +658,10 @@ impl BootArgs {
             append: self.kernel_append.clone().unwrap_or_default(),
             interrupted: crate::interrupt_flag(),
             link: self.vm_link,
-        })
+            progress: None,
+        };
+        crate::cmd::guest::watch(&mut vm);
+        Ok(vm)
     }
 }
 

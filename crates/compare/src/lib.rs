@@ -202,6 +202,11 @@ pub struct Comparison {
     /// each side ran, and whether the comparison crossed machines.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub machines: Option<String>,
+    /// The runs of either side that the host disturbed beyond plumb's
+    /// bound (`RunRecord::suspect`), each with its side and why: `check`
+    /// and `bisect` answer "cannot tell" while there is one.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub suspect: Vec<String>,
 }
 
 /// The plumb builds that measured a side's runs, both ends', as recorded.
@@ -332,7 +337,8 @@ fn machines_line(a: &Side, b: &Side) -> Option<String> {
     }
     let emulated = ma.iter().chain(&mb).any(|m| m.contains("tcg"));
     let caveat = if emulated {
-        " (under TCG, figures compare kernel with kernel, not with a host)"
+        " (under TCG, figures measure QEMU's emulator as well as the kernel and follow \
+         the host's load: they compare kernel with kernel under TCG, not with a host)"
     } else {
         ""
     };
@@ -483,6 +489,20 @@ pub fn compare_across(
             .map(|(_, s)| s.clone())
             .collect()
     };
+    let suspect = [a, b]
+        .iter()
+        .flat_map(|s| {
+            s.runs.iter().filter_map(move |r| {
+                let why = r.record.suspect.as_ref()?;
+                Some(format!(
+                    "{} ({}, {}): {why}",
+                    s.name,
+                    r.record.spec.summary(),
+                    r.record.started_at
+                ))
+            })
+        })
+        .collect();
     let (env_diff, env_unknown) = match (&a.env, &b.env) {
         (Some(ea), Some(eb)) => (ea.diff(eb), ea.unknown_notes(eb)),
         _ => (Vec::new(), Vec::new()),
@@ -506,6 +526,7 @@ pub fn compare_across(
         spec_diff,
         builds: different_builds(a, b),
         machines,
+        suspect,
         kernels_a: a.env.as_ref().map(Environment::kernels),
         kernels_b: b.env.as_ref().map(Environment::kernels),
     }
@@ -583,7 +604,8 @@ pub enum Change {
 /// [`bisect`] for the change asked: a significant change of that kind
 /// beyond `threshold` is bad.
 pub fn bisect_for(c: &Comparison, threshold: f64, change: Change) -> Bisect {
-    if c.points.is_empty() {
+    // A side the host disturbed cannot tell good from bad.
+    if c.points.is_empty() || !c.suspect.is_empty() {
         return Bisect::Skip;
     }
     let worse = matches!(change, Change::Worse | Change::Any);
@@ -651,6 +673,41 @@ mod tests {
     fn verdict_of(a: &[f64], b: &[f64]) -> Comparison {
         let side = |name: &str, xs: &[f64]| Side::new(name, vec![record(xs, "h")], None);
         compare(&side("a", a), &side("b", b), &CompareParams::default())
+    }
+
+    #[test]
+    fn a_suspect_run_on_either_side_is_a_skip_for_bisect() {
+        let clear = [9e9, 9.1e9, 8.9e9, 9.05e9];
+        let side = |name: &str, xs: &[f64], suspect: Option<&str>| {
+            let mut r = record(xs, "h");
+            r.suspect = suspect.map(str::to_string);
+            Side::new(name, vec![r], None)
+        };
+        // A clear regression, but B's host was busy.
+        let c = compare(
+            &side("a", &clear, None),
+            &side("b", &[4e9, 4.1e9, 3.9e9, 4.05e9], None),
+            &CompareParams::default(),
+        );
+        assert_eq!(bisect(&c, 0.05), Bisect::Bad);
+        let c = compare(
+            &side("a", &clear, None),
+            &side(
+                "b",
+                &[4e9, 4.1e9, 3.9e9, 4.05e9],
+                Some("other processes took 40 %"),
+            ),
+            &CompareParams::default(),
+        );
+        assert_eq!(c.suspect.len(), 1, "{:?}", c.suspect);
+        assert!(c.suspect[0].starts_with("b ("), "{:?}", c.suspect);
+        assert_eq!(bisect(&c, 0.05), Bisect::Skip);
+        let c = compare(
+            &side("a", &clear, Some("busy")),
+            &side("b", &clear, None),
+            &CompareParams::default(),
+        );
+        assert_eq!(bisect(&c, 0.05), Bisect::Skip);
     }
 
     #[test]

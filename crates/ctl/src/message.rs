@@ -99,6 +99,22 @@ pub enum Message {
     Guest {
         record: Box<RunRecord>,
         env: Box<Environment>,
+        /// The median round trip of the guest's idle probe on the run's
+        /// path just before it, where the run's transactions compare.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        idle_rtt_us: Option<f64>,
+    },
+    /// Guest → host, as each iteration of a guest's run ends: its run's
+    /// place in the job, the iteration, its figure and the mean so far
+    /// (in the workload's metric), so the host can show progress and
+    /// watch itself iteration by iteration.
+    GuestIteration {
+        run: u32,
+        iteration: u32,
+        value: f64,
+        mean: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        half_width: Option<f64>,
     },
 }
 
@@ -118,6 +134,7 @@ impl Message {
             Message::Results { .. } => "results",
             Message::Error { .. } => "error",
             Message::Guest { .. } => "guest",
+            Message::GuestIteration { .. } => "guest_iteration",
         }
     }
 

@@ -384,6 +384,9 @@ fn differences(o: &mut String, c: &Comparison, bullet: &str) {
     if let Some(m) = &c.machines {
         let _ = writeln!(o, "{bullet}{m}");
     }
+    for why in &c.suspect {
+        let _ = writeln!(o, "{bullet}suspect, so no answer for a bisect: {why}");
+    }
     env_diff(o, c, bullet);
 }
 

@@ -49,6 +49,11 @@ pub fn run_summary(rec: &RunRecord) -> String {
                 .strip_prefix("QEMU emulator version ")
                 .map_or(vm.qemu.clone(), |v| format!("QEMU {v}"))
         );
+        for note in rec.emulation_notes() {
+            for line in wrap(&note, 80, "  ") {
+                let _ = writeln!(o, "{line}");
+            }
+        }
     }
     if rec.iterations.len() > 1 {
         iterations_table(&mut o, rec);
@@ -1170,6 +1175,32 @@ fn processes(o: &mut String, it: &Iteration, transactional: bool) {
         format!("softirq {}", secs(d.host_softirq_s)),
     ]);
     o.push_str(&t.terminal(""));
+    if let Some(w) = busy_host(it) {
+        for line in wrap(&format!("warning: {w}"), 80, "         ") {
+            let _ = writeln!(o, "{line}");
+        }
+    }
+}
+
+/// Whether other processes took more of the host over the window than the
+/// ends did: then the figures measure a busy host as much as the test.
+fn busy_host(it: &Iteration) -> Option<String> {
+    let mut ends = vec![&it.client];
+    // A server on another host spends nothing of this one's.
+    if !it.server.lost && it.server.hostname == it.client.hostname {
+        ends.push(&it.server);
+    }
+    let ours: f64 = ends.iter().map(|e| e.process.total_s()).sum();
+    let others = it.derived.host_busy_s - ours;
+    (others > ours && others > 0.0).then(|| {
+        format!(
+            "other processes took {} of the host's CPU time over the window, more than \
+             the ends' {}: the figures measure a busy host as well as the test \
+             (plumb doctor lists the busiest)",
+            secs(others),
+            secs(ours)
+        )
+    })
 }
 
 /// The driver's statistics that moved, on one line or two: those that

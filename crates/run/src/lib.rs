@@ -365,6 +365,7 @@ pub fn run(
         environment: Some(environment),
         path,
         vm: None,
+        suspect: None,
     })
 }
 

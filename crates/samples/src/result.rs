@@ -963,6 +963,11 @@ pub struct RunRecord {
     /// booted, and from which image.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub vm: Option<VmInfo>,
+    /// Why the run's figures are not to be trusted: the host disturbed
+    /// the guest that measured them beyond the stated bound. `check` and
+    /// `bisect` answer "cannot tell" for a suspect run.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub suspect: Option<String>,
 }
 
 /// How a run's virtual machine was made and booted.
@@ -990,7 +995,57 @@ pub struct VmInfo {
     /// Where the guest's console was kept.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub console: Option<String>,
+    /// How the accelerator was chosen where it was not asked for by name:
+    /// KVM failed here before (the answer this host gave, remembered), or
+    /// failed at this boot.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub accel_note: Option<String>,
+    /// The share of the host's CPU time (percent of all its CPUs) that
+    /// processes other than QEMU and plumb took while each iteration ran.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub host_others_percent: Vec<f64>,
+    /// The median round trip (µs) of the guest's idle probe on the run's
+    /// path just before the run, where its transactions compare with one.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub idle_rtt_us: Option<f64>,
 }
+
+impl RunRecord {
+    /// What a reader of a guest's figures must know beside them: that TCG
+    /// measured the emulator as well as the kernel, how the accelerator
+    /// was chosen, and why the run is suspect.
+    pub fn emulation_notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        if let Some(vm) = &self.vm {
+            if vm.accel == "tcg" {
+                notes.push(TCG_NOTE.to_string());
+            }
+            if let Some(n) = &vm.accel_note {
+                notes.push(format!("accelerator: {n}"));
+            }
+            if let Some(idle) = vm.idle_rtt_us {
+                notes.push(format!(
+                    "idle: the same guest's round trip on this path just before the run took {:.2} ms",
+                    idle / 1000.0
+                ));
+            }
+            if let Some(max) = vm.host_others_percent.iter().copied().reduce(f64::max) {
+                notes.push(format!(
+                    "host: other processes took at most {max:.1} % of the host's CPU time in an iteration"
+                ));
+            }
+        }
+        if let Some(why) = &self.suspect {
+            notes.push(format!("suspect: {why}"));
+        }
+        notes
+    }
+}
+
+/// What TCG figures are, in one line.
+pub const TCG_NOTE: &str = "tcg: the guest ran under QEMU's emulator, so its figures measure the \
+     emulator as well as the kernel, and follow the host's load; compare them only with \
+     figures taken under TCG on the same host";
 
 /// The name of the thread of plumb's delay line in the client's process.
 pub const PATH_THREAD: &str = "plumb-path";

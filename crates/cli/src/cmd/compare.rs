@@ -194,6 +194,12 @@ fn check_inner(a: CheckArgs) -> Result<i32, Failure> {
                     })
                     .collect();
                 let json = a.verdict.format == Format::Json;
+                if let Some(kernel) = &a.kernel {
+                    let vm = a.boot.options().map_err(Failure::usage)?;
+                    let (kernel_label, image) = crate::args::kernel_arg(kernel);
+                    let label = kernel_label.or_else(|| a.label.clone());
+                    return super::dry::show_in_guest(planned, &image, label, &vm, &repeat, json);
+                }
                 return super::dry::show(planned, &a.far, &label, &repeat, json);
             }
             // The server end of the runs made now; one started over ssh

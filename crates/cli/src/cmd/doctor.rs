@@ -32,7 +32,10 @@ pub fn exec(a: DoctorArgs) -> Result<i32, Failure> {
             a.sample
         )));
     }
-    let audit = plumb_run::doctor::audit(&interfaces, Duration::from_millis(a.sample));
+    let mut audit = plumb_run::doctor::audit(&interfaces, Duration::from_millis(a.sample));
+    audit
+        .findings
+        .push(plumb_run::vm::kvm_finding(a.kernel.as_deref()));
     if a.json {
         crate::outln!(
             "{}",

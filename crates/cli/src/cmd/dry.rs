@@ -10,6 +10,7 @@ use crate::Failure;
 use plumb_spec::Spec;
 
 /// One test point a command would run: its place in an experiment, if any.
+#[derive(Clone)]
 pub(crate) struct Planned {
     pub point: Option<String>,
     pub spec: Spec,
@@ -42,7 +43,32 @@ pub(crate) fn show(
     json: bool,
 ) -> Result<i32, Failure> {
     let server = aim(f, &mut planned)?;
-    print(&planned, label, &server, repeat, json)
+    print(&planned, label, &server, None, repeat, json)
+}
+
+/// The plan of runs in a guest of `kernel`, as the guest's records will
+/// have them: its label, its machine (and so each point's key), and the
+/// server end inside it.
+pub(crate) fn show_in_guest(
+    mut planned: Vec<Planned>,
+    kernel: &std::path::Path,
+    label: Option<String>,
+    vm: &plumb_run::vm::VmOptions,
+    repeat: &plumb_run::Repeat,
+    json: bool,
+) -> Result<i32, Failure> {
+    let guest = super::guest::GuestPlan::of(kernel, label, vm)?;
+    for p in planned.iter_mut() {
+        guest.aim(&mut p.spec);
+    }
+    print(
+        &planned,
+        &guest.label,
+        &guest.server,
+        Some(&guest.machine()),
+        repeat,
+        json,
+    )
 }
 
 /// Prints the plan, as text or as one JSON document.
@@ -50,9 +76,11 @@ fn print(
     planned: &[Planned],
     label: &str,
     server: &str,
+    machine: Option<&str>,
     repeat: &plumb_run::Repeat,
     json: bool,
 ) -> Result<i32, Failure> {
+    let machine = machine.unwrap_or("this host");
     if json {
         let points: Vec<serde_json::Value> = planned
             .iter()
@@ -69,6 +97,7 @@ fn print(
             "dry_run": true,
             "label": label,
             "server": server,
+            "machine": machine,
             "iterations": {"min": repeat.min, "max": repeat.max},
             "confidence": {"level": repeat.level, "width": repeat.target},
             "points": points,
@@ -85,6 +114,7 @@ fn print(
         if planned.len() == 1 { "" } else { "s" }
     );
     crate::outln!("label      {label}");
+    crate::outln!("machine    {machine}");
     crate::outln!("server     {server}");
     crate::outln!(
         "iterations {} to {}, until the {:.0} % interval is within ±{} %",

@@ -5,6 +5,7 @@ pub mod docs;
 pub mod doctor;
 mod dry;
 mod far;
+pub(crate) mod guest;
 pub mod history;
 pub mod knob;
 pub mod report;

@@ -220,18 +220,14 @@ pub(crate) fn run_and_store(
     };
     let mut progress = |it: &plumb_samples::Iteration, c: &plumb_samples::Confidence| {
         if live && repeat.max > 1 {
-            let width = c
-                .relative_half_width
-                .map(plumb_samples::units::format_half_width)
-                .unwrap_or_else(|| "-".into());
-            let show = |v: f64| plumb_samples::Metric::of(spec).format(v);
-            eprintln!(
-                "iteration {}: {}   mean {} {}",
-                it.index + 1,
-                show(it.derived.metric()),
-                show(c.mean),
-                width
+            let line = super::guest::iteration_line(
+                spec,
+                it.index,
+                it.derived.metric(),
+                c.mean,
+                c.relative_half_width,
             );
+            eprintln!("{line}");
         }
     };
     let mut record = match &ctx.guest {
@@ -394,6 +390,10 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
     }
     if a.dry_run {
         let planned = vec![super::dry::Planned { point: None, spec }];
+        if let Some((vm, (kernel_label, kernel))) = &guest {
+            let label = kernel_label.clone().or_else(|| a.label.clone());
+            return super::dry::show_in_guest(planned, kernel, label, vm, &repeat, a.json);
+        }
         return super::dry::show(planned, &a.far, &label, &repeat, a.json);
     }
     // Ctrl-C from here on ends the run and reports it: the handler goes in

@@ -160,7 +160,7 @@ pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
     let label = plan.label(a.label.as_deref());
     let repeat = plan.repeat();
     if a.dry_run {
-        let planned = plan
+        let planned: Vec<super::dry::Planned> = plan
             .points
             .iter()
             .map(|p| super::dry::Planned {
@@ -169,7 +169,16 @@ pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
             })
             .collect();
         let json = a.verdict.format == crate::args::Format::Json;
-        return super::dry::show(planned, &far_args, &label, &repeat, json);
+        let Some(vm) = a.vm.options().map_err(Failure::usage)? else {
+            return super::dry::show(planned, &far_args, &label, &repeat, json);
+        };
+        // Each kernel's plan, under the label its runs will have.
+        for (kernel_label, image) in a.vm.kernels() {
+            let kernel_label = kernel_label
+                .or_else(|| (a.vm.kernel.len() == 1).then(|| a.label.clone()).flatten());
+            super::dry::show_in_guest(planned.clone(), &image, kernel_label, &vm, &repeat, json)?;
+        }
+        return Ok(0);
     }
     let guests = guests(&a, &plan)?;
     let labels: Vec<String> = if guests.is_empty() {

@@ -110,17 +110,28 @@ fn job(send: &dyn Fn(Message) -> bool) -> Result<(), String> {
             server_knobs: Vec::new(),
             observe: run.observe,
         };
+        let vcpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+        let idle_rtt_us = super::watch::rtt_comparable(&run.spec, vcpus)
+            .then(|| idle_rtt(&run.spec, &opts))
+            .flatten();
         let mut record = crate::run(
             &run.spec,
             &opts,
             &run.repeat,
             &mut plumb_engine::meter::NoSink,
-            &mut |it, _| {
+            &mut |it, c| {
                 eprintln!(
                     "plumb: guest: run {} iteration {} done",
                     k + 1,
                     it.index + 1
-                )
+                );
+                send(Message::GuestIteration {
+                    run: k as u32,
+                    iteration: it.index,
+                    value: it.derived.metric(),
+                    mean: c.mean,
+                    half_width: c.relative_half_width,
+                });
             },
         )
         .map_err(|e| e.to_string())?;
@@ -128,11 +139,30 @@ fn job(send: &dyn Fn(Message) -> bool) -> Result<(), String> {
         if !send(Message::Guest {
             record: Box::new(record),
             env: Box::new(env),
+            idle_rtt_us,
         }) {
             return Ok(());
         }
     }
     Ok(())
+}
+
+/// The median round trip of a short idle probe on `spec`'s path, made just
+/// before its run: what the run's round trips are held against. A probe
+/// that fails leaves the run without that check, not without its figures.
+fn idle_rtt(spec: &plumb_spec::Spec, opts: &RunOptions) -> Option<f64> {
+    let probe = super::watch::idle_probe(spec);
+    let record = crate::run(
+        &probe,
+        opts,
+        &crate::Repeat::once(),
+        &mut plumb_engine::meter::NoSink,
+        &mut |_, _| {},
+    )
+    .map_err(|e| eprintln!("plumb: guest: the idle probe failed: {e}"))
+    .ok()?;
+    let p50 = record.iterations.first()?.client.latency.as_ref()?.p50_us;
+    (p50 > 0.0).then_some(p50)
 }
 
 /// Gives the guest's one NIC its address and brings it up.

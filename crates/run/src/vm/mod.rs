@@ -6,11 +6,13 @@
 //!
 //! The host side is here; the guest's init is [`guest`].
 
+pub mod accel;
 mod cpio;
 pub mod guest;
 mod initramfs;
 pub mod kernel;
 mod qemu;
+pub mod watch;
 
 use crate::{Repeat, RunOptions};
 use plumb_samples::{RunRecord, VmInfo};
@@ -21,6 +23,7 @@ use std::process::Command;
 use std::time::Duration;
 
 pub use kernel::Kernel;
+pub use qemu::VmEvent;
 
 /// The program that runs guests, and the package it comes in.
 pub const QEMU: &str = "qemu-system-x86_64";
@@ -113,6 +116,18 @@ pub struct VmOptions {
     /// One end per guest, two guests joined by a virtio-net link, rather
     /// than both ends in one.
     pub link: bool,
+    /// Told of each boot's progress as it happens.
+    pub progress: Option<Progress>,
+}
+
+/// Who is told of a boot's progress: the command line, on a terminal.
+#[derive(Clone)]
+pub struct Progress(pub std::sync::Arc<dyn Fn(&VmEvent) + Send + Sync>);
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Progress")
+    }
 }
 
 impl Default for VmOptions {
@@ -125,6 +140,7 @@ impl Default for VmOptions {
             append: String::new(),
             interrupted: Default::default(),
             link: false,
+            progress: None,
         }
     }
 }
@@ -341,6 +357,7 @@ impl Guest {
             (None, None)
         };
         let client = self.boot_files(&work, runs.clone(), client_link.clone())?;
+        let specs: Vec<Spec> = runs.iter().map(|r| r.spec.clone()).collect();
         let mut k = 0;
         let mut arrived = |accel: Accel, arrived: qemu::Arrived| {
             let record = self.record_of(accel, arrived);
@@ -364,6 +381,8 @@ impl Guest {
             stop: None,
             accel,
             hello: None,
+            qemu: &self.qemu,
+            specs: &specs,
         };
         let Some(server_link) = server_link else {
             return qemu::boot_any(&client_boot(None), &mut arrived);
@@ -391,6 +410,8 @@ impl Guest {
             stop: Some(&done),
             accel: None,
             hello: Some(&booted),
+            qemu: &self.qemu,
+            specs: &[],
         };
         std::thread::scope(|scope| {
             let served = scope.spawn(|| qemu::boot_any(&server_boot, &mut |_, _| Ok(())));
@@ -417,6 +438,37 @@ impl Guest {
                 (r, _) => r,
             }
         })
+    }
+
+    /// Boots under KVM to the guest's first word and no further: whether
+    /// this host's KVM runs a guest, asked afresh (and remembered for
+    /// `--accel auto`). The seconds it took to boot.
+    pub fn probe_kvm(&self) -> Result<f64, VmError> {
+        let work = Workdir::new()?;
+        let files = self.boot_files(&work, Vec::new(), None)?;
+        let vm = VmOptions {
+            accel: Accel::Kvm,
+            ..self.vm.clone()
+        };
+        let booted = std::sync::OnceLock::new();
+        let start = std::time::Instant::now();
+        let boot = qemu::Boot {
+            image: &files.0,
+            release: &self.release,
+            initrd: &files.1,
+            work: &work,
+            vm: &vm,
+            limit: vm.boot_timeout,
+            runs: 0,
+            link: None,
+            stop: None,
+            accel: None,
+            hello: Some(&booted),
+            qemu: &self.qemu,
+            specs: &[],
+        };
+        qemu::boot_any(&boot, &mut |_, _| Ok(()))?;
+        Ok(start.elapsed().as_secs_f64())
     }
 
     /// Writes a boot's image and initramfs (plumb, this kernel's part and
@@ -451,13 +503,17 @@ impl Guest {
         let mut record = *arrived.record;
         record.environment = Some(*arrived.env);
         record.label = self.label();
-        record.spec.machine = Some(Machine {
-            accel: accel.to_string(),
-            vcpus: self.vm.vcpus,
-            memory_mib: self.vm.memory_mib,
-            link: self.vm.link.then(|| GuestLink::KIND.to_string()),
-        });
+        record.spec.machine = Some(machine_of(&self.vm, accel));
         record.spec_key = record.spec.key();
+        let why: Vec<String> = watch::suspect(&arrived.host_others_percent)
+            .into_iter()
+            .chain(
+                arrived
+                    .idle_rtt_us
+                    .and_then(|idle| watch::rtt_suspect(&record, idle)),
+            )
+            .collect();
+        record.suspect = (!why.is_empty()).then(|| why.join("; "));
         record.vm = Some(VmInfo {
             accel: accel.to_string(),
             vcpus: self.vm.vcpus,
@@ -470,8 +526,21 @@ impl Guest {
             host: plumb_sys::proc::hostname(),
             modules: self.part.names.clone(),
             console: Some(arrived.console),
+            accel_note: arrived.accel_note,
+            host_others_percent: arrived.host_others_percent,
+            idle_rtt_us: arrived.idle_rtt_us,
         });
         record
+    }
+}
+
+/// The machine a guest's records name in their spec, and so in their key.
+pub fn machine_of(vm: &VmOptions, accel: Accel) -> Machine {
+    Machine {
+        accel: accel.to_string(),
+        vcpus: vm.vcpus,
+        memory_mib: vm.memory_mib,
+        link: vm.link.then(|| GuestLink::KIND.to_string()),
     }
 }
 
@@ -538,7 +607,82 @@ pub fn run(
     out.ok_or_else(|| VmError::boot("the guest ended without its record"))
 }
 
-fn qemu_version() -> Result<String, VmError> {
+/// What `plumb doctor` says of guests on this host: whether they can use
+/// KVM, probed afresh by booting `kernel` where one is given, else what
+/// this host answered before.
+pub fn kvm_finding(kernel: Option<&Path>) -> plumb_samples::Finding {
+    use plumb_samples::{Finding, Status};
+    let finding = |status, value: String, advice: Option<&str>| Finding {
+        check: "guests".into(),
+        status,
+        value,
+        why: "--kernel boots guests under KVM where it works and under TCG (QEMU's emulator) \
+              otherwise; TCG figures measure the emulator as well as the kernel"
+            .into(),
+        advice: advice.map(str::to_string),
+        recorded_as: vec!["vm.accel".into(), "spec.machine.accel".into()],
+    };
+    let qemu = match qemu_version() {
+        Ok(q) => q,
+        Err(_) => {
+            return finding(
+                Status::Info,
+                format!("{QEMU} is not installed: --kernel cannot boot guests"),
+                Some("apt-get install qemu-system-x86"),
+            )
+        }
+    };
+    if !accel::device_opens() {
+        return finding(
+            Status::Warn,
+            "TCG only: /dev/kvm cannot be opened".into(),
+            Some("load kvm_intel or kvm_amd, or run as a user in the kvm group"),
+        );
+    }
+    let Some(kernel) = kernel else {
+        return match accel::recall(&qemu) {
+            Some(a) if a.kvm => finding(
+                Status::Ok,
+                format!("KVM: it brought a guest up here at {}", a.at),
+                None,
+            ),
+            Some(a) => finding(
+                Status::Warn,
+                format!("TCG only: KVM failed here at {} ({})", a.at, a.why),
+                Some("plumb doctor --kernel IMAGE probes again"),
+            ),
+            None => finding(
+                Status::Info,
+                "/dev/kvm opens; not probed yet".into(),
+                Some("plumb doctor --kernel IMAGE boots it under KVM to find out"),
+            ),
+        };
+    };
+    let probed = Guest::open(kernel, None, &VmOptions::default(), &[])
+        .and_then(|g| g.probe_kvm().map(|s| (g.release, s)));
+    match probed {
+        Ok((release, s)) => finding(
+            Status::Ok,
+            format!("KVM: it brought kernel {release} up in {s:.1} s"),
+            None,
+        ),
+        Err(e) if e.fault == Fault::Input => finding(
+            Status::Info,
+            format!("not probed: {}", e.message),
+            Some("give --kernel a kernel image, package or build directory"),
+        ),
+        Err(e) => finding(
+            Status::Warn,
+            format!(
+                "TCG only: {}",
+                e.message.trim_start_matches("--accel kvm: ")
+            ),
+            Some("guests run under TCG here; their figures follow the host's load"),
+        ),
+    }
+}
+
+pub fn qemu_version() -> Result<String, VmError> {
     let out = Command::new(QEMU).arg("--version").output().map_err(|e| {
         VmError::input(format!(
             "--kernel: cannot run {QEMU} ({e}); install the {QEMU_PACKAGE} package"

@@ -1,6 +1,6 @@
 //! QEMU: one boot of a guest, its deadlines, and what it says back.
 
-use super::{Accel, Fault, VmError, VmOptions, Workdir, QEMU};
+use super::{accel, watch, Accel, Fault, VmError, VmOptions, Workdir, QEMU};
 use plumb_ctl::message::{Frame, Message};
 use plumb_samples::{Environment, RunRecord};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -9,22 +9,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// Whether KVM was found broken on this host by an earlier boot of this
-/// process, so later boots go straight to TCG.
-static KVM_BROKEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
 /// How long a KVM boot may take to say its first word before it counts as
-/// a hang and TCG is used instead.
+/// a hang: a guest that KVM runs says it in a few seconds.
 const KVM_PROBE: Duration = Duration::from_secs(20);
-
-fn kvm_usable() -> bool {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/kvm")
-        .is_ok()
-        && !KVM_BROKEN.load(std::sync::atomic::Ordering::Relaxed)
-}
 
 /// One boot: what it boots, where its files go, and how many records its
 /// job makes.
@@ -46,6 +33,11 @@ pub(super) struct Boot<'a> {
     pub accel: Option<Accel>,
     /// Told the accelerator when the guest says its first word.
     pub hello: Option<&'a std::sync::OnceLock<Accel>>,
+    /// QEMU's version line: with the host's kernel, the key of what this
+    /// host's KVM answered before.
+    pub qemu: &'a str,
+    /// The specs of the job's runs, in order.
+    pub specs: &'a [plumb_spec::Spec],
 }
 
 /// One guest's end of the link between two: a QEMU stream over a Unix
@@ -63,50 +55,99 @@ pub(super) struct Arrived {
     pub boot_s: f64,
     /// The end of the console so far.
     pub console: String,
+    /// Why this accelerator, where `auto` did not get KVM.
+    pub accel_note: Option<String>,
+    /// What other processes took of the host in each iteration, percent.
+    pub host_others_percent: Vec<f64>,
+    /// The guest's idle round trip on the run's path just before it.
+    pub idle_rtt_us: Option<f64>,
 }
 
 /// Boots under the accelerator asked for; under `auto`, KVM first where
-/// the host offers it, and TCG when KVM does not bring the guest up.
-/// `each` gets every record as it arrives.
+/// the host offers it and has not refused a guest before, and TCG when KVM
+/// does not bring the guest up. `each` gets every record as it arrives.
 pub(super) fn boot_any(
     b: &Boot,
     each: &mut dyn FnMut(Accel, Arrived) -> Result<(), VmError>,
 ) -> Result<(), VmError> {
     if let Some(accel) = b.accel {
-        return boot(b, accel, b.vm.boot_timeout, each).map_err(|f| f.error);
+        return boot(b, accel, b.vm.boot_timeout, None, each).map_err(|f| f.error);
     }
+    let tcg = |note: Option<String>,
+               each: &mut dyn FnMut(Accel, Arrived) -> Result<(), VmError>| {
+        boot(b, Accel::Tcg, b.vm.boot_timeout, note, each).map_err(|f| f.error)
+    };
     match b.vm.accel {
-        Accel::Auto if kvm_usable() => match boot_kvm(b, each) {
-            // KVM that cannot bring a guest up (QEMU fails, or the guest
-            // hangs) is this host's, not the kernel's: TCG instead.
-            Err(f) if f.before_first_word => {
-                KVM_BROKEN.store(true, std::sync::atomic::Ordering::Relaxed);
-                let why = f.error.message.lines().next().unwrap_or("");
-                let why = why.split("; the console").next().unwrap_or(why);
-                eprintln!("plumb: KVM did not bring the guest up, using TCG ({why})");
-                boot(b, Accel::Tcg, b.vm.boot_timeout, each).map_err(|f| f.error)
+        Accel::Tcg => tcg(None, each),
+        Accel::Auto if !accel::device_opens() => tcg(None, each),
+        Accel::Auto => {
+            if let Some(known) = accel::recall(b.qemu).filter(|a| !a.kvm) {
+                return tcg(Some(accel::remembered_note(&known)), each);
             }
-            r => r.map_err(|f| f.error),
-        },
-        Accel::Auto | Accel::Tcg => {
-            boot(b, Accel::Tcg, b.vm.boot_timeout, each).map_err(|f| f.error)
+            match boot_kvm(b, each) {
+                // Ctrl-C is the user's, not KVM's.
+                Err(f) if f.error.fault == Fault::Interrupted => Err(f.error),
+                // KVM that cannot bring a guest up (QEMU fails, or the
+                // guest hangs) is this host's, not the kernel's: TCG
+                // instead, and this host is not asked again.
+                Err(f) if f.before_first_word => {
+                    let why = f.kvm_why();
+                    accel::remember(b.qemu, false, &why);
+                    eprintln!(
+                        "plumb: KVM did not bring the guest up, using TCG ({why}); \
+                         remembered for this host in {}",
+                        accel::memo_path().display()
+                    );
+                    tcg(
+                        Some(format!("tcg, since KVM did not bring the guest up ({why})")),
+                        each,
+                    )
+                }
+                r => {
+                    if r.as_ref().is_ok() && accel::recall(b.qemu).is_none() {
+                        accel::remember(b.qemu, true, "");
+                    }
+                    r.map_err(|f| f.error)
+                }
+            }
         }
-        Accel::Kvm => boot(b, Accel::Kvm, b.vm.boot_timeout, each).map_err(|f| f.error),
+        // Asked by name: a fresh probe, its answer remembered, and a
+        // failure in one line.
+        Accel::Kvm => match boot_kvm(b, each) {
+            Err(f) if f.error.fault != Fault::Interrupted && f.before_first_word => {
+                let why = f.kvm_why();
+                accel::remember(b.qemu, false, &why);
+                Err(VmError::boot(format!(
+                    "--accel kvm: KVM cannot run the guest of kernel {} here: {why}; \
+                     use --accel tcg (or auto)",
+                    b.release
+                )))
+            }
+            r => {
+                if r.is_ok() {
+                    accel::remember(b.qemu, true, "");
+                }
+                r.map_err(|f| f.error)
+            }
+        },
     }
 }
 
-/// Boots under KVM, up to [`KVM_TRIES`] times while a boot ends before the
+/// Boots under KVM, up to [`KVM_TRIES`] times while QEMU exits before the
 /// guest's first word: a nested host's KVM now and then refuses QEMU a
 /// register write (an MSR) that it takes at a later start, and twice in a
-/// row has been seen.
+/// row has been seen. A hang, or QEMU saying that KVM cannot emulate the
+/// guest, is the same at every start and is not tried again.
 fn boot_kvm(
     b: &Boot,
     each: &mut dyn FnMut(Accel, Arrived) -> Result<(), VmError>,
 ) -> Result<(), BootFailure> {
     let mut tries = KVM_TRIES;
     loop {
-        match boot(b, Accel::Kvm, KVM_PROBE, each) {
-            Err(f) if f.before_first_word && tries > 1 => tries -= 1,
+        match boot(b, Accel::Kvm, KVM_PROBE, None, each) {
+            Err(f) if f.before_first_word && f.exited && f.fatal.is_none() && tries > 1 => {
+                tries -= 1
+            }
             r => return r,
         }
     }
@@ -124,6 +165,29 @@ const KERNEL_COMMAND_LINE: &str = "console=ttyS0 rdinit=/init panic=-1 oops=pani
 struct BootFailure {
     error: VmError,
     before_first_word: bool,
+    /// QEMU ended by itself (rather than hanging or being stopped).
+    exited: bool,
+    /// QEMU's line saying KVM cannot run the guest at all.
+    fatal: Option<String>,
+}
+
+impl BootFailure {
+    /// Why KVM did not bring the guest up, in one line: QEMU's own line
+    /// where it said one, else the first line of the error without the
+    /// console's tail or QEMU's register dump.
+    fn kvm_why(&self) -> String {
+        if let Some(line) = &self.fatal {
+            return format!("QEMU said: {line}");
+        }
+        let first = self.error.message.lines().next().unwrap_or("");
+        let first = first.split("; the console").next().unwrap_or(first);
+        let first = first.split("; qemu said").next().unwrap_or(first);
+        // `kernel R (kvm): ` says what the caller's line already says.
+        first
+            .split_once("(kvm): ")
+            .map_or(first, |(_, why)| why)
+            .to_string()
+    }
 }
 
 /// QEMU, ended when dropped: a run that fails or is interrupted leaves no
@@ -142,20 +206,32 @@ fn boot(
     b: &Boot,
     accel: Accel,
     boot_timeout: Duration,
+    note: Option<String>,
     each: &mut dyn FnMut(Accel, Arrived) -> Result<(), VmError>,
 ) -> Result<(), BootFailure> {
-    let mut said_hello = false;
-    boot_inner(b, accel, boot_timeout, &mut said_hello, each).map_err(|error| BootFailure {
+    let mut seen = Seen::default();
+    boot_inner(b, accel, boot_timeout, note, &mut seen, each).map_err(|error| BootFailure {
         error,
-        before_first_word: !said_hello,
+        before_first_word: !seen.hello,
+        exited: seen.exited,
+        fatal: seen.fatal,
     })
+}
+
+/// What a boot saw before it ended.
+#[derive(Default)]
+struct Seen {
+    hello: bool,
+    exited: bool,
+    fatal: Option<String>,
 }
 
 fn boot_inner(
     b: &Boot,
     accel: Accel,
     boot_timeout: Duration,
-    said_hello: &mut bool,
+    note: Option<String>,
+    seen: &mut Seen,
     each: &mut dyn FnMut(Accel, Arrived) -> Result<(), VmError>,
 ) -> Result<(), VmError> {
     let (work, vm, limit) = (b.work, b.vm, b.limit);
@@ -213,6 +289,19 @@ fn boot_inner(
         .map_err(|e| VmError::input(format!("cannot start {QEMU}: {e}")))?;
     let mut qemu = Qemu(child);
     let logs = Logs::new(&console, &qemu_log);
+    let progress = |e: VmEvent| {
+        if let Some(p) = &vm.progress {
+            (p.0)(&e)
+        }
+    };
+    // Under KVM, QEMU's word that KVM cannot run the guest ends the boot
+    // at once: it says so and then hangs.
+    let fatal = || {
+        (accel == Accel::Kvm)
+            .then(|| accel::fatal_line(&logs.qemu()).map(str::to_string))
+            .flatten()
+    };
+    let mut told = Duration::ZERO;
     let last_words = |why: &str| {
         let said = logs.qemu();
         let text = logs.console();
@@ -242,7 +331,12 @@ fn boot_inner(
             Err(e) => return Err(VmError::input(format!("{}: {e}", sock.display()))),
         }
         if let Ok(Some(status)) = qemu.0.try_wait() {
+            seen.exited = true;
+            seen.fatal = fatal();
             return Err(last_words(&format!("{QEMU} exited at once ({status})")));
+        }
+        if let Some(line) = fatal() {
+            return Err(kvm_refused(&mut *seen, b.release, line));
         }
         if start.elapsed() > boot_timeout {
             return Err(last_words(&format!("{QEMU} never opened the results port")));
@@ -252,18 +346,47 @@ fn boot_inner(
     let mut reader = Frames::new(stream);
     let mut boot_s = None;
     let mut arrived = 0;
+    // The host's load since the last iteration ended (or the guest said
+    // its first word), and what others took in each iteration of the run
+    // now under way.
+    let mut host = None;
+    let mut others = Vec::new();
     loop {
         let deadline = if boot_s.is_none() {
             boot_timeout
         } else {
             limit
         };
-        let frame = reader.next(start + deadline, &mut qemu.0, &vm.interrupted, b.stop);
+        let booting = boot_s.is_none();
+        let mut tick = || {
+            if !booting {
+                return None;
+            }
+            let elapsed = start.elapsed();
+            if elapsed >= told + BOOT_TOLD_EVERY {
+                told = elapsed;
+                progress(VmEvent::Booting {
+                    release: b.release,
+                    accel,
+                    elapsed_s: elapsed.as_secs_f64(),
+                });
+            }
+            fatal()
+        };
+        let frame = reader.next(
+            start + deadline,
+            &mut qemu.0,
+            &vm.interrupted,
+            b.stop,
+            &mut tick,
+        );
         let frame = match frame {
             Ok(Some(f)) => f,
             // A server's guest whose client is done: it served its part.
             Ok(None) if b.stop.is_some_and(|d| d.load(Ordering::Relaxed)) => return Ok(()),
             Ok(None) => {
+                seen.exited = matches!(qemu.0.try_wait(), Ok(Some(_)));
+                seen.fatal = fatal();
                 let text = logs.console();
                 let why = match text.lines().find(|l| l.contains("Kernel panic")) {
                     Some(line) => format!(
@@ -280,6 +403,7 @@ fn boot_inner(
                     message: format!("interrupted: the guest of kernel {} was stopped", b.release),
                 })
             }
+            Err(Waited::Fatal(line)) => return Err(kvm_refused(&mut *seen, b.release, line)),
             Err(Waited::Timeout) => {
                 let why = if boot_s.is_none() {
                     format!(
@@ -294,17 +418,55 @@ fn boot_inner(
         };
         match frame {
             Message::Hello { .. } => {
-                *said_hello = true;
+                seen.hello = true;
                 if let Some(h) = b.hello {
                     let _ = h.set(accel);
                 }
                 boot_s = Some(start.elapsed().as_secs_f64());
+                progress(VmEvent::Booted {
+                    release: b.release,
+                    accel,
+                    boot_s: start.elapsed().as_secs_f64(),
+                });
+                host = watch::Snapshot::take();
+                // A probe asks for the first word and nothing more.
+                if b.runs == 0 {
+                    return Ok(());
+                }
                 // QEMU has read what it boots, and the logs stay open here:
                 // a plumb killed from now on leaves no file behind.
                 logs.keep();
                 work.clear();
             }
-            Message::Guest { record, env } => {
+            Message::GuestIteration {
+                run,
+                iteration,
+                value,
+                mean,
+                half_width,
+            } => {
+                let now = watch::Snapshot::take();
+                if let (Some(before), Some(now)) = (&host, &now) {
+                    others.push(now.others_since(before));
+                }
+                host = now;
+                if let Some(spec) = b.specs.get(run as usize) {
+                    progress(VmEvent::Iteration {
+                        run: run as usize,
+                        runs: b.specs.len(),
+                        spec,
+                        iteration,
+                        value,
+                        mean,
+                        half_width,
+                    });
+                }
+            }
+            Message::Guest {
+                record,
+                env,
+                idle_rtt_us,
+            } => {
                 each(
                     accel,
                     Arrived {
@@ -312,8 +474,13 @@ fn boot_inner(
                         env,
                         boot_s: boot_s.unwrap_or(0.0),
                         console: tail_of(&logs.console(), CONSOLE_KEPT),
+                        accel_note: note.clone(),
+                        host_others_percent: std::mem::take(&mut others),
+                        idle_rtt_us,
                     },
                 )?;
+                // The next run's first iteration starts from here.
+                host = watch::Snapshot::take();
                 arrived += 1;
                 if arrived == b.runs {
                     return Ok(());
@@ -398,8 +565,52 @@ fn tail_of(text: &str, max: usize) -> String {
     text[at..].to_string()
 }
 
+/// A boot that QEMU said KVM cannot run: one line, without the register
+/// dump QEMU prints after it.
+fn kvm_refused(seen: &mut Seen, release: &str, line: String) -> VmError {
+    let e = VmError::boot(format!(
+        "kernel {release} (kvm): KVM cannot run this guest: QEMU said: {line}"
+    ));
+    seen.fatal = Some(line);
+    e
+}
+
+/// How often a boot that has not said its first word says how long it
+/// has taken so far.
+const BOOT_TOLD_EVERY: Duration = Duration::from_secs(5);
+
+/// What a boot tells whoever watches it, as it happens.
+#[derive(Debug, Clone, Copy)]
+pub enum VmEvent<'a> {
+    /// Still booting, this long after QEMU started.
+    Booting {
+        release: &'a str,
+        accel: Accel,
+        elapsed_s: f64,
+    },
+    /// plumb in the guest said its first word.
+    Booted {
+        release: &'a str,
+        accel: Accel,
+        boot_s: f64,
+    },
+    /// An iteration of the job's run `run` (of `runs`) ended, in the
+    /// guest's words.
+    Iteration {
+        run: usize,
+        runs: usize,
+        spec: &'a plumb_spec::Spec,
+        iteration: u32,
+        value: f64,
+        mean: f64,
+        half_width: Option<f64>,
+    },
+}
+
 /// Why no message came.
 enum Waited {
+    /// QEMU said KVM cannot run the guest.
+    Fatal(String),
     Timeout,
     /// Ctrl-C or SIGTERM.
     Interrupted,
@@ -431,8 +642,12 @@ impl Frames {
         qemu: &mut Child,
         stop: &AtomicBool,
         done: Option<&AtomicBool>,
+        tick: &mut dyn FnMut() -> Option<String>,
     ) -> Result<Option<Message>, Waited> {
         loop {
+            if let Some(line) = tick() {
+                return Err(Waited::Fatal(line));
+            }
             if done.is_some_and(|d| d.load(Ordering::Relaxed)) {
                 return Ok(None);
             }
