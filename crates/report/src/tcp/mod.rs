@@ -34,6 +34,9 @@ pub fn run_page(rec: &RunRecord, opts: PageOptions) -> String {
         esc(&rec.label),
         esc(&rec.started_at)
     );
+    for note in rec.emulation_notes() {
+        let _ = writeln!(o, "<p class=\"none\">{}</p>", esc(&note));
+    }
     let Some(it) = crate::median_iteration(rec) else {
         o.push_str("<p class=\"none\">No iteration was measured.</p></body></html>\n");
         return o;
@@ -71,6 +74,12 @@ pub fn comparison_page(c: &Comparison, a: &Side, b: &Side, opts: PageOptions) ->
         esc(&c.b),
         esc(&crate::compare::method_line(c))
     );
+    // Where the sides ran, and the runs a busy host spoiled, before any
+    // figure is read.
+    let suspect = c.suspect.iter().map(|w| format!("suspect: {w}"));
+    for line in c.machines.iter().cloned().chain(suspect) {
+        let _ = writeln!(o, "<p class=\"none\">{}</p>", esc(&line));
+    }
     if c.points.is_empty() {
         no_common_point(&mut o, a, b);
     }
@@ -612,6 +621,28 @@ mod tests {
             .skip(1)
             .map(|t| &t[..t.find('<').unwrap()])
             .collect()
+    }
+
+    #[test]
+    fn a_comparison_of_guests_under_tcg_says_what_the_figures_measure_and_which_run_is_suspect() {
+        let guest = |name: &str, xs: &[f64], suspect: Option<&str>| {
+            let mut r = record(xs, false);
+            r.spec.machine = Some(plumb_spec::Machine {
+                accel: "tcg".into(),
+                vcpus: 2,
+                memory_mib: 1024,
+                link: None,
+            });
+            r.spec_key = r.spec.key();
+            r.suspect = suspect.map(str::to_string);
+            Side::new(name, vec![r], None)
+        };
+        let a = guest("a", &[9e9, 9.1e9, 8.9e9], None);
+        let b = guest("b", &[8e9, 8.1e9, 7.9e9], Some("other processes took 41.0 %"));
+        let page = checked(&a, &b, PageOptions::default());
+        assert!(page.contains("measure QEMU&apos;s emulator as well as the kernel"), "{page}");
+        assert!(page.contains("suspect: b ("), "{page}");
+        assert!(page.contains("other processes took 41.0 %"), "{page}");
     }
 
     #[test]
