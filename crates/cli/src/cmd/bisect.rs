@@ -216,11 +216,19 @@ fn changes(c: &Comparison) -> String {
     if c.points.is_empty() {
         return "no test point in common with the good image".into();
     }
-    c.points
+    let said = c
+        .points
         .iter()
         .map(|p| format!("{:+.1} % ({})", p.change * 100.0, p.verdict))
         .collect::<Vec<_>>()
-        .join(", ")
+        .join(", ");
+    // A suspect run makes the answer a skip whatever the figures say: the
+    // row says which run, and why.
+    match c.suspect.as_slice() {
+        [] => said,
+        [one] => format!("{said}; suspect: {one}"),
+        [first, more @ ..] => format!("{said}; suspect: {first} (and {} more)", more.len()),
+    }
 }
 
 fn answer_word(a: Option<Bisect>) -> &'static str {
@@ -234,7 +242,7 @@ fn answer_word(a: Option<Bisect>) -> &'static str {
 
 /// Every image of the series in order.
 fn image_table(guests: &[Guest], steps: &[Option<Step>]) -> String {
-    let rows: Vec<(String, String, Option<&Step>)> = guests
+    let rows: Vec<Row> = guests
         .iter()
         .zip(steps)
         .map(|(g, s)| (g.source.clone(), g.label(), s.as_ref()))
@@ -242,10 +250,13 @@ fn image_table(guests: &[Guest], steps: &[Option<Step>]) -> String {
     table("image", &rows)
 }
 
+/// A row of the table: the kernel's name, its label, and its step.
+type Row<'a> = (String, String, Option<&'a Step>);
+
 /// One row per kernel (`what` names the first column: its image or its
 /// commit): its label, when it was tested, its answer, and what it said
 /// against the good one.
-fn table(what: &str, rows: &[(String, String, Option<&Step>)]) -> String {
+fn table(what: &str, rows: &[Row]) -> String {
     use plumb_report::table::{Align, Table};
     let mut t = Table::new([
         (what, Align::Left, 0),

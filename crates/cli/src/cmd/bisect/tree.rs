@@ -4,7 +4,7 @@
 //! A commit that does not build or boot is a skip. The tree is put back on
 //! its branch (`git bisect reset`) however the bisection ends.
 
-use super::{table, Bench, Step, SKIP};
+use super::{table, Bench, Row, Step, SKIP};
 use crate::Failure;
 use plumb_compare::{Bisect, Side};
 use plumb_run::vm::Guest;
@@ -498,7 +498,7 @@ pub(super) fn exec(bench: Bench, dir: &Path) -> Result<i32, Failure> {
 
 /// The commits tested, oldest first.
 fn commit_table(history: &[String], tested: &[(Commit, Step)]) -> String {
-    let mut rows: Vec<(usize, (String, String, Option<&Step>))> = tested
+    let mut rows: Vec<(usize, Row)> = tested
         .iter()
         .map(|(c, s)| {
             let at = history
