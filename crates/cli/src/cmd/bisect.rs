@@ -22,6 +22,8 @@ struct Step {
     answer: Bisect,
     /// Against the good kernel: each point's change, or why it was skipped.
     said: String,
+    /// Its runs were made under TCG.
+    emulated: bool,
 }
 
 impl Step {
@@ -30,6 +32,7 @@ impl Step {
             order: 1,
             answer: Bisect::Good,
             said: "the reference".into(),
+            emulated: false,
         }
     }
 }
@@ -93,6 +96,7 @@ impl<'a> Bench<'a> {
                     order,
                     answer: Bisect::Skip,
                     said: why,
+                    emulated: false,
                 });
             }
             Err(f) => return Err(f),
@@ -103,10 +107,14 @@ impl<'a> Bench<'a> {
             ChangeArg::Any => Change::Any,
         };
         let c = plumb_compare::compare(good, &side, &params(&self.a.verdict));
+        let emulated = side
+            .records()
+            .any(|r| r.vm.as_ref().is_some_and(|vm| vm.accel == "tcg"));
         Ok(Step {
             order,
             answer: plumb_compare::bisect_for(&c, self.a.threshold, change),
             said: changes(&c),
+            emulated,
         })
     }
 }
@@ -274,5 +282,42 @@ fn table(what: &str, rows: &[Row]) -> String {
             s.map_or("not tested".into(), |s| s.said.clone()),
         ]);
     }
-    t.terminal("")
+    let mut text = t.terminal("");
+    if rows.iter().any(|r| r.2.is_some_and(|s| s.emulated)) {
+        text.push_str(
+            "tcg: the kernels ran under QEMU's emulator, so the figures measure the emulator \
+             as well as each kernel and follow the host's load; a run the host disturbed is \
+             suspect, and a skip\n",
+        );
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_says_what_tcg_figures_measure_where_a_step_ran_under_it() {
+        let step = |order: usize, emulated: bool| Step {
+            order,
+            answer: Bisect::Good,
+            said: "+1.0 % (no difference)".into(),
+            emulated,
+        };
+        let (reference, host, guest) = (Step::reference(), step(2, false), step(2, true));
+        fn rows<'s>(reference: &'s Step, s: &'s Step) -> Vec<Row<'s>> {
+            vec![
+                ("a.deb".into(), "a".into(), Some(reference)),
+                ("b.deb".into(), "b".into(), Some(s)),
+            ]
+        }
+        let text = table("image", &rows(&reference, &host));
+        assert!(!text.contains("tcg"), "{text}");
+        let text = table("image", &rows(&reference, &guest));
+        assert!(
+            text.contains("tcg: the kernels ran under QEMU's emulator"),
+            "{text}"
+        );
+    }
 }
