@@ -138,9 +138,9 @@ pub const POWER: f64 = 0.8;
 /// positive (or, for the spread, zero) number, or alpha outside (0, 1).
 pub fn iterations_to_tell(cv_a: f64, cv_b: f64, change: f64, alpha: f64) -> Option<usize> {
     let spread = cv_a * cv_a + cv_b * cv_b;
-    if !(change > 0.0 && change.is_finite() && spread.is_finite() && cv_a >= 0.0 && cv_b >= 0.0)
-        || !crate::hypothesis::valid_level(alpha)
-    {
+    let sane =
+        change > 0.0 && change.is_finite() && spread.is_finite() && cv_a >= 0.0 && cv_b >= 0.0;
+    if !sane || !crate::hypothesis::valid_level(alpha) {
         return None;
     }
     let z = Normal::new(0.0, 1.0).ok()?;
