@@ -446,6 +446,23 @@ impl Entry {
     }
 }
 
+/// A file of plumb's state on this host: `$VAR` where set, else
+/// `$XDG_STATE_HOME/plumb/NAME`, else `~/.local/state/plumb/NAME`, else
+/// `plumb-NAME` here.
+pub fn state_file(var: &str, name: &str) -> PathBuf {
+    let set = |n: &str| std::env::var_os(n).filter(|p| !p.is_empty());
+    if let Some(p) = set(var) {
+        return PathBuf::from(p);
+    }
+    let state = set("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| set("HOME").map(|h| PathBuf::from(h).join(".local/state")));
+    match state {
+        Some(d) => d.join("plumb").join(name),
+        None => PathBuf::from(format!("plumb-{name}")),
+    }
+}
+
 /// The undo log of knob changes: JSON lines, one per change, under an
 /// exclusive lock while read or rewritten.
 #[derive(Debug, Clone)]
@@ -457,17 +474,7 @@ impl Journal {
     /// $PLUMB_JOURNAL, else $XDG_STATE_HOME/plumb/journal, else
     /// ~/.local/state/plumb/journal.
     pub fn default_path() -> PathBuf {
-        let var = |n: &str| std::env::var_os(n).filter(|p| !p.is_empty());
-        if let Some(p) = var("PLUMB_JOURNAL") {
-            return PathBuf::from(p);
-        }
-        let state = var("XDG_STATE_HOME")
-            .map(PathBuf::from)
-            .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".local/state")));
-        match state {
-            Some(d) => d.join("plumb").join("journal"),
-            None => PathBuf::from("plumb-journal"),
-        }
+        state_file("PLUMB_JOURNAL", "journal")
     }
 
     pub fn open_default() -> Journal {

@@ -27,17 +27,7 @@ pub struct Answer {
 /// `$PLUMB_ACCEL_MEMO`, else `$XDG_STATE_HOME/plumb/accel.json`, else
 /// `~/.local/state/plumb/accel.json`.
 pub fn memo_path() -> PathBuf {
-    let var = |n: &str| std::env::var_os(n).filter(|p| !p.is_empty());
-    if let Some(p) = var("PLUMB_ACCEL_MEMO") {
-        return PathBuf::from(p);
-    }
-    let state = var("XDG_STATE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".local/state")));
-    match state {
-        Some(d) => d.join("plumb").join("accel.json"),
-        None => PathBuf::from("plumb-accel.json"),
-    }
+    crate::knob::state_file("PLUMB_ACCEL_MEMO", "accel.json")
 }
 
 /// This host's kernel (release and build string) and QEMU's version line.
