@@ -521,6 +521,39 @@ fn a_bisect_over_four_packaged_kernels_names_the_first_that_changed() {
     assert_eq!(err.matches("step ").count(), 4, "{err}");
 }
 
+#[test]
+fn a_bisect_whose_bad_image_is_only_a_skip_for_too_few_iterations_says_how_many_would_do() {
+    let Some(kernels) = kernels() else { return };
+    let _alone = measuring_alone();
+    // Two iterations a side: fewer than any test decides with.
+    let file = ExperimentFile::new(
+        "vm-bisect-few",
+        &WINDOW_POINT.replace("\"3..3\"", "\"2..2\""),
+    );
+    let (old, new) = (newest(&kernels, "6.1."), newest(&kernels, "6.12."));
+    let out = plumb()
+        .args(["bisect", "--points", file.path(), "--no-store"])
+        .args([
+            "--good",
+            old.to_str().unwrap(),
+            "--bad",
+            new.to_str().unwrap(),
+        ])
+        .args(["--change", "better", "--threshold", "20"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_mentions(
+        &err,
+        &[
+            "skip against --good, not bad: nothing to bisect; too few iterations",
+            "iterations a side tell a 20",
+            &format!("in {} and measure both sides again", file.path()),
+        ],
+    );
+}
+
 /// A git repository of this test process on branch `lab`, one commit per
 /// package name, each naming its package in a file `kernel`; removed on
 /// drop.

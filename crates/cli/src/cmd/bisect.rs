@@ -24,15 +24,27 @@ struct Step {
     said: String,
     /// Its runs were made under TCG.
     emulated: bool,
+    /// Where its answer is a skip for too few iterations: how many a side
+    /// the spread observed needs, and how to ask for them.
+    more: Option<String>,
 }
 
 impl Step {
+    /// What the end of a bisection says after its answer where more
+    /// iterations would have decided it: `; ` and the line, or nothing.
+    fn more_line(&self) -> String {
+        self.more
+            .as_ref()
+            .map_or(String::new(), |m| format!("; {m}"))
+    }
+
     fn reference() -> Step {
         Step {
             order: 1,
             answer: Bisect::Good,
             said: "the reference".into(),
             emulated: false,
+            more: None,
         }
     }
 }
@@ -97,6 +109,7 @@ impl<'a> Bench<'a> {
                     answer: Bisect::Skip,
                     said: why,
                     emulated: false,
+                    more: None,
                 });
             }
             Err(f) => return Err(f),
@@ -106,15 +119,29 @@ impl<'a> Bench<'a> {
             ChangeArg::Better => Change::Better,
             ChangeArg::Any => Change::Any,
         };
-        let c = plumb_compare::compare(good, &side, &params(&self.a.verdict));
+        let mut c = plumb_compare::compare(good, &side, &params(&self.a.verdict));
+        c.size_needed_for(self.a.threshold);
+        let answer = plumb_compare::bisect_for(&c, self.a.threshold, change);
+        let more = (answer == Bisect::Skip)
+            .then(|| {
+                plumb_report::compare::more_iterations(
+                    &c,
+                    plumb_report::compare::IterationsAsk::File {
+                        path: &self.a.points,
+                        quick: self.a.quick,
+                    },
+                )
+            })
+            .flatten();
         let emulated = side
             .records()
             .any(|r| r.vm.as_ref().is_some_and(|vm| vm.accel == "tcg"));
         Ok(Step {
             order,
-            answer: plumb_compare::bisect_for(&c, self.a.threshold, change),
+            answer,
             said: changes(&c),
             emulated,
+            more,
         })
     }
 }
@@ -169,9 +196,10 @@ fn images(mut bench: Bench) -> Result<i32, Failure> {
     let last = bench.judge(&good, measured, 2)?;
     if last.answer != Bisect::Bad {
         let word = answer_word(Some(last.answer));
+        let more = last.more_line();
         steps[n - 1] = Some(last);
         return Err(Failure::usage(format!(
-            "--bad {}: {word} against --good, not bad: nothing to bisect\n{}",
+            "--bad {}: {word} against --good, not bad: nothing to bisect{more}\n{}",
             a.bad,
             image_table(&guests, &steps).trim_end()
         )));
@@ -304,8 +332,10 @@ mod tests {
             answer: Bisect::Good,
             said: "+1.0 % (no difference)".into(),
             emulated,
+            more: None,
         };
         let (reference, host, guest) = (Step::reference(), step(2, false), step(2, true));
+        assert_eq!(host.more_line(), "");
         fn rows<'s>(reference: &'s Step, s: &'s Step) -> Vec<Row<'s>> {
             vec![
                 ("a.deb".into(), "a".into(), Some(reference)),

@@ -426,11 +426,12 @@ pub(super) fn exec(bench: Bench, dir: &Path) -> Result<i32, Failure> {
     let measured = b.measure(&bad, 2);
     let last = b.bench.judge(&reference, measured, 2)?;
     let answer = last.answer;
+    let more = last.more_line();
     tested.push((bad.clone(), last));
     if answer != Bisect::Bad {
         drop(session);
         return Err(Failure::usage(format!(
-            "--bad {}: {} against --good, not bad: nothing to bisect\n{}",
+            "--bad {}: {} against --good, not bad: nothing to bisect{more}\n{}",
             a.bad,
             super::answer_word(Some(answer)),
             commit_table(&history, &tested).trim_end()
