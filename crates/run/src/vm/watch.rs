@@ -17,65 +17,50 @@ use std::time::Instant;
 /// 2-CPU host takes up to 50 %.
 pub const OTHERS_BOUND_PERCENT: f64 = 15.0;
 
-/// The host's busy time and that of QEMU and plumb, at one moment.
+/// The CPU time other processes have taken, at one moment.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Snapshot {
     at: Instant,
-    /// Busy ticks of all CPUs (user, nice, system, irq, softirq).
-    busy: u64,
     cpus: u64,
-    /// User and system ticks of this process and its children (each
-    /// guest's QEMU).
-    ours: u64,
+    /// User and system ticks of every process but plumb, its children
+    /// (each guest's QEMU) and the kernel's threads, with those of the
+    /// children each has reaped: a build's short-lived compilers count in
+    /// their make once gone.
+    others: u64,
 }
 
-/// User and system ticks of `pid`, and its parent's pid.
-fn ticks_of(pid: &str) -> Option<(u64, u32)> {
+/// A process's own and reaped children's user and system ticks, its pid
+/// and its parent's.
+fn ticks_of(pid: &str) -> Option<(u64, u32, u32)> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let s = proc::parse_task_stat(&text).ok()?;
-    // The parent is the field after the state, after comm's last ')'.
-    let ppid = text[text.rfind(')')? + 1..]
-        .split_ascii_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()?;
-    Some((s.utime_ticks + s.stime_ticks, ppid))
+    let ticks = s.utime_ticks + s.stime_ticks + s.cutime_ticks + s.cstime_ticks;
+    Some((ticks, pid.parse().ok()?, s.ppid))
 }
 
-/// This process's ticks and those of its children: the guests it booted
-/// (a `--vm-link` run has two) and nothing else it did not start.
-fn ours() -> u64 {
+/// Ticks of every process that is neither plumb, nor a child of it, nor a
+/// kernel thread (kthreadd's children: writeback, softirq and the like
+/// follow the host's own I/O, and interrupts, not a process's load).
+fn others() -> u64 {
+    const KTHREADD: u32 = 2;
     let me = std::process::id();
-    let mut total = ticks_of(&me.to_string()).map_or(0, |t| t.0);
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let name = e.file_name();
-        let Some(pid) = name
-            .to_str()
-            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
-        else {
-            continue;
-        };
-        if let Some((ticks, ppid)) = ticks_of(pid) {
-            if ppid == me {
-                total += ticks;
-            }
-        }
-    }
-    total
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| ticks_of(e.file_name().to_str()?))
+        .filter(|&(_, pid, ppid)| pid != me && ppid != me && pid != KTHREADD && ppid != KTHREADD)
+        .map(|(ticks, _, _)| ticks)
+        .sum()
 }
 
 impl Snapshot {
     pub(super) fn take() -> Option<Snapshot> {
-        let cpus = proc::read_stat().ok()?;
-        let busy = cpus
-            .iter()
-            .map(|c| c.user + c.nice + c.system + c.irq + c.softirq)
-            .sum();
+        let cpus = proc::read_stat().ok()?.len() as u64;
         Some(Snapshot {
             at: Instant::now(),
-            busy,
-            cpus: cpus.len() as u64,
-            ours: ours(),
+            cpus,
+            others: others(),
         })
     }
 
@@ -84,23 +69,21 @@ impl Snapshot {
     pub(super) fn others_since(&self, earlier: &Snapshot) -> f64 {
         let elapsed = self.at.duration_since(earlier.at).as_secs_f64();
         others_percent(
-            self.busy.saturating_sub(earlier.busy),
-            self.ours.saturating_sub(earlier.ours),
+            self.others.saturating_sub(earlier.others),
             self.cpus,
             elapsed * proc::clock_ticks_per_sec() as f64,
         )
     }
 }
 
-/// Busy ticks that were not ours, as a percent of `cpus` CPUs over
-/// `elapsed_ticks`; never below 0 (the two counts are read a moment apart
-/// and tick at their own edges).
-pub fn others_percent(busy: u64, ours: u64, cpus: u64, elapsed_ticks: f64) -> f64 {
+/// Other processes' ticks as a percent of `cpus` CPUs over
+/// `elapsed_ticks`, at most all of them (the processes and the clock are
+/// read a moment apart).
+pub fn others_percent(others: u64, cpus: u64, elapsed_ticks: f64) -> f64 {
     if cpus == 0 || elapsed_ticks <= 0.0 {
         return 0.0;
     }
-    let others = busy.saturating_sub(ours) as f64;
-    (100.0 * others / (cpus as f64 * elapsed_ticks)).min(100.0)
+    (100.0 * others as f64 / (cpus as f64 * elapsed_ticks)).min(100.0)
 }
 
 /// A run's median round trip may take this many times the idle probe's,
@@ -188,13 +171,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn others_are_the_busy_time_that_was_not_ours() {
+    fn others_are_a_share_of_all_the_cpus_time() {
         // 2 CPUs over 10 s at 100 ticks a second: 2000 ticks of capacity.
-        assert_eq!(others_percent(1500, 1500, 2, 1000.0), 0.0);
-        assert!((others_percent(1900, 1000, 2, 1000.0) - 45.0).abs() < 1e-9);
-        // Read a moment apart, ours can pass the host's: never negative.
-        assert_eq!(others_percent(1000, 1010, 2, 1000.0), 0.0);
-        assert_eq!(others_percent(10, 0, 0, 1000.0), 0.0);
+        assert_eq!(others_percent(0, 2, 1000.0), 0.0);
+        assert!((others_percent(900, 2, 1000.0) - 45.0).abs() < 1e-9);
+        assert_eq!(others_percent(2500, 2, 1000.0), 100.0);
+        assert_eq!(others_percent(10, 0, 1000.0), 0.0);
+    }
+
+    #[test]
+    fn a_process_of_this_host_and_its_reaped_children_are_counted() {
+        // This test process: its own ticks read, itself left out.
+        let me = std::process::id().to_string();
+        let (_, pid, ppid) = ticks_of(&me).unwrap();
+        assert_eq!(pid.to_string(), me);
+        assert!(ppid > 0);
+        // A child that spins, then is reaped: its ticks move to this
+        // process's cutime, which a watcher from elsewhere counts.
+        let before = ticks_of(&me).unwrap().0;
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done"])
+            .spawn()
+            .unwrap();
+        child.wait().unwrap();
+        assert!(ticks_of(&me).unwrap().0 > before);
     }
 
     #[test]

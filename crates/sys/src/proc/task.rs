@@ -69,8 +69,11 @@ pub fn parse_sched_migrations(text: &str) -> Option<u64> {
 
 // Field numbers of proc_pid_stat(5), 1-based, counted from the start of the line.
 const FIELD_STATE: usize = 3;
+const FIELD_PPID: usize = 4;
 const FIELD_UTIME: usize = 14;
 const FIELD_STIME: usize = 15;
+const FIELD_CUTIME: usize = 16;
+const FIELD_CSTIME: usize = 17;
 const FIELD_STARTTIME: usize = 22;
 const FIELD_PROCESSOR: usize = 39;
 
@@ -81,8 +84,13 @@ pub struct TaskStat {
     /// so with the pid it does not identify a task over time; the start time
     /// does.
     pub comm: String,
+    /// The parent's pid.
+    pub ppid: u32,
     pub utime_ticks: u64,
     pub stime_ticks: u64,
+    /// User and system ticks of the children the task has waited for.
+    pub cutime_ticks: u64,
+    pub cstime_ticks: u64,
     /// Clock ticks after boot at which the task started.
     pub start_ticks: u64,
     /// The CPU the task last ran on.
@@ -107,8 +115,11 @@ pub fn parse_task_stat(text: &str) -> Result<TaskStat, ParseError> {
     };
     Ok(TaskStat {
         comm,
+        ppid: num(TASK_STAT, 1, "ppid", field(FIELD_PPID)?)?,
         utime_ticks: num(TASK_STAT, 1, "utime", field(FIELD_UTIME)?)?,
         stime_ticks: num(TASK_STAT, 1, "stime", field(FIELD_STIME)?)?,
+        cutime_ticks: num(TASK_STAT, 1, "cutime", field(FIELD_CUTIME)?)?,
+        cstime_ticks: num(TASK_STAT, 1, "cstime", field(FIELD_CSTIME)?)?,
         start_ticks: num(TASK_STAT, 1, "starttime", field(FIELD_STARTTIME)?)?,
         processor: num(TASK_STAT, 1, "processor", field(FIELD_PROCESSOR)?)?,
     })
@@ -220,7 +231,7 @@ mod tests {
     #[test]
     fn comm_with_spaces_and_parens() {
         let line = "4242 ((a) b)) S 4200 4200 4200 34817 4200 4194368 171 0 0 0 \
-                    17 23 0 0 20 0 3 0 123456 10485760 500 18446744073709551615 \
+                    17 23 31 7 20 0 3 0 123456 10485760 500 18446744073709551615 \
                     1 1 0 0 0 0 0 4096 1260 0 0 0 -1 5 0 0 0 0 0 0 0 0 0 0 0 0 0\n";
         let s = parse_task_stat(line).unwrap();
         assert_eq!(s.comm, "(a) b)");
@@ -228,6 +239,7 @@ mod tests {
             (s.utime_ticks, s.stime_ticks, s.start_ticks, s.processor),
             (17, 23, 123456, 5)
         );
+        assert_eq!((s.ppid, s.cutime_ticks, s.cstime_ticks), (4200, 31, 7));
     }
 
     #[test]
