@@ -360,7 +360,10 @@ fn a_runs_page_draws_its_flows_tcp_over_the_window_and_chromium_lays_it_out() {
         .map(|t| t[..t.find('<').unwrap()].parse().unwrap())
         .collect();
     assert!(ticks.len() >= 7 * 4, "{ticks:?}");
-    assert!(ticks.iter().all(|&t| (0.0..=window_s).contains(&t)), "{ticks:?}");
+    assert!(
+        ticks.iter().all(|&t| (0.0..=window_s).contains(&t)),
+        "{ticks:?}"
+    );
     // The mean's line has a point per sample inside the window.
     let inside = items(&it["client"]["tcp_series"]["t_ms"])
         .filter(|t| f(t) / 1000.0 <= window_s + 1e-9)

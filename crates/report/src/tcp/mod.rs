@@ -638,9 +638,16 @@ mod tests {
             Side::new(name, vec![r], None)
         };
         let a = guest("a", &[9e9, 9.1e9, 8.9e9], None);
-        let b = guest("b", &[8e9, 8.1e9, 7.9e9], Some("other processes took 41.0 %"));
+        let b = guest(
+            "b",
+            &[8e9, 8.1e9, 7.9e9],
+            Some("other processes took 41.0 %"),
+        );
         let page = checked(&a, &b, PageOptions::default());
-        assert!(page.contains("measure QEMU&apos;s emulator as well as the kernel"), "{page}");
+        assert!(
+            page.contains("measure QEMU&apos;s emulator as well as the kernel"),
+            "{page}"
+        );
         assert!(page.contains("suspect: b ("), "{page}");
         assert!(page.contains("other processes took 41.0 %"), "{page}");
     }
