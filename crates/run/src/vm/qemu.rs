@@ -89,15 +89,20 @@ pub(super) fn boot_any(
                 Err(f) if f.error.fault == Fault::Interrupted => Err(f.error),
                 // KVM that cannot bring a guest up (QEMU fails, or the
                 // guest hangs) is this host's, not the kernel's: TCG
-                // instead, and this host is not asked again.
+                // instead, and, where nothing says the kernel ran, this
+                // host is not asked again.
                 Err(f) if f.before_first_word => {
                     let why = f.kvm_why();
-                    accel::remember(b.qemu, false, &why);
-                    eprintln!(
-                        "plumb: KVM did not bring the guest up, using TCG ({why}); \
-                         remembered for this host in {}",
-                        accel::memo_path().display()
-                    );
+                    let kept = if f.is_kvms() {
+                        accel::remember(b.qemu, false, &why);
+                        format!(
+                            "; remembered for this host in {}",
+                            accel::memo_path().display()
+                        )
+                    } else {
+                        String::new()
+                    };
+                    eprintln!("plumb: KVM did not bring the guest up, using TCG ({why}){kept}");
                     tcg(
                         Some(format!("tcg, since KVM did not bring the guest up ({why})")),
                         each,
@@ -114,7 +119,7 @@ pub(super) fn boot_any(
         // Asked by name: a fresh probe, its answer remembered, and a
         // failure in one line.
         Accel::Kvm => match boot_kvm(b, each) {
-            Err(f) if f.error.fault != Fault::Interrupted && f.before_first_word => {
+            Err(f) if f.error.fault != Fault::Interrupted && f.is_kvms() => {
                 let why = f.kvm_why();
                 accel::remember(b.qemu, false, &why);
                 Err(VmError::boot(format!(
@@ -169,9 +174,18 @@ struct BootFailure {
     exited: bool,
     /// QEMU's line saying KVM cannot run the guest at all.
     fatal: Option<String>,
+    console_said: bool,
 }
 
 impl BootFailure {
+    /// Whether the failure is the host's KVM rather than the kernel's:
+    /// QEMU said KVM cannot run the guest, or the kernel never wrote a
+    /// line to its console (a kernel that ran under KVM and panicked has
+    /// said so there, and is not KVM's fault).
+    fn is_kvms(&self) -> bool {
+        self.before_first_word && (self.fatal.is_some() || !self.console_said)
+    }
+
     /// Why KVM did not bring the guest up, in one line: QEMU's own line
     /// where it said one, else the first line of the error without the
     /// console's tail or QEMU's register dump.
@@ -215,6 +229,7 @@ fn boot(
         before_first_word: !seen.hello,
         exited: seen.exited,
         fatal: seen.fatal,
+        console_said: seen.console_said,
     })
 }
 
@@ -224,6 +239,8 @@ struct Seen {
     hello: bool,
     exited: bool,
     fatal: Option<String>,
+    /// The guest's kernel wrote to its console before the boot ended.
+    console_said: bool,
 }
 
 fn boot_inner(
@@ -333,6 +350,7 @@ fn boot_inner(
         if let Ok(Some(status)) = qemu.0.try_wait() {
             seen.exited = true;
             seen.fatal = fatal();
+            seen.console_said = !logs.console().trim().is_empty();
             return Err(last_words(&format!("{QEMU} exited at once ({status})")));
         }
         if let Some(line) = fatal() {
@@ -387,6 +405,7 @@ fn boot_inner(
             Ok(None) => {
                 seen.exited = matches!(qemu.0.try_wait(), Ok(Some(_)));
                 seen.fatal = fatal();
+                seen.console_said = !logs.console().trim().is_empty();
                 let text = logs.console();
                 let why = match text.lines().find(|l| l.contains("Kernel panic")) {
                     Some(line) => format!(
@@ -405,6 +424,7 @@ fn boot_inner(
             }
             Err(Waited::Fatal(line)) => return Err(kvm_refused(&mut *seen, b.release, line)),
             Err(Waited::Timeout) => {
+                seen.console_said = !logs.console().trim().is_empty();
                 let why = if boot_s.is_none() {
                     format!(
                         "no word from the guest in {} s: killed",
@@ -680,6 +700,28 @@ impl Frames {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_failure_with_nothing_from_the_kernel_is_blamed_on_kvm() {
+        let failure = |fatal: Option<&str>, console_said: bool, hello: bool| BootFailure {
+            error: VmError::boot("kernel 6.1 (kvm): no word from the guest in 20 s: killed"),
+            before_first_word: !hello,
+            exited: false,
+            fatal: fatal.map(str::to_string),
+            console_said,
+        };
+        // QEMU's own word, or a kernel that never wrote a line.
+        assert!(failure(Some("KVM internal error. Suberror: 1"), false, false).is_kvms());
+        assert!(failure(None, false, false).is_kvms());
+        // A kernel that ran and panicked is the kernel's.
+        assert!(!failure(None, true, false).is_kvms());
+        // After the guest's first word nothing is KVM's.
+        assert!(!failure(None, false, true).is_kvms());
+        assert_eq!(
+            failure(None, false, false).kvm_why(),
+            "no word from the guest in 20 s: killed"
+        );
+    }
 
     #[test]
     fn a_console_is_kept_by_its_end() {
