@@ -236,9 +236,12 @@ impl Lab {
             .stderr(io())
             .spawn()
             .expect("plumb starts");
+        // Mid-run: the far plumb holds a connection of its own (the
+        // client's control connection or a flow), not merely a process
+        // that may still be starting on a loaded host.
         let until = Instant::now() + Duration::from_secs(20);
-        while self.far_plumbs().is_empty() {
-            assert!(Instant::now() < until, "the far end never started");
+        while !self.far_plumbs().iter().any(|&p| connected(p)) {
+            assert!(Instant::now() < until, "the far end never served");
             std::thread::sleep(Duration::from_millis(50));
         }
         std::thread::sleep(Duration::from_millis(1500));
@@ -811,4 +814,32 @@ fn a_sweep_and_a_check_run_their_points_against_a_server_started_over_ssh() {
             rec["spec"]
         );
     }
+}
+
+/// Whether process `pid` holds an established TCP connection: one of its
+/// descriptors is a socket that its namespace's /proc/net/tcp{,6} lists in
+/// state 01.
+fn connected(pid: u32) -> bool {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let link = std::fs::read_link(e.path()).ok()?;
+            let link = link.to_string_lossy();
+            Some(
+                link.strip_prefix("socket:[")?
+                    .strip_suffix(']')?
+                    .to_string(),
+            )
+        })
+        .collect();
+    ["tcp", "tcp6"].iter().any(|t| {
+        std::fs::read_to_string(format!("/proc/{pid}/net/{t}"))
+            .unwrap_or_default()
+            .lines()
+            .skip(1)
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .any(|f| f.len() > 9 && f[3] == "01" && inodes.iter().any(|i| i == f[9]))
+    })
 }
