@@ -491,3 +491,29 @@ fn fairness_is_jains_index_of_the_flows_transactions() {
         rec["iterations"][0]["derived"]
     );
 }
+
+#[test]
+fn a_large_request_on_one_blocking_flow_never_waits_for_the_interrupter() {
+    let _alone = measuring_alone();
+    // One flow blocks in its calls, and a signal cuts them short every
+    // sample; a 16 MB request cut short used to leave the client reading
+    // for an answer to a request the server did not have whole, until the
+    // interrupter a second later. Each transaction takes milliseconds.
+    let r = rr_json(&[
+        "--req-size",
+        "16000000",
+        "--duration",
+        "3s",
+        "--iterations",
+        "1",
+    ]);
+    let c = &r["iterations"][0]["client"];
+    let n = c["transactions"].as_u64().unwrap();
+    let max = c["latency"]["max_us"].as_f64().unwrap();
+    assert!(n >= 20, "{n} transactions in 3 s");
+    assert!(
+        max < 500_000.0,
+        "a transaction took {max} us: {}",
+        c["latency"]
+    );
+}

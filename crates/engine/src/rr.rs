@@ -48,6 +48,10 @@ struct Out {
     /// On a ring: the write in flight finishes what the flow owes (see
     /// [`RingFlows::quiet`]).
     quiet: bool,
+    /// A blocking write moved bytes and was then cut short (a signal):
+    /// the rest goes out before the next read, which would otherwise wait
+    /// for an answer to a message the peer does not have whole.
+    cut: bool,
 }
 
 impl Out {
@@ -74,19 +78,27 @@ impl Out {
         c: &FlowCounters,
         mut starting: impl FnMut(),
     ) -> io::Result<bool> {
+        let mut moved = false;
         while let Some(want) = self.due(writes) {
             if self.at.starts() {
                 starting();
             }
             match (&*stream).write(&buf[..want]) {
                 Ok(w) => {
+                    moved |= w > 0;
                     c.add_sent(w as u64);
                     self.wrote(writes, w);
                 }
-                Err(e) if later(&e) => return Ok(true),
+                Err(e) if later(&e) => {
+                    // A write that moved nothing waits on the peer: reading
+                    // is what lets both go on.
+                    self.cut = moved;
+                    return Ok(true);
+                }
                 Err(e) => return Err(e),
             }
         }
+        self.cut = false;
         Ok(false)
     }
 }
@@ -298,6 +310,9 @@ impl Handler for RrFlows {
         let k = i - self.base;
         if self.dead[k] {
             return Ok(Next::Done);
+        }
+        if lp.blocking.is_some() && self.out[k].cut {
+            return Ok(Next::Write);
         }
         let stream = &lp.sh.flows[i];
         let (c, timings) = (&lp.sh.counters[i], &mut lp.timings);
