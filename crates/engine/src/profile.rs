@@ -92,11 +92,12 @@ pub struct PeerEnd {
 /// The other end's profile, once made.
 pub type PeerProfile = Arc<Mutex<Option<Result<Profile, String>>>>;
 
-/// The other end as the profile needs it: its executable's map is read as
-/// the samplers open, while it surely runs.
+/// The other end as the profile needs it: its executable and mappings are
+/// held as the samplers open, while it surely runs, and parsed once the
+/// window is over.
 struct Peer {
     end: PeerEnd,
-    exe: Option<plumb_sys::elf::ExeMap>,
+    exe: Option<plumb_sys::elf::ExeHeld>,
 }
 
 /// Samplers opened on every CPU, not yet sampling.
@@ -157,7 +158,7 @@ impl Profiler {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let peer = peer.map(|end| Peer {
-            exe: plumb_sys::elf::ExeMap::of(end.pid).ok(),
+            exe: plumb_sys::elf::ExeHeld::of(end.pid).ok(),
             end,
         });
         Ok(Profiler {
@@ -237,11 +238,12 @@ impl Sampling {
             .join()
             .map_err(|_| "--profile: the sampling thread panicked".to_string());
         let kernel = plumb_sys::ksyms::KernelSymbols::host();
-        if let Some(peer) = &self.peer {
+        if let Some(mut peer) = self.peer.take() {
+            let exe = peer.exe.take().and_then(|held| held.load().ok());
             let profile = got.as_ref().map_err(|e| e.clone()).and_then(|got| {
                 let got = got.as_ref().map_err(|e| e.clone())?;
                 let names = Names {
-                    exe: peer.exe.as_ref(),
+                    exe: exe.as_ref(),
                     kernel,
                 };
                 let cpus = peer.end.cpus.as_ref();

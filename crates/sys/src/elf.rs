@@ -71,6 +71,61 @@ pub struct ExeMap {
     loads: Vec<(u64, u64, u64)>,
 }
 
+/// A process's executable and its mappings, held as they are now and
+/// parsed later: parsing a large binary's symbols takes seconds where a
+/// window's set-up cannot wait, and the process may be gone by then.
+pub struct ExeHeld {
+    /// The running binary, open through /proc/<pid>/exe: still the one
+    /// that ran when the path was replaced since.
+    file: std::fs::File,
+    /// The path the link names, as maps names the file.
+    target: String,
+    maps: String,
+}
+
+impl ExeHeld {
+    /// For process `pid`: /proc/<pid>/exe opened and /proc/<pid>/maps read.
+    pub fn of(pid: u32) -> Result<ExeHeld, String> {
+        ExeHeld::at(&pid.to_string())
+    }
+
+    fn at(proc: &str) -> Result<ExeHeld, String> {
+        let exe = &format!("/proc/{proc}/exe");
+        // maps names the file as the link does, " (deleted)" included when
+        // the binary was replaced while running.
+        let target = std::fs::read_link(exe).map_err(|e| format!("{exe}: {e}"))?;
+        let target = target
+            .to_str()
+            .ok_or_else(|| format!("{exe}: path {} is not UTF-8", target.display()))?
+            .to_string();
+        let file = std::fs::File::open(exe).map_err(|e| format!("{exe}: {e}"))?;
+        let maps = &format!("/proc/{proc}/maps");
+        let maps = std::fs::read_to_string(maps).map_err(|e| format!("{maps}: {e}"))?;
+        Ok(ExeHeld { file, target, maps })
+    }
+
+    /// Parses what was held: the symbols, the loads and the mappings.
+    pub fn load(mut self) -> Result<ExeMap, String> {
+        use std::io::Read;
+        let target = &self.target;
+        let mut data = Vec::new();
+        self.file
+            .read_to_end(&mut data)
+            .map_err(|e| format!("{target}: {e}"))?;
+        let symbols = parse_symbols(&data).map_err(|e| format!("{target}: {e}"))?;
+        let loads = parse_loads(&data).map_err(|e| format!("{target}: {e}"))?;
+        let mappings = parse_maps(&self.maps, target);
+        if mappings.is_empty() {
+            return Err(format!("maps: no mapping of {target}"));
+        }
+        Ok(ExeMap {
+            symbols,
+            mappings,
+            loads,
+        })
+    }
+}
+
 impl ExeMap {
     /// [`ExeMap::own`], read once per process: the running binary and
     /// where it is loaded do not change.
@@ -86,33 +141,11 @@ impl ExeMap {
 
     /// For process `pid`: /proc/<pid>/exe and /proc/<pid>/maps.
     pub fn of(pid: u32) -> Result<ExeMap, String> {
-        ExeMap::at(&pid.to_string())
+        ExeHeld::of(pid)?.load()
     }
 
     fn at(proc: &str) -> Result<ExeMap, String> {
-        let exe = &format!("/proc/{proc}/exe");
-        // maps names the file as the link does, " (deleted)" included when
-        // the binary was replaced while running.
-        let target = std::fs::read_link(exe).map_err(|e| format!("{exe}: {e}"))?;
-        let target = target
-            .to_str()
-            .ok_or_else(|| format!("{exe}: path {} is not UTF-8", target.display()))?;
-        // Read through the link, not the path, so a replaced binary is still
-        // the one that is running.
-        let data = std::fs::read(exe).map_err(|e| format!("{exe}: {e}"))?;
-        let symbols = parse_symbols(&data).map_err(|e| format!("{target}: {e}"))?;
-        let loads = parse_loads(&data).map_err(|e| format!("{target}: {e}"))?;
-        let maps = &format!("/proc/{proc}/maps");
-        let text = std::fs::read_to_string(maps).map_err(|e| format!("{maps}: {e}"))?;
-        let mappings = parse_maps(&text, target);
-        if mappings.is_empty() {
-            return Err(format!("{maps}: no mapping of {target}"));
-        }
-        Ok(ExeMap {
-            symbols,
-            mappings,
-            loads,
-        })
+        ExeHeld::at(proc)?.load()
     }
 
     /// Symbol of a runtime address in this executable, or None when the
