@@ -89,18 +89,9 @@ impl EmbeddedServer {
             }
             _ => {
                 server.reap(Duration::from_secs(2));
-                // Let the reader thread drain what the child said before it died.
-                std::thread::sleep(Duration::from_millis(50));
-                let said = server
-                    .stderr
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .clone();
-                let why = said
-                    .lines()
-                    .map(|l| l.trim_start_matches("plumb: error: "))
-                    .find(|l| !l.trim().is_empty())
-                    .unwrap_or("it exited without a word");
+                let why = server
+                    .said()
+                    .unwrap_or_else(|| "it exited without a word".into());
                 Err(RunError::Embedded(format!(
                     "the embedded server did not start: {why}"
                 )))
@@ -125,6 +116,19 @@ impl EmbeddedServer {
         }
         let _ = child.kill();
         let _ = child.wait();
+    }
+
+    /// The first thing a reaped child said on stderr: why it failed to
+    /// start, or why it dropped a session without a word on the control
+    /// connection.
+    pub fn said(&self) -> Option<String> {
+        // Let the reader thread drain what the child said before it died.
+        std::thread::sleep(Duration::from_millis(50));
+        let said = self.stderr.lock().unwrap_or_else(|p| p.into_inner());
+        said.lines()
+            .map(|l| l.trim_start_matches("plumb: error: ").trim())
+            .find(|l| !l.is_empty())
+            .map(str::to_string)
     }
 
     pub fn pid(&self) -> Option<u32> {

@@ -491,7 +491,7 @@ fn run_iteration_at(
         lost: None,
         server: None,
     };
-    let (client, _) = test_end::run_end(plan, &mut cues, sink)?;
+    let (mut client, _) = test_end::run_end(plan, &mut cues, sink)?;
     let complete = cues.complete && cues.lost.is_none();
     let (mut server, server_env) = cues
         .server
@@ -506,6 +506,13 @@ fn run_iteration_at(
     }
     if let Some(e) = embedded.as_mut() {
         e.reap(Duration::from_secs(2));
+        if server.lost {
+            if let Some(why) = e.said() {
+                client
+                    .warnings
+                    .push(format!("the embedded server said: {why}"));
+            }
+        }
     }
 
     let it = Iteration {

@@ -253,6 +253,8 @@ pub(crate) fn run_and_store(
     for w in record.iterations.iter().flat_map(|i| &i.client.warnings) {
         if w.starts_with("server lost") {
             eprintln!("plumb: {w}; the partial results are marked incomplete");
+        } else if w.starts_with("the embedded server said") {
+            eprintln!("plumb: {w}");
         }
     }
     for line in &record.server_knobs {
