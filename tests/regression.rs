@@ -34,6 +34,9 @@ fn code(out: &std::process::Output) -> i32 {
 
 #[test]
 fn iterations_stop_at_the_target_or_say_it_was_missed() {
+    // The loose target is met only by iterations that agree, which another
+    // test's flows on the same CPUs would break.
+    let _alone = measuring_alone();
     // A loose target is met after the minimum.
     let rec = stream_json(&[
         "--no-store",
@@ -163,7 +166,9 @@ fn pacing_at_half_is_a_regression_and_check_says_bad() {
     let p = &c["points"][0];
     assert_eq!(p["verdict"], "regression", "{c}");
     let change = f(&p["change"]);
-    assert!((-0.65..=-0.35).contains(&change), "about -50 %: {change}");
+    // Pacing caps the rate from above; a loaded host can hold a paced flow
+    // further under its cap (timers fire late), never over it.
+    assert!((-0.8..=-0.35).contains(&change), "about -50 %: {change}");
     assert!(
         items(&c["spec_diff"]).any(|d| d["key"] == "socket.pacing_rate_bps"),
         "the spec difference is named: {}",
