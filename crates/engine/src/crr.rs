@@ -101,6 +101,20 @@ impl Conn {
 }
 
 impl Conn {
+    /// `n` more bytes of the incoming message; true when they are the ones
+    /// that make it whole (on the client, the transaction is done).
+    fn received(&mut self, n: usize, in_size: usize) -> bool {
+        let before = self.got;
+        self.got += n;
+        before < in_size && self.got >= in_size
+    }
+
+    /// The peer's close (a read of 0 bytes) after a whole incoming message
+    /// is the exchange's normal end; before it, the peer gave up.
+    fn whole(&self, in_size: usize) -> bool {
+        self.got >= in_size
+    }
+
     /// Bytes of the write due now, unless the message is written.
     fn due(&self, writes: &[usize]) -> Option<usize> {
         (!self.written).then(|| self.at.due(writes))
@@ -142,6 +156,23 @@ fn arm(lp: &Loop, conn: &mut Conn, id: u64, blocked: bool) -> io::Result<()> {
         conn.armed_out = blocked;
     }
     Ok(())
+}
+
+/// Whether the server closes a connection first, once its response is
+/// out (`server-fin`); otherwise the client closes it once the response is
+/// in, and the server closes on the client's close.
+fn server_closes_first(close: Close) -> bool {
+    close == Close::ServerFin
+}
+
+/// One transaction of the client's: counted, and timed from its connect.
+fn transaction_done(
+    timings: &mut crate::flow::Timings,
+    counters: &crate::flow::FlowCounters,
+    t0: u64,
+) {
+    timings.record_since(t0);
+    counters.add_transaction();
 }
 
 /// Where a client connection stands after a step.
@@ -278,15 +309,13 @@ impl CrrClient {
         {
             loop {
                 match (&conn.stream).read(&mut self.recv_buf) {
-                    Ok(0) if conn.got >= self.plan.in_size => return Ok(Step::Ended),
+                    Ok(0) if conn.whole(self.plan.in_size) => return Ok(Step::Ended),
                     Ok(0) => {
                         return Ok(Step::Failed("the server closed before its response".into()))
                     }
                     Ok(got) => {
                         c.add_received(got as u64);
-                        let before = conn.got;
-                        conn.got += got;
-                        if before < self.plan.in_size && conn.got >= self.plan.in_size {
+                        if conn.received(got, self.plan.in_size) {
                             return Ok(Step::Complete);
                         }
                     }
@@ -305,9 +334,8 @@ impl CrrClient {
             Step::Pending => {}
             Step::Complete => {
                 let t0 = self.conns[k].as_ref().map_or(0, |c| c.t0);
-                lp.timings.record_since(t0);
-                lp.sh.counters[i].add_transaction();
-                if self.plan.close != Close::ServerFin {
+                transaction_done(&mut lp.timings, &lp.sh.counters[i], t0);
+                if !server_closes_first(self.plan.close) {
                     self.reopen(lp, k);
                 } else if let Step::Ended | Step::Failed(_) =
                     // The server's FIN follows its response closely.
@@ -475,7 +503,7 @@ impl CrrServer {
         let mut close = false;
         // A whole request is answered before anything more is read: what
         // follows it is the client's close, which comes after the answer.
-        while conn.got < self.plan.in_size || conn.written {
+        while !conn.whole(self.plan.in_size) || conn.written {
             match (&conn.stream).read(&mut self.recv_buf) {
                 Ok(0) => {
                     close = true;
@@ -483,7 +511,7 @@ impl CrrServer {
                 }
                 Ok(got) => {
                     c.add_received(got as u64);
-                    conn.got += got;
+                    conn.received(got, self.plan.in_size);
                 }
                 Err(e) if later(&e) => break,
                 // RST from a client closing with linger 0: the normal end.
@@ -493,13 +521,13 @@ impl CrrServer {
                 }
             }
         }
-        if !close && conn.got >= self.plan.in_size && !conn.written {
+        if !close && conn.whole(self.plan.in_size) && !conn.written {
             match write_out(conn, &self.plan.out_writes, &self.send_buf) {
                 Ok((sent, blocked)) => {
                     c.add_sent(sent);
                     if conn.written {
                         c.add_transaction();
-                        close = self.plan.close == Close::ServerFin;
+                        close = server_closes_first(self.plan.close);
                     }
                     arm(lp, conn, slot as u64, blocked)?;
                 }
@@ -637,7 +665,7 @@ impl RingFlows for CrrClient {
                 }
                 None
             }
-            (Op::Receive, None) if c.result == 0 && conn.got >= self.plan.in_size => {
+            (Op::Receive, None) if c.result == 0 && conn.whole(self.plan.in_size) => {
                 self.conns[k] = None;
                 self.open_on_ring(lp, q, k)?;
                 None
@@ -647,14 +675,11 @@ impl RingFlows for CrrClient {
             }
             (Op::Receive, None) => {
                 counters.add_received(c.result as u64);
-                let before = conn.got;
-                conn.got += c.result as usize;
-                let done = before < self.plan.in_size && conn.got >= self.plan.in_size;
+                let done = conn.received(c.result as usize, self.plan.in_size);
                 if done {
-                    lp.timings.record_since(conn.t0);
-                    counters.add_transaction();
+                    transaction_done(&mut lp.timings, counters, conn.t0);
                 }
-                if done && self.plan.close != Close::ServerFin {
+                if done && !server_closes_first(self.plan.close) {
                     // Dropping the stream closes it: RST with linger 0, else FIN.
                     self.conns[k] = None;
                     self.open_on_ring(lp, q, k)?;
@@ -743,8 +768,8 @@ impl RingFlows for CrrServer {
             (Op::Receive, None) if c.result == 0 => true,
             (Op::Receive, None) => {
                 counters.add_received(c.result as u64);
-                conn.got += c.result as usize;
-                if conn.got < self.plan.in_size
+                conn.received(c.result as usize, self.plan.in_size);
+                if !conn.whole(self.plan.in_size)
                     || conn.written
                     || !queue_write(q, conn, &self.plan.out_writes, send)?
                 {
@@ -759,10 +784,10 @@ impl RingFlows for CrrServer {
                 if done {
                     counters.add_transaction();
                 }
-                if done && self.plan.close != Close::ServerFin {
+                if done && !server_closes_first(self.plan.close) {
                     q.receive_once(conn.stream.as_fd(), receive)?;
                 }
-                done && self.plan.close == Close::ServerFin
+                done && server_closes_first(self.plan.close)
             }
             (Op::Connect | Op::Accept, None) => false,
         };
@@ -916,5 +941,29 @@ mod flow_tests {
         peer.read_exact(&mut got).unwrap();
         drop(conn);
         assert_eq!(peer.read(&mut got).unwrap(), 0, "nothing after the message");
+    }
+
+    #[test]
+    fn a_message_split_over_reads_completes_once_and_the_close_order_is_one_rule() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let stream = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let mut conn = Conn::new(stream, false, 0);
+        // 100 bytes in reads of 30, 30, 40 and then 5 more: the third
+        // completes it, no other does.
+        let done: Vec<bool> = [30, 30, 40, 5]
+            .iter()
+            .map(|&n| conn.received(n, 100))
+            .collect();
+        assert_eq!(done, [false, false, true, false]);
+        assert!(conn.whole(100));
+        let mut short = Conn::new(
+            TcpStream::connect(l.local_addr().unwrap()).unwrap(),
+            false,
+            0,
+        );
+        assert!(!short.received(99, 100));
+        assert!(!short.whole(100), "a close now is the peer giving up");
+        assert!(server_closes_first(Close::ServerFin));
+        assert!(!server_closes_first(Close::Fin) && !server_closes_first(Close::Rst));
     }
 }
