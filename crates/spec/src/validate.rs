@@ -1,0 +1,403 @@
+//! Whether a spec can run: each numeric field within the bounds of the
+//! field table, and the combinations a workload, an engine and a path
+//! take. Every error names the field (and so the flag or key) at fault.
+
+use crate::*;
+
+/// A spec field whose value cannot be run, with the field that set it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}: {message}", field.flag())]
+pub struct SpecError {
+    pub field: Field,
+    pub message: String,
+}
+
+impl SpecError {
+    pub fn new(field: Field, message: impl Into<String>) -> Self {
+        SpecError {
+            field,
+            message: message.into(),
+        }
+    }
+
+    /// The flag of `plumb run` that sets the field: `--flows`.
+    pub fn flag(&self) -> &'static str {
+        self.field.flag()
+    }
+}
+
+/// `field` holds `value`, or an error that names the field, its bounds
+/// and the value, each shown by `show`.
+fn within(field: Field, value: u64, show: impl Fn(u64) -> String) -> Result<(), SpecError> {
+    match field.bounds() {
+        Some((lo, hi)) if !(lo..=hi).contains(&value) => Err(SpecError::new(
+            field,
+            if hi == u64::MAX {
+                format!("must be at least {}, got {}", show(lo), show(value))
+            } else {
+                format!(
+                    "must be between {} and {}, got {}",
+                    show(lo),
+                    show(hi),
+                    show(value)
+                )
+            },
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn show_bytes(n: u64) -> String {
+    if n == 1 {
+        "1 byte".into()
+    } else {
+        units::show_size(n)
+    }
+}
+
+impl Spec {
+    /// What the io_uring engine runs, and the send mode only it has.
+    fn validate_io(&self) -> Result<(), SpecError> {
+        if self.io == Io::Epoll {
+            if self.zerocopy == ZeroCopy::Uring {
+                return Err(SpecError::new(
+                    Field::ZeroCopy,
+                    "uring sends through the io_uring engine; set io to uring as well",
+                ));
+            }
+            return Ok(());
+        }
+        if !matches!(
+            self.workload,
+            Workload::Stream | Workload::Rr | Workload::Crr
+        ) {
+            return Err(SpecError::new(
+                Field::Io,
+                format!(
+                    "the io_uring engine runs stream, rr and crr; {} runs on epoll",
+                    self.workload
+                ),
+            ));
+        }
+        if !matches!(self.zerocopy, ZeroCopy::None | ZeroCopy::Uring) {
+            return Err(SpecError::new(
+                Field::ZeroCopy,
+                "the io_uring engine's zero-copy send is uring (IORING_OP_SEND_ZC)",
+            ));
+        }
+        if !self.rx.is_copy() {
+            return Err(SpecError::new(
+                Field::Rx,
+                "the io_uring engine receives into its own buffer ring: copy only",
+            ));
+        }
+        let (least, most) = RING_RECEIVE_BUFFER;
+        if self.read_size.is_some_and(|r| r < least || r > most) {
+            return Err(SpecError::new(
+                Field::ReadSize,
+                format!(
+                    "the io_uring engine reads into buffers of {} to {}",
+                    show_bytes(least),
+                    show_bytes(most)
+                ),
+            ));
+        }
+        if self.rr.as_ref().is_some_and(|r| r.rate.is_some()) {
+            return Err(SpecError::new(
+                Field::Rate,
+                "the io_uring engine runs closed loops; an open loop runs on epoll",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks ranges and consistency; names the field of the first bad one.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        if self.workload.is_udp() {
+            self.validate_udp()?;
+        }
+        // The rr sizes first: msg_size is derived from them, and the user
+        // typed --req-size, not --msg-size.
+        if let Some(rr) = &self.rr {
+            within(Field::ReqSize, rr.req_size, show_bytes)?;
+            within(Field::RespSize, rr.resp_size, show_bytes)?;
+            if self.workload == Workload::Crr && (rr.pipeline != 1 || rr.rate.is_some()) {
+                return Err(SpecError::new(
+                    if rr.rate.is_some() {
+                        Field::Rate
+                    } else {
+                        Field::Pipeline
+                    },
+                    "crr makes one transaction per connection; it has no pipeline or open loop",
+                ));
+            }
+            if let Some(r) = rr.rate {
+                within(Field::Rate, r, |n| {
+                    if n >= 1_000_000 && n.is_multiple_of(1_000_000) {
+                        format!("{}M", n / 1_000_000)
+                    } else {
+                        n.to_string()
+                    }
+                })
+                .map_err(|e| SpecError {
+                    message: format!("{} transactions per second", e.message),
+                    ..e
+                })?;
+            }
+            within(Field::Pipeline, rr.pipeline.into(), |n| n.to_string())?;
+            for (field, writes, size) in [
+                (Field::ReqWrites, &rr.req_writes, rr.req_size),
+                (Field::RespWrites, &rr.resp_writes, rr.resp_size),
+            ] {
+                let sum = writes.iter().try_fold(0u64, |a, w| a.checked_add(*w));
+                if !writes.is_empty() && (writes.contains(&0) || sum != Some(size)) {
+                    return Err(SpecError::new(
+                        field,
+                        format!("the writes must be non-empty and add up to {size} bytes"),
+                    ));
+                }
+            }
+        }
+        if self.workload != Workload::Stream {
+            if !self.zerocopy.is_none() {
+                return Err(SpecError::new(
+                    Field::ZeroCopy,
+                    "only the stream workload has zero-copy send modes",
+                ));
+            }
+            if !self.rx.is_copy() {
+                return Err(SpecError::new(
+                    Field::Rx,
+                    "only the stream workload has receive modes",
+                ));
+            }
+            if self.read_size.is_some() {
+                return Err(SpecError::new(
+                    Field::ReadSize,
+                    "only the stream workload has a read size; a transaction reads the rest of its message",
+                ));
+            }
+        }
+        if let Some(r) = self.read_size {
+            within(Field::ReadSize, r, show_bytes)?;
+            if r > self.msg_size {
+                return Err(SpecError::new(
+                    Field::ReadSize,
+                    format!(
+                        "a read never runs into the next message: at most the message size, {}",
+                        show_bytes(self.msg_size)
+                    ),
+                ));
+            }
+            if self.rx == RxMode::Zerocopy {
+                return Err(SpecError::new(
+                    Field::ReadSize,
+                    "TCP_ZEROCOPY_RECEIVE maps what is queued; a read size is for rx copy and skip",
+                ));
+            }
+        }
+        self.validate_io()?;
+        within(Field::Flows, self.flows.into(), |n| n.to_string())?;
+        within(Field::Threads, self.threads.into(), |n| n.to_string())?;
+        if self.threads > self.flows {
+            return Err(SpecError::new(
+                Field::Threads,
+                format!(
+                    "{} threads for {} flows would leave threads idle; use at most {}",
+                    self.threads, self.flows, self.flows
+                ),
+            ));
+        }
+        within(Field::MsgSize, self.msg_size, show_bytes)?;
+        for (field, b) in [
+            (Field::Sndbuf, self.socket.sndbuf),
+            (Field::Rcvbuf, self.socket.rcvbuf),
+        ] {
+            if let BufSize::Bytes(n) = b {
+                within(field, n, show_bytes).map_err(|e| SpecError {
+                    message: format!(
+                        "must be 'auto' or {}",
+                        e.message.trim_start_matches("must be ")
+                    ),
+                    ..e
+                })?;
+            }
+        }
+        if let Some(m) = self.socket.mss {
+            within(Field::Mss, m.into(), |n| format!("{n} bytes"))?;
+        }
+        if let Some(n) = self.socket.notsent_lowat {
+            within(Field::NotsentLowat, n.into(), show_bytes)?;
+        }
+        if let Some(n) = self.socket.rcvlowat {
+            within(Field::RcvLowat, n.into(), show_bytes)?;
+            // A transaction's reader waits for its one message and nothing
+            // follows until it answers: a mark above the message is never
+            // reached, and the flow would stall.
+            if let Some(rr) = &self.rr {
+                let least = rr.req_size.min(rr.resp_size);
+                if u64::from(n) > least {
+                    return Err(SpecError::new(
+                        Field::RcvLowat,
+                        format!(
+                            "a transaction's reader would wait for more than its message: \
+                             at most {}, the smaller of request and response",
+                            show_bytes(least)
+                        ),
+                    ));
+                }
+            }
+        }
+        if let Some(cc) = &self.socket.cc {
+            if cc.is_empty()
+                || cc.len() > 15
+                || !cc.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            {
+                return Err(SpecError::new(
+                    Field::Cc,
+                    format!("'{cc}' is not a congestion control name (like cubic or bbr)"),
+                ));
+            }
+        }
+        if let Some(r) = self.socket.pacing_rate_bps {
+            within(Field::PacingRate, r, |n| format!("{n} bit/s")).map_err(|e| SpecError {
+                message: format!("{} (the kernel paces in bytes per second)", e.message),
+                ..e
+            })?;
+        }
+        within(Field::Duration, self.duration_ms, units::show_ms)?;
+        within(Field::Warmup, self.warmup_ms, units::show_ms)?;
+        if let Some(Topology::Veth(v)) = &self.topology {
+            if let Some(m) = v.mtu {
+                within(Field::Mtu, m.into(), |n| n.to_string())?;
+            }
+            if let Some(d) = v.delay_us {
+                within(Field::Delay, d, |us| format!("{}ms", us as f64 / 1000.0))?;
+            }
+            if let Some(r) = v.link_rate_bps {
+                within(Field::LinkRate, r, units::show_rate)?;
+            }
+            if let Some(q) = v.queue_bytes {
+                within(Field::Queue, q, |n| n.to_string())?;
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_udp(&self) -> Result<(), SpecError> {
+        let sizes: Vec<(Field, u64)> = match &self.rr {
+            Some(rr) => vec![
+                (Field::ReqSize, rr.req_size),
+                (Field::RespSize, rr.resp_size),
+            ],
+            None => vec![(Field::MsgSize, self.msg_size)],
+        };
+        for (field, size) in sizes {
+            if !(UDP_HEADER..=UDP_MAX).contains(&size) {
+                return Err(SpecError::new(
+                    field,
+                    format!(
+                        "a datagram must be between {UDP_HEADER} bytes (plumb's header: tag, flow, \
+                         sequence) and {UDP_MAX} bytes, got {size}"
+                    ),
+                ));
+            }
+        }
+        if self.direction != Direction::Send {
+            return Err(SpecError::new(
+                Field::Direction,
+                "UDP datagrams go from the client to the server; swap the hosts to send the other way",
+            ));
+        }
+        let defaults = Spec::defaults(self.workload);
+        let set = |f: &&Field| self.value_of(**f) != defaults.value_of(**f);
+        let mut tcp_only = Field::ALL.iter().filter(|f| f.proto() == Proto::Tcp);
+        if let Some(field) = tcp_only.find(set) {
+            return Err(SpecError::new(
+                *field,
+                "a TCP option; UDP workloads do not take it",
+            ));
+        }
+        match (self.workload, &self.rr) {
+            (Workload::UdpRr, Some(rr)) => {
+                if rr.pipeline != 1 || rr.rate.is_some() {
+                    return Err(SpecError::new(
+                        if rr.rate.is_some() {
+                            Field::Rate
+                        } else {
+                            Field::Pipeline
+                        },
+                        "udp-rr keeps one request outstanding per flow",
+                    ));
+                }
+                if !rr.req_writes.is_empty() || !rr.resp_writes.is_empty() {
+                    return Err(SpecError::new(
+                        Field::ReqWrites,
+                        "a datagram is always one write",
+                    ));
+                }
+                within(Field::Timeout, rr.timeout_ms.unwrap_or(0), |ms| {
+                    if ms > 0 && ms.is_multiple_of(1000) {
+                        format!("{}s", ms / 1000)
+                    } else {
+                        format!("{ms}ms")
+                    }
+                })?;
+            }
+            (Workload::UdpStream, None) => {}
+            _ => {
+                return Err(SpecError::new(
+                    Field::Workload,
+                    "udp-rr needs request/response sizes and udp-stream none",
+                ))
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validation_names_the_flag() {
+        let mut s = Spec::stream();
+        s.flows = 0;
+        assert_eq!(s.validate().unwrap_err().flag(), "--flows");
+        let mut s = Spec::stream();
+        s.threads = 4;
+        assert_eq!(s.validate().unwrap_err().flag(), "--threads");
+        let mut s = Spec::stream();
+        s.socket.cc = Some("no such".into());
+        assert_eq!(s.validate().unwrap_err().flag(), "--cc");
+        let mut s = Spec::stream();
+        s.socket.mss = Some(10);
+        assert_eq!(s.validate().unwrap_err().flag(), "--mss");
+        assert!(Spec::stream().validate().is_ok());
+    }
+
+    #[test]
+    fn udp_specs_check_sizes_and_tcp_options() {
+        assert!(Spec::udp_stream().validate().is_ok());
+        assert!(Spec::udp_rr().validate().is_ok());
+        assert_eq!(Spec::udp_stream().setup_flows(), 1);
+        let mut s = Spec::udp_stream();
+        s.msg_size = 8;
+        assert_eq!(s.validate().unwrap_err().flag(), "--msg-size");
+        s.msg_size = 70_000;
+        assert_eq!(s.validate().unwrap_err().flag(), "--msg-size");
+        let mut s = Spec::udp_stream();
+        s.socket.nodelay = true;
+        assert_eq!(s.validate().unwrap_err().flag(), "--nodelay");
+        let mut s = Spec::udp_rr();
+        s.rr.as_mut().unwrap().resp_size = 1;
+        assert_eq!(s.validate().unwrap_err().flag(), "--resp-size");
+        let mut s = Spec::udp_rr();
+        s.rr.as_mut().unwrap().timeout_ms = Some(0);
+        assert_eq!(s.validate().unwrap_err().flag(), "--timeout");
+        let json = serde_json::to_string(&Spec::udp_rr()).unwrap();
+        assert!(json.contains("\"udp-rr\""), "{json}");
+        assert!(Spec::udp_rr().summary().starts_with("udp-rr 1 flow 16/16"));
+    }
+}
