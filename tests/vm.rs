@@ -393,9 +393,11 @@ fn kill_9_of_plumb_mid_run_leaves_no_qemu_and_no_files() {
 /// times as fast as 6.1 here, receive-window-limited on both.
 /// A small receive buffer over a veth path: 6.12 sizes its window from
 /// the buffer differently from 6.1 and moves half as much again. Over
-/// 40 ms the window, not the emulator, sets the rate even on a slow or
-/// busy host (over 2 ms both kernels came out alike on one), and 3 s hold
-/// more than 50 round trips.
+/// 40 ms a side the window, not the emulator, sets the rate even on a
+/// slow or busy host (over 2 ms both kernels came out alike on one); 3 s
+/// hold 36 round trips of 80 ms (plumb says fewer than 50), each moving a
+/// whole window, which resolves the rate to a few percent against the 20 %
+/// the tests look for.
 const WINDOW_POINT: &str = "name = \"small-window\"\niterations = \"3..3\"\n[base]\n\
     workload = \"stream\"\ntopology = \"veth\"\ndelay = \"40ms\"\nrcvbuf = \"16K\"\n\
     duration = \"3s\"\nwarmup = \"500ms\"\n";
@@ -506,13 +508,26 @@ fn a_bisect_over_four_packaged_kernels_names_the_first_that_changed() {
     let point = WINDOW_POINT.replace("\"3..3\"", "\"5..5\"");
     let file = ExperimentFile::new("vm-bisect", &point);
     let path = |p: &PathBuf| p.to_str().unwrap().to_string();
-    let out = plumb()
-        .args(["bisect", "--points", file.path(), "--no-store"])
-        .args(["--good", &path(&old[0]), "--bad", &path(&new[1])])
-        .args([path(&old[1]), path(&new[0])])
-        .args(["--change", "better", "--threshold", "20"])
-        .output()
-        .unwrap();
+    let bisect = || {
+        plumb()
+            .args(["bisect", "--points", file.path(), "--no-store"])
+            .args(["--good", &path(&old[0]), "--bad", &path(&new[1])])
+            .args([path(&old[1]), path(&new[0])])
+            .args(["--change", "better", "--threshold", "20"])
+            .output()
+            .unwrap()
+    };
+    let mut out = bisect();
+    // A guest kernel under TCG panicked once in the middle of a run
+    // ("Fatal exception in interrupt", 6.12.115, not again in the next
+    // runs): a skip, as it must be, which leaves the first bad unnamed.
+    // One more bisection tells the emulator's accident from a kernel that
+    // panics each time.
+    if out.status.code() == Some(125)
+        && String::from_utf8_lossy(&out.stdout).contains("the guest kernel panicked")
+    {
+        out = bisect();
+    }
     let text = String::from_utf8_lossy(&out.stdout);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{text}\n{err}");
