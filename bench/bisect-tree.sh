@@ -2,7 +2,7 @@
 # `plumb bisect --tree` with its default build, once, on a real kernel
 # source: Debian's linux-source package unpacked into a git repository of
 # two commits (the second adds a line to README, so its build is the
-# tree's incremental one), bisected with the window point over a 40 ms veth
+# tree's incremental one), bisected with the window point over a 10 ms veth
 # path. Not run in CI: the first build is the whole kernel's.
 #
 #   bench/bisect-tree.sh [SERIES]
@@ -52,9 +52,9 @@ iterations = "3..3"
 [base]
 workload = "stream"
 topology = "veth"
-delay = "40ms"
+delay = "10ms"
 rcvbuf = "16K"
-duration = "3s"
+duration = "2s"
 warmup = "500ms"
 EOF
 

@@ -393,14 +393,13 @@ fn kill_9_of_plumb_mid_run_leaves_no_qemu_and_no_files() {
 /// times as fast as 6.1 here, receive-window-limited on both.
 /// A small receive buffer over a veth path: 6.12 sizes its window from
 /// the buffer differently from 6.1 and moves half as much again. Over
-/// 40 ms a side the window, not the emulator, sets the rate even on a
-/// slow or busy host (over 2 ms both kernels came out alike on one); 3 s
-/// hold 36 round trips of 80 ms (plumb says fewer than 50), each moving a
-/// whole window, which resolves the rate to a few percent against the 20 %
-/// the tests look for.
+/// 10 ms a side the window, not the emulator, sets the rate on a slow or
+/// busy host too (over 2 ms both kernels came out alike on one). Over
+/// 40 ms, 6.12 guests under TCG panicked in an interrupt twice in two
+/// runs of these tests, never over 10 ms.
 const WINDOW_POINT: &str = "name = \"small-window\"\niterations = \"3..3\"\n[base]\n\
-    workload = \"stream\"\ntopology = \"veth\"\ndelay = \"40ms\"\nrcvbuf = \"16K\"\n\
-    duration = \"3s\"\nwarmup = \"500ms\"\n";
+    workload = \"stream\"\ntopology = \"veth\"\ndelay = \"10ms\"\nrcvbuf = \"16K\"\n\
+    duration = \"2s\"\nwarmup = \"500ms\"\n";
 
 #[test]
 fn a_sweep_under_two_kernels_boots_each_once_a_round_and_compares_them() {
@@ -458,8 +457,8 @@ fn check_under_a_kernel_answers_as_git_bisect_run_expects() {
         &["run", "stream", "--kernel", old.to_str().unwrap()][..],
         &["--db", db.path(), "--iterations", "3"],
         // WINDOW_POINT's path and window.
-        &["--topology", "veth", "--delay", "40ms", "--rcvbuf", "16K"],
-        &["--duration", "3s", "--warmup", "500ms"],
+        &["--topology", "veth", "--delay", "10ms", "--rcvbuf", "16K"],
+        &["--duration", "2s", "--warmup", "500ms"],
     ]
     .concat());
     assert_ok(&out);
@@ -471,8 +470,14 @@ fn check_under_a_kernel_answers_as_git_bisect_run_expects() {
             .output()
             .unwrap()
     };
-    // 6.12 is faster: no regression.
-    let out = check(new.to_str().unwrap(), &[]);
+    // 6.12 is faster: no regression. A guest that panicked under TCG
+    // (see WINDOW_POINT) is a skip; it is asked once more.
+    let mut out = check(new.to_str().unwrap(), &[]);
+    if out.status.code() == Some(125)
+        && String::from_utf8_lossy(&out.stderr).contains("the guest kernel panicked")
+    {
+        out = check(new.to_str().unwrap(), &[]);
+    }
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(err.contains("check: good"), "{err}");
@@ -698,7 +703,7 @@ fn a_bisect_over_a_git_tree_builds_what_git_checks_out_and_puts_the_tree_back() 
     let db = TempDb::new("vm-bisect-tree");
     // The window point, with iterations enough for Welch's test to tell
     // the two kernels apart under TCG on a noisy host.
-    let point = WINDOW_POINT.replace("\"3..3\"", "\"5..5\"");
+    let point = WINDOW_POINT.replace("\"3..3\"", "\"7..7\"");
     let file = ExperimentFile::new("vm-bisect-tree", &point);
     let out = plumb()
         .env("PLUMB_TEST_KERNELS", old.parent().unwrap())
