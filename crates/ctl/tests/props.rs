@@ -4,7 +4,8 @@
 use plumb_ctl::{decode_frame, read_frame, write_frame, Frame, FrameError, Message, MAX_FRAME};
 use plumb_samples::{EndResult, Role};
 use plumb_spec::{
-    BufSize, Close, CpuList, Direction, Family, Io, RrSpec, SocketOpts, Spec, Workload,
+    BufSize, Close, CpuList, Direction, Family, Io, RrSpec, SockOpt, SockOptValues, SocketOpts,
+    Spec, Workload,
 };
 use proptest::prelude::*;
 
@@ -94,8 +95,11 @@ fn spec() -> impl Strategy<Value = Spec> {
                     mss,
                     cc,
                     pacing_rate_bps: pacing,
-                    notsent_lowat: mss.map(|m| m * 4),
-                    rcvlowat: mss.map(|m| m * 2),
+                    table: mss.map_or_else(Default::default, |m| {
+                        SockOptValues::default()
+                            .with(SockOpt::NotsentLowat, m * 4)
+                            .with(SockOpt::RcvLowat, m * 2)
+                    }),
                 },
                 family,
                 duration_ms: d,

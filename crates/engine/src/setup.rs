@@ -4,11 +4,13 @@
 //! counted as a flow.
 
 use plumb_samples::{OptionRecord, OptionStatus};
-use plumb_spec::{BufSize, Field, SocketOpts};
+use plumb_spec::sockopt::Value;
+use plumb_spec::{BufSize, Field, Proto, SockOpt, SocketOpts};
 use plumb_sys::{plain_io, Cookie};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 /// Bytes a data connection opens with: 16 of cookie, 4 of flow index (BE).
@@ -99,15 +101,23 @@ pub fn apply_connected(stream: &TcpStream, opts: &SocketOpts) -> Result<(), Setu
         plumb_sys::sock::set_max_pacing_rate(stream, bps / 8)
             .map_err(refused(Field::PacingRate, "SO_MAX_PACING_RATE".into()))?;
     }
-    if let Some(n) = opts.notsent_lowat {
-        plumb_sys::sock::set_notsent_lowat(stream, n).map_err(refused(
-            Field::NotsentLowat,
-            format!("TCP_NOTSENT_LOWAT {n}"),
-        ))?;
-    }
-    if let Some(n) = opts.rcvlowat {
-        plumb_sys::sock::set_rcvlowat(stream, n)
-            .map_err(refused(Field::RcvLowat, format!("SO_RCVLOWAT {n}")))?;
+    apply_table(stream, opts, Proto::Tcp)
+}
+
+/// The options of the socket option table that `opts` sets and a socket of
+/// `proto` takes.
+fn apply_table(fd: impl AsFd, opts: &SocketOpts, proto: Proto) -> Result<(), SetupError> {
+    for (o, v) in opts.table.iter() {
+        let d = o.desc();
+        if proto == Proto::Tcp || d.proto == Proto::Any {
+            plumb_sys::sock::set_int_option(&fd, d.level.number(), d.name, v).map_err(refused(
+                Field::Sock(o),
+                match d.value {
+                    Value::Switch => d.c_name.to_string(),
+                    _ => format!("{} {}", d.c_name, o.show(v)),
+                },
+            ))?;
+        }
     }
     Ok(())
 }
@@ -187,6 +197,7 @@ pub fn connect_flows(
     for i in 0..count {
         let sock = new_socket(&addr).map_err(|e| resource_error("create a data socket", i, e))?;
         apply_before_connect(&sock, opts)?;
+        apply_table(&sock, opts, Proto::Any)?;
         bind_source(&sock, &sources, i as usize)
             .map_err(|e| resource_error(format!("bind flow {i} to a loopback source"), i, e))?;
         sock.connect_timeout(&addr.into(), timeout)
@@ -225,6 +236,7 @@ pub fn udp_client_sockets(
         )
         .map_err(|e| resource_error("create a UDP socket", i, e))?;
         apply_before_connect(&sock, opts)?;
+        apply_table(&sock, opts, Proto::Any)?;
         bind_source(&sock, &sources, i as usize)
             .map_err(|e| resource_error(format!("bind UDP flow {i} to a loopback source"), i, e))?;
         sock.connect(&addr.into()).map_err(|e| {
@@ -265,6 +277,7 @@ pub fn udp_server_sockets(
                 .map_err(|e| SetupError::io("set SO_REUSEPORT", e))?;
         }
         apply_before_connect(&sock, opts)?;
+        apply_table(&sock, opts, Proto::Any)?;
         sock.bind(&addr.into())
             .map_err(|e| SetupError::io(format!("cannot receive UDP on {addr}"), e))?;
         socks.push(sock.into());
@@ -309,10 +322,13 @@ fn option_record(
 pub fn read_back_udp(sock: &UdpSocket, opts: &SocketOpts) -> Vec<OptionRecord> {
     let s = SockRef::from(sock);
     let auto = "the kernel default (net.core.wmem_default / rmem_default)";
-    vec![
+    [
         buffer_record(Field::Sndbuf, opts.sndbuf, s.send_buffer_size(), auto),
         buffer_record(Field::Rcvbuf, opts.rcvbuf, s.recv_buffer_size(), auto),
     ]
+    .into_iter()
+    .chain(table_records(sock, opts, Proto::Any))
+    .collect()
 }
 
 /// A socket buffer as asked and granted; `auto` says what the kernel does
@@ -374,6 +390,7 @@ impl DataListener {
         sock.set_reuse_address(true)
             .map_err(|e| SetupError::io("set SO_REUSEADDR", e))?;
         apply_before_connect(&sock, opts)?;
+        apply_table(&sock, opts, Proto::Any)?;
         sock.bind(&addr.into())
             .map_err(|e| SetupError::io(format!("cannot listen for data on {addr}"), e))?;
         sock.listen(backlog)
@@ -574,7 +591,7 @@ pub fn read_back(stream: &TcpStream, opts: &SocketOpts) -> Vec<OptionRecord> {
         u64::MAX | 0xffff_ffff => "unlimited".to_string(),
         r => format!("{} bit/s", r.saturating_mul(8)),
     };
-    vec![
+    [
         buffer_record(Field::Sndbuf, opts.sndbuf, s.send_buffer_size(), autotuned),
         buffer_record(Field::Rcvbuf, opts.rcvbuf, s.recv_buffer_size(), autotuned),
         flag(Field::Nodelay, opts.nodelay, s.tcp_nodelay()),
@@ -601,26 +618,39 @@ pub fn read_back(stream: &TcpStream, opts: &SocketOpts) -> Vec<OptionRecord> {
             opts.pacing_rate_bps.is_some(),
             None,
         ),
-        option_record(
-            Field::NotsentLowat,
-            opts.notsent_lowat
-                .map_or_else(|| "none".into(), |n| n.to_string()),
-            plumb_sys::sock::notsent_lowat(stream).map(|n| match n {
-                u32::MAX => "unlimited".to_string(),
-                n => n.to_string(),
-            }),
-            opts.notsent_lowat.is_some(),
-            None,
-        ),
-        option_record(
-            Field::RcvLowat,
-            opts.rcvlowat
-                .map_or_else(|| "none".into(), |n| n.to_string()),
-            plumb_sys::sock::rcvlowat(stream).map(|n| n.to_string()),
-            opts.rcvlowat.is_some(),
-            None,
-        ),
     ]
+    .into_iter()
+    .chain(table_records(stream, opts, Proto::Tcp))
+    .collect()
+}
+
+/// What the kernel granted for each option of the socket option table
+/// that a socket of `proto` takes, asked or not.
+fn table_records(fd: impl AsFd, opts: &SocketOpts, proto: Proto) -> Vec<OptionRecord> {
+    SockOpt::ALL
+        .iter()
+        .filter(|o| proto == Proto::Tcp || o.desc().proto == Proto::Any)
+        .map(|&o| {
+            let d = o.desc();
+            let asked = opts.table.get(o);
+            let granted = plumb_sys::sock::int_option(&fd, d.level.number(), d.name)
+                .and_then(|n| match (n, d.inherits) {
+                    (0, Some(sysctl)) => plumb_sys::knob::sysctl_number(sysctl)
+                        .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+                    _ => Ok(n),
+                })
+                .map(|n| match (d.value, d.unlimited) {
+                    (_, Some(u)) if n == u => "unlimited".to_string(),
+                    (Value::Switch, _) => on_off(n != 0),
+                    _ => n.to_string(),
+                });
+            let shown = match d.value {
+                Value::Switch => on_off(asked.is_some()),
+                _ => asked.map_or_else(|| "none".into(), |n| n.to_string()),
+            };
+            option_record(Field::Sock(o), shown, granted, asked.is_some(), None)
+        })
+        .collect()
 }
 
 /// The socket buffers left to the kernel, read back again from `stream`
@@ -660,6 +690,52 @@ mod tests {
         // Nothing to spread over off loopback or on IPv6.
         let v6: SocketAddr = "[::1]:5001".parse().unwrap();
         assert!(sources_for(v6, range * 2, true).is_empty());
+    }
+
+    #[test]
+    fn the_option_table_names_what_the_c_library_names() {
+        use plumb_spec::sockopt::Level;
+        for o in SockOpt::ALL {
+            let d = o.desc();
+            let (level, name) = match d.c_name {
+                "TCP_NOTSENT_LOWAT" => (libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT),
+                "SO_RCVLOWAT" => (libc::SOL_SOCKET, libc::SO_RCVLOWAT),
+                other => panic!("{other}: add it to this test"),
+            };
+            assert_eq!((d.level.number(), d.name), (level, name), "{}", d.c_name);
+        }
+        assert_eq!(Level::Socket.number(), libc::SOL_SOCKET);
+    }
+
+    #[test]
+    fn table_options_are_set_and_read_back_on_tcp_and_udp() {
+        let opts = SocketOpts {
+            table: plumb_spec::SockOptValues::default()
+                .with(SockOpt::NotsentLowat, 16384)
+                .with(SockOpt::RcvLowat, 4096),
+            ..Default::default()
+        };
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        apply_connected(&c, &opts).unwrap();
+        let got = read_back(&c, &opts);
+        let of = |name: &str| {
+            let r = got.iter().find(|r| r.name == name).expect(name);
+            (r.asked.as_str(), r.granted.as_str(), r.status)
+        };
+        assert_eq!(
+            of("notsent_lowat"),
+            ("16384", "16384", OptionStatus::Applied)
+        );
+        assert_eq!(of("rcvlowat"), ("4096", "4096", OptionStatus::Applied));
+        // UDP takes only the options of any protocol.
+        let u = UdpSocket::bind("127.0.0.1:0").unwrap();
+        apply_table(&u, &opts, Proto::Any).unwrap();
+        let names: Vec<String> = read_back_udp(&u, &opts)
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        assert_eq!(names, ["sndbuf", "rcvbuf"]);
     }
 
     #[test]

@@ -170,12 +170,7 @@ pub fn build(settings: &[(Field, &str)], names: Names) -> Result<Spec, BuildErro
                 Field::Nodelay => spec.socket.nodelay = boolean(v)?,
                 Field::Cork => spec.socket.cork = boolean(v)?,
                 Field::Mss => spec.socket.mss = Some(size(v)?),
-                Field::NotsentLowat if v.eq_ignore_ascii_case("none") => {
-                    spec.socket.notsent_lowat = None
-                }
-                Field::NotsentLowat => spec.socket.notsent_lowat = Some(size(v)?),
-                Field::RcvLowat if v.eq_ignore_ascii_case("none") => spec.socket.rcvlowat = None,
-                Field::RcvLowat => spec.socket.rcvlowat = Some(size(v)?),
+                Field::Sock(o) => spec.socket.table.set(o, o.parse(v)?),
                 Field::Cc => spec.socket.cc = Some(v.to_string()),
                 Field::PacingRate if v.eq_ignore_ascii_case("none") => {
                     spec.socket.pacing_rate_bps = None

@@ -4,6 +4,7 @@
 //! files, validation, server limits, socket option errors and read-back all
 //! name a field through this table.
 
+use crate::sockopt::SockOpt;
 use std::fmt;
 
 /// Where a value came from decides how a field is named back to the user:
@@ -30,50 +31,72 @@ macro_rules! fields {
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum Field {
             $( $(#[doc = $doc])* $name, )*
+            /// An option of the socket option table (`sockopt.rs`).
+            Sock(SockOpt),
         }
 
-        impl Field {
-            /// Every field, in the order `plumb run --help` and the summary
-            /// list them.
-            pub const ALL: &'static [Field] = &[$(Field::$name),*];
+        /// The fields of this table, without the socket option table's.
+        const OWN: &[Field] = &[$(Field::$name),*];
 
+        impl Field {
             /// The key in an experiment file: `msg_size`.
             pub const fn key(self) -> &'static str {
-                match self { $(Field::$name => $key),* }
+                match self { $(Field::$name => $key,)* Field::Sock(o) => o.key() }
             }
 
             /// The long flag of `plumb run` without its dashes: `msg-size`.
             pub const fn long(self) -> &'static str {
-                match self { $(Field::$name => $long),* }
+                match self { $(Field::$name => $long,)* Field::Sock(o) => o.long() }
             }
 
             /// The flag as typed: `--msg-size`.
             pub const fn flag(self) -> &'static str {
-                match self { $(Field::$name => concat!("--", $long)),* }
+                match self { $(Field::$name => concat!("--", $long),)* Field::Sock(o) => o.flag() }
             }
 
             /// What the one-line summary and reports call it: `sndbuf`.
             pub const fn label(self) -> &'static str {
-                match self { $(Field::$name => $label),* }
+                match self { $(Field::$name => $label,)* Field::Sock(o) => o.label() }
             }
 
             /// Where the one-line summary shows it.
             pub const fn shown(self) -> Shown {
-                match self { $(Field::$name => Shown::$shown),* }
+                match self { $(Field::$name => Shown::$shown,)* Field::Sock(_) => Shown::Listed }
             }
 
             /// Which protocols take it.
             pub const fn proto(self) -> Proto {
-                match self { $(Field::$name => Proto::$proto),* }
+                match self { $(Field::$name => Proto::$proto,)* Field::Sock(o) => o.desc().proto }
             }
 
             /// Whether it is in every spec key or only where it is set.
             pub const fn keyed(self) -> Keyed {
-                match self { $(Field::$name => Keyed::$keyed),* }
+                match self { $(Field::$name => Keyed::$keyed,)* Field::Sock(_) => Keyed::WhenSet }
             }
         }
     };
 }
+
+/// Every field: this table's, with the socket option table's after the
+/// pacing rate.
+const ALL: [Field; OWN.len() + SockOpt::ALL.len()] = {
+    let mut all = [Field::Workload; OWN.len() + SockOpt::ALL.len()];
+    let (mut i, mut at) = (0, 0);
+    while i < OWN.len() {
+        all[at] = OWN[i];
+        at += 1;
+        if matches!(OWN[i], Field::PacingRate) {
+            let mut j = 0;
+            while j < SockOpt::ALL.len() {
+                all[at] = Field::Sock(SockOpt::ALL[j]);
+                at += 1;
+                j += 1;
+            }
+        }
+        i += 1;
+    }
+    all
+};
 
 /// Where the one-line summary of a spec (`Spec::summary`) shows a field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,10 +160,6 @@ fields! {
     Mss = "mss", "mss", "mss", Listed, Tcp, Always;
     Cc = "cc", "cc", "cc", Listed, Tcp, Always;
     PacingRate = "pacing_rate", "pacing-rate", "pacing", Listed, Tcp, Always;
-    /// TCP_NOTSENT_LOWAT: unsent bytes a sender's socket may hold.
-    NotsentLowat = "notsent_lowat", "notsent-lowat", "notsent lowat", Listed, Tcp, WhenSet;
-    /// SO_RCVLOWAT: bytes queued before a receiving socket reads as readable.
-    RcvLowat = "rcvlowat", "rcvlowat", "rcvlowat", Listed, Tcp, WhenSet;
     ZeroCopy = "zerocopy", "zerocopy", "zerocopy", Headline, Any, WhenSet;
     Rx = "rx", "rx", "rx", Headline, Any, WhenSet;
     /// The most bytes one read of a stream takes (netperf -M).
@@ -168,6 +187,10 @@ fields! {
 }
 
 impl Field {
+    /// Every field, in the order `plumb run --help` and the summary list
+    /// them.
+    pub const ALL: &'static [Field] = &ALL;
+
     /// The field an experiment key names.
     pub fn from_key(key: &str) -> Option<Field> {
         Field::ALL.iter().copied().find(|f| f.key() == key)
@@ -190,7 +213,7 @@ impl Field {
             Field::Mss => (88, 65535),
             // The kernel paces in bytes per second.
             Field::PacingRate => (8, u64::MAX),
-            Field::NotsentLowat | Field::RcvLowat => (1, 1 << 30),
+            Field::Sock(o) => o.desc().bounds,
             Field::Duration => (1, 24 * 3600 * 1000),
             Field::Warmup => (0, 3600 * 1000),
             Field::Mtu => (68, 65535),

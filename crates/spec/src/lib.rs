@@ -12,18 +12,20 @@ pub mod field;
 pub mod label;
 pub mod point;
 mod show;
+pub mod sockopt;
 pub mod units;
 mod validate;
 
 pub use build::{build, BuildError};
 pub use field::{Field, Keyed, Names, Proto, Shown};
 pub use label::{check_label, LabelError};
+pub use sockopt::{SockOpt, SockOptValues};
 pub use validate::SpecError;
 
 pub use cpulist::{CpuList, CpuListError};
 pub use units::{
     parse_confidence, parse_count, parse_delay_us, parse_duration, parse_iterations,
-    parse_loss_ppm, parse_rate, parse_size, BufSize, UnitError,
+    parse_loss_ppm, parse_micros, parse_rate, parse_size, BufSize, UnitError,
 };
 
 use serde::{Deserialize, Serialize};
@@ -114,14 +116,9 @@ pub struct SocketOpts {
     pub cc: Option<String>,
     /// SO_MAX_PACING_RATE per flow, in bits per second.
     pub pacing_rate_bps: Option<u64>,
-    /// TCP_NOTSENT_LOWAT in bytes; None leaves the host's
-    /// net.ipv4.tcp_notsent_lowat.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub notsent_lowat: Option<u32>,
-    /// SO_RCVLOWAT in bytes; None leaves the kernel's 1 (a receiver is
-    /// woken for every segment that lands).
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub rcvlowat: Option<u32>,
+    /// The options of the socket option table that are set.
+    #[serde(flatten, default)]
+    pub table: SockOptValues,
 }
 
 /// How the sending end of a stream hands its data to the kernel.
@@ -843,19 +840,36 @@ mod tests {
     #[test]
     fn rcvlowat_keeps_old_keys_and_is_refused_above_a_transaction_message() {
         let mut s = Spec::stream();
-        s.socket.rcvlowat = Some(128 << 10);
+        s.socket.table.set(SockOpt::RcvLowat, Some(128 << 10));
         assert!(s.validate().is_ok());
         assert_ne!(s.key(), Spec::stream().key());
         assert!(s.summary().contains("rcvlowat 128K"), "{}", s.summary());
         let mut rr = Spec::rr();
         let r = rr.rr.as_mut().unwrap();
         (r.req_size, r.resp_size) = (100, 4 << 10);
-        rr.socket.rcvlowat = Some(100);
+        rr.socket.table.set(SockOpt::RcvLowat, Some(100));
         assert!(rr.validate().is_ok());
-        rr.socket.rcvlowat = Some(101);
+        rr.socket.table.set(SockOpt::RcvLowat, Some(101));
         let e = rr.validate().unwrap_err();
         assert_eq!(e.flag(), "--rcvlowat", "{e:?}");
         assert!(e.message.contains("at most 100"), "{}", e.message);
+    }
+
+    #[test]
+    fn the_option_table_writes_a_spec_as_its_own_fields_did() {
+        // The form of specs stored while notsent_lowat and rcvlowat were
+        // fields of their own, which their keys hash.
+        let mut s = Spec::stream();
+        s.socket.table.set(SockOpt::RcvLowat, Some(128 << 10));
+        s.socket.table.set(SockOpt::NotsentLowat, Some(16 << 10));
+        let text = serde_json::to_string(&s.socket).unwrap();
+        assert!(
+            text.ends_with(r#""pacing_rate_bps":null,"notsent_lowat":16384,"rcvlowat":131072}"#),
+            "{text}"
+        );
+        let back: Spec = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back, s);
+        assert_eq!(back.key(), s.key());
     }
 
     #[test]

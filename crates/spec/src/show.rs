@@ -42,12 +42,10 @@ impl Spec {
             Field::Mss => or_none(self.socket.mss.map(|m| m.to_string())),
             Field::Cc => or_none(self.socket.cc.clone()),
             Field::PacingRate => or_none(self.socket.pacing_rate_bps.map(units::show_rate)),
-            Field::NotsentLowat => or_none(
-                self.socket
-                    .notsent_lowat
-                    .map(|n| units::show_size(n.into())),
-            ),
-            Field::RcvLowat => or_none(self.socket.rcvlowat.map(|n| units::show_size(n.into()))),
+            Field::Sock(o) => match (self.socket.table.get(o), o.desc().value) {
+                (v, sockopt::Value::Switch) => Some(o.show(v.unwrap_or(0))),
+                (v, _) => or_none(v.map(|n| o.show(n))),
+            },
             Field::ZeroCopy => Some(self.zerocopy.to_string()),
             Field::Rx => Some(self.rx.to_string()),
             Field::ReadSize => or_none(self.read_size.map(units::show_size)),

@@ -153,6 +153,22 @@ pub fn parse_delay_us(s: &str) -> Result<u64, UnitError> {
         .ok_or_else(|| UnitError::new(s, "a delay", DELAY_FORMS))
 }
 
+/// `50us`, `50`, `1ms` → microseconds (a bare number is in µs): what
+/// busy-polling options take.
+pub fn parse_micros(s: &str) -> Result<u64, UnitError> {
+    parse_time_ns(s, 1e3)
+        .map(|ns| ns / 1e3)
+        .filter(|us| *us <= f64::from(u32::MAX))
+        .map(|us| us.round() as u64)
+        .ok_or_else(|| {
+            UnitError::new(
+                s,
+                "a time in microseconds",
+                "use a time like 50us or 1ms (a bare number is us)",
+            )
+        })
+}
+
 /// A loss: `1%`, `0.5%`, `0.01` (percent) → parts per million.
 pub fn parse_loss_ppm(s: &str) -> Result<u32, UnitError> {
     s.trim()

@@ -226,11 +226,14 @@ impl Spec {
         if let Some(m) = self.socket.mss {
             within(Field::Mss, m.into(), |n| format!("{n} bytes"))?;
         }
-        if let Some(n) = self.socket.notsent_lowat {
-            within(Field::NotsentLowat, n.into(), show_bytes)?;
+        for (o, n) in self.socket.table.iter() {
+            let show = |n: u64| match o.desc().value {
+                sockopt::Value::Bytes => show_bytes(n),
+                _ => o.show(n as u32),
+            };
+            within(Field::Sock(o), n.into(), show)?;
         }
-        if let Some(n) = self.socket.rcvlowat {
-            within(Field::RcvLowat, n.into(), show_bytes)?;
+        if let Some(n) = self.socket.table.get(SockOpt::RcvLowat) {
             // A transaction's reader waits for its one message and nothing
             // follows until it answers: a mark above the message is never
             // reached, and the flow would stall.
@@ -238,7 +241,7 @@ impl Spec {
                 let least = rr.req_size.min(rr.resp_size);
                 if u64::from(n) > least {
                     return Err(SpecError::new(
-                        Field::RcvLowat,
+                        Field::Sock(SockOpt::RcvLowat),
                         format!(
                             "a transaction's reader would wait for more than its message: \
                              at most {}, the smaller of request and response",

@@ -40,6 +40,15 @@ pub fn sysctl_path(name: &str) -> io::Result<String> {
     Ok(format!("/proc/sys/{}", name.replace('.', "/")))
 }
 
+/// A sysctl that holds one number, as this thread's network namespace has
+/// it.
+pub fn sysctl_number(name: &str) -> io::Result<u64> {
+    std::fs::read_to_string(sysctl_path(name)?)?
+        .trim()
+        .parse()
+        .map_err(|e| invalid(format!("{name}: {e}")))
+}
+
 /// Runs `program args` in `netns` and returns its stdout; a failure carries
 /// the command's first line of stderr.
 pub fn command(netns: Option<&str>, program: &str, args: &[&str]) -> io::Result<String> {

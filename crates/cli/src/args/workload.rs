@@ -5,7 +5,10 @@
 
 use super::CommonArgs;
 use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches};
-use plumb_spec::{Choice, Close, Direction, Emulator, Field, Io, RxMode, Spec, Workload, ZeroCopy};
+use plumb_spec::sockopt::Value;
+use plumb_spec::{
+    Choice, Close, Direction, Emulator, Field, Io, Proto, RxMode, SockOpt, Spec, Workload, ZeroCopy,
+};
 
 /// A parsed `plumb run WORKLOAD`.
 #[derive(Debug)]
@@ -85,7 +88,7 @@ const RESP_WRITES: Flag = value(
 );
 
 /// Socket options applied on both ends of every TCP flow.
-const TCP_SOCKET: [Flag; 9] = [
+const TCP_SOCKET: [Flag; 7] = [
     value(
         Field::Sndbuf,
         "SIZE|auto",
@@ -115,18 +118,6 @@ const TCP_SOCKET: [Flag; 9] = [
         Field::PacingRate,
         "RATE",
         "Per-flow pacing with SO_MAX_PACING_RATE, in bits/s: 500M, 10G",
-    ),
-    value(
-        Field::NotsentLowat,
-        "SIZE",
-        "TCP_NOTSENT_LOWAT: a sending socket is writable only while fewer bytes than \
-         this wait unsent, e.g. 16K [default: net.ipv4.tcp_notsent_lowat]",
-    ),
-    value(
-        Field::RcvLowat,
-        "SIZE",
-        "SO_RCVLOWAT: a receiving socket is readable only once this many bytes are \
-         queued (or the stream has ended), e.g. 128K [default: 1]",
     ),
 ];
 
@@ -324,35 +315,56 @@ const EVERY: &[Flag] = &[
     ),
 ];
 
+/// The flags of the socket option table that a socket of `proto` takes.
+fn table_flags(proto: Proto) -> Vec<Flag> {
+    SockOpt::ALL
+        .iter()
+        .filter(|o| proto == Proto::Tcp || o.desc().proto == Proto::Any)
+        .map(|&o| {
+            let d = o.desc();
+            match d.value {
+                Value::Switch => switch(Field::Sock(o), d.help),
+                _ => value(Field::Sock(o), d.metavar, d.help),
+            }
+        })
+        .collect()
+}
+
 /// A workload's subcommand: what it is, and the flags it takes in `--help`
 /// order.
 fn table(w: Workload) -> (&'static str, Vec<Flag>) {
-    let with = |own: &[Flag], socket: &[Flag]| [own, socket, EVERY].concat();
+    let with = |own: &[Flag], proto| {
+        let socket: &[Flag] = match proto {
+            Proto::Tcp => &TCP_SOCKET,
+            Proto::Any => &UDP_SOCKET,
+        };
+        [own, socket, &table_flags(proto), EVERY].concat()
+    };
     match w {
         Workload::Stream => (
             "Bulk TCP transfer in --msg-size writes (netperf TCP_STREAM/TCP_MAERTS)",
-            with(STREAM, &TCP_SOCKET),
+            with(STREAM, Proto::Tcp),
         ),
         Workload::Rr => (
             "TCP request/response on long-lived flows (netperf TCP_RR): transactions per \
              second and latency percentiles",
-            with(RR, &TCP_SOCKET),
+            with(RR, Proto::Tcp),
         ),
         Workload::Crr => (
             "A new TCP connection per transaction: connect, request, response, close \
              (netperf TCP_CRR)",
-            with(CRR, &TCP_SOCKET),
+            with(CRR, Proto::Tcp),
         ),
         Workload::UdpStream => (
             "UDP datagrams from the client as fast as its sockets take them: sent and \
              received datagrams and bits on both ends, loss and reordering counted by the \
              receiver (netperf UDP_STREAM, iperf3 -u)",
-            with(UDP_STREAM, &UDP_SOCKET),
+            with(UDP_STREAM, Proto::Any),
         ),
         Workload::UdpRr => (
             "UDP request/response: a request whose response does not come within --timeout \
              is counted as lost and the flow goes on (netperf UDP_RR)",
-            with(UDP_RR, &UDP_SOCKET),
+            with(UDP_RR, Proto::Any),
         ),
     }
 }
@@ -516,9 +528,9 @@ mod tests {
                 Field::ReqSize | Field::RespSize | Field::MsgSize => "64".into(),
                 Field::PacingRate => "1G".into(),
                 Field::Mss => "1000".into(),
-                Field::NotsentLowat => "16K".into(),
                 // At most a 1-byte transaction's message.
-                Field::RcvLowat => "1".into(),
+                Field::Sock(SockOpt::RcvLowat) => "1".into(),
+                Field::Sock(o) => o.desc().example.into(),
                 Field::Threads => "1".into(),
                 _ => "2".into(),
             },

@@ -111,57 +111,19 @@ pub fn maxseg(fd: impl AsFd) -> io::Result<u32> {
     SockRef::from(&fd).tcp_mss()
 }
 
-/// TCP_NOTSENT_LOWAT: the socket reads as writable only while fewer than
-/// this many bytes wait unsent in its send queue, so that a sender keeps
-/// little queued beyond what is in flight.
-pub fn set_notsent_lowat(fd: impl AsFd, bytes: u32) -> io::Result<()> {
-    let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    raw::setsockopt(
-        fd.as_fd(),
-        libc::IPPROTO_TCP,
-        libc::TCP_NOTSENT_LOWAT,
-        &value.to_ne_bytes(),
-    )
+/// setsockopt of an option that takes one C int (the options of
+/// `plumb_spec::sockopt`, declared there with their level and name).
+pub fn set_int_option(fd: impl AsFd, level: i32, name: i32, value: u32) -> io::Result<()> {
+    let value = libc::c_int::try_from(value).unwrap_or(libc::c_int::MAX);
+    raw::setsockopt(fd.as_fd(), level, name, &value.to_ne_bytes())
 }
 
-/// The TCP_NOTSENT_LOWAT in force on the socket: its own, or where it has
-/// none (the kernel reads 0) its network namespace's
-/// net.ipv4.tcp_notsent_lowat; `u32::MAX` is no limit, the default.
-pub fn notsent_lowat(fd: impl AsFd) -> io::Result<u32> {
+/// getsockopt of an option that holds one C int, as the kernel's unsigned
+/// value: TCP_NOTSENT_LOWAT's "no limit" reads back as `u32::MAX`.
+pub fn int_option(fd: impl AsFd, level: i32, name: i32) -> io::Result<u32> {
     let mut buf = [0u8; 4];
-    raw::getsockopt(
-        fd.as_fd(),
-        libc::IPPROTO_TCP,
-        libc::TCP_NOTSENT_LOWAT,
-        &mut buf,
-    )?;
-    match u32::from_ne_bytes(buf) {
-        0 => std::fs::read_to_string("/proc/sys/net/ipv4/tcp_notsent_lowat")?
-            .trim()
-            .parse()
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e)),
-        n => Ok(n),
-    }
-}
-
-/// SO_RCVLOWAT: the socket reads as readable, and a blocked read returns,
-/// only once this many bytes are queued (or the stream has ended). The
-/// kernel caps it at half the largest receive buffer the socket may have.
-pub fn set_rcvlowat(fd: impl AsFd, bytes: u32) -> io::Result<()> {
-    let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    raw::setsockopt(
-        fd.as_fd(),
-        libc::SOL_SOCKET,
-        libc::SO_RCVLOWAT,
-        &value.to_ne_bytes(),
-    )
-}
-
-/// The SO_RCVLOWAT in force on the socket (1 unless set).
-pub fn rcvlowat(fd: impl AsFd) -> io::Result<u32> {
-    let mut buf = [0u8; 4];
-    raw::getsockopt(fd.as_fd(), libc::SOL_SOCKET, libc::SO_RCVLOWAT, &mut buf)?;
-    Ok(saturate_u32(i32::from_ne_bytes(buf)))
+    raw::getsockopt(fd.as_fd(), level, name, &mut buf)?;
+    Ok(u32::from_ne_bytes(buf))
 }
 
 /// Bytes in the send queue not yet acknowledged by the peer (sent or not).
