@@ -572,6 +572,81 @@ fn rcvlowat_leaves_a_paced_stream_queued_until_the_mark() {
     applied_on_both_ends(&rec, "rcvlowat", 256 << 10);
 }
 
+/// SO_BUSY_POLL and SO_PREFER_BUSY_POLL, set on every flow of both ends
+/// and read back, on each engine and on UDP. Loopback does not busy-poll,
+/// so what is checked is the setting: the kernel's default read by the
+/// test where unset, the value asked where set, and the kernel's refusal
+/// of SO_PREFER_BUSY_POLL without CAP_NET_ADMIN, which only a real
+/// setsockopt meets.
+#[test]
+fn busy_poll_is_set_on_both_ends_of_each_engine_and_refused_without_net_admin() {
+    if !require_root("set SO_PREFER_BUSY_POLL, which needs CAP_NET_ADMIN")
+        || !require_tool("setpriv", "util-linux")
+    {
+        return;
+    }
+    let _alone = measuring_alone();
+    let busy_read = std::fs::read_to_string("/proc/sys/net/core/busy_read").unwrap();
+    let plain = stream_json(&ONE_SHORT);
+    for end in ["client", "server"] {
+        assert_eq!(
+            asked_granted(&plain, end, "busy_poll"),
+            (Some("none"), Some(busy_read.trim())),
+            "{end}"
+        );
+        assert_eq!(
+            asked_granted(&plain, end, "prefer_busy_poll"),
+            (Some("off"), Some("off")),
+            "{end}"
+        );
+    }
+    assert!(plain["spec"]["socket"].get("busy_poll").is_none());
+    let asked = ["--busy-poll", "50us", "--prefer-busy-poll"];
+    let mut engines = vec![stream_json(&[&ONE_SHORT[..], &asked].concat())];
+    if ring_here() {
+        let args = [&ONE_SHORT[..], &asked, &["--io", "uring"]].concat();
+        engines.push(stream_json(&args));
+    }
+    for rec in &engines {
+        applied_on_both_ends(rec, "busy_poll", 50);
+        for end in ["client", "server"] {
+            let o = option_record(rec, end, "prefer_busy_poll");
+            assert_eq!(
+                (o["asked"].as_str(), o["granted"].as_str()),
+                (Some("on"), Some("on"))
+            );
+            assert_eq!(o["status"], "applied", "{end}");
+        }
+        assert_eq!(rec["spec"]["socket"]["prefer_busy_poll"], 1);
+    }
+    // The UDP workloads take it too; their TCP options are not read back.
+    let udp = workload_json(
+        "udp-stream",
+        &["--busy-poll", "20us", "--duration", "300ms"],
+    );
+    applied_on_both_ends(&udp, "busy_poll", 20);
+    assert!(
+        items(&udp["iterations"][0]["client"]["socket_options"]).all(|o| o["name"] != "rcvlowat")
+    );
+    // Without CAP_NET_ADMIN the kernel refuses SO_PREFER_BUSY_POLL.
+    let out = std::process::Command::new("setpriv")
+        .args(["--bounding-set", "-net_admin", "--"])
+        .arg(plumb().get_program())
+        .args(["run", "stream", "--prefer-busy-poll"])
+        .args(ONE_SHORT)
+        .envs(plumb().get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("--prefer-busy-poll")
+            && err.contains("SO_PREFER_BUSY_POLL")
+            && err.contains("permitted"),
+        "{err}"
+    );
+}
+
 #[test]
 fn a_small_receive_buffer_limits_the_sender_by_its_window_as_tcp_accounts_it() {
     if !require_tool("ss", "iproute2") {

@@ -99,6 +99,7 @@ fn spec() -> impl Strategy<Value = Spec> {
                         SockOptValues::default()
                             .with(SockOpt::NotsentLowat, m * 4)
                             .with(SockOpt::RcvLowat, m * 2)
+                            .with(SockOpt::BusyPoll, m % 1000)
                     }),
                 },
                 family,

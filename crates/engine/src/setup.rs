@@ -700,6 +700,8 @@ mod tests {
             let (level, name) = match d.c_name {
                 "TCP_NOTSENT_LOWAT" => (libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT),
                 "SO_RCVLOWAT" => (libc::SOL_SOCKET, libc::SO_RCVLOWAT),
+                "SO_BUSY_POLL" => (libc::SOL_SOCKET, libc::SO_BUSY_POLL),
+                "SO_PREFER_BUSY_POLL" => (libc::SOL_SOCKET, libc::SO_PREFER_BUSY_POLL),
                 other => panic!("{other}: add it to this test"),
             };
             assert_eq!((d.level.number(), d.name), (level, name), "{}", d.c_name);
@@ -712,7 +714,8 @@ mod tests {
         let opts = SocketOpts {
             table: plumb_spec::SockOptValues::default()
                 .with(SockOpt::NotsentLowat, 16384)
-                .with(SockOpt::RcvLowat, 4096),
+                .with(SockOpt::RcvLowat, 4096)
+                .with(SockOpt::BusyPoll, 0),
             ..Default::default()
         };
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -728,6 +731,11 @@ mod tests {
             ("16384", "16384", OptionStatus::Applied)
         );
         assert_eq!(of("rcvlowat"), ("4096", "4096", OptionStatus::Applied));
+        assert_eq!(of("busy_poll"), ("0", "0", OptionStatus::Applied));
+        assert_eq!(
+            of("prefer_busy_poll"),
+            ("off", "off", OptionStatus::Default)
+        );
         // UDP takes only the options of any protocol.
         let u = UdpSocket::bind("127.0.0.1:0").unwrap();
         apply_table(&u, &opts, Proto::Any).unwrap();
@@ -735,7 +743,7 @@ mod tests {
             .into_iter()
             .map(|r| r.name)
             .collect();
-        assert_eq!(names, ["sndbuf", "rcvbuf"]);
+        assert_eq!(names, ["sndbuf", "rcvbuf", "busy_poll", "prefer_busy_poll"]);
     }
 
     #[test]

@@ -225,6 +225,40 @@ sock_opts! {
         inherits: None,
         unlimited: None,
     };
+    /// SO_BUSY_POLL: how long a blocking read or poll busy-polls the
+    /// device's queue before it sleeps.
+    BusyPoll = "busy_poll", "busy-poll", "busy poll" => Descriptor {
+        level: Level::Socket,
+        name: 46,
+        c_name: "SO_BUSY_POLL",
+        proto: Proto::Any,
+        value: Value::Micros,
+        bounds: (0, 1_000_000),
+        metavar: "TIME",
+        example: "50us",
+        help: "SO_BUSY_POLL on every flow of both ends: a read that finds nothing busy-polls \
+               the device's receive queue this long before it sleeps, e.g. 50us \
+               [default: net.core.busy_read]",
+        inherits: None,
+        unlimited: None,
+    };
+    /// SO_PREFER_BUSY_POLL (5.11): busy-polling takes the device's queue
+    /// from its interrupts instead of sharing it.
+    PreferBusyPoll = "prefer_busy_poll", "prefer-busy-poll", "prefer busy poll" => Descriptor {
+        level: Level::Socket,
+        name: 69,
+        c_name: "SO_PREFER_BUSY_POLL",
+        proto: Proto::Any,
+        value: Value::Switch,
+        bounds: (0, 1),
+        metavar: "",
+        example: "true",
+        help: "Set SO_PREFER_BUSY_POLL on every flow of both ends: with --busy-poll, the \
+               device's interrupts stay off while the application busy-polls (Linux 5.11; needs \
+               CAP_NET_ADMIN)",
+        inherits: None,
+        unlimited: None,
+    };
 }
 
 #[cfg(test)]
