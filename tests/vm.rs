@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 /// The kernel packages tests/setup.sh fetched, oldest first: at least one
 /// 6.1 and one 6.12. None (after `skip`) where there are none, or no QEMU.
@@ -217,19 +217,29 @@ fn a_stream_and_an_rr_in_each_of_two_kernels_come_back_as_the_guests_records() {
     assert!(!text.contains("only in"), "{text}");
 }
 
-/// A guest's record, as `record_of` gives it, booting once more where the
-/// guest's kernel panicked: under TCG a distribution kernel has been seen
-/// to panic while it boots, before plumb runs in it (in sched_clock_cpu,
-/// "Fatal exception in interrupt"), which says nothing of the test. A
-/// second panic fails the test.
-fn guest_record_of(all: &[&str]) -> Value {
-    let out = run(all);
-    let said = String::from_utf8_lossy(&out.stderr);
-    if !out.status.success() && said.contains("the guest kernel panicked") {
-        eprintln!("the guest's kernel panicked; booting it once more:\n{said}");
-        return record_of(all);
+/// What `attempt` gave, or where it failed because a guest's kernel
+/// panicked (said on stdout by bisect, on stderr by run and check), what
+/// it gives once more: under TCG a distribution kernel has been seen to
+/// panic while it boots or in the middle of a run (in sched_clock_cpu,
+/// "Fatal exception in interrupt", not again in the next runs), which says
+/// nothing of the test. A second panic is the answer the test judges.
+fn once_more_if_the_guest_panicked(attempt: impl Fn() -> Output) -> Output {
+    let out = attempt();
+    let said = |b: &[u8]| String::from_utf8_lossy(b).contains("the guest kernel panicked");
+    if !out.status.success() && (said(&out.stdout) || said(&out.stderr)) {
+        eprintln!(
+            "the guest's kernel panicked; once more:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return attempt();
     }
-    record_from(all, out)
+    out
+}
+
+/// A guest's record, as `record_of` gives it, booting once more where the
+/// guest's kernel panicked.
+fn guest_record_of(all: &[&str]) -> Value {
+    record_from(all, once_more_if_the_guest_panicked(|| run(all)))
 }
 
 #[test]
@@ -472,12 +482,7 @@ fn check_under_a_kernel_answers_as_git_bisect_run_expects() {
     };
     // 6.12 is faster: no regression. A guest that panicked under TCG
     // (see WINDOW_POINT) is a skip; it is asked once more.
-    let mut out = check(new.to_str().unwrap(), &[]);
-    if out.status.code() == Some(125)
-        && String::from_utf8_lossy(&out.stderr).contains("the guest kernel panicked")
-    {
-        out = check(new.to_str().unwrap(), &[]);
-    }
+    let out = once_more_if_the_guest_panicked(|| check(new.to_str().unwrap(), &[]));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(err.contains("check: good"), "{err}");
@@ -522,17 +527,10 @@ fn a_bisect_over_four_packaged_kernels_names_the_first_that_changed() {
             .output()
             .unwrap()
     };
-    let mut out = bisect();
-    // A guest kernel under TCG panicked once in the middle of a run
-    // ("Fatal exception in interrupt", 6.12.115, not again in the next
-    // runs): a skip, as it must be, which leaves the first bad unnamed.
-    // One more bisection tells the emulator's accident from a kernel that
-    // panics each time.
-    if out.status.code() == Some(125)
-        && String::from_utf8_lossy(&out.stdout).contains("the guest kernel panicked")
-    {
-        out = bisect();
-    }
+    // A guest that panicked is a skip, as it must be, which leaves the
+    // first bad unnamed: one more bisection tells the emulator's accident
+    // from a kernel that panics each time.
+    let out = once_more_if_the_guest_panicked(bisect);
     let text = String::from_utf8_lossy(&out.stdout);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{text}\n{err}");
