@@ -288,10 +288,6 @@ fn what_the_ring_does_not_run_is_refused_by_flag() {
             &["run", "stream", "--io", "uring", "--rx", "skip"][..],
             "--rx: the io_uring engine receives into its own buffer ring",
         ),
-        (
-            &["run", "rr", "--io", "uring", "--rate", "1000"][..],
-            "--rate: the io_uring engine runs closed loops",
-        ),
         (&["run", "stream", "--io", "epol"][..], "--io"),
     ] {
         assert_refused_in_one_line(args, needle);

@@ -75,6 +75,11 @@ pub(crate) trait RingFlows {
     fn quiet(&self) -> usize {
         0
     }
+    /// Queues what a schedule has made due (an open loop's requests); the
+    /// nanoseconds until more is, or None where nothing is scheduled.
+    fn on_timer(&mut self, _lp: &mut Loop, _q: &mut Queue) -> io::Result<Option<u64>> {
+        Ok(None)
+    }
 }
 
 /// The buffers of a ring's receives, each `size` bytes (within
@@ -121,7 +126,9 @@ pub(crate) fn drive<R: RingFlows>(sh: Shared, mut r: R) -> io::Result<Vec<FlowEr
     r.start(&mut lp, &mut ring.queue())?;
     let mut failed = None;
     while lp.live > 0 && !lp.sh.stop.load(Relaxed) && failed.is_none() {
-        ring.submit_and_wait_for(r.quiet() + 1, POLL)?;
+        let due = r.on_timer(&mut lp, &mut ring.queue())?;
+        let wait = due.map_or(POLL, |ns| POLL.min(std::time::Duration::from_nanos(ns)));
+        ring.submit_and_wait_for(r.quiet() + 1, wait)?;
         // Before the batch, as in the epoll loop: what it moves belongs
         // after a hand-over asked for meanwhile.
         if let Some(epoch) = lp.owed_hand_over() {

@@ -347,6 +347,24 @@ impl Handler for RrFlows {
     }
 
     fn on_timer(&mut self, lp: &mut Loop) -> io::Result<Option<u64>> {
+        self.schedule(lp, |me, lp, k| {
+            me.pump_or_end(lp, k);
+            Ok(())
+        })
+    }
+}
+
+impl RrFlows {
+    /// Open loop: each request due by now goes to the next flow in turn
+    /// with room for it, timed from when it was due, and `issue` sends what
+    /// that flow then owes. The nanoseconds until the next is due; None in
+    /// a closed loop, and while every flow has its `depth` outstanding (a
+    /// response makes room).
+    fn schedule(
+        &mut self,
+        lp: &mut Loop,
+        mut issue: impl FnMut(&mut RrFlows, &mut Loop, usize) -> io::Result<()>,
+    ) -> io::Result<Option<u64>> {
         let Some(iv) = self.interval_ns else {
             return Ok(None);
         };
@@ -370,7 +388,7 @@ impl Handler for RrFlows {
             self.starts.open(k, self.next_due_ns as u64);
             self.out[k].pending += 1;
             self.next_due_ns += iv;
-            self.pump_or_end(lp, k);
+            issue(self, lp, k)?;
         }
         if self.backlogged {
             return Ok(None);
@@ -418,6 +436,10 @@ impl RingFlows for RrFlows {
             [lone] => lone.quiet as usize,
             _ => 0,
         }
+    }
+
+    fn on_timer(&mut self, lp: &mut Loop, q: &mut Queue) -> io::Result<Option<u64>> {
+        self.schedule(lp, |me, lp, k| me.queue_write(lp, q, k))
     }
 
     fn complete(

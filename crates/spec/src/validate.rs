@@ -102,12 +102,6 @@ impl Spec {
                 ),
             ));
         }
-        if self.rr.as_ref().is_some_and(|r| r.rate.is_some()) {
-            return Err(SpecError::new(
-                Field::Rate,
-                "the io_uring engine runs closed loops; an open loop runs on epoll",
-            ));
-        }
         Ok(())
     }
 
