@@ -273,6 +273,41 @@ fn a_sweep_sets_the_two_engines_side_by_side() {
     assert_eq!(list.matches("io uring").count(), 1, "{list}");
 }
 
+/// A read size the ring once refused (under 512 bytes, over 1M) sizes its
+/// receive buffers as asked: the stream runs, and what the receiver counts
+/// crossed lo.
+#[test]
+fn the_ring_receives_into_buffers_of_the_read_size_asked() {
+    let _alone = measuring_alone();
+    if !ring_here() {
+        return;
+    }
+    for (read, bytes) in [("100", 100), ("4M", 4 << 20)] {
+        let before = lo_rx().0;
+        let rec = workload_json(
+            "stream",
+            &[
+                "--io",
+                "uring",
+                "--msg-size",
+                "4M",
+                "--read-size",
+                read,
+                "--duration",
+                "1s",
+            ],
+        );
+        let lo = lo_rx().0 - before;
+        assert_eq!(rec["spec"]["read_size"], bytes);
+        let it = &rec["iterations"][0];
+        let received = u(&it["server"]["bytes_received"]);
+        assert!(
+            received > 0 && lo >= received,
+            "{read}: lo {lo}, read {received}"
+        );
+    }
+}
+
 #[test]
 fn what_the_ring_does_not_run_is_refused_by_flag() {
     for (args, needle) in [

@@ -592,7 +592,7 @@ fn ring_shape(slots: usize, out_writes: &[usize], in_size: usize) -> Shape {
         send_len: out_writes.iter().copied().max().unwrap_or(1),
         receive: Some(receive_buffers(
             slots,
-            in_size.next_power_of_two(),
+            ring::fitted(in_size.next_power_of_two()),
             RING_RECEIVE_BYTES,
         )),
     }

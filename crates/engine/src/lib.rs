@@ -113,7 +113,7 @@ impl EngineConfig {
                 msg_size: spec.msg_size as usize,
                 zerocopy: spec.zerocopy,
                 rx: spec.rx,
-                read_size: spec.read_size.unwrap_or(spec.msg_size) as usize,
+                read_size: spec.read_size.map(|r| r as usize),
             }),
             plumb_spec::Workload::Rr => {
                 let r = rr();

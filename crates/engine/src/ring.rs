@@ -7,7 +7,6 @@
 //! sockets are blocking: the ring, not the caller, waits for room or data.
 
 use crate::flow::{fill_pattern, FlowError, Loop, Shared, POLL, WAKE};
-use plumb_spec::RING_RECEIVE_BUFFER;
 use plumb_sys::uring::{Completion, Queue, Ring, CANCEL};
 use std::io;
 use std::os::fd::AsFd;
@@ -82,18 +81,29 @@ pub(crate) trait RingFlows {
     }
 }
 
-/// The buffers of a ring's receives, each `size` bytes (within
-/// [`RING_RECEIVE_BUFFER`]): four per flow, as many as `total` bytes hold,
-/// at least 16, a power of two as the kernel takes them.
+/// The size of a ring's receive buffers where the user asked none: a
+/// message's, within [`RECEIVE_BUFFER`].
+pub(crate) fn fitted(message: usize) -> usize {
+    let (least, most) = RECEIVE_BUFFER;
+    message.clamp(least, most)
+}
+
+/// The smallest and largest receive buffer [`fitted`] gives, in bytes.
+const RECEIVE_BUFFER: (usize, usize) = (512, 1 << 20);
+
+/// The buffers of a ring's receives, each `size` bytes: four per flow, as
+/// many as `total` bytes hold, at least 16 where they fit in it and two
+/// where not (one the kernel fills while the other is handed back), a
+/// power of two as the kernel takes them.
 pub(crate) fn receive_buffers(flows: usize, size: usize, total: usize) -> (u16, u32) {
-    let (least, most) = RING_RECEIVE_BUFFER;
-    let size = size.clamp(least as usize, most as usize);
-    let count = (total / size)
+    let size = size.max(1);
+    let fits = (total / size).max(2);
+    let count = fits
         .min(4 * flows.max(1))
-        .max(16)
+        .max(fits.min(16))
         .next_power_of_two()
         .min(1 << 15);
-    (count as u16, size as u32)
+    (count as u16, u32::try_from(size).unwrap_or(u32::MAX))
 }
 
 /// Whether a flow goes on queueing: alive and the test not stopping.
@@ -209,8 +219,15 @@ mod tests {
     #[test]
     fn receive_buffers_are_a_power_of_two_within_the_total() {
         assert_eq!(receive_buffers(1, 128 << 10, 16 << 20), (16, 128 << 10));
-        assert_eq!(receive_buffers(5000, 1, 8 << 20), (16384, 512));
-        assert_eq!(receive_buffers(100_000, 64, 1 << 30), (1 << 15, 512));
-        assert_eq!(receive_buffers(32, 4 << 20, 16 << 20), (16, 1 << 20));
+        assert_eq!(receive_buffers(5000, fitted(1), 8 << 20), (16384, 512));
+        assert_eq!(receive_buffers(100_000, 64, 1 << 30), (1 << 15, 64));
+        assert_eq!(
+            receive_buffers(32, fitted(4 << 20), 16 << 20),
+            (16, 1 << 20)
+        );
+        // A size asked for is kept: the count gives way, down to two.
+        assert_eq!(receive_buffers(32, 4 << 20, 16 << 20), (4, 4 << 20));
+        assert_eq!(receive_buffers(1, 64 << 20, 16 << 20), (2, 64 << 20));
+        assert_eq!(receive_buffers(1, 100, 16 << 20), (16, 100));
     }
 }

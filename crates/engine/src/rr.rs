@@ -409,7 +409,7 @@ impl RingFlows for RrFlows {
             send_len: self.send_buf.len(),
             receive: Some(receive_buffers(
                 n,
-                self.plan.in_size.next_power_of_two(),
+                ring::fitted(self.plan.in_size.next_power_of_two()),
                 RING_RECEIVE_BYTES,
             )),
         }

@@ -29,8 +29,21 @@ pub struct StreamPlan {
     /// How the receiving end takes it.
     pub rx: RxMode,
     /// The most bytes one read takes (the ring's receive buffer size), at
-    /// most `msg_size`.
-    pub read_size: usize,
+    /// most `msg_size`; None for a whole message.
+    pub read_size: Option<usize>,
+}
+
+impl StreamPlan {
+    fn read_size(&self) -> usize {
+        self.read_size.unwrap_or(self.msg_size)
+    }
+
+    /// The size of each receive buffer of a ring: the read size asked, or
+    /// where none was a message's, fitted.
+    fn ring_buffer(&self) -> usize {
+        self.read_size
+            .unwrap_or_else(|| crate::ring::fitted(self.msg_size))
+    }
 }
 
 /// Operations on one ready flow before the loop moves on, so that a flow that
@@ -90,7 +103,7 @@ impl StreamFlows {
         let mut receivers = Vec::with_capacity(n);
         if plan.receives {
             for i in sh.range.clone() {
-                receivers.push(Receiver::new(plan.rx, plan.read_size, &sh.flows[i])?);
+                receivers.push(Receiver::new(plan.rx, plan.read_size(), &sh.flows[i])?);
             }
         }
         let file = match plan.zerocopy {
@@ -721,7 +734,7 @@ impl RingFlows for StreamRing {
             receive: self
                 .plan
                 .receives
-                .then(|| receive_buffers(n, self.plan.read_size, RING_RECEIVE_BYTES)),
+                .then(|| receive_buffers(n, self.plan.ring_buffer(), RING_RECEIVE_BYTES)),
         }
     }
 
@@ -983,7 +996,7 @@ mod tests {
                 msg_size: 256,
                 zerocopy: ZeroCopy::None,
                 rx: RxMode::Copy,
-                read_size: 256,
+                read_size: Some(256),
             };
             let sh = test_shared(clients, Vec::new(), flows, false);
             let mut h = StreamFlows::new(plan, &sh).unwrap();

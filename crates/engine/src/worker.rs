@@ -325,7 +325,7 @@ mod tests {
             msg_size: 128 << 10,
             zerocopy,
             rx: plumb_spec::RxMode::Copy,
-            read_size: 128 << 10,
+            read_size: None,
         })
     }
 

@@ -91,17 +91,6 @@ impl Spec {
                 "the io_uring engine receives into its own buffer ring: copy only",
             ));
         }
-        let (least, most) = RING_RECEIVE_BUFFER;
-        if self.read_size.is_some_and(|r| r < least || r > most) {
-            return Err(SpecError::new(
-                Field::ReadSize,
-                format!(
-                    "the io_uring engine reads into buffers of {} to {}",
-                    show_bytes(least),
-                    show_bytes(most)
-                ),
-            ));
-        }
         Ok(())
     }
 
