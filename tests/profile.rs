@@ -5,7 +5,7 @@
 mod common;
 use common::{
     assert_mentions, assert_ok, assert_ok_for, drawn, f, items, online_cpus, plumb, require_root,
-    require_tool, skip, u, ExperimentFile, Started, TempDb,
+    require_tool, ring_here, skip, u, ExperimentFile, Started, TempDb,
 };
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -182,6 +182,73 @@ fn each_ends_samples_add_up_to_the_cpu_time_proc_charged_to_it() {
     );
 }
 
+/// `plumb compare copy skip --profile` over `db` in `format`.
+fn compare_copy_skip(db: &TempDb, format: &str) -> String {
+    let out = plumb()
+        .args(["compare", "copy", "skip", "--profile", "--format", format])
+        .args(["--db", db.path()])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The functions of `end` whose self time shrank significantly from copy
+/// to skip, largest decrease first.
+fn shrank_from_copy_to_skip(db: &TempDb, end: &str) -> Vec<(String, f64)> {
+    let json: Value = serde_json::from_str(&compare_copy_skip(db, "json")).unwrap();
+    let ends: BTreeMap<String, &Value> = items(&json["points"][0]["profile"])
+        .map(|e| (e["end"].as_str().unwrap().to_string(), e))
+        .collect();
+    let mut v: Vec<(String, f64)> = items(&ends[end]["functions"])
+        .filter(|r| r["part"] == "self" && r["verdict"] == "shrank")
+        .map(|r| {
+            (
+                r["function"].as_str().unwrap().to_string(),
+                f(&r["a"]) - f(&r["b"]),
+            )
+        })
+        .collect();
+    v.sort_by(|a, b| b.1.total_cmp(&a.1));
+    v
+}
+
+/// A kernel function that copies to user space, by any of its names.
+fn copies_to_user(f: &str) -> bool {
+    [
+        "copy_to_iter",
+        "copy_to_user",
+        "copy_user",
+        "rep_movs_alternative",
+        "copyout",
+    ]
+    .iter()
+    .any(|n| f.contains(n))
+}
+
+#[test]
+fn rx_skip_on_the_ring_leaves_the_receiver_no_copy_to_user() {
+    let Some(_alone) = profiling_pinned_apart() else {
+        return;
+    };
+    if !ring_here() {
+        return;
+    }
+    let db = TempDb::new("profile-rx-ring");
+    profiled_runs(
+        &db,
+        &[
+            ("copy", &["--rx", "copy", "--io", "uring"]),
+            ("skip", &["--rx", "skip", "--io", "uring"]),
+        ],
+    );
+    let receiver = shrank_from_copy_to_skip(&db, "server");
+    assert!(
+        receiver.first().is_some_and(|(f, _)| copies_to_user(f)),
+        "largest significant decreases of the receiver on the ring: {receiver:?}"
+    );
+}
+
 #[test]
 fn rx_skip_against_copy_shows_the_copy_to_user_gone_on_the_receiver_only() {
     let Some(_alone) = profiling_pinned_apart() else {
@@ -192,43 +259,9 @@ fn rx_skip_against_copy_shows_the_copy_to_user_gone_on_the_receiver_only() {
         &db,
         &[("copy", &["--rx", "copy"]), ("skip", &["--rx", "skip"])],
     );
-    let compare = |format: &str| {
-        let out = plumb()
-            .args(["compare", "copy", "skip", "--profile", "--format", format])
-            .args(["--db", db.path()])
-            .output()
-            .unwrap();
-        assert_ok(&out);
-        String::from_utf8(out.stdout).unwrap()
-    };
-    let json: Value = serde_json::from_str(&compare("json")).unwrap();
-    let ends: BTreeMap<String, &Value> = items(&json["points"][0]["profile"])
-        .map(|e| (e["end"].as_str().unwrap().to_string(), e))
-        .collect();
-    let shrank = |end: &str| -> Vec<(String, f64)> {
-        let mut v: Vec<(String, f64)> = items(&ends[end]["functions"])
-            .filter(|r| r["part"] == "self" && r["verdict"] == "shrank")
-            .map(|r| {
-                (
-                    r["function"].as_str().unwrap().to_string(),
-                    f(&r["a"]) - f(&r["b"]),
-                )
-            })
-            .collect();
-        v.sort_by(|a, b| b.1.total_cmp(&a.1));
-        v
-    };
-    let to_user = |f: &str| {
-        [
-            "copy_to_iter",
-            "copy_to_user",
-            "copy_user",
-            "rep_movs_alternative",
-            "copyout",
-        ]
-        .iter()
-        .any(|n| f.contains(n))
-    };
+    let compare = |format: &str| compare_copy_skip(&db, format);
+    let shrank = |end: &str| shrank_from_copy_to_skip(&db, end);
+    let to_user = copies_to_user;
     // The client sends, the server receives.
     let receiver = shrank("server");
     assert!(

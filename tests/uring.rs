@@ -320,8 +320,8 @@ fn what_the_ring_does_not_run_is_refused_by_flag() {
             "--zerocopy: the io_uring engine's zero-copy send is uring",
         ),
         (
-            &["run", "stream", "--io", "uring", "--rx", "skip"][..],
-            "--rx: the io_uring engine receives into its own buffer ring",
+            &["run", "stream", "--io", "uring", "--rx", "zerocopy"][..],
+            "--rx: the io_uring engine receives with copy or skip",
         ),
         (&["run", "stream", "--io", "epol"][..], "--io"),
     ] {

@@ -588,6 +588,7 @@ const RING_RECEIVE_BYTES: usize = 8 << 20;
 fn ring_shape(slots: usize, out_writes: &[usize], in_size: usize) -> Shape {
     Shape {
         peer: None,
+        discard: None,
         ops: 2 * slots as u32 + 2,
         send_len: out_writes.iter().copied().max().unwrap_or(1),
         receive: Some(receive_buffers(

@@ -40,6 +40,8 @@ pub(crate) struct Shape {
     pub send_len: usize,
     /// Buffers for receives: how many, and bytes each.
     pub receive: Option<(u16, u32)>,
+    /// The most bytes a discarding receive (MSG_TRUNC) takes.
+    pub discard: Option<usize>,
     /// Where connects go.
     pub peer: Option<std::net::SocketAddr>,
 }
@@ -130,6 +132,9 @@ pub(crate) fn drive<R: RingFlows>(sh: Shared, mut r: R) -> io::Result<Vec<FlowEr
     let mut ring = Ring::new(shape.ops + 2, shape.send_len, fill_pattern, shape.receive)?;
     if let Some(peer) = shape.peer {
         ring.set_peer(peer);
+    }
+    if let Some(len) = shape.discard {
+        ring.set_discard(len)?;
     }
     let wake = lp.sh.nudge.wake.clone();
     ring.watch(wake.as_fd(), WAKE)?;

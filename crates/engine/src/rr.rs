@@ -405,6 +405,7 @@ impl RingFlows for RrFlows {
         let n = lp.sh.range.len();
         Shape {
             peer: None,
+            discard: None,
             ops: 2 * n as u32,
             send_len: self.send_buf.len(),
             receive: Some(receive_buffers(

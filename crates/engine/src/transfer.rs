@@ -721,6 +721,16 @@ impl StreamRing {
         self.dead[i - self.base] = true;
         lp.end_tcp_flow(i, why);
     }
+
+    /// Arms flow `i`'s receive: multishot into the buffer ring to copy, one
+    /// MSG_TRUNC receive at a time to discard.
+    fn arm_receive(&self, lp: &Loop, q: &mut Queue, i: usize) -> io::Result<()> {
+        let fd = lp.sh.flows[i].as_fd();
+        match self.plan.rx {
+            RxMode::Skip => q.discard(fd, ring::tag(i, Op::Receive)),
+            _ => q.receive(fd, ring::tag(i, Op::Receive)),
+        }
+    }
 }
 
 impl RingFlows for StreamRing {
@@ -731,10 +741,10 @@ impl RingFlows for StreamRing {
             peer: None,
             ops: n as u32 * (sends + 1),
             send_len: self.plan.msg_size,
-            receive: self
-                .plan
-                .receives
+            receive: (self.plan.receives && self.plan.rx.is_copy())
                 .then(|| receive_buffers(n, self.plan.ring_buffer(), RING_RECEIVE_BYTES)),
+            discard: (self.plan.receives && self.plan.rx == RxMode::Skip)
+                .then(|| self.plan.read_size()),
         }
     }
 
@@ -742,7 +752,7 @@ impl RingFlows for StreamRing {
         ring::block_flows(lp)?;
         for i in lp.sh.range.clone() {
             if self.plan.receives {
-                q.receive(lp.sh.flows[i].as_fd(), ring::tag(i, Op::Receive))?;
+                self.arm_receive(lp, q, i)?;
             }
             if self.plan.sends {
                 self.top_up(lp, q, i)?;
@@ -814,7 +824,7 @@ impl RingFlows for StreamRing {
                         counters.add_received(c.result as u64);
                     }
                     if !c.more && ring::going(lp, false) {
-                        q.receive(lp.sh.flows[i].as_fd(), ring::tag(i, Op::Receive))?;
+                        self.arm_receive(lp, q, i)?;
                     }
                 }
             },

@@ -85,10 +85,10 @@ impl Spec {
                 "the io_uring engine's zero-copy send is uring (IORING_OP_SEND_ZC)",
             ));
         }
-        if !self.rx.is_copy() {
+        if self.rx == RxMode::Zerocopy {
             return Err(SpecError::new(
                 Field::Rx,
-                "the io_uring engine receives into its own buffer ring: copy only",
+                "the io_uring engine receives with copy or skip; zerocopy runs on epoll",
             ));
         }
         Ok(())

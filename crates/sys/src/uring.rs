@@ -299,6 +299,7 @@ pub struct Queue<'a> {
     send: &'a Pages,
     send_len: usize,
     group: Option<u16>,
+    discard: Option<&'a Pages>,
     peer: Option<&'a socket2::SockAddr>,
     accepting: &'a mut Vec<u64>,
     in_flight: &'a mut usize,
@@ -307,7 +308,7 @@ pub struct Queue<'a> {
 impl Queue<'_> {
     fn push(&mut self, e: squeue::Entry) -> io::Result<()> {
         // SAFETY: every entry built below points only into memory of the
-        // Ring (its send region, its buffer ring), which
+        // Ring (its send region, its buffer ring, its discard region), which
         // outlives every operation (see Ring's Drop).
         while unsafe { self.sq.push(&e) }.is_err() {
             self.sq.sync();
@@ -348,6 +349,20 @@ impl Queue<'_> {
         self.push(e.user_data(tag))
     }
 
+    /// One receive on `fd` of up to the discard region's length with
+    /// MSG_TRUNC: a TCP socket drops the bytes in the kernel and copies
+    /// nothing (see [`Ring::set_discard`]).
+    pub fn discard(&mut self, fd: BorrowedFd, tag: u64) -> io::Result<()> {
+        let region = self
+            .discard
+            .expect("a ring that discards has a region for it");
+        let len = u32::try_from(region.len).unwrap_or(u32::MAX);
+        let e = opcode::Recv::new(types::Fd(fd.as_raw_fd()), region.ptr, len)
+            .flags(libc::MSG_TRUNC)
+            .build();
+        self.push(e.user_data(tag))
+    }
+
     /// Connects `fd` to the ring's peer (see [`Ring::set_peer`]).
     pub fn connect(&mut self, fd: BorrowedFd, tag: u64) -> io::Result<()> {
         let peer = self.peer.expect("a ring that connects has a peer");
@@ -382,6 +397,8 @@ pub struct Ring {
     send: Pages,
     send_len: usize,
     bufs: Option<BufRing>,
+    /// What discarding receives point at; nothing is written there.
+    discard: Option<Pages>,
     /// Where connects go, boxed so that its address stays put.
     peer: Option<Box<socket2::SockAddr>>,
     /// Tags of operations whose result is a new descriptor, which a
@@ -420,6 +437,7 @@ impl Ring {
             send,
             send_len,
             bufs,
+            discard: None,
             peer: None,
             accepting: Vec::new(),
             in_flight: 0,
@@ -440,6 +458,7 @@ impl Ring {
             send: &self.send,
             send_len: self.send_len,
             group: self.bufs.as_ref().map(|b| b.group),
+            discard: self.discard.as_ref(),
             peer: self.peer.as_deref(),
             accepting: &mut self.accepting,
             in_flight: &mut self.in_flight,
@@ -540,6 +559,13 @@ impl Ring {
     }
 
     /// Where [`Queue::connect`] connects.
+    /// Gives the ring a region of `len` bytes for discarding receives
+    /// ([`Queue::discard`]): the length each takes at most.
+    pub fn set_discard(&mut self, len: usize) -> io::Result<()> {
+        self.discard = Some(Pages::new(len.max(1))?);
+        Ok(())
+    }
+
     pub fn set_peer(&mut self, peer: std::net::SocketAddr) {
         self.peer = Some(Box::new(peer.into()));
     }
@@ -570,6 +596,9 @@ impl Drop for Ring {
             // hand them back to be reused.
             if let Some(b) = self.bufs.take() {
                 std::mem::forget(b);
+            }
+            if let Some(d) = self.discard.take() {
+                std::mem::forget(d);
             }
             std::mem::forget(std::mem::replace(
                 &mut self.send,
