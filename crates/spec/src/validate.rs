@@ -102,45 +102,77 @@ impl Spec {
         // The rr sizes first: msg_size is derived from them, and the user
         // typed --req-size, not --msg-size.
         if let Some(rr) = &self.rr {
-            within(Field::ReqSize, rr.req_size, show_bytes)?;
-            within(Field::RespSize, rr.resp_size, show_bytes)?;
-            if self.workload == Workload::Crr && (rr.pipeline != 1 || rr.rate.is_some()) {
+            self.validate_rr(rr)?;
+        }
+        self.validate_receive()?;
+        self.validate_io()?;
+        within(Field::Flows, self.flows.into(), |n| n.to_string())?;
+        within(Field::Threads, self.threads.into(), |n| n.to_string())?;
+        if self.threads > self.flows {
+            return Err(SpecError::new(
+                Field::Threads,
+                format!(
+                    "{} threads for {} flows would leave threads idle; use at most {}",
+                    self.threads, self.flows, self.flows
+                ),
+            ));
+        }
+        within(Field::MsgSize, self.msg_size, show_bytes)?;
+        self.validate_socket()?;
+        within(Field::Duration, self.duration_ms, units::show_ms)?;
+        within(Field::Warmup, self.warmup_ms, units::show_ms)?;
+        if let Some(Topology::Veth(v)) = &self.topology {
+            validate_path(v)?;
+        }
+        Ok(())
+    }
+
+    /// A transaction's sizes, writes, pipeline and open loop.
+    fn validate_rr(&self, rr: &RrSpec) -> Result<(), SpecError> {
+        within(Field::ReqSize, rr.req_size, show_bytes)?;
+        within(Field::RespSize, rr.resp_size, show_bytes)?;
+        if self.workload == Workload::Crr && (rr.pipeline != 1 || rr.rate.is_some()) {
+            return Err(SpecError::new(
+                if rr.rate.is_some() {
+                    Field::Rate
+                } else {
+                    Field::Pipeline
+                },
+                "crr makes one transaction per connection; it has no pipeline or open loop",
+            ));
+        }
+        if let Some(r) = rr.rate {
+            within(Field::Rate, r, |n| {
+                if n >= 1_000_000 && n.is_multiple_of(1_000_000) {
+                    format!("{}M", n / 1_000_000)
+                } else {
+                    n.to_string()
+                }
+            })
+            .map_err(|e| SpecError {
+                message: format!("{} transactions per second", e.message),
+                ..e
+            })?;
+        }
+        within(Field::Pipeline, rr.pipeline.into(), |n| n.to_string())?;
+        for (field, writes, size) in [
+            (Field::ReqWrites, &rr.req_writes, rr.req_size),
+            (Field::RespWrites, &rr.resp_writes, rr.resp_size),
+        ] {
+            let sum = writes.iter().try_fold(0u64, |a, w| a.checked_add(*w));
+            if !writes.is_empty() && (writes.contains(&0) || sum != Some(size)) {
                 return Err(SpecError::new(
-                    if rr.rate.is_some() {
-                        Field::Rate
-                    } else {
-                        Field::Pipeline
-                    },
-                    "crr makes one transaction per connection; it has no pipeline or open loop",
+                    field,
+                    format!("the writes must be non-empty and add up to {size} bytes"),
                 ));
             }
-            if let Some(r) = rr.rate {
-                within(Field::Rate, r, |n| {
-                    if n >= 1_000_000 && n.is_multiple_of(1_000_000) {
-                        format!("{}M", n / 1_000_000)
-                    } else {
-                        n.to_string()
-                    }
-                })
-                .map_err(|e| SpecError {
-                    message: format!("{} transactions per second", e.message),
-                    ..e
-                })?;
-            }
-            within(Field::Pipeline, rr.pipeline.into(), |n| n.to_string())?;
-            for (field, writes, size) in [
-                (Field::ReqWrites, &rr.req_writes, rr.req_size),
-                (Field::RespWrites, &rr.resp_writes, rr.resp_size),
-            ] {
-                let sum = writes.iter().try_fold(0u64, |a, w| a.checked_add(*w));
-                if !writes.is_empty() && (writes.contains(&0) || sum != Some(size)) {
-                    return Err(SpecError::new(
-                        field,
-                        format!("the writes must be non-empty and add up to {size} bytes"),
-                    ));
-                }
-            }
         }
+        Ok(())
+    }
+
+    /// The send and receive modes and the read size, which only a stream
+    /// has.
+    fn validate_receive(&self) -> Result<(), SpecError> {
         if self.workload != Workload::Stream {
             if !self.zerocopy.is_none() {
                 return Err(SpecError::new(
@@ -179,19 +211,12 @@ impl Spec {
                 ));
             }
         }
-        self.validate_io()?;
-        within(Field::Flows, self.flows.into(), |n| n.to_string())?;
-        within(Field::Threads, self.threads.into(), |n| n.to_string())?;
-        if self.threads > self.flows {
-            return Err(SpecError::new(
-                Field::Threads,
-                format!(
-                    "{} threads for {} flows would leave threads idle; use at most {}",
-                    self.threads, self.flows, self.flows
-                ),
-            ));
-        }
-        within(Field::MsgSize, self.msg_size, show_bytes)?;
+        Ok(())
+    }
+
+    /// The socket options' bounds and the rules between them and the
+    /// workload.
+    fn validate_socket(&self) -> Result<(), SpecError> {
         for (field, b) in [
             (Field::Sndbuf, self.socket.sndbuf),
             (Field::Rcvbuf, self.socket.rcvbuf),
@@ -250,22 +275,6 @@ impl Spec {
                 message: format!("{} (the kernel paces in bytes per second)", e.message),
                 ..e
             })?;
-        }
-        within(Field::Duration, self.duration_ms, units::show_ms)?;
-        within(Field::Warmup, self.warmup_ms, units::show_ms)?;
-        if let Some(Topology::Veth(v)) = &self.topology {
-            if let Some(m) = v.mtu {
-                within(Field::Mtu, m.into(), |n| n.to_string())?;
-            }
-            if let Some(d) = v.delay_us {
-                within(Field::Delay, d, |us| format!("{}ms", us as f64 / 1000.0))?;
-            }
-            if let Some(r) = v.link_rate_bps {
-                within(Field::LinkRate, r, units::show_rate)?;
-            }
-            if let Some(q) = v.queue_bytes {
-                within(Field::Queue, q, |n| n.to_string())?;
-            }
         }
         Ok(())
     }
@@ -340,6 +349,23 @@ impl Spec {
         }
         Ok(())
     }
+}
+
+/// The emulated path's bounds.
+fn validate_path(v: &Veth) -> Result<(), SpecError> {
+    if let Some(m) = v.mtu {
+        within(Field::Mtu, m.into(), |n| n.to_string())?;
+    }
+    if let Some(d) = v.delay_us {
+        within(Field::Delay, d, |us| format!("{}ms", us as f64 / 1000.0))?;
+    }
+    if let Some(r) = v.link_rate_bps {
+        within(Field::LinkRate, r, units::show_rate)?;
+    }
+    if let Some(q) = v.queue_bytes {
+        within(Field::Queue, q, |n| n.to_string())?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
