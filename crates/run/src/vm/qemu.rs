@@ -322,8 +322,7 @@ fn boot_inner(
     let last_words = |why: &str| {
         let said = logs.qemu();
         let text = logs.console();
-        let tail: Vec<&str> = text.lines().rev().take(12).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        let tail = console_end(&text);
         let qemu_said = said.trim();
         VmError::boot(format!(
             "kernel {} ({accel}): {why}{}{}",
@@ -574,6 +573,43 @@ impl Logs {
 /// How much of the guest's console a record keeps: its end.
 const CONSOLE_KEPT: usize = 32 * 1024;
 
+/// Lines a console's kernel report begins with: an oops, a BUG, a
+/// warning's cut line, a panic.
+const FAULT_MARKS: [&str; 5] = [
+    "------------[ cut here ]------------",
+    "BUG: ",
+    "Oops: ",
+    "general protection fault",
+    "Kernel panic - not syncing",
+];
+
+/// The lines of a kernel's report kept at most, from its first line.
+const REPORT_LINES: usize = 80;
+
+/// What a failed boot's error shows of the console: where the kernel
+/// reported a fault, the report from its first line (its registers and
+/// call trace, which say where the fault was) up to [`REPORT_LINES`], and
+/// the last lines after it where the report ran longer; elsewhere the last
+/// 12 lines.
+fn console_end(text: &str) -> Vec<&str> {
+    let lines: Vec<&str> = text.lines().collect();
+    let last = |n: usize| lines[lines.len().saturating_sub(n)..].to_vec();
+    let Some(start) = lines
+        .iter()
+        .position(|l| FAULT_MARKS.iter().any(|m| l.contains(m)))
+    else {
+        return last(12);
+    };
+    let report = &lines[start..];
+    if report.len() <= REPORT_LINES {
+        return report.to_vec();
+    }
+    let mut kept = report[..REPORT_LINES - 12].to_vec();
+    kept.push("...");
+    kept.extend(last(12));
+    kept
+}
+
 fn tail_of(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_string();
@@ -726,6 +762,30 @@ mod tests {
     #[test]
     fn a_console_is_kept_by_its_end() {
         assert_eq!(tail_of("abcdef", 3), "def");
+        let boot: String = (0..40).map(|i| format!("boot line {i}\n")).collect();
+        let plain = console_end(&boot);
+        assert_eq!(plain.len(), 12);
+        assert_eq!(plain[11], "boot line 39");
+        // An oops is kept whole, from its first line.
+        let oops: String = ["BUG: kernel NULL pointer dereference, address: 0"]
+            .into_iter()
+            .chain(["RIP: 0010:sched_clock_cpu+0x10/0x40"; 30])
+            .chain(["Kernel panic - not syncing: Fatal exception in interrupt"])
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let console = format!("{boot}{oops}");
+        let kept = console_end(&console);
+        assert_eq!(kept.len(), 32);
+        assert!(kept[0].starts_with("BUG: kernel NULL"));
+        assert!(kept[31].starts_with("Kernel panic"));
+        // A report too long for the error keeps its start and its end.
+        let long: String = (0..200).map(|i| format!("trace {i}\n")).collect();
+        let console = format!("{oops}{long}");
+        let kept = console_end(&console);
+        assert_eq!(kept.len(), REPORT_LINES + 1);
+        assert!(kept[0].starts_with("BUG: "));
+        assert_eq!(kept[REPORT_LINES - 12], "...");
+        assert_eq!(kept[REPORT_LINES], "trace 199");
         assert_eq!(tail_of("ab", 3), "ab");
         assert_eq!(tail_of("aé", 1), "");
     }
