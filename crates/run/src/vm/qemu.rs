@@ -243,24 +243,12 @@ struct Seen {
     console_said: bool,
 }
 
-fn boot_inner(
-    b: &Boot,
-    accel: Accel,
-    boot_timeout: Duration,
-    note: Option<String>,
-    seen: &mut Seen,
-    each: &mut dyn FnMut(Accel, Arrived) -> Result<(), VmError>,
-) -> Result<(), VmError> {
-    let (work, vm, limit) = (b.work, b.vm, b.limit);
-    let console = work.path().join(format!("console-{accel}.log"));
-    let qemu_log = work.path().join(format!("qemu-{accel}.log"));
-    let sock = work.path().join(format!("results-{accel}.sock"));
-    let _ = std::fs::remove_file(&sock);
-    let listener = UnixListener::bind(&sock)
-        .map_err(|e| VmError::input(format!("cannot listen on {}: {e}", sock.display())))?;
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| VmError::input(e.to_string()))?;
+/// QEMU's command line for boot `b` under `accel`: the kernel with its
+/// initramfs, no devices but the two serial ports (the console to the file
+/// `console`, the results to the socket `sock`) and, where the guest has a
+/// link, its virtio NIC.
+fn qemu_command(b: &Boot, accel: Accel, console: &Path, sock: &Path) -> Command {
+    let vm = b.vm;
     let mut cmd = Command::new(QEMU);
     cmd.args([
         "-nodefaults",
@@ -295,6 +283,28 @@ fn boot_inner(
             .arg("-device")
             .arg(format!("virtio-net-pci,netdev=link,mac={}", l.mac));
     }
+    cmd
+}
+
+fn boot_inner(
+    b: &Boot,
+    accel: Accel,
+    boot_timeout: Duration,
+    note: Option<String>,
+    seen: &mut Seen,
+    each: &mut dyn FnMut(Accel, Arrived) -> Result<(), VmError>,
+) -> Result<(), VmError> {
+    let (work, vm, limit) = (b.work, b.vm, b.limit);
+    let console = work.path().join(format!("console-{accel}.log"));
+    let qemu_log = work.path().join(format!("qemu-{accel}.log"));
+    let sock = work.path().join(format!("results-{accel}.sock"));
+    let _ = std::fs::remove_file(&sock);
+    let listener = UnixListener::bind(&sock)
+        .map_err(|e| VmError::input(format!("cannot listen on {}: {e}", sock.display())))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| VmError::input(e.to_string()))?;
+    let mut cmd = qemu_command(b, accel, &console, &sock);
     cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(
         std::fs::File::create(&qemu_log)
             .map_err(|e| VmError::input(format!("{}: {e}", qemu_log.display())))?,
