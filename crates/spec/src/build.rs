@@ -244,53 +244,7 @@ pub fn build(settings: &[(Field, &str)], names: Names) -> Result<Spec, BuildErro
         path_value(field, value, v).map_err(|m| fail(at, m))?;
     }
     spec.topology = veth.map(Topology::Veth);
-    if let Some(&first) = split_fields.first() {
-        let Some(rr) = spec.rr.as_mut() else {
-            return Err(fail(first, rr_only(spec.workload)));
-        };
-        for (header, payload, writes) in [
-            (Field::ReqHeader, Field::ReqPayload, Field::ReqWrites),
-            (Field::RespHeader, Field::RespPayload, Field::RespWrites),
-        ] {
-            let get = |f: Field| {
-                split_fields
-                    .iter()
-                    .rev()
-                    .find(|&&at| settings[at].0 == f)
-                    .copied()
-            };
-            match (get(header), get(payload)) {
-                (None, None) => {}
-                (Some(h), Some(p)) => {
-                    let (h, p) = (
-                        parse_size(settings[h].1).unwrap_or(0),
-                        parse_size(settings[p].1).unwrap_or(0),
-                    );
-                    let size = h.saturating_add(p);
-                    let parsed = parse_writes(writes, &format!("{h},{p}"), size).map_err(|e| {
-                        BuildError {
-                            at: Some(first),
-                            field: writes,
-                            message: e.message,
-                        }
-                    })?;
-                    if writes == Field::ReqWrites {
-                        rr.req_size = size;
-                        rr.req_writes = parsed;
-                    } else {
-                        rr.resp_size = size;
-                        rr.resp_writes = parsed;
-                    }
-                }
-                (Some(at), None) | (None, Some(at)) => {
-                    return Err(fail(
-                        at,
-                        format!("{} and {} go together", names.of(header), names.of(payload)),
-                    ))
-                }
-            }
-        }
-    }
+    split_messages(settings, &split_fields, &mut spec, names, fail)?;
     if let Some(rr) = spec.rr.as_mut() {
         for at in [req_writes, resp_writes].into_iter().flatten() {
             let (field, text) = settings[at];
@@ -317,4 +271,64 @@ pub fn build(settings: &[(Field, &str)], names: Names) -> Result<Spec, BuildErro
         message: e.message,
     })?;
     Ok(spec)
+}
+
+/// Messages written as a header then a payload (`req_header` with
+/// `req_payload`, `resp_header` with `resp_payload`): each message's size
+/// is the sum of its two, and its writes are the two.
+fn split_messages(
+    settings: &[(Field, &str)],
+    split_fields: &[usize],
+    spec: &mut Spec,
+    names: Names,
+    fail: impl Fn(usize, String) -> BuildError,
+) -> Result<(), BuildError> {
+    let Some(&first) = split_fields.first() else {
+        return Ok(());
+    };
+    let Some(rr) = spec.rr.as_mut() else {
+        return Err(fail(first, rr_only(spec.workload)));
+    };
+    for (header, payload, writes) in [
+        (Field::ReqHeader, Field::ReqPayload, Field::ReqWrites),
+        (Field::RespHeader, Field::RespPayload, Field::RespWrites),
+    ] {
+        let get = |f: Field| {
+            split_fields
+                .iter()
+                .rev()
+                .find(|&&at| settings[at].0 == f)
+                .copied()
+        };
+        match (get(header), get(payload)) {
+            (None, None) => {}
+            (Some(h), Some(p)) => {
+                let (h, p) = (
+                    parse_size(settings[h].1).unwrap_or(0),
+                    parse_size(settings[p].1).unwrap_or(0),
+                );
+                let size = h.saturating_add(p);
+                let parsed =
+                    parse_writes(writes, &format!("{h},{p}"), size).map_err(|e| BuildError {
+                        at: Some(first),
+                        field: writes,
+                        message: e.message,
+                    })?;
+                if writes == Field::ReqWrites {
+                    rr.req_size = size;
+                    rr.req_writes = parsed;
+                } else {
+                    rr.resp_size = size;
+                    rr.resp_writes = parsed;
+                }
+            }
+            (Some(at), None) | (None, Some(at)) => {
+                return Err(fail(
+                    at,
+                    format!("{} and {} go together", names.of(header), names.of(payload)),
+                ))
+            }
+        }
+    }
+    Ok(())
 }
