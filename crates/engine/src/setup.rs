@@ -105,7 +105,8 @@ pub fn apply_connected(stream: &TcpStream, opts: &SocketOpts) -> Result<(), Setu
 }
 
 /// The options of the socket option table that `opts` sets and a socket of
-/// `proto` takes.
+/// `proto` takes: a TCP flow's once connected or accepted (with the rest of
+/// [`apply_connected`]), a UDP socket's as it is made.
 fn apply_table(fd: impl AsFd, opts: &SocketOpts, proto: Proto) -> Result<(), SetupError> {
     for (o, v) in opts.table.iter() {
         let d = o.desc();
@@ -197,7 +198,6 @@ pub fn connect_flows(
     for i in 0..count {
         let sock = new_socket(&addr).map_err(|e| resource_error("create a data socket", i, e))?;
         apply_before_connect(&sock, opts)?;
-        apply_table(&sock, opts, Proto::Any)?;
         bind_source(&sock, &sources, i as usize)
             .map_err(|e| resource_error(format!("bind flow {i} to a loopback source"), i, e))?;
         sock.connect_timeout(&addr.into(), timeout)
@@ -390,7 +390,6 @@ impl DataListener {
         sock.set_reuse_address(true)
             .map_err(|e| SetupError::io("set SO_REUSEADDR", e))?;
         apply_before_connect(&sock, opts)?;
-        apply_table(&sock, opts, Proto::Any)?;
         sock.bind(&addr.into())
             .map_err(|e| SetupError::io(format!("cannot listen for data on {addr}"), e))?;
         sock.listen(backlog)
