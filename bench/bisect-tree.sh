@@ -65,10 +65,16 @@ log=$WORK/bisect.log
   "$PLUMB" bisect --points "$points" --tree "$tree" --good lab~1 --bad lab \
   --accel "$ACCEL" --no-store 2>&1 |
   while IFS= read -r line; do printf '%s %s\n' "$(date +%s)" "$line"; done >"$log" || true
-read -r wall user sys <"$WORK/time"
+# time's last line holds the figures; a line before it says how the
+# command exited where it failed.
+read -r wall user sys < <(tail -n 1 "$WORK/time")
 cpu=$(echo "$user + $sys" | bc)
-builds=$(awk '$3 == "building" { step = $2; t = $1 }
-  $4 == "boots" || ($3 == "building" && 0) { if (step != "" && $2 == step) { printf "%s build %d s\n", step, $1 - t; step = "" } }' "$log")
+# "SECS step N: building SHA ..." then "SECS step N: SHA (label) boots":
+# the build is the gap, the measure the gap to the next step's line.
+builds=$(awk 'b && ($2 == "step" || $2 == "plumb:" || $2 == "first") {
+    printf "step %s booted and measured in %d s\n", step, $1 - b; b = 0 }
+  $2 == "step" && $4 == "building" { step = $3; t = $1; next }
+  $2 == "step" && $3 == step && $NF == "boots" { printf "step %s built in %d s\n", step, $1 - t; b = $1 }' "$log")
 steps=$(cut -d' ' -f2- "$log" | grep -E '^(step|git:|first bad|cannot tell|plumb:)|nothing to bisect|^[0-9a-f]{7} ' | head -n 40 || true)
 
 {
