@@ -4,6 +4,7 @@
 //! files, validation, server limits, socket option errors and read-back all
 //! name a field through this table.
 
+pub use crate::sockopt::Proto;
 use crate::sockopt::SockOpt;
 use std::fmt;
 
@@ -109,14 +110,6 @@ pub enum Shown {
     Listed,
     /// In the headline of request/response workloads, listed for others.
     HeadlineOfRr,
-}
-
-/// Which protocols a field applies to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Proto {
-    Any,
-    /// A TCP option: UDP workloads refuse it.
-    Tcp,
 }
 
 /// How a field enters the spec key (docs/json.md, "Spec keys").

@@ -9,9 +9,17 @@
 //! congestion control's name, a pacing rate in bit/s) stay fields of
 //! [`crate::SocketOpts`].
 
-use crate::field::Proto;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
+
+/// Which protocols a field (a socket option of this table or another)
+/// applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proto {
+    Any,
+    /// A TCP option: UDP workloads refuse it.
+    Tcp,
+}
 
 /// setsockopt's level, as Linux numbers it (the engine checks the numbers
 /// against the C library's).
