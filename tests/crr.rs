@@ -68,6 +68,10 @@ fn time_waits(ns: &Netns) -> Vec<(u16, u16)> {
 
 #[test]
 fn the_time_wait_is_left_on_the_end_that_closed_first() {
+    // It counts both ends' transactions against each other: beside the
+    // file's other measuring tests the window edges drift apart (74 of
+    // 5802 once in CI, past the bound).
+    let _alone = measuring_alone();
     // One flow takes the epoll engine's blocking path, more its
     // multiplexed one; the ring has one path.
     let mut runs = vec![
