@@ -51,8 +51,12 @@ fn iterations_stop_at_the_target_or_say_it_was_missed() {
         "--pacing-rate",
         "2G",
     ]);
+    // Met where it is, not at the maximum: after the minimum two on a
+    // quiet host, and once in CI after three, whose first two differed by
+    // more than two iterations' t (12.7) allows.
     let c = &rec["confidence"];
-    assert_eq!(rec["iterations"].as_array().unwrap().len(), 2, "{c}");
+    let n = rec["iterations"].as_array().unwrap().len();
+    assert!((2..6).contains(&n), "{n} iterations: {c}");
     assert_eq!(c["reached"], true);
     assert!(f(&c["relative_half_width"]) <= 0.6);
     // An impossible one runs to the maximum and says so in the summary.
