@@ -110,7 +110,7 @@ pub fn apply_connected(stream: &TcpStream, opts: &SocketOpts) -> Result<(), Setu
 fn apply_table(fd: impl AsFd, opts: &SocketOpts, proto: Proto) -> Result<(), SetupError> {
     for (o, v) in opts.table.iter() {
         let d = o.desc();
-        if proto == Proto::Tcp || d.proto == Proto::Any {
+        if o.taken_by(proto) {
             plumb_sys::sock::set_int_option(&fd, d.level.number(), d.name, v).map_err(refused(
                 Field::Sock(o),
                 match d.value {
@@ -628,7 +628,7 @@ pub fn read_back(stream: &TcpStream, opts: &SocketOpts) -> Vec<OptionRecord> {
 fn table_records(fd: impl AsFd, opts: &SocketOpts, proto: Proto) -> Vec<OptionRecord> {
     SockOpt::ALL
         .iter()
-        .filter(|o| proto == Proto::Tcp || o.desc().proto == Proto::Any)
+        .filter(|o| o.taken_by(proto))
         .map(|&o| {
             let d = o.desc();
             let asked = opts.table.get(o);

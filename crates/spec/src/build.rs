@@ -6,6 +6,7 @@
 use crate::field::{Field, Names};
 use crate::units::{
     parse_count, parse_delay_us, parse_duration, parse_loss_ppm, parse_rate, parse_size,
+    parse_switch,
 };
 use crate::{
     parse_writes, BufSize, Choice, Close, CpuList, Direction, Emulator, Family, Io, RxMode, Spec,
@@ -60,14 +61,6 @@ fn path_value(field: Field, value: &str, v: &mut Veth) -> Result<(), String> {
 
 fn rr_only(workload: crate::Workload) -> String {
     format!("applies to rr, crr and udp-rr only, not to {workload}")
-}
-
-fn boolean(v: &str) -> Result<bool, String> {
-    match v.to_ascii_lowercase().as_str() {
-        "true" | "on" | "yes" => Ok(true),
-        "false" | "off" | "no" => Ok(false),
-        _ => Err(format!("'{v}' is not true or false")),
-    }
 }
 
 fn count<T: TryFrom<u64>>(v: &str) -> Result<T, String> {
@@ -167,8 +160,8 @@ pub fn build(settings: &[(Field, &str)], names: Names) -> Result<Spec, BuildErro
                         spec.socket.rcvbuf = b;
                     }
                 }
-                Field::Nodelay => spec.socket.nodelay = boolean(v)?,
-                Field::Cork => spec.socket.cork = boolean(v)?,
+                Field::Nodelay => spec.socket.nodelay = parse_switch(v)?,
+                Field::Cork => spec.socket.cork = parse_switch(v)?,
                 Field::Mss => spec.socket.mss = Some(size(v)?),
                 Field::Sock(o) => spec.socket.table.set(o, o.parse(v)?),
                 Field::Cc => spec.socket.cc = Some(v.to_string()),

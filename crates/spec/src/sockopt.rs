@@ -110,6 +110,12 @@ macro_rules! sock_opts {
 }
 
 impl SockOpt {
+    /// Whether a socket of `proto` takes the option: a TCP socket takes
+    /// every option, a UDP one those not TCP's own.
+    pub fn taken_by(self, proto: Proto) -> bool {
+        proto == Proto::Tcp || self.desc().proto == Proto::Any
+    }
+
     pub fn from_key(key: &str) -> Option<SockOpt> {
         SockOpt::ALL.iter().copied().find(|o| o.key() == key)
     }
@@ -132,10 +138,9 @@ impl SockOpt {
         let n = match self.desc().value {
             Value::Bytes => crate::units::parse_size(v).map_err(|e| e.to_string())?,
             Value::Micros => crate::units::parse_micros(v).map_err(|e| e.to_string())?,
-            Value::Switch => match v.to_ascii_lowercase().as_str() {
-                "true" | "on" | "yes" => 1,
-                "false" | "off" | "no" => return Ok(None),
-                _ => return Err(format!("'{v}' is not true or false")),
+            Value::Switch => match crate::units::parse_switch(v)? {
+                true => 1,
+                false => return Ok(None),
             },
         };
         u32::try_from(n)

@@ -153,6 +153,16 @@ pub fn parse_delay_us(s: &str) -> Result<u64, UnitError> {
         .ok_or_else(|| UnitError::new(s, "a delay", DELAY_FORMS))
 }
 
+/// `true`, `on`, `yes` or `false`, `off`, `no`, in any case: a switch's
+/// value in an experiment file or a `--set`.
+pub fn parse_switch(s: &str) -> Result<bool, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "true" | "on" | "yes" => Ok(true),
+        "false" | "off" | "no" => Ok(false),
+        _ => Err(format!("'{s}' is not true or false")),
+    }
+}
+
 /// `50us`, `50`, `1ms` → microseconds (a bare number is in µs): what
 /// busy-polling options take.
 pub fn parse_micros(s: &str) -> Result<u64, UnitError> {

@@ -319,7 +319,7 @@ const EVERY: &[Flag] = &[
 fn table_flags(proto: Proto) -> Vec<Flag> {
     SockOpt::ALL
         .iter()
-        .filter(|o| proto == Proto::Tcp || o.desc().proto == Proto::Any)
+        .filter(|o| o.taken_by(proto))
         .map(|&o| {
             let d = o.desc();
             match d.value {
