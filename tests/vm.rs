@@ -657,6 +657,9 @@ impl KernelTree {
         assert_eq!(self.git(&["symbolic-ref", "HEAD"]), "refs/heads/lab");
         assert_eq!(self.git(&["status", "--porcelain"]), "");
         assert_eq!(self.git(&["for-each-ref", "refs/bisect"]), "");
+        // plumb's mark of its own bisection goes with it.
+        let git_dir = self.0.join(self.git(&["rev-parse", "--git-dir"]));
+        assert!(!git_dir.join("plumb-bisect").exists());
     }
 }
 
@@ -817,6 +820,27 @@ fn a_tree_bisect_refuses_what_it_cannot_bisect_and_leaves_the_tree_on_its_branch
     assert!(err.contains("a git bisect is under way there"), "{err}");
     assert_ne!(tree.git(&["for-each-ref", "refs/bisect"]), "");
     tree.git(&["bisect", "reset"]);
+    // One a plumb run left when it was killed (its mark names a process
+    // that has ended) is plumb's own: reset, and the run goes on.
+    tree.git(&["bisect", "start", "lab", "lab~2"]);
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let pid = gone.id();
+    gone.wait().unwrap();
+    let git_dir = tree.0.join(tree.git(&["rev-parse", "--git-dir"]));
+    std::fs::write(git_dir.join("plumb-bisect"), format!("{pid}\n")).unwrap();
+    let scratch = std::env::temp_dir().join(format!("plumb-bisect-{pid}"));
+    std::fs::create_dir_all(&scratch).unwrap();
+    let (code, err) = bisect(&["--good", "lab~2", "--bad", "lab", "--build", "exit 3"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "a plumb bisect (pid {pid}) ended without putting the tree back"
+        )),
+        "{err}"
+    );
+    assert!(err.contains("build failed (exit 3)"), "{err}");
+    tree.assert_back_on_its_branch();
+    assert!(!scratch.exists());
     // Commits come from git, images from the command line: not both.
     let (code, err) = bisect(&["--good", "lab~2", "--bad", "lab", "b.deb"]);
     assert_eq!(code, Some(2), "{err}");

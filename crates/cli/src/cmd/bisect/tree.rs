@@ -133,6 +133,13 @@ impl Git {
         })
     }
 
+    /// A path in the git directory, as git names it.
+    fn path(&self, name: &str) -> Result<PathBuf, Failure> {
+        Ok(self
+            .dir
+            .join(self.read(&["rev-parse", "--git-path", name])?))
+    }
+
     /// Runs a bisect command, passing on what git says about it.
     fn bisect(&self, args: &[&str]) -> Result<std::process::Output, Failure> {
         let out = self.output(&[&["bisect"][..], args].concat())?;
@@ -144,8 +151,86 @@ impl Git {
 }
 
 /// A `git bisect` under way in the tree; dropping it resets the bisection,
-/// which checks out the branch the tree was on.
+/// which checks out the branch the tree was on. While it lasts, a file of
+/// plumb's own in the git directory ([`MARK`]) holds the process's PID, so
+/// that a run killed before it could reset (SIGKILL, a lost session) is
+/// told from a bisection of the user's, and the next run resets it.
 struct Session<'a>(&'a Git);
+
+/// The file in the git directory that says a plumb run holds the bisect.
+const MARK: &str = "plumb-bisect";
+
+impl<'a> Session<'a> {
+    /// Starts bisecting between `good` and `bad`, marked as plumb's.
+    fn start(git: &'a Git, good: &str, bad: &str) -> Result<Session<'a>, Failure> {
+        let mark = git.path(MARK)?;
+        std::fs::write(&mark, format!("{}\n", std::process::id())).map_err(|e| {
+            Failure::usage(format!(
+                "--tree {}: cannot write {} ({e})",
+                git.dir.display(),
+                mark.display()
+            ))
+        })?;
+        let args = ["bisect", "start", bad, good, "--"];
+        let failed = match git.output(&args) {
+            Ok(out) if out.status.success() => return Ok(Session(git)),
+            Ok(out) => git.failed(&args[..2], &out),
+            Err(e) => e,
+        };
+        let _ = std::fs::remove_file(&mark);
+        Err(failed)
+    }
+
+    /// Ends what a plumb run killed while it bisected left in the tree: the
+    /// bisection, its mark and its scratch directory. Refuses a bisection
+    /// that is the user's, or that a live plumb run holds.
+    fn clear_leftover(git: &Git) -> Result<(), Failure> {
+        let shown = git.dir.display();
+        let started = git.path("BISECT_START")?;
+        let mark = git.path(MARK)?;
+        let holder = std::fs::read_to_string(&mark)
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok());
+        if !started.exists() {
+            // A mark without a bisection: a run killed between the two.
+            let _ = std::fs::remove_file(&mark);
+            return Ok(());
+        }
+        let Some(pid) = holder else {
+            return Err(Failure::usage(format!(
+                "--tree {shown}: a git bisect is under way there; end it with git bisect reset first"
+            )));
+        };
+        if plumb_alive(pid) {
+            return Err(Failure::usage(format!(
+                "--tree {shown}: plumb (pid {pid}) is bisecting there; wait for it or end it"
+            )));
+        }
+        eprintln!(
+            "plumb: --tree {shown}: a plumb bisect (pid {pid}) ended without putting the tree \
+             back; running git bisect reset"
+        );
+        let reset = git.output(&["bisect", "reset"])?;
+        if !reset.status.success() {
+            return Err(git.failed(&["bisect", "reset"], &reset));
+        }
+        let _ = std::fs::remove_file(&mark);
+        let _ = std::fs::remove_dir_all(scratch_dir(pid));
+        Ok(())
+    }
+}
+
+/// Whether process `pid` is a plumb.
+fn plumb_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .is_ok_and(|comm| comm.trim_end().starts_with("plumb"))
+}
+
+/// The scratch directory (build logs, the modules' staging) of plumb run
+/// `pid`'s bisection.
+fn scratch_dir(pid: u32) -> PathBuf {
+    std::env::temp_dir().join(format!("plumb-bisect-{pid}"))
+}
 
 impl Drop for Session<'_> {
     fn drop(&mut self) {
@@ -158,6 +243,9 @@ impl Drop for Session<'_> {
                 "plumb: --tree {}: git bisect reset failed; run it there to put the tree back",
                 self.0.dir.display()
             );
+        }
+        if let Ok(mark) = self.0.path(MARK) {
+            let _ = std::fs::remove_file(mark);
         }
     }
 }
@@ -345,12 +433,7 @@ pub(super) fn exec(bench: Bench, dir: &Path) -> Result<i32, Failure> {
             "--tree {shown}: not a git work tree"
         )));
     }
-    let started = git.read(&["rev-parse", "--git-path", "BISECT_START"])?;
-    if dir.join(started).exists() {
-        return Err(Failure::usage(format!(
-            "--tree {shown}: a git bisect is under way there; end it with git bisect reset first"
-        )));
-    }
+    Session::clear_leftover(&git)?;
     if !git
         .read(&["status", "--porcelain", "--untracked-files=no"])?
         .is_empty()
@@ -395,7 +478,7 @@ pub(super) fn exec(bench: Bench, dir: &Path) -> Result<i32, Failure> {
         .flat_map(|s| plumb_run::vm::modules_needed(s))
         .collect();
     let enable = plumb_run::vm::kernel::config_needed(&modules).join(" ");
-    let scratch = std::env::temp_dir().join(format!("plumb-bisect-{}", std::process::id()));
+    let scratch = scratch_dir(std::process::id());
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(&scratch)
         .map_err(|e| Failure::usage(format!("cannot make {}: {e}", scratch.display())))?;
@@ -408,11 +491,7 @@ pub(super) fn exec(bench: Bench, dir: &Path) -> Result<i32, Failure> {
     };
 
     // What git checks out first is told once good and bad are measured.
-    let start = git.output(&["bisect", "start", &bad.sha, &good.sha, "--"])?;
-    if !start.status.success() {
-        return Err(git.failed(&["bisect", "start"], &start));
-    }
-    let session = Session(&git);
+    let session = Session::start(&git, &good.sha, &bad.sha)?;
     let mut tested: Vec<(Commit, Step)> = Vec::new();
     // Everything is measured against the good commit: it must build and
     // boot.
