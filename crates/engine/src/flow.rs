@@ -344,6 +344,14 @@ pub(crate) struct Timings {
 }
 
 impl Timings {
+    /// Records a transaction that took `ns`.
+    #[inline]
+    pub(crate) fn record(&mut self, ns: u64) {
+        if let Some(h) = self.hist.as_mut() {
+            h.saturating_record(ns.max(1));
+        }
+    }
+
     /// Records a transaction that started at `t0_ns` and ended now.
     #[inline]
     pub(crate) fn record_since(&mut self, t0_ns: u64) {
