@@ -17,12 +17,13 @@ use crate::flow::{
 };
 use rustix::event::epoll;
 use rustix::net::{self, SocketAddrAny};
-use std::collections::VecDeque;
 use std::io;
 use std::net::UdpSocket;
-use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::sync::atomic::Ordering::Acquire;
 
-pub const HEADER: usize = plumb_spec::UDP_HEADER as usize;
+mod machine;
+
+use machine::{count_received, datagram_sent, next_datagram, put_header, RrClient};
 
 /// What one end of a UDP test does.
 #[derive(Debug, Clone)]
@@ -46,30 +47,6 @@ impl UdpPlan {
     pub fn tag_of(cookie: &plumb_sys::Cookie) -> u32 {
         u32::from_le_bytes([cookie.0[0], cookie.0[1], cookie.0[2], cookie.0[3]])
     }
-}
-
-/// The sequence number's top bit: a stream's datagram sent inside the
-/// sender's window. The receiver counts the marked ones it gets, so that
-/// the loss over the sender's window is exact whenever the receiver's own
-/// window opened and closed (its edges follow the control messages, late
-/// by however long its CPU was busy elsewhere).
-const IN_WINDOW: u64 = 1 << 63;
-
-fn put_header(buf: &mut [u8], tag: u32, flow: u32, seq: u64) {
-    buf[0..4].copy_from_slice(&tag.to_le_bytes());
-    buf[4..8].copy_from_slice(&flow.to_le_bytes());
-    buf[8..16].copy_from_slice(&seq.to_le_bytes());
-}
-
-/// (flow, seq, marked as sent inside the sender's window) of a datagram
-/// with this test's tag.
-fn header(buf: &[u8], tag: u32) -> Option<(u32, u64, bool)> {
-    if buf.len() < HEADER || buf[0..4] != tag.to_le_bytes() {
-        return None;
-    }
-    let flow = u32::from_le_bytes(buf[4..8].try_into().ok()?);
-    let seq = u64::from_le_bytes(buf[8..16].try_into().ok()?);
-    Some((flow, seq & !IN_WINDOW, seq & IN_WINDOW != 0))
 }
 
 /// Datagrams sent or read for one ready socket before the loop moves on.
@@ -154,18 +131,10 @@ impl Handler for UdpStreamClient {
         let c = &lp.sh.counters[i];
         let mut refused = None;
         for _ in 0..BURST {
-            let marked = lp.sh.in_window.load(Acquire);
-            let seq = c.packets_sent.load(Relaxed);
-            let mark = if marked { IN_WINDOW } else { 0 };
-            put_header(&mut self.buf, self.plan.tag, i as u32, seq | mark);
+            let open = lp.sh.in_window.load(Acquire);
+            next_datagram(&mut self.buf, self.plan.tag, i, c, open);
             match send(sock, &self.buf) {
-                Ok(n) => {
-                    c.add_sent(n as u64);
-                    FlowCounters::bump(&c.packets_sent, 1);
-                    if marked {
-                        FlowCounters::bump(&c.window_sent, 1);
-                    }
-                }
+                Ok(n) => datagram_sent(c, n, open),
                 Err(e) if blocked(&e) => break,
                 Err(e) if filtered(&e) => continue,
                 Err(e) => {
@@ -184,38 +153,28 @@ impl Handler for UdpStreamClient {
     }
 }
 
-/// udp-rr client flows: each keeps one request outstanding. A worker with
-/// one flow blocks in recv on its socket, as the server does; its
-/// interrupter's period is a quarter of the request timeout (at most
-/// `POLL`), so a timeout is seen at most that late.
+/// udp-rr client flows: the machine's requests and answers over one
+/// connected socket each. A worker with one flow blocks in recv on its
+/// socket, as the server does; its interrupter's period is a quarter of
+/// the request timeout (at most `POLL`), so a timeout is seen at most that
+/// late.
 pub(crate) struct UdpRrClient {
+    m: RrClient,
     plan: UdpPlan,
     base: usize,
     out: PageBuf,
     inbuf: Vec<u8>,
-    // Per-flow state in parallel vectors indexed by the flow's place in the
-    // worker's range: the timeout sweep checks `dead` and `waiting` of the
-    // flows whose deadlines passed, and nothing else.
-    /// The sequence number each flow waits for and when it was sent.
-    waiting: Vec<u64>,
-    sent_at: Vec<u64>,
-    dead: Vec<bool>,
-    /// Deadlines in send order: every request waits the same timeout, so
-    /// the queue is sorted by construction.
-    deadlines: VecDeque<(u64, u32, u64)>,
+    owed: Vec<usize>,
 }
 
 impl UdpRrClient {
     pub(crate) fn new(plan: UdpPlan, sh: &Shared) -> UdpRrClient {
-        let n = sh.range.len();
         UdpRrClient {
+            m: RrClient::new(plan.tag, plan.timeout_ns, sh.range.start, sh.range.len()),
             base: sh.range.start,
             out: pattern(plan.out_size),
             inbuf: vec![0u8; 65536],
-            waiting: vec![0; n],
-            sent_at: vec![0; n],
-            dead: vec![false; n],
-            deadlines: VecDeque::with_capacity(n),
+            owed: Vec::new(),
             plan,
         }
     }
@@ -225,14 +184,7 @@ impl UdpRrClient {
     fn send(&mut self, lp: &Loop, k: usize) -> io::Result<()> {
         let i = self.base + k;
         let c = &lp.sh.counters[i];
-        let seq = c.packets_sent.load(Relaxed);
-        put_header(&mut self.out, self.plan.tag, i as u32, seq);
-        let t = lp.now_ns();
-        self.waiting[k] = seq;
-        self.sent_at[k] = t;
-        self.deadlines
-            .push_back((t + self.plan.timeout_ns, k as u32, seq));
-        FlowCounters::bump(&c.packets_sent, 1);
+        self.m.request(k, &mut self.out, lp.now_ns(), c);
         match send(&lp.sh.udp_socks[i], &self.out) {
             Ok(w) => {
                 c.add_sent(w as u64);
@@ -244,7 +196,7 @@ impl UdpRrClient {
     }
 
     fn end(&mut self, lp: &mut Loop, k: usize, why: String) {
-        self.dead[k] = true;
+        self.m.end(k);
         let socks = lp.sh.udp_socks.clone();
         lp.end_flow(self.base + k, &socks[self.base + k], why);
     }
@@ -277,30 +229,22 @@ impl Handler for UdpRrClient {
     }
 
     fn on_timer(&mut self, lp: &mut Loop) -> io::Result<Option<u64>> {
-        // Requests whose time is up: counted, and the flow goes on.
-        let now = lp.now_ns();
-        while let Some(&(due, k, seq)) = self.deadlines.front() {
-            if due > now {
-                break;
-            }
-            self.deadlines.pop_front();
-            let k = k as usize;
-            if self.dead[k] || self.waiting[k] != seq {
-                continue;
-            }
-            FlowCounters::bump(&lp.sh.counters[self.base + k].timeouts, 1);
+        let mut owed = std::mem::take(&mut self.owed);
+        let range = lp.sh.range.clone();
+        let next = self
+            .m
+            .expire(lp.now_ns(), &lp.sh.counters[range], &mut owed);
+        for k in owed.drain(..) {
             self.send_or_end(lp, k);
         }
-        Ok(self
-            .deadlines
-            .front()
-            .map(|&(due, _, _)| due.saturating_sub(lp.now_ns())))
+        self.owed = owed;
+        Ok(next.map(|due| due.saturating_sub(lp.now_ns())))
     }
 
     fn on_readable(&mut self, lp: &mut Loop, id: u64, _: epoll::EventFlags) -> io::Result<Next> {
         let i = id as usize;
         let k = i - self.base;
-        if self.dead[k] {
+        if self.m.ended(k) {
             return Ok(Next::Done);
         }
         // One datagram per call in blocking mode: a second recv would wait.
@@ -318,38 +262,20 @@ impl Handler for UdpRrClient {
                     return Ok(Next::Done);
                 }
             };
-            let c = &lp.sh.counters[i];
-            match header(&self.inbuf[..got], self.plan.tag) {
-                Some((flow, seq, _)) if flow as usize == i => {
-                    c.add_received(got as u64);
-                    FlowCounters::bump(&c.packets_received, 1);
-                    if seq == self.waiting[k]
-                        && lp.now_ns().saturating_sub(self.sent_at[k]) > self.plan.timeout_ns
-                    {
-                        // Its time was up before the sweep saw it: a
-                        // timeout and a late response, as if the sweep had
-                        // run first, so no latency exceeds the timeout.
-                        FlowCounters::bump(&c.timeouts, 1);
-                        FlowCounters::bump(&c.late, 1);
-                        self.waiting[k] = u64::MAX;
-                        self.send_or_end(lp, k);
-                        break;
-                    } else if seq == self.waiting[k] {
-                        lp.timings.record_since(self.sent_at[k]);
-                        c.add_transaction();
-                        // Nothing is awaited until the next send.
-                        self.waiting[k] = u64::MAX;
-                        self.send_or_end(lp, k);
-                        // One request is outstanding and it was just sent:
-                        // nothing more to read yet.
-                        break;
-                    } else {
-                        FlowCounters::bump(&c.late, 1);
-                    }
-                }
-                _ => {
-                    lp.sh.strays.fetch_add(1, Relaxed);
-                }
+            let timings = &mut lp.timings;
+            let owes = self.m.answer(
+                k,
+                &self.inbuf[..got],
+                lp.sh.clock.elapsed().as_nanos() as u64,
+                &lp.sh.counters[i],
+                &lp.sh.strays,
+                |ns| timings.record(ns),
+            );
+            if owes {
+                self.send_or_end(lp, k);
+                // One request is outstanding and it was just sent: nothing
+                // more to read yet.
+                break;
             }
         }
         Ok(Next::Done)
@@ -382,38 +308,17 @@ impl UdpServer {
         }
     }
 
-    /// Counts the datagram of `got` bytes in the input buffer against its
-    /// flow, and for a stream against the flow's sequence; its (flow, seq),
-    /// or None for a stray.
+    /// Counts the datagram of `got` bytes in the input buffer: its
+    /// (flow, seq), or None for a stray.
     fn count(&self, lp: &Loop, got: usize) -> Option<(u32, u64)> {
         let udp = &self.plan;
-        let Some((flow, seq, marked)) =
-            header(&self.inbuf[..got], udp.tag).filter(|&(flow, _, _)| (flow as usize) < udp.flows)
-        else {
-            lp.sh.strays.fetch_add(1, Relaxed);
-            return None;
-        };
-        let c = &lp.sh.counters[flow as usize];
-        c.add_received(got as u64);
-        FlowCounters::bump(&c.packets_received, 1);
-        if udp.rr {
-            return Some((flow, seq));
-        }
-        if marked {
-            FlowCounters::bump(&c.window_received, 1);
-        }
-        // SO_REUSEPORT hashes a flow's 4-tuple to one socket, so only this
-        // worker writes this flow's sequence state.
-        let expect = c.expect.load(Relaxed);
-        if seq == expect {
-            c.expect.store(seq + 1, Relaxed);
-        } else if seq > expect {
-            FlowCounters::bump(&c.gaps, seq - expect);
-            c.expect.store(seq + 1, Relaxed);
-        } else {
-            FlowCounters::bump(&c.late, 1);
-        }
-        Some((flow, seq))
+        count_received(
+            &self.inbuf[..got],
+            udp.tag,
+            udp.rr,
+            &lp.sh.counters[..udp.flows.min(lp.sh.counters.len())],
+            &lp.sh.strays,
+        )
     }
 }
 
@@ -496,23 +401,8 @@ impl Handler for UdpServer {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn header_round_trip_and_strays() {
-        let mut b = [0u8; 32];
-        put_header(&mut b, 0xdead_beef, 7, 1 << 40);
-        assert_eq!(header(&b, 0xdead_beef), Some((7, 1 << 40, false)));
-        assert_eq!(header(&b, 0xdead_beee), None);
-        assert_eq!(header(&b[..15], 0xdead_beef), None);
-        put_header(&mut b, 0xdead_beef, 7, (1 << 40) | IN_WINDOW);
-        assert_eq!(header(&b, 0xdead_beef), Some((7, 1 << 40, true)));
-    }
-}
-
-#[cfg(test)]
 mod flow_tests {
+    use super::machine::header;
     use super::*;
     use crate::flow::{test_shared, Loop};
     use std::net::UdpSocket;
