@@ -10,6 +10,11 @@
 #
 #   bench/ab.sh OLD_PLUMB NEW_PLUMB [REPS [SECS]]
 #
+# ONLY="rr-pinned rr-uring-pinned" runs those cases alone (the section says
+# which ran). The pinned cases put one flow's client on CPU 0 and its server
+# on CPU 1, so that a change in the data path is not lost in where the
+# scheduler put the threads.
+#
 # OLD_NAME and NEW_NAME name the builds in the section (default: their
 # --version, which names no commit in builds older than that flag's).
 # Writes the "## ab:" section of $OUT (BENCHMARKS.md).
@@ -38,7 +43,19 @@ CASES=(
   "rr-1000|rr --flows 1000 --threads 2"
   "crr-1000|crr --flows 1000 --threads 2"
   "rr-10000|rr --flows 10000 --threads 2"
+  "stream-pinned|stream --msg-size 128K --client-cpus 0 --server-cpus 1"
+  "rr-pinned|rr --client-cpus 0 --server-cpus 1"
+  "rr-uring-pinned|rr --io uring --client-cpus 0 --server-cpus 1"
+  "crr-pinned|crr --client-cpus 0 --server-cpus 1"
 )
+if [[ -n ${ONLY:-} ]]; then
+  picked=()
+  for c in "${CASES[@]}"; do
+    [[ " $ONLY " == *" ${c%%|*} "* ]] && picked+=("$c")
+  done
+  (( ${#picked[@]} )) || { echo "bench/ab.sh: ONLY='$ONLY' names no case" >&2; exit 2; }
+  CASES=("${picked[@]}")
+fi
 
 for rep in $(seq 1 "$REPS"); do
   if (( rep % 2 )); then order=(old new); else order=(new old); fi
@@ -79,20 +96,22 @@ for line in open("/proc/cpuinfo"):
         model = line.split(":", 1)[1].strip()
         break
 out = ["## ab: plumb before and after a change, same cases, alternating", ""]
-out.append(f"Run by `bench/ab.sh OLD NEW {reps} {secs}` on {cpus} CPUs ({model}), kernel "
+only = os.environ.get("ONLY", "")
+only = f"ONLY='{only}' " if only else ""
+out.append(f"Run by `{only}bench/ab.sh OLD NEW {reps} {secs}` on {cpus} CPUs ({model}), kernel "
            f"{platform.release()}. OLD is `{old_v}`, NEW is `{new_v}`. {reps} repetitions of "
            f"{secs} s (after 1 s of warm-up) per build and case, the build that goes first "
            "alternating with each repetition; each case gives both builds the same flows and "
            "threads. Medians with min-max in brackets. NEW/OLD is the geometric mean of the "
            "repetitions' ratios (each repetition runs both builds back to back), with its 95 % "
-           "Student-t interval over the repetitions; a difference is called only where the "
-           "interval leaves 1 out. Per CPU is the same work per busy CPU-second of the host "
+           "Student-t interval over the repetitions, and beside it the median of those ratios; "
+           "a difference is called only where the interval leaves 1 out. Per CPU is the same work per busy CPU-second of the host "
            "over the window (each record's `host_busy_s`: every CPU's time less its idle, "
            "iowait and steal).")
 out.append("")
-out.append("| case | plumb run | OLD | NEW | NEW/OLD [95 % interval] | called "
+out.append("| case | plumb run | OLD | NEW | NEW/OLD [95 % interval] | median ratio | called "
            "| per CPU NEW/OLD [95 % interval] | called |")
-out.append("|---|---|---|---|---|---|---|---|")
+out.append("|---|---|---|---|---|---|---|---|---|")
 
 sys.path.insert(0, "bench")
 from ratio import called, ratio_interval
@@ -110,7 +129,7 @@ for name, args in cases:
                 unit = f[1]
         got[who] = v
     if not got["old"] or not got["new"]:
-        out.append(f"| {name} | `{args}` | failed | failed | - | - | - | - |")
+        out.append(f"| {name} | `{args}` | failed | failed | - | - | - | - | - |")
         continue
     def num(x):
         return f"{x:,.0f}" if unit == "tx/s" else f"{x:.2f}"
@@ -120,13 +139,14 @@ for name, args in cases:
         pairs = [(r["old"][k], r["new"][k]) for r in by_rep.values()
                  if "old" in r and "new" in r and r["old"][k] and r["new"][k]]
         ri = ratio_interval(pairs)
+        median = f"{statistics.median(n / o for o, n in pairs):.3f}" if pairs else "-"
         if ri is None:
-            return "too few repetitions", "-"
-        return f"{ri[0]:.3f} [{ri[1]:.3f}, {ri[2]:.3f}]", called(ri, above, below)
-    rate, rate_called = compared(0, "faster", "slower")
-    per_cpu, per_called = compared(2, "cheaper", "dearer")
+            return "too few repetitions", median, "-"
+        return f"{ri[0]:.3f} [{ri[1]:.3f}, {ri[2]:.3f}]", median, called(ri, above, below)
+    rate, rate_median, rate_called = compared(0, "faster", "slower")
+    per_cpu, _, per_called = compared(2, "cheaper", "dearer")
     out.append(f"| {name} | `{args}` | {cell(got['old'])} | {cell(got['new'])} | "
-               f"{rate} | {rate_called} | {per_cpu} | {per_called} |")
+               f"{rate} | {rate_median} | {rate_called} | {per_cpu} | {per_called} |")
 out.append("")
 print("\n".join(out))
 PY
