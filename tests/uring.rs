@@ -55,11 +55,13 @@ fn every_flows_data_goes_through_the_ring_and_not_through_system_calls() {
         return;
     }
     let flows = 4;
-    let cases: [(&str, &[&str]); 4] = [
+    let cases: [(&str, &[&str]); 6] = [
         ("stream", &["--flows", "4"]),
         ("stream", &["--flows", "4", "--zerocopy", "uring"]),
         ("rr", &["--flows", "4"]),
         ("crr", &["--flows", "4"]),
+        ("udp-stream", &["--flows", "4"]),
+        ("udp-rr", &["--flows", "4"]),
     ];
     for (workload, args) in cases {
         let what = format!("{workload} {args:?}");
@@ -74,10 +76,10 @@ fn every_flows_data_goes_through_the_ring_and_not_through_system_calls() {
         let (ring, on_ring) = traced(workload, &[args, &["--io", "uring"]].concat());
         let work = |rec: &Value| {
             let it = &rec["iterations"][0];
-            if workload == "stream" {
-                u(&it["transfer"]["sent_bytes"]) / (128 << 10)
-            } else {
-                u(&it["client"]["transactions"])
+            match workload {
+                "stream" => u(&it["transfer"]["sent_bytes"]) / (128 << 10),
+                "udp-stream" => u(&it["client"]["udp"]["packets_sent"]),
+                _ => u(&it["client"]["transactions"]),
             }
         };
         let (w_epoll, w_ring) = (work(&epoll), work(&ring));

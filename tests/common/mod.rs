@@ -829,7 +829,7 @@ pub struct Traced<'a> {
     pub rest: &'a str,
     /// Whether its descriptor is a connected TCP socket of a data flow:
     /// every one but the control connection's, the first the client
-    /// connects (the data flows go to another port). The end of a call
+    /// connects (the data flows go to another port), and every UDP socket. The end of a call
     /// cut in two has it from its start.
     pub on_data_flow: bool,
 }
@@ -861,11 +861,14 @@ pub fn traced_calls(text: &str) -> Vec<Traced<'_>> {
             let on_data_flow = if resumed {
                 unfinished.remove(pid).unwrap_or(false)
             } else {
-                // The descriptor as -yy decodes it: TCP:[src->dst] once connected.
+                // The descriptor as -yy decodes it: TCP:[src->dst] once
+                // connected; every UDP socket is a flow's or a server's.
                 let sock = rest
                     .split_once("TCP:[")
                     .map(|(_, r)| r.split(']').next().unwrap_or(""));
-                let data = sock.is_some_and(|s| s.contains("->") && !s.contains(&control));
+                let data = sock.is_some_and(|s| s.contains("->") && !s.contains(&control))
+                    || rest.contains("UDP:[")
+                    || rest.contains("UDPv6:[");
                 if rest.ends_with("<unfinished ...>") {
                     unfinished.insert(pid, data);
                 }

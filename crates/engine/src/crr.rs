@@ -587,6 +587,7 @@ const RING_RECEIVE_BYTES: usize = 8 << 20;
 /// flight at a time.
 fn ring_shape(slots: usize, out_writes: &[usize], in_size: usize) -> Shape {
     Shape {
+        letters: None,
         peer: None,
         discard: None,
         ops: 2 * slots as u32 + 2,
@@ -616,6 +617,7 @@ fn queue_write(q: &mut Queue, conn: &Conn, writes: &[usize], tag: u64) -> io::Re
 impl RingFlows for CrrClient {
     fn shape(&self, _: &Loop) -> Shape {
         Shape {
+            letters: None,
             peer: Some(self.peer),
             ..ring_shape(self.conns.len(), &self.plan.out_writes, self.plan.in_size)
         }
@@ -636,6 +638,7 @@ impl RingFlows for CrrClient {
         i: usize,
         op: Op,
         c: Completion,
+        _: &[u8],
     ) -> io::Result<()> {
         let k = i - self.base;
         let going = ring::going(lp, false);
@@ -738,6 +741,7 @@ impl RingFlows for CrrServer {
         slot: usize,
         op: Op,
         mut c: Completion,
+        _: &[u8],
     ) -> io::Result<()> {
         let going = ring::going(lp, false);
         if op == Op::Accept {

@@ -96,6 +96,11 @@ impl EngineConfig {
                 (Some(r), false) => r.req_size as usize,
                 (None, _) => spec.msg_size as usize,
             },
+            in_size: match (&spec.rr, server) {
+                (Some(r), true) => r.req_size as usize,
+                (Some(r), false) => r.resp_size as usize,
+                (None, _) => spec.msg_size as usize,
+            },
             flows: spec.flows as usize,
             timeout_ns: spec
                 .rr

@@ -44,6 +44,9 @@ pub(crate) struct Shape {
     pub discard: Option<usize>,
     /// Where connects go.
     pub peer: Option<std::net::SocketAddr>,
+    /// Letters for datagrams answered where they came from: how many, and
+    /// bytes each.
+    pub letters: Option<(usize, usize)>,
 }
 
 /// A workload's flows as the ring loop drives them.
@@ -52,9 +55,9 @@ pub(crate) trait RingFlows {
     /// Queues what the flows open with; sets [`Loop::live`].
     fn start(&mut self, lp: &mut Loop, q: &mut Queue) -> io::Result<()>;
     /// Operation `op` of flow `flow` completed; a receive's data is in a
-    /// buffer of the ring, which nothing reads (as the epoll engine's
-    /// reads into one buffer). While the test stops, nothing more is
-    /// queued.
+    /// buffer of the ring, `data`, which a TCP workload does not read (as
+    /// the epoll engine's reads into one buffer) and a UDP one reads the
+    /// header of. While the test stops, nothing more is queued.
     fn complete(
         &mut self,
         lp: &mut Loop,
@@ -62,6 +65,7 @@ pub(crate) trait RingFlows {
         flow: usize,
         op: Op,
         c: Completion,
+        data: &[u8],
     ) -> io::Result<()>;
     /// Completions still owed to the counts once the loop has stopped (a
     /// send's, for what it moved before the stop cancelled it; a zero-copy
@@ -81,6 +85,48 @@ pub(crate) trait RingFlows {
     fn on_timer(&mut self, _lp: &mut Loop, _q: &mut Queue) -> io::Result<Option<u64>> {
         Ok(None)
     }
+    /// Whether what arrived before a hand-over of the counts belongs before
+    /// it: a stream receiver's datagrams (as
+    /// [`crate::flow::Handler::settle`] reads them off the socket). The
+    /// completions already waiting are taken first, then [`Self::settle`].
+    fn settles(&self) -> bool {
+        false
+    }
+    /// What a receiver that [`Self::settles`] reads off its sockets
+    /// before the hand-over, past what the ring took in; how many messages.
+    fn settle(&mut self, _lp: &mut Loop) -> u64 {
+        0
+    }
+}
+
+/// What a pass over the completions saw besides the flows'.
+#[derive(Default)]
+struct Seen {
+    woken: bool,
+    rewatch: bool,
+    failed: Option<io::Error>,
+}
+
+/// Hands the completions waiting on `ring` to the flows; how many were
+/// theirs.
+fn take<R: RingFlows>(ring: &mut Ring, r: &mut R, lp: &mut Loop, seen: &mut Seen) -> u64 {
+    let mut n = 0;
+    ring.complete(|q, c, data| {
+        if c.tag == WAKE {
+            seen.woken = true;
+            seen.rewatch |= !c.more;
+            return;
+        }
+        if c.tag == CANCEL {
+            return;
+        }
+        n += 1;
+        let (flow, op) = untag(c.tag);
+        if let Err(e) = r.complete(lp, q, flow, op, c, data) {
+            seen.failed = Some(e);
+        }
+    });
+    n
 }
 
 /// The size of a ring's receive buffers where the user asked none: a
@@ -136,42 +182,41 @@ pub(crate) fn drive<R: RingFlows>(sh: Shared, mut r: R) -> io::Result<Vec<FlowEr
     if let Some(len) = shape.discard {
         ring.set_discard(len)?;
     }
+    if let Some((count, size)) = shape.letters {
+        ring.set_letters(count, size)?;
+    }
     let wake = lp.sh.nudge.wake.clone();
     ring.watch(wake.as_fd(), WAKE)?;
     r.start(&mut lp, &mut ring.queue())?;
-    let mut failed = None;
-    while lp.live > 0 && !lp.sh.stop.load(Relaxed) && failed.is_none() {
+    let mut seen = Seen::default();
+    while lp.live > 0 && !lp.sh.stop.load(Relaxed) && seen.failed.is_none() {
         let due = r.on_timer(&mut lp, &mut ring.queue())?;
         let wait = due.map_or(POLL, |ns| POLL.min(std::time::Duration::from_nanos(ns)));
         ring.submit_and_wait_for(r.quiet() + 1, wait)?;
         // Before the batch, as in the epoll loop: what it moves belongs
-        // after a hand-over asked for meanwhile.
-        if let Some(epoch) = lp.owed_hand_over() {
-            lp.hand_over(epoch, 0);
+        // after a hand-over asked for meanwhile; but a receiver that
+        // settles counts it first, as having arrived before.
+        match lp.owed_hand_over() {
+            Some(epoch) if r.settles() => {
+                let settled = take(&mut ring, &mut r, &mut lp, &mut seen) + r.settle(&mut lp);
+                lp.hand_over(epoch, settled);
+            }
+            Some(epoch) => {
+                lp.hand_over(epoch, 0);
+                take(&mut ring, &mut r, &mut lp, &mut seen);
+            }
+            None => {
+                take(&mut ring, &mut r, &mut lp, &mut seen);
+            }
         }
-        let (mut woken, mut rewatch) = (false, false);
-        ring.complete(|q, c, _| {
-            if c.tag == WAKE {
-                woken = true;
-                rewatch |= !c.more;
-                return;
-            }
-            if c.tag == CANCEL {
-                return;
-            }
-            let (flow, op) = untag(c.tag);
-            if let Err(e) = r.complete(&mut lp, q, flow, op, c) {
-                failed = Some(e);
-            }
-        });
-        if woken {
+        if std::mem::take(&mut seen.woken) {
             lp.drain_wake();
         }
-        if rewatch {
+        if std::mem::take(&mut seen.rewatch) {
             ring.watch(wake.as_fd(), WAKE)?;
         }
     }
-    if let Some(e) = failed {
+    if let Some(e) = seen.failed {
         return Err(e);
     }
     // Blocked sends and armed receives end now; what they owe (the
@@ -180,12 +225,8 @@ pub(crate) fn drive<R: RingFlows>(sh: Shared, mut r: R) -> io::Result<Vec<FlowEr
     let deadline = std::time::Instant::now() + DRAIN;
     while ring.in_flight() > 0 && r.owed() > 0 && std::time::Instant::now() < deadline {
         ring.submit_and_wait(POLL)?;
-        ring.complete(|q, c, _| {
-            if c.tag != WAKE && c.tag != CANCEL {
-                let (flow, op) = untag(c.tag);
-                let _ = r.complete(&mut lp, q, flow, op, c);
-            }
-        });
+        // What fails now fails a test that is over.
+        take(&mut ring, &mut r, &mut lp, &mut Seen::default());
     }
     drop(ring);
     lp.hand_over_final();

@@ -738,6 +738,7 @@ impl RingFlows for StreamRing {
         let n = lp.sh.range.len();
         let sends = if self.plan.sends { RING_SENDS } else { 0 };
         Shape {
+            letters: None,
             peer: None,
             ops: n as u32 * (sends + 1),
             send_len: self.plan.msg_size,
@@ -769,6 +770,7 @@ impl RingFlows for StreamRing {
         i: usize,
         op: Op,
         c: Completion,
+        _: &[u8],
     ) -> io::Result<()> {
         let counters = &lp.sh.counters[i];
         let k = i - self.base;

@@ -11,7 +11,9 @@ use crate::flow::{FlowError, Handler, Loop, Next, Shared, WAKE};
 use crate::ring;
 use crate::rr::{RrFlows, RrPlan};
 use crate::transfer::{StreamFlows, StreamPlan, StreamRing};
-use crate::udp::{UdpPlan, UdpRrClient, UdpServer, UdpStreamClient};
+use crate::udp::{
+    UdpPlan, UdpRrClient, UdpRrRing, UdpServer, UdpServerRing, UdpStreamClient, UdpStreamRing,
+};
 use plumb_spec::Io;
 use rustix::buffer::spare_capacity;
 use rustix::event::epoll;
@@ -94,11 +96,17 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
                 let r = CrrServer::new(c, &sh);
                 ring::drive(sh, r)
             }
-            // The spec's validation keeps UDP on epoll.
-            Workload::Udp(_) => Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "the io_uring engine runs stream, rr and crr",
-            )),
+            Workload::Udp(u) => match (u.client, u.rr) {
+                (true, false) => {
+                    let r = UdpStreamRing::new(u, &sh);
+                    ring::drive(sh, r)
+                }
+                (true, true) => {
+                    let r = UdpRrRing::new(u, &sh);
+                    ring::drive(sh, r)
+                }
+                (false, _) => ring::drive(sh, UdpServerRing::new(u)),
+            },
         };
     }
     match plan.workload {
@@ -435,6 +443,7 @@ mod tests {
             rr: false,
             tag: 1,
             out_size: 64,
+            in_size: 64,
             flows: 1,
             timeout_ns: 0,
         };

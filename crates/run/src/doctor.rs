@@ -189,7 +189,7 @@ fn optmem_check(env: &Environment, out: &mut Vec<Finding>) {
 
 fn uring_check(out: &mut Vec<Finding>) {
     use plumb_sys::uring::{missing, Needs};
-    let why = "--io uring runs stream, rr and crr on io_uring and --zerocopy uring sends with \
+    let why = "--io uring runs the workloads on io_uring and --zerocopy uring sends with \
                IORING_OP_SEND_ZC; without them only the epoll engine runs";
     // Asked once for everything; only what lacks something is asked again
     // for the ring alone.

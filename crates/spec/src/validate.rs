@@ -67,18 +67,6 @@ impl Spec {
             }
             return Ok(());
         }
-        if !matches!(
-            self.workload,
-            Workload::Stream | Workload::Rr | Workload::Crr
-        ) {
-            return Err(SpecError::new(
-                Field::Io,
-                format!(
-                    "the io_uring engine runs stream, rr and crr; {} runs on epoll",
-                    self.workload
-                ),
-            ));
-        }
         if !matches!(self.zerocopy, ZeroCopy::None | ZeroCopy::Uring) {
             return Err(SpecError::new(
                 Field::ZeroCopy,

@@ -296,8 +296,9 @@ impl Completion {
 pub struct Queue<'a> {
     sq: squeue::SubmissionQueue<'a>,
     submitter: io_uring::Submitter<'a>,
-    send: &'a Pages,
+    send: &'a mut Pages,
     send_len: usize,
+    letters: Option<&'a mut Letters>,
     group: Option<u16>,
     discard: Option<&'a Pages>,
     peer: Option<&'a socket2::SockAddr>,
@@ -334,6 +335,62 @@ impl Queue<'_> {
                 .flags(libc::MSG_WAITALL)
                 .build()
         };
+        self.push(e.user_data(tag))
+    }
+
+    /// `len` bytes of the send region from `at`, to write a datagram's own
+    /// header into before [`Queue::send_datagram`] sends it. Which parts of
+    /// the region are in flight is the caller's to track: one written while
+    /// a send of it is in flight changes what that send carries.
+    pub fn send_region(&mut self, at: usize, len: usize) -> &mut [u8] {
+        assert!(at + len <= self.send_len, "past the send region");
+        self.send.slice_mut(at, len)
+    }
+
+    /// Sends `len` bytes of the send region from `at` on `fd` as one
+    /// datagram (a connected UDP socket).
+    pub fn send_datagram(
+        &mut self,
+        fd: BorrowedFd,
+        at: usize,
+        len: usize,
+        tag: u64,
+    ) -> io::Result<()> {
+        assert!(at + len <= self.send_len, "past the send region");
+        let ptr = self.send.slice(at, len).as_ptr();
+        let e = opcode::Send::new(types::Fd(fd.as_raw_fd()), ptr, len as u32).build();
+        self.push(e.user_data(tag))
+    }
+
+    /// Receives one datagram on `fd` into letter `slot` with its sender's
+    /// address (IORING_OP_RECVMSG; see [`Ring::set_letters`]).
+    pub fn receive_letter(&mut self, fd: BorrowedFd, slot: usize, tag: u64) -> io::Result<()> {
+        let letters = self.letters.as_deref_mut().expect("a ring with letters");
+        let hdr = letters.arm(slot, None);
+        let e = opcode::RecvMsg::new(types::Fd(fd.as_raw_fd()), hdr).build();
+        self.push(e.user_data(tag))
+    }
+
+    /// Letter `slot`'s data: the datagram [`Queue::receive_letter`] took
+    /// in (its completion says how long), and what an answer sends.
+    pub fn letter(&mut self, slot: usize) -> &mut [u8] {
+        let letters = self.letters.as_deref_mut().expect("a ring with letters");
+        let size = letters.size;
+        letters.data.slice_mut(slot * size, size)
+    }
+
+    /// Sends the first `len` bytes of letter `slot` on `fd` to the address
+    /// its datagram came from (IORING_OP_SENDMSG).
+    pub fn answer_letter(
+        &mut self,
+        fd: BorrowedFd,
+        slot: usize,
+        len: usize,
+        tag: u64,
+    ) -> io::Result<()> {
+        let letters = self.letters.as_deref_mut().expect("a ring with letters");
+        let hdr = letters.arm(slot, Some(len));
+        let e = opcode::SendMsg::new(types::Fd(fd.as_raw_fd()), hdr).build();
         self.push(e.user_data(tag))
     }
 
@@ -390,6 +447,65 @@ impl Queue<'_> {
     }
 }
 
+/// One letter's message header, its one iovec and the peer's address,
+/// which the header points at: they stay put in a box of their own.
+#[repr(C)]
+struct Envelope {
+    hdr: libc::msghdr,
+    iov: libc::iovec,
+    addr: libc::sockaddr_storage,
+}
+
+/// Places for datagrams taken in with their sender's address and answered
+/// to it: an envelope each, and `size` bytes of data each in `data`.
+struct Letters {
+    envelopes: Box<[Envelope]>,
+    data: Pages,
+    size: usize,
+}
+
+// SAFETY: the envelopes point only into this value's own allocations.
+unsafe impl Send for Letters {}
+
+impl Letters {
+    fn new(count: usize, size: usize) -> io::Result<Letters> {
+        let data = Pages::new(count * size)?;
+        // SAFETY: msghdr, iovec and sockaddr_storage are plain C structs
+        // for which all zeroes is a valid value.
+        let envelopes = (0..count)
+            .map(|_| unsafe { std::mem::zeroed::<Envelope>() })
+            .collect();
+        Ok(Letters {
+            envelopes,
+            data,
+            size,
+        })
+    }
+
+    /// Letter `slot`'s header, pointed at its data and address: to receive
+    /// into (None: the whole letter, any address) or to answer from (the
+    /// first `len` bytes, to the address received).
+    fn arm(&mut self, slot: usize, answer: Option<usize>) -> *mut libc::msghdr {
+        let base = self
+            .data
+            .slice_mut(slot * self.size, self.size)
+            .as_mut_ptr();
+        let e = &mut self.envelopes[slot];
+        e.iov.iov_base = base.cast();
+        e.iov.iov_len = answer.unwrap_or(self.size).min(self.size);
+        e.hdr.msg_iov = &mut e.iov;
+        e.hdr.msg_iovlen = 1;
+        e.hdr.msg_name = (&mut e.addr as *mut libc::sockaddr_storage).cast();
+        if answer.is_none() {
+            e.hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as u32;
+        }
+        e.hdr.msg_control = std::ptr::null_mut();
+        e.hdr.msg_controllen = 0;
+        e.hdr.msg_flags = 0;
+        &mut e.hdr
+    }
+}
+
 /// A ring with its send region and buffer ring.
 pub struct Ring {
     // Dropped explicitly before the memory it points into (see Drop).
@@ -399,6 +515,9 @@ pub struct Ring {
     bufs: Option<BufRing>,
     /// What discarding receives point at; nothing is written there.
     discard: Option<Pages>,
+    /// Datagrams taken in with their sender's address (see
+    /// [`Ring::set_letters`]).
+    letters: Option<Letters>,
     /// Where connects go, boxed so that its address stays put.
     peer: Option<Box<socket2::SockAddr>>,
     /// Tags of operations whose result is a new descriptor, which a
@@ -438,6 +557,7 @@ impl Ring {
             send_len,
             bufs,
             discard: None,
+            letters: None,
             peer: None,
             accepting: Vec::new(),
             in_flight: 0,
@@ -455,8 +575,9 @@ impl Ring {
         let q = Queue {
             sq,
             submitter,
-            send: &self.send,
+            send: &mut self.send,
             send_len: self.send_len,
+            letters: self.letters.as_mut(),
             group: self.bufs.as_ref().map(|b| b.group),
             discard: self.discard.as_ref(),
             peer: self.peer.as_deref(),
@@ -558,7 +679,14 @@ impl Ring {
         }
     }
 
-    /// Where [`Queue::connect`] connects.
+    /// Gives the ring `count` letters of `size` bytes, for datagrams
+    /// received with their sender's address and answered to it
+    /// ([`Queue::receive_letter`], [`Queue::answer_letter`]).
+    pub fn set_letters(&mut self, count: usize, size: usize) -> io::Result<()> {
+        self.letters = Some(Letters::new(count, size)?);
+        Ok(())
+    }
+
     /// Gives the ring a region of `len` bytes for discarding receives
     /// ([`Queue::discard`]): the length each takes at most.
     pub fn set_discard(&mut self, len: usize) -> io::Result<()> {
@@ -566,6 +694,7 @@ impl Ring {
         Ok(())
     }
 
+    /// Where [`Queue::connect`] connects.
     pub fn set_peer(&mut self, peer: std::net::SocketAddr) {
         self.peer = Some(Box::new(peer.into()));
     }
@@ -599,6 +728,9 @@ impl Drop for Ring {
             }
             if let Some(d) = self.discard.take() {
                 std::mem::forget(d);
+            }
+            if let Some(l) = self.letters.take() {
+                std::mem::forget(l);
             }
             std::mem::forget(std::mem::replace(
                 &mut self.send,
@@ -685,6 +817,54 @@ mod tests {
             });
         }
         assert_eq!(received, 20_000, "re-armed {rearms} times");
+        drop(ring);
+    }
+
+    #[test]
+    fn datagrams_go_out_from_their_slots_and_letters_are_answered_where_they_came_from() {
+        if let Some(why) = missing(Needs { send_zc: false }) {
+            eprintln!("skipped: {why}");
+            assert!(std::env::var_os("CI").is_none(), "{why}");
+            return;
+        }
+        let server = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let client = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        client.connect(server.local_addr().unwrap()).unwrap();
+        let mut ring = Ring::new(16, 200, |s| s.fill(0), None).unwrap();
+        ring.set_letters(2, 1000).unwrap();
+        // Two datagrams from two slots of the send region, each with its
+        // own first byte.
+        for (slot, byte) in [(0usize, 1u8), (1, 2)] {
+            let mut q = ring.queue();
+            q.send_region(slot * 100, 100).fill(byte);
+            q.send_datagram(client.as_fd(), slot * 100, 100, slot as u64)
+                .unwrap();
+        }
+        ring.queue().receive_letter(server.as_fd(), 1, 10).unwrap();
+        let mut answered = 0;
+        while answered < 1 {
+            ring.submit_and_wait(Duration::from_millis(100)).unwrap();
+            ring.complete(|q, c, _| {
+                assert!(c.result >= 0, "{c:?}");
+                if c.tag == 10 {
+                    // The first datagram, whole, into letter 1; answered
+                    // with its first 40 bytes, marked.
+                    assert_eq!(c.result, 100);
+                    assert!(q.letter(1)[..100].iter().all(|&x| x == 1));
+                    q.letter(1)[0] = 9;
+                    q.answer_letter(server.as_fd(), 1, 40, 11).unwrap();
+                } else if c.tag == 11 {
+                    assert_eq!(c.result, 40);
+                    answered += 1;
+                }
+            });
+        }
+        let mut b = [0u8; 1000];
+        let got = client.recv(&mut b).unwrap();
+        assert_eq!((got, b[0], b[1]), (40, 9, 1));
+        let mut b = [0u8; 1000];
+        assert_eq!(server.recv(&mut b).unwrap(), 100);
+        assert!(b[..100].iter().all(|&x| x == 2));
         drop(ring);
     }
 }

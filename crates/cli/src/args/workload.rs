@@ -219,6 +219,7 @@ const UDP_STREAM: &[Flag] = &[
         "Number of UDP flows (a connected socket each on the client)",
     ),
     THREADS,
+    IO,
     value(
         Field::MsgSize,
         "SIZE",
@@ -234,6 +235,7 @@ const UDP_RR: &[Flag] = &[
         "Number of UDP flows, each with one request outstanding",
     ),
     THREADS,
+    IO,
     value(
         Field::ReqSize,
         "SIZE",

@@ -275,6 +275,7 @@ impl RingFlows for RrFlows {
     fn shape(&self, lp: &Loop) -> Shape {
         let n = lp.sh.range.len();
         Shape {
+            letters: None,
             peer: None,
             discard: None,
             ops: 2 * n as u32,
@@ -321,6 +322,7 @@ impl RingFlows for RrFlows {
         i: usize,
         op: Op,
         c: Completion,
+        _: &[u8],
     ) -> io::Result<()> {
         let k = i - self.base;
         if op == Op::Send {

@@ -36,11 +36,11 @@ pub(super) fn header(buf: &[u8], tag: u32) -> Option<(u32, u64, bool)> {
     Some((flow, seq & !IN_WINDOW, seq & IN_WINDOW != 0))
 }
 
-/// A udp-stream sender's next datagram of flow `flow`: its header in
+/// A udp-stream sender's datagram `seq` of flow `flow`: its header in
 /// `buf`, marked when the sender's window is `open`.
-pub(super) fn next_datagram(buf: &mut [u8], tag: u32, flow: usize, c: &FlowCounters, open: bool) {
+pub(super) fn next_datagram(buf: &mut [u8], tag: u32, flow: usize, seq: u64, open: bool) {
     let mark = if open { IN_WINDOW } else { 0 };
-    put_header(buf, tag, flow as u32, c.packets_sent.load(Relaxed) | mark);
+    put_header(buf, tag, flow as u32, seq | mark);
 }
 
 /// The datagram [`next_datagram`] made, of `n` bytes, went out.
@@ -404,7 +404,7 @@ mod tests {
                 // The sender's window opens a quarter in and closes at three.
                 let open = (5_000..15_000).contains(&step);
                 let k = dice.below(FLOWS as u64) as usize;
-                next_datagram(&mut buf, TAG, k, &tx[k], open);
+                next_datagram(&mut buf, TAG, k, tx[k].packets_sent.load(Relaxed), open);
                 datagram_sent(&tx[k], buf.len(), open);
                 // The last few of each flow arrive, so that every loss is
                 // followed by a datagram that shows it.

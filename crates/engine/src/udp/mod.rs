@@ -19,9 +19,12 @@ use rustix::event::epoll;
 use rustix::net::{self, SocketAddrAny};
 use std::io;
 use std::net::UdpSocket;
-use std::sync::atomic::Ordering::Acquire;
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
 
 mod machine;
+mod ring;
+
+pub(crate) use ring::{UdpRrRing, UdpServerRing, UdpStreamRing};
 
 use machine::{count_received, datagram_sent, next_datagram, put_header, RrClient};
 
@@ -37,6 +40,8 @@ pub struct UdpPlan {
     /// Bytes of each datagram this end sends: the stream's message, the
     /// request or the response.
     pub out_size: usize,
+    /// Bytes of each datagram this end takes in.
+    pub in_size: usize,
     /// Flows of the whole test (the server's counters are indexed by flow).
     pub flows: usize,
     /// udp-rr client: how long a request waits for its response.
@@ -132,7 +137,8 @@ impl Handler for UdpStreamClient {
         let mut refused = None;
         for _ in 0..BURST {
             let open = lp.sh.in_window.load(Acquire);
-            next_datagram(&mut self.buf, self.plan.tag, i, c, open);
+            let seq = c.packets_sent.load(Relaxed);
+            next_datagram(&mut self.buf, self.plan.tag, i, seq, open);
             match send(sock, &self.buf) {
                 Ok(n) => datagram_sent(c, n, open),
                 Err(e) if blocked(&e) => break,
@@ -294,10 +300,37 @@ pub(crate) struct UdpServer {
     out: PageBuf,
 }
 
-/// The most datagrams a stream's receiver reads off its queue before one
-/// hand-over: 2^18 of the smallest datagram's truesize is well above the
-/// largest receive buffer a test asks for.
-const SETTLE_MAX: u64 = 1 << 18;
+/// Reads what `sock` holds, without waiting, handing each datagram to
+/// `count`: a stream receiver's datagrams that arrived before the engine
+/// asked for its counts. At most as many as the socket's receive buffer
+/// holds of datagrams of `size` bytes (each takes at least its size of the
+/// buffer, SO_RCVBUF as the kernel doubled it), so that a sender outrunning
+/// the drain cannot hold the hand-over, nor count what arrived after it.
+/// How many it read.
+fn settle_queue(
+    sock: &UdpSocket,
+    size: usize,
+    buf: &mut [u8],
+    mut count: impl FnMut(&[u8]),
+) -> u64 {
+    let held = socket2::SockRef::from(sock)
+        .recv_buffer_size()
+        .unwrap_or(64 << 20);
+    let most = (held / size.max(1)) as u64 + 1;
+    let mut read = 0;
+    while read < most {
+        match recv(sock, buf, net::RecvFlags::DONTWAIT) {
+            Ok(got) => {
+                read += 1;
+                count(&buf[..got]);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            // Empty (EAGAIN), or an ICMP error that belongs to no flow.
+            Err(_) => break,
+        }
+    }
+    read
+}
 
 impl UdpServer {
     pub(crate) fn new(plan: UdpPlan) -> UdpServer {
@@ -376,23 +409,12 @@ impl Handler for UdpServer {
             // here has no response yet, on either side of the edge.
             return 0;
         }
-        let sock = &lp.sh.udp_socks[lp.sh.range.start];
-        let mut read = 0;
-        // Bounded, so that a sender outrunning the drain cannot hold the
-        // hand-over: far more datagrams than the largest receive buffer
-        // holds.
-        while read < SETTLE_MAX {
-            match recv(sock, &mut self.inbuf, net::RecvFlags::DONTWAIT) {
-                Ok(got) => {
-                    read += 1;
-                    self.count(lp, got);
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                // Empty (EAGAIN), or an ICMP error that belongs to no flow.
-                Err(_) => break,
-            }
-        }
-        read
+        let (sh, udp) = (&lp.sh, &self.plan);
+        let counters = &sh.counters[..udp.flows.min(sh.counters.len())];
+        let sock = &sh.udp_socks[sh.range.start];
+        settle_queue(sock, udp.in_size, &mut self.inbuf, |d| {
+            count_received(d, udp.tag, false, counters, &sh.strays);
+        })
     }
 
     fn on_writable(&mut self, _: &mut Loop, _: u64, _: epoll::EventFlags) -> io::Result<()> {
@@ -414,6 +436,7 @@ mod flow_tests {
             rr,
             tag: 0x5eed,
             out_size: 64,
+            in_size: 64,
             flows: 1,
             timeout_ns: 20_000_000,
         }
