@@ -24,7 +24,7 @@ impl Calls {
     }
 }
 
-const DATA_CALLS: &str = "write,writev,sendto,sendmsg,read,readv,recvfrom,recvmsg";
+const DATA_CALLS: &str = "write,writev,sendto,sendmsg,read,readv,recvfrom,recvmsg,sendfile,splice";
 
 /// `plumb run WORKLOAD --json ARGS` (and its embedded server, a child)
 /// under `strace -f -yy`: its record and the calls on the data flows.
@@ -55,9 +55,11 @@ fn every_flows_data_goes_through_the_ring_and_not_through_system_calls() {
         return;
     }
     let flows = 4;
-    let cases: [(&str, &[&str]); 6] = [
+    let cases: [(&str, &[&str]); 8] = [
         ("stream", &["--flows", "4"]),
         ("stream", &["--flows", "4", "--zerocopy", "uring"]),
+        ("stream", &["--flows", "4", "--zerocopy", "sendfile"]),
+        ("stream", &["--flows", "4", "--zerocopy", "splice"]),
         ("rr", &["--flows", "4"]),
         ("crr", &["--flows", "4"]),
         ("udp-stream", &["--flows", "4"]),
@@ -65,12 +67,13 @@ fn every_flows_data_goes_through_the_ring_and_not_through_system_calls() {
     ];
     for (workload, args) in cases {
         let what = format!("{workload} {args:?}");
+        // uring's own zero-copy send is the ring's; the others run on both.
         let (epoll, by_calls) = traced(
             workload,
             &args
                 .iter()
                 .copied()
-                .filter(|a| *a != "--zerocopy" && *a != "uring")
+                .filter(|a| !args.contains(&"uring") || (*a != "--zerocopy" && *a != "uring"))
                 .collect::<Vec<_>>(),
         );
         let (ring, on_ring) = traced(workload, &[args, &["--io", "uring"]].concat());
@@ -92,9 +95,17 @@ fn every_flows_data_goes_through_the_ring_and_not_through_system_calls() {
             "{what}: epoll made {by_calls:?} for {w_epoll}"
         );
         // On the ring a flow's socket sees at most its set-up (the cookie
-        // each flow carries when it opens), whatever the window moved.
+        // each flow carries when it opens), whatever the window moved; a
+        // udp-stream receiver also reads what its socket holds as it hands
+        // its counts over at the window's edges, a small part of the
+        // datagrams.
+        let edges = if workload == "udp-stream" {
+            w_ring / 20
+        } else {
+            0
+        };
         assert!(
-            on_ring.data_calls() <= 2 * flows,
+            on_ring.data_calls() <= 2 * flows + edges,
             "{what}: the ring engine still made {on_ring:?} for {w_ring}"
         );
         assert!(on_ring.enters > 0, "{what}: no io_uring_enter: {on_ring:?}");
@@ -319,7 +330,7 @@ fn what_the_ring_does_not_run_is_refused_by_flag() {
         ),
         (
             &["run", "stream", "--io", "uring", "--zerocopy", "msg"][..],
-            "--zerocopy: the io_uring engine's zero-copy send is uring",
+            "--zerocopy: the io_uring engine's zero-copy send is uring (IORING_OP_SEND_ZC); msg runs on epoll",
         ),
         (
             &["run", "stream", "--io", "uring", "--rx", "zerocopy"][..],

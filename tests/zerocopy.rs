@@ -149,16 +149,31 @@ fn check_mode(rec: &Value, mode: &str, direction: &str, what: &str) {
     assert!(rec["iterations"][0][other].get("zerocopy").is_none());
 }
 
+/// The send modes each engine runs: every one on epoll; on the ring
+/// (where this kernel has it) sendfile and splice, as splices through a
+/// pipe (uring's own IORING_OP_SEND_ZC is tested with the ring engine).
+fn modes_and_engines() -> Vec<(&'static str, &'static [&'static str])> {
+    let mut cases: Vec<(&str, &[&str])> = MODES.iter().map(|m| (*m, &[][..])).collect();
+    if ring_here() {
+        for mode in ["sendfile", "splice"] {
+            cases.push((mode, &["--io", "uring"]));
+        }
+    }
+    cases
+}
+
 #[test]
 fn each_send_mode_moves_what_it_claims_on_loopback_both_ways() {
     for direction in ["send", "recv"] {
-        for mode in MODES {
-            let rec = stream_json(&[&mode_flags(mode, direction)[..], &["--flows", "2"]].concat());
+        for (mode, engine) in modes_and_engines() {
+            let rec = stream_json(
+                &[&mode_flags(mode, direction)[..], &["--flows", "2"], engine].concat(),
+            );
             check_mode(
                 &rec,
                 mode,
                 direction,
-                &format!("loopback {mode} {direction}"),
+                &format!("loopback {mode} {direction} {engine:?}"),
             );
         }
     }
@@ -195,10 +210,10 @@ fn msg_mode_with_two_buffers_per_flow_waits_for_its_completions() {
 fn odd_message_sizes_keep_message_boundaries_in_every_mode() {
     // A message that is not a multiple of a page nor of the pipe's size:
     // the file offset and pipe fill must wrap at the message, not drift.
-    for mode in MODES {
-        let what = format!("100001-byte {mode}");
+    for (mode, engine) in modes_and_engines() {
+        let what = format!("100001-byte {mode} {engine:?}");
         let rec = agreeing(&what, || {
-            stream_json(&[
+            let flags = [
                 "--zerocopy",
                 mode,
                 "--msg-size",
@@ -207,7 +222,8 @@ fn odd_message_sizes_keep_message_boundaries_in_every_mode() {
                 "1s",
                 "--warmup",
                 "200ms",
-            ])
+            ];
+            stream_json(&[&flags[..], engine].concat())
         });
         check_mode(&rec, mode, "send", &what);
     }

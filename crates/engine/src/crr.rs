@@ -693,7 +693,8 @@ impl RingFlows for CrrClient {
                 }
                 None
             }
-            (Op::Accept, None) => None,
+            // A client neither accepts nor splices.
+            (Op::Accept | Op::Fill, None) => None,
         };
         if let Some(why) = failed {
             self.fail(lp, k, why);
@@ -794,7 +795,7 @@ impl RingFlows for CrrServer {
                 }
                 done && server_closes_first(self.plan.close)
             }
-            (Op::Connect | Op::Accept, None) => false,
+            (Op::Connect | Op::Accept | Op::Fill, None) => false,
         };
         if close {
             self.conns[slot] = None;

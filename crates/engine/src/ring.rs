@@ -19,17 +19,20 @@ pub(crate) enum Op {
     Receive,
     Connect,
     Accept,
+    /// A message spliced from a file into the flow's pipe, on its way to
+    /// the socket (sendfile and splice).
+    Fill,
 }
 
-const OPS: [Op; 4] = [Op::Send, Op::Receive, Op::Connect, Op::Accept];
+const OPS: [Op; 5] = [Op::Send, Op::Receive, Op::Connect, Op::Accept, Op::Fill];
 
 /// The tag of flow `flow`'s operation `op`.
 pub(crate) fn tag(flow: usize, op: Op) -> u64 {
-    (flow as u64) << 2 | op as u64
+    (flow as u64) << 3 | op as u64
 }
 
 fn untag(tag: u64) -> (usize, Op) {
-    ((tag >> 2) as usize, OPS[(tag & 3) as usize])
+    ((tag >> 3) as usize, OPS[(tag & 7) as usize])
 }
 
 /// How big a worker's ring is.

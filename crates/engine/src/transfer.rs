@@ -14,8 +14,7 @@ use plumb_sys::uring::{Completion, Queue};
 use rustix::event::epoll;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
-use std::os::fd::AsFd;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::Ordering::Relaxed;
 
 /// What one end of a stream test does.
@@ -670,6 +669,9 @@ pub(crate) struct StreamRing {
     plan: StreamPlan,
     base: usize,
     zc: bool,
+    /// sendfile and splice: the message as a file, spliced into each
+    /// flow's pipe and from there to its socket.
+    piped: Option<Piped>,
     dead: Vec<bool>,
     /// Per flow: sends queued whose completion has not come, and zero-copy
     /// sends completed whose notification has not (their pages pinned).
@@ -686,10 +688,92 @@ const RING_SENDS: u32 = 2;
 /// Bytes of receive buffers a worker's ring holds at most.
 const RING_RECEIVE_BYTES: usize = 16 << 20;
 
+/// sendfile and splice on a ring (IORING_OP_SPLICE; sendfile as a splice
+/// through a pipe): a flow's message goes from the worker's message file
+/// into the flow's pipe and, linked to that, from the pipe to the socket,
+/// one chain at a time; what a short splice left in the pipe goes on
+/// before the next message is spliced in.
+struct Piped {
+    file: OwnedFd,
+    /// Per flow: its pipe (read end, write end), the pipe's capacity, the
+    /// bytes in it, and where in the message the next splice starts.
+    pipes: Vec<(OwnedFd, OwnedFd)>,
+    capacity: Vec<usize>,
+    in_pipe: Vec<usize>,
+    offset: Vec<usize>,
+}
+
+impl Piped {
+    fn new(msg_size: usize, flows: usize) -> io::Result<Piped> {
+        let mut pipes = Vec::with_capacity(flows);
+        let mut capacity = Vec::with_capacity(flows);
+        for _ in 0..flows {
+            let (read, write) = zc::blocking_pipe()?;
+            // As the epoll sender's: a message larger than the pipe goes
+            // in several splices.
+            let cap = zc::set_pipe_size(&write, msg_size.max(4096))
+                .or_else(|_| zc::set_pipe_size(&write, 1 << 20))
+                .unwrap_or(64 * 1024);
+            pipes.push((read, write));
+            capacity.push(cap);
+        }
+        Ok(Piped {
+            file: message_file(&pattern(msg_size))?,
+            pipes,
+            capacity,
+            in_pipe: vec![0; flows],
+            offset: vec![0; flows],
+        })
+    }
+
+    /// Queues flow `k`'s next chain on socket `fd`: the rest of its pipe to
+    /// the socket, or the next piece of the message into the pipe and on
+    /// to the socket. How many operations it queued.
+    fn queue(
+        &self,
+        q: &mut Queue,
+        fd: BorrowedFd,
+        k: usize,
+        i: usize,
+        msg: usize,
+    ) -> io::Result<u32> {
+        let (read, write) = &self.pipes[k];
+        if self.in_pipe[k] > 0 {
+            q.splice(
+                read.as_fd(),
+                None,
+                fd,
+                self.in_pipe[k],
+                false,
+                ring::tag(i, Op::Send),
+            )?;
+            return Ok(1);
+        }
+        let len = (msg - self.offset[k]).min(self.capacity[k]);
+        let at = Some(self.offset[k] as u64);
+        q.splice(
+            self.file.as_fd(),
+            at,
+            write.as_fd(),
+            len,
+            true,
+            ring::tag(i, Op::Fill),
+        )?;
+        q.splice(read.as_fd(), None, fd, len, false, ring::tag(i, Op::Send))?;
+        Ok(2)
+    }
+}
+
 impl StreamRing {
-    pub(crate) fn new(plan: StreamPlan, sh: &Shared) -> StreamRing {
+    pub(crate) fn new(plan: StreamPlan, sh: &Shared) -> io::Result<StreamRing> {
         let n = sh.range.len();
-        StreamRing {
+        let piped = matches!(plan.zerocopy, ZeroCopy::Sendfile | ZeroCopy::Splice) && plan.sends;
+        Ok(StreamRing {
+            piped: if piped {
+                Some(Piped::new(plan.msg_size, n)?)
+            } else {
+                None
+            },
             zc: plan.zerocopy == ZeroCopy::Uring,
             base: sh.range.start,
             dead: vec![false; n],
@@ -699,13 +783,20 @@ impl StreamRing {
             // send buffer full while the notifications come back.
             most: (POOL_BYTES / plan.msg_size.max(1)).max(RING_SENDS as usize) as u32,
             plan,
-        }
+        })
     }
 
     /// Queues flow `i`'s sends until [`RING_SENDS`] are queued, as far as
     /// the pages pinned by zero-copy sends allow.
     fn top_up(&mut self, lp: &Loop, q: &mut Queue, i: usize) -> io::Result<()> {
         let k = i - self.base;
+        if let Some(p) = &self.piped {
+            if self.queued[k] == 0 && ring::going(lp, self.dead[k]) {
+                let fd = lp.sh.flows[i].as_fd();
+                self.queued[k] += p.queue(q, fd, k, i, self.plan.msg_size)?;
+            }
+            return Ok(());
+        }
         while ring::going(lp, self.dead[k])
             && self.queued[k] < RING_SENDS
             && self.queued[k] + self.pinned[k] < self.most
@@ -795,8 +886,23 @@ impl RingFlows for StreamRing {
                 }
                 self.top_up(lp, q, i)?;
             }
+            Op::Fill => {
+                self.queued[k] -= 1;
+                match c.error() {
+                    None => {
+                        let p = self.piped.as_mut().expect("a filled pipe");
+                        p.in_pipe[k] += c.result as usize;
+                        p.offset[k] = (p.offset[k] + c.result as usize) % self.plan.msg_size;
+                    }
+                    Some(_) if dead || c.cancelled() => {}
+                    Some(e) => self.end(lp, i, plumb_sys::plain_io(&e)),
+                }
+            }
             Op::Send => {
                 self.queued[k] -= 1;
+                if let (Some(p), None) = (self.piped.as_mut(), c.error()) {
+                    p.in_pipe[k] -= c.result as usize;
+                }
                 if c.more {
                     self.pinned[k] += 1;
                     FlowCounters::bump(&counters.zc_sends, 1);

@@ -81,7 +81,7 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
     if plan.io == Io::Uring {
         return match plan.workload {
             Workload::Stream(s) => {
-                let r = StreamRing::new(s, &sh);
+                let r = StreamRing::new(s, &sh)?;
                 ring::drive(sh, r)
             }
             Workload::Rr(r) => {

@@ -67,10 +67,10 @@ impl Spec {
             }
             return Ok(());
         }
-        if !matches!(self.zerocopy, ZeroCopy::None | ZeroCopy::Uring) {
+        if self.zerocopy == ZeroCopy::Msg {
             return Err(SpecError::new(
                 Field::ZeroCopy,
-                "the io_uring engine's zero-copy send is uring (IORING_OP_SEND_ZC)",
+                "the io_uring engine's zero-copy send is uring (IORING_OP_SEND_ZC); msg runs on epoll",
             ));
         }
         if self.rx == RxMode::Zerocopy {

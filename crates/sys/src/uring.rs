@@ -45,6 +45,9 @@ pub fn missing(needs: Needs) -> Option<String> {
         (opcode::Recv::CODE, "IORING_OP_RECV"),
         (opcode::PollAdd::CODE, "IORING_OP_POLL_ADD"),
         (opcode::AsyncCancel::CODE, "IORING_OP_ASYNC_CANCEL"),
+        (opcode::RecvMsg::CODE, "IORING_OP_RECVMSG"),
+        (opcode::SendMsg::CODE, "IORING_OP_SENDMSG"),
+        (opcode::Splice::CODE, "IORING_OP_SPLICE"),
     ];
     if needs.send_zc {
         ops.push((opcode::SendZc::CODE, "IORING_OP_SEND_ZC (Linux 6.0)"));
@@ -391,6 +394,35 @@ impl Queue<'_> {
         let letters = self.letters.as_deref_mut().expect("a ring with letters");
         let hdr = letters.arm(slot, Some(len));
         let e = opcode::SendMsg::new(types::Fd(fd.as_raw_fd()), hdr).build();
+        self.push(e.user_data(tag))
+    }
+
+    /// splice(2) of `len` bytes from `from` (at `offset` where given: a
+    /// file) into `to`; `then` links the next operation queued to it, which
+    /// starts only once this one has completed whole and fails with it.
+    pub fn splice(
+        &mut self,
+        from: BorrowedFd,
+        offset: Option<u64>,
+        to: BorrowedFd,
+        len: usize,
+        then: bool,
+        tag: u64,
+    ) -> io::Result<()> {
+        let off = offset.map_or(-1, |o| i64::try_from(o).unwrap_or(i64::MAX));
+        let e = opcode::Splice::new(
+            types::Fd(from.as_raw_fd()),
+            off,
+            types::Fd(to.as_raw_fd()),
+            -1,
+            u32::try_from(len).unwrap_or(u32::MAX),
+        )
+        .build();
+        let e = if then {
+            e.flags(squeue::Flags::IO_LINK)
+        } else {
+            e
+        };
         self.push(e.user_data(tag))
     }
 

@@ -349,8 +349,8 @@ impl RingFlows for RrFlows {
                     q.receive(lp.sh.flows[i].as_fd(), ring::tag(i, Op::Receive))?;
                 }
             }
-            // rr flows neither connect nor accept on the ring.
-            (Op::Connect | Op::Accept, None) => {}
+            // rr flows neither connect, accept nor splice on the ring.
+            (Op::Connect | Op::Accept | Op::Fill, None) => {}
             (Op::Send, None) => {
                 self.m.wrote(k, c.result as usize, &lp.sh.counters[i]);
                 self.io[k].armed = false;

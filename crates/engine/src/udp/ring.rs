@@ -301,7 +301,7 @@ impl RingFlows for UdpRrRing {
                     q.receive(lp.sh.udp_socks[i].as_fd(), ring::tag(i, Op::Receive))?;
                 }
             }
-            (Op::Connect | Op::Accept, _) => {}
+            (Op::Connect | Op::Accept | Op::Fill, _) => {}
             (_, Some(e)) => {
                 if !c.cancelled() {
                     self.end(lp, k, plumb_sys::plain_io(&e));

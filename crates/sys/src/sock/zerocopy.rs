@@ -189,10 +189,20 @@ pub fn recv_discard(fd: impl AsFd, buf: &mut [u8]) -> io::Result<usize> {
 
 /// A pipe, both ends non-blocking and close-on-exec: (read end, write end).
 pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    pipe_with(libc::O_NONBLOCK)
+}
+
+/// A pipe whose ends block, close-on-exec: for splices queued on a ring,
+/// which wait in the kernel rather than fail with EAGAIN.
+pub fn blocking_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    pipe_with(0)
+}
+
+fn pipe_with(flags: libc::c_int) -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: pipe2 writes two descriptors into the two-int array, a live
     // local.
-    let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) };
+    let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | flags) };
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }
