@@ -9,7 +9,7 @@
 use crate::flow::{fill_pattern, FlowError, Loop, Shared, POLL, WAKE};
 use plumb_sys::uring::{Completion, Queue, Ring, CANCEL};
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::Ordering::Relaxed;
 
 /// What an operation of a flow was, in the low bits of its tag.
@@ -160,6 +160,22 @@ pub(crate) fn receive_buffers(flows: usize, size: usize, total: usize) -> (u16, 
 /// Whether a flow goes on queueing: alive and the test not stopping.
 pub(crate) fn going(lp: &Loop, dead: bool) -> bool {
     !dead && !lp.sh.stop.load(Relaxed)
+}
+
+/// Arms a multishot receive on `fd` again once the last one ended, which
+/// its completion `c` says (its final one, or one that found every buffer
+/// taken), and the test goes on.
+pub(crate) fn receive_again(
+    lp: &Loop,
+    q: &mut Queue,
+    c: &Completion,
+    fd: BorrowedFd,
+    tag: u64,
+) -> io::Result<()> {
+    if !c.more && going(lp, false) {
+        q.receive(fd, tag)?;
+    }
+    Ok(())
 }
 
 /// Makes the flows' sockets blocking, so that a send waits in the ring for

@@ -338,16 +338,14 @@ impl RingFlows for RrFlows {
             }
             (Op::Receive, None) => {
                 self.took(lp, k, c.result as usize);
-                if !c.more && ring::going(lp, false) {
-                    q.receive(lp.sh.flows[i].as_fd(), ring::tag(i, Op::Receive))?;
-                }
+                let fd = lp.sh.flows[i].as_fd();
+                ring::receive_again(lp, q, &c, fd, ring::tag(i, Op::Receive))?;
             }
             // Every buffer was taken: armed again now that the batch hands
             // them back.
             (Op::Receive, Some(_)) if c.out_of_buffers() => {
-                if ring::going(lp, false) {
-                    q.receive(lp.sh.flows[i].as_fd(), ring::tag(i, Op::Receive))?;
-                }
+                let fd = lp.sh.flows[i].as_fd();
+                ring::receive_again(lp, q, &c, fd, ring::tag(i, Op::Receive))?;
             }
             // rr flows neither connect, accept nor splice on the ring.
             (Op::Connect | Op::Accept | Op::Fill, None) => {}

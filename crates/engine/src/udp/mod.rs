@@ -300,36 +300,41 @@ pub(crate) struct UdpServer {
     out: PageBuf,
 }
 
-/// Reads what `sock` holds, without waiting, handing each datagram to
-/// `count`: a stream receiver's datagrams that arrived before the engine
-/// asked for its counts. At most as many as the socket's receive buffer
-/// holds of datagrams of `size` bytes (each takes at least its size of the
-/// buffer, SO_RCVBUF as the kernel doubled it), so that a sender outrunning
-/// the drain cannot hold the hand-over, nor count what arrived after it.
-/// How many it read.
-fn settle_queue(
-    sock: &UdpSocket,
-    size: usize,
-    buf: &mut [u8],
-    mut count: impl FnMut(&[u8]),
-) -> u64 {
-    let held = socket2::SockRef::from(sock)
-        .recv_buffer_size()
-        .unwrap_or(64 << 20);
-    let most = (held / size.max(1)) as u64 + 1;
-    let mut read = 0;
-    while read < most {
-        match recv(sock, buf, net::RecvFlags::DONTWAIT) {
-            Ok(got) => {
-                read += 1;
-                count(&buf[..got]);
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            // Empty (EAGAIN), or an ICMP error that belongs to no flow.
-            Err(_) => break,
-        }
+impl UdpPlan {
+    /// What a server counts into: every flow of the test's counters, which
+    /// the flow in a datagram's header indexes.
+    fn test_counters<'a>(&self, sh: &'a Shared) -> &'a [FlowCounters] {
+        &sh.counters[..self.flows.min(sh.counters.len())]
     }
-    read
+
+    /// A stream server reads what its socket holds, without waiting, and
+    /// counts each datagram: those that arrived before the engine asked for
+    /// its counts. At most as many as the socket's receive buffer holds of
+    /// datagrams of `in_size` bytes (each takes at least its size of the
+    /// buffer, SO_RCVBUF as the kernel doubled it), so that a sender
+    /// outrunning the drain cannot hold the hand-over, nor count what
+    /// arrived after it. How many it read.
+    fn settle_stream(&self, sh: &Shared, buf: &mut [u8]) -> u64 {
+        let sock = &sh.udp_socks[sh.range.start];
+        let counters = self.test_counters(sh);
+        let held = socket2::SockRef::from(sock)
+            .recv_buffer_size()
+            .unwrap_or(64 << 20);
+        let most = (held / self.in_size.max(1)) as u64 + 1;
+        let mut read = 0;
+        while read < most {
+            match recv(sock, buf, net::RecvFlags::DONTWAIT) {
+                Ok(got) => {
+                    read += 1;
+                    count_received(&buf[..got], self.tag, false, counters, &sh.strays);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // Empty (EAGAIN), or an ICMP error that belongs to no flow.
+                Err(_) => break,
+            }
+        }
+        read
+    }
 }
 
 impl UdpServer {
@@ -349,7 +354,7 @@ impl UdpServer {
             &self.inbuf[..got],
             udp.tag,
             udp.rr,
-            &lp.sh.counters[..udp.flows.min(lp.sh.counters.len())],
+            udp.test_counters(&lp.sh),
             &lp.sh.strays,
         )
     }
@@ -409,12 +414,7 @@ impl Handler for UdpServer {
             // here has no response yet, on either side of the edge.
             return 0;
         }
-        let (sh, udp) = (&lp.sh, &self.plan);
-        let counters = &sh.counters[..udp.flows.min(sh.counters.len())];
-        let sock = &sh.udp_socks[sh.range.start];
-        settle_queue(sock, udp.in_size, &mut self.inbuf, |d| {
-            count_received(d, udp.tag, false, counters, &sh.strays);
-        })
+        self.plan.settle_stream(&lp.sh, &mut self.inbuf)
     }
 
     fn on_writable(&mut self, _: &mut Loop, _: u64, _: epoll::EventFlags) -> io::Result<()> {

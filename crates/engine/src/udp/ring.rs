@@ -296,16 +296,14 @@ impl RingFlows for UdpRrRing {
                 if owes {
                     self.request(lp, q, k)?;
                 }
-                if !c.more && ring::going(lp, false) {
-                    q.receive(lp.sh.udp_socks[i].as_fd(), ring::tag(i, Op::Receive))?;
-                }
+                let fd = lp.sh.udp_socks[i].as_fd();
+                ring::receive_again(lp, q, &c, fd, ring::tag(i, Op::Receive))?;
             }
             // Every buffer was taken: armed again now that the batch
             // hands them back.
             (Op::Receive, Some(_)) if c.out_of_buffers() => {
-                if ring::going(lp, false) {
-                    q.receive(lp.sh.udp_socks[i].as_fd(), ring::tag(i, Op::Receive))?;
-                }
+                let fd = lp.sh.udp_socks[i].as_fd();
+                ring::receive_again(lp, q, &c, fd, ring::tag(i, Op::Receive))?;
             }
             (Op::Connect | Op::Accept | Op::Fill, _) => {}
             (_, Some(e)) => {
@@ -340,10 +338,6 @@ impl UdpServerRing {
             inbuf: vec![0u8; DATAGRAM_MOST],
             plan,
         }
-    }
-
-    fn counters<'a>(&self, lp: &'a Loop) -> &'a [FlowCounters] {
-        &lp.sh.counters[..self.plan.flows.min(lp.sh.counters.len())]
     }
 }
 
@@ -397,7 +391,7 @@ impl RingFlows for UdpServerRing {
                     &q.letter(slot)[..got],
                     udp.tag,
                     true,
-                    self.counters(lp),
+                    udp.test_counters(&lp.sh),
                     &lp.sh.strays,
                 );
                 match counted {
@@ -414,10 +408,14 @@ impl RingFlows for UdpServerRing {
                 }
             }
             (Op::Receive, None) => {
-                count_received(data, udp.tag, false, self.counters(lp), &lp.sh.strays);
-                if !c.more && ring::going(lp, false) {
-                    q.receive(sock, ring::tag(0, Op::Receive))?;
-                }
+                count_received(
+                    data,
+                    udp.tag,
+                    false,
+                    udp.test_counters(&lp.sh),
+                    &lp.sh.strays,
+                );
+                ring::receive_again(lp, q, &c, sock, ring::tag(0, Op::Receive))?;
             }
             (Op::Send, result) => {
                 // An answer that could not be sent is lost, as on the
@@ -436,8 +434,8 @@ impl RingFlows for UdpServerRing {
             (Op::Receive, Some(_)) if ring::going(lp, false) && !c.cancelled() => {
                 if udp.rr {
                     q.receive_letter(sock, slot, ring::tag(slot, Op::Receive))?;
-                } else if !c.more {
-                    q.receive(sock, ring::tag(0, Op::Receive))?;
+                } else {
+                    ring::receive_again(lp, q, &c, sock, ring::tag(0, Op::Receive))?;
                 }
             }
             _ => {}
@@ -454,11 +452,6 @@ impl RingFlows for UdpServerRing {
     }
 
     fn settle(&mut self, lp: &mut Loop) -> u64 {
-        let (sh, udp) = (&lp.sh, &self.plan);
-        let counters = &sh.counters[..udp.flows.min(sh.counters.len())];
-        let sock = &sh.udp_socks[sh.range.start];
-        super::settle_queue(sock, udp.in_size, &mut self.inbuf, |d| {
-            count_received(d, udp.tag, false, counters, &sh.strays);
-        })
+        self.plan.settle_stream(&lp.sh, &mut self.inbuf)
     }
 }
