@@ -10,7 +10,9 @@ use common::{
 /// Runs examples/NAME.toml --quick into a fresh database, the host to
 /// itself; returns the terminal report, the Markdown report and the HTML
 /// page.
-fn sweep_and_report(name: &str) -> (String, String, String) {
+/// The experiment's reports (terminal, markdown, HTML) and its stored runs
+/// as `plumb export` writes them.
+fn sweep_and_report(name: &str) -> (String, String, String, serde_json::Value) {
     let _alone = measuring_alone();
     let file = format!("{}/examples/{name}.toml", env!("CARGO_MANIFEST_DIR"));
     let db = TempDb::new(&format!("example-{name}"));
@@ -46,7 +48,13 @@ fn sweep_and_report(name: &str) -> (String, String, String) {
     let html = std::fs::read_to_string(&page).unwrap();
     let _ = std::fs::remove_file(&page);
     let _ = std::fs::remove_file(&journal);
-    (text, md, html)
+    let out = plumb()
+        .args(["export", "--db", db.path()])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let export = serde_json::from_slice(&out.stdout).unwrap();
+    (text, md, html, export)
 }
 
 /// "213 Mbit/s" or "9.84 Gbit/s" in bits per second.
@@ -102,7 +110,7 @@ fn md_ends_cpu(md: &str, point: &str) -> f64 {
 
 #[test]
 fn s1_throughput_per_cpu_second_rises_with_the_buffer_size() {
-    let (text, md, html) = sweep_and_report("s1-small-buffers");
+    let (text, md, html, _) = sweep_and_report("s1-small-buffers");
     assert!(text.contains("throughput by buffers"), "{text}");
     let label = md
         .lines()
@@ -168,7 +176,7 @@ fn s2_shows_the_softirq_time_of_each_cpu_per_variant() {
     if !require_root("set RPS on lo and build a veth pair (s2)") {
         return;
     }
-    let (text, _md, html) = sweep_and_report("s2-loopback-cpu");
+    let (text, _md, html, _) = sweep_and_report("s2-loopback-cpu");
     let section = text
         .split("softirq share of each CPU")
         .nth(1)
@@ -201,7 +209,7 @@ fn s2_shows_the_softirq_time_of_each_cpu_per_variant() {
 
 #[test]
 fn s3_reports_rate_latency_and_cpu_per_flow_count_and_family() {
-    let (text, _md, html) = sweep_and_report("s3-many-flows");
+    let (text, _md, html, _) = sweep_and_report("s3-many-flows");
     assert_mentions(
         &text,
         &[
@@ -219,7 +227,7 @@ fn s4_pacing_caps_each_congestion_control_and_the_round_trip_bounds_both() {
     if !require_root("run over veth paths of different round trips (s4)") {
         return;
     }
-    let (text, md, html) = sweep_and_report("s4-transfer-tuning");
+    let (text, md, html, export) = sweep_and_report("s4-transfer-tuning");
     assert!(text.contains("throughput by pacing_rate"), "{text}");
     assert!(text.contains("throughput by delay"), "{text}");
     for cc in ["cubic", "bbr"] {
@@ -235,14 +243,31 @@ fn s4_pacing_caps_each_congestion_control_and_the_round_trip_bounds_both() {
         let far = bits(&md_mean(&md, &line, "10ms"));
         assert!(far < near, "{cc}: {far} at 20 ms, {near} at none");
     }
-    // The emulated points say what emulated them; TCP's retransmissions
-    // are shown per point.
+    // The emulated points say what emulated them.
     assert!(
         text.contains("delay 10ms via netem") || text.contains("delay 10ms via plumb"),
         "{text}"
     );
-    assert!(md.contains("## TCP retransmissions"), "{md}");
-    assert!(html.contains("<h2>TCP retransmissions</h2>"));
+    // TCP's retransmissions are shown per point where the stored runs have
+    // any in their complete iterations (a delay line need not overflow in a
+    // quick sweep), and not as a table of zeros where none has.
+    let retransmitted: u64 = export["runs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|r| r["record"]["iterations"].as_array().into_iter().flatten())
+        .filter(|it| it["complete"].as_bool().unwrap_or(true))
+        .map(|it| it["derived"]["retransmits"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(
+        md.contains("## TCP retransmissions"),
+        retransmitted > 0,
+        "{retransmitted} retransmitted:\n{md}"
+    );
+    assert_eq!(
+        html.contains("<h2>TCP retransmissions</h2>"),
+        retransmitted > 0
+    );
 }
 
 #[test]
@@ -250,7 +275,7 @@ fn s5_finds_and_names_the_cliff_at_the_mss() {
     if !require_root("run over a veth pair (s5)") {
         return;
     }
-    let (text, md, html) = sweep_and_report("s5-magic-length");
+    let (text, md, html, _) = sweep_and_report("s5-magic-length");
     let cliff = "between resp_payload 1447 and 1448 bytes (nagle)";
     assert!(
         text.contains("transactions/s rise") && text.contains(cliff),
