@@ -9,7 +9,13 @@ use std::process::Command;
 #[test]
 fn rst_close_resets_every_connection_and_leaves_no_time_wait() {
     let _alone = measuring_alone();
-    let rec = workload_json("crr", &["--flows", "4", "--duration", "1s"]);
+    for io in engines() {
+        rst_close_on(io);
+    }
+}
+
+fn rst_close_on(io: &str) {
+    let rec = workload_json("crr", &["--flows", "4", "--duration", "1s", "--io", io]);
     assert_eq!(rec["spec"]["workload"], "crr");
     assert_eq!(rec["spec"]["rr"]["close"], "rst");
     let it = &rec["iterations"][0];
@@ -41,15 +47,34 @@ fn rst_close_resets_every_connection_and_leaves_no_time_wait() {
 #[test]
 fn fin_close_leaves_time_wait_behind() {
     let _alone = measuring_alone();
-    let rec = workload_json(
-        "crr",
-        &["--flows", "4", "--duration", "1s", "--close", "fin"],
-    );
-    let c = &rec["iterations"][0]["client"];
-    let tx = u(&c["transactions"]) as f64;
-    assert!(tx > 100.0, "{tx} transactions");
-    assert!(counter(c, "TcpExt.TW") >= 0.9 * tx, "{}", c["counters"]);
-    assert!(counter(c, "Tcp.OutRsts") < 0.1 * tx, "{}", c["counters"]);
+    for io in engines() {
+        let rec = workload_json(
+            "crr",
+            &[
+                "--flows",
+                "4",
+                "--duration",
+                "1s",
+                "--close",
+                "fin",
+                "--io",
+                io,
+            ],
+        );
+        let c = &rec["iterations"][0]["client"];
+        let tx = u(&c["transactions"]) as f64;
+        assert!(tx > 100.0, "{io}: {tx} transactions");
+        assert!(
+            counter(c, "TcpExt.TW") >= 0.9 * tx,
+            "{io}: {}",
+            c["counters"]
+        );
+        assert!(
+            counter(c, "Tcp.OutRsts") < 0.1 * tx,
+            "{io}: {}",
+            c["counters"]
+        );
+    }
 }
 
 /// The (local, remote) ports of the TIME_WAIT sockets in `ns`, as its
@@ -176,6 +201,12 @@ fn too_few_descriptors_is_said_before_anything_runs() {
 
 #[test]
 fn running_out_of_local_ports_is_named() {
+    for io in engines() {
+        out_of_local_ports_on(io);
+    }
+}
+
+fn out_of_local_ports_on(io: &str) {
     let Some(ns) = Netns::new("crr") else {
         return;
     };
@@ -196,6 +227,8 @@ fn running_out_of_local_ports_is_named() {
             "1s",
             "--warmup",
             "100ms",
+            "--io",
+            io,
         ])
         .output()
         .unwrap();
@@ -204,5 +237,5 @@ fn running_out_of_local_ports_is_named() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(text.contains("out of local ports"), "{text}");
+    assert!(text.contains("out of local ports"), "{io}: {text}");
 }

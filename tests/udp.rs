@@ -14,16 +14,6 @@ fn edge_allowance(rate: f64, c: &Value, s: &Value, margin: f64) -> f64 {
     margin + rate * skew
 }
 
-/// The engines this host runs: epoll, and io_uring where the kernel has
-/// what the ring loop needs (a failure under CI, whose kernel has it).
-fn engines() -> Vec<&'static str> {
-    let mut io = vec!["epoll"];
-    if ring_here() {
-        io.push("uring");
-    }
-    io
-}
-
 #[test]
 fn udp_stream_accounts_for_every_datagram() {
     let _alone = measuring_alone();

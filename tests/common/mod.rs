@@ -816,6 +816,16 @@ pub fn ring_here() -> bool {
     false
 }
 
+/// The engines this kernel runs: epoll, and the ring where
+/// [`ring_here`].
+pub fn engines() -> Vec<&'static str> {
+    let mut io = vec!["epoll"];
+    if ring_here() {
+        io.push("uring");
+    }
+    io
+}
+
 /// One line of a log of `straced` with sockets decoded: a system call, or
 /// half of one that another thread's cut in two ("<unfinished ...>" as it
 /// starts, "<... NAME resumed>" as it ends).

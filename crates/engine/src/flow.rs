@@ -337,7 +337,6 @@ pub(crate) struct Loop {
 
 /// The latencies a worker timed since it last handed them over.
 pub(crate) struct Timings {
-    clock: std::time::Instant,
     /// None when this end does not time transactions.
     hist: Option<hdrhistogram::Histogram<u64>>,
     epoch_seen: u64,
@@ -349,15 +348,6 @@ impl Timings {
     pub(crate) fn record(&mut self, ns: u64) {
         if let Some(h) = self.hist.as_mut() {
             h.saturating_record(ns.max(1));
-        }
-    }
-
-    /// Records a transaction that started at `t0_ns` and ended now.
-    #[inline]
-    pub(crate) fn record_since(&mut self, t0_ns: u64) {
-        let now = self.clock.elapsed().as_nanos() as u64;
-        if let Some(h) = self.hist.as_mut() {
-            h.saturating_record(now.saturating_sub(t0_ns).max(1));
         }
     }
 }
@@ -373,7 +363,6 @@ impl Loop {
             epoll::EventFlags::IN,
         )?;
         let timings = Timings {
-            clock: sh.clock,
             hist: sh.timed.then(new_histogram),
             // Not the engine's epoch now: one it bumped before this thread
             // ran is still owed a hand-over.

@@ -11,9 +11,11 @@
 //! `server-fin` (netperf's TCP_CRR, an HTTP/1.0 server), where neither end
 //! sleeps until the other's close. The outcomes are reported by name.
 
-use crate::flow::{
-    later, pattern, FlowError, Handler, Loop, Next, PageBuf, Shared, Writing, BOUND,
-};
+mod machine;
+
+use machine::{CrrMachine, Exchange, Next as Step};
+
+use crate::flow::{later, pattern, FlowError, Handler, Loop, Next, PageBuf, Shared, BOUND};
 use crate::ring::{self, receive_buffers, Op, RingFlows, Shape};
 use crate::setup::{apply_before_connect, apply_connected, bind_source};
 use plumb_spec::{Close, SocketOpts};
@@ -75,72 +77,21 @@ fn connect_error(e: &io::Error) -> String {
 struct Conn {
     stream: TcpStream,
     connecting: bool,
-    at: Writing,
-    /// Incoming bytes of the current message.
-    got: usize,
-    /// The outgoing message has been written completely.
-    written: bool,
+    x: Exchange,
     armed_out: bool,
-    t0: u64,
 }
 
 impl Conn {
     /// A connection at the start of its exchange: connecting (client) or
-    /// accepted (server), nothing written or read yet.
-    fn new(stream: TcpStream, connecting: bool, t0: u64) -> Conn {
+    /// accepted (server).
+    fn new(stream: TcpStream, connecting: bool, x: Exchange) -> Conn {
         Conn {
             stream,
             connecting,
-            at: Writing::default(),
-            got: 0,
-            written: false,
+            x,
             armed_out: connecting,
-            t0,
         }
     }
-}
-
-impl Conn {
-    /// `n` more bytes of the incoming message; true when they are the ones
-    /// that make it whole (on the client, the transaction is done).
-    fn received(&mut self, n: usize, in_size: usize) -> bool {
-        let before = self.got;
-        self.got += n;
-        before < in_size && self.got >= in_size
-    }
-
-    /// The peer's close (a read of 0 bytes) after a whole incoming message
-    /// is the exchange's normal end; before it, the peer gave up.
-    fn whole(&self, in_size: usize) -> bool {
-        self.got >= in_size
-    }
-
-    /// Bytes of the write due now, unless the message is written.
-    fn due(&self, writes: &[usize]) -> Option<usize> {
-        (!self.written).then(|| self.at.due(writes))
-    }
-
-    /// `n` bytes of the write due went out.
-    fn wrote(&mut self, writes: &[usize], n: usize) {
-        self.written |= self.at.wrote(writes, n);
-    }
-}
-
-/// Writes what is left of the outgoing message; returns the bytes written
-/// and whether the socket would block before the message was done.
-fn write_out(conn: &mut Conn, writes: &[usize], buf: &[u8]) -> io::Result<(u64, bool)> {
-    let mut sent = 0u64;
-    while let Some(want) = conn.due(writes) {
-        match (&conn.stream).write(&buf[..want]) {
-            Ok(n) => {
-                sent += n as u64;
-                conn.wrote(writes, n);
-            }
-            Err(e) if later(&e) => return Ok((sent, true)),
-            Err(e) => return Err(e),
-        }
-    }
-    Ok((sent, false))
 }
 
 /// Arms EPOLLOUT on a connection whose write would block, disarms it once
@@ -158,31 +109,77 @@ fn arm(lp: &Loop, conn: &mut Conn, id: u64, blocked: bool) -> io::Result<()> {
     Ok(())
 }
 
-/// Whether the server closes a connection first, once its response is
-/// out (`server-fin`); otherwise the client closes it once the response is
-/// in, and the server closes on the client's close.
-fn server_closes_first(close: Close) -> bool {
-    close == Close::ServerFin
+/// Buffers of one end's worker: the pattern it writes, room to read into.
+struct Bufs {
+    send: PageBuf,
+    recv: Vec<u8>,
 }
 
-/// One transaction of the client's: counted, and timed from its connect.
-fn transaction_done(
-    timings: &mut crate::flow::Timings,
-    counters: &crate::flow::FlowCounters,
-    t0: u64,
-) {
-    timings.record_since(t0);
-    counters.add_transaction();
+impl Bufs {
+    fn new(m: &CrrMachine) -> Bufs {
+        let (largest, in_size) = m.sizes();
+        Bufs {
+            send: pattern(largest),
+            recv: vec![0u8; in_size.clamp(4096, 256 * 1024)],
+        }
+    }
 }
 
-/// Where a client connection stands after a step.
-enum Step {
-    Pending,
-    /// The response is in: the transaction is done.
-    Complete,
-    /// The server's close came after its response (`server-fin`).
-    Ended,
-    Failed(String),
+/// Moves connection `id` on as far as its socket allows on an epoll
+/// event (`readable` when the event says so): the machine's next step once
+/// the exchange is over (close or fail), None while it waits. A read after
+/// a write waits for the socket's next readiness where the machine says
+/// so (a server's wait for the client's close).
+fn drive(
+    m: &CrrMachine,
+    lp: &mut Loop,
+    conn: &mut Conn,
+    id: u64,
+    counter: usize,
+    bufs: &mut Bufs,
+    mut readable: bool,
+) -> io::Result<Option<Step>> {
+    let clock = lp.sh.clock;
+    // An event is the readiness an awaited read waits for.
+    let mut next = match m.next(&conn.x) {
+        Step::Await => Step::Read,
+        next => next,
+    };
+    loop {
+        next = match next {
+            Step::Write(len) => match (&conn.stream).write(&bufs.send[..len]) {
+                Ok(n) => m.wrote(&mut conn.x, n, &lp.sh.counters[counter]),
+                Err(e) if later(&e) => {
+                    arm(lp, conn, id, true)?;
+                    return Ok(None);
+                }
+                Err(e) => m.failed(plain_io(&e)),
+            },
+            Step::Read if readable => match (&conn.stream).read(&mut bufs.recv) {
+                Ok(0) => m.closed(&conn.x),
+                Ok(got) => {
+                    let (c, timings) = (&lp.sh.counters[counter], &mut lp.timings);
+                    m.read(
+                        &mut conn.x,
+                        got,
+                        c,
+                        || clock.elapsed().as_nanos() as u64,
+                        |ns| timings.record(ns),
+                    )
+                }
+                Err(e) if later(&e) => {
+                    readable = false;
+                    Step::Read
+                }
+                Err(e) => m.failed(plain_io(&e)),
+            },
+            Step::Read | Step::Await => {
+                arm(lp, conn, id, false)?;
+                return Ok(None);
+            }
+            done @ (Step::Close | Step::Fail(_)) => return Ok(Some(done)),
+        };
+    }
 }
 
 /// The client's connection slots of one worker. A connection's state
@@ -190,11 +187,11 @@ enum Step {
 /// readiness the same way: one step per event.
 pub(crate) struct CrrClient {
     plan: CrrPlan,
+    m: CrrMachine,
     peer: SocketAddr,
     sources: Vec<IpAddr>,
     base: usize,
-    send_buf: PageBuf,
-    recv_buf: Vec<u8>,
+    bufs: Bufs,
     conns: Vec<Option<Conn>>,
     /// One slot on epoll: its connections block, with timeouts, instead of
     /// waiting in epoll (see [`Loop::blocking`]).
@@ -204,13 +201,13 @@ pub(crate) struct CrrClient {
 impl CrrClient {
     pub(crate) fn new(plan: CrrPlan, sh: &Shared) -> CrrClient {
         let peer = plan.peer.expect("the client knows where to connect");
-        let largest = plan.out_writes.iter().copied().max().unwrap_or(1);
+        let m = CrrMachine::new(&plan);
         CrrClient {
             peer,
             sources: crate::setup::sources_for(peer, plan.slots as u32, true),
             base: sh.range.start,
-            send_buf: pattern(largest),
-            recv_buf: vec![0u8; plan.in_size.clamp(4096, 256 * 1024)],
+            bufs: Bufs::new(&m),
+            m,
             conns: (0..sh.range.len()).map(|_| None).collect(),
             blocking: false,
             plan,
@@ -257,14 +254,14 @@ impl CrrClient {
             if connected {
                 let _ = apply_connected(&stream, &self.plan.opts);
             }
-            return Ok(Conn::new(stream, !connected, t0));
+            return Ok(Conn::new(stream, !connected, self.m.begin(t0)));
         }
         lp.watch(
             &stream,
             (self.base + k) as u64,
             epoll::EventFlags::OUT | epoll::EventFlags::IN,
         )?;
-        Ok(Conn::new(stream, true, t0))
+        Ok(Conn::new(stream, true, self.m.begin(t0)))
     }
 
     fn open_or_fail(&mut self, lp: &mut Loop, k: usize) {
@@ -279,73 +276,31 @@ impl CrrClient {
         lp.flow_failed(self.base + k, why);
     }
 
-    /// Moves slot `k`'s connection on as far as the socket allows.
-    fn advance(&mut self, lp: &Loop, k: usize, flags: epoll::EventFlags) -> io::Result<Step> {
-        let i = self.base + k;
-        let c = &lp.sh.counters[i];
+    /// Moves slot `k`'s connection on as far as the socket allows; opens
+    /// the slot's next once its exchange is over.
+    fn step(&mut self, lp: &mut Loop, id: u64, flags: epoll::EventFlags) -> io::Result<()> {
+        let i = id as usize;
+        let k = i - self.base;
         let Some(conn) = self.conns[k].as_mut() else {
-            return Ok(Step::Pending);
+            return Ok(());
         };
         if conn.connecting {
             if let Some(e) = conn.stream.take_error()? {
-                return Ok(Step::Failed(connect_error(&e)));
+                self.fail(lp, k, connect_error(&e));
+                return Ok(());
             }
             if !flags.intersects(epoll::EventFlags::OUT) {
-                return Ok(Step::Pending);
+                return Ok(());
             }
             conn.connecting = false;
             let _ = apply_connected(&conn.stream, &self.plan.opts);
         }
-        if !conn.written {
-            match write_out(conn, &self.plan.out_writes, &self.send_buf) {
-                Ok((sent, blocked)) => {
-                    c.add_sent(sent);
-                    arm(lp, conn, i as u64, blocked)?;
-                }
-                Err(e) => return Ok(Step::Failed(plain_io(&e))),
-            }
-        }
-        if flags.intersects(epoll::EventFlags::IN | epoll::EventFlags::HUP | epoll::EventFlags::ERR)
-        {
-            loop {
-                match (&conn.stream).read(&mut self.recv_buf) {
-                    Ok(0) if conn.whole(self.plan.in_size) => return Ok(Step::Ended),
-                    Ok(0) => {
-                        return Ok(Step::Failed("the server closed before its response".into()))
-                    }
-                    Ok(got) => {
-                        c.add_received(got as u64);
-                        if conn.received(got, self.plan.in_size) {
-                            return Ok(Step::Complete);
-                        }
-                    }
-                    Err(e) if later(&e) => break,
-                    Err(e) => return Ok(Step::Failed(plain_io(&e))),
-                }
-            }
-        }
-        Ok(Step::Pending)
-    }
-
-    fn step(&mut self, lp: &mut Loop, id: u64, flags: epoll::EventFlags) -> io::Result<()> {
-        let i = id as usize;
-        let k = i - self.base;
-        match self.advance(lp, k, flags)? {
-            Step::Pending => {}
-            Step::Complete => {
-                let t0 = self.conns[k].as_ref().map_or(0, |c| c.t0);
-                transaction_done(&mut lp.timings, &lp.sh.counters[i], t0);
-                if !server_closes_first(self.plan.close) {
-                    self.reopen(lp, k);
-                } else if let Step::Ended | Step::Failed(_) =
-                    // The server's FIN follows its response closely.
-                    self.advance(lp, k, epoll::EventFlags::IN)?
-                {
-                    self.reopen(lp, k);
-                }
-            }
-            Step::Ended => self.reopen(lp, k),
-            Step::Failed(why) => self.fail(lp, k, why),
+        let readable = flags
+            .intersects(epoll::EventFlags::IN | epoll::EventFlags::HUP | epoll::EventFlags::ERR);
+        match drive(&self.m, lp, conn, id, i, &mut self.bufs, readable)? {
+            Some(Step::Fail(why)) => self.fail(lp, k, why),
+            Some(_) => self.reopen(lp, k),
+            None => {}
         }
         Ok(())
     }
@@ -391,9 +346,9 @@ impl Handler for CrrClient {
 /// it accepted, in slots that are reused as connections close.
 pub(crate) struct CrrServer {
     plan: CrrPlan,
+    m: CrrMachine,
     listener: Arc<TcpListener>,
-    send_buf: PageBuf,
-    recv_buf: Vec<u8>,
+    bufs: Bufs,
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
     /// A client of one slot on epoll: one connection at a time, accepted,
@@ -406,11 +361,11 @@ pub(crate) struct CrrServer {
 
 impl CrrServer {
     pub(crate) fn new(plan: CrrPlan, sh: &Shared) -> CrrServer {
-        let largest = plan.out_writes.iter().copied().max().unwrap_or(1);
+        let m = CrrMachine::new(&plan);
         CrrServer {
             listener: sh.listener.clone().expect("the crr server has a listener"),
-            send_buf: pattern(largest),
-            recv_buf: vec![0u8; plan.in_size.clamp(4096, 256 * 1024)],
+            bufs: Bufs::new(&m),
+            m,
             conns: Vec::new(),
             free: Vec::new(),
             blocking: false,
@@ -466,7 +421,7 @@ impl CrrServer {
             self.conns.push(None);
             self.conns.len() - 1
         });
-        self.conns[slot] = Some(Conn::new(stream, false, 0));
+        self.conns[slot] = Some(Conn::new(stream, false, self.m.begin(0)));
         Some(slot)
     }
 
@@ -494,51 +449,31 @@ impl CrrServer {
         Ok(())
     }
 
-    /// Reads the request on connection `slot` and answers it once whole.
-    fn serve(&mut self, lp: &Loop, slot: usize) -> io::Result<()> {
-        let c = &lp.sh.counters[self.counter];
+    /// Reads the request on connection `slot`, answers it once whole, and
+    /// closes the connection as the close order has it.
+    fn serve(&mut self, lp: &mut Loop, slot: usize) -> io::Result<()> {
         let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
             return Ok(());
         };
-        let mut close = false;
-        // A whole request is answered before anything more is read: what
-        // follows it is the client's close, which comes after the answer.
-        while !conn.whole(self.plan.in_size) || conn.written {
-            match (&conn.stream).read(&mut self.recv_buf) {
-                Ok(0) => {
-                    close = true;
-                    break;
-                }
-                Ok(got) => {
-                    c.add_received(got as u64);
-                    conn.received(got, self.plan.in_size);
-                }
-                Err(e) if later(&e) => break,
-                // RST from a client closing with linger 0: the normal end.
-                Err(_) => {
-                    close = true;
-                    break;
-                }
-            }
-        }
-        if !close && conn.whole(self.plan.in_size) && !conn.written {
-            match write_out(conn, &self.plan.out_writes, &self.send_buf) {
-                Ok((sent, blocked)) => {
-                    c.add_sent(sent);
-                    if conn.written {
-                        c.add_transaction();
-                        close = server_closes_first(self.plan.close);
-                    }
-                    arm(lp, conn, slot as u64, blocked)?;
-                }
-                Err(_) => close = true,
-            }
-        }
-        if close {
-            self.conns[slot] = None;
-            self.free.push(slot);
+        if drive(
+            &self.m,
+            lp,
+            conn,
+            slot as u64,
+            self.counter,
+            &mut self.bufs,
+            true,
+        )?
+        .is_some()
+        {
+            self.close(slot);
         }
         Ok(())
+    }
+
+    fn close(&mut self, slot: usize) {
+        self.conns[slot] = None;
+        self.free.push(slot);
     }
 }
 
@@ -600,15 +535,46 @@ fn ring_shape(slots: usize, out_writes: &[usize], in_size: usize) -> Shape {
     }
 }
 
-/// Queues the write `conn` owes next; false once its message is written.
-fn queue_write(q: &mut Queue, conn: &Conn, writes: &[usize], tag: u64) -> io::Result<bool> {
-    match conn.due(writes) {
-        Some(len) => {
-            q.send(conn.stream.as_fd(), len, false, tag)?;
-            Ok(true)
+/// Queues what connection `id` does next on the ring: its write due or a
+/// single receive. The step once its exchange is over (close or fail).
+fn queue(q: &mut Queue, conn: &Conn, next: Step, id: usize) -> io::Result<Option<Step>> {
+    match next {
+        Step::Write(len) => q.send(conn.stream.as_fd(), len, false, ring::tag(id, Op::Send))?,
+        Step::Read | Step::Await => {
+            q.receive_once(conn.stream.as_fd(), ring::tag(id, Op::Receive))?
         }
-        None => Ok(false),
+        done @ (Step::Close | Step::Fail(_)) => return Ok(Some(done)),
     }
+    Ok(None)
+}
+
+/// What a completion on connection `conn` moves its exchange to: the
+/// machine's next step; None for completions the exchange takes no part
+/// in. Connect and accept are the drivers'.
+fn completed(
+    m: &CrrMachine,
+    lp: &mut Loop,
+    conn: &mut Conn,
+    counter: usize,
+    op: Op,
+    c: &Completion,
+) -> Option<Step> {
+    let clock = lp.sh.clock;
+    let (counters, timings) = (&lp.sh.counters[counter], &mut lp.timings);
+    Some(match (op, c.error()) {
+        (Op::Receive, Some(_)) if c.out_of_buffers() => Step::Read,
+        (_, Some(e)) => m.failed(plain_io(&e)),
+        (Op::Send, None) => m.wrote(&mut conn.x, c.result as usize, counters),
+        (Op::Receive, None) if c.result == 0 => m.closed(&conn.x),
+        (Op::Receive, None) => m.read(
+            &mut conn.x,
+            c.result as usize,
+            counters,
+            || clock.elapsed().as_nanos() as u64,
+            |ns| timings.record(ns),
+        ),
+        (Op::Connect | Op::Accept | Op::Fill, None) => return None,
+    })
 }
 
 /// On a ring each connection takes one step at a time: connect, the
@@ -642,62 +608,29 @@ impl RingFlows for CrrClient {
     ) -> io::Result<()> {
         let k = i - self.base;
         let going = ring::going(lp, false);
-        let counters = &lp.sh.counters[i];
         let Some(conn) = self.conns[k].as_mut().filter(|_| going) else {
             return Ok(());
         };
-        let send = ring::tag(i, Op::Send);
-        let receive = ring::tag(i, Op::Receive);
-        let failed = match (op, c.error()) {
-            (Op::Receive, Some(_)) if c.out_of_buffers() => {
-                q.receive_once(conn.stream.as_fd(), receive)?;
-                None
-            }
-            (Op::Connect, Some(e)) => Some(connect_error(&e)),
-            (_, Some(e)) => Some(plain_io(&e)),
+        let next = match (op, c.error()) {
+            (Op::Connect, Some(e)) => Step::Fail(connect_error(&e)),
             (Op::Connect, None) => {
                 conn.connecting = false;
                 let _ = apply_connected(&conn.stream, &self.plan.opts);
-                queue_write(q, conn, &self.plan.out_writes, send)?;
-                None
+                self.m.next(&conn.x)
             }
-            (Op::Send, None) => {
-                counters.add_sent(c.result as u64);
-                conn.wrote(&self.plan.out_writes, c.result as usize);
-                if !queue_write(q, conn, &self.plan.out_writes, send)? {
-                    q.receive_once(conn.stream.as_fd(), receive)?;
-                }
-                None
-            }
-            (Op::Receive, None) if c.result == 0 && conn.whole(self.plan.in_size) => {
+            _ => match completed(&self.m, lp, conn, i, op, &c) {
+                Some(next) => next,
+                None => return Ok(()),
+            },
+        };
+        match queue(q, conn, next, i)? {
+            Some(Step::Fail(why)) => self.fail(lp, k, why),
+            // Dropping the stream closes it: RST with linger 0, else FIN.
+            Some(_) => {
                 self.conns[k] = None;
                 self.open_on_ring(lp, q, k)?;
-                None
             }
-            (Op::Receive, None) if c.result == 0 => {
-                Some("the server closed before its response".to_string())
-            }
-            (Op::Receive, None) => {
-                counters.add_received(c.result as u64);
-                let done = conn.received(c.result as usize, self.plan.in_size);
-                if done {
-                    transaction_done(&mut lp.timings, counters, conn.t0);
-                }
-                if done && !server_closes_first(self.plan.close) {
-                    // Dropping the stream closes it: RST with linger 0, else FIN.
-                    self.conns[k] = None;
-                    self.open_on_ring(lp, q, k)?;
-                } else {
-                    // More of the response, or the server's close after it.
-                    q.receive_once(conn.stream.as_fd(), receive)?;
-                }
-                None
-            }
-            // A client neither accepts nor splices.
-            (Op::Accept | Op::Fill, None) => None,
-        };
-        if let Some(why) = failed {
-            self.fail(lp, k, why);
+            None => {}
         }
         Ok(())
     }
@@ -710,7 +643,7 @@ impl CrrClient {
         match self.socket(k, false) {
             Ok(sock) => {
                 q.connect(sock.as_fd(), ring::tag(i, Op::Connect))?;
-                self.conns[k] = Some(Conn::new(sock.into(), true, lp.now_ns()));
+                self.conns[k] = Some(Conn::new(sock.into(), true, self.m.begin(lp.now_ns())));
             }
             Err(e) => self.fail(lp, k, connect_error(&e)),
         }
@@ -758,48 +691,17 @@ impl RingFlows for CrrServer {
             }
             return Ok(());
         }
-        let counters = &lp.sh.counters[self.counter];
         let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
             return Ok(());
         };
-        let (send, receive) = (ring::tag(slot, Op::Send), ring::tag(slot, Op::Receive));
-        let close = match (op, c.error()) {
-            _ if !going => false,
-            (Op::Receive, Some(_)) if c.out_of_buffers() => {
-                q.receive_once(conn.stream.as_fd(), receive)?;
-                false
-            }
-            // RST from a client closing with linger 0: the normal end.
-            (_, Some(_)) => true,
-            (Op::Receive, None) if c.result == 0 => true,
-            (Op::Receive, None) => {
-                counters.add_received(c.result as u64);
-                conn.received(c.result as usize, self.plan.in_size);
-                if !conn.whole(self.plan.in_size)
-                    || conn.written
-                    || !queue_write(q, conn, &self.plan.out_writes, send)?
-                {
-                    q.receive_once(conn.stream.as_fd(), receive)?;
-                }
-                false
-            }
-            (Op::Send, None) => {
-                counters.add_sent(c.result as u64);
-                conn.wrote(&self.plan.out_writes, c.result as usize);
-                let done = !queue_write(q, conn, &self.plan.out_writes, send)?;
-                if done {
-                    counters.add_transaction();
-                }
-                if done && !server_closes_first(self.plan.close) {
-                    q.receive_once(conn.stream.as_fd(), receive)?;
-                }
-                done && server_closes_first(self.plan.close)
-            }
-            (Op::Connect | Op::Accept | Op::Fill, None) => false,
+        if !going {
+            return Ok(());
+        }
+        let Some(next) = completed(&self.m, lp, conn, self.counter, op, &c) else {
+            return Ok(());
         };
-        if close {
-            self.conns[slot] = None;
-            self.free.push(slot);
+        if queue(q, conn, next, slot)?.is_some() {
+            self.close(slot);
         }
         Ok(())
     }
@@ -924,52 +826,5 @@ mod tests {
         assert!(accepts(Some(ip("::ffff:198.18.0.1")), ip("198.18.0.1")));
         assert!(!accepts(Some(ip("198.18.0.1")), ip("198.18.0.2")));
         assert!(!accepts(Some(ip("198.18.0.1")), ip("127.0.0.1")));
-    }
-}
-
-#[cfg(test)]
-mod flow_tests {
-    use super::*;
-
-    #[test]
-    fn a_message_goes_out_in_its_writes_once() {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let stream = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        let (mut peer, _) = l.accept().unwrap();
-        stream.set_nonblocking(true).unwrap();
-        let mut conn = Conn::new(stream, false, 0);
-        let buf = pattern(100);
-        assert_eq!(write_out(&mut conn, &[1, 99], &buf).unwrap(), (100, false));
-        assert!(conn.written);
-        // Written is written: nothing more goes out until the next connection.
-        assert_eq!(write_out(&mut conn, &[1, 99], &buf).unwrap(), (0, false));
-        let mut got = [0u8; 100];
-        peer.read_exact(&mut got).unwrap();
-        drop(conn);
-        assert_eq!(peer.read(&mut got).unwrap(), 0, "nothing after the message");
-    }
-
-    #[test]
-    fn a_message_split_over_reads_completes_once_and_the_close_order_is_one_rule() {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let stream = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        let mut conn = Conn::new(stream, false, 0);
-        // 100 bytes in reads of 30, 30, 40 and then 5 more: the third
-        // completes it, no other does.
-        let done: Vec<bool> = [30, 30, 40, 5]
-            .iter()
-            .map(|&n| conn.received(n, 100))
-            .collect();
-        assert_eq!(done, [false, false, true, false]);
-        assert!(conn.whole(100));
-        let mut short = Conn::new(
-            TcpStream::connect(l.local_addr().unwrap()).unwrap(),
-            false,
-            0,
-        );
-        assert!(!short.received(99, 100));
-        assert!(!short.whole(100), "a close now is the peer giving up");
-        assert!(server_closes_first(Close::ServerFin));
-        assert!(!server_closes_first(Close::Fin) && !server_closes_first(Close::Rst));
     }
 }
