@@ -47,6 +47,8 @@ CASES=(
   "rr-pinned|rr --client-cpus 0 --server-cpus 1"
   "rr-uring-pinned|rr --io uring --client-cpus 0 --server-cpus 1"
   "crr-pinned|crr --client-cpus 0 --server-cpus 1"
+  "crr-uring-pinned|crr --io uring --client-cpus 0 --server-cpus 1"
+  "crr-server-fin-pinned|crr --close server-fin --client-cpus 0 --server-cpus 1"
 )
 if [[ -n ${ONLY:-} ]]; then
   picked=()
