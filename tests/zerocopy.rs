@@ -150,12 +150,13 @@ fn check_mode(rec: &Value, mode: &str, direction: &str, what: &str) {
 }
 
 /// The send modes each engine runs: every one on epoll; on the ring
-/// (where this kernel has it) sendfile and splice, as splices through a
-/// pipe (uring's own IORING_OP_SEND_ZC is tested with the ring engine).
+/// (where this kernel has it) MSG_ZEROCOPY, its notifications read beside
+/// the ring, and sendfile and splice, as splices through a pipe (uring's
+/// own IORING_OP_SEND_ZC is tested with the ring engine).
 fn modes_and_engines() -> Vec<(&'static str, &'static [&'static str])> {
     let mut cases: Vec<(&str, &[&str])> = MODES.iter().map(|m| (*m, &[][..])).collect();
     if ring_here() {
-        for mode in ["sendfile", "splice"] {
+        for mode in ["msg", "sendfile", "splice"] {
             cases.push((mode, &["--io", "uring"]));
         }
     }
@@ -181,28 +182,33 @@ fn each_send_mode_moves_what_it_claims_on_loopback_both_ways() {
 
 #[test]
 fn msg_mode_with_two_buffers_per_flow_waits_for_its_completions() {
-    // 4M messages leave each flow a pool of two buffers: the sender must
-    // park on the error queue again and again, here with two flows on one
-    // worker.
-    let rec = agreeing("4M msg", || {
-        stream_json(&[
-            "--zerocopy",
-            "msg",
-            "--msg-size",
-            "4M",
-            "--flows",
-            "2",
-            "--threads",
-            "1",
-            "--duration",
-            "1s",
-            "--warmup",
-            "200ms",
-        ])
-    });
-    check_mode(&rec, "msg", "send", "4M msg");
-    for fl in rec["iterations"][0]["server"]["flows"].as_array().unwrap() {
-        assert!(u(&fl["bytes_received"]) > 0, "a flow starved: {fl}");
+    // 4M messages leave each flow two buffers (epoll) or two sends queued
+    // or pinned (the ring): the sender must park on the error queue again
+    // and again, here with two flows on one worker.
+    for io in engines() {
+        let what = format!("4M msg on {io}");
+        let rec = agreeing(&what, || {
+            stream_json(&[
+                "--zerocopy",
+                "msg",
+                "--msg-size",
+                "4M",
+                "--flows",
+                "2",
+                "--threads",
+                "1",
+                "--duration",
+                "1s",
+                "--warmup",
+                "200ms",
+                "--io",
+                io,
+            ])
+        });
+        check_mode(&rec, "msg", "send", &what);
+        for fl in rec["iterations"][0]["server"]["flows"].as_array().unwrap() {
+            assert!(u(&fl["bytes_received"]) > 0, "{what}: a flow starved: {fl}");
+        }
     }
 }
 
@@ -352,13 +358,20 @@ impl Drop for ServeOnce {
 #[test]
 fn each_send_mode_moves_what_it_claims_over_veth() {
     let Some(veth) = Veth::new("zc") else { return };
-    for (mode, direction) in MODES
+    let cases = modes_and_engines();
+    let recv = cases
         .iter()
-        .map(|m| (*m, "send"))
-        .chain([("msg", "recv"), ("splice", "recv")])
+        .filter(|(m, _)| ["msg", "splice"].contains(m))
+        .map(|&(m, engine)| (m, "recv", engine));
+    for (mode, direction, engine) in cases
+        .iter()
+        .map(|&(m, engine)| (m, "send", engine))
+        .chain(recv)
     {
-        let what = format!("veth {mode} {direction}");
-        let rec = agreeing(&what, || veth.stream(&mode_flags(mode, direction)));
+        let what = format!("veth {mode} {direction} {engine:?}");
+        let rec = agreeing(&what, || {
+            veth.stream(&[&mode_flags(mode, direction)[..], engine].concat())
+        });
         check_mode(&rec, mode, direction, &what);
     }
     agreeing("veth rx skip", || {
@@ -391,6 +404,12 @@ fn each_send_mode_moves_what_it_claims_over_veth() {
 
 #[test]
 fn a_tiny_optmem_max_is_reported_as_enobufs_not_a_failure() {
+    for io in engines() {
+        tiny_optmem_on(io);
+    }
+}
+
+fn tiny_optmem_on(io: &str) {
     let Some(ns) = Netns::new("optmem") else {
         return;
     };
@@ -398,11 +417,13 @@ fn a_tiny_optmem_max_is_reported_as_enobufs_not_a_failure() {
     // optmem_max is per network namespace: the namespace holds the tiny
     // value and takes it away when it is deleted.
     ns.sysctl("net.core.optmem_max", "1000");
-    let rec = agreeing("optmem 1000", || {
+    let what = format!("optmem_max 1000 on {io}");
+    let rec = agreeing(&what, || {
         let out = ns
             .exec(env!("CARGO_BIN_EXE_plumb"))
             .args(["run", "stream", "--json", "--iterations", "1", "--no-store"])
             .args(["--zerocopy", "msg", "--duration", "1s", "--warmup", "200ms"])
+            .args(["--io", io])
             .output()
             .unwrap();
         assert_ok(&out);
@@ -410,14 +431,14 @@ fn a_tiny_optmem_max_is_reported_as_enobufs_not_a_failure() {
     });
     let c = &rec["iterations"][0]["client"];
     let z = &c["zerocopy"];
-    assert!(u(&z["enobufs"]) > 0, "no ENOBUFS at optmem_max 1000: {z}");
+    assert!(u(&z["enobufs"]) > 0, "{what}: no ENOBUFS: {z}");
     assert_eq!(u(&z["optmem_max"]), 1000);
-    assert_eq!(u(&z["sends"]), u(&z["completions"]) + u(&z["outstanding"]));
-    assert_warned(
-        c,
-        &["ENOBUFS", "sysctl -w net.core.optmem_max="],
-        "optmem_max 1000",
+    assert_eq!(
+        u(&z["sends"]),
+        u(&z["completions"]) + u(&z["outstanding"]),
+        "{what}: {z}"
     );
+    assert_warned(c, &["ENOBUFS", "sysctl -w net.core.optmem_max="], &what);
     drop(ns);
     assert_eq!(
         std::fs::read_to_string("/proc/sys/net/core/optmem_max").unwrap(),

@@ -22,9 +22,22 @@ pub(crate) enum Op {
     /// A message spliced from a file into the flow's pipe, on its way to
     /// the socket (sendfile and splice).
     Fill,
+    /// The flow's error queue has something: MSG_ZEROCOPY notifications.
+    Errors,
+    /// A plain send in place of a MSG_ZEROCOPY one when the socket's
+    /// optmem has no room for even one notification.
+    Copy,
 }
 
-const OPS: [Op; 5] = [Op::Send, Op::Receive, Op::Connect, Op::Accept, Op::Fill];
+const OPS: [Op; 7] = [
+    Op::Send,
+    Op::Receive,
+    Op::Connect,
+    Op::Accept,
+    Op::Fill,
+    Op::Errors,
+    Op::Copy,
+];
 
 /// The tag of flow `flow`'s operation `op`.
 pub(crate) fn tag(flow: usize, op: Op) -> u64 {

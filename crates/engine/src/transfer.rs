@@ -664,11 +664,17 @@ fn rest_of_message(
 /// A worker's stream flows on a ring: each sending flow keeps
 /// [`RING_SENDS`] whole messages queued (plain sends, or with
 /// `--zerocopy uring` IORING_OP_SEND_ZC, whose notifications say whether
-/// the kernel copied after all), each receiving flow a multishot receive.
+/// the kernel copied after all; with `--zerocopy msg` sends with
+/// MSG_ZEROCOPY, whose notifications are read from the socket's error
+/// queue beside the ring once a poll says it has some), each receiving
+/// flow a multishot receive.
 pub(crate) struct StreamRing {
     plan: StreamPlan,
     base: usize,
     zc: bool,
+    msg_zc: bool,
+    /// MSG_ZEROCOPY: per flow, whether a poll for its error queue is armed.
+    polling: Vec<bool>,
     /// sendfile and splice: the message as a file, spliced into each
     /// flow's pipe and from there to its socket.
     piped: Option<Piped>,
@@ -679,6 +685,25 @@ pub(crate) struct StreamRing {
     pinned: Vec<u32>,
     /// The most sends a flow has queued or pinned at once.
     most: u32,
+}
+
+/// `n` zero-copy notifications came for a flow, `copied` if the kernel
+/// copied those sends after all; those that come once the test stops are
+/// counted apart as well.
+fn notified(lp: &Loop, counters: &FlowCounters, n: u64, copied: bool) {
+    let stopping = lp.sh.stop.load(Relaxed);
+    for (count, at_close) in [
+        (&counters.zc_completions, &counters.zc_close_completions),
+        (&counters.zc_copied, &counters.zc_close_copied),
+    ]
+    .into_iter()
+    .take(if copied { 2 } else { 1 })
+    {
+        FlowCounters::bump(count, n);
+        if stopping {
+            FlowCounters::bump(at_close, n);
+        }
+    }
 }
 
 /// Messages each sending flow keeps queued on the ring, so that the socket
@@ -775,6 +800,8 @@ impl StreamRing {
                 None
             },
             zc: plan.zerocopy == ZeroCopy::Uring,
+            msg_zc: plan.zerocopy == ZeroCopy::Msg && plan.sends,
+            polling: vec![false; n],
             base: sh.range.start,
             dead: vec![false; n],
             queued: vec![0; n],
@@ -802,7 +829,12 @@ impl StreamRing {
             && self.queued[k] + self.pinned[k] < self.most
         {
             let fd = lp.sh.flows[i].as_fd();
-            q.send(fd, self.plan.msg_size, self.zc, ring::tag(i, Op::Send))?;
+            let tag = ring::tag(i, Op::Send);
+            if self.msg_zc {
+                q.send_msg_zerocopy(fd, self.plan.msg_size, tag)?;
+            } else {
+                q.send(fd, self.plan.msg_size, self.zc, tag)?;
+            }
             self.queued[k] += 1;
         }
         Ok(())
@@ -811,6 +843,17 @@ impl StreamRing {
     fn end(&mut self, lp: &mut Loop, i: usize, why: String) {
         self.dead[i - self.base] = true;
         lp.end_tcp_flow(i, why);
+    }
+
+    /// MSG_ZEROCOPY: polls flow `i`'s error queue while notifications are
+    /// owed, also once the test stops, until they came or the drain ends.
+    fn await_errors(&mut self, lp: &Loop, q: &mut Queue, i: usize) -> io::Result<()> {
+        let k = i - self.base;
+        if self.pinned[k] > 0 && !self.polling[k] {
+            q.poll_errors(lp.sh.flows[i].as_fd(), ring::tag(i, Op::Errors))?;
+            self.polling[k] = true;
+        }
+        Ok(())
     }
 
     /// Arms flow `i`'s receive: multishot into the buffer ring to copy, one
@@ -871,19 +914,32 @@ impl RingFlows for StreamRing {
                 // Counted for a flow that ended too, so that the sends
                 // balance.
                 self.pinned[k] -= 1;
-                let stopping = lp.sh.stop.load(Relaxed);
-                for (n, at_close) in [
-                    (&counters.zc_completions, &counters.zc_close_completions),
-                    (&counters.zc_copied, &counters.zc_close_copied),
-                ]
-                .into_iter()
-                .take(if c.copied { 2 } else { 1 })
-                {
-                    FlowCounters::bump(n, 1);
-                    if stopping {
-                        FlowCounters::bump(at_close, 1);
+                notified(lp, counters, 1, c.copied);
+                self.top_up(lp, q, i)?;
+            }
+            Op::Errors => {
+                self.polling[k] = false;
+                let fd = lp.sh.flows[i].as_fd();
+                let mut took = false;
+                while let Ok(Some(e)) = zc::read_errqueue(fd) {
+                    if let ErrQueueEntry::ZeroCopy { copied, .. } = e {
+                        let n = e.sends();
+                        self.pinned[k] = self.pinned[k].saturating_sub(n as u32);
+                        notified(lp, counters, n, copied);
+                    }
+                    took = true;
+                }
+                if !took {
+                    // POLLERR with nothing queued: the socket's own error,
+                    // which ends the flow (and stops the poll firing).
+                    if let Ok(Some(e)) = lp.sh.flows[i].take_error() {
+                        if !dead {
+                            self.end(lp, i, plumb_sys::plain_io(&e));
+                        }
+                        return Ok(());
                     }
                 }
+                self.await_errors(lp, q, i)?;
                 self.top_up(lp, q, i)?;
             }
             Op::Fill => {
@@ -898,16 +954,34 @@ impl RingFlows for StreamRing {
                     Some(e) => self.end(lp, i, plumb_sys::plain_io(&e)),
                 }
             }
-            Op::Send => {
+            Op::Send | Op::Copy => {
                 self.queued[k] -= 1;
                 if let (Some(p), None) = (self.piped.as_mut(), c.error()) {
                     p.in_pipe[k] -= c.result as usize;
                 }
-                if c.more {
+                // A SEND_ZC send's notification follows it; a MSG_ZEROCOPY
+                // send that moved bytes took one notification number.
+                let msg_sent = self.msg_zc && op == Op::Send && c.error().is_none() && c.result > 0;
+                if c.more || msg_sent {
                     self.pinned[k] += 1;
                     FlowCounters::bump(&counters.zc_sends, 1);
                 }
+                if self.msg_zc {
+                    self.await_errors(lp, q, i)?;
+                }
                 match c.error() {
+                    // MSG_ZEROCOPY: the error queue holds all the socket's
+                    // optmem allows; a send waits for its notifications,
+                    // and with none to wait for goes out copied.
+                    Some(e) if self.msg_zc && e.raw_os_error() == Some(enobufs()) => {
+                        FlowCounters::bump(&counters.zc_enobufs, 1);
+                        if self.pinned[k] == 0 && ring::going(lp, dead) {
+                            let fd = lp.sh.flows[i].as_fd();
+                            q.send(fd, self.plan.msg_size, false, ring::tag(i, Op::Copy))?;
+                            self.queued[k] += 1;
+                            FlowCounters::bump(&counters.zc_fallback, 1);
+                        }
+                    }
                     // What a send moved counts, also once its flow has
                     // ended: a send the stop cancels partway reports its
                     // part, which the peer may read.

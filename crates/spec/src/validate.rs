@@ -67,12 +67,6 @@ impl Spec {
             }
             return Ok(());
         }
-        if self.zerocopy == ZeroCopy::Msg {
-            return Err(SpecError::new(
-                Field::ZeroCopy,
-                "the io_uring engine's zero-copy send is uring (IORING_OP_SEND_ZC); msg runs on epoll",
-            ));
-        }
         if self.rx == RxMode::Zerocopy {
             return Err(SpecError::new(
                 Field::Rx,

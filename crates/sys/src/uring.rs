@@ -341,6 +341,25 @@ impl Queue<'_> {
         self.push(e.user_data(tag))
     }
 
+    /// Sends up to `len` bytes of the send region on `fd` with MSG_ZEROCOPY
+    /// (the socket has SO_ZEROCOPY), in one call: a send that moves bytes
+    /// takes exactly one of the socket's notification numbers, which
+    /// MSG_WAITALL's retries would make several.
+    pub fn send_msg_zerocopy(&mut self, fd: BorrowedFd, len: usize, tag: u64) -> io::Result<()> {
+        let len = len.min(self.send_len);
+        let e = opcode::Send::new(types::Fd(fd.as_raw_fd()), self.send.ptr, len as u32)
+            .flags(libc::MSG_ZEROCOPY)
+            .build();
+        self.push(e.user_data(tag))
+    }
+
+    /// Completes once `fd`'s error queue holds something (POLLERR): the
+    /// notifications of MSG_ZEROCOPY sends, read beside the ring.
+    pub fn poll_errors(&mut self, fd: BorrowedFd, tag: u64) -> io::Result<()> {
+        let e = opcode::PollAdd::new(types::Fd(fd.as_raw_fd()), libc::POLLERR as u32).build();
+        self.push(e.user_data(tag))
+    }
+
     /// `len` bytes of the send region from `at`, to write a datagram's own
     /// header into before [`Queue::send_datagram`] sends it. Which parts of
     /// the region are in flight is the caller's to track: one written while

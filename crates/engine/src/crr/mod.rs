@@ -573,7 +573,7 @@ fn completed(
             || clock.elapsed().as_nanos() as u64,
             |ns| timings.record(ns),
         ),
-        (Op::Connect | Op::Accept | Op::Fill, None) => return None,
+        (Op::Connect | Op::Accept | Op::Fill | Op::Errors | Op::Copy, None) => return None,
     })
 }
 

@@ -305,7 +305,7 @@ impl RingFlows for UdpRrRing {
                 let fd = lp.sh.udp_socks[i].as_fd();
                 ring::receive_again(lp, q, &c, fd, ring::tag(i, Op::Receive))?;
             }
-            (Op::Connect | Op::Accept | Op::Fill, _) => {}
+            (Op::Connect | Op::Accept | Op::Fill | Op::Errors | Op::Copy, _) => {}
             (_, Some(e)) => {
                 if !c.cancelled() {
                     self.end(lp, k, plumb_sys::plain_io(&e));
