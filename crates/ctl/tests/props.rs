@@ -137,38 +137,19 @@ fn end() -> impl Strategy<Value = EndResult> {
                 kernel: host,
                 online_cpus: 4,
                 threads: 2,
-                pinned_cpus: None,
                 window_s: window8 as f64 / 8.0,
                 bytes_sent: sent,
                 bytes_received: received,
                 queued_start_bytes: sent / 3,
                 queued_end_bytes: received / 5,
-                intervals: Vec::new(),
-                flows: Vec::new(),
-                process: Default::default(),
-                cpus: Vec::new(),
-                softirqs: Vec::new(),
                 counters: counters.clone(),
-                tcp_info: Vec::new(),
-                tcp_info_summary: None,
-                socket_options: Vec::new(),
                 warnings,
-                lost: false,
-                build: None,
                 transactions: received % 1000,
-                latency: None,
-                udp: None,
-                zerocopy: None,
-                rx_zerocopy: None,
                 irq_time_accounting: Some(true),
-                softnet: Vec::new(),
-                interfaces: Vec::new(),
                 interrupts: counters
                     .iter()
                     .map(|(k, v)| (k.to_uppercase(), v.unsigned_abs()))
                     .collect(),
-                path_cpu_s: None,
-                profile: None,
                 sockstat: Some(plumb_samples::Sockstat {
                     sockets_used: sent % 1000,
                     tcp_mem_pages: received % 1000,
@@ -214,6 +195,7 @@ fn end() -> impl Strategy<Value = EndResult> {
                     }),
                 }),
                 tcp_series: Some(series(sent, window8)),
+                ..EndResult::default()
             },
         )
 }

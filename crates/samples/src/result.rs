@@ -11,9 +11,12 @@ use std::collections::BTreeMap;
 /// incompatible change (schemas/run.v1.schema.json describes version 1).
 pub const RUN_SCHEMA: &str = "plumb.run/1";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
+    /// The default only so that an end's record can take defaults for
+    /// what it does not set; every end names its role.
+    #[default]
     Client,
     Server,
 }
@@ -254,8 +257,9 @@ pub struct OptionRecord {
 /// counters that moved are kept.
 pub type KernelCounters = BTreeMap<String, i64>;
 
-/// Everything one end (client or server) measured over one window.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Everything one end (client or server) measured over one window. What a
+/// record does not set takes its default: nothing measured.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct EndResult {
     pub role: Role,
     pub hostname: String,
@@ -556,46 +560,8 @@ impl EndResult {
     pub fn empty(role: Role, threads: u32) -> EndResult {
         EndResult {
             role,
-            hostname: String::new(),
-            kernel: String::new(),
-            online_cpus: 0,
             threads,
-            pinned_cpus: None,
-            window_s: 0.0,
-            bytes_sent: 0,
-            bytes_received: 0,
-            queued_start_bytes: 0,
-            queued_end_bytes: 0,
-            intervals: Vec::new(),
-            flows: Vec::new(),
-            process: Default::default(),
-            cpus: Vec::new(),
-            softirqs: Vec::new(),
-            counters: Default::default(),
-            tcp_info: Vec::new(),
-            tcp_info_summary: None,
-            socket_options: Vec::new(),
-            warnings: Vec::new(),
-            lost: false,
-            build: None,
-            transactions: 0,
-            latency: None,
-            udp: None,
-            zerocopy: None,
-            rx_zerocopy: None,
-            irq_time_accounting: None,
-            softnet: Vec::new(),
-            interfaces: Vec::new(),
-            interrupts: BTreeMap::new(),
-            path_cpu_s: None,
-            profile: None,
-            sockstat: None,
-            limited: None,
-            window_retransmits: None,
-            tracepoints: None,
-            flow_events: None,
-            acks: None,
-            tcp_series: None,
+            ..EndResult::default()
         }
     }
 }
