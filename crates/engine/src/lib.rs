@@ -7,6 +7,8 @@
 
 pub mod acks;
 mod crr;
+#[cfg(test)]
+mod dice;
 pub mod end;
 mod flow;
 pub mod latency;

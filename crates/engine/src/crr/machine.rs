@@ -168,19 +168,8 @@ impl CrrMachine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dice::Dice;
     use std::sync::atomic::Ordering::Relaxed;
-
-    struct Dice(u64);
-
-    impl Dice {
-        /// 1..=n.
-        fn upto(&mut self, n: usize) -> usize {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            1 + (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n.max(1)
-        }
-    }
 
     const REQ: usize = 100;
     const RESP: usize = 3000;

@@ -223,19 +223,7 @@ impl RrClient {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// xorshift64*: deterministic choices.
-    struct Dice(u64);
-
-    impl Dice {
-        /// 0..n.
-        fn below(&mut self, n: u64) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) % n.max(1)
-        }
-    }
+    use crate::dice::Dice;
 
     const TAG: u32 = 0x5eed;
 
