@@ -547,7 +547,7 @@ fn each_limit_refuses_before_anything_starts() {
         "--max-rate",
         "1G",
     ]);
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 8] = [
         (
             &["--flows", "3", "--pacing-rate", "100M"],
             "--flows 3 is over this server's limit --max-flows 2",
@@ -571,6 +571,20 @@ fn each_limit_refuses_before_anything_starts() {
         (
             &[],
             "an unpaced stream is over this server's limit --max-rate 1",
+        ),
+        // A run of parts: its flows add up, and each part keeps each limit.
+        (
+            &[
+                "--pacing-rate",
+                "100M",
+                "--part",
+                "more=stream:flows=2:pacing_rate=100M",
+            ],
+            "--flows 3 over the run's parts is over this server's limit --max-flows 2",
+        ),
+        (
+            &["--pacing-rate", "100M", "--part", "bulk=stream"],
+            "part bulk: an unpaced stream is over this server's limit --max-rate 1",
         ),
     ];
     for (args, want) in cases {

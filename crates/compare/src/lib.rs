@@ -48,12 +48,17 @@ pub struct SideRun {
 }
 
 impl Side {
-    /// Runs matched by their spec keys.
+    /// Runs matched by their spec keys; each other part of a run of parts
+    /// is a point of its own, matched by the run's key and its name.
     pub fn new(name: impl Into<String>, runs: Vec<RunRecord>, env: Option<Environment>) -> Side {
         Side {
             name: name.into(),
             runs: runs
                 .into_iter()
+                .flat_map(|record| {
+                    let parts = record.part_views();
+                    std::iter::once(record).chain(parts)
+                })
                 .map(|record| SideRun {
                     key: record.spec_key.clone(),
                     record,
@@ -303,6 +308,15 @@ fn side_stats(xs: &[f64], level: f64, runs: usize) -> SideStats {
     }
 }
 
+/// What a point is, in one line: a part of a run of parts
+/// ([`RunRecord::part_views`], keyed `RUN_KEY/NAME`) is named first.
+fn point_summary(record: &RunRecord) -> String {
+    match record.spec_key.split_once('/') {
+        Some((_, name)) => format!("part {name}: {}", record.spec.summary()),
+        None => record.spec.summary(),
+    }
+}
+
 /// Compares side `a` (the baseline) with side `b` (the candidate).
 pub fn compare(a: &Side, b: &Side, params: &CompareParams) -> Comparison {
     compare_across(a, b, params, false)
@@ -368,7 +382,7 @@ pub fn compare_across(
         s.runs
             .iter()
             .filter(|r| r.record.complete)
-            .map(|r| (r.key.clone(), r.record.spec.summary()))
+            .map(|r| (r.key.clone(), point_summary(&r.record)))
             .collect()
     };
     let (ka, kb) = (keys(a), keys(b));
@@ -432,7 +446,12 @@ pub fn compare_across(
             .map_or(Metric::Throughput, |r| r.record.metric());
         let transactional = metric == Metric::Tps;
         let level = params.level;
-        let budget = budget::lines(&ia, &ib, transactional, level, budget::cpu, |_, _| true);
+        // A part of a run of parts has no CPU of its own: the host's and the
+        // processes' are its run's, for every part together.
+        let budget = match key_a.contains('/') {
+            true => Vec::new(),
+            false => budget::lines(&ia, &ib, transactional, level, budget::cpu, |_, _| true),
+        };
         let events = budget::lines(&ia, &ib, transactional, level, budget::events, |a, b| {
             a > 0.0 || b > 0.0
         });
@@ -497,7 +516,7 @@ pub fn compare_across(
                 Some(format!(
                     "{} ({}, {}): {why}",
                     s.name,
-                    r.record.spec.summary(),
+                    point_summary(&r.record),
                     r.record.started_at
                 ))
             })

@@ -42,6 +42,16 @@ pub struct Ready {
     pub threads: u32,
     /// What the server's knobs did on its host, one line each.
     pub knobs: Vec<String>,
+    /// Where each part's flows connect, in the spec's order.
+    pub part_ports: Vec<u16>,
+}
+
+/// What the server's end sent as the window closed.
+pub struct ServerResults {
+    pub end: EndResult,
+    pub env: Option<Environment>,
+    /// Its figures of each part, in the spec's order.
+    pub parts: Vec<EndResult>,
 }
 
 pub struct Session {
@@ -203,15 +213,26 @@ impl Session {
             cookie,
             threads,
             knobs,
+            part_ports,
         } = self.expect(HANDSHAKE)?
         else {
             unreachable!("{IN_ORDER}")
         };
+        if part_ports.len() != spec.parts.len() {
+            return Err(CtlError::Protocol(format!(
+                "the server ({}) gave {} ports for the run's {} parts: it serves no runs of \
+                 parts; run a plumb that does on it",
+                self.server_software,
+                part_ports.len(),
+                spec.parts.len()
+            )));
+        }
         Ok(Ready {
             data_port,
             cookie,
             threads,
             knobs,
+            part_ports,
         })
     }
 
@@ -231,15 +252,17 @@ impl Session {
         self.send(Message::Stop)
     }
 
-    /// The server end's result, and its environment when it sent one.
-    pub fn results(
-        &mut self,
-        timeout: Duration,
-    ) -> Result<(EndResult, Option<Environment>), CtlError> {
-        let Message::Results { end, env } = self.expect(timeout)? else {
+    /// The server end's result, its environment when it sent one, and its
+    /// figures of each part of a run of parts.
+    pub fn results(&mut self, timeout: Duration) -> Result<ServerResults, CtlError> {
+        let Message::Results { end, env, parts } = self.expect(timeout)? else {
             unreachable!("{IN_ORDER}")
         };
-        Ok((*end, env.map(|e| *e)))
+        Ok(ServerResults {
+            end: *end,
+            env: env.map(|e| *e),
+            parts,
+        })
     }
 
     /// True when the server has said something unasked (an error) or gone.

@@ -16,7 +16,7 @@ pub mod order;
 /// The control port `plumb serve` listens on when none is given.
 pub const DEFAULT_PORT: u16 = 12867;
 
-pub use client::{CtlError, Ready, Session};
+pub use client::{CtlError, Ready, ServerResults, Session};
 pub use frame::{
     decode_frame, read_frame, read_frame_until, write_frame, FrameError, MAX_FRAME,
     MAX_RESULT_FRAME,

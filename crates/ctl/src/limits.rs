@@ -27,14 +27,21 @@ impl Limits {
             ))
         };
         if let Some(max) = self.max_flows {
-            if spec.flows > max {
+            if spec.all_flows() > max as u64 {
                 return over(
                     Field::Flows.flag(),
-                    spec.flows.to_string(),
+                    match spec.parts.is_empty() {
+                        true => spec.flows.to_string(),
+                        false => format!("{} over the run's parts", spec.all_flows()),
+                    },
                     "--max-flows",
                     max.to_string(),
                 );
             }
+        }
+        for p in &spec.parts {
+            self.check(&spec.part_spec(p))
+                .map_err(|m| format!("part {}: {m}", p.name))?;
         }
         if let Some(max) = self.max_duration_ms {
             for (flag, ms) in [

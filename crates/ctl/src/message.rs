@@ -76,6 +76,11 @@ pub enum Message {
         /// What each asked knob did on the server's host: `sysctl:x: a -> b`.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         knobs: Vec<String>,
+        /// A run of parts: where each part's flows connect, in the spec's
+        /// order (the cookie is the session's). A server that leaves it
+        /// out serves no parts, and the client says so.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        part_ports: Vec<u16>,
     },
     /// Client → server, once every flow is connected: start the traffic.
     Start,
@@ -91,6 +96,10 @@ pub enum Message {
         end: Box<EndResult>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         env: Option<Box<Environment>>,
+        /// A run of parts: each part's figures of the server's end, in
+        /// the spec's order.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        parts: Vec<EndResult>,
     },
     /// Either way: the test cannot go on.
     Error { code: String, message: String },

@@ -130,12 +130,14 @@ mod tests {
             cookie: String::new(),
             threads: 1,
             knobs: Vec::new(),
+            part_ports: Vec::new(),
         }
     }
     fn results() -> Message {
         Message::Results {
             env: None,
             end: Box::new(plumb_samples::EndResult::empty(Role::Server, 1)),
+            parts: Vec::new(),
         }
     }
 

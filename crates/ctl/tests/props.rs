@@ -111,6 +111,15 @@ fn spec() -> impl Strategy<Value = Spec> {
                 topology: None,
                 server_host: None,
                 machine: None,
+                // A run of parts travels with its parts.
+                parts: match flows % 3 {
+                    0 => vec![plumb_spec::Part {
+                        name: "load".into(),
+                        start_ms: w / 1000 * 1000,
+                        spec: Spec::stream(),
+                    }],
+                    _ => Vec::new(),
+                },
                 zerocopy: Default::default(),
                 rx: Default::default(),
                 read_size: None,
@@ -257,6 +266,7 @@ fn message() -> impl Strategy<Value = Message> {
                 cookie,
                 threads,
                 knobs: Vec::new(),
+                part_ports: Vec::new(),
             }
         }),
         Just(Message::Start),
@@ -265,7 +275,8 @@ fn message() -> impl Strategy<Value = Message> {
         Just(Message::Stop),
         end().prop_map(|e| Message::Results {
             end: Box::new(e),
-            env: None
+            env: None,
+            parts: Vec::new(),
         }),
         (text, text).prop_map(|(code, message)| Message::Error { code, message }),
     ]
@@ -312,6 +323,7 @@ proptest! {
         write_frame(&mut wire, &Frame::new(Message::Results {
                 end: Box::new(e.clone()),
                 env: None,
+                parts: Vec::new(),
             })).unwrap();
         match read_frame(&wire[..], MAX_FRAME).unwrap().message {
             Message::Results { end, .. } => prop_assert_eq!(*end, e),

@@ -62,20 +62,35 @@ impl ReadyEnd {
         })
     }
 
-    /// Starts the traffic.
+    /// Starts the traffic, to be measured by every default probe.
     pub fn start(self) -> Result<RunningEnd, EngineError> {
+        self.start_with(probe::defaults)
+    }
+
+    /// Starts the traffic of a part beside the run's main one, measured by
+    /// the probes of its own flows alone.
+    pub fn start_part(self) -> Result<RunningEnd, EngineError> {
+        self.start_with(probe::of_flows)
+    }
+
+    fn start_with(
+        self,
+        probes: fn(&Engine) -> Vec<Box<dyn Probe>>,
+    ) -> Result<RunningEnd, EngineError> {
         let Sockets {
             flows,
             udp,
             listener,
         } = self.sockets;
+        let started = std::time::Instant::now();
         let engine = if udp.is_empty() {
             Engine::start_with_listener(self.config, flows, listener)?
         } else {
             Engine::start_udp(self.config, flows, udp)?
         };
-        let probes = probe::defaults(&engine);
+        let probes = probes(&engine);
         Ok(RunningEnd {
+            started,
             engine,
             options: self.options,
             meter: None,
@@ -86,6 +101,8 @@ impl ReadyEnd {
 
 /// An end whose traffic runs.
 pub struct RunningEnd {
+    /// When its traffic started.
+    started: std::time::Instant,
     engine: Engine,
     options: Vec<OptionRecord>,
     meter: Option<Meter>,
@@ -125,6 +142,14 @@ impl RunningEnd {
     pub fn open_window(&mut self) {
         let probes = std::mem::take(&mut self.probes);
         self.meter = Some(Meter::open(&self.engine, probes));
+    }
+
+    /// Opens the measurement window at the moment the traffic started: for
+    /// a part that starts inside the run's window, all of whose traffic is
+    /// inside its own.
+    pub fn open_window_from_start(&mut self) {
+        let probes = std::mem::take(&mut self.probes);
+        self.meter = Some(Meter::open_from_start(&self.engine, probes, self.started));
     }
 
     /// Closes the current interval of the window and starts the next.

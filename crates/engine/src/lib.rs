@@ -228,6 +228,15 @@ pub struct Counts {
 }
 
 impl Counts {
+    /// Counts of the same flows, all zero: those of an engine as it starts.
+    pub fn zeroed(&self) -> Counts {
+        Counts {
+            flows: vec![(0, 0); self.flows.len()],
+            transactions: vec![0; self.transactions.len()],
+            udp: Default::default(),
+        }
+    }
+
     pub fn transactions(&self) -> u64 {
         self.transactions.iter().sum()
     }

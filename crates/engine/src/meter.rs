@@ -43,7 +43,27 @@ pub struct Meter {
 
 impl Meter {
     /// Opens the window now, reading `probes` at its edges.
-    pub fn open(engine: &Engine, mut probes: Vec<Box<dyn Probe>>) -> Meter {
+    pub fn open(engine: &Engine, probes: Vec<Box<dyn Probe>>) -> Meter {
+        Meter::open_inner(engine, probes, None)
+    }
+
+    /// Opens the window of an engine that started at `started`, inside
+    /// the run's window (a part that starts later): all it did is inside,
+    /// so its counts, timings and clock run from its start, and what the
+    /// flows wrote before the edge below is counted as sent.
+    pub fn open_from_start(
+        engine: &Engine,
+        probes: Vec<Box<dyn Probe>>,
+        started: Instant,
+    ) -> Meter {
+        Meter::open_inner(engine, probes, Some(started))
+    }
+
+    fn open_inner(
+        engine: &Engine,
+        mut probes: Vec<Box<dyn Probe>>,
+        started: Option<Instant>,
+    ) -> Meter {
         // What was timed during the warm-up is dropped here.
         // The window opens as the workers hand their counts over (with their
         // latencies, where they time transactions), so the counts read below
@@ -54,12 +74,18 @@ impl Meter {
         // include that time (a worker that is slow to answer otherwise moves
         // no data meanwhile, save the batch it is in).
         engine.mark_window_open();
-        let latency = engine
-            .collect_latency(None)
-            .map(|_| crate::latency::new_histogram());
+        let timed = engine.collect_latency(None);
         let opened = Instant::now();
-        let start = engine.counts();
-        let queued_start = engine.queued_bytes();
+        let mut start = engine.counts();
+        let mut queued_start = engine.queued_bytes();
+        let (opened, latency) = match started {
+            None => (opened, timed.map(|_| crate::latency::new_histogram())),
+            Some(at) => {
+                start = start.zeroed();
+                queued_start = 0;
+                (at, timed)
+            }
+        };
         for p in &mut probes {
             p.open(engine);
         }

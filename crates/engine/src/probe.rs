@@ -102,6 +102,18 @@ pub fn defaults(engine: &Engine) -> Vec<Box<dyn Probe>> {
         .collect()
 }
 
+/// The probes of a part of a run beside the main one: those of its own
+/// flows ([`Id::reads_flows`]); the host's and the process's are read
+/// once, by the main part.
+pub fn of_flows(engine: &Engine) -> Vec<Box<dyn Probe>> {
+    let off = probes_off().unwrap_or_default();
+    Id::ALL
+        .into_iter()
+        .filter(|id| id.reads_flows() && !off.contains(id))
+        .filter_map(|id| reader(id, engine))
+        .collect()
+}
+
 /// The environment variable that turns default probes off, by name and
 /// comma-separated (`tcp_series,tracepoints`), for a benchmark of what
 /// they cost; an end started by this process inherits it.

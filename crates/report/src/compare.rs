@@ -246,7 +246,11 @@ type Explanation<'a> = (&'static str, Vec<&'a BudgetLine>, fn(f64) -> String);
 /// unit of work where either side counted any, each with its unit and how
 /// its figures are written.
 fn explanation(p: &Point) -> Vec<Explanation<'_>> {
-    let mut tables: Vec<Explanation> = vec![(p.budget_unit, budget_lines(p).collect(), cost)];
+    let mut tables: Vec<Explanation> = Vec::new();
+    // A part of a run of parts has no budget of its own.
+    if !p.budget.is_empty() {
+        tables.push((p.budget_unit, budget_lines(p).collect(), cost));
+    }
     if !p.events.is_empty() {
         tables.push((p.events_unit, p.events.iter().collect(), sig3));
     }

@@ -22,7 +22,13 @@ fn metric_text(rec: &RunRecord, v: f64) -> String {
 pub fn run_summary(rec: &RunRecord) -> String {
     let mut o = String::new();
     let spec = &rec.spec;
-    let _ = writeln!(o, "plumb {}  {}", rec.plumb_version, spec.summary());
+    let _ = writeln!(o, "plumb {}  {}", rec.plumb_version, spec.own_summary());
+    // A run of parts names each after the run's own workload.
+    for p in &spec.parts {
+        for line in wrap(&format!("  + {}", p.summary()), 80, "    ") {
+            let _ = writeln!(o, "{line}");
+        }
+    }
     let _ = writeln!(o, "label {}  spec key {}", rec.label, rec.spec_key);
     if let Some(vm) = &rec.vm {
         let _ = writeln!(
@@ -55,6 +61,9 @@ pub fn run_summary(rec: &RunRecord) -> String {
             spec.duration_ms as f64 / 1000.0,
             spec.is_transactional(),
         );
+    }
+    if let Some(it) = median_iteration(rec) {
+        parts(&mut o, rec, it);
     }
     path(&mut o, rec, median_iteration(rec));
     if let Some(hint) = delayed_ack_hint(rec) {
@@ -259,8 +268,6 @@ fn iterations_table(o: &mut String, rec: &RunRecord) {
 }
 
 fn iteration(o: &mut String, it: &Iteration, planned_s: f64, transactional: bool) {
-    let d = &it.derived;
-    let t = &it.transfer;
     let _ = writeln!(
         o,
         "window {} after {} warm-up{}",
@@ -269,6 +276,73 @@ fn iteration(o: &mut String, it: &Iteration, planned_s: f64, transactional: bool
         if it.complete { "" } else { "  [INCOMPLETE]" }
     );
     let _ = writeln!(o);
+    traffic(o, it, transactional);
+    let _ = writeln!(o);
+
+    processes(o, it, transactional);
+    sched(o, it);
+    network(o, it);
+    levels(o, it);
+    drop_reasons(o, it);
+    rcvbuf_growth(o, it);
+    acks(o, it);
+    let rss = |e: &EndResult| format_bytes(e.process.rss_bytes);
+    let flows = it.client.flows.len().max(1) as u64;
+    let _ = writeln!(
+        o,
+        "memory      RSS client {}, server {} ({} per client flow)",
+        rss(&it.client),
+        rss(&it.server),
+        format_bytes(it.client.process.rss_bytes / flows)
+    );
+    let _ = writeln!(o);
+    per_cpu(o, it);
+
+    if it.client.udp.is_none() {
+        tcp_figures(o, it);
+    }
+    let moved: Vec<String> = [
+        "Tcp.RetransSegs",
+        "TcpExt.DelayedACKs",
+        "TcpExt.TCPRcvCollapsed",
+        "TcpExt.PruneCalled",
+        "TcpExt.TCPBacklogDrop",
+        "TcpExt.TW",
+        "Udp.RcvbufErrors",
+        "Udp.SndbufErrors",
+        "Udp.InErrors",
+    ]
+    .iter()
+    .filter_map(|k| {
+        it.client
+            .counters
+            .get(*k)
+            .map(|v| format!("{} {v}", k.split('.').nth(1).unwrap_or(k)))
+    })
+    .collect();
+    if !moved.is_empty() {
+        let _ = writeln!(o, "host counters  {}", moved.join(", "));
+    }
+    let _ = writeln!(o);
+    options(o, it);
+    for w in it.client.warnings.iter().chain(&it.server.warnings) {
+        let _ = writeln!(o, "warning: {w}");
+    }
+    if !it.complete {
+        let _ = writeln!(
+            o,
+            "INCOMPLETE: interrupted after {} of the {} window",
+            secs(it.window_s),
+            secs(planned_s)
+        );
+    }
+}
+
+/// What an iteration (or a part of it) moved: its transactions and
+/// latency, throughput, transfer, datagrams and zero-copy sends.
+fn traffic(o: &mut String, it: &Iteration, transactional: bool) {
+    let d = &it.derived;
+    let t = &it.transfer;
     if transactional {
         transactions(o, it);
     }
@@ -333,64 +407,30 @@ fn iteration(o: &mut String, it: &Iteration, planned_s: f64, transactional: bool
         );
     }
     zerocopy(o, it);
-    let _ = writeln!(o);
+}
 
-    processes(o, it, transactional);
-    sched(o, it);
-    network(o, it);
-    levels(o, it);
-    drop_reasons(o, it);
-    rcvbuf_growth(o, it);
-    acks(o, it);
-    let rss = |e: &EndResult| format_bytes(e.process.rss_bytes);
-    let flows = it.client.flows.len().max(1) as u64;
-    let _ = writeln!(
-        o,
-        "memory      RSS client {}, server {} ({} per client flow)",
-        rss(&it.client),
-        rss(&it.server),
-        format_bytes(it.client.process.rss_bytes / flows)
-    );
-    let _ = writeln!(o);
-    per_cpu(o, it);
-
-    if udp.is_none() {
-        tcp_figures(o, it);
-    }
-    let moved: Vec<String> = [
-        "Tcp.RetransSegs",
-        "TcpExt.DelayedACKs",
-        "TcpExt.TCPRcvCollapsed",
-        "TcpExt.PruneCalled",
-        "TcpExt.TCPBacklogDrop",
-        "TcpExt.TW",
-        "Udp.RcvbufErrors",
-        "Udp.SndbufErrors",
-        "Udp.InErrors",
-    ]
-    .iter()
-    .filter_map(|k| {
-        it.client
-            .counters
-            .get(*k)
-            .map(|v| format!("{} {v}", k.split('.').nth(1).unwrap_or(k)))
-    })
-    .collect();
-    if !moved.is_empty() {
-        let _ = writeln!(o, "host counters  {}", moved.join(", "));
-    }
-    let _ = writeln!(o);
-    options(o, it);
-    for w in it.client.warnings.iter().chain(&it.server.warnings) {
-        let _ = writeln!(o, "warning: {w}");
-    }
-    if !it.complete {
+/// Each other part of a run of parts, in the shown iteration: what it
+/// moved over its own window, and its flows' TCP figures.
+fn parts(o: &mut String, rec: &RunRecord, it: &Iteration) {
+    for (p, part) in rec.spec.parts.iter().zip(&it.parts) {
+        let view = part.as_iteration(it);
+        let from = match p.start_ms {
+            0 => "from the run's start".to_string(),
+            _ => format!("from {} into the run's window", secs(part.start_s)),
+        };
         let _ = writeln!(
             o,
-            "INCOMPLETE: interrupted after {} of the {} window",
-            secs(it.window_s),
-            secs(planned_s)
+            "\n{}\n  window {} {from}\n",
+            p.summary(),
+            secs(part.window_s)
         );
+        traffic(o, &view, rec.spec.part_spec(p).is_transactional());
+        if view.client.udp.is_none() {
+            tcp_figures(o, &view);
+        }
+        for w in view.client.warnings.iter().chain(&view.server.warnings) {
+            let _ = writeln!(o, "warning: part {}: {w}", part.name);
+        }
     }
 }
 
@@ -458,7 +498,8 @@ fn datagrams(
     } else {
         let _ = writeln!(
             o,
-            "datagrams   requests {} sent, {} answered by the server; {} timed out ({}), {} late",
+            "datagrams   requests {} sent, {} answered by the server\n            \
+             {} timed out ({}), {} late",
             c.packets_sent,
             s.packets_sent,
             c.timeouts,

@@ -2,7 +2,7 @@
 //! received, throughput, CPU cost per GB, the softirq share of pinned CPUs,
 //! and whether an iteration moved enough to count as a measurement.
 
-use plumb_samples::{Derived, EndResult, Iteration, SoftirqShare, Transfer};
+use plumb_samples::{Derived, EndResult, Iteration, PartIteration, Role, SoftirqShare, Transfer};
 use plumb_spec::units::show_rate;
 use plumb_spec::{Direction, Field, Spec};
 
@@ -48,6 +48,35 @@ pub fn starved(spec: &Spec, it: &Iteration) -> Option<String> {
 /// The iteration counts towards the run's mean: complete, and not starved.
 pub fn counts(spec: &Spec, it: &Iteration) -> bool {
     it.complete && starved(spec, it).is_none()
+}
+
+/// Each other part of a run of parts, from its two ends' figures in the
+/// spec's order; where the server's never came (it was lost), its end is
+/// marked lost. A part's CPU figures stay 0: the CPU is the host's and the
+/// process's, measured once, with the main part.
+pub fn parts(spec: &Spec, client: Vec<EndResult>, server: Vec<EndResult>) -> Vec<PartIteration> {
+    let mut server = server.into_iter();
+    spec.parts
+        .iter()
+        .zip(client)
+        .map(|(p, client)| {
+            let part_spec = spec.part_spec(p);
+            let server = server.next().unwrap_or_else(|| EndResult {
+                warnings: vec!["lost: the server's figures of this part never came".into()],
+                lost: true,
+                ..EndResult::empty(Role::Server, part_spec.threads)
+            });
+            PartIteration {
+                name: p.name.clone(),
+                start_s: p.start_ms as f64 / 1000.0,
+                window_s: client.window_s,
+                transfer: transfer(&client, &server),
+                derived: derive(&part_spec, &client, &server),
+                client,
+                server,
+            }
+        })
+        .collect()
 }
 
 pub fn transfer(client: &EndResult, server: &EndResult) -> Transfer {

@@ -129,6 +129,7 @@ pub(crate) fn run_iteration(
         derived: derive::derive(spec, &client, &server),
         client,
         server,
+        parts: Vec::new(),
     })
 }
 

@@ -30,7 +30,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use test_end::{Cue, EndPlan, Step};
+use test_end::{Cue, EndPlan, PartPlan, Step};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -216,13 +216,19 @@ pub fn run(
     // Every flow is a descriptor; a few dozen more go to the control
     // connection, epoll, eventfds and /proc reads.
     const SPARE_FDS: u64 = 64;
-    let want = spec.flows as u64 + SPARE_FDS;
+    let want = spec.all_flows() + SPARE_FDS;
     let mut groups = 1;
     if let Ok((soft, hard)) = plumb_sys::process::raise_nofile_limit(want) {
         // More flows than one process may hold are spread over a group of
         // client processes, each with its own embedded server.
-        // (Over veth the namespaces are this run's own: one process only.)
-        if soft < want && opts.server.is_none() && spec.topology.is_none() && soft > 2 * SPARE_FDS {
+        // (Over veth the namespaces are this run's own, and a run of parts
+        // is one session: one process only.)
+        if soft < want
+            && opts.server.is_none()
+            && spec.topology.is_none()
+            && spec.parts.is_empty()
+            && soft > 2 * SPARE_FDS
+        {
             groups = group::groups_needed(spec.flows as u64, soft, SPARE_FDS) as u32;
             if opts.observe.profile.is_some() {
                 return Err(RunError::Setup {
@@ -454,30 +460,28 @@ fn run_iteration_at(
     let cookie = Cookie::from_hex(&ready.cookie)
         .ok_or_else(|| CtlError::Protocol(format!("malformed cookie '{}'", ready.cookie)))?;
     let data = SocketAddr::new(server_addr.ip(), ready.data_port);
-    let flows = connect_flows(
-        data,
-        spec.setup_flows(),
-        &spec.socket,
-        &cookie,
-        Duration::from_secs(5),
-    )?;
-    let udp_socks = if spec.workload.is_udp() {
-        udp_client_sockets(data, spec.flows, &spec.socket)?
-    } else {
-        Vec::new()
-    };
+    let sockets = connect_sockets(data, spec, &cookie)?;
+    let mut parts = Vec::with_capacity(spec.parts.len());
+    for (p, &port) in spec.parts.iter().zip(&ready.part_ports) {
+        let part_spec = spec.part_spec(p);
+        let data = SocketAddr::new(server_addr.ip(), port);
+        parts.push(PartPlan {
+            name: p.name.clone(),
+            sockets: connect_sockets(data, &part_spec, &cookie)?,
+            spec: part_spec,
+            start_ms: p.start_ms,
+            link: Link { cookie, peer: data },
+        });
+    }
     let link = Link { cookie, peer: data };
     let plan = EndPlan {
         spec,
         role: Role::Client,
         link: &link,
-        sockets: Sockets {
-            flows,
-            udp: udp_socks,
-            listener: None,
-        },
+        sockets,
         observe: opts.observe,
         profile_peer,
+        parts,
     };
     let mut cues = ClientCues {
         spec,
@@ -491,12 +495,14 @@ fn run_iteration_at(
         lost: None,
         server: None,
     };
-    let (mut client, _) = test_end::run_end(plan, &mut cues, sink)?;
+    let figures = test_end::run_end(plan, &mut cues, sink)?;
+    let mut client = figures.main;
     let complete = cues.complete && cues.lost.is_none();
-    let (mut server, server_env) = cues
+    let served = cues
         .server
         .take()
         .expect("the results or the loss, once closed");
+    let (mut server, server_env) = (served.end, served.env);
     let made =
         server_profile.and_then(|slot| slot.lock().unwrap_or_else(|p| p.into_inner()).take());
     match made {
@@ -515,6 +521,7 @@ fn run_iteration_at(
         }
     }
 
+    let parts = derive::parts(spec, figures.parts, served.parts);
     let it = Iteration {
         index: 0,
         complete,
@@ -524,6 +531,7 @@ fn run_iteration_at(
         derived: derive::derive(spec, &client, &server),
         client,
         server,
+        parts,
     };
     Ok((
         it,
@@ -551,7 +559,7 @@ struct ClientCues<'a> {
     /// Why the server was lost, once it was.
     lost: Option<String>,
     /// The server's figures and environment, once the window closed.
-    server: Option<(plumb_samples::EndResult, Option<Environment>)>,
+    server: Option<plumb_ctl::ServerResults>,
 }
 
 impl ClientCues<'_> {
@@ -635,7 +643,11 @@ impl test_end::Cues for ClientCues<'_> {
                 client.warnings.push(format!(
                     "server lost: {why}; only the client's figures remain"
                 ));
-                (lost_server(self.spec), None)
+                plumb_ctl::ServerResults {
+                    end: lost_server(self.spec),
+                    env: None,
+                    parts: Vec::new(),
+                }
             }
         });
         Ok(())
@@ -654,6 +666,28 @@ impl test_end::Cues for ClientCues<'_> {
             },
         }
     }
+}
+
+/// Connects one part's flows to `data`, each announced by the cookie, and
+/// for UDP its sockets.
+fn connect_sockets(data: SocketAddr, spec: &Spec, cookie: &Cookie) -> Result<Sockets, RunError> {
+    let flows = connect_flows(
+        data,
+        spec.setup_flows(),
+        &spec.socket,
+        cookie,
+        Duration::from_secs(5),
+    )?;
+    let udp = if spec.workload.is_udp() {
+        udp_client_sockets(data, spec.flows, &spec.socket)?
+    } else {
+        Vec::new()
+    };
+    Ok(Sockets {
+        flows,
+        udp,
+        listener: None,
+    })
 }
 
 /// The server's end of an iteration whose server went away: nothing

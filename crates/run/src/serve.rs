@@ -7,7 +7,7 @@
 //! `plumb_ctl`'s; this is the server end's runtime, beside the client's in
 //! this crate, so it captures the environment and sets knobs itself.
 
-use crate::test_end::{self, Cue, EndPlan, Step};
+use crate::test_end::{self, Cue, EndPlan, PartPlan, Step};
 use plumb_ctl::auth;
 use plumb_ctl::frame::{frames_from, read_frame_until, write_frame, FrameError, MAX_FRAME};
 use plumb_ctl::limits::{Cidr, Limits};
@@ -581,41 +581,49 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
     // ends: dropping it puts the knobs back.
     let (knob_lines, knob_guard) =
         session_knobs(sh, peer, &knobs).map_err(|e| ctrl.fail("knob", e))?;
-    let _ = plumb_sys::process::raise_nofile_limit(spec.flows as u64 + 256);
-    let (listener, udp_socks) =
-        data_sockets(&sh.cfg, local_ip, &spec).map_err(|e| ctrl.fail("setup", e))?;
+    let _ = plumb_sys::process::raise_nofile_limit(spec.all_flows() + 256);
+    // The main part's sockets, then each other part's on a port of its own.
+    let part_specs: Vec<Spec> = spec.parts.iter().map(|p| spec.part_spec(p)).collect();
+    let mut bound = Vec::with_capacity(1 + part_specs.len());
+    for s in std::iter::once(&spec).chain(&part_specs) {
+        bound.push(data_sockets(&sh.cfg, local_ip, s).map_err(|e| ctrl.fail("setup", e))?);
+    }
     let cookie = Cookie::random().map_err(|e| plain_io(&e))?;
     ctrl.send(Message::Ready {
-        data_port: listener.port(),
+        data_port: bound[0].0.port(),
         cookie: cookie.to_hex(),
         threads: spec.threads,
         knobs: knob_lines,
+        part_ports: bound[1..].iter().map(|(l, _)| l.port()).collect(),
     })?;
-
-    let deadline = Instant::now() + HANDSHAKE + Duration::from_millis(spec.flows as u64);
-    let (flows, _rejected) = listener
-        .accept_flows_while(
-            spec.setup_flows(),
-            &cookie,
-            &spec.socket,
-            deadline,
-            &mut || ctrl.alive(),
-        )
-        .map_err(|e| ctrl.fail("setup", e.message))?;
-    // crr keeps listening: each of its transactions is a new connection.
-    let listener = (spec.workload == plumb_spec::Workload::Crr).then(|| listener.into_inner());
+    let mut sockets = Vec::with_capacity(bound.len());
+    for (s, (listener, udp)) in std::iter::once(&spec).chain(&part_specs).zip(bound) {
+        sockets.push(accept_sockets(&ctrl, s, listener, udp, &cookie)?);
+    }
+    let mut sockets = sockets.into_iter();
+    let main_sockets = sockets.next().expect("the main part's sockets come first");
     let link = Link { cookie, peer };
+    let parts = spec
+        .parts
+        .iter()
+        .zip(part_specs)
+        .zip(sockets)
+        .map(|((p, s), sockets)| PartPlan {
+            name: p.name.clone(),
+            spec: s,
+            start_ms: p.start_ms,
+            link,
+            sockets,
+        })
+        .collect();
     let plan = EndPlan {
         spec: &spec,
         role: Role::Server,
         link: &link,
-        sockets: Sockets {
-            flows,
-            udp: udp_socks,
-            listener,
-        },
+        sockets: main_sockets,
         observe,
         profile_peer: None,
+        parts,
     };
     let mut cues = ServerCues {
         ctrl: &ctrl,
@@ -624,7 +632,8 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
         opened: Instant::now(),
         next_tick: Instant::now(),
     };
-    let (result, stopped) = test_end::run_end(plan, &mut cues, &mut NoSink)?;
+    let figures = test_end::run_end(plan, &mut cues, &mut NoSink)?;
+    let stopped = figures.stopped;
     if spec.workload == plumb_spec::Workload::Crr && stopped.strays > 0 {
         sh.log(
             "strays",
@@ -647,10 +656,39 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
     // it has these results finds the slot free.
     drop(slot);
     ctrl.send(Message::Results {
-        end: Box::new(result),
+        end: Box::new(figures.main),
         env,
+        parts: figures.parts,
     })?;
     Ok(())
+}
+
+/// Accepts the flows of one part on its listener, each announced by the
+/// session's cookie; crr keeps the listener, since each of its
+/// transactions is a new connection.
+fn accept_sockets(
+    ctrl: &Ctrl,
+    spec: &Spec,
+    listener: DataListener,
+    udp: Vec<std::net::UdpSocket>,
+    cookie: &Cookie,
+) -> Result<Sockets, String> {
+    let deadline = Instant::now() + HANDSHAKE + Duration::from_millis(spec.flows as u64);
+    let (flows, _rejected) = listener
+        .accept_flows_while(
+            spec.setup_flows(),
+            cookie,
+            &spec.socket,
+            deadline,
+            &mut || ctrl.alive(),
+        )
+        .map_err(|e| ctrl.fail("setup", e.message))?;
+    let listener = (spec.workload == plumb_spec::Workload::Crr).then(|| listener.into_inner());
+    Ok(Sockets {
+        flows,
+        udp,
+        listener,
+    })
 }
 
 /// The data listener (and for UDP the sockets on the same port number), on

@@ -65,6 +65,105 @@ pub struct EndPlan<'a> {
     pub observe: Observe,
     /// The other end, where this end's `--profile` samples for it too.
     pub profile_peer: Option<plumb_engine::profile::PeerEnd>,
+    /// A run of parts: each other part's flows at this end, in the spec's
+    /// order.
+    pub parts: Vec<PartPlan>,
+}
+
+/// A part of a run beside the main one, at one end.
+pub struct PartPlan {
+    pub name: String,
+    /// The part as it runs (`Spec::part_spec`).
+    pub spec: Spec,
+    /// Its traffic starts this long after the window opens; 0 starts it
+    /// with the main part.
+    pub start_ms: u64,
+    pub link: Link,
+    pub sockets: Sockets,
+}
+
+/// What an end measured: the main part's figures (with the host's and
+/// the process's), each other part's in the spec's order, and what
+/// stopping the main part found.
+pub struct EndFigures {
+    pub main: EndResult,
+    pub parts: Vec<EndResult>,
+    pub stopped: Stopped,
+}
+
+/// A part at one end: waiting for its start, then running, then measured.
+struct PartEnd {
+    name: String,
+    start_ms: u64,
+    role: Role,
+    threads: u32,
+    ready: Option<ReadyEnd>,
+    running: Option<RunningEnd>,
+    figures: Option<EndResult>,
+}
+
+impl PartEnd {
+    fn start(&mut self) -> Result<(), String> {
+        if let Some(ready) = self.ready.take() {
+            self.running = Some(ready.start_part().map_err(|e| e.to_string())?);
+        }
+        Ok(())
+    }
+
+    /// Starts it when the window has run `elapsed_ms` and it is due, and
+    /// opens its window from there.
+    fn start_if_due(&mut self, elapsed_ms: u64) -> Result<(), String> {
+        if self.ready.is_some() && elapsed_ms >= self.start_ms {
+            self.start()?;
+            if let Some(r) = self.running.as_mut() {
+                r.open_window_from_start();
+            }
+        }
+        Ok(())
+    }
+
+    fn open_window(&mut self) {
+        if let Some(r) = self.running.as_mut() {
+            r.open_window();
+        }
+    }
+
+    fn tick(&mut self) {
+        if let Some(r) = self.running.as_mut() {
+            r.tick(&mut plumb_engine::meter::NoSink);
+        }
+    }
+
+    fn mark_window_closed(&mut self) {
+        if let Some(r) = self.running.as_mut() {
+            r.mark_window_closed();
+        }
+    }
+
+    fn close_window(&mut self) {
+        self.figures = Some(match self.running.as_mut() {
+            Some(r) => r.close_window(&mut plumb_engine::meter::NoSink),
+            None => EndResult {
+                warnings: vec![format!(
+                    "part {} never started: the window closed before its start at {} s",
+                    self.name,
+                    self.start_ms / 1000
+                )],
+                ..EndResult::empty(self.role, self.threads)
+            },
+        });
+    }
+
+    /// Stops its traffic: its figures, with what stopping found.
+    fn stop(self) -> Result<EndResult, String> {
+        let mut figures = self
+            .figures
+            .unwrap_or_else(|| EndResult::empty(self.role, 0));
+        if let Some(r) = self.running {
+            r.stop(&mut figures).map_err(|e| e.to_string())?;
+        }
+        Ok(figures)
+    }
 }
 
 /// Runs one end of a test through its window: its figures, and what
@@ -73,13 +172,31 @@ pub fn run_end<C: Cues>(
     plan: EndPlan<'_>,
     cues: &mut C,
     sink: &mut dyn SampleSink,
-) -> Result<(EndResult, Stopped), C::Error> {
+) -> Result<EndFigures, C::Error> {
     let end = ReadyEnd::new(plan.spec, plan.role, plan.link, plan.sockets)
         .map_err(|e| cues.refused(e))?;
+    let mut parts = Vec::with_capacity(plan.parts.len());
+    for p in plan.parts {
+        let ready =
+            ReadyEnd::new(&p.spec, plan.role, &p.link, p.sockets).map_err(|e| cues.refused(e))?;
+        parts.push(PartEnd {
+            name: p.name,
+            start_ms: p.start_ms,
+            role: plan.role,
+            threads: p.spec.threads,
+            ready: Some(ready),
+            running: None,
+            figures: None,
+        });
+    }
     cues.go()?;
     let mut end = end
         .start()
         .map_err(|e| cues.failed(Step::Engine, e.to_string()))?;
+    // A part that starts with the main one runs through its warm-up too.
+    for p in parts.iter_mut().filter(|p| p.start_ms == 0) {
+        p.start().map_err(|e| cues.failed(Step::Engine, e))?;
+    }
     if let Some(ask) = plan.observe.profile {
         end.profile(ask, plan.profile_peer)
             .map_err(|e| cues.failed(Step::Observe { flag: "--profile" }, e))?;
@@ -95,32 +212,52 @@ pub fn run_end<C: Cues>(
         })?;
     }
     cues.started()?;
-    // A failure from here on drops the end, which stops its engine.
-    let mut figures = window(&mut end, cues, sink)?;
+    // A failure from here on drops the ends, which stops their engines.
+    let mut figures = window(&mut end, &mut parts, cues, sink)?;
     cues.closed(&mut figures)?;
     let stopped = end
         .stop(&mut figures)
         .map_err(|e| cues.failed(Step::Engine, e.to_string()))?;
-    Ok((figures, stopped))
+    let mut part_figures = Vec::with_capacity(parts.len());
+    for p in parts {
+        part_figures.push(p.stop().map_err(|e| cues.failed(Step::Engine, e))?);
+    }
+    Ok(EndFigures {
+        main: figures,
+        parts: part_figures,
+        stopped,
+    })
 }
 
 /// The window of a started end, as the cues open, tick and close it; one
-/// that the test stopped before it opened opens and closes at once.
+/// that the test stopped before it opened opens and closes at once. A part
+/// that starts later starts on the window's second at or after its start.
 fn window<C: Cues>(
     end: &mut RunningEnd,
+    parts: &mut [PartEnd],
     cues: &mut C,
     sink: &mut dyn SampleSink,
 ) -> Result<EndResult, C::Error> {
     if cues.warm_up()? == Cue::Open {
         end.open_window();
+        parts.iter_mut().for_each(PartEnd::open_window);
+        let mut seconds = 0;
         while cues.next()? == Cue::Tick {
             end.tick(sink);
+            seconds += 1;
+            for p in parts.iter_mut() {
+                p.tick();
+                p.start_if_due(seconds * 1000)
+                    .map_err(|e| cues.failed(Step::Engine, e))?;
+            }
         }
     }
     // The peer tears its flows down as soon as it hears the window closed;
     // a reset seen from here on is that, not a failure of the run.
     end.mark_window_closed();
+    parts.iter_mut().for_each(PartEnd::mark_window_closed);
     cues.closing()?;
+    parts.iter_mut().for_each(PartEnd::close_window);
     Ok(end.close_window(sink))
 }
 
@@ -211,9 +348,10 @@ mod tests {
             },
             observe: Observe::default(),
             profile_peer: None,
+            parts: Vec::new(),
         };
-        let (figures, _) = run_end(plan, &mut cues, &mut NoSink).unwrap();
-        (figures, cues)
+        let figures = run_end(plan, &mut cues, &mut NoSink).unwrap();
+        (figures.main, cues)
     }
 
     #[test]

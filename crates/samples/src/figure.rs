@@ -121,6 +121,13 @@ const fn part(key: &'static str, merge: Merge, figures: &'static [Figure]) -> Pa
 }
 
 impl Probe {
+    /// Whether it reads an end's own flows rather than its host or
+    /// process: in a run of parts each part runs these over its flows, and
+    /// the others run once, with the main part.
+    pub const fn reads_flows(self) -> bool {
+        matches!(self, Probe::TcpInfo | Probe::TcpSeries)
+    }
+
     /// Every probe, in the order an end reads them at each edge: the
     /// interfaces' bytes first, nearest the flows' own counts, which a slow
     /// guest would otherwise let drift apart by what passes meanwhile.

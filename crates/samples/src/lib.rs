@@ -31,9 +31,9 @@ pub use result::{
 };
 pub use result::{
     Bimodal, Confidence, Derived, EndResult, FlowTotals, IntervalSample, Iteration, KernelCounters,
-    Latency, OptionRecord, OptionStatus, Role, RunRecord, SoftirqShare, TcpInfo, TcpInfoSummary,
-    Transfer, UdpTotals, VmInfo, INITIAL_SSTHRESH, RUN_SCHEMA, TCP_INFO_PER_FLOW_MAX,
-    WINDOW_RTTS_MIN,
+    Latency, OptionRecord, OptionStatus, PartIteration, Role, RunRecord, SoftirqShare, TcpInfo,
+    TcpInfoSummary, Transfer, UdpTotals, VmInfo, INITIAL_SSTHRESH, RUN_SCHEMA,
+    TCP_INFO_PER_FLOW_MAX, WINDOW_RTTS_MIN,
 };
 pub use tcp::{
     FlowSeries, TcpSeries, TcpState, TCP_READS_PER_SEC_MAX, TCP_SAMPLE_PERIOD_MS, TCP_SERIES_FLOWS,

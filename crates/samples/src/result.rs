@@ -880,6 +880,47 @@ pub struct Iteration {
     pub derived: Derived,
     pub client: EndResult,
     pub server: EndResult,
+    /// A run of parts: each other part's figures, in the spec's order.
+    /// The main part's are the iteration's own, and so are the host's and
+    /// each process's (CPU, softirqs, the kernel's counters), which are
+    /// taken once for every part together.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<PartIteration>,
+}
+
+/// One part of a run of parts in an iteration: its flows' figures on each
+/// end, measured from its start to the window's close.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PartIteration {
+    pub name: String,
+    /// When its traffic started, in seconds after the window opened (0 for
+    /// a part that started with the main one, before the warm-up).
+    pub start_s: f64,
+    pub window_s: f64,
+    pub transfer: Transfer,
+    /// Its rates, latency and retransmissions; the CPU figures are the
+    /// iteration's, for every part together, and are 0 here.
+    pub derived: Derived,
+    pub client: EndResult,
+    pub server: EndResult,
+}
+
+impl PartIteration {
+    /// The part as an iteration of its own, of `of` (the iteration it is a
+    /// part of): what reports and comparisons read of one part.
+    pub fn as_iteration(&self, of: &Iteration) -> Iteration {
+        Iteration {
+            index: of.index,
+            complete: of.complete,
+            warmup_s: of.warmup_s,
+            window_s: self.window_s,
+            transfer: self.transfer.clone(),
+            derived: self.derived.clone(),
+            client: self.client.clone(),
+            server: self.server.clone(),
+            parts: Vec::new(),
+        }
+    }
 }
 
 /// The document `plumb run --json` prints and the store keeps.
@@ -1161,6 +1202,36 @@ impl RunRecord {
     /// The headline metric.
     pub fn metric(&self) -> crate::Metric {
         crate::Metric::of(&self.spec)
+    }
+
+    /// Each other part of a run of parts as a run of its own: the part's
+    /// spec as it ran, its figures in each iteration, and the key
+    /// `RUN_KEY/NAME`, by which the same part of the same run pairs with
+    /// its namesake elsewhere. The host's and the processes' figures are
+    /// the run's, not a part's.
+    pub fn part_views(&self) -> Vec<RunRecord> {
+        self.spec
+            .parts
+            .iter()
+            .map(|p| {
+                let iterations = self
+                    .iterations
+                    .iter()
+                    .filter_map(|it| {
+                        let part = it.parts.iter().find(|x| x.name == p.name)?;
+                        Some(part.as_iteration(it))
+                    })
+                    .collect();
+                RunRecord {
+                    spec: self.spec.part_spec(p),
+                    spec_key: format!("{}/{}", self.spec_key, p.name),
+                    iterations,
+                    // How sure the run is holds for its main part's metric.
+                    confidence: None,
+                    ..self.clone()
+                }
+            })
+            .collect()
     }
 }
 

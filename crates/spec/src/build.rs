@@ -120,10 +120,13 @@ pub fn build(settings: &[(Field, &str)], names: Names) -> Result<Spec, BuildErro
     // A message written as a header then a payload: the size is their sum,
     // and the writes are the two.
     let mut split_fields: Vec<usize> = Vec::new();
+    let mut parts: Vec<usize> = Vec::new();
     for (at, &(field, v)) in settings.iter().enumerate() {
         let r: Result<(), String> = (|| {
             match field {
                 Field::Workload => {}
+                // Parsed once the run's own fields are all set.
+                Field::Part => parts.push(at),
                 Field::Direction => spec.direction = choice(v, Direction::NAMES)?,
                 Field::Flows => spec.flows = count(v)?,
                 Field::Threads => threads = Some(count::<u32>(v)?),
@@ -258,6 +261,10 @@ pub fn build(settings: &[(Field, &str)], names: Names) -> Result<Spec, BuildErro
         return Err(fail(at, rr_only(spec.workload)));
     }
     spec.threads = threads.unwrap_or_else(|| default_threads(spec.flows));
+    for at in parts {
+        let part = crate::Part::parse(settings[at].1).map_err(|m| fail(at, m))?;
+        spec.parts.push(part);
+    }
     spec.validate().map_err(|e| BuildError {
         at: None,
         field: e.field,

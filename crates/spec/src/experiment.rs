@@ -208,6 +208,33 @@ impl Ctx<'_> {
         Ok(out)
     }
 
+    /// A `[[part]]` block as the `part` field it stands for:
+    /// `NAME=WORKLOAD[:KEY=VALUE]...`, from its `name`, its `workload` and
+    /// its other keys (spec keys, and `start`).
+    fn part(&self, item: &Spanned<DeValue<'_>>, at: &str) -> Result<Located, ExperimentError> {
+        let (mut name, mut workload, mut rest) = (None, None, Vec::new());
+        for (k, v) in self.table(item, at)? {
+            let l = self.scalar(v, &format!("{at}.{}", k.get_ref()))?;
+            match k.get_ref().as_ref() {
+                "name" => name = Some(l.value),
+                "workload" => workload = Some(l.value),
+                key => rest.push(format!("{key}={}", l.value)),
+            }
+        }
+        let (Some(name), Some(workload)) = (name, workload) else {
+            return Err(self.err(&item.span(), at, "a part needs a name and a workload"));
+        };
+        let text = std::iter::once(format!("{name}={workload}"))
+            .chain(rest)
+            .collect::<Vec<_>>()
+            .join(":");
+        Ok(Located {
+            key: crate::Field::Part.key().to_string(),
+            value: text,
+            line: line_of(self.text, &item.span()),
+        })
+    }
+
     fn axes(&self, t: &DeTable<'_>, prefix: &str) -> Result<Vec<Axis>, ExperimentError> {
         let mut out = Vec::new();
         for (k, v) in t {
@@ -293,6 +320,9 @@ impl Experiment {
             profile: false,
         };
         let mut name_line = None;
+        // [[part]] blocks, each a `part` field of the base in the form
+        // `--part` takes, added once the base is read.
+        let mut parts = Vec::new();
         for (k, v) in doc.get_ref() {
             let key = k.get_ref().as_ref();
             match key {
@@ -342,6 +372,14 @@ impl Experiment {
                 "profile" => exp.profile = cx.boolean(v, key)?,
                 "base" => exp.base = cx.fields(cx.table(v, key)?, "base.")?,
                 "matrix" => exp.axes = cx.axes(cx.table(v, key)?, "matrix.")?,
+                "part" => {
+                    let DeValue::Array(items) = v.get_ref() else {
+                        return Err(cx.err(&v.span(), key, "write parts as [[part]] blocks"));
+                    };
+                    for (i, item) in items.iter().enumerate() {
+                        parts.push(cx.part(item, &format!("part[{i}]"))?);
+                    }
+                }
                 "variant" => {
                     let DeValue::Array(items) = v.get_ref() else {
                         return Err(cx.err(&v.span(), key, "write variants as [[variant]] blocks"));
@@ -440,13 +478,14 @@ impl Experiment {
                         other,
                         format!(
                             "'{other}' is not an experiment key; use name, description, label, \
-                             server, base, matrix, variant, iterations, confidence, order, seed \
-                             or quick"
+                             server, base, part, matrix, variant, iterations, confidence, order, \
+                             seed or quick"
                         ),
                     ))
                 }
             }
         }
+        exp.base.extend(parts);
         if exp.name.is_empty() {
             return Err(ExperimentError {
                 line: 1,
@@ -652,6 +691,29 @@ nodelay = [false, true]
                 ..Veth::default()
             }))
         );
+    }
+
+    #[test]
+    fn part_blocks_make_a_run_of_parts_and_their_errors_name_the_line() {
+        let e = Experiment::parse(
+            "name = \"p\"\n[base]\nworkload = \"rr\"\nduration = \"5s\"\n\
+             [[part]]\nname = \"load\"\nworkload = \"stream\"\nflows = 2\nstart = \"2s\"\n\
+             [[part]]\nname = \"up\"\nworkload = \"stream\"\ndirection = \"recv\"\n",
+        )
+        .unwrap();
+        let s = &e.points().unwrap()[0].spec;
+        assert_eq!(s.parts.len(), 2);
+        assert_eq!((s.parts[0].spec.flows, s.parts[0].start_ms), (2, 2000));
+        assert_eq!(s.parts[1].spec.direction, crate::Direction::Recv);
+        assert_eq!(s.part_spec(&s.parts[1]).duration_ms, 5000);
+        let bad = Experiment::parse(
+            "name = \"p\"\n[base]\nworkload = \"rr\"\n[[part]]\nname = \"x\"\n\
+             workload = \"stream\"\nduration = \"1s\"\n",
+        )
+        .and_then(|e| e.points().map(|_| ()))
+        .unwrap_err();
+        assert_eq!(bad.line, 4, "{bad:?}");
+        assert!(bad.message.contains("the run's"), "{bad:?}");
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod cpulist;
 pub mod experiment;
 pub mod field;
 pub mod label;
+pub mod part;
 pub mod point;
 mod show;
 pub mod sockopt;
@@ -19,6 +20,7 @@ mod validate;
 pub use build::{build, BuildError};
 pub use field::{Field, Keyed, Names, Proto, Shown};
 pub use label::{check_label, LabelError};
+pub use part::Part;
 pub use sockopt::{SockOpt, SockOptValues};
 pub use validate::SpecError;
 
@@ -396,6 +398,10 @@ pub struct Spec {
     /// a comparison's two sides differ in.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub machine: Option<Machine>,
+    /// The run's other workloads, each beside this spec's own (`part.rs`):
+    /// absent for a run of one, so its key stays what it was.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub parts: Vec<Part>,
 }
 
 /// A virtual machine the ends run in (`--kernel`).
@@ -557,6 +563,7 @@ impl Spec {
             topology: None,
             server_host: None,
             machine: None,
+            parts: Vec::new(),
             zerocopy: ZeroCopy::None,
             rx: RxMode::Copy,
             read_size: None,

@@ -67,13 +67,27 @@ impl Spec {
             Field::PathCpus => {
                 veth.and_then(|v| or_none(v.path_cpus.as_ref().map(|c| c.to_string())))
             }
+            // Each part is a setting of its own; the summary lists them.
+            Field::Part => None,
         }
     }
 
     /// One line that says what runs: `stream send 1 flow x 128K, ipv4, 10s`,
     /// then every other field that differs from the workload's default
     /// (`, sndbuf 64K, cc bbr, pacing 1G`).
+    ///
+    /// A run of parts names each of them after it (`; + part load: stream
+    /// flows=4`).
     pub fn summary(&self) -> String {
+        let mut line = self.own_summary();
+        for p in &self.parts {
+            line += &format!("; + {}", p.summary());
+        }
+        line
+    }
+
+    /// [`Spec::summary`] of the run's own workload, without its parts.
+    pub fn own_summary(&self) -> String {
         let mut line = match (&self.topology, &self.server_host) {
             (Some(t), _) => format!("{}, {t}", self.summary_on_loopback()),
             (None, Some(host)) => format!("{}, to {host}", self.summary_on_loopback()),

@@ -106,7 +106,7 @@ impl Spec {
         if let Some(Topology::Veth(v)) = &self.topology {
             validate_path(v)?;
         }
-        Ok(())
+        self.validate_parts()
     }
 
     /// A transaction's sizes, writes, pipeline and open loop.

@@ -28,6 +28,8 @@ enum Takes {
     Switch,
     /// One of the names of a [`Choice`], shown in help under this name.
     Choice(&'static str, fn() -> Vec<&'static str>),
+    /// A value, as often as wanted, each a setting of its own.
+    Each(&'static str),
 }
 
 #[derive(Clone, Copy)]
@@ -315,6 +317,14 @@ const EVERY: &[Flag] = &[
         "LIST",
         "The CPUs plumb's delay line runs on: 3, 2-3",
     ),
+    Flag {
+        field: Field::Part,
+        takes: Takes::Each("NAME=WORKLOAD[:KEY=VALUE]..."),
+        help: "Another workload in the run, beside this one, with its own flows and fields \
+               (keys as in experiment files) and, with start=, its start in whole seconds \
+               into the window: load=stream:flows=4:direction=both:start=2s; as often as \
+               wanted",
+    },
 ];
 
 /// The flags of the socket option table that a socket of `proto` takes.
@@ -391,14 +401,24 @@ impl Flag {
             Takes::Value(name) => arg.value_name(name),
             Takes::Switch => arg.action(ArgAction::SetTrue),
             Takes::Choice(name, names) => arg.value_name(name).value_parser(names()),
+            Takes::Each(name) => arg.value_name(name).action(ArgAction::Append),
         }
     }
 
-    /// The flag's value as typed, if it was given.
-    fn setting(&self, m: &ArgMatches) -> Option<String> {
+    /// The flag's values as typed, each time it was given.
+    fn settings(&self, m: &ArgMatches) -> Vec<String> {
         match self.takes {
-            Takes::Switch => m.get_flag(self.field.key()).then(|| "true".to_string()),
-            _ => m.get_one::<String>(self.field.key()).cloned(),
+            Takes::Switch => m
+                .get_flag(self.field.key())
+                .then(|| "true".to_string())
+                .into_iter()
+                .collect(),
+            _ => m
+                .get_many::<String>(self.field.key())
+                .into_iter()
+                .flatten()
+                .cloned()
+                .collect(),
         }
     }
 }
@@ -446,7 +466,7 @@ impl FromArgMatches for RunCommand {
         let settings = table(workload)
             .1
             .iter()
-            .filter_map(|f| Some((f.field, f.setting(m)?)))
+            .flat_map(|f| f.settings(m).into_iter().map(|v| (f.field, v)))
             .collect();
         Ok(RunCommand {
             workload,
@@ -517,6 +537,7 @@ mod tests {
         match f.takes {
             Takes::Switch => "true".into(),
             Takes::Choice(_, names) => names()[0].into(),
+            Takes::Each(_) => "load=stream".into(),
             Takes::Value(_) => match f.field {
                 Field::Cc => "cubic".into(),
                 Field::ReqWrites | Field::RespWrites => "rest".into(),
