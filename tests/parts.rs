@@ -110,6 +110,49 @@ fn each_part_counts_its_own_flows_from_its_start_and_lo_carried_them_all() {
 }
 
 #[test]
+fn a_part_that_stops_moves_nothing_after_its_stop_and_no_end_calls_it_a_failure() {
+    let _alone = measuring_alone();
+    let args = [
+        "run",
+        "rr",
+        "--duration",
+        "4s",
+        "--warmup",
+        "200ms",
+        "--part",
+        "bulk=stream:flows=2:start=1s:stop=2s",
+        "--json",
+    ];
+    let (lo_before, _) = lo_rx();
+    let rec = record_of(&args);
+    let (lo_after, _) = lo_rx();
+    let it = &rec["iterations"][0];
+    let bulk = part(it, "bulk");
+    let w = f(&bulk["window_s"]);
+    assert!((0.8..1.5).contains(&w), "bulk's window {w} s");
+    for end in ["client", "server"] {
+        assert!(
+            bulk[end]["warnings"]
+                .as_array()
+                .is_none_or(|w| w.is_empty()),
+            "{end}: {}",
+            bulk[end]["warnings"]
+        );
+    }
+    assert_eq!(rec["spec"]["parts"][0]["stop_ms"], 2000);
+    // lo carried the bulk second and little else: a stream still going
+    // for the two seconds after its stop would have tripled it.
+    let moved = u(&bulk["server"]["bytes_received"]);
+    let lo = lo_after - lo_before;
+    assert!(moved > 0 && moved <= lo, "bulk {moved} bytes, lo {lo}");
+    assert!(
+        (lo as f64) < moved as f64 * 1.6 + 64e6,
+        "lo carried {lo} bytes for bulk's {moved}: its traffic went on after its stop"
+    );
+    assert!(u(&it["client"]["transactions"]) > 0);
+}
+
+#[test]
 fn the_summary_names_each_part_and_a_comparison_pairs_them_by_name() {
     let _alone = measuring_alone();
     let db = TempDb::new("parts");

@@ -116,6 +116,7 @@ fn spec() -> impl Strategy<Value = Spec> {
                     0 => vec![plumb_spec::Part {
                         name: "load".into(),
                         start_ms: w / 1000 * 1000,
+                        stop_ms: None,
                         spec: Spec::stream(),
                     }],
                     _ => Vec::new(),

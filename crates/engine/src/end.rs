@@ -181,12 +181,19 @@ impl RunningEnd {
     /// Stops the traffic and adds to `end` the zero-copy accounting, the
     /// datagrams a udp-stream sender marked, the connections a crr server
     /// refused, and the flows that failed inside the window.
-    pub fn stop(self, end: &mut EndResult) -> Result<Stopped, EngineError> {
+    pub fn stop(mut self, end: &mut EndResult) -> Result<Stopped, EngineError> {
+        self.halt(end)
+    }
+
+    /// As [`RunningEnd::stop`], but the flows stay open until the end is
+    /// dropped ([`Engine::halt`]): for a part of a run that stops before
+    /// the run's window closes.
+    pub fn halt(&mut self, end: &mut EndResult) -> Result<Stopped, EngineError> {
         let finals = self.engine.final_counts();
         let strays = self.engine.strays();
         let role = self.engine.config().role;
         let crr = matches!(self.engine.config().workload, Workload::Crr(_));
-        let errors = self.engine.stop()?;
+        let errors = self.engine.halt()?;
         finals.fill(end);
         if crr && role == Role::Server && strays > 0 {
             end.warnings.push(format!(

@@ -807,6 +807,15 @@ impl Engine {
 
     /// Stops the workers, closes the flows, and returns the flows that failed.
     pub fn stop(mut self) -> Result<Vec<FlowError>, EngineError> {
+        self.halt()
+    }
+
+    /// Stops the workers and returns the flows that failed, but keeps the
+    /// flows open until the engine is dropped: a part of a run that stops
+    /// inside the window leaves its peer nothing to read as a failure
+    /// before it too has closed its window. Once halted, an engine has no
+    /// workers left, and halting or stopping it again finds nothing.
+    pub fn halt(&mut self) -> Result<Vec<FlowError>, EngineError> {
         let mut errors = Vec::new();
         for (i, r) in self.end_workers().into_iter().enumerate() {
             match r {

@@ -414,9 +414,18 @@ fn traffic(o: &mut String, it: &Iteration, transactional: bool) {
 fn parts(o: &mut String, rec: &RunRecord, it: &Iteration) {
     for (p, part) in rec.spec.parts.iter().zip(&it.parts) {
         let view = part.as_iteration(it);
-        let from = match p.start_ms {
-            0 => "from the run's start".to_string(),
-            _ => format!("from {} into the run's window", secs(part.start_s)),
+        let from = match (p.start_ms, p.stop_ms) {
+            (0, None) => "from the run's start".to_string(),
+            (0, Some(stop)) => format!(
+                "from the run's start to {} into its window",
+                secs(stop as f64 / 1000.0)
+            ),
+            (_, None) => format!("from {} into the run's window", secs(part.start_s)),
+            (_, Some(stop)) => format!(
+                "from {} to {} into the run's window",
+                secs(part.start_s),
+                secs(stop as f64 / 1000.0)
+            ),
         };
         let _ = writeln!(
             o,

@@ -470,6 +470,7 @@ fn run_iteration_at(
             sockets: connect_sockets(data, &part_spec, &cookie)?,
             spec: part_spec,
             start_ms: p.start_ms,
+            stop_ms: p.stop_ms,
             link: Link { cookie, peer: data },
         });
     }

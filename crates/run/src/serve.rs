@@ -612,6 +612,7 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
             name: p.name.clone(),
             spec: s,
             start_ms: p.start_ms,
+            stop_ms: p.stop_ms,
             link,
             sockets,
         })

@@ -78,6 +78,8 @@ pub struct PartPlan {
     /// Its traffic starts this long after the window opens; 0 starts it
     /// with the main part.
     pub start_ms: u64,
+    /// Its traffic stops this long after the window opens, before it closes.
+    pub stop_ms: Option<u64>,
     pub link: Link,
     pub sockets: Sockets,
 }
@@ -91,10 +93,13 @@ pub struct EndFigures {
     pub stopped: Stopped,
 }
 
-/// A part at one end: waiting for its start, then running, then measured.
+/// A part at one end: waiting for its start, then running, then measured
+/// (and, where it stopped before the window closed, halted).
 struct PartEnd {
     name: String,
     start_ms: u64,
+    stop_ms: Option<u64>,
+    halted: bool,
     role: Role,
     threads: u32,
     ready: Option<ReadyEnd>,
@@ -129,18 +134,38 @@ impl PartEnd {
     }
 
     fn tick(&mut self) {
-        if let Some(r) = self.running.as_mut() {
+        if let Some(r) = self.running.as_mut().filter(|_| self.figures.is_none()) {
             r.tick(&mut plumb_engine::meter::NoSink);
         }
     }
 
+    /// Closes its window and halts its traffic when the window has run
+    /// `elapsed_ms` and its stop is due. Its flows stay open to the run's
+    /// end, so that the peer, which hears of the moment a little later,
+    /// reads nothing from them as a failure.
+    fn stop_if_due(&mut self, elapsed_ms: u64) -> Result<(), String> {
+        if self.figures.is_some() || self.stop_ms.is_none_or(|s| elapsed_ms < s) {
+            return Ok(());
+        }
+        self.mark_window_closed();
+        self.close_window();
+        if let (Some(r), Some(figures)) = (self.running.as_mut(), self.figures.as_mut()) {
+            r.halt(figures).map_err(|e| e.to_string())?;
+            self.halted = true;
+        }
+        Ok(())
+    }
+
     fn mark_window_closed(&mut self) {
-        if let Some(r) = self.running.as_mut() {
+        if let Some(r) = self.running.as_mut().filter(|_| self.figures.is_none()) {
             r.mark_window_closed();
         }
     }
 
     fn close_window(&mut self) {
+        if self.figures.is_some() {
+            return;
+        }
         self.figures = Some(match self.running.as_mut() {
             Some(r) => r.close_window(&mut plumb_engine::meter::NoSink),
             None => EndResult {
@@ -159,8 +184,11 @@ impl PartEnd {
         let mut figures = self
             .figures
             .unwrap_or_else(|| EndResult::empty(self.role, 0));
-        if let Some(r) = self.running {
-            r.stop(&mut figures).map_err(|e| e.to_string())?;
+        match self.running {
+            Some(r) if !self.halted => {
+                r.stop(&mut figures).map_err(|e| e.to_string())?;
+            }
+            _ => {}
         }
         Ok(figures)
     }
@@ -182,6 +210,8 @@ pub fn run_end<C: Cues>(
         parts.push(PartEnd {
             name: p.name,
             start_ms: p.start_ms,
+            stop_ms: p.stop_ms,
+            halted: false,
             role: plan.role,
             threads: p.spec.threads,
             ready: Some(ready),
@@ -231,7 +261,9 @@ pub fn run_end<C: Cues>(
 
 /// The window of a started end, as the cues open, tick and close it; one
 /// that the test stopped before it opened opens and closes at once. A part
-/// that starts later starts on the window's second at or after its start.
+/// that starts later starts on the window's second at or after its start,
+/// and one that stops before the window closes stops on the second at or
+/// after its stop.
 fn window<C: Cues>(
     end: &mut RunningEnd,
     parts: &mut [PartEnd],
@@ -247,7 +279,8 @@ fn window<C: Cues>(
             seconds += 1;
             for p in parts.iter_mut() {
                 p.tick();
-                p.start_if_due(seconds * 1000)
+                p.stop_if_due(seconds * 1000)
+                    .and_then(|_| p.start_if_due(seconds * 1000))
                     .map_err(|e| cues.failed(Step::Engine, e))?;
             }
         }

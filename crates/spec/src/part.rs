@@ -5,7 +5,7 @@
 //! experiment file), its keys those of experiment files. A part starts at
 //! its offset into the window (`start`, whole seconds; none starts it with
 //! the main part, warm-up included) and is measured from there to the
-//! window's close. What belongs to the run as a whole (its window, warm-up,
+//! window's close, or to its own `stop` before it. What belongs to the run as a whole (its window, warm-up,
 //! family, CPUs, path, server and machine) is the main part's, and a part
 //! takes it from there ([`Spec::part_spec`]).
 
@@ -24,6 +24,10 @@ pub struct Part {
     /// with the main part, before the warm-up.
     #[serde(skip_serializing_if = "is_zero", default)]
     pub start_ms: u64,
+    /// Its traffic stops this long after the window opens, before the
+    /// window closes; absent, it runs to the window's close.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub stop_ms: Option<u64>,
     /// Its own fields; those of the run as a whole stay at the workload's
     /// defaults here, so that they do not move the run's key.
     pub spec: Spec,
@@ -38,6 +42,9 @@ pub const MAIN: &str = "main";
 
 /// The key of a part's offset into the window.
 pub const START: &str = "start";
+
+/// The key of the offset into the window at which a part stops.
+pub const STOP: &str = "stop";
 
 /// The fields of the run as a whole: a part takes them from the run and
 /// may not set them.
@@ -92,13 +99,17 @@ impl Part {
         };
         check_name(name)?;
         let mut settings = vec![(Field::Workload, workload)];
-        let mut start_ms = 0;
+        let (mut start_ms, mut stop_ms) = (0, None);
         for item in items {
             let (key, value) = item
                 .split_once('=')
                 .ok_or_else(|| format!("part {name}: '{item}' is not KEY=VALUE"))?;
-            if key == START {
-                start_ms = parse_start(value).map_err(|m| format!("part {name}: {START}: {m}"))?;
+            if key == START || key == STOP {
+                let ms = parse_second(value).map_err(|m| format!("part {name}: {key}: {m}"))?;
+                match key {
+                    START => start_ms = ms,
+                    _ => stop_ms = Some(ms),
+                }
                 continue;
             }
             let field = Field::from_key(key).ok_or_else(|| {
@@ -114,6 +125,7 @@ impl Part {
         Ok(Part {
             name: name.to_string(),
             start_ms,
+            stop_ms,
             spec,
         })
     }
@@ -138,6 +150,9 @@ impl Part {
         if self.start_ms > 0 {
             text += &format!(":{START}={}", units::show_ms(self.start_ms));
         }
+        if let Some(ms) = self.stop_ms {
+            text += &format!(":{STOP}={}", units::show_ms(ms));
+        }
         text
     }
 }
@@ -161,12 +176,13 @@ fn refused(field: Field) -> Option<&'static str> {
     }
 }
 
-/// A part's start: whole seconds, since the window moves on by the second.
-fn parse_start(text: &str) -> Result<u64, String> {
+/// A part's start or stop: whole seconds, since the window moves on by
+/// the second.
+fn parse_second(text: &str) -> Result<u64, String> {
     let ms = parse_duration(text).map_err(|e| e.to_string())?;
     if ms % 1000 != 0 {
         return Err(format!(
-            "'{text}' is not whole seconds; a part starts on one of the window's seconds"
+            "'{text}' is not whole seconds; a part starts and stops on the window's seconds"
         ));
     }
     Ok(ms)
@@ -215,6 +231,18 @@ impl Spec {
                     units::show_ms(self.duration_ms)
                 )));
             }
+            if let Some(stop) = p.stop_ms {
+                if stop % 1000 != 0 || stop <= p.start_ms || stop >= self.duration_ms {
+                    return Err(fail(format!(
+                        "part '{}' stops at {}, which is not a whole second after its start \
+                         ({}) and before the {} window's end",
+                        p.name,
+                        units::show_ms(stop),
+                        units::show_ms(p.start_ms),
+                        units::show_ms(self.duration_ms)
+                    )));
+                }
+            }
             self.part_spec(p)
                 .validate()
                 .map_err(|e| fail(format!("part {}: {}: {}", p.name, e.field.key(), e.message)))?;
@@ -236,13 +264,14 @@ mod tests {
 
     #[test]
     fn a_part_reads_back_as_typed_and_takes_the_runs_fields() {
-        let p = Part::parse("load=stream:flows=4:direction=both:start=2s").unwrap();
+        let p = Part::parse("load=stream:flows=4:direction=both:start=2s:stop=5s").unwrap();
         assert_eq!(p.name, "load");
-        assert_eq!(p.start_ms, 2000);
+        assert_eq!((p.start_ms, p.stop_ms), (2000, Some(5000)));
         assert_eq!(p.spec.flows, 4);
         let text = p.text();
         assert!(
-            text.starts_with("load=stream:direction=both:flows=4:") && text.ends_with(":start=2s"),
+            text.starts_with("load=stream:direction=both:flows=4:")
+                && text.ends_with(":start=2s:stop=5s"),
             "{text}"
         );
         assert_eq!(Part::parse(&p.text()).unwrap(), p);
@@ -283,6 +312,14 @@ mod tests {
             .message
             .contains("inside the 10s"));
         run.parts[0].start_ms = 0;
+        for stop in ["b=crr:start=2s:stop=2s", "b=crr:stop=10s"] {
+            run.parts.push(Part::parse(stop).unwrap());
+            assert!(
+                run.validate().unwrap_err().message.contains("stops at"),
+                "{stop}"
+            );
+            run.parts.pop();
+        }
         run.parts.push(Part::parse("a=crr").unwrap());
         assert!(run.validate().unwrap_err().message.contains("named twice"));
     }

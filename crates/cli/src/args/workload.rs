@@ -321,9 +321,9 @@ const EVERY: &[Flag] = &[
         field: Field::Part,
         takes: Takes::Each("NAME=WORKLOAD[:KEY=VALUE]..."),
         help: "Another workload in the run, beside this one, with its own flows and fields \
-               (keys as in experiment files) and, with start=, its start in whole seconds \
-               into the window: load=stream:flows=4:direction=both:start=2s; as often as \
-               wanted",
+               (keys as in experiment files) and, with start= and stop=, when it starts and \
+               stops, in whole seconds into the window: \
+               load=stream:flows=4:direction=both:start=2s; as often as wanted",
     },
 ];
 
