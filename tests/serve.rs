@@ -547,7 +547,7 @@ fn each_limit_refuses_before_anything_starts() {
         "--max-rate",
         "1G",
     ]);
-    let cases: [(&[&str], &str); 8] = [
+    let cases: [(&[&str], &str); 9] = [
         (
             &["--flows", "3", "--pacing-rate", "100M"],
             "--flows 3 is over this server's limit --max-flows 2",
@@ -585,6 +585,15 @@ fn each_limit_refuses_before_anything_starts() {
         (
             &["--pacing-rate", "100M", "--part", "bulk=stream"],
             "part bulk: an unpaced stream is over this server's limit --max-rate 1",
+        ),
+        (
+            &[
+                "--pacing-rate",
+                "600M",
+                "--part",
+                "bulk=stream:pacing_rate=600M",
+            ],
+            "over the run's parts is over this server's limit --max-rate 1",
         ),
     ];
     for (args, want) in cases {

@@ -79,56 +79,91 @@ impl Limits {
         if let Some(max) = self.max_rate_bps {
             let show = |b: u64| format_bits_per_sec(b as f64);
             let flows = spec.flows as u64;
-            // Every workload is named, so that a new one is given its limit
-            // on purpose.
-            match (spec.workload, &spec.rr) {
-                (Workload::Stream, _) => {
-                    let Some(pacing) = spec.socket.pacing_rate_bps else {
-                        return Err(format!(
-                            "an unpaced stream is over this server's limit --max-rate {}: \
-                             ask for {} of at most {} per flow",
-                            show(max),
-                            Field::PacingRate.flag(),
-                            show((max / flows.max(1)).max(8))
-                        ));
-                    };
-                    let total = pacing.saturating_mul(flows);
-                    if total > max {
-                        return over(
-                            Field::PacingRate.flag(),
-                            format!("{} x {flows} flows = {}", show(pacing), show(total)),
-                            "--max-rate",
-                            show(max),
-                        );
-                    }
-                }
-                (Workload::UdpStream, _) => {
+            match offered(spec) {
+                Offered::Unpaced(Workload::UdpStream) => {
                     return Err(format!(
                         "udp-stream sends unpaced, which is over this server's limit --max-rate {}",
                         show(max)
                     ));
                 }
-                (Workload::Rr | Workload::Crr | Workload::UdpRr, Some(rr)) => {
-                    if let Some(tps) = rr.rate {
-                        let total = tps
-                            .saturating_mul(rr.req_size.saturating_add(rr.resp_size))
-                            .saturating_mul(8);
-                        if total > max {
-                            return over(
-                                Field::Rate.flag(),
-                                format!("{tps}/s ({})", show(total)),
-                                "--max-rate",
-                                show(max),
-                            );
-                        }
-                    }
+                Offered::Unpaced(_) => {
+                    return Err(format!(
+                        "an unpaced stream is over this server's limit --max-rate {}: \
+                         ask for {} of at most {} per flow",
+                        show(max),
+                        Field::PacingRate.flag(),
+                        show((max / flows.max(1)).max(8))
+                    ));
                 }
-                // Validation gives these their sizes; without them there is
-                // no rate to check.
-                (Workload::Rr | Workload::Crr | Workload::UdpRr, None) => {}
+                Offered::At { field, per, total } if total > max => {
+                    let asked = match field {
+                        Field::PacingRate => {
+                            format!("{} x {flows} flows = {}", show(per), show(total))
+                        }
+                        _ => format!("{per}/s ({})", show(total)),
+                    };
+                    return over(field.flag(), asked, "--max-rate", show(max));
+                }
+                _ => {}
+            }
+            // Each part keeps the limit (below); together they must too.
+            let together: u64 = std::iter::once(spec.clone())
+                .chain(spec.parts.iter().map(|p| spec.part_spec(p)))
+                .map(|s| match offered(&s) {
+                    Offered::At { total, .. } => total,
+                    _ => 0,
+                })
+                .fold(0, u64::saturating_add);
+            if together > max {
+                return over(
+                    Field::Part.flag(),
+                    format!("{} over the run's parts", show(together)),
+                    "--max-rate",
+                    show(max),
+                );
             }
         }
         Ok(())
+    }
+}
+
+/// What a spec asks of the path, for the rate limit.
+enum Offered {
+    /// As fast as it goes: a stream without pacing, or udp-stream.
+    Unpaced(Workload),
+    /// At most `per` (a flow's pacing rate, or transactions per second)
+    /// by `field`, `total` bits per second in all.
+    At { field: Field, per: u64, total: u64 },
+    /// Closed-loop transactions: as fast as the answers come.
+    ClosedLoop,
+}
+
+fn offered(spec: &Spec) -> Offered {
+    // Every workload is named, so that a new one is given its limit on
+    // purpose.
+    match (spec.workload, &spec.rr) {
+        (Workload::Stream, _) => match spec.socket.pacing_rate_bps {
+            None => Offered::Unpaced(Workload::Stream),
+            Some(pacing) => Offered::At {
+                field: Field::PacingRate,
+                per: pacing,
+                total: pacing.saturating_mul(spec.flows as u64),
+            },
+        },
+        (Workload::UdpStream, _) => Offered::Unpaced(Workload::UdpStream),
+        (Workload::Rr | Workload::Crr | Workload::UdpRr, Some(rr)) => match rr.rate {
+            Some(tps) => Offered::At {
+                field: Field::Rate,
+                per: tps,
+                total: tps
+                    .saturating_mul(rr.req_size.saturating_add(rr.resp_size))
+                    .saturating_mul(8),
+            },
+            None => Offered::ClosedLoop,
+        },
+        // Validation gives these their sizes; without them there is no
+        // rate to check.
+        (Workload::Rr | Workload::Crr | Workload::UdpRr, None) => Offered::ClosedLoop,
     }
 }
 
