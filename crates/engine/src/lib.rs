@@ -382,6 +382,10 @@ const HAND_OVER_GUARD: std::time::Duration = std::time::Duration::from_secs(10);
 pub struct Engine {
     config: EngineConfig,
     flows: Arc<Vec<TcpStream>>,
+    /// The UDP sockets and a crr server's listener, held here as well as
+    /// by the workers, so that a halted engine's stay open with its flows.
+    _udp_socks: Arc<Vec<std::net::UdpSocket>>,
+    _listener: Option<Arc<std::net::TcpListener>>,
     counters: Arc<Vec<FlowCounters>>,
     stop: Arc<AtomicBool>,
     window_closed: Arc<AtomicBool>,
@@ -479,6 +483,8 @@ impl Engine {
         let mut engine = Engine {
             config: config.clone(),
             flows: flows.clone(),
+            _udp_socks: udp_socks.clone(),
+            _listener: listener.clone(),
             counters: counters.clone(),
             stop: stop.clone(),
             window_closed: window_closed.clone(),

@@ -139,16 +139,28 @@ impl PartEnd {
         }
     }
 
-    /// Closes its window and halts its traffic when the window has run
-    /// `elapsed_ms` and its stop is due. Its flows stay open to the run's
-    /// end, so that the peer, which hears of the moment a little later,
-    /// reads nothing from them as a failure.
+    /// Closes its window when the window has run `elapsed_ms` and its stop
+    /// is due, and halts its traffic: the client at once, the server a
+    /// second later, once its client has surely halted, so that no client
+    /// waits in its window for an answer or a connection the server has
+    /// stopped giving. The flows stay open to the run's end, so that
+    /// neither end reads the other's halt as a failure.
     fn stop_if_due(&mut self, elapsed_ms: u64) -> Result<(), String> {
-        if self.figures.is_some() || self.stop_ms.is_none_or(|s| elapsed_ms < s) {
+        let Some(stop) = self.stop_ms else {
+            return Ok(());
+        };
+        if elapsed_ms < stop {
             return Ok(());
         }
         self.mark_window_closed();
         self.close_window();
+        let halt_at = match self.role {
+            Role::Client => stop,
+            Role::Server => stop + 1000,
+        };
+        if elapsed_ms < halt_at || self.halted {
+            return Ok(());
+        }
         if let (Some(r), Some(figures)) = (self.running.as_mut(), self.figures.as_mut()) {
             r.halt(figures).map_err(|e| e.to_string())?;
             self.halted = true;
@@ -271,8 +283,10 @@ fn window<C: Cues>(
     sink: &mut dyn SampleSink,
 ) -> Result<EndResult, C::Error> {
     if cues.warm_up()? == Cue::Open {
-        end.open_window();
+        // The parts' first: their probes are few, and the main part's
+        // would otherwise shorten their windows by the time they take.
         parts.iter_mut().for_each(PartEnd::open_window);
+        end.open_window();
         let mut seconds = 0;
         while cues.next()? == Cue::Tick {
             end.tick(sink);
