@@ -511,6 +511,7 @@ mod tests {
                 derived: Default::default(),
                 client,
                 server: EndResult::empty(Role::Server, 1),
+                parts: Vec::new(),
             }
         };
         let spec = |link_rate_bps| {

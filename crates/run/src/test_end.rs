@@ -376,11 +376,33 @@ mod tests {
         role: Role,
         flows: Vec<TcpStream>,
         peer: std::net::SocketAddr,
-        mut cues: Script,
+        cues: Script,
     ) -> (EndResult, Script) {
+        let (figures, cues) = end_with_parts(spec, role, flows, Vec::new(), peer, cues);
+        (figures.main, cues)
+    }
+
+    /// A part's spec as it runs, its start and stop, and its flows.
+    type PartFlows = (Spec, u64, Option<u64>, Vec<TcpStream>);
+
+    fn sockets(flows: Vec<TcpStream>) -> Sockets {
         for f in &flows {
             f.set_nonblocking(true).unwrap();
         }
+        Sockets {
+            flows,
+            ..Sockets::default()
+        }
+    }
+
+    fn end_with_parts(
+        spec: &Spec,
+        role: Role,
+        flows: Vec<TcpStream>,
+        parts: Vec<PartFlows>,
+        peer: std::net::SocketAddr,
+        mut cues: Script,
+    ) -> (EndFigures, Script) {
         let link = Link {
             cookie: Cookie([7; 16]),
             peer,
@@ -389,16 +411,96 @@ mod tests {
             spec,
             role,
             link: &link,
-            sockets: Sockets {
-                flows,
-                ..Sockets::default()
-            },
+            sockets: sockets(flows),
             observe: Observe::default(),
             profile_peer: None,
-            parts: Vec::new(),
+            parts: parts
+                .into_iter()
+                .enumerate()
+                .map(|(i, (spec, start_ms, stop_ms, flows))| PartPlan {
+                    name: format!("p{i}"),
+                    spec,
+                    start_ms,
+                    stop_ms,
+                    link,
+                    sockets: sockets(flows),
+                })
+                .collect(),
         };
         let figures = run_end(plan, &mut cues, &mut NoSink).unwrap();
-        (figures.main, cues)
+        (figures, cues)
+    }
+
+    /// `n` connected pairs over loopback: the clients' ends, the servers'.
+    fn pairs(n: usize) -> (Vec<TcpStream>, Vec<TcpStream>, std::net::SocketAddr) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let clients: Vec<TcpStream> = (0..n).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        let servers: Vec<TcpStream> = (0..n).map(|_| l.accept().unwrap().0).collect();
+        (clients, servers, addr)
+    }
+
+    #[test]
+    fn parts_start_and_stop_on_the_seconds_the_cues_give_and_count_only_their_own() {
+        let main = Spec::defaults(plumb_spec::Workload::Rr);
+        let mut bulk = Spec::defaults(plumb_spec::Workload::Stream);
+        bulk.threads = 1;
+        let (main_c, main_s, addr) = pairs(1);
+        let (bc, bs, _) = pairs(1);
+        let (lc, ls, _) = pairs(1);
+        // Open, three ticked seconds, then half of one: the bulk part runs
+        // from the first tick to the second, the late one would start at
+        // the fourth.
+        fn script(go: (mpsc::Sender<()>, mpsc::Receiver<()>)) -> Script {
+            let ms = Duration::from_millis;
+            Script {
+                steps: vec![
+                    (ms(50), Cue::Open),
+                    (ms(300), Cue::Tick),
+                    (ms(300), Cue::Tick),
+                    (ms(300), Cue::Tick),
+                    (ms(150), Cue::Close),
+                ],
+                calls: Vec::new(),
+                go: Some(go),
+            }
+        }
+        let (to_server, from_client) = mpsc::channel();
+        let (to_client, from_server) = mpsc::channel();
+        let parts = |b: Vec<TcpStream>, l: Vec<TcpStream>| -> Vec<PartFlows> {
+            vec![
+                (bulk.clone(), 1000, Some(2000), b),
+                (bulk.clone(), 4000, None, l),
+            ]
+        };
+        let (server_main, server_parts) = (main.clone(), parts(bs, ls));
+        let server = std::thread::spawn(move || {
+            let cues = script((to_client, from_client));
+            end_with_parts(&server_main, Role::Server, main_s, server_parts, addr, cues).0
+        });
+        let cues = script((to_server, from_server));
+        let (client, _) = end_with_parts(&main, Role::Client, main_c, parts(bc, lc), addr, cues);
+        let server = server.join().unwrap();
+        for end in [&client, &server] {
+            // The main part: all four intervals of its window.
+            assert_eq!(end.main.intervals.len(), 4);
+            assert!(end.main.transactions > 0);
+            let (b, late) = (&end.parts[0], &end.parts[1]);
+            // The bulk part: one ticked second (300 ms here), alone.
+            assert!((0.2..0.6).contains(&b.window_s), "{}", b.window_s);
+            assert!(b.bytes_sent + b.bytes_received > 0);
+            assert_eq!(b.transactions, 0);
+            assert!(b.cpus.is_empty(), "the host's figures are the main part's");
+            assert!(b.warnings.is_empty(), "{:?}", b.warnings);
+            // The late part never started, and says so.
+            assert_eq!(late.bytes_sent + late.bytes_received, 0);
+            assert!(
+                late.warnings[0].contains("never started"),
+                "{:?}",
+                late.warnings
+            );
+        }
+        assert!(client.parts[0].bytes_sent >= server.parts[0].bytes_received / 2);
     }
 
     #[test]
@@ -406,10 +508,7 @@ mod tests {
         let mut spec = Spec::defaults(plumb_spec::Workload::Stream);
         spec.flows = 2;
         spec.threads = 1;
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = l.local_addr().unwrap();
-        let clients: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(addr).unwrap()).collect();
-        let servers: Vec<TcpStream> = (0..2).map(|_| l.accept().unwrap().0).collect();
+        let (clients, servers, addr) = pairs(2);
         // A warm-up, one tick, then the rest of the window.
         fn script(go: (mpsc::Sender<()>, mpsc::Receiver<()>)) -> Script {
             let ms = Duration::from_millis;
