@@ -521,6 +521,11 @@ impl Writing {
     }
 }
 
+/// The longest of a message's writes: what one send of it must hold.
+pub(crate) fn longest(writes: &[usize]) -> usize {
+    writes.iter().copied().max().unwrap_or(1)
+}
+
 /// A pattern of `len` bytes to send (the receiver does not look at it).
 pub(crate) fn pattern(len: usize) -> PageBuf {
     let mut buf = PageBuf::zeroed(len);

@@ -64,8 +64,7 @@ impl CrrMachine {
 
     /// The longest write and the size of a message coming in.
     pub(crate) fn sizes(&self) -> (usize, usize) {
-        let largest = self.out_writes.iter().copied().max().unwrap_or(1);
-        (largest, self.in_size)
+        (crate::flow::longest(&self.out_writes), self.in_size)
     }
 
     /// A connection started at `t0_ns` (a client's connect, a server's

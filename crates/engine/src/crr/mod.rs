@@ -526,7 +526,7 @@ fn ring_shape(slots: usize, out_writes: &[usize], in_size: usize) -> Shape {
         peer: None,
         discard: None,
         ops: 2 * slots as u32 + 2,
-        send_len: out_writes.iter().copied().max().unwrap_or(1),
+        send_len: crate::flow::longest(out_writes),
         receive: Some(receive_buffers(
             slots,
             ring::fitted(in_size.next_power_of_two()),

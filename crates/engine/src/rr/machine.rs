@@ -133,8 +133,10 @@ impl RrMachine {
 
     /// The longest write and the size of a message coming in.
     pub(crate) fn sizes(&self) -> (usize, usize) {
-        let largest = self.plan.out_writes.iter().copied().max().unwrap_or(1);
-        (largest, self.plan.in_size)
+        (
+            crate::flow::longest(&self.plan.out_writes),
+            self.plan.in_size,
+        )
     }
 
     pub(crate) fn ended(&self, k: usize) -> bool {
