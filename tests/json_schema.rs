@@ -6,7 +6,7 @@ use common::*;
 #[test]
 fn run_json_validates_against_the_schema() {
     let v = schema();
-    let cases: [(&str, &[&str]); 8] = [
+    let cases: [(&str, &[&str]); 10] = [
         ("stream", &[]),
         (
             "stream",
@@ -45,9 +45,21 @@ fn run_json_validates_against_the_schema() {
         ("crr", &["--close", "server-fin"]),
         ("udp-stream", &[]),
         ("udp-rr", &["--flows", "3"]),
+        ("stream", &["--read-size", "16K"]),
+        (
+            "rr",
+            &[
+                "--part",
+                "load=stream:flows=2:direction=both:start=1s:stop=2s",
+            ],
+        ),
     ];
     for (workload, extra) in cases {
-        let args = [&["--duration", "1s"], extra].concat();
+        let duration: &[&str] = match extra.contains(&"--part") {
+            true => &["--duration", "3s"],
+            false => &["--duration", "1s"],
+        };
+        let args = [duration, extra].concat();
         let doc = workload_json(workload, &args);
         assert_eq!(doc["schema"], "plumb.run/1");
         let errs = schema_errors(&v, &doc);
