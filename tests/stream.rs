@@ -229,9 +229,13 @@ fn cpu_figures_are_bounded_by_the_host() {
             .iter()
             .map(|k| f(&c[*k]))
             .sum();
+            // A guest's kernel accounts the time its hypervisor stole in
+            // one lump at the next tick, over time its idle clock may have
+            // counted already: the sum may pass the span by that much.
+            let steal = f(&c["steal_s"]);
             assert!(
-                all < span + 0.1,
-                "cpu {} covers {all} s of {span}",
+                all < span + 0.1 + steal,
+                "cpu {} covers {all} s of {span} (steal {steal} s)",
                 c["cpu"]
             );
         }
