@@ -311,8 +311,8 @@ fn side_stats(xs: &[f64], level: f64, runs: usize) -> SideStats {
 /// What a point is, in one line: a part of a run of parts
 /// ([`RunRecord::part_views`], keyed `RUN_KEY/NAME`) is named first.
 fn point_summary(record: &RunRecord) -> String {
-    match record.spec_key.split_once('/') {
-        Some((_, name)) => format!("part {name}: {}", record.spec.summary()),
+    match record.part_name() {
+        Some(name) => format!("part {name}: {}", record.spec.summary()),
         None => record.spec.summary(),
     }
 }
@@ -439,18 +439,15 @@ pub fn compare_across(
             too_few.push(format!("{summary} (n = {} vs {})", xa.len(), xb.len()));
             continue;
         };
-        let metric = a
-            .runs
-            .iter()
-            .find(|r| &r.key == key_a)
-            .map_or(Metric::Throughput, |r| r.record.metric());
+        let record_a = a.runs.iter().find(|r| &r.key == key_a).map(|r| &r.record);
+        let metric = record_a.map_or(Metric::Throughput, |r| r.metric());
         let transactional = metric == Metric::Tps;
         let level = params.level;
         // A part of a run of parts has no CPU of its own: the host's and the
         // processes' are its run's, for every part together.
-        let budget = match key_a.contains('/') {
-            true => Vec::new(),
-            false => budget::lines(&ia, &ib, transactional, level, budget::cpu, |_, _| true),
+        let budget = match record_a.and_then(|r| r.part_name()) {
+            Some(_) => Vec::new(),
+            None => budget::lines(&ia, &ib, transactional, level, budget::cpu, |_, _| true),
         };
         let events = budget::lines(&ia, &ib, transactional, level, budget::events, |a, b| {
             a > 0.0 || b > 0.0

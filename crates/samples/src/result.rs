@@ -1204,6 +1204,12 @@ impl RunRecord {
         crate::Metric::of(&self.spec)
     }
 
+    /// The part's name where this record is one of [`RunRecord::part_views`]
+    /// (its key `RUN_KEY/NAME`); None for a run as it was stored.
+    pub fn part_name(&self) -> Option<&str> {
+        self.spec_key.split_once('/').map(|(_, name)| name)
+    }
+
     /// Each other part of a run of parts as a run of its own: the part's
     /// spec as it ran, its figures in each iteration, and the key
     /// `RUN_KEY/NAME`, by which the same part of the same run pairs with
