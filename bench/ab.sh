@@ -19,13 +19,11 @@
 # --version, which names no commit in builds older than that flag's).
 # Writes the "## ab:" section of $OUT (BENCHMARKS.md).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 OLD=${1:?usage: bench/ab.sh OLD_PLUMB NEW_PLUMB [REPS [SECS]]}
 NEW=${2:?usage: bench/ab.sh OLD_PLUMB NEW_PLUMB [REPS [SECS]]}
 REPS=${3:-5}
 SECS=${4:-5}
-OUT=${OUT:-BENCHMARKS.md}
 for b in "$OLD" "$NEW"; do
   [[ -x $b ]] || { echo "bench/ab.sh: '$b' is not an executable" >&2; exit 2; }
 done

@@ -19,12 +19,10 @@
 # flows' sockets only; the host's default is left alone. bbr is a module:
 # root loads it on first use (tests/setup.sh does too).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 REPS=${1:-6}
 SECS=${2:-4}
-OUT=${OUT:-BENCHMARKS.md}
 HEADING=${HEADING:-cc}
-. bench/lib.sh
 bench_local
 
 CASES=()

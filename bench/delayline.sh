@@ -16,12 +16,10 @@
 # A run whose throughput approaches the ceiling of case a) or b) says so in
 # its output (the delay line busy 90 % of the window or more).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 REPS=${1:-5}
 SECS=${2:-10}
-OUT=${OUT:-BENCHMARKS.md}
 PEERS=${PEERS:-none} # no peer has a delay line of its own to compare with
-. bench/lib.sh
 bench_setup
 
 run() { # NAME ARGS...: one run's record into $work/NAME-$rep.json

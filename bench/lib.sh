@@ -1,10 +1,13 @@
-# Sourced by the bench/*.sh scripts (after they cd to the repository root):
-# the setup they share and the writing of their section of BENCHMARKS.md,
-# kept here so that a fix to either reaches every benchmark at once.
+# Sourced first by the bench/*.sh scripts: it moves to the repository root,
+# and holds the setup they share and the writing of their section of
+# BENCHMARKS.md, kept here so that a fix to either reaches every benchmark
+# at once.
 #
 # The scripts' environment, as each documents it: PLUMB=path/to/plumb uses a
 # binary built elsewhere, PEERS=DIR a directory holding netperf and neper,
 # OUT=FILE another file than BENCHMARKS.md.
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+OUT=${OUT:-BENCHMARKS.md}
 
 # bench_need CMD[=PKG]...: the peers come from Debian where it has them, so
 # a fresh machine needs nothing but this script. PKG names the package where

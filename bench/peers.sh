@@ -22,12 +22,10 @@
 # has no option for it) for the run and putting it back on exit. Its many
 # repetitions are no test: CI does not run it.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 REPS=${1:-5}
 SECS=${2:-5}
 shift $(( $# > 2 ? 2 : $# ))
-OUT=${OUT:-BENCHMARKS.md}
-. bench/lib.sh
 
 bench_need iperf3 sockperf qperf
 bench_setup

@@ -11,12 +11,10 @@
 # case unpinned and, where there are two CPUs, pinned (client on CPU 0,
 # server on CPU 1).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 REPS=${1:-7}
 SECS=${2:-5}
-OUT=${OUT:-BENCHMARKS.md}
 PEERS=${PEERS:-none} # no peer profiles its own runs
-. bench/lib.sh
 bench_setup
 
 run() { # NAME ARGS...: one run's record into $work/NAME-$rep.json

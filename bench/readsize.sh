@@ -14,11 +14,9 @@
 # same engine and flows as a ratio with its 95 % interval over the
 # repetitions, called only where the interval leaves 1 out.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 REPS=${1:-6}
 SECS=${2:-4}
-OUT=${OUT:-BENCHMARKS.md}
-. bench/lib.sh
 bench_local
 
 # NAME FLAGS...: the name is engine-flows-readsize.

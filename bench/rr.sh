@@ -28,11 +28,9 @@
 # and for qperf, which gives only a mean, transactions per second are
 # 1e6 / round-trip microseconds.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 REPS=${1:-5}
 SECS=${2:-10}
-OUT=${OUT:-BENCHMARKS.md}
-. bench/lib.sh
 
 bench_need sockperf qperf
 bench_setup

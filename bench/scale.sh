@@ -29,14 +29,12 @@
 # other closely, so drift between repetitions hits both sides of a pair
 # alike and does not pass for a difference.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 REPS=${1:-5}
 SECS=${2:-10}
 shift $(( $# > 2 ? 2 : $# ))
 FLOWS=("$@")
 (( ${#FLOWS[@]} )) || FLOWS=(1000 10000 30000)
-OUT=${OUT:-BENCHMARKS.md}
-. bench/lib.sh
 
 bench_setup
 # neper keeps every flow's descriptor in one process on each end.

@@ -9,12 +9,10 @@
 #
 # DBS="sqlite postgres://..." picks the stores (default: a SQLite file).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 RUNS=${1:-10000}
 REPS=${2:-7}
-OUT=${OUT:-BENCHMARKS.md}
 PEERS=${PEERS:-none} # no peer keeps results
-. bench/lib.sh
 bench_setup
 
 # One real run, short, to copy.

@@ -14,12 +14,10 @@
 # Every case runs the same flow (1) and threads (1 a side), the client on
 # CPU 0 and the server on CPU 1 where there are two.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 REPS=${1:-7}
 SECS=${2:-5}
-OUT=${OUT:-BENCHMARKS.md}
 PEERS=${PEERS:-none} # no peer samples TCP_INFO
-. bench/lib.sh
 bench_setup
 
 pin=()

@@ -11,11 +11,9 @@
 # tcg). PLUMB=path/to/plumb uses a binary built elsewhere. Writes the
 # "## Kernels in a VM" section of $OUT (BENCHMARKS.md).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 REPS=${1:-3}
 SECS=${2:-5}
-OUT=${OUT:-BENCHMARKS.md}
 KERNELS=${KERNELS:-/var/cache/plumb-test-kernels}
 ACCEL=${ACCEL:-tcg}
 bench_need qemu-system-x86_64=qemu-system-x86

@@ -13,11 +13,9 @@
 # receiving process, and throughput; medians with min-max. For msg also the
 # share of completions the kernel flagged as copied. Needs root (namespaces).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 REPS=${1:-5}
 SECS=${2:-5}
-OUT=BENCHMARKS.md
-. bench/lib.sh
 
 if [[ $(id -u) != 0 ]]; then
   echo "bench/zerocopy.sh: needs root to create the veth namespaces" >&2

@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use serde_json::Value;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Root and `ip` for the --topology veth namespaces, then the host to this
 /// test alone while the guard lives; None after the skip.
@@ -53,24 +53,26 @@ fn a_delay_of_5ms_each_way_is_a_10ms_round_trip_for_rr_and_for_ping() {
         return;
     }
     let _alone = measuring_alone();
-    let child = plumb()
-        .env("PLUMB_JOURNAL", test_journal("delay"))
-        .args(["run", "rr", "--topology", "veth", "--emulator", "plumb"])
-        .args(["--delay", "5ms", "--duration", "4s", "--warmup", "500ms"])
-        .args(["--iterations", "1", "--json", "--no-store"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_one_iteration(
+        "delay",
+        &[
+            "rr",
+            "--topology",
+            "veth",
+            "--emulator",
+            "plumb",
+            "--delay",
+            "5ms",
+            "--duration",
+            "4s",
+            "--warmup",
+            "500ms",
+        ],
+    );
     let pid = child.id();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while veth_namespaces(pid).len() < 2 {
-        assert!(Instant::now() < deadline, "the namespaces never appeared");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let ns = &veth_namespaces_up(pid)[0];
     std::thread::sleep(Duration::from_millis(300));
     // The test's own round trips, during the run, through the same path.
-    let ns = &veth_namespaces(pid)[0];
     assert!(ns.ends_with("-client"), "{ns}");
     let ping = Command::new("ip")
         .args(["netns", "exec", ns, "ping", "-n", "-c", "30", "-i", "0.1"])

@@ -178,10 +178,8 @@ fn the_summary_names_each_part_and_a_comparison_pairs_them_by_name() {
             .args(["--iterations", "2", "--label", label, "--db", db.path()])
             .output()
             .unwrap();
-        assert_ok(&out);
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert_mentions(
-            &text,
+        let text = assert_says(
+            &out,
             &[
                 "\n  + part bulk: stream",
                 "part ping: udp-rr",

@@ -4,7 +4,7 @@
 //! series, axis labels, the cliff sentences) is read back from the page.
 
 mod common;
-use common::{assert_mentions, assert_ok, chromium, items, plumb, quick_rr, render, skip, TempDb};
+use common::{assert_ok, assert_says, chromium, items, plumb, quick_rr, render, skip, TempDb};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -238,10 +238,8 @@ set = { nodelay = true }
         .arg(&page)
         .output()
         .unwrap();
-    assert_ok(&out);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_mentions(
-        &text,
+    let text = assert_says(
+        &out,
         &[
             "transactions/s by req_size",
             "cliffs:",

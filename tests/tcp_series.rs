@@ -5,7 +5,7 @@
 mod common;
 use common::*;
 use serde_json::Value;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 fn median(mut xs: Vec<f64>) -> f64 {
@@ -50,10 +50,14 @@ fn sampled_cwnd_and_srtt_agree_with_ss_on_a_delayed_path() {
     let _alone = measuring_alone();
     // Paced below what the path carries, so that the window and the RTT
     // hold still enough for two readers to agree.
-    let child = plumb()
-        .env("PLUMB_JOURNAL", test_journal("tcp-ss"))
-        .args(["run", "stream", "--topology", "veth", "--delay", "5ms"])
-        .args([
+    let child = spawn_one_iteration(
+        "tcp-ss",
+        &[
+            "stream",
+            "--topology",
+            "veth",
+            "--delay",
+            "5ms",
             "--pacing-rate",
             "100M",
             "--duration",
@@ -61,26 +65,16 @@ fn sampled_cwnd_and_srtt_agree_with_ss_on_a_delayed_path() {
             "--warmup",
             "1s",
             "--tcp-probe",
-        ])
-        .args(["--iterations", "1", "--json", "--no-store"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        ],
+    );
     let pid = child.id();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let client_ns = loop {
-        if let Some(ns) = veth_namespaces(pid).into_iter().next() {
-            break ns;
-        }
-        assert!(Instant::now() < deadline, "the namespaces never appeared");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let client_ns = veth_namespaces_up(pid).swap_remove(0);
     // The data flow is the socket that moves bytes; its readings from a
     // second after it first moved (the warm-up) until it is gone.
     let mut polls: Vec<(Instant, f64, f64)> = Vec::new();
     let mut first_moved = None;
-    while Instant::now() < deadline + Duration::from_secs(30) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
         let flows = ss_flows(&client_ns);
         let Some(&(rtt, cwnd, _)) = flows.iter().filter(|f| f.2 > 1 << 20).max_by_key(|f| f.2)
         else {

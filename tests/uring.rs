@@ -307,10 +307,8 @@ fn a_sweep_sets_the_two_engines_side_by_side() {
         .args(["sweep", file.path(), "--db", db.path()])
         .output()
         .unwrap();
-    assert_ok(&out);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_mentions(
-        &stdout,
+    assert_says(
+        &out,
         &[
             "variant=epoll: ",
             "variant=uring: ",

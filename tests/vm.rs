@@ -191,10 +191,8 @@ fn a_stream_and_an_rr_in_each_of_two_kernels_come_back_as_the_guests_records() {
     // The environment is each guest's own: its release, and sysctls that
     // only one of the two kernels has.
     let out = run(&["env", "--diff", &labels[0], &labels[1], "--db", db.path()]);
-    assert_ok(&out);
-    let diff = String::from_utf8_lossy(&out.stdout);
-    assert_mentions(
-        &diff,
+    assert_says(
+        &out,
         &[
             &format!("kernel.release: {} -> {}", labels[0], labels[1]),
             "(absent) -> ",
@@ -203,10 +201,8 @@ fn a_stream_and_an_rr_in_each_of_two_kernels_come_back_as_the_guests_records() {
     // compare matches the two kernels' runs point by point and says
     // where they ran.
     let out = compare(&db, &labels[0], &labels[1], "terminal");
-    assert_ok(&out);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_mentions(
-        &text,
+    let text = assert_says(
+        &out,
         &[
             &format!("kernels: A {}; B {}", labels[0], labels[1]),
             "both sides ran in a VM: ",
@@ -315,9 +311,7 @@ fn bad_images_missing_modules_and_a_missing_qemu_are_refused_by_name() {
         .env("PATH", "/nonexistent")
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("install the qemu-system-x86 package"), "{err}");
+    assert_exit(&out, 2, &["install the qemu-system-x86 package"]);
 }
 
 #[test]
@@ -332,10 +326,9 @@ fn a_panicking_guest_and_a_hung_one_are_reported_with_their_console_and_leave_no
         .args(["--kernel", deb, "--kernel-append", "rdinit=/nothing"])
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&child.stderr);
-    assert_eq!(child.status.code(), Some(2), "{err}");
-    assert_mentions(
-        &err,
+    assert_exit(
+        &child,
+        2,
         &[
             "the guest kernel panicked: not syncing",
             "the console ended",
@@ -350,12 +343,7 @@ fn a_panicking_guest_and_a_hung_one_are_reported_with_their_console_and_leave_no
         .unwrap();
     let pid = child.id();
     let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("no word from the guest in 1 s: killed"),
-        "{err}"
-    );
+    assert_exit(&out, 2, &["no word from the guest in 1 s: killed"]);
     assert!(qemus_of(pid).is_empty(), "QEMU left behind");
     assert!(workdirs_of(pid).is_empty(), "{:?}", workdirs_of(pid));
 }
@@ -435,9 +423,7 @@ fn a_sweep_under_two_kernels_boots_each_once_a_round_and_compares_them() {
         "--db",
         db.path(),
     ]);
-    assert_ok(&out);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_mentions(&text, &["A = old", &format!("B = {}", release_of(&new))]);
+    assert_says(&out, &["A = old", &format!("B = {}", release_of(&new))]);
     for label in ["old".to_string(), release_of(&new)] {
         let out = run(&["export", "--label", &label, "--db", db.path()]);
         assert_ok(&out);
@@ -483,17 +469,13 @@ fn check_under_a_kernel_answers_as_git_bisect_run_expects() {
     // 6.12 is faster: no regression. A guest that panicked under TCG
     // (see WINDOW_POINT) is a skip; it is asked once more.
     let out = once_more_if_the_guest_panicked(|| check(new.to_str().unwrap(), &[]));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
-    assert!(err.contains("check: good"), "{err}");
+    assert_exit(&out, 0, &["check: good"]);
     // A kernel that does not boot is a skip, never a bad commit.
     let out = check(
         new.to_str().unwrap(),
         &["--kernel-append", "rdinit=/nothing"],
     );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(125), "{err}");
-    assert!(err.contains("panicked"), "{err}");
+    assert_exit(&out, 125, &["panicked"]);
     // Not a kernel at all: plumb's fault to report, 128.
     let out = check("/etc/hostname", &[]);
     assert_eq!(out.status.code(), Some(128));
@@ -571,10 +553,9 @@ fn a_bisect_whose_bad_image_is_only_a_skip_for_too_few_iterations_says_how_many_
         .args(["--change", "better", "--threshold", "20", "--alpha", "1e-9"])
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert_mentions(
-        &err,
+    assert_exit(
+        &out,
+        2,
         &[
             "skip against --good, not bad: nothing to bisect; too few iterations",
             "iterations a side tell a 20",
@@ -674,10 +655,9 @@ mv "$PLUMB_BUILD_OUT"/boot/config-* "$PLUMB_BUILD_OUT/.config""#;
 
 #[test]
 fn a_bisect_over_a_git_tree_builds_what_git_checks_out_and_puts_the_tree_back() {
-    let Some(kernels) = kernels() else { return };
-    if !require_tool("git", "git") {
+    let Some(kernels) = kernels().filter(|_| require_tool("git", "git")) else {
         return;
-    }
+    };
     let _alone = measuring_alone();
     let name = |p: &PathBuf| p.file_name().unwrap().to_string_lossy().to_string();
     let (old, new) = (newest(&kernels, "6.1."), newest(&kernels, "6.12."));
@@ -1155,10 +1135,12 @@ fn kvm_that_cannot_work_costs_one_start_once_per_host_and_the_dry_run_names_the_
         .args(args(&["--accel", "kvm"]))
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let err = assert_exit(
+        &out,
+        2,
+        &["--accel kvm", "KVM internal error", "--accel tcg"],
+    );
     assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert_mentions(&err, &["--accel kvm", "KVM internal error", "--accel tcg"]);
     assert_eq!(kvm.kvm_starts(), 2);
     // The doctor tells what the host answered.
     let out = kvm
@@ -1166,17 +1148,14 @@ fn kvm_that_cannot_work_costs_one_start_once_per_host_and_the_dry_run_names_the_
         .args(["doctor", "--sample", "100ms"])
         .output()
         .unwrap();
-    assert_ok(&out);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("TCG only: KVM failed here"), "{text}");
+    assert_says(&out, &["TCG only: KVM failed here"]);
 }
 
 #[test]
 fn a_guest_run_shows_its_boot_and_iterations_on_a_terminal_while_it_runs() {
-    let Some(kernels) = kernels() else { return };
-    if !require_tool("script", "bsdutils") {
+    let Some(kernels) = kernels().filter(|_| require_tool("script", "bsdutils")) else {
         return;
-    }
+    };
     let _alone = measuring_alone();
     let deb = newest(&kernels, "6.1.");
     let line = format!(

@@ -62,6 +62,26 @@ pub fn assert_mentions(text: &str, needles: &[&str]) {
     }
 }
 
+/// Asserts that the command succeeded and that what it wrote to stdout
+/// mentions each of `needles`; that text.
+#[track_caller]
+pub fn assert_says(out: &Output, needles: &[&str]) -> String {
+    assert_ok(out);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_mentions(&text, needles);
+    text
+}
+
+/// Asserts that the command exited with `code` and that what it wrote to
+/// stderr mentions each of `needles`; that text.
+#[track_caller]
+pub fn assert_exit(out: &Output, code: i32, needles: &[&str]) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(code), "{err}");
+    assert_mentions(&err, needles);
+    err
+}
+
 /// `plumb run ARGS --iterations 1 --db DB`: one iteration stored in `db`
 /// (under the label ARGS give, if any), which must succeed.
 pub fn store_one_iteration(db: &TempDb, args: &[&str]) {
@@ -616,16 +636,40 @@ pub fn started_veth_run(journal: &std::path::Path, args: &[&str]) -> std::proces
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    veth_namespaces_up(child.id());
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    child
+}
+
+/// The two namespaces of veth run `pid` (the client's first), once both
+/// are up.
+pub fn veth_namespaces_up(pid: u32) -> Vec<String> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while veth_namespaces(child.id()).len() < 2 {
+    loop {
+        let ns = veth_namespaces(pid);
+        if ns.len() >= 2 {
+            return ns;
+        }
         assert!(
             std::time::Instant::now() < deadline,
             "the namespaces never appeared"
         );
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    std::thread::sleep(std::time::Duration::from_millis(800));
-    child
+}
+
+/// `plumb run ARGS` of one iteration, unstored, its record on stdout and
+/// its journal named after `journal`, started.
+pub fn spawn_one_iteration(journal: &str, args: &[&str]) -> std::process::Child {
+    plumb()
+        .env("PLUMB_JOURNAL", test_journal(journal))
+        .arg("run")
+        .args(args)
+        .args(["--iterations", "1", "--json", "--no-store"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
 }
 
 /// Kills the run with SIGKILL: its namespaces stay. Its pid.

@@ -48,7 +48,8 @@ fn untag(tag: u64) -> (usize, Op) {
     ((tag >> 3) as usize, OPS[(tag & 7) as usize])
 }
 
-/// How big a worker's ring is.
+/// How big a worker's ring is; what a workload leaves out it does not use.
+#[derive(Default)]
 pub(crate) struct Shape {
     /// Operations the flows keep in flight at once.
     pub ops: u32,
@@ -65,6 +66,15 @@ pub(crate) struct Shape {
     pub letters: Option<(usize, usize)>,
 }
 
+/// Operation `op` of flow `flow` completed as `c` says, with a receive's
+/// data in `data`.
+pub(crate) struct Done<'a> {
+    pub flow: usize,
+    pub op: Op,
+    pub c: Completion,
+    pub data: &'a [u8],
+}
+
 /// A workload's flows as the ring loop drives them.
 pub(crate) trait RingFlows {
     fn shape(&self, lp: &Loop) -> Shape;
@@ -74,15 +84,7 @@ pub(crate) trait RingFlows {
     /// buffer of the ring, `data`, which a TCP workload does not read (as
     /// the epoll engine's reads into one buffer) and a UDP one reads the
     /// header of. While the test stops, nothing more is queued.
-    fn complete(
-        &mut self,
-        lp: &mut Loop,
-        q: &mut Queue,
-        flow: usize,
-        op: Op,
-        c: Completion,
-        data: &[u8],
-    ) -> io::Result<()>;
+    fn complete(&mut self, lp: &mut Loop, q: &mut Queue, done: Done<'_>) -> io::Result<()>;
     /// Completions still owed to the counts once the loop has stopped (a
     /// send's, for what it moved before the stop cancelled it; a zero-copy
     /// send's notification).
@@ -138,7 +140,7 @@ fn take<R: RingFlows>(ring: &mut Ring, r: &mut R, lp: &mut Loop, seen: &mut Seen
         }
         n += 1;
         let (flow, op) = untag(c.tag);
-        if let Err(e) = r.complete(lp, q, flow, op, c, data) {
+        if let Err(e) = r.complete(lp, q, Done { flow, op, c, data }) {
             seen.failed = Some(e);
         }
     });

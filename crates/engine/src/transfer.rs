@@ -7,10 +7,10 @@
 use crate::flow::{
     later, pattern, read_burst, FlowCounters, Handler, Loop, Next, PageBuf, Shared, BOUND,
 };
-use crate::ring::{self, receive_buffers, Op, RingFlows, Shape};
+use crate::ring::{self, receive_buffers, Done, Op, RingFlows, Shape};
 use plumb_spec::{RxMode, ZeroCopy};
 use plumb_sys::sock::zerocopy::{self as zc, ErrQueueEntry};
-use plumb_sys::uring::{Completion, Queue};
+use plumb_sys::uring::Queue;
 use rustix::event::epoll;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -872,14 +872,13 @@ impl RingFlows for StreamRing {
         let n = lp.sh.range.len();
         let sends = if self.plan.sends { RING_SENDS } else { 0 };
         Shape {
-            letters: None,
-            peer: None,
             ops: n as u32 * (sends + 1),
             send_len: self.plan.msg_size,
             receive: (self.plan.receives && self.plan.rx.is_copy())
                 .then(|| receive_buffers(n, self.plan.ring_buffer(), RING_RECEIVE_BYTES)),
             discard: (self.plan.receives && self.plan.rx == RxMode::Skip)
                 .then(|| self.plan.read_size()),
+            ..Shape::default()
         }
     }
 
@@ -897,15 +896,8 @@ impl RingFlows for StreamRing {
         Ok(())
     }
 
-    fn complete(
-        &mut self,
-        lp: &mut Loop,
-        q: &mut Queue,
-        i: usize,
-        op: Op,
-        c: Completion,
-        _: &[u8],
-    ) -> io::Result<()> {
+    fn complete(&mut self, lp: &mut Loop, q: &mut Queue, done: Done<'_>) -> io::Result<()> {
+        let (i, op, c) = (done.flow, done.op, done.c);
         let counters = &lp.sh.counters[i];
         let k = i - self.base;
         let dead = self.dead[k];

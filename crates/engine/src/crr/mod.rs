@@ -16,7 +16,7 @@ mod machine;
 use machine::{CrrMachine, Exchange, Next as Step};
 
 use crate::flow::{later, pattern, FlowError, Handler, Loop, Next, PageBuf, Shared, BOUND};
-use crate::ring::{self, receive_buffers, Op, RingFlows, Shape};
+use crate::ring::{self, receive_buffers, Done, Op, RingFlows, Shape};
 use crate::setup::{apply_before_connect, apply_connected, bind_source};
 use plumb_spec::{Close, SocketOpts};
 use plumb_sys::plain_io;
@@ -522,9 +522,6 @@ const RING_RECEIVE_BYTES: usize = 8 << 20;
 /// flight at a time.
 fn ring_shape(slots: usize, out_writes: &[usize], in_size: usize) -> Shape {
     Shape {
-        letters: None,
-        peer: None,
-        discard: None,
         ops: 2 * slots as u32 + 2,
         send_len: crate::flow::longest(out_writes),
         receive: Some(receive_buffers(
@@ -532,6 +529,7 @@ fn ring_shape(slots: usize, out_writes: &[usize], in_size: usize) -> Shape {
             ring::fitted(in_size.next_power_of_two()),
             RING_RECEIVE_BYTES,
         )),
+        ..Shape::default()
     }
 }
 
@@ -583,7 +581,6 @@ fn completed(
 impl RingFlows for CrrClient {
     fn shape(&self, _: &Loop) -> Shape {
         Shape {
-            letters: None,
             peer: Some(self.peer),
             ..ring_shape(self.conns.len(), &self.plan.out_writes, self.plan.in_size)
         }
@@ -597,15 +594,8 @@ impl RingFlows for CrrClient {
         Ok(())
     }
 
-    fn complete(
-        &mut self,
-        lp: &mut Loop,
-        q: &mut Queue,
-        i: usize,
-        op: Op,
-        c: Completion,
-        _: &[u8],
-    ) -> io::Result<()> {
+    fn complete(&mut self, lp: &mut Loop, q: &mut Queue, done: Done<'_>) -> io::Result<()> {
+        let (i, op, c) = (done.flow, done.op, done.c);
         let k = i - self.base;
         let going = ring::going(lp, false);
         let Some(conn) = self.conns[k].as_mut().filter(|_| going) else {
@@ -668,15 +658,8 @@ impl RingFlows for CrrServer {
         Ok(())
     }
 
-    fn complete(
-        &mut self,
-        lp: &mut Loop,
-        q: &mut Queue,
-        slot: usize,
-        op: Op,
-        mut c: Completion,
-        _: &[u8],
-    ) -> io::Result<()> {
+    fn complete(&mut self, lp: &mut Loop, q: &mut Queue, done: Done<'_>) -> io::Result<()> {
+        let (slot, op, mut c) = (done.flow, done.op, done.c);
         let going = ring::going(lp, false);
         if op == Op::Accept {
             match (c.accepted(), c.error()) {

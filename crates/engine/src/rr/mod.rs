@@ -9,8 +9,8 @@
 use crate::flow::{
     later, pattern, read_burst, FlowCounters, Handler, Loop, Next, PageBuf, Shared, BOUND,
 };
-use crate::ring::{self, receive_buffers, Op, RingFlows, Shape};
-use plumb_sys::uring::{Completion, Queue};
+use crate::ring::{self, receive_buffers, Done, Op, RingFlows, Shape};
+use plumb_sys::uring::Queue;
 use rustix::event::epoll;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -275,9 +275,6 @@ impl RingFlows for RrFlows {
     fn shape(&self, lp: &Loop) -> Shape {
         let n = lp.sh.range.len();
         Shape {
-            letters: None,
-            peer: None,
-            discard: None,
             ops: 2 * n as u32,
             send_len: self.send_buf.len(),
             receive: Some(receive_buffers(
@@ -285,6 +282,7 @@ impl RingFlows for RrFlows {
                 ring::fitted(self.m.sizes().1.next_power_of_two()),
                 RING_RECEIVE_BYTES,
             )),
+            ..Shape::default()
         }
     }
 
@@ -315,15 +313,8 @@ impl RingFlows for RrFlows {
         self.schedule(lp, |me, lp, k| me.queue_write(lp, q, k))
     }
 
-    fn complete(
-        &mut self,
-        lp: &mut Loop,
-        q: &mut Queue,
-        i: usize,
-        op: Op,
-        c: Completion,
-        _: &[u8],
-    ) -> io::Result<()> {
+    fn complete(&mut self, lp: &mut Loop, q: &mut Queue, done: Done<'_>) -> io::Result<()> {
+        let (i, op, c) = (done.flow, done.op, done.c);
         let k = i - self.base;
         if op == Op::Send {
             self.io[k].quiet = false;

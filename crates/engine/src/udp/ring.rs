@@ -8,8 +8,8 @@
 use super::machine::{count_received, datagram_sent, next_datagram, put_header, RrClient};
 use super::{blocked, filtered, UdpPlan};
 use crate::flow::{FlowCounters, Loop, Shared};
-use crate::ring::{self, receive_buffers, Op, RingFlows, Shape};
-use plumb_sys::uring::{Completion, Queue};
+use crate::ring::{self, receive_buffers, Done, Op, RingFlows, Shape};
+use plumb_sys::uring::Queue;
 use std::io;
 use std::os::fd::AsFd;
 use std::sync::atomic::Ordering::Acquire;
@@ -103,10 +103,7 @@ impl RingFlows for UdpStreamRing {
         Shape {
             ops: (n * SLOTS) as u32,
             send_len: n * SLOTS * self.plan.out_size,
-            receive: None,
-            letters: None,
-            discard: None,
-            peer: None,
+            ..Shape::default()
         }
     }
 
@@ -119,15 +116,8 @@ impl RingFlows for UdpStreamRing {
         Ok(())
     }
 
-    fn complete(
-        &mut self,
-        lp: &mut Loop,
-        q: &mut Queue,
-        s: usize,
-        _: Op,
-        c: Completion,
-        _: &[u8],
-    ) -> io::Result<()> {
+    fn complete(&mut self, lp: &mut Loop, q: &mut Queue, done: Done<'_>) -> io::Result<()> {
+        let (s, c) = (done.flow, done.c);
         let k = s / SLOTS;
         let i = self.base + k;
         self.queued[k] -= 1;
@@ -235,9 +225,7 @@ impl RingFlows for UdpRrRing {
                 ring::fitted(self.plan.in_size),
                 RING_RECEIVE_BYTES,
             )),
-            letters: None,
-            discard: None,
-            peer: None,
+            ..Shape::default()
         }
     }
 
@@ -265,15 +253,8 @@ impl RingFlows for UdpRrRing {
         Ok(next.map(|due| due.saturating_sub(lp.now_ns())))
     }
 
-    fn complete(
-        &mut self,
-        lp: &mut Loop,
-        q: &mut Queue,
-        i: usize,
-        op: Op,
-        c: Completion,
-        data: &[u8],
-    ) -> io::Result<()> {
+    fn complete(&mut self, lp: &mut Loop, q: &mut Queue, done: Done<'_>) -> io::Result<()> {
+        let (i, op, c, data) = (done.flow, done.op, done.c, done.data);
         let k = i - self.base;
         if op == Op::Send {
             self.sending[k] = false;
@@ -352,8 +333,7 @@ impl RingFlows for UdpServerRing {
             receive: (!self.plan.rr)
                 .then(|| receive_buffers(256, ring::fitted(self.plan.in_size), RING_RECEIVE_BYTES)),
             letters: self.plan.rr.then_some((LETTERS, DATAGRAM_MOST)),
-            discard: None,
-            peer: None,
+            ..Shape::default()
         }
     }
 
@@ -373,15 +353,8 @@ impl RingFlows for UdpServerRing {
         Ok(())
     }
 
-    fn complete(
-        &mut self,
-        lp: &mut Loop,
-        q: &mut Queue,
-        slot: usize,
-        op: Op,
-        c: Completion,
-        data: &[u8],
-    ) -> io::Result<()> {
+    fn complete(&mut self, lp: &mut Loop, q: &mut Queue, done: Done<'_>) -> io::Result<()> {
+        let (slot, op, c, data) = (done.flow, done.op, done.c, done.data);
         let sock = lp.sh.udp_socks[lp.sh.range.start].as_fd();
         let udp = &self.plan;
         match (op, c.error()) {
