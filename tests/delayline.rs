@@ -22,14 +22,8 @@ fn path_run(name: &str, args: &[&str]) -> Value {
         .env("PLUMB_JOURNAL", test_journal(name))
         .args(["run"])
         .args(args)
-        .args([
-            "--topology",
-            "veth",
-            "--emulator",
-            "plumb",
-            "--json",
-            "--no-store",
-        ])
+        .args(["--topology", "veth", "--emulator", "plumb", "--json"])
+        .args(["--no-store"])
         .args(["--iterations", "1", "--warmup", "500ms"])
         .output()
         .unwrap();
@@ -220,15 +214,8 @@ fn netem_is_chosen_where_the_kernel_has_it_and_the_delay_line_where_not() {
     let run = |extra: &[&str]| {
         plumb()
             .env("PLUMB_JOURNAL", test_journal("choice"))
-            .args([
-                "run",
-                "rr",
-                "--topology",
-                "veth",
-                "--delay",
-                "1ms",
-                "--json",
-            ])
+            .args(["run", "rr", "--topology", "veth", "--delay", "1ms"])
+            .args(["--json"])
             .args(ONE_SHORT)
             .args(extra)
             .output()

@@ -42,14 +42,8 @@ fn a_sysctl_changed_on_the_server_is_named_as_the_servers_and_not_the_clients() 
     let run = |label: &str| -> Value {
         let out = plumb_in(&pair.client, &db)
             .args(["run", "rr", "--server", &addr, "--json", "--label", label])
-            .args([
-                "--duration",
-                "300ms",
-                "--warmup",
-                "100ms",
-                "--iterations",
-                "2",
-            ])
+            .args(["--duration", "300ms", "--warmup", "100ms"])
+            .args(["--iterations", "2"])
             .output()
             .unwrap();
         assert_ok(&out);
@@ -92,15 +86,8 @@ fn a_sysctl_changed_on_the_server_is_named_as_the_servers_and_not_the_clients() 
     );
 
     let out = plumb_in(&pair.client, &db)
-        .args([
-            "env",
-            "--diff",
-            "before",
-            "after",
-            "--json",
-            "--db",
-            db.path(),
-        ])
+        .args(["env", "--diff", "before", "after", "--json"])
+        .args(["--db", db.path()])
         .output()
         .unwrap();
     assert_ok(&out);

@@ -27,15 +27,8 @@ fn sweep_and_report(name: &str) -> (String, String, String, serde_json::Value) {
         std::env::temp_dir().join(format!("plumb-example-{}-{name}.html", std::process::id()));
     let report = |format: &str| {
         let out = plumb()
-            .args([
-                "report",
-                "--experiment",
-                name,
-                "--format",
-                format,
-                "--db",
-                db.path(),
-            ])
+            .args(["report", "--experiment", name, "--format", format])
+            .args(["--db", db.path()])
             .arg("--html")
             .arg(&page)
             .output()

@@ -3,7 +3,7 @@
 //! a command that only reads never creates a database it was pointed at.
 
 mod common;
-use common::{assert_ok_for, plumb, store_one_iteration, ExperimentFile, TempDb};
+use common::{assert_ok_for, plumb, store_short, ExperimentFile, TempDb};
 use std::process::Command;
 
 /// Runs `plumb ARGS | READER` in bash; returns plumb's exit status (from
@@ -40,18 +40,7 @@ fn quiet_end((code, err): (i32, String), what: &str) {
 fn output_into_a_closed_pipe_ends_quietly() {
     let db = TempDb::new("habits-pipe");
     for label in ["a", "b"] {
-        store_one_iteration(
-            &db,
-            &[
-                "stream",
-                "--duration",
-                "300ms",
-                "--warmup",
-                "100ms",
-                "--label",
-                label,
-            ],
-        );
+        store_short(&db, "stream", label);
     }
     // `env` prints thousands of facts: far more than a pipe holds.
     quiet_end(piped(&["env"], "head -c 1"), "env | head -c 1");

@@ -330,17 +330,8 @@ fn an_unsupported_knob_is_refused_before_anything_changes() {
         (format!("rps:plumb-ka@{n}=xyz"), "not a CPU mask"),
     ] {
         let out = with_journal(&j)
-            .args([
-                "run",
-                "stream",
-                "--duration",
-                "1s",
-                "--no-store",
-                "--knob",
-                &format!("rps:plumb-ka@{n}=1"),
-                "--knob",
-                &bad,
-            ])
+            .args(["run", "stream", "--duration", "1s", "--no-store"])
+            .args(["--knob", &format!("rps:plumb-ka@{n}=1"), "--knob", &bad])
             .output()
             .unwrap();
         let err = stderr(&out);
@@ -368,15 +359,8 @@ fn plumb_restore_puts_back_what_a_killed_run_left() {
     let rps = "/sys/class/net/plumb-ka/queues/rx-0/rps_cpus";
     let before = read_in(&ns, rps);
     let mut child = with_journal(&j)
-        .args([
-            "run",
-            "stream",
-            "--duration",
-            "60s",
-            "--no-store",
-            "--knob",
-            &format!("rps:plumb-ka@{}=1", ns.0),
-        ])
+        .args(["run", "stream", "--duration", "60s", "--no-store"])
+        .args(["--knob", &format!("rps:plumb-ka@{}=1", ns.0)])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -108,18 +108,7 @@ const LABELS: [&str; 3] = [
 
 fn three_labelled_runs(db: &TempDb) {
     for label in LABELS {
-        store_one_iteration(
-            db,
-            &[
-                "rr",
-                "--duration",
-                "300ms",
-                "--warmup",
-                "100ms",
-                "--label",
-                label,
-            ],
-        );
+        store_short(db, "rr", label);
     }
 }
 

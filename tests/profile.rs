@@ -71,14 +71,8 @@ fn profiled_runs(db: &TempDb, runs: &[(&str, &[&str])]) {
         let out = plumb()
             .args(["run", "stream", "--profile", "--profile-freq", "4999"])
             .args(["--label", label])
-            .args([
-                "--client-cpus",
-                "0",
-                "--server-cpus",
-                "1",
-                "--duration",
-                "1s",
-            ])
+            .args(["--client-cpus", "0", "--server-cpus", "1"])
+            .args(["--duration", "1s"])
             .args(["--warmup", "300ms", "--iterations", "8", "--db", db.path()])
             .args(*extra)
             .output()
@@ -391,15 +385,8 @@ fn the_embedded_servers_profile_comes_from_the_clients_samplers_so_each_cpu_is_s
         return;
     };
     let child = plumb()
-        .args([
-            "run",
-            "stream",
-            "--profile",
-            "--duration",
-            "2s",
-            "--warmup",
-            "300ms",
-        ])
+        .args(["run", "stream", "--profile", "--duration", "2s"])
+        .args(["--warmup", "300ms"])
         .args(["--iterations", "1", "--no-store", "--json"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -454,15 +441,8 @@ fn a_plumb_serve_profiles_its_own_end_and_returns_it() {
     let addr = common::listening_addr(&mut child);
     let server = Started(child);
     let out = plumb()
-        .args([
-            "run",
-            "rr",
-            "--profile",
-            "--server",
-            &addr,
-            "--duration",
-            "1s",
-        ])
+        .args(["run", "rr", "--profile", "--server", &addr])
+        .args(["--duration", "1s"])
         .args(["--warmup", "0", "--iterations", "1", "--no-store", "--json"])
         .output()
         .unwrap();
@@ -503,14 +483,8 @@ fn profiling_without_the_privilege_is_refused_before_the_run() {
         ),
     ] {
         let out = std::process::Command::new("setpriv")
-            .args([
-                "--reuid",
-                "65534",
-                "--regid",
-                "65534",
-                "--clear-groups",
-                "--",
-            ])
+            .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+            .args(["--"])
             .arg(env!("CARGO_BIN_EXE_plumb"))
             .args(["run", "stream", flag, "--duration", "1s", "--no-store"])
             .env("PLUMB_ACTIVITY_DIR", "off")

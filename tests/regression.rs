@@ -367,20 +367,9 @@ fn a_killed_run_leaves_the_store_whole() {
     let db = TempDb::new("killed");
     stored_run(&db, "before", &["--iterations", "1"]);
     let mut child = plumb()
-        .args([
-            "run",
-            "stream",
-            "--db",
-            db.path(),
-            "--label",
-            "killed",
-            "--iterations",
-            "5",
-            "--duration",
-            "1s",
-            "--warmup",
-            "200ms",
-        ])
+        .args(["run", "stream", "--db", db.path(), "--label", "killed"])
+        .args(["--iterations", "5", "--duration", "1s"])
+        .args(["--warmup", "200ms"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()

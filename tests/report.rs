@@ -250,15 +250,8 @@ set = { nodelay = true }
         ],
     );
     let md = plumb()
-        .args([
-            "report",
-            "--experiment",
-            "report-test",
-            "--format",
-            "markdown",
-            "--db",
-            db.path(),
-        ])
+        .args(["report", "--experiment", "report-test"])
+        .args(["--format", "markdown", "--db", db.path()])
         .output()
         .unwrap();
     let md = String::from_utf8_lossy(&md.stdout);

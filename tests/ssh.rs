@@ -137,15 +137,8 @@ impl Lab {
         };
         let child = Command::new("ip")
             .args(["netns", "exec", &lab.server_ns])
-            .args([
-                "unshare",
-                "-m",
-                "--propagation",
-                "private",
-                "sh",
-                "-c",
-                &script,
-            ])
+            .args(["unshare", "-m"])
+            .args(["--propagation", "private", "sh", "-c", &script])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.join("sshd.log")).expect("log"))

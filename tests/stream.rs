@@ -271,22 +271,9 @@ fn pinning_is_visible_in_proc_and_reported() {
         return;
     }
     let child = plumb()
-        .args([
-            "run",
-            "stream",
-            "--iterations",
-            "1",
-            "--no-store",
-            "--json",
-            "--duration",
-            "3s",
-            "--warmup",
-            "500ms",
-            "--client-cpus",
-            "0",
-            "--server-cpus",
-            "1",
-        ])
+        .args(["run", "stream", "--iterations", "1", "--no-store"])
+        .args(["--json", "--duration", "3s", "--warmup", "500ms"])
+        .args(["--client-cpus", "0", "--server-cpus", "1"])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();

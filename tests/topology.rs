@@ -155,15 +155,8 @@ fn veth_options_need_the_veth_topology() {
         "{err}"
     );
     let out = plumb()
-        .args([
-            "run",
-            "rr",
-            "--topology",
-            "veth",
-            "--server",
-            "127.0.0.1",
-            "--no-store",
-        ])
+        .args(["run", "rr", "--topology", "veth"])
+        .args(["--server", "127.0.0.1", "--no-store"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));

@@ -398,24 +398,10 @@ fn udp_rr_counts_dropped_datagrams_and_goes_on() {
     for (flows, io) in engines().into_iter().flat_map(|io| [("1", io), ("4", io)]) {
         let out = ns
             .plumb()
-            .args([
-                "run",
-                "udp-rr",
-                "--json",
-                "--no-store",
-                "--iterations",
-                "1",
-                "--flows",
-                flows,
-                "--timeout",
-                "10ms",
-                "--duration",
-                "1s",
-                "--warmup",
-                "200ms",
-                "--io",
-                io,
-            ])
+            .args(["run", "udp-rr", "--json", "--no-store"])
+            .args(["--iterations", "1", "--flows", flows])
+            .args(["--timeout", "10ms", "--duration", "1s"])
+            .args(["--warmup", "200ms", "--io", io])
             .output()
             .unwrap();
         assert_ok(&out);

@@ -40,15 +40,8 @@ fn vanish(side: &str) -> Option<(Duration, Option<Duration>, String)> {
     let client = pair
         .client
         .exec(env!("CARGO_BIN_EXE_plumb"))
-        .args([
-            "run",
-            "stream",
-            "--server",
-            &addr,
-            "--no-store",
-            "--iterations",
-            "1",
-        ])
+        .args(["run", "stream", "--server", &addr, "--no-store"])
+        .args(["--iterations", "1"])
         .args(["--duration", WINDOW, "--warmup", "200ms"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())

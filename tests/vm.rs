@@ -111,6 +111,9 @@ fn workdirs_of(pid: u32) -> Vec<PathBuf> {
         .collect()
 }
 
+/// A 1 s window after 300 ms of warm-up, for the iterations plumb sets.
+const ONE_SECOND: [&str; 4] = ["--duration", "1s", "--warmup", "300ms"];
+/// The same window, two iterations.
 const SHORT: [&str; 6] = ["--duration", "1s", "--warmup", "300ms", "--iterations", "2"];
 
 #[test]
@@ -234,8 +237,10 @@ fn once_more_if_the_guest_panicked(attempt: impl Fn() -> Output) -> Output {
 
 /// A guest's record, as `record_of` gives it, booting once more where the
 /// guest's kernel panicked.
-fn guest_record_of(all: &[&str]) -> Value {
-    record_from(all, once_more_if_the_guest_panicked(|| run(all)))
+fn guest_record_of(workload: &str, kernel: &Path, args: &[&str]) -> Value {
+    let kernel = kernel.to_str().unwrap();
+    let all = [&["run", workload, "--kernel", kernel, "--json"][..], args].concat();
+    record_from(&all, once_more_if_the_guest_panicked(|| run(&all)))
 }
 
 #[test]
@@ -243,14 +248,8 @@ fn a_delay_on_a_veth_path_inside_the_guest_is_netems_and_rr_waits_for_it() {
     let Some(kernels) = kernels() else { return };
     let _alone = measuring_alone();
     let deb = newest(&kernels, "6.12.");
-    let r = guest_record_of(
-        &[
-            &["run", "rr", "--kernel", deb.to_str().unwrap(), "--json"],
-            &SHORT[..],
-            &["--topology", "veth", "--delay", "5ms"],
-        ]
-        .concat(),
-    );
+    let path = ["--topology", "veth", "--delay", "5ms"];
+    let r = guest_record_of("rr", &deb, &[&SHORT[..], &path].concat());
     assert_eq!(r["path"]["emulator"], "netem", "{}", r["path"]);
     let modules: Vec<&str> = items(&r["vm"]["modules"])
         .map(|m| m.as_str().unwrap())
@@ -821,15 +820,8 @@ fn a_tree_bisect_refuses_what_it_cannot_bisect_and_leaves_the_tree_on_its_branch
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("--tree"), "{err}");
     let out = plumb()
-        .args([
-            "bisect",
-            "--points",
-            file.path(),
-            "--good",
-            "a",
-            "--bad",
-            "b",
-        ])
+        .args(["bisect", "--points", file.path(), "--good", "a"])
+        .args(["--bad", "b"])
         .args(["--build", "make"])
         .output()
         .unwrap();
@@ -861,20 +853,8 @@ fn a_build_directory_boots_with_the_modules_installed_under_it_and_profiles_insi
         .status()
         .unwrap()
         .success());
-    let r = guest_record_of(&[
-        "run",
-        "stream",
-        "--kernel",
-        tree.to_str().unwrap(),
-        "--cc",
-        "bbr",
-        "--profile",
-        "--json",
-        "--duration",
-        "1s",
-        "--warmup",
-        "300ms",
-    ]);
+    let asked = ["--cc", "bbr", "--profile"];
+    let r = guest_record_of("stream", &tree, &[&asked[..], &ONE_SECOND].concat());
     let _ = std::fs::remove_dir_all(&tree);
     // The profile is the guest's: its kernel's functions by the guest's
     // own symbols.
@@ -903,18 +883,7 @@ fn with_vm_link_each_end_has_a_guest_and_the_bytes_cross_a_virtio_nic() {
     // 6.1 has virtio over PCI as modules: the link needs them loaded, in
     // order, before the NIC appears.
     let deb = newest(&kernels, "6.1.");
-    let r = guest_record_of(&[
-        "run",
-        "stream",
-        "--kernel",
-        deb.to_str().unwrap(),
-        "--vm-link",
-        "--json",
-        "--duration",
-        "1s",
-        "--warmup",
-        "300ms",
-    ]);
+    let r = guest_record_of("stream", &deb, &[&["--vm-link"][..], &ONE_SECOND].concat());
     assert_eq!(r["spec"]["machine"]["link"], "virtio-net", "{}", r["spec"]);
     let modules: Vec<&str> = items(&r["vm"]["modules"])
         .map(|m| m.as_str().unwrap())
@@ -1056,6 +1025,13 @@ fn kvm_that_cannot_work_costs_one_start_once_per_host_and_the_dry_run_names_the_
             .map(|s| s.to_string())
             .collect()
     };
+    // A stored run, which must succeed.
+    let stored = || {
+        let args = args(&["--db", db.path(), "--json"]);
+        let out = kvm.plumb().args(args).output().unwrap();
+        assert_ok(&out);
+        out
+    };
     let dry = |what: &str| -> Value {
         let out = kvm
             .plumb()
@@ -1072,12 +1048,7 @@ fn kvm_that_cannot_work_costs_one_start_once_per_host_and_the_dry_run_names_the_
         "{plan}"
     );
     // The first run meets KVM's failure once, at once, and goes on under TCG.
-    let out = kvm
-        .plumb()
-        .args(args(&["--db", db.path(), "--json"]))
-        .output()
-        .unwrap();
-    assert_ok(&out);
+    let out = stored();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(kvm.kvm_starts(), 1, "{err}");
     assert!(
@@ -1112,12 +1083,7 @@ fn kvm_that_cannot_work_costs_one_start_once_per_host_and_the_dry_run_names_the_
     );
     let key = plan["points"][0]["spec_key"].as_str().unwrap().to_string();
     assert_eq!(first["spec_key"], key.as_str(), "{plan}");
-    let out = kvm
-        .plumb()
-        .args(args(&["--db", db.path(), "--json"]))
-        .output()
-        .unwrap();
-    assert_ok(&out);
+    let out = stored();
     assert_eq!(kvm.kvm_starts(), 1, "the remembered answer was asked again");
     let second: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(second["spec_key"], key.as_str());

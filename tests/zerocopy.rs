@@ -382,15 +382,8 @@ fn each_send_mode_moves_what_it_claims_over_veth() {
     let out = veth
         .a
         .exec(env!("CARGO_BIN_EXE_plumb"))
-        .args([
-            "run",
-            "stream",
-            "--iterations",
-            "1",
-            "--no-store",
-            "--rx",
-            "zerocopy",
-        ])
+        .args(["run", "stream", "--iterations", "1", "--no-store"])
+        .args(["--rx", "zerocopy"])
         .args(["--server", &server.addr, "--duration", "1s"])
         .output()
         .unwrap();

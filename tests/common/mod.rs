@@ -94,6 +94,12 @@ pub fn store_one_iteration(db: &TempDb, args: &[&str]) {
     assert_ok(&out);
 }
 
+/// One stored 300 ms iteration of `workload` under `label`.
+pub fn store_short(db: &TempDb, workload: &str, label: &str) {
+    let short = ["--duration", "300ms", "--warmup", "100ms"];
+    store_one_iteration(db, &[&[workload][..], &short, &["--label", label]].concat());
+}
+
 /// A one-iteration `plumb run stream ARGS`, not stored, going on in the
 /// background; its stdout and stderr are piped.
 pub fn stream_in_background(args: &[&str]) -> std::process::Child {

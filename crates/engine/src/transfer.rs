@@ -11,7 +11,7 @@ use crate::ring::{self, receive_buffers, Done, Op, RingFlows, Shape};
 use plumb_spec::{RxMode, ZeroCopy};
 use plumb_sys::sock::zerocopy::{self as zc, ErrQueueEntry};
 use plumb_sys::uring::Queue;
-use rustix::event::epoll;
+use rustix::event::epoll::{self, EventFlags};
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -146,12 +146,7 @@ impl Handler for StreamFlows {
         Ok(())
     }
 
-    fn on_readable(
-        &mut self,
-        lp: &mut Loop,
-        id: u64,
-        flags: epoll::EventFlags,
-    ) -> io::Result<Next> {
+    fn on_readable(&mut self, lp: &mut Loop, id: u64, flags: EventFlags) -> io::Result<Next> {
         let i = id as usize;
         if !self.plan.receives {
             // A sender hung up on with nothing to try writing.

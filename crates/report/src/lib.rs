@@ -3,6 +3,7 @@
 //! Markdown, mail text and CSV; HTML with SVG plots grows here.
 #![deny(unsafe_code)]
 
+mod chart;
 pub mod compare;
 pub mod doctor;
 pub mod flame;

@@ -21,7 +21,7 @@ use crate::setup::{apply_before_connect, apply_connected, bind_source};
 use plumb_spec::{Close, SocketOpts};
 use plumb_sys::plain_io;
 use plumb_sys::uring::{Completion, Queue};
-use rustix::event::epoll;
+use rustix::event::epoll::{self, EventFlags};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
@@ -327,12 +327,7 @@ impl Handler for CrrClient {
         Ok(())
     }
 
-    fn on_readable(
-        &mut self,
-        lp: &mut Loop,
-        id: u64,
-        flags: epoll::EventFlags,
-    ) -> io::Result<Next> {
+    fn on_readable(&mut self, lp: &mut Loop, id: u64, flags: EventFlags) -> io::Result<Next> {
         self.step(lp, id, flags)?;
         Ok(Next::Done)
     }

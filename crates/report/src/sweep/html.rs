@@ -1,6 +1,7 @@
 //! The sweep report as one HTML page with inline SVG plots.
 
 use super::{Section, SweepReport, PERCENTILES};
+use crate::chart::Frame;
 use crate::table::{esc, Align, Table};
 use plumb_samples::units::{format_cpu_load, format_latency_us, format_share, trimmed};
 use std::fmt::Write;
@@ -12,12 +13,7 @@ pub(crate) const COLORS: [&str; 8] = [
     "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf",
 ];
 
-const W: f64 = 760.0;
-const H: f64 = 340.0;
-const LEFT: f64 = 90.0;
-const RIGHT: f64 = 20.0;
-const TOP: f64 = 20.0;
-const BOTTOM: f64 = 50.0;
+const FRAME: Frame = Frame::new([760.0, 340.0], [20.0, 20.0, 50.0, 90.0]);
 
 /// Colour alone cannot tell a line from one drawn over it: each line also
 /// gets a dash pattern and its points a marker, and the legend shows both.
@@ -88,7 +84,7 @@ impl YScale {
         } else {
             (v - self.lo) / (self.hi - self.lo)
         };
-        TOP + (H - TOP - BOTTOM) * (1.0 - f.clamp(0.0, 1.0))
+        FRAME.y_at(f)
     }
     fn ticks(&self) -> Vec<f64> {
         if self.log {
@@ -147,27 +143,19 @@ pub(crate) fn svg_lines(
             .flat_map(|(_, p)| p.iter().flat_map(|&(_, m, lo, hi)| [m, lo, hi])),
     );
     let n = x_labels.len().max(1);
-    let step = (W - LEFT - RIGHT) / n as f64;
-    let x = |i: usize| LEFT + step * (i as f64 + 0.5);
-    let mut s = format!(
-        "<svg viewBox=\"0 0 {W} {}\" width=\"{W}\" height=\"{}\" role=\"img\">",
-        H + 20.0 * lines.len() as f64,
-        H + 20.0 * lines.len() as f64
-    );
-    let _ = write!(
-        s,
-        "<rect x=\"{LEFT}\" y=\"{TOP}\" width=\"{}\" height=\"{}\" fill=\"#fafafa\" stroke=\"#ccc\"/>",
-        W - LEFT - RIGHT,
-        H - TOP - BOTTOM
-    );
+    let step = FRAME.inner_w() / n as f64;
+    let x = |i: usize| FRAME.left + step * (i as f64 + 0.5);
+    let mut s = FRAME.open(FRAME.h + 20.0 * lines.len() as f64, "");
+    s.push_str(&FRAME.area());
     for t in scale.ticks() {
         let y = scale.y(t);
         let _ = write!(
             s,
-            "<line x1=\"{LEFT}\" x2=\"{}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#e5e5e5\"/>\
+            "<line x1=\"{}\" x2=\"{}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#e5e5e5\"/>\
              <text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" class=\"t\">{}</text>",
-            W - RIGHT,
-            LEFT - 6.0,
+            FRAME.left,
+            FRAME.x1(),
+            FRAME.left - 6.0,
             y + 4.0,
             esc(&tick(t))
         );
@@ -179,7 +167,7 @@ pub(crate) fn svg_lines(
                 s,
                 "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\" class=\"t\">{}</text>",
                 x(i),
-                H - BOTTOM + 16.0,
+                FRAME.y1() + 16.0,
                 esc(l)
             );
         }
@@ -187,16 +175,17 @@ pub(crate) fn svg_lines(
     let _ = write!(
         s,
         "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\" class=\"a\">{}</text>",
-        LEFT + (W - LEFT - RIGHT) / 2.0,
-        H - BOTTOM + 36.0,
+        FRAME.x_at(0.5),
+        FRAME.y1() + 36.0,
         esc(x_title)
     );
     for (i, text) in marks {
         let xm = x(*i) + step / 2.0;
         let _ = write!(
             s,
-            "<line x1=\"{xm:.1}\" x2=\"{xm:.1}\" y1=\"{TOP}\" y2=\"{}\" stroke=\"#d00\" stroke-dasharray=\"4 3\"><title>{}</title></line>",
-            H - BOTTOM,
+            "<line x1=\"{xm:.1}\" x2=\"{xm:.1}\" y1=\"{}\" y2=\"{}\" stroke=\"#d00\" stroke-dasharray=\"4 3\"><title>{}</title></line>",
+            FRAME.top,
+            FRAME.y1(),
             esc(text)
         );
     }
@@ -228,20 +217,21 @@ pub(crate) fn svg_lines(
             marker(&mut s, li, xi, scale.y(m), c, Some(&title));
         }
         // The legend shows each line as drawn: its dash and its marker.
-        let ly = H + 20.0 * li as f64 + 4.0;
+        let ly = FRAME.h + 20.0 * li as f64 + 4.0;
         let _ = write!(
             s,
-            "<line x1=\"{LEFT}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" stroke=\"{c}\" stroke-width=\"2\"{}/>",
-            LEFT + 32.0,
+            "<line x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" stroke=\"{c}\" stroke-width=\"2\"{}/>",
+            FRAME.left,
+            FRAME.left + 32.0,
             ly - 4.0,
             ly - 4.0,
             dash(li)
         );
-        marker(&mut s, li, LEFT + 16.0, ly - 4.0, c, None);
+        marker(&mut s, li, FRAME.left + 16.0, ly - 4.0, c, None);
         let _ = write!(
             s,
             "<text x=\"{}\" y=\"{ly}\" class=\"t\">{}</text>",
-            LEFT + 40.0,
+            FRAME.left + 40.0,
             esc(name)
         );
     }
@@ -259,16 +249,16 @@ pub(crate) fn svg_bars(
 ) -> String {
     let row_h = 22.0;
     let label_w = 330.0;
-    let h = TOP + row_h * rows.len() as f64 + 50.0;
+    let h = FRAME.top + row_h * rows.len() as f64 + 50.0;
     let max = rows
         .iter()
         .map(|(_, v)| v.iter().sum::<f64>())
         .fold(0.0, f64::max)
         .max(1e-9);
-    let bw = W - label_w - RIGHT - 60.0;
-    let mut s = format!("<svg viewBox=\"0 0 {W} {h}\" width=\"{W}\" height=\"{h}\" role=\"img\">");
+    let bw = FRAME.x1() - label_w - 60.0;
+    let mut s = FRAME.open(h, "");
     for (i, (name, vals)) in rows.iter().enumerate() {
-        let y = TOP + row_h * i as f64;
+        let y = FRAME.top + row_h * i as f64;
         let _ = write!(
             s,
             "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" class=\"t\">{}</text>",
@@ -296,7 +286,7 @@ pub(crate) fn svg_bars(
             esc(&show(vals.iter().sum::<f64>()))
         );
     }
-    let ly = TOP + row_h * rows.len() as f64 + 20.0;
+    let ly = FRAME.top + row_h * rows.len() as f64 + 20.0;
     let mut lx = label_w;
     for (part, color) in parts {
         let _ = write!(

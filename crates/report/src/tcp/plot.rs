@@ -3,6 +3,7 @@
 //! in their quantity's unit, and each side's mean over its flows as a
 //! line with the flows' spread as a band around it.
 
+use crate::chart::Frame;
 use crate::sweep::html::{nice_step, COLORS, DASHES};
 use crate::table::esc;
 use plumb_samples::units::trimmed;
@@ -239,21 +240,16 @@ impl Trace {
     }
 }
 
-const W: f64 = 760.0;
-const H: f64 = 300.0;
-const LEFT: f64 = 96.0;
-const RIGHT: f64 = 24.0;
-const TOP: f64 = 16.0;
-const BOTTOM: f64 = 44.0;
+const FRAME: Frame = Frame::new([760.0, 300.0], [16.0, 24.0, 44.0, 96.0]);
 const LEGEND_ROW: f64 = 18.0;
 
 /// Where time `t` falls on an axis of `span` seconds.
 fn x_at(t: f64, span: f64) -> f64 {
-    LEFT + (W - LEFT - RIGHT) * (t / span).clamp(0.0, 1.0)
+    FRAME.x_at(t / span)
 }
 
 fn y_at(axis: &YAxis, v: f64) -> f64 {
-    TOP + (H - TOP - BOTTOM) * (1.0 - axis.fraction(v))
+    FRAME.y_at(axis.fraction(v))
 }
 
 /// `points` as an SVG path, broken where a point cannot be drawn on the
@@ -344,18 +340,9 @@ pub(crate) fn svg(what: &str, q: Quantity, traces: &[Trace]) -> String {
         })
         .flatten()
         .collect();
-    let height = H + LEGEND_ROW * legend.len() as f64;
-    let mut s = format!(
-        "<svg viewBox=\"0 0 {W} {height}\" width=\"{W}\" height=\"{height}\" role=\"img\" aria-label=\"{}\">",
-        esc(what)
-    );
-    let (x0, x1, y0, y1) = (LEFT, W - RIGHT, TOP, H - BOTTOM);
-    let _ = write!(
-        s,
-        "<rect x=\"{x0}\" y=\"{y0}\" width=\"{}\" height=\"{}\" fill=\"#fafafa\" stroke=\"#ccc\"/>",
-        x1 - x0,
-        y1 - y0
-    );
+    let mut s = FRAME.open(FRAME.h + LEGEND_ROW * legend.len() as f64, what);
+    s.push_str(&FRAME.area());
+    let (x0, x1, y0, y1) = (FRAME.left, FRAME.x1(), FRAME.top, FRAME.y1());
     for (t, label) in &axis.ticks {
         let y = y_at(&axis, *t);
         let _ = write!(
@@ -425,7 +412,7 @@ pub(crate) fn svg(what: &str, q: Quantity, traces: &[Trace]) -> String {
     }
     for (i, (side, key, name)) in legend.iter().enumerate() {
         let c = COLORS[side % COLORS.len()];
-        let y = H + LEGEND_ROW * i as f64;
+        let y = FRAME.h + LEGEND_ROW * i as f64;
         let _ = match key {
             Key::Mean => write!(
                 s,
