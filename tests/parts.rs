@@ -247,3 +247,41 @@ fn a_bad_part_is_refused_in_one_line_naming_what_is_wrong() {
         "part 'a' is named twice",
     );
 }
+
+/// On a terminal each part's seconds show beside the main part's, named,
+/// on the run's time axis: none before the part's start.
+#[test]
+fn a_parts_seconds_show_on_a_terminal_from_its_start() {
+    let Some(mut script) = on_a_terminal(&[
+        "run",
+        "rr",
+        "--part",
+        "load=stream:start=2s",
+        "--duration",
+        "4s",
+        "--warmup",
+        "300ms",
+        "--iterations",
+        "1",
+        "--no-store",
+    ]) else {
+        return;
+    };
+    let _alone = measuring_alone();
+    let out = script.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let second = |l: &str| -> f64 { l.split_whitespace().next().unwrap().parse().unwrap() };
+    let main: Vec<f64> = (text.lines())
+        .filter(|l| l.contains(" tx/s   p99 "))
+        .map(second)
+        .collect();
+    let part: Vec<f64> = (text.lines())
+        .filter(|l| l.contains("part load  client   sent "))
+        .map(second)
+        .collect();
+    assert!(main.len() >= 3, "{text}");
+    // The part started on the window's second second: its first ends at 3.
+    assert!((1..=2).contains(&part.len()), "{text}");
+    assert!(part.iter().all(|&t| t >= 2.9), "{part:?}\n{text}");
+}

@@ -1119,25 +1119,18 @@ fn kvm_that_cannot_work_costs_one_start_once_per_host_and_the_dry_run_names_the_
 
 #[test]
 fn a_guest_run_shows_its_boot_and_iterations_on_a_terminal_while_it_runs() {
-    let Some(kernels) = kernels().filter(|_| require_tool("script", "bsdutils")) else {
+    let Some(kernels) = kernels() else { return };
+    let deb = newest(&kernels, "6.1.");
+    let deb = deb.to_str().unwrap();
+    let args = [
+        &["run", "stream", "--no-store", "--accel", "tcg"][..],
+        &SHORT,
+    ]
+    .concat();
+    let Some(mut script) = on_a_terminal(&[&args[..], &["--kernel", deb]].concat()) else {
         return;
     };
     let _alone = measuring_alone();
-    let deb = newest(&kernels, "6.1.");
-    let line = format!(
-        "{} run stream --no-store --accel tcg --kernel {} {}",
-        env!("CARGO_BIN_EXE_plumb"),
-        deb.display(),
-        SHORT.join(" ")
-    );
-    // script gives plumb a terminal and copies what it writes there.
-    let mut script = Command::new("script");
-    script.args(["-qfec", &line, "/dev/null"]);
-    for (k, v) in plumb().get_envs() {
-        if let Some(v) = v {
-            script.env(k, v);
-        }
-    }
     let mut child = script.stdout(std::process::Stdio::piped()).spawn().unwrap();
     use std::io::BufRead;
     let mut seen = Vec::new();
@@ -1160,18 +1153,7 @@ fn a_guest_run_shows_its_boot_and_iterations_on_a_terminal_while_it_runs() {
         "{running_at:?}"
     );
     // Not on a terminal: nothing but the summary's own lines.
-    let out = run(&[
-        &[
-            "run",
-            "stream",
-            "--accel",
-            "tcg",
-            "--kernel",
-            deb.to_str().unwrap(),
-        ][..],
-        &SHORT[..],
-    ]
-    .concat());
+    let out = run(&[&args[..], &["--kernel", deb]].concat());
     assert_ok(&out);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(

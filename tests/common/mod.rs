@@ -664,6 +664,28 @@ pub fn veth_namespaces_up(pid: u32) -> Vec<String> {
     }
 }
 
+/// `plumb ARGS` given a terminal by script(1), which copies to its stdout
+/// what plumb writes there; None (after `skip`) without script.
+pub fn on_a_terminal(args: &[&str]) -> Option<Command> {
+    if !require_tool("script", "bsdutils") {
+        return None;
+    }
+    let line = [env!("CARGO_BIN_EXE_plumb")]
+        .iter()
+        .chain(args)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut script = Command::new("script");
+    script.args(["-qfec", &line, "/dev/null"]);
+    for (k, v) in plumb().get_envs() {
+        if let Some(v) = v {
+            script.env(k, v);
+        }
+    }
+    Some(script)
+}
+
 /// `plumb run ARGS` of one iteration, unstored, its record on stdout and
 /// its journal named after `journal`, started.
 pub fn spawn_one_iteration(journal: &str, args: &[&str]) -> std::process::Child {

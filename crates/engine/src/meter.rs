@@ -19,6 +19,28 @@ const TICK_WAIT: Duration = Duration::from_millis(50);
 /// Where interval samples go as they are taken (a live display, a log).
 pub trait SampleSink {
     fn interval(&mut self, role: Role, sample: &IntervalSample);
+    /// A second of part `part` of a run of parts, its time counted from the
+    /// run's window as the main part's is.
+    fn part_interval(&mut self, _part: &str, _role: Role, _sample: &IntervalSample) {}
+}
+
+/// The sink of a part's seconds: each goes on to `inner` named by the part
+/// and placed on the run's window, the part having started `offset_s` into
+/// it.
+pub struct PartSink<'a> {
+    pub part: &'a str,
+    pub offset_s: f64,
+    pub inner: &'a mut dyn SampleSink,
+}
+
+impl SampleSink for PartSink<'_> {
+    fn interval(&mut self, role: Role, sample: &IntervalSample) {
+        let placed = IntervalSample {
+            t_s: sample.t_s + self.offset_s,
+            ..sample.clone()
+        };
+        self.inner.part_interval(self.part, role, &placed);
+    }
 }
 
 /// A sink that drops everything.

@@ -7,6 +7,7 @@
 //! (the [`Cues`]): the client keeps time and tells its peer, a server
 //! hears them from it.
 
+use plumb_engine::meter::PartSink;
 use plumb_engine::{Link, ReadyEnd, RunningEnd, SampleSink, SetupError, Sockets, Stopped};
 use plumb_samples::{EndResult, Observe, Role};
 use plumb_spec::Spec;
@@ -133,9 +134,19 @@ impl PartEnd {
         }
     }
 
-    fn tick(&mut self) {
+    fn tick(&mut self, sink: &mut dyn SampleSink) {
         if let Some(r) = self.running.as_mut().filter(|_| self.figures.is_none()) {
-            r.tick(&mut plumb_engine::meter::NoSink);
+            r.tick(&mut Self::sink(&self.name, self.start_ms, sink));
+        }
+    }
+
+    /// Where its seconds go: on to `sink`, named and placed on the run's
+    /// window.
+    fn sink<'a>(name: &'a str, start_ms: u64, sink: &'a mut dyn SampleSink) -> PartSink<'a> {
+        PartSink {
+            part: name,
+            offset_s: start_ms as f64 / 1000.0,
+            inner: sink,
         }
     }
 
@@ -145,7 +156,7 @@ impl PartEnd {
     /// waits in its window for an answer or a connection the server has
     /// stopped giving. The flows stay open to the run's end, so that
     /// neither end reads the other's halt as a failure.
-    fn stop_if_due(&mut self, elapsed_ms: u64) -> Result<(), String> {
+    fn stop_if_due(&mut self, elapsed_ms: u64, sink: &mut dyn SampleSink) -> Result<(), String> {
         let Some(stop) = self.stop_ms else {
             return Ok(());
         };
@@ -153,7 +164,7 @@ impl PartEnd {
             return Ok(());
         }
         self.mark_window_closed();
-        self.close_window();
+        self.close_window(sink);
         let halt_at = match self.role {
             Role::Client => stop,
             Role::Server => stop + 1000,
@@ -174,12 +185,12 @@ impl PartEnd {
         }
     }
 
-    fn close_window(&mut self) {
+    fn close_window(&mut self, sink: &mut dyn SampleSink) {
         if self.figures.is_some() {
             return;
         }
         self.figures = Some(match self.running.as_mut() {
-            Some(r) => r.close_window(&mut plumb_engine::meter::NoSink),
+            Some(r) => r.close_window(&mut Self::sink(&self.name, self.start_ms, sink)),
             None => EndResult {
                 warnings: vec![format!(
                     "part {} never started: the window closed before its start at {} s",
@@ -292,8 +303,8 @@ fn window<C: Cues>(
             end.tick(sink);
             seconds += 1;
             for p in parts.iter_mut() {
-                p.tick();
-                p.stop_if_due(seconds * 1000)
+                p.tick(sink);
+                p.stop_if_due(seconds * 1000, sink)
                     .and_then(|_| p.start_if_due(seconds * 1000))
                     .map_err(|e| cues.failed(Step::Engine, e))?;
             }
@@ -304,7 +315,9 @@ fn window<C: Cues>(
     end.mark_window_closed();
     parts.iter_mut().for_each(PartEnd::mark_window_closed);
     cues.closing()?;
-    parts.iter_mut().for_each(PartEnd::close_window);
+    for p in parts.iter_mut() {
+        p.close_window(sink);
+    }
     Ok(end.close_window(sink))
 }
 

@@ -7,30 +7,56 @@ use plumb_samples::{format_bits_per_sec, IntervalSample, Peer, Role, ServerStart
 use plumb_spec::{Direction, Family, Field, Names, Spec};
 use std::io::IsTerminal;
 
-/// Per-second lines on stderr while a run goes, when a person is watching.
-struct Live {
+/// Per-second lines on stderr while a run goes, when a person is watching:
+/// the main part's, and each other part's named.
+struct Live<W> {
     direction: Direction,
+    parts: Vec<(String, Direction)>,
+    out: W,
 }
 
-impl SampleSink for Live {
-    fn interval(&mut self, role: Role, s: &IntervalSample) {
-        if let Some(line) = live_line(self.direction, role, s) {
-            eprintln!("{line}");
+impl<W: std::io::Write> Live<W> {
+    fn of(spec: &Spec, out: W) -> Live<W> {
+        Live {
+            direction: spec.direction,
+            parts: (spec.parts.iter())
+                .map(|p| (p.name.clone(), p.spec.direction))
+                .collect(),
+            out,
+        }
+    }
+
+    fn show(&mut self, line: Option<String>) {
+        if let Some(line) = line {
+            let _ = writeln!(self.out, "{line}");
         }
     }
 }
 
-/// One end's second as the live lines show it: its transactions, or what
-/// it measures of the transfer, the rate it sent where it sends and the
-/// rate it received where it receives (a sender's received is nothing it
+impl<W: std::io::Write> SampleSink for Live<W> {
+    fn interval(&mut self, role: Role, s: &IntervalSample) {
+        self.show(live_line(self.direction, role, s, ""));
+    }
+
+    fn part_interval(&mut self, part: &str, role: Role, s: &IntervalSample) {
+        let line = (self.parts.iter().find(|(name, _)| name == part))
+            .and_then(|(_, direction)| live_line(*direction, role, s, &format!("part {part}  ")));
+        self.show(line);
+    }
+}
+
+/// One end's second as the live lines show it, after `who` (a part's
+/// name, or nothing for the main part): its transactions, or what it
+/// measures of the transfer, the rate it sent where it sends and the rate
+/// it received where it receives (a sender's received is nothing it
 /// measured).
-fn live_line(direction: Direction, role: Role, s: &IntervalSample) -> Option<String> {
+fn live_line(direction: Direction, role: Role, s: &IntervalSample, who: &str) -> Option<String> {
     if s.dt_s <= 0.0 {
         return None;
     }
     if let Some(p99) = s.p99_us {
         return Some(format!(
-            "  {:>6.2} s   {:>10.0} tx/s   p99 {:>8.1} us",
+            "  {:>6.2} s   {who}{:>10.0} tx/s   p99 {:>8.1} us",
             s.t_s,
             s.transactions as f64 / s.dt_s,
             p99
@@ -42,7 +68,7 @@ fn live_line(direction: Direction, role: Role, s: &IntervalSample) -> Option<Str
     }
     let rate = |bytes: u64| format_bits_per_sec(bytes as f64 * 8.0 / s.dt_s);
     let (sends, receives) = direction.activity(role == Role::Server);
-    let mut line = format!("  {:>6.2} s   {role:<6}", s.t_s);
+    let mut line = format!("  {:>6.2} s   {who}{role:<6}", s.t_s);
     if sends {
         line += &format!("   sent {:>14}", rate(s.bytes_sent));
     }
@@ -212,9 +238,7 @@ pub(crate) fn run_and_store(
     let opts = ctx.options(label)?;
     let live = !json && std::io::stderr().is_terminal();
     let mut sink: Box<dyn SampleSink> = if live {
-        Box::new(Live {
-            direction: spec.direction,
-        })
+        Box::new(Live::of(spec, std::io::stderr()))
     } else {
         Box::new(plumb_engine::meter::NoSink)
     };
@@ -495,21 +519,51 @@ mod live_tests {
 
     #[test]
     fn a_sending_end_shows_what_it_sent_not_a_received_nothing() {
-        let line = live_line(Direction::Send, Role::Client, &second(1_250_000_000, 0)).unwrap();
+        let line = live_line(Direction::Send, Role::Client, &second(1_250_000_000, 0), "").unwrap();
         assert!(line.contains("client") && line.contains("sent"), "{line}");
         assert!(line.contains("10.0 Gbit/s"), "{line}");
         assert!(!line.contains("received"), "{line}");
         // The client of --direction recv receives.
-        let line = live_line(Direction::Recv, Role::Client, &second(0, 125_000_000)).unwrap();
+        let line = live_line(Direction::Recv, Role::Client, &second(0, 125_000_000), "").unwrap();
         assert!(
             line.contains("received") && !line.contains("sent"),
             "{line}"
         );
         // Both ways: both.
-        let line = live_line(Direction::Both, Role::Client, &second(1000, 1000)).unwrap();
+        let line = live_line(Direction::Both, Role::Client, &second(1000, 1000), "").unwrap();
         assert!(line.contains("sent") && line.contains("received"), "{line}");
         // A sender that sent nothing in a second says so.
-        let line = live_line(Direction::Send, Role::Client, &second(0, 0)).unwrap();
+        let line = live_line(Direction::Send, Role::Client, &second(0, 0), "").unwrap();
         assert!(line.contains("sent") && line.contains(" 0 bit/s"), "{line}");
+    }
+
+    #[test]
+    fn a_parts_second_is_named_and_placed_on_the_runs_window() {
+        use plumb_engine::meter::PartSink;
+        use plumb_engine::SampleSink;
+        let mut live = super::Live {
+            direction: Direction::Send,
+            parts: vec![("load".to_string(), Direction::Recv)],
+            out: Vec::new(),
+        };
+        live.interval(Role::Client, &second(125_000_000, 0));
+        for part in ["load", "absent"] {
+            let mut sink = PartSink {
+                part,
+                offset_s: 2.0,
+                inner: &mut live,
+            };
+            sink.interval(Role::Client, &second(0, 125_000_000));
+        }
+        let text = String::from_utf8(live.out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(lines[0].starts_with("    1.00 s   client   sent"), "{text}");
+        // The part that started 2 s into the window: its first second ends
+        // at 3 s, and it receives, as its own direction says.
+        assert!(
+            lines[1].starts_with("    3.00 s   part load  client   received"),
+            "{text}"
+        );
     }
 }
