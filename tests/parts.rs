@@ -226,6 +226,37 @@ fn the_summary_names_each_part_and_a_comparison_pairs_them_by_name() {
         keys.contains(&format!("{run_key}/bulk").as_str()),
         "{keys:?}"
     );
+    // The history of a part, run after run: each run's mean is that of the
+    // part's own transactions over its iterations' windows.
+    let key = format!("{run_key}/ping");
+    let args = ["history", "--spec-key", &key, "--format", "json"];
+    let out = run(&[&args[..], &["--db", db.path()]].concat());
+    assert_ok(&out);
+    let h: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        h["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("part ping: udp-rr"),
+        "{h}"
+    );
+    let exported: Vec<&Value> = items(&export["runs"]).collect();
+    assert_eq!(items(&h["runs"]).count(), exported.len(), "{h}");
+    for (point, r) in items(&h["runs"]).zip(exported) {
+        let tps: Vec<f64> = items(&r["record"]["iterations"])
+            .map(|it| {
+                let c = &part(it, "ping")["client"];
+                u(&c["transactions"]) as f64 / c["window_s"].as_f64().unwrap()
+            })
+            .collect();
+        let mean = tps.iter().sum::<f64>() / tps.len() as f64;
+        let got = point["mean"].as_f64().unwrap();
+        assert!((got - mean).abs() <= 1e-6 * mean, "{got} against {mean}");
+    }
+    // A part the runs do not have is named, with those they have.
+    let bad = format!("{run_key}/pong");
+    let out = run(&["history", "--spec-key", &bad, "--db", db.path()]);
+    assert_exit(&out, 2, &["--spec-key", "no part pong", "bulk, ping"]);
 }
 
 #[test]

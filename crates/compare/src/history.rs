@@ -99,7 +99,7 @@ pub fn history(runs: &[(i64, &RunRecord)], params: &ChangeParams) -> Option<Hist
         .collect();
     Some(History {
         spec_key: first.spec_key.clone(),
-        summary: first.spec.summary(),
+        summary: crate::point_summary(first),
         metric,
         unit: metric.unit(),
         method: plumb_stats::describe_change_points(params),

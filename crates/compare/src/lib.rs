@@ -310,7 +310,7 @@ fn side_stats(xs: &[f64], level: f64, runs: usize) -> SideStats {
 
 /// What a point is, in one line: a part of a run of parts
 /// ([`RunRecord::part_views`], keyed `RUN_KEY/NAME`) is named first.
-fn point_summary(record: &RunRecord) -> String {
+pub fn point_summary(record: &RunRecord) -> String {
     match record.part_name() {
         Some(name) => format!("part {name}: {}", record.spec.summary()),
         None => record.spec.summary(),

@@ -19,16 +19,30 @@ fn point_runs(store: &plumb_store::Store, a: &HistoryArgs) -> Result<Vec<StoredR
             .map(|(_, run)| run)
             .collect()
     } else {
+        // A part of a run of parts (`RUN_KEY/NAME`) is read from its runs.
+        let (key, part) = match a.spec_key.as_deref().map(|k| k.split_once('/')) {
+            Some(Some((key, part))) => (Some(key.to_string()), Some(part)),
+            _ => (a.spec_key.clone(), None),
+        };
         let f = RunFilter {
-            spec_key: a.spec_key.clone(),
+            spec_key: key,
             ..filter(&a.filter)
         };
-        store.runs(&f).map_err(store_err)?
+        let runs = store.runs(&f).map_err(store_err)?;
+        match part {
+            Some(part) => part_runs(runs, part)?,
+            None => runs,
+        }
     };
     runs.retain(|r| r.record.complete);
     let keys: BTreeMap<&str, String> = runs
         .iter()
-        .map(|r| (r.record.spec_key.as_str(), r.record.spec.summary()))
+        .map(|r| {
+            (
+                r.record.spec_key.as_str(),
+                plumb_compare::point_summary(&r.record),
+            )
+        })
         .collect();
     if keys.len() > 1 {
         return Err(Failure::usage(several_points(&keys)));
@@ -39,6 +53,43 @@ fn point_runs(store: &plumb_store::Store, a: &HistoryArgs) -> Result<Vec<StoredR
         ));
     }
     Ok(runs)
+}
+
+/// Part `part` of each of `runs`, as a run of its own
+/// ([`plumb_samples::RunRecord::part_views`]).
+fn part_runs(runs: Vec<StoredRun>, part: &str) -> Result<Vec<StoredRun>, Failure> {
+    let Some(first) = runs.first() else {
+        return Ok(runs);
+    };
+    let names: Vec<&str> = first
+        .record
+        .spec
+        .parts
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    if !names.contains(&part) {
+        return Err(Failure::usage(format!(
+            "--spec-key: the runs of {} have no part {part}; their parts: {}",
+            first.record.spec_key,
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            }
+        )));
+    }
+    Ok(runs
+        .into_iter()
+        .filter_map(|r| {
+            let view = r
+                .record
+                .part_views()
+                .into_iter()
+                .find(|v| v.part_name() == Some(part))?;
+            Some(StoredRun { record: view, ..r })
+        })
+        .collect())
 }
 
 /// The error for flags that match several test points: the first few
