@@ -75,6 +75,89 @@ fn stream_accounts_for_every_datagram(flows: &str, io: &str) {
     assert!(it["derived"]["tps"].is_null());
 }
 
+/// `--direction recv`: the server sends, each client flow's socket
+/// receives what was sent to it, and what the client found missing is what
+/// the kernel dropped at its sockets; on both engines, with one flow and
+/// with several.
+#[test]
+fn a_udp_stream_the_server_sends_is_counted_by_the_client_as_the_kernel_counts_it() {
+    let _alone = measuring_alone();
+    for io in engines() {
+        for flows in ["1", "3"] {
+            stream_from_the_server(flows, io);
+        }
+    }
+}
+
+fn stream_from_the_server(flows: &str, io: &str) {
+    // A small receive buffer and both ends on one CPU: the server outruns
+    // the client, so that there is loss to account for.
+    let mut args = vec!["--direction", "recv", "--flows", flows, "--io", io];
+    args.extend(["--duration", "1s", "--rcvbuf", "16K"]);
+    args.extend(["--client-cpus", "0", "--server-cpus", "0"]);
+    let rec = workload_json("udp-stream", &args);
+    assert_eq!(rec["spec"]["direction"], "recv");
+    let it = &rec["iterations"][0];
+    let (c, s) = (&it["client"], &it["server"]);
+    let (cu, su) = (&c["udp"], &s["udp"]);
+    let what = format!("{io} {flows} flows");
+    let sent = u(&su["packets_sent"]);
+    let got = u(&cu["packets_received"]);
+    let lost = u(&cu["lost"]);
+    assert!(got > 1000, "{what}: {got} datagrams received");
+    assert_eq!(u(&cu["packets_sent"]), 0, "{what}: the client sends none");
+    assert_eq!(
+        u(&su["packets_received"]),
+        0,
+        "{what}: the server takes none"
+    );
+    assert!(
+        u(&s["bytes_sent"]).abs_diff(sent * 1472) <= 8 * 1472,
+        "{what}"
+    );
+    assert!(
+        u(&c["bytes_received"]).abs_diff(got * 1472) <= 8 * 1472,
+        "{what}"
+    );
+    assert_eq!(u(&cu["strays"]), 0, "{what}");
+    // Every flow received its own datagrams.
+    for flow in items(&c["flows"]) {
+        assert!(u(&flow["bytes_received"]) > 0, "{what}: {flow}");
+    }
+    // What the server sent either arrived or left a gap at the client.
+    let sent_rate = sent as f64 / f(&s["window_s"]);
+    let allowed = edge_allowance(sent_rate, c, s, 64.0);
+    let accounted = (got + lost) as f64;
+    assert!(
+        (sent as f64 - accounted).abs() <= allowed,
+        "{what}: sent {sent}, received {got} + lost {lost} (allowed {allowed})"
+    );
+    // The kernel counts each datagram it dropped for a full receive buffer
+    // (the host's counter: both ends on it); the client found them as gaps.
+    let dropped = counter(c, "Udp.RcvbufErrors");
+    assert!(lost > 100, "{what}: nothing lost: {cu}");
+    let allowed = allowed + 0.05 * dropped;
+    assert!(
+        (lost as f64 - dropped).abs() <= allowed,
+        "{what}: the client counted {lost} lost, the kernel dropped {dropped} (allowed {allowed})"
+    );
+    // The loss over the server's window, from the datagrams it marked.
+    let (marked, arrived) = (u(&su["window_sent"]), u(&cu["window_received"]));
+    assert!(marked > 1000 && arrived <= marked, "{what}: {su} {cu}");
+    let loss = f(&it["derived"]["loss"]);
+    assert!(
+        (loss - (marked - arrived) as f64 / marked as f64).abs() < 1e-12,
+        "{what}: {loss}"
+    );
+    // Goodput is what the client received.
+    let bps = f(&it["derived"]["throughput_bps"]);
+    let expect = got as f64 * 1472.0 * 8.0 / f(&c["window_s"]);
+    assert!(
+        (bps - expect).abs() / expect < 1e-3,
+        "{what}: {bps} vs {expect}"
+    );
+}
+
 /// The threads that sent datagrams on a UDP socket in `plumb run
 /// udp-stream --flows FLOWS` under strace, each with how many times it
 /// waited in epoll.

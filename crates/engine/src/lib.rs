@@ -32,7 +32,7 @@ pub use setup::{
     read_back_udp, udp_client_sockets, udp_server_sockets, DataListener, SetupError,
 };
 pub use transfer::StreamPlan;
-pub use udp::UdpPlan;
+pub use udp::{senders_to_announced, Announcer, UdpPlan};
 pub use worker::Workload;
 
 use flow::{FlowCounters, Shared};
@@ -91,6 +91,7 @@ impl EngineConfig {
         };
         let udp = |rr: bool| UdpPlan {
             client: !server,
+            sends,
             rr,
             tag: UdpPlan::tag_of(&link.cookie),
             out_size: match (&spec.rr, server) {
@@ -282,12 +283,19 @@ impl FinalCounts {
 
     /// The totals, and the warnings they call for, into `end`.
     pub fn fill(&self, end: &mut plumb_samples::EndResult) {
-        if let Some(u) = end.udp.as_mut().filter(|_| end.role == Role::Client) {
-            u.window_sent = self
-                .counters
-                .iter()
-                .map(|c| c.window_sent.load(Acquire))
-                .sum();
+        let total = |n: fn(&FlowCounters) -> &AtomicU64| -> u64 {
+            self.counters.iter().map(|c| n(c).load(Acquire)).sum()
+        };
+        if let Some(u) = end.udp.as_mut() {
+            // The sender's marks, also those of a server that sends.
+            u.window_sent = total(|c| &c.window_sent);
+            // A receiving client (`--direction recv`) closes its window
+            // before its sender does: the marked datagrams that came after
+            // its close, before it stopped, are counted too. A receiving
+            // server closes after its sender, and keeps its close's count.
+            if end.role == Role::Client {
+                u.window_received = total(|c| &c.window_received);
+            }
         }
         if self.rx_mapped {
             let (mut mapped, mut copied) = (0, 0);
@@ -647,9 +655,9 @@ impl Engine {
             late += snap.7;
         }
         if let Some(u) = udp {
-            if u.client {
+            if u.rr && u.client {
                 t.late_responses = late;
-            } else {
+            } else if !u.rr && !u.sends {
                 // A datagram that arrives after a later one filled a gap
                 // that was counted as lost.
                 t.lost = gaps.saturating_sub(late);

@@ -26,7 +26,7 @@ pub struct SetupError {
 }
 
 impl SetupError {
-    fn io(what: impl std::fmt::Display, e: io::Error) -> SetupError {
+    pub(crate) fn io(what: impl std::fmt::Display, e: io::Error) -> SetupError {
         SetupError {
             flag: None,
             message: format!("{what}: {}", plain_io(&e)),
@@ -107,7 +107,11 @@ pub fn apply_connected(stream: &TcpStream, opts: &SocketOpts) -> Result<(), Setu
 /// The options of the socket option table that `opts` sets and a socket of
 /// `proto` takes: a TCP flow's once connected or accepted (with the rest of
 /// [`apply_connected`]), a UDP socket's as it is made.
-fn apply_table(fd: impl AsFd, opts: &SocketOpts, proto: Proto) -> Result<(), SetupError> {
+pub(crate) fn apply_table(
+    fd: impl AsFd,
+    opts: &SocketOpts,
+    proto: Proto,
+) -> Result<(), SetupError> {
     for (o, v) in opts.table.iter() {
         let d = o.desc();
         if o.taken_by(proto) {

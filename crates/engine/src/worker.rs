@@ -60,7 +60,7 @@ impl Workload {
     /// datagrams already queued on its sockets are read and counted first
     /// (they arrived in the window; left there, they would pass for lost).
     pub fn hands_over(&self) -> bool {
-        self.timed() || matches!(self, Workload::Udp(u) if !u.client && !u.rr)
+        self.timed() || matches!(self, Workload::Udp(u) if !u.sends && !u.rr)
     }
 }
 
@@ -96,16 +96,16 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
                 let r = CrrServer::new(c, &sh);
                 ring::drive(sh, r)
             }
-            Workload::Udp(u) => match (u.client, u.rr) {
-                (true, false) => {
+            Workload::Udp(u) => match (u.rr, u.client, u.sends) {
+                (false, _, true) => {
                     let r = UdpStreamRing::new(u, &sh);
                     ring::drive(sh, r)
                 }
-                (true, true) => {
+                (true, true, _) => {
                     let r = UdpRrRing::new(u, &sh);
                     ring::drive(sh, r)
                 }
-                (false, _) => ring::drive(sh, UdpServerRing::new(u)),
+                _ => ring::drive(sh, UdpServerRing::new(u)),
             },
         };
     }
@@ -126,13 +126,13 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
             let h = CrrServer::new(c, &sh);
             drive(sh, h)
         }
-        Workload::Udp(u) => match (u.client, u.rr) {
-            (true, false) => drive(sh, UdpStreamClient::new(u)),
-            (true, true) => {
+        Workload::Udp(u) => match (u.rr, u.client, u.sends) {
+            (false, _, true) => drive(sh, UdpStreamClient::new(u)),
+            (true, true, _) => {
                 let h = UdpRrClient::new(u, &sh);
                 drive(sh, h)
             }
-            (false, _) => drive(sh, UdpServer::new(u)),
+            _ => drive(sh, UdpServer::new(u)),
         },
     }
 }
@@ -440,6 +440,7 @@ mod tests {
         udp.latency = Some(Arc::new(crate::latency::LatencySlot::new()));
         let receiver = UdpPlan {
             client: false,
+            sends: false,
             rr: false,
             tag: 1,
             out_size: 64,

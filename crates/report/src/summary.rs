@@ -55,12 +55,7 @@ pub fn run_summary(rec: &RunRecord) -> String {
         if rec.iterations.len() > 1 {
             let _ = writeln!(o, "\nmedian iteration: #{}", it.index + 1);
         }
-        iteration(
-            &mut o,
-            it,
-            spec.duration_ms as f64 / 1000.0,
-            spec.is_transactional(),
-        );
+        iteration(&mut o, it, spec);
     }
     if let Some(it) = median_iteration(rec) {
         parts(&mut o, rec, it);
@@ -267,7 +262,8 @@ fn iterations_table(o: &mut String, rec: &RunRecord) {
     }
 }
 
-fn iteration(o: &mut String, it: &Iteration, planned_s: f64, transactional: bool) {
+fn iteration(o: &mut String, it: &Iteration, spec: &plumb_spec::Spec) {
+    let (planned_s, transactional) = (spec.duration_ms as f64 / 1000.0, spec.is_transactional());
     let _ = writeln!(
         o,
         "window {} after {} warm-up{}",
@@ -276,7 +272,7 @@ fn iteration(o: &mut String, it: &Iteration, planned_s: f64, transactional: bool
         if it.complete { "" } else { "  [INCOMPLETE]" }
     );
     let _ = writeln!(o);
-    traffic(o, it, transactional);
+    traffic(o, it, spec);
     let _ = writeln!(o);
 
     processes(o, it, transactional);
@@ -340,10 +336,10 @@ fn iteration(o: &mut String, it: &Iteration, planned_s: f64, transactional: bool
 
 /// What an iteration (or a part of it) moved: its transactions and
 /// latency, throughput, transfer, datagrams and zero-copy sends.
-fn traffic(o: &mut String, it: &Iteration, transactional: bool) {
+fn traffic(o: &mut String, it: &Iteration, spec: &plumb_spec::Spec) {
     let d = &it.derived;
     let t = &it.transfer;
-    if transactional {
+    if spec.is_transactional() {
         transactions(o, it);
     }
     // An end that was lost reported nothing: what it would have counted is
@@ -397,7 +393,7 @@ fn traffic(o: &mut String, it: &Iteration, transactional: bool) {
     }
     let udp = it.client.udp.as_ref().zip(it.server.udp.as_ref());
     if let Some((c, s)) = udp {
-        datagrams(o, it, c, s);
+        datagrams(o, it, c, s, spec.direction);
     } else {
         let _ = writeln!(
             o,
@@ -433,7 +429,7 @@ fn parts(o: &mut String, rec: &RunRecord, it: &Iteration) {
             p.summary(),
             secs(part.window_s)
         );
-        traffic(o, &view, rec.spec.part_spec(p).is_transactional());
+        traffic(o, &view, &rec.spec.part_spec(p));
         if view.client.udp.is_none() {
             tcp_figures(o, &view);
         }
@@ -475,34 +471,41 @@ fn zerocopy(o: &mut String, it: &Iteration) {
     }
 }
 
-/// Datagrams as both ends counted them: what the client sent, what the
-/// server took, and what the sequence numbers say went missing.
+/// Datagrams as both ends counted them: what the sender sent (the client,
+/// or with `--direction recv` the server), what the receiver took, and
+/// what the sequence numbers say went missing.
 fn datagrams(
     o: &mut String,
     it: &Iteration,
     c: &plumb_samples::UdpTotals,
     s: &plumb_samples::UdpTotals,
+    direction: plumb_spec::Direction,
 ) {
     let d = &it.derived;
     let pct = |x: f64| format!("{:.3} %", x * 100.0);
     if let Some(loss) = d.loss {
-        let queued = match s.queued_at_close {
+        let ((tx, sender), (rx, receiver)) = if direction == plumb_spec::Direction::Recv {
+            ((s, "server"), (c, "client"))
+        } else {
+            ((c, "client"), (s, "server"))
+        };
+        let queued = match rx.queued_at_close {
             0 => String::new(),
             n => format!(", {n} read off the queue at the close"),
         };
         let _ = writeln!(
             o,
-            "datagrams   sent {} by the client, received {} by the server ({}/s{queued})",
-            c.packets_sent,
-            s.packets_received,
+            "datagrams   sent {} by the {sender}, received {} by the {receiver} ({}/s{queued})",
+            tx.packets_sent,
+            rx.packets_received,
             sig3(d.pps.unwrap_or(0.0))
         );
         let _ = writeln!(
             o,
             "            lost {} ({}), reordered {} (receiver's sequence numbers)",
-            s.lost,
+            rx.lost,
             pct(loss),
-            s.reordered
+            rx.reordered
         );
     } else {
         let _ = writeln!(

@@ -217,9 +217,9 @@ pub fn derive(spec: &Spec, client: &EndResult, server: &EndResult) -> Derived {
     }
 }
 
-/// The UDP figures on top of the transactional ones: the server's datagram
-/// rate and loss for a stream, the share of requests that timed out for
-/// request/response.
+/// The UDP figures on top of the transactional ones: the receiver's
+/// datagram rate and loss for a stream, the share of requests that timed
+/// out for request/response.
 fn datagrams(spec: &Spec, client: &EndResult, server: &EndResult, host_busy: f64) -> Derived {
     let mut d = transactional(spec, client, server, host_busy);
     if let (Some(c), Some(s)) = (&client.udp, &server.udp) {
@@ -231,20 +231,26 @@ fn datagrams(spec: &Spec, client: &EndResult, server: &EndResult, host_busy: f64
                 0.0
             });
         } else {
-            if server.window_s > 0.0 {
-                d.pps = Some(s.packets_received as f64 / server.window_s);
+            // The server sends with --direction recv.
+            let ((tx, _), (rx, receiver)) = if spec.direction == plumb_spec::Direction::Recv {
+                ((s, server), (c, client))
+            } else {
+                ((c, client), (s, server))
+            };
+            if receiver.window_s > 0.0 {
+                d.pps = Some(rx.packets_received as f64 / receiver.window_s);
             }
             // Over the sender's window, from the datagrams it marked: exact
             // whatever the skew of the two windows. Records of servers that
             // did not count marks fall back to the receiver's gaps over its
             // own window.
-            let (lost, seen) = if c.window_sent > 0 {
+            let (lost, seen) = if tx.window_sent > 0 {
                 (
-                    c.window_sent.saturating_sub(s.window_received),
-                    c.window_sent,
+                    tx.window_sent.saturating_sub(rx.window_received),
+                    tx.window_sent,
                 )
             } else {
-                (s.lost, s.packets_received + s.lost)
+                (rx.lost, rx.packets_received + rx.lost)
             };
             d.loss = Some(if seen > 0 {
                 lost as f64 / seen as f64

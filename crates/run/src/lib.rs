@@ -460,14 +460,15 @@ fn run_iteration_at(
     let cookie = Cookie::from_hex(&ready.cookie)
         .ok_or_else(|| CtlError::Protocol(format!("malformed cookie '{}'", ready.cookie)))?;
     let data = SocketAddr::new(server_addr.ip(), ready.data_port);
-    let sockets = connect_sockets(data, spec, &cookie)?;
+    let mut announcers = Vec::new();
+    let sockets = connect_sockets(data, spec, &cookie, &mut announcers)?;
     let mut parts = Vec::with_capacity(spec.parts.len());
     for (p, &port) in spec.parts.iter().zip(&ready.part_ports) {
         let part_spec = spec.part_spec(p);
         let data = SocketAddr::new(server_addr.ip(), port);
         parts.push(PartPlan {
             name: p.name.clone(),
-            sockets: connect_sockets(data, &part_spec, &cookie)?,
+            sockets: connect_sockets(data, &part_spec, &cookie, &mut announcers)?,
             spec: part_spec,
             start_ms: p.start_ms,
             stop_ms: p.stop_ms,
@@ -489,6 +490,7 @@ fn run_iteration_at(
         opts,
         session: &mut session,
         all_set,
+        announcers,
         t0: Instant::now(),
         opened: Instant::now(),
         ticks: 0,
@@ -552,6 +554,9 @@ struct ClientCues<'a> {
     session: &'a mut Session,
     /// Every flow group has its flows up (the barrier of `group.rs`).
     all_set: &'a mut dyn FnMut() -> Result<(), RunError>,
+    /// The hellos of `--direction recv` UDP flows, until the server has
+    /// started (and so has heard them all).
+    announcers: Vec<plumb_engine::Announcer>,
     t0: Instant,
     opened: Instant,
     ticks: u64,
@@ -599,7 +604,9 @@ impl test_end::Cues for ClientCues<'_> {
 
     fn go(&mut self) -> Result<(), RunError> {
         (self.all_set)()?;
-        Ok(self.session.start(self.spec.setup_flows())?)
+        self.session.start(self.spec.setup_flows())?;
+        self.announcers.clear();
+        Ok(())
     }
 
     fn started(&mut self) -> Result<(), RunError> {
@@ -670,8 +677,14 @@ impl test_end::Cues for ClientCues<'_> {
 }
 
 /// Connects one part's flows to `data`, each announced by the cookie, and
-/// for UDP its sockets.
-fn connect_sockets(data: SocketAddr, spec: &Spec, cookie: &Cookie) -> Result<Sockets, RunError> {
+/// for UDP its sockets, whose hellos (for a stream the server sends) go on
+/// in `announcers`.
+fn connect_sockets(
+    data: SocketAddr,
+    spec: &Spec,
+    cookie: &Cookie,
+    announcers: &mut Vec<plumb_engine::Announcer>,
+) -> Result<Sockets, RunError> {
     let flows = connect_flows(
         data,
         spec.setup_flows(),
@@ -684,6 +697,12 @@ fn connect_sockets(data: SocketAddr, spec: &Spec, cookie: &Cookie) -> Result<Soc
     } else {
         Vec::new()
     };
+    if spec.udp_from_server() {
+        let tag = plumb_engine::UdpPlan::tag_of(cookie);
+        let announcer = plumb_engine::Announcer::start(&udp, tag)
+            .map_err(|e| RunError::Engine(format!("start the UDP flows' hellos: {e}")))?;
+        announcers.push(announcer);
+    }
     Ok(Sockets {
         flows,
         udp,

@@ -628,6 +628,12 @@ impl Spec {
         }
     }
 
+    /// A udp-stream whose server sends (`--direction recv`): the client's
+    /// flows announce themselves before the server can.
+    pub fn udp_from_server(&self) -> bool {
+        self.workload == Workload::UdpStream && self.direction == Direction::Recv
+    }
+
     /// Transactions rather than bytes are what this workload measures.
     pub fn is_transactional(&self) -> bool {
         self.rr.is_some()

@@ -280,11 +280,20 @@ impl Spec {
                 ));
             }
         }
-        if self.direction != Direction::Send {
-            return Err(SpecError::new(
-                Field::Direction,
-                "UDP datagrams go from the client to the server; swap the hosts to send the other way",
-            ));
+        match (self.workload, self.direction) {
+            (_, Direction::Send) | (Workload::UdpStream, Direction::Recv) => {}
+            (Workload::UdpStream, _) => {
+                return Err(SpecError::new(
+                    Field::Direction,
+                    "a UDP stream goes one way: send (client to server) or recv (server to client)",
+                ))
+            }
+            _ => {
+                return Err(SpecError::new(
+                    Field::Direction,
+                    "udp-rr's requests go from the client and its responses come back: it has no direction",
+                ))
+            }
         }
         let defaults = Spec::defaults(self.workload);
         let set = |f: &&Field| self.value_of(**f) != defaults.value_of(**f);
@@ -393,5 +402,21 @@ mod tests {
         let json = serde_json::to_string(&Spec::udp_rr()).unwrap();
         assert!(json.contains("\"udp-rr\""), "{json}");
         assert!(Spec::udp_rr().summary().starts_with("udp-rr 1 flow 16/16"));
+    }
+
+    #[test]
+    fn a_udp_stream_goes_one_way_either_way_and_udp_rr_has_no_direction() {
+        let mut s = Spec::udp_stream();
+        s.direction = Direction::Recv;
+        assert!(s.validate().is_ok());
+        assert!(s.udp_from_server());
+        s.direction = Direction::Both;
+        let e = s.validate().unwrap_err();
+        assert_eq!(e.flag(), "--direction");
+        assert!(e.message.contains("one way"), "{}", e.message);
+        let mut s = Spec::udp_rr();
+        s.direction = Direction::Recv;
+        assert_eq!(s.validate().unwrap_err().flag(), "--direction");
+        assert!(!s.udp_from_server());
     }
 }

@@ -215,6 +215,12 @@ const CRR: &[Flag] = &[
 ];
 
 const UDP_STREAM: &[Flag] = &[
+    choice::<Direction>(
+        Field::Direction,
+        "DIRECTION",
+        "Which way the datagrams go, seen from the client: send (the client sends) or \
+         recv (the server sends, iperf3 -u -R)",
+    ),
     value(
         Field::Flows,
         "N",
@@ -368,9 +374,9 @@ fn table(w: Workload) -> (&'static str, Vec<Flag>) {
             with(CRR, Proto::Tcp),
         ),
         Workload::UdpStream => (
-            "UDP datagrams from the client as fast as its sockets take them: sent and \
-             received datagrams and bits on both ends, loss and reordering counted by the \
-             receiver (netperf UDP_STREAM, iperf3 -u)",
+            "UDP datagrams from the client (or with --direction recv the server) as fast \
+             as its sockets take them: sent and received datagrams and bits on both ends, \
+             loss and reordering counted by the receiver (netperf UDP_STREAM, iperf3 -u)",
             with(UDP_STREAM, Proto::Any),
         ),
         Workload::UdpRr => (

@@ -19,6 +19,24 @@ const HEADER: usize = plumb_spec::UDP_HEADER as usize;
 /// by however long its CPU was busy elsewhere).
 pub(super) const IN_WINDOW: u64 = 1 << 63;
 
+/// The sequence number of a `--direction recv` client flow's hello, which
+/// tells the server where the flow is: past any a stream reaches.
+const HELLO: u64 = !IN_WINDOW;
+
+/// Flow `flow`'s hello.
+pub(super) fn hello(tag: u32, flow: u32) -> [u8; HEADER] {
+    let mut buf = [0u8; HEADER];
+    put_header(&mut buf, tag, flow, HELLO);
+    buf
+}
+
+/// The flow a hello of this test's is from; None for anything else.
+pub(super) fn hello_from(buf: &[u8], tag: u32) -> Option<u32> {
+    header(buf, tag)
+        .filter(|&(_, seq, _)| seq == HELLO)
+        .map(|(flow, _, _)| flow)
+}
+
 pub(super) fn put_header(buf: &mut [u8], tag: u32, flow: u32, seq: u64) {
     buf[0..4].copy_from_slice(&tag.to_le_bytes());
     buf[4..8].copy_from_slice(&flow.to_le_bytes());

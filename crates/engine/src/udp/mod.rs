@@ -4,9 +4,13 @@
 //! per flow; the server has one socket per worker, all bound to the same
 //! port with SO_REUSEPORT, and finds the flow in the header.
 //!
-//! udp-stream: the client sends as fast as its sockets take datagrams; the
-//! server counts them and, per flow, the sequence numbers it skipped (lost)
-//! and those that came after a later one (reordered), as iperf3 does.
+//! udp-stream: the sender sends as fast as its sockets take datagrams; the
+//! receiver counts them and, per flow, the sequence numbers it skipped
+//! (lost) and those that came after a later one (reordered), as iperf3
+//! does. The client sends unless the test is `--direction recv`: then each
+//! client flow announces itself (see [`announce`]), the server answers
+//! from a socket of its own connected to that flow, and the client's
+//! sockets receive.
 //!
 //! udp-rr: each client flow keeps one request outstanding. A request with no
 //! response within the timeout is counted and the flow sends the next one,
@@ -32,6 +36,9 @@ use machine::{count_received, datagram_sent, next_datagram, put_header, RrClient
 #[derive(Debug, Clone)]
 pub struct UdpPlan {
     pub client: bool,
+    /// A stream's sender: the client, or with `--direction recv` the
+    /// server.
+    pub sends: bool,
     /// Request/response rather than a stream.
     pub rr: bool,
     /// The first four bytes of the cookie: the client sends it, the server
@@ -56,6 +63,135 @@ impl UdpPlan {
 
 /// Datagrams sent or read for one ready socket before the loop moves on.
 const BURST: usize = 16;
+
+/// How often a `--direction recv` client's flows say hello while the
+/// server gathers them.
+const HELLO_EVERY: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// The longest a client's flows say hello: the control connection's own
+/// handshake gives up sooner.
+const HELLO_FOR: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The flows of a `--direction recv` udp-stream client saying where they
+/// are: each of its sockets sends its flow's hello every [`HELLO_EVERY`]
+/// until this is dropped (once the traffic starts), so that the server
+/// hears of every flow whatever the path drops.
+pub struct Announcer {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Announcer {
+    /// Starts the hellos of `socks`, flow 0 onwards, of the test tagged
+    /// `tag`.
+    pub fn start(socks: &[UdpSocket], tag: u32) -> io::Result<Announcer> {
+        let socks = (socks.iter())
+            .map(UdpSocket::try_clone)
+            .collect::<io::Result<Vec<_>>>()?;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("plumb-hello".into())
+            .spawn(move || {
+                let until = std::time::Instant::now() + HELLO_FOR;
+                while !stopped.load(Acquire) && std::time::Instant::now() < until {
+                    for (k, sock) in socks.iter().enumerate() {
+                        // A hello the path or a full queue drops goes again.
+                        let _ = send(sock, &machine::hello(tag, k as u32));
+                    }
+                    std::thread::park_timeout(HELLO_EVERY);
+                }
+            })?;
+        Ok(Announcer {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Announcer {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
+}
+
+/// A `--direction recv` server's sockets: one per flow of `flows`, bound
+/// where the client's flows sent their hellos (the address of `group`,
+/// the sockets that heard them, closed once every flow was heard) and
+/// connected to the flow, with the options of `opts`, in flow order. Each
+/// then sends its flow's datagrams from the address the flow's socket is
+/// connected to, and no other flow's come to it.
+pub fn senders_to_announced(
+    group: Vec<UdpSocket>,
+    flows: u32,
+    tag: u32,
+    opts: &plumb_spec::SocketOpts,
+    deadline: std::time::Instant,
+) -> Result<Vec<UdpSocket>, crate::SetupError> {
+    let setup = |what: &str, e: io::Error| crate::SetupError::io(what, e);
+    let local = group[0]
+        .local_addr()
+        .map_err(|e| setup("read the UDP port", e))?;
+    let mut peers: Vec<Option<std::net::SocketAddr>> = vec![None; flows as usize];
+    let mut heard = 0;
+    let mut buf = [0u8; 64];
+    for sock in &group {
+        sock.set_nonblocking(true)
+            .map_err(|e| setup("wait for the client's flows", e))?;
+    }
+    while heard < flows {
+        if std::time::Instant::now() > deadline {
+            return Err(crate::SetupError::io(
+                format!(
+                    "udp-stream --direction recv: heard from {heard} of the client's {flows} flows"
+                ),
+                io::Error::from(io::ErrorKind::TimedOut),
+            ));
+        }
+        let mut quiet = true;
+        for sock in &group {
+            while let Ok((got, from)) = sock.recv_from(&mut buf) {
+                quiet = false;
+                let Some(k) = machine::hello_from(&buf[..got], tag) else {
+                    continue;
+                };
+                if let Some(peer @ None) = peers.get_mut(k as usize) {
+                    *peer = Some(from);
+                    heard += 1;
+                }
+            }
+        }
+        if quiet {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+    drop(group);
+    (peers.into_iter().flatten())
+        .enumerate()
+        .map(|(k, peer)| {
+            let sock = socket2::Socket::new(
+                socket2::Domain::for_address(local),
+                socket2::Type::DGRAM.cloexec(),
+                Some(socket2::Protocol::UDP),
+            )
+            .map_err(|e| setup("create a UDP socket", e))?;
+            // Every flow's socket shares the port the client sends to.
+            sock.set_reuse_port(true)
+                .map_err(|e| setup("set SO_REUSEPORT", e))?;
+            crate::setup::apply_before_connect(&sock, opts)?;
+            crate::setup::apply_table(&sock, opts, plumb_spec::Proto::Any)?;
+            sock.bind(&local.into())
+                .map_err(|e| setup(&format!("send UDP from {local}"), e))?;
+            sock.connect(&peer.into())
+                .map_err(|e| setup(&format!("connect UDP flow {k} to {peer}"), e))?;
+            Ok(sock.into())
+        })
+        .collect()
+}
 
 fn blocked(e: &io::Error) -> bool {
     // ENOBUFS: the device queue is full; the datagram was not sent and the
@@ -90,8 +226,8 @@ fn send_to(sock: &UdpSocket, buf: &[u8], to: &SocketAddrAny) -> io::Result<usize
     Ok(net::sendto(sock, buf, net::SendFlags::empty(), to)?)
 }
 
-/// udp-stream client flows: each sends as fast as its socket takes
-/// datagrams.
+/// udp-stream sending flows (the client's, or with `--direction recv` the
+/// server's): each sends as fast as its connected socket takes datagrams.
 pub(crate) struct UdpStreamClient {
     plan: UdpPlan,
     buf: PageBuf,
@@ -292,8 +428,10 @@ impl Handler for UdpRrClient {
     }
 }
 
-/// A UDP server worker owns exactly one socket, so it blocks in recvfrom
-/// on it instead of multiplexing: one system call per datagram.
+/// A UDP server worker, or the receiving client of a `--direction recv`
+/// stream. A server worker owns exactly one socket, so it blocks in
+/// recvfrom on it instead of multiplexing: one system call per datagram; a
+/// receiving client with several flows watches their sockets in epoll.
 pub(crate) struct UdpServer {
     plan: UdpPlan,
     inbuf: Vec<u8>,
@@ -307,30 +445,31 @@ impl UdpPlan {
         &sh.counters[..self.flows.min(sh.counters.len())]
     }
 
-    /// A stream server reads what its socket holds, without waiting, and
-    /// counts each datagram: those that arrived before the engine asked for
-    /// its counts. At most as many as the socket's receive buffer holds of
-    /// datagrams of `in_size` bytes (each takes at least its size of the
+    /// A stream's receiver reads what its sockets hold, without waiting,
+    /// and counts each datagram: those that arrived before the engine asked
+    /// for its counts. At most as many as a socket's receive buffer holds
+    /// of datagrams of `in_size` bytes (each takes at least its size of the
     /// buffer, SO_RCVBUF as the kernel doubled it), so that a sender
     /// outrunning the drain cannot hold the hand-over, nor count what
     /// arrived after it. How many it read.
     fn settle_stream(&self, sh: &Shared, buf: &mut [u8]) -> u64 {
-        let sock = &sh.udp_socks[sh.range.start];
         let counters = self.test_counters(sh);
-        let held = socket2::SockRef::from(sock)
-            .recv_buffer_size()
-            .unwrap_or(64 << 20);
-        let most = (held / self.in_size.max(1)) as u64 + 1;
         let mut read = 0;
-        while read < most {
-            match recv(sock, buf, net::RecvFlags::DONTWAIT) {
-                Ok(got) => {
-                    read += 1;
-                    count_received(&buf[..got], self.tag, false, counters, &sh.strays);
+        for sock in &sh.udp_socks[sh.range.clone()] {
+            let held = socket2::SockRef::from(sock)
+                .recv_buffer_size()
+                .unwrap_or(64 << 20);
+            let most = read + (held / self.in_size.max(1)) as u64 + 1;
+            while read < most {
+                match recv(sock, buf, net::RecvFlags::DONTWAIT) {
+                    Ok(got) => {
+                        read += 1;
+                        count_received(&buf[..got], self.tag, false, counters, &sh.strays);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    // Empty (EAGAIN), or an ICMP error that belongs to no flow.
+                    Err(_) => break,
                 }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                // Empty (EAGAIN), or an ICMP error that belongs to no flow.
-                Err(_) => break,
             }
         }
         read
@@ -358,23 +497,11 @@ impl UdpServer {
             &lp.sh.strays,
         )
     }
-}
 
-impl Handler for UdpServer {
-    fn start(&mut self, lp: &mut Loop) -> io::Result<()> {
-        // A response the socket has no room for waits in the kernel until
-        // there is, or until a signal cuts the send short; then it is
-        // dropped, as a full queue on the wire would drop it.
-        let i = lp.sh.range.start;
-        lp.sh.udp_socks[i].set_nonblocking(false)?;
-        lp.block(i as u64, BOUND)?;
-        // The server runs until stopped.
-        lp.live = 1;
-        Ok(())
-    }
-
-    fn on_readable(&mut self, lp: &mut Loop, id: u64, _: epoll::EventFlags) -> io::Result<Next> {
-        let sock = &lp.sh.udp_socks[id as usize];
+    /// Counts the next datagram on socket `s`, answering a request; false
+    /// when there was none to read.
+    fn take_one(&mut self, lp: &mut Loop, s: usize) -> bool {
+        let sock = &lp.sh.udp_socks[s];
         let udp = &self.plan;
         // Only a response needs the sender's address; a stream's receiver
         // does not have the kernel copy it out.
@@ -385,12 +512,12 @@ impl Handler for UdpServer {
         };
         let (got, from) = match got {
             Ok(r) => r,
-            // A timeout, or an ICMP error from a client that went away:
-            // they belong to no flow and stop nothing.
-            Err(_) => return Ok(Next::Done),
+            // Empty, a timeout, or an ICMP error from a peer that went
+            // away: they belong to no flow and stop nothing.
+            Err(_) => return false,
         };
         let Some((flow, seq)) = self.count(lp, got) else {
-            return Ok(Next::Done);
+            return true;
         };
         if let Some(from) = from {
             let c = &lp.sh.counters[flow as usize];
@@ -401,6 +528,35 @@ impl Handler for UdpServer {
             if let Ok(w) = send_to(sock, &self.out, &from) {
                 c.add_sent(w as u64);
                 FlowCounters::bump(&c.packets_sent, 1);
+            }
+        }
+        true
+    }
+}
+
+impl Handler for UdpServer {
+    fn start(&mut self, lp: &mut Loop) -> io::Result<()> {
+        // A response the socket has no room for waits in the kernel until
+        // there is, or until a signal cuts the send short; then it is
+        // dropped, as a full queue on the wire would drop it.
+        let i = lp.sh.range.start;
+        if lp.sh.range.len() == 1 {
+            lp.sh.udp_socks[i].set_nonblocking(false)?;
+            lp.block(i as u64, BOUND)?;
+        } else {
+            lp.watch_range(&lp.sh.udp_socks, epoll::EventFlags::IN)?;
+        }
+        // A receiver runs until stopped, whatever its peer does.
+        lp.live = 1;
+        Ok(())
+    }
+
+    fn on_readable(&mut self, lp: &mut Loop, id: u64, _: epoll::EventFlags) -> io::Result<Next> {
+        // One datagram per call in blocking mode: a second recv would wait.
+        let burst = if lp.blocking.is_some() { 1 } else { BURST };
+        for _ in 0..burst {
+            if !self.take_one(lp, id as usize) {
+                break;
             }
         }
         Ok(Next::Done)
@@ -433,6 +589,7 @@ mod flow_tests {
     fn plan(client: bool, rr: bool) -> UdpPlan {
         UdpPlan {
             client,
+            sends: client,
             rr,
             tag: 0x5eed,
             out_size: 64,
@@ -547,6 +704,58 @@ mod flow_tests {
         client.send(&datagram(0x5eed, 0, 42)).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(5));
         assert_eq!(rr.settle(&mut lp), 0);
+    }
+
+    #[test]
+    fn a_server_sends_each_announced_flow_its_own_datagrams_from_the_port_it_was_told() {
+        let group = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = group.local_addr().unwrap();
+        let clients: Vec<UdpSocket> = (0..3)
+            .map(|_| {
+                let c = UdpSocket::bind("127.0.0.1:0").unwrap();
+                c.connect(port).unwrap();
+                c
+            })
+            .collect();
+        // Another test's hello, and one for a flow this test does not have.
+        let stray = UdpSocket::bind("127.0.0.1:0").unwrap();
+        stray.send_to(&machine::hello(0xbad, 0), port).unwrap();
+        stray.send_to(&machine::hello(0x5eed, 7), port).unwrap();
+        let announcer = Announcer::start(&clients, 0x5eed).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let opts = plumb_spec::Spec::udp_stream().socket;
+        let senders = senders_to_announced(vec![group], 3, 0x5eed, &opts, deadline).unwrap();
+        drop(announcer);
+        assert_eq!(senders.len(), 3);
+        for (k, sender) in senders.iter().enumerate() {
+            assert_eq!(
+                sender.local_addr().unwrap(),
+                port,
+                "sent from the port told"
+            );
+            assert_eq!(
+                sender.peer_addr().unwrap(),
+                clients[k].local_addr().unwrap()
+            );
+            sender.send(&datagram(0x5eed, k as u32, 0)).unwrap();
+        }
+        // Each client flow's connected socket takes its own datagram.
+        for (k, c) in clients.iter().enumerate() {
+            c.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+                .unwrap();
+            let mut b = [0u8; 64];
+            let got = c.recv(&mut b).unwrap();
+            assert_eq!(header(&b[..got], 0x5eed), Some((k as u32, 0, false)));
+        }
+        // A client whose flows never say hello is named by how many did.
+        let quiet = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let soon = std::time::Instant::now() + std::time::Duration::from_millis(50);
+        let e = senders_to_announced(vec![quiet], 2, 0x5eed, &opts, soon).unwrap_err();
+        assert!(
+            e.message.contains("heard from 0 of the client's 2 flows"),
+            "{}",
+            e.message
+        );
     }
 
     /// A one-flow udp-rr client whose first request (0) the returned

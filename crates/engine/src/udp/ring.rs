@@ -301,8 +301,10 @@ impl RingFlows for UdpRrRing {
     }
 }
 
-/// A UDP server worker on a ring: its one socket, read by a multishot
-/// receive (a stream) or by [`LETTERS`] receives that keep each request's
+/// A UDP server worker on a ring, or the receiving client of a
+/// `--direction recv` stream: a stream's sockets (the server worker's one,
+/// the client's one a flow) each read by a multishot receive, or the
+/// server's one socket by [`LETTERS`] receives that keep each request's
 /// sender for its answer (udp-rr).
 pub(crate) struct UdpServerRing {
     plan: UdpPlan,
@@ -338,24 +340,30 @@ impl RingFlows for UdpServerRing {
     }
 
     fn start(&mut self, lp: &mut Loop, q: &mut Queue) -> io::Result<()> {
-        let i = lp.sh.range.start;
-        lp.sh.udp_socks[i].set_nonblocking(false)?;
-        // The server runs until stopped.
+        block(lp)?;
+        // A receiver runs until stopped, whatever its peer does.
         lp.live = 1;
-        let sock = lp.sh.udp_socks[i].as_fd();
         if self.plan.rr {
+            let sock = lp.sh.udp_socks[lp.sh.range.start].as_fd();
             for slot in 0..LETTERS {
                 q.receive_letter(sock, slot, ring::tag(slot, Op::Receive))?;
             }
         } else {
-            q.receive(sock, ring::tag(0, Op::Receive))?;
+            for i in lp.sh.range.clone() {
+                q.receive(lp.sh.udp_socks[i].as_fd(), ring::tag(i, Op::Receive))?;
+            }
         }
         Ok(())
     }
 
     fn complete(&mut self, lp: &mut Loop, q: &mut Queue, done: Done<'_>) -> io::Result<()> {
         let (slot, op, c, data) = (done.flow, done.op, done.c, done.data);
-        let sock = lp.sh.udp_socks[lp.sh.range.start].as_fd();
+        // A stream's receive is tagged with its socket; udp-rr's letters
+        // share the worker's one.
+        let sock = match self.plan.rr {
+            true => lp.sh.udp_socks[lp.sh.range.start].as_fd(),
+            false => lp.sh.udp_socks[slot].as_fd(),
+        };
         let udp = &self.plan;
         match (op, c.error()) {
             (Op::Receive, None) if udp.rr => {
@@ -388,7 +396,7 @@ impl RingFlows for UdpServerRing {
                     udp.test_counters(&lp.sh),
                     &lp.sh.strays,
                 );
-                ring::receive_again(lp, q, &c, sock, ring::tag(0, Op::Receive))?;
+                ring::receive_again(lp, q, &c, sock, ring::tag(slot, Op::Receive))?;
             }
             (Op::Send, result) => {
                 // An answer that could not be sent is lost, as on the
@@ -408,7 +416,7 @@ impl RingFlows for UdpServerRing {
                 if udp.rr {
                     q.receive_letter(sock, slot, ring::tag(slot, Op::Receive))?;
                 } else {
-                    ring::receive_again(lp, q, &c, sock, ring::tag(0, Op::Receive))?;
+                    ring::receive_again(lp, q, &c, sock, ring::tag(slot, Op::Receive))?;
                 }
             }
             _ => {}
