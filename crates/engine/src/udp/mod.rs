@@ -8,7 +8,7 @@
 //! receiver counts them and, per flow, the sequence numbers it skipped
 //! (lost) and those that came after a later one (reordered), as iperf3
 //! does. The client sends unless the test is `--direction recv`: then each
-//! client flow announces itself (see [`announce`]), the server answers
+//! client flow announces itself (see [`Announcer`]), the server answers
 //! from a socket of its own connected to that flow, and the client's
 //! sockets receive.
 //!
