@@ -1216,28 +1216,31 @@ impl RunRecord {
     /// its namesake elsewhere. The host's and the processes' figures are
     /// the run's, not a part's.
     pub fn part_views(&self) -> Vec<RunRecord> {
-        self.spec
-            .parts
-            .iter()
-            .map(|p| {
-                let iterations = self
-                    .iterations
-                    .iter()
-                    .filter_map(|it| {
-                        let part = it.parts.iter().find(|x| x.name == p.name)?;
-                        Some(part.as_iteration(it))
-                    })
-                    .collect();
-                RunRecord {
-                    spec: self.spec.part_spec(p),
-                    spec_key: format!("{}/{}", self.spec_key, p.name),
-                    iterations,
-                    // How sure the run is holds for its main part's metric.
-                    confidence: None,
-                    ..self.clone()
-                }
-            })
+        (self.spec.parts.iter())
+            .filter_map(|p| self.part_view(&p.name))
             .collect()
+    }
+
+    /// Part `name` as a run of its own, as [`RunRecord::part_views`] gives
+    /// each; None where the run has no such part.
+    pub fn part_view(&self, name: &str) -> Option<RunRecord> {
+        let p = self.spec.parts.iter().find(|p| p.name == name)?;
+        let iterations = self
+            .iterations
+            .iter()
+            .filter_map(|it| {
+                let part = it.parts.iter().find(|x| x.name == p.name)?;
+                Some(part.as_iteration(it))
+            })
+            .collect();
+        Some(RunRecord {
+            spec: self.spec.part_spec(p),
+            spec_key: format!("{}/{}", self.spec_key, p.name),
+            iterations,
+            // How sure the run is holds for its main part's metric.
+            confidence: None,
+            ..self.clone()
+        })
     }
 }
 

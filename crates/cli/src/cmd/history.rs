@@ -82,11 +82,7 @@ fn part_runs(runs: Vec<StoredRun>, part: &str) -> Result<Vec<StoredRun>, Failure
     Ok(runs
         .into_iter()
         .filter_map(|r| {
-            let view = r
-                .record
-                .part_views()
-                .into_iter()
-                .find(|v| v.part_name() == Some(part))?;
+            let view = r.record.part_view(part)?;
             Some(StoredRun { record: view, ..r })
         })
         .collect())
