@@ -484,11 +484,7 @@ fn datagrams(
     let d = &it.derived;
     let pct = |x: f64| format!("{:.3} %", x * 100.0);
     if let Some(loss) = d.loss {
-        let ((tx, sender), (rx, receiver)) = if direction == plumb_spec::Direction::Recv {
-            ((s, "server"), (c, "client"))
-        } else {
-            ((c, "client"), (s, "server"))
-        };
+        let ((tx, sender), (rx, receiver)) = direction.sender_first((c, "client"), (s, "server"));
         let queued = match rx.queued_at_close {
             0 => String::new(),
             n => format!(", {n} read off the queue at the close"),

@@ -231,12 +231,7 @@ fn datagrams(spec: &Spec, client: &EndResult, server: &EndResult, host_busy: f64
                 0.0
             });
         } else {
-            // The server sends with --direction recv.
-            let ((tx, _), (rx, receiver)) = if spec.direction == plumb_spec::Direction::Recv {
-                ((s, server), (c, client))
-            } else {
-                ((c, client), (s, server))
-            };
+            let ((tx, _), (rx, receiver)) = spec.direction.sender_first((c, client), (s, server));
             if receiver.window_s > 0.0 {
                 d.pps = Some(rx.packets_received as f64 / receiver.window_s);
             }

@@ -88,6 +88,15 @@ impl Direction {
             (Direction::Send, true) | (Direction::Recv, false) => (false, true),
         }
     }
+
+    /// The client's and the server's `T` of a one-way transfer, as
+    /// (sender's, receiver's): the client sends unless this is recv.
+    pub fn sender_first<T>(self, client: T, server: T) -> (T, T) {
+        match self {
+            Direction::Recv => (server, client),
+            Direction::Send | Direction::Both => (client, server),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -888,6 +897,8 @@ mod tests {
         assert_eq!(Direction::Send.activity(true), (false, true));
         assert_eq!(Direction::Recv.activity(false), (false, true));
         assert_eq!(Direction::Recv.activity(true), (true, false));
+        assert_eq!(Direction::Recv.sender_first("c", "s"), ("s", "c"));
+        assert_eq!(Direction::Send.sender_first("c", "s"), ("c", "s"));
         assert_eq!(Direction::Both.activity(true), (true, true));
     }
 }
