@@ -107,11 +107,7 @@ pub fn apply_connected(stream: &TcpStream, opts: &SocketOpts) -> Result<(), Setu
 /// The options of the socket option table that `opts` sets and a socket of
 /// `proto` takes: a TCP flow's once connected or accepted (with the rest of
 /// [`apply_connected`]), a UDP socket's as it is made.
-pub(crate) fn apply_table(
-    fd: impl AsFd,
-    opts: &SocketOpts,
-    proto: Proto,
-) -> Result<(), SetupError> {
+fn apply_table(fd: impl AsFd, opts: &SocketOpts, proto: Proto) -> Result<(), SetupError> {
     for (o, v) in opts.table.iter() {
         let d = o.desc();
         if o.taken_by(proto) {
@@ -233,14 +229,7 @@ pub fn udp_client_sockets(
     let mut socks = Vec::with_capacity(count as usize);
     let sources = sources_for(addr, count, false);
     for i in 0..count {
-        let sock = Socket::new(
-            Domain::for_address(addr),
-            Type::DGRAM.cloexec(),
-            Some(Protocol::UDP),
-        )
-        .map_err(|e| resource_error("create a UDP socket", i, e))?;
-        apply_before_connect(&sock, opts)?;
-        apply_table(&sock, opts, Proto::Any)?;
+        let sock = udp_socket(addr, opts, |e| resource_error("create a UDP socket", i, e))?;
         bind_source(&sock, &sources, i as usize)
             .map_err(|e| resource_error(format!("bind UDP flow {i} to a loopback source"), i, e))?;
         sock.connect(&addr.into()).map_err(|e| {
@@ -257,6 +246,24 @@ pub fn udp_client_sockets(
     Ok(socks)
 }
 
+/// A UDP socket of `addr`'s family with the options of `opts` set;
+/// `failed` says why one could not be made.
+pub(crate) fn udp_socket(
+    addr: SocketAddr,
+    opts: &SocketOpts,
+    failed: impl FnOnce(io::Error) -> SetupError,
+) -> Result<Socket, SetupError> {
+    let sock = Socket::new(
+        Domain::for_address(addr),
+        Type::DGRAM.cloexec(),
+        Some(Protocol::UDP),
+    )
+    .map_err(failed)?;
+    apply_before_connect(&sock, opts)?;
+    apply_table(&sock, opts, Proto::Any)?;
+    Ok(sock)
+}
+
 /// The server's UDP sockets: `count` of them bound to the same port with
 /// SO_REUSEPORT, one per worker.
 pub fn udp_server_sockets(
@@ -268,20 +275,13 @@ pub fn udp_server_sockets(
     let addr = SocketAddr::new(ip, port);
     let mut socks = Vec::with_capacity(count as usize);
     for _ in 0..count {
-        let sock = Socket::new(
-            Domain::for_address(addr),
-            Type::DGRAM.cloexec(),
-            Some(Protocol::UDP),
-        )
-        .map_err(|e| SetupError::io("create a UDP socket", e))?;
+        let sock = udp_socket(addr, opts, |e| SetupError::io("create a UDP socket", e))?;
         // A lone socket joins no group: the kernel would hash every
         // datagram's 4-tuple to pick it from a group of one.
         if count > 1 {
             sock.set_reuse_port(true)
                 .map_err(|e| SetupError::io("set SO_REUSEPORT", e))?;
         }
-        apply_before_connect(&sock, opts)?;
-        apply_table(&sock, opts, Proto::Any)?;
         sock.bind(&addr.into())
             .map_err(|e| SetupError::io(format!("cannot receive UDP on {addr}"), e))?;
         socks.push(sock.into());

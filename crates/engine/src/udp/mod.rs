@@ -173,17 +173,10 @@ pub fn senders_to_announced(
     (peers.into_iter().flatten())
         .enumerate()
         .map(|(k, peer)| {
-            let sock = socket2::Socket::new(
-                socket2::Domain::for_address(local),
-                socket2::Type::DGRAM.cloexec(),
-                Some(socket2::Protocol::UDP),
-            )
-            .map_err(|e| setup("create a UDP socket", e))?;
+            let sock = crate::setup::udp_socket(local, opts, |e| setup("create a UDP socket", e))?;
             // Every flow's socket shares the port the client sends to.
             sock.set_reuse_port(true)
                 .map_err(|e| setup("set SO_REUSEPORT", e))?;
-            crate::setup::apply_before_connect(&sock, opts)?;
-            crate::setup::apply_table(&sock, opts, plumb_spec::Proto::Any)?;
             sock.bind(&local.into())
                 .map_err(|e| setup(&format!("send UDP from {local}"), e))?;
             sock.connect(&peer.into())
