@@ -34,45 +34,78 @@ fn stream_accounts_for_every_datagram(flows: &str, io: &str) {
     assert_eq!(rec["spec"]["workload"], "udp-stream");
     assert_eq!(rec["spec"]["msg_size"], 1472);
     let it = &rec["iterations"][0];
+    let a = accounted(it, "send", 4, "");
+    // On an idle loopback all the marked datagrams arrive, and they are
+    // those sent in the client's window.
+    assert!(
+        a.marked.abs_diff(a.sent) <= a.sent / 100 + 64,
+        "{} marked, {} sent",
+        a.marked,
+        a.sent
+    );
+    assert!(it["derived"]["tps"].is_null());
+}
+
+/// What the ends of a udp-stream counted.
+struct Accounted {
+    sent: u64,
+    lost: u64,
+    marked: u64,
+    /// What `sent` may differ from received and lost by.
+    allowed: f64,
+}
+
+/// The checks every udp-stream iteration `it` passes, the sender being
+/// the client unless `direction` is recv: more than 1000 datagrams
+/// received; every datagram 1472 bytes on both ends (within `slack`
+/// datagrams: the byte and datagram counters are read one after the
+/// other, a datagram per flow and edge); none without the test's tag;
+/// each sent either received or a gap in the sequence; the loss over the
+/// sender's window from the datagrams it marked, each counted once at
+/// most; goodput what the receiver received. `what` names the case.
+fn accounted(it: &Value, direction: &str, slack: u64, what: &str) -> Accounted {
     let (c, s) = (&it["client"], &it["server"]);
-    let (cu, su) = (&c["udp"], &s["udp"]);
-    let sent = u(&cu["packets_sent"]);
-    let got = u(&su["packets_received"]);
-    let lost = u(&su["lost"]);
-    assert!(got > 1000, "{got} datagrams received");
-    // Every datagram is 1472 bytes on both ends (the byte and datagram
-    // counters are read one after the other: a datagram per flow and edge).
-    assert!(u(&c["bytes_sent"]).abs_diff(sent * 1472) <= 4 * 1472);
-    assert!(u(&s["bytes_received"]).abs_diff(got * 1472) <= 4 * 1472);
-    assert_eq!(u(&su["strays"]), 0);
-    // What the client sent either arrived or left a gap in the sequence.
-    let sent_rate = sent as f64 / f(&c["window_s"]);
+    let (tx, rx) = if direction == "recv" { (s, c) } else { (c, s) };
+    let (txu, rxu) = (&tx["udp"], &rx["udp"]);
+    let sent = u(&txu["packets_sent"]);
+    let got = u(&rxu["packets_received"]);
+    let lost = u(&rxu["lost"]);
+    assert!(got > 1000, "{what}: {got} datagrams received");
+    assert!(
+        u(&tx["bytes_sent"]).abs_diff(sent * 1472) <= slack * 1472,
+        "{what}"
+    );
+    assert!(
+        u(&rx["bytes_received"]).abs_diff(got * 1472) <= slack * 1472,
+        "{what}"
+    );
+    assert_eq!(u(&rxu["strays"]), 0, "{what}");
+    let sent_rate = sent as f64 / f(&tx["window_s"]);
     let allowed = edge_allowance(sent_rate, c, s, 64.0);
     let accounted = (got + lost) as f64;
     assert!(
         (sent as f64 - accounted).abs() <= allowed,
-        "sent {sent}, received {got} + lost {lost} (allowed {allowed})"
+        "{what}: sent {sent}, received {got} + lost {lost} (allowed {allowed})"
     );
-    // The loss over the client's window, from the datagrams it marked: every
-    // marked datagram is counted once at most, and on an idle loopback all
-    // of them arrive.
-    let (marked, arrived) = (u(&cu["window_sent"]), u(&su["window_received"]));
-    assert!(marked > 1000 && arrived <= marked, "{cu} {su}");
+    let (marked, arrived) = (u(&txu["window_sent"]), u(&rxu["window_received"]));
+    assert!(marked > 1000 && arrived <= marked, "{what}: {txu} {rxu}");
     let loss = f(&it["derived"]["loss"]);
     assert!(
         (loss - (marked - arrived) as f64 / marked as f64).abs() < 1e-12,
-        "{loss}"
+        "{what}: {loss}"
     );
-    // The marked datagrams are those sent in the client's window.
-    assert!(
-        marked.abs_diff(sent) <= sent / 100 + 64,
-        "{marked} marked, {sent} sent"
-    );
-    // Goodput is what the server received.
     let bps = f(&it["derived"]["throughput_bps"]);
-    let expect = got as f64 * 1472.0 * 8.0 / f(&s["window_s"]);
-    assert!((bps - expect).abs() / expect < 1e-3, "{bps} vs {expect}");
-    assert!(it["derived"]["tps"].is_null());
+    let expect = got as f64 * 1472.0 * 8.0 / f(&rx["window_s"]);
+    assert!(
+        (bps - expect).abs() / expect < 1e-3,
+        "{what}: {bps} vs {expect}"
+    );
+    Accounted {
+        sent,
+        lost,
+        marked,
+        allowed,
+    }
 }
 
 /// `--direction recv`: the server sends, each client flow's socket
@@ -101,60 +134,26 @@ fn stream_from_the_server(flows: &str, io: &str) {
     let (c, s) = (&it["client"], &it["server"]);
     let (cu, su) = (&c["udp"], &s["udp"]);
     let what = format!("{io} {flows} flows");
-    let sent = u(&su["packets_sent"]);
-    let got = u(&cu["packets_received"]);
-    let lost = u(&cu["lost"]);
-    assert!(got > 1000, "{what}: {got} datagrams received");
+    let a = accounted(it, "recv", 8, &what);
     assert_eq!(u(&cu["packets_sent"]), 0, "{what}: the client sends none");
     assert_eq!(
         u(&su["packets_received"]),
         0,
         "{what}: the server takes none"
     );
-    assert!(
-        u(&s["bytes_sent"]).abs_diff(sent * 1472) <= 8 * 1472,
-        "{what}"
-    );
-    assert!(
-        u(&c["bytes_received"]).abs_diff(got * 1472) <= 8 * 1472,
-        "{what}"
-    );
-    assert_eq!(u(&cu["strays"]), 0, "{what}");
     // Every flow received its own datagrams.
     for flow in items(&c["flows"]) {
         assert!(u(&flow["bytes_received"]) > 0, "{what}: {flow}");
     }
-    // What the server sent either arrived or left a gap at the client.
-    let sent_rate = sent as f64 / f(&s["window_s"]);
-    let allowed = edge_allowance(sent_rate, c, s, 64.0);
-    let accounted = (got + lost) as f64;
-    assert!(
-        (sent as f64 - accounted).abs() <= allowed,
-        "{what}: sent {sent}, received {got} + lost {lost} (allowed {allowed})"
-    );
     // The kernel counts each datagram it dropped for a full receive buffer
     // (the host's counter: both ends on it); the client found them as gaps.
     let dropped = counter(c, "Udp.RcvbufErrors");
+    let lost = a.lost;
     assert!(lost > 100, "{what}: nothing lost: {cu}");
-    let allowed = allowed + 0.05 * dropped;
+    let allowed = a.allowed + 0.05 * dropped;
     assert!(
         (lost as f64 - dropped).abs() <= allowed,
         "{what}: the client counted {lost} lost, the kernel dropped {dropped} (allowed {allowed})"
-    );
-    // The loss over the server's window, from the datagrams it marked.
-    let (marked, arrived) = (u(&su["window_sent"]), u(&cu["window_received"]));
-    assert!(marked > 1000 && arrived <= marked, "{what}: {su} {cu}");
-    let loss = f(&it["derived"]["loss"]);
-    assert!(
-        (loss - (marked - arrived) as f64 / marked as f64).abs() < 1e-12,
-        "{what}: {loss}"
-    );
-    // Goodput is what the client received.
-    let bps = f(&it["derived"]["throughput_bps"]);
-    let expect = got as f64 * 1472.0 * 8.0 / f(&c["window_s"]);
-    assert!(
-        (bps - expect).abs() / expect < 1e-3,
-        "{what}: {bps} vs {expect}"
     );
 }
 
