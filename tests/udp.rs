@@ -34,7 +34,7 @@ fn stream_accounts_for_every_datagram(flows: &str, io: &str) {
     assert_eq!(rec["spec"]["workload"], "udp-stream");
     assert_eq!(rec["spec"]["msg_size"], 1472);
     let it = &rec["iterations"][0];
-    let a = accounted(it, "send", 4, "");
+    let a = accounted(it, "send", 4, 0.0, "");
     // On an idle loopback all the marked datagrams arrive, and they are
     // those sent in the client's window.
     assert!(
@@ -62,8 +62,10 @@ struct Accounted {
 /// other, a datagram per flow and edge); none without the test's tag;
 /// each sent either received or a gap in the sequence; the loss over the
 /// sender's window from the datagrams it marked, each counted once at
-/// most; goodput what the receiver received. `what` names the case.
-fn accounted(it: &Value, direction: &str, slack: u64, what: &str) -> Accounted {
+/// most; goodput what the receiver received. `edge_s` is how far apart
+/// the two windows may open and close beyond what their lengths show.
+/// `what` names the case.
+fn accounted(it: &Value, direction: &str, slack: u64, edge_s: f64, what: &str) -> Accounted {
     let (c, s) = (&it["client"], &it["server"]);
     let (tx, rx) = if direction == "recv" { (s, c) } else { (c, s) };
     let (txu, rxu) = (&tx["udp"], &rx["udp"]);
@@ -81,7 +83,7 @@ fn accounted(it: &Value, direction: &str, slack: u64, what: &str) -> Accounted {
     );
     assert_eq!(u(&rxu["strays"]), 0, "{what}");
     let sent_rate = sent as f64 / f(&tx["window_s"]);
-    let allowed = edge_allowance(sent_rate, c, s, 64.0);
+    let allowed = edge_allowance(sent_rate, c, s, 64.0) + sent_rate * edge_s;
     let accounted = (got + lost) as f64;
     assert!(
         (sent as f64 - accounted).abs() <= allowed,
@@ -134,7 +136,9 @@ fn stream_from_the_server(flows: &str, io: &str) {
     let (c, s) = (&it["client"], &it["server"]);
     let (cu, su) = (&c["udp"], &s["udp"]);
     let what = format!("{io} {flows} flows");
-    let a = accounted(it, "recv", 8, &what);
+    // Both ends on one CPU: an edge can wait out the other end's
+    // scheduler slices, more so on a loaded host.
+    let a = accounted(it, "recv", 8, 0.03, &what);
     assert_eq!(u(&cu["packets_sent"]), 0, "{what}: the client sends none");
     assert_eq!(
         u(&su["packets_received"]),
