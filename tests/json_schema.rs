@@ -1,4 +1,6 @@
-//! `plumb run --json` output against the versioned JSON Schema in the repo.
+//! `plumb run --json` output against the versioned JSON Schema in the repo,
+//! which the record's types generate (the samples crate's test keeps the
+//! committed file equal to it), and the records an earlier build stored.
 
 mod common;
 use common::*;
@@ -100,4 +102,69 @@ fn the_schema_rejects_what_is_not_a_run() {
     let mut text_number = example.clone();
     text_number["iterations"][0]["derived"]["throughput_bps"] = "fast".into();
     assert!(!v.is_valid(&text_number));
+}
+
+/// The records a store written by an earlier build holds (made by
+/// `tests/data/make-records.sh`): the schema the types make today takes
+/// each of them as it is stored, and refuses it without a field it
+/// requires or with a key no type names.
+#[test]
+fn every_record_an_earlier_build_stored_meets_the_schema() {
+    let v = schema();
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/records-v1.sqlite");
+    let db =
+        rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    let mut rows = db
+        .prepare("SELECT id, record FROM runs ORDER BY id")
+        .unwrap();
+    let records: Vec<(i64, serde_json::Value)> = rows
+        .query_map([], |r| Ok((r.get(0)?, r.get::<_, String>(1)?)))
+        .unwrap()
+        .map(|r| {
+            let (id, text) = r.unwrap();
+            (id, serde_json::from_str(&text).unwrap())
+        })
+        .collect();
+    let workloads: std::collections::BTreeSet<&str> = records
+        .iter()
+        .map(|(_, r)| r["spec"]["workload"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        workloads.len(),
+        5,
+        "the store holds every workload: {workloads:?}"
+    );
+    for (id, record) in &records {
+        let errs = schema_errors(&v, record);
+        assert!(
+            errs.is_empty(),
+            "run {id} of the store:\n{}",
+            errs.join("\n")
+        );
+    }
+
+    let (_, record) = &records[0];
+    let mut no_key = record.clone();
+    no_key.as_object_mut().unwrap().remove("spec_key");
+    let mut no_bytes = record.clone();
+    no_bytes["iterations"][0]["client"]
+        .as_object_mut()
+        .unwrap()
+        .remove("bytes_sent");
+    let mut stray = record.clone();
+    stray["iterations"][0]["client"]["bytes_sen"] = 1.into();
+    let mut null_uuid = record.clone();
+    null_uuid["uuid"] = serde_json::Value::Null;
+    for (what, bad) in [
+        ("without spec_key", no_key),
+        ("without an end's bytes_sent", no_bytes),
+        ("with a key no type names", stray),
+        (
+            "with a null where a field is left out or present",
+            null_uuid,
+        ),
+    ] {
+        assert!(!v.is_valid(&bad), "a record {what} is refused");
+    }
 }

@@ -1,23 +1,34 @@
 //! CPU accounting: system-wide per-CPU times, per-process and per-thread use,
 //! softirq counts, and the CPU lists used for pinning.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Seconds one CPU spent in each state over a window (deltas of /proc/stat).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CpuTimes {
+    /// CPU number.
     pub cpu: u32,
+    /// Seconds in user mode.
     pub user_s: f64,
+    /// Seconds in user mode at low priority (nice).
     pub nice_s: f64,
+    /// Seconds in the kernel.
     pub system_s: f64,
+    /// Seconds idle.
     pub idle_s: f64,
+    /// Seconds idle waiting for I/O.
     pub iowait_s: f64,
+    /// Seconds servicing hardware interrupts.
     pub irq_s: f64,
+    /// Seconds servicing softirqs.
     pub softirq_s: f64,
+    /// Seconds stolen by a hypervisor.
     pub steal_s: f64,
     /// Seconds between the two readings of /proc/stat; None in records made
     /// before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub span_s: Option<f64>,
 }
 
@@ -59,13 +70,19 @@ impl CpuTimes {
 }
 
 /// Per-thread CPU use over a window, from /proc/self/task/TID.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ThreadCpu {
+    /// Thread id.
     pub tid: u32,
+    /// Thread name (comm).
     pub name: String,
+    /// CPU seconds the thread spent in user mode over the window.
     pub user_s: f64,
+    /// CPU seconds the thread spent in the kernel over the window.
     pub system_s: f64,
+    /// Voluntary context switches over the window.
     pub voluntary_csw: u64,
+    /// Involuntary context switches over the window.
     pub involuntary_csw: u64,
     /// The CPUs the thread may run on (Cpus_allowed_list), e.g. "0" or "0-3".
     pub cpus_allowed: String,
@@ -79,11 +96,13 @@ pub struct ThreadCpu {
 
 /// What the scheduler accounted to a thread, or to a process's threads
 /// together, over a window (/proc/PID/task/TID/schedstat and sched).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SchedTimes {
     /// Seconds on a CPU.
+    #[schemars(range(min = 0))]
     pub run_s: f64,
     /// Seconds runnable but waiting on a run queue for a CPU.
+    #[schemars(range(min = 0))]
     pub wait_s: f64,
     /// Times it was put on a CPU.
     pub timeslices: u64,
@@ -106,15 +125,22 @@ impl SchedTimes {
 }
 
 /// A process's CPU use over a window: getrusage deltas plus its threads.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ProcessCpu {
+    /// Process id.
     pub pid: u32,
+    /// CPU seconds the process spent in user mode over the window.
     pub user_s: f64,
+    /// CPU seconds the process spent in the kernel over the window.
     pub system_s: f64,
+    /// Voluntary context switches over the window.
     pub voluntary_csw: u64,
+    /// Involuntary context switches over the window.
     pub involuntary_csw: u64,
     /// Resident set size at the end of the window.
     pub rss_bytes: u64,
+    /// Per-thread CPU use: the worker threads, and any other thread that used
+    /// CPU in the window.
     pub threads: Vec<ThreadCpu>,
     /// The scheduler's accounting of all the process's threads together.
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -128,17 +154,21 @@ impl ProcessCpu {
 }
 
 /// Softirq counts raised per CPU over a window (deltas of /proc/softirqs).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SoftirqCounts {
+    /// CPU number.
     pub cpu: u32,
+    /// NET_RX softirqs raised on this CPU (a count).
     pub net_rx: u64,
+    /// NET_TX softirqs raised on this CPU (a count).
     pub net_tx: u64,
 }
 
 /// One CPU's packet processing (/proc/net/softnet_stat): since boot, or
 /// over a window.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SoftnetCounts {
+    /// CPU number.
     pub cpu: u32,
     /// Packets taken off the CPU's backlog and device queues.
     pub processed: u64,

@@ -446,15 +446,19 @@ pub fn figure_value(part: &Value, path: &str) -> Option<f64> {
             Some((k, rest)) => walk(v.get(*k)?, rest),
         }
     }
-    let steps: Vec<&str> = path
-        .split('.')
+    walk(part, &steps(path))
+}
+
+/// A figure's path as the steps it takes: keys, and `[]` for every entry
+/// of a list.
+pub(crate) fn steps(path: &str) -> Vec<&str> {
+    path.split('.')
         .flat_map(|s| match s.strip_prefix("[]") {
             Some(rest) => vec!["[]", rest],
             None => vec![s],
         })
         .filter(|s| !s.is_empty())
-        .collect();
-    walk(part, &steps)
+        .collect()
 }
 
 /// Merges the probes' parts of several flow groups' records of one end

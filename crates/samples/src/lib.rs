@@ -13,6 +13,7 @@ pub mod env;
 pub mod figure;
 pub mod profile;
 pub mod result;
+pub mod schema;
 pub mod tcp;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

@@ -2,6 +2,7 @@
 //! function: the call stacks sampled on its host, attributed to the end,
 //! named, and folded (one line a distinct stack, with its time).
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -13,7 +14,7 @@ pub const PROFILE_STACKS_MAX: usize = 1000;
 pub const REST_FRAME: &str = "[other stacks]";
 
 /// What `--profile` asks of each end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ProfileAsk {
     /// Samples per second and CPU (`--profile-freq`).
     pub freq_hz: u64,
@@ -34,32 +35,38 @@ impl Default for ProfileAsk {
 }
 
 /// One end's profile of one iteration's window.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Profile {
     /// `cycles` (the CPU's PMU) or `cpu-clock` (a timer: no PMU, as in
     /// most virtual machines).
     pub event: String,
     /// Samples asked per second and CPU.
+    #[schemars(range(min = 1))]
     pub freq_hz: u64,
     /// Samples attributed to this end.
     pub samples: u64,
     /// Samples the kernel dropped because a ring was full, host-wide.
     pub lost: u64,
     /// CPU seconds sampled in this end's process.
+    #[schemars(range(min = 0))]
     pub process_s: f64,
     /// Of `process_s`, the seconds in interrupt or softirq context (the
     /// receive path that loopback runs inside the sender's system call):
     /// a kernel with CONFIG_IRQ_TIME_ACCOUNTING charges them as softirq
     /// time, not the process's.
     #[serde(default)]
+    #[schemars(range(min = 0))]
     pub process_irq_s: f64,
     /// CPU seconds sampled in interrupt and softirq context on this end's
     /// CPUs (where it is pinned) while they idled, and in ksoftirqd there.
+    #[schemars(range(min = 0))]
     pub irq_s: f64,
     /// CPU seconds sampled elsewhere on the host: other processes (the
     /// interrupts they took included), and interrupts on other CPUs.
+    #[schemars(range(min = 0))]
     pub other_s: f64,
     /// CPU seconds sampled idle.
+    #[schemars(range(min = 0))]
     pub idle_s: f64,
     /// Every function name the stacks use, once.
     pub frames: Vec<String>,
@@ -71,10 +78,11 @@ pub struct Profile {
 }
 
 /// One distinct call stack and the time sampled in it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ProfileStack {
     /// Indices into [`Profile::frames`], outermost first.
     pub frames: Vec<u32>,
+    /// Nanoseconds of CPU time sampled with this stack.
     pub ns: u64,
 }
 

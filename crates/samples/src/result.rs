@@ -4,6 +4,7 @@
 
 use crate::cpu::{CpuTimes, ProcessCpu, SoftirqCounts};
 use plumb_spec::Spec;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -11,11 +12,13 @@ use std::collections::BTreeMap;
 /// incompatible change (schemas/run.v1.schema.json describes version 1).
 pub const RUN_SCHEMA: &str = "plumb.run/1";
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
-    /// The default only so that an end's record can take defaults for
-    /// what it does not set; every end names its role.
+    // The default only so that an end's record can take defaults for
+    // what it does not set; every end names its role.
     #[default]
     Client,
     Server,
@@ -38,13 +41,15 @@ impl std::fmt::Display for Role {
 }
 
 /// One interval of one end's measurement window (normally one second).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct IntervalSample {
     /// Seconds from the start of the window to the end of this interval.
     pub t_s: f64,
     /// Length of this interval in seconds (the last one may be short).
     pub dt_s: f64,
+    /// Bytes this end wrote over all flows during this interval.
     pub bytes_sent: u64,
+    /// Bytes this end read over all flows during this interval.
     pub bytes_received: u64,
     /// Transactions completed in this interval (request/response workloads).
     #[serde(skip_serializing_if = "is_zero", default)]
@@ -52,6 +57,7 @@ pub struct IntervalSample {
     /// 99th percentile latency of the transactions completed in this
     /// interval, in microseconds (client end of request/response workloads).
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[schemars(range(min = 0))]
     pub p99_us: Option<f64>,
 }
 
@@ -64,10 +70,13 @@ fn is_false(b: &bool) -> bool {
 }
 
 /// Bytes one flow moved during the window at one end.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct FlowTotals {
+    /// Flow index, from 0.
     pub flow: u32,
+    /// Bytes written on this flow during the window.
     pub bytes_sent: u64,
+    /// Bytes read from this flow during the window.
     pub bytes_received: u64,
     /// Transactions completed during the window: 0 for a request/response
     /// flow that completed none, absent where the workload has none.
@@ -77,16 +86,33 @@ pub struct FlowTotals {
 
 /// Transaction latency over a window, from a histogram with 3 significant
 /// digits of precision. Times in microseconds.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Latency {
+    /// Transactions timed.
     pub count: u64,
+    /// Mean.
+    #[schemars(range(min = 0))]
     pub mean_us: f64,
+    /// Smallest.
+    #[schemars(range(min = 0))]
     pub min_us: f64,
+    /// Median.
+    #[schemars(range(min = 0))]
     pub p50_us: f64,
+    /// 90th percentile.
+    #[schemars(range(min = 0))]
     pub p90_us: f64,
+    /// 99th percentile.
+    #[schemars(range(min = 0))]
     pub p99_us: f64,
+    /// 99.9th percentile.
+    #[schemars(range(min = 0))]
     pub p999_us: f64,
+    /// 99.99th percentile.
+    #[schemars(range(min = 0))]
     pub p9999_us: f64,
+    /// Largest.
+    #[schemars(range(min = 0))]
     pub max_us: f64,
     /// The histogram itself: `[value_ns, count]` for each non-empty bucket,
     /// value being the highest equivalent value of the bucket. Enough to
@@ -97,39 +123,72 @@ pub struct Latency {
 /// A subset of `struct tcp_info` for one flow at the end of the window. Fields
 /// the running kernel does not return (it may return a shorter struct) are
 /// absent rather than zero.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TcpInfo {
+    /// Flow index, from 0.
     pub flow: u32,
+    /// TCP state as the kernel numbers it (tcpi_state; 1 is ESTABLISHED).
     pub state: u8,
+    /// Smoothed round-trip time, in microseconds (tcpi_rtt).
     pub rtt_us: u32,
+    /// Round-trip time variation, in microseconds (tcpi_rttvar).
     pub rttvar_us: u32,
+    /// Sending maximum segment size, in bytes (tcpi_snd_mss).
     pub snd_mss: u32,
+    /// Receiving maximum segment size as estimated by the kernel, in bytes
+    /// (tcpi_rcv_mss).
     pub rcv_mss: u32,
+    /// Congestion window, in segments (tcpi_snd_cwnd).
     pub snd_cwnd: u32,
     /// The slow-start threshold, in segments; [`INITIAL_SSTHRESH`] until
     /// the flow first leaves slow start.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub snd_ssthresh: Option<u32>,
+    /// Retransmission timeouts not yet recovered from (tcpi_retransmits).
     pub retransmits: u8,
+    /// Segments retransmitted over the life of the connection
+    /// (tcpi_total_retrans).
     pub total_retrans: u32,
+    /// Current pacing rate, in bits per second (the kernel's tcpi_pacing_rate
+    /// counts bytes per second). Absent when the kernel does not return it.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub pacing_rate_bps: Option<u64>,
+    /// Pacing rate limit set by SO_MAX_PACING_RATE, in bits per second (the
+    /// kernel's tcpi_max_pacing_rate counts bytes per second). Absent when the
+    /// kernel does not return it.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub max_pacing_rate_bps: Option<u64>,
+    /// Bytes acknowledged by the peer over the life of the connection
+    /// (tcpi_bytes_acked). Absent when the kernel does not return it.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub bytes_acked: Option<u64>,
+    /// Bytes received over the life of the connection (tcpi_bytes_received).
+    /// Absent when the kernel does not return it.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub bytes_received: Option<u64>,
+    /// Most recent delivery rate estimate, in bits per second (the kernel's
+    /// tcpi_delivery_rate counts bytes per second). Absent when the kernel does
+    /// not return it.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub delivery_rate_bps: Option<u64>,
+    /// Time the connection had data to send, in microseconds (tcpi_busy_time).
+    /// Absent when the kernel does not return it.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub busy_time_us: Option<u64>,
+    /// Time sending was limited by the peer's receive window, in microseconds
+    /// (tcpi_rwnd_limited). Absent when the kernel does not return it.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub rwnd_limited_us: Option<u64>,
+    /// Time sending was limited by the send buffer, in microseconds
+    /// (tcpi_sndbuf_limited). Absent when the kernel does not return it.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub sndbuf_limited_us: Option<u64>,
+    /// Bytes retransmitted over the life of the connection
+    /// (tcpi_bytes_retrans). Absent when the kernel does not return it.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub bytes_retrans: Option<u64>,
+    /// Segments delivered to the peer, retransmissions included
+    /// (tcpi_delivered). Absent when the kernel does not return it.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub delivered: Option<u32>,
 }
@@ -140,12 +199,18 @@ pub const INITIAL_SSTHRESH: u32 = 0x7fff_ffff;
 
 /// Distribution of per-flow TCP_INFO figures, so that thousands of flows read
 /// as one line each.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TcpInfoSummary {
+    /// Flows that answered TCP_INFO.
     pub flows: u32,
     /// Each figure as [min, median, p99, max] over the flows.
+    #[schemars(inner(range(min = 0)))]
     pub rtt_us: [f64; 4],
+    /// Congestion window in segments.
+    #[schemars(inner(range(min = 0)))]
     pub snd_cwnd: [f64; 4],
+    /// Retransmitted segments per flow.
+    #[schemars(inner(range(min = 0)))]
     pub total_retrans: [f64; 4],
     /// Sum of total_retrans over all flows.
     pub retrans_sum: u64,
@@ -185,13 +250,15 @@ pub fn spread(mut v: Vec<f64>) -> [f64; 4] {
 /// saw them (tcp:tcp_probe, `--tcp-probe`), filtered in the kernel by the
 /// server's port as [`FlowEvents`] are: on a sending end the ACKs, with
 /// its send-side state at each; on a receiving one, the data.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct AckSamples {
     /// The filter the ACKs were sampled with (`dport == 5201`).
     pub filter: String,
     /// Segments the kernel counted, and those whose record was read
     /// (fewer where a CPU's ring overflowed between two reads).
     pub counted: u64,
+    /// Segments whose record was read: fewer where a CPU's ring overflowed
+    /// between two reads.
     pub read: u64,
     /// Of the records read, a uniform sample of at most
     /// [`ACK_SAMPLES_KEPT`] gives each figure as [min, median, p99, max]:
@@ -199,17 +266,23 @@ pub struct AckSamples {
     /// peer's advertised window and the bytes in flight (snd_nxt less
     /// snd_una), at each segment.
     pub kept: u64,
+    /// Smoothed RTT at each segment, us: [min, median, p99, max].
     pub srtt_us: [f64; 4],
+    /// Congestion window at each segment, segments: [min, median, p99, max].
     pub cwnd: [f64; 4],
+    /// The peer's advertised window at each segment, bytes: [min, median, p99,
+    /// max].
     pub snd_wnd: [f64; 4],
+    /// snd_nxt less snd_una at each segment, bytes: [min, median, p99, max].
     pub in_flight_bytes: [f64; 4],
     /// CPU seconds of the thread that read the rings.
+    #[schemars(range(min = 0))]
     pub sampler_cpu_s: f64,
 }
 
 /// What an end is asked to read beyond the probes every end runs: each
 /// costs more than the defaults, so the user asks for it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Observe {
     /// The CPUs' time by function over the window (`--profile`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -224,7 +297,7 @@ pub struct Observe {
 pub const ACK_SAMPLES_KEPT: usize = 100_000;
 
 /// Whether a socket option was applied as asked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum OptionStatus {
     /// Set and read back.
@@ -237,12 +310,21 @@ pub enum OptionStatus {
 
 /// A socket option: what was asked and what the kernel granted, read back from
 /// the first flow (and checked to be the same on every flow).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct OptionRecord {
+    /// Option name: sndbuf, rcvbuf, nodelay, cork, mss, cc or pacing_rate.
     pub name: String,
+    /// What the spec asked, as text ("auto", "8K", "on", "default", "none",
+    /// "1000000000 bit/s", ...).
     pub asked: String,
+    /// What the kernel reports, as text (buffer sizes in bytes, "on"/"off", a
+    /// congestion control name, "N bit/s" or "unlimited"); "unreadable: ..."
+    /// when it could not be read.
     pub granted: String,
+    /// Whether the option was applied as asked.
     pub status: OptionStatus,
+    /// A remark on the value, e.g. that the kernel doubles buffer sizes. Absent
+    /// when there is none.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub note: Option<String>,
     /// Read back again as the window closed, where that differs from
@@ -259,28 +341,49 @@ pub type KernelCounters = BTreeMap<String, i64>;
 
 /// Everything one end (client or server) measured over one window. What a
 /// record does not set takes its default: nothing measured.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct EndResult {
+    /// Which end this is.
     pub role: Role,
+    /// Host name of the machine this end ran on.
     pub hostname: String,
+    /// Kernel release of that machine (as uname -r).
     pub kernel: String,
+    /// Number of online CPUs on that machine (0 when it could not be read).
     pub online_cpus: u32,
+    /// Worker threads this end ran.
     pub threads: u32,
     /// CPUs the worker threads were pinned to, if any.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub pinned_cpus: Option<String>,
+    /// Length of this end's measurement window, in seconds.
     pub window_s: f64,
+    /// Bytes this end wrote over all flows during the window.
     pub bytes_sent: u64,
+    /// Bytes this end read over all flows during the window.
     pub bytes_received: u64,
     /// Bytes queued in this end's sockets (send queue not yet acknowledged plus
     /// receive queue not yet read) at the start and at the end of the window.
     pub queued_start_bytes: u64,
+    /// Bytes queued in this end's sockets (send queue not yet acknowledged plus
+    /// receive queue not yet read) at the end of the window.
     pub queued_end_bytes: u64,
+    /// The window cut into intervals (normally one second each), in order.
     pub intervals: Vec<IntervalSample>,
+    /// Bytes each flow moved during the window at this end, in flow order.
     pub flows: Vec<FlowTotals>,
+    /// CPU use of this end's process over the window.
     pub process: ProcessCpu,
+    /// Time each CPU of the host spent in each state over the window (deltas of
+    /// /proc/stat).
     pub cpus: Vec<CpuTimes>,
+    /// Network softirqs raised on each CPU of the host over the window (deltas
+    /// of /proc/softirqs).
     pub softirqs: Vec<SoftirqCounts>,
+    /// Deltas of /proc/net/snmp and /proc/net/netstat counters over the window,
+    /// keyed `Group.Name` (e.g. `Tcp.RetransSegs`, `TcpExt.DelayedACKs`). Only
+    /// counters that moved are kept; a gauge such as Tcp.CurrEstab may move
+    /// down, so values can be negative.
     pub counters: KernelCounters,
     /// TCP_INFO per flow; left empty above `TCP_INFO_PER_FLOW_MAX` flows,
     /// where `tcp_info_summary` stands for it.
@@ -288,6 +391,8 @@ pub struct EndResult {
     /// Distribution of the per-flow TCP_INFO figures over all flows.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub tcp_info_summary: Option<TcpInfoSummary>,
+    /// Each socket option: what was asked and what the kernel granted, read
+    /// back from the first flow.
     pub socket_options: Vec<OptionRecord>,
     /// Problems that did not stop the run (a flow reset after the window, ...).
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
@@ -336,11 +441,13 @@ pub struct EndResult {
     /// summed over the CPUs: those that moved. A pacing timer or a
     /// cross-CPU wake-up costs the CPU that takes it, more so in a guest.
     #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    #[schemars(extend("additionalProperties" = {"type": "integer", "minimum": 1}))]
     pub interrupts: BTreeMap<String, u64>,
     /// CPU seconds of plumb's delay line over this end's window: a thread
     /// of this process that is the path, not the end, so its time is set
     /// apart from the process's. Absent without one.
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[schemars(range(min = 0))]
     pub path_cpu_s: Option<f64>,
     /// Where this end's CPU time went, function by function (`--profile`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -386,7 +493,7 @@ pub struct EndResult {
 /// the destination on the client. Events whose records carry no ports
 /// (skb:kfree_skb, and tcp:tcp_send_reset since 6.10) are host-wide only,
 /// in [`Tracepoints`].
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct FlowEvents {
     /// The filter the events were counted with (`dport == 5201`).
     pub filter: String,
@@ -408,13 +515,18 @@ pub struct FlowEvents {
 /// and the advertised window as they stood, and the scaling ratio (in
 /// 256ths: the share of the buffer's memory the kernel expects to be
 /// payload).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RcvbufGrowth {
     /// Tunings read; fewer than counted where a ring overflowed.
     pub read: u64,
+    /// The receive buffers as they stood, bytes, summed.
     pub rcvbuf_sum: u64,
+    /// The window clamps, bytes, summed.
     pub window_clamp_sum: u64,
+    /// The advertised windows, bytes, summed.
     pub rcv_wnd_sum: u64,
+    /// The scaling ratios in 256ths (the share of the buffer's memory the
+    /// kernel expects to be payload), summed.
     pub scaling_ratio_sum: u64,
 }
 
@@ -437,10 +549,12 @@ impl RcvbufGrowth {
 
 /// Tracepoints counted over a window, host-wide, and those that could not
 /// be, each with why (missing from the records' counts, never zero).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Tracepoints {
     /// Events by tracepoint (`tcp:tcp_retransmit_skb`).
     pub counts: BTreeMap<String, u64>,
+    /// Tracepoints that could not be counted here, each with why: missing,
+    /// never zero.
     #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
     pub unavailable: BTreeMap<String, String>,
     /// Packets dropped (skb:kfree_skb) by the kernel's reason, named from
@@ -510,15 +624,19 @@ impl Tracepoints {
 /// differences of each flow's counters between the window's edges, summed
 /// over the flows that sent in it. The kernel keeps them in jiffies (1 to
 /// 10 ms).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SenderLimits {
     /// Flows that sent data in the window.
+    #[schemars(range(min = 1))]
     pub flows: u32,
     /// Seconds the flows had data to send, summed over them.
+    #[schemars(range(min = 0))]
     pub busy_s: f64,
     /// Of those, seconds the receiver's advertised window held them back.
+    #[schemars(range(min = 0))]
     pub rwnd_limited_s: f64,
     /// Seconds their own send buffer held them back.
+    #[schemars(range(min = 0))]
     pub sndbuf_limited_s: f64,
     /// Of the flows, those still in their first slow start as the window
     /// opened whose congestion window then more than doubled in it: the
@@ -536,19 +654,23 @@ impl SenderLimits {
 }
 
 /// /proc/net/sockstat at one moment: levels, not counts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Sockstat {
     /// Sockets of every family allocated in the namespace.
     pub sockets_used: u64,
     /// TCP sockets in use (not closed, not in TIME_WAIT), orphaned (closed
     /// by their process, still sending), in TIME_WAIT, and allocated.
     pub tcp_inuse: u64,
+    /// TCP sockets closed by their process and still sending.
     pub tcp_orphan: u64,
+    /// TCP sockets in TIME_WAIT.
     pub tcp_tw: u64,
+    /// TCP sockets allocated.
     pub tcp_alloc: u64,
     /// Pages of memory TCP holds for socket buffers, host-wide: what
     /// net.ipv4.tcp_mem's thresholds are compared with.
     pub tcp_mem_pages: u64,
+    /// UDP sockets in use in the namespace.
     pub udp_inuse: u64,
     /// Pages UDP holds, compared with net.ipv4.udp_mem.
     pub udp_mem_pages: u64,
@@ -568,17 +690,28 @@ impl EndResult {
 
 /// An interface's counters (/proc/net/dev): since it came up, or over a
 /// window.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct NetDevCounters {
+    /// Bytes received.
     pub rx_bytes: u64,
+    /// Packets received.
     pub rx_packets: u64,
+    /// Receive errors the driver counted.
     pub rx_errors: u64,
+    /// Received packets dropped before they reached the stack (no buffer, a
+    /// full backlog, a filter).
     pub rx_dropped: u64,
+    /// Receive FIFO overruns.
     pub rx_fifo: u64,
+    /// Bytes sent.
     pub tx_bytes: u64,
+    /// Packets sent.
     pub tx_packets: u64,
+    /// Transmit errors the driver counted.
     pub tx_errors: u64,
+    /// Packets dropped on the way out (a full queue, no carrier).
     pub tx_dropped: u64,
+    /// Transmit FIFO underruns.
     pub tx_fifo: u64,
 }
 
@@ -613,8 +746,9 @@ impl NetDevCounters {
 }
 
 /// One interface over a window, in the end's network namespace.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct InterfaceCounts {
+    /// Interface name.
     pub name: String,
     #[serde(flatten)]
     pub counters: NetDevCounters,
@@ -638,8 +772,9 @@ pub struct InterfaceCounts {
 }
 
 /// One IRQ of an interface's device over a window.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct IrqCounts {
+    /// The IRQ's number.
     pub irq: u32,
     /// Its handler's name as /proc/interrupts gives it (e.g. eth0-TxRx-3).
     pub name: String,
@@ -647,9 +782,11 @@ pub struct IrqCounts {
     pub cpus: Vec<IrqCpu>,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct IrqCpu {
+    /// CPU number.
     pub cpu: u32,
+    /// Interrupts this CPU took over the window.
     pub count: u64,
 }
 
@@ -664,7 +801,7 @@ macro_rules! add_counts {
 }
 
 /// What TCP_ZEROCOPY_RECEIVE did on one receiving end.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RxZeroCopyTotals {
     /// Bytes whose pages were mapped into user space.
     pub mapped_bytes: u64,
@@ -682,7 +819,7 @@ impl RxZeroCopyTotals {
 /// What the kernel did with one end's MSG_ZEROCOPY sends, counted over the
 /// whole test (warm-up and the completions drained at the end included),
 /// so that the counts balance: every send is completed or outstanding.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ZeroCopyTotals {
     /// Successful send(MSG_ZEROCOPY) calls.
     pub sends: u64,
@@ -699,6 +836,7 @@ pub struct ZeroCopyTotals {
     /// though they never left, so they say nothing about zero-copy.
     #[serde(default)]
     pub at_close: u64,
+    /// Of at_close, those flagged copied.
     #[serde(default)]
     pub copied_at_close: u64,
     /// Sends refused with ENOBUFS: net.core.optmem_max bounds the
@@ -746,9 +884,11 @@ impl ZeroCopyTotals {
 }
 
 /// Datagrams one end counted over the window.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct UdpTotals {
+    /// Datagrams this end sent.
     pub packets_sent: u64,
+    /// Datagrams this end received with the test's tag.
     pub packets_received: u64,
     /// Receiver of a stream: sequence numbers skipped and never seen later.
     pub lost: u64,
@@ -790,7 +930,7 @@ impl UdpTotals {
 }
 
 /// Bytes accounted by the sender and by the receiver for the same window.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Transfer {
     /// Bytes written by the sending end(s) during the window.
     pub sent_bytes: u64,
@@ -801,36 +941,55 @@ pub struct Transfer {
     /// Bytes in flight (queued in sockets at either end) at the window edges:
     /// what the two counts may legitimately differ by.
     pub in_flight_start_bytes: u64,
+    /// Bytes in flight (queued in sockets at either end) at the end of the
+    /// window.
     pub in_flight_end_bytes: u64,
 }
 
 /// Softirq share of one pinned CPU: softirq time / all time of that CPU.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SoftirqShare {
+    /// CPU number.
     pub cpu: u32,
+    /// The end whose threads were pinned to this CPU.
     pub role: Role,
+    /// Seconds this CPU spent in softirq over the window.
     pub softirq_s: f64,
+    /// Seconds this CPU was busy over the window (user, nice, system, irq,
+    /// softirq).
     pub busy_s: f64,
+    /// softirq_s divided by all time of this CPU over the window (idle
+    /// included): a fraction from 0 to 1.
     pub share: f64,
 }
 
 /// Figures computed from both ends.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Derived {
     /// Receiver's bytes over the window, in bits per second (goodput).
     pub throughput_bps: f64,
     /// Lowest and highest per-interval throughput at the receiver.
     pub interval_min_bps: f64,
+    /// Highest per-interval throughput at the receiver, in bits per second
+    /// (intervals shorter than 0.5 s are left out).
     pub interval_max_bps: f64,
     /// CPU seconds per GB (10^9 bytes) received: the client process, the server
     /// process, and every CPU of the host (busy time), as netperf's service
     /// demand but per GB.
     pub client_cpu_s_per_gb: f64,
+    /// CPU seconds (user + system) of the server process per GB (10^9 bytes)
+    /// received.
     pub server_cpu_s_per_gb: f64,
+    /// Busy CPU seconds of every CPU of the host (both hosts when the server is
+    /// remote) per GB (10^9 bytes) received, as netperf's service demand but
+    /// per GB.
     pub host_cpu_s_per_gb: f64,
     /// Host busy CPU seconds over the window, and the part of it in softirq.
     pub host_busy_s: f64,
+    /// The part of host_busy_s spent in softirq, in CPU seconds.
     pub host_softirq_s: f64,
+    /// Softirq share of each pinned CPU (client_cpus and server_cpus of the
+    /// spec); empty when nothing is pinned.
     pub softirq_shares: Vec<SoftirqShare>,
     /// Sum of TCP retransmissions over all flows at the sending end(s).
     pub retransmits: u64,
@@ -838,29 +997,46 @@ pub struct Derived {
     /// client, and CPU seconds per transaction of the client process, the
     /// server process and the host (busy time).
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[schemars(range(min = 0))]
     pub tps: Option<f64>,
+    /// CPU seconds of the client process per transaction.
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[schemars(range(min = 0))]
     pub client_cpu_s_per_tx: Option<f64>,
+    /// CPU seconds of the server process per transaction.
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[schemars(range(min = 0))]
     pub server_cpu_s_per_tx: Option<f64>,
+    /// Busy CPU seconds of the host per transaction.
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[schemars(range(min = 0))]
     pub host_cpu_s_per_tx: Option<f64>,
     /// Jain's fairness index over the per-flow transaction counts (1 = all
     /// flows got the same share).
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[schemars(range(min = 0))]
     pub fairness: Option<f64>,
     /// udp-stream: datagrams per second received by the server, and the
     /// fraction lost (lost / (received + lost)).
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[schemars(range(min = 0))]
     pub pps: Option<f64>,
+    /// udp-stream: the share of the datagrams the sender sent inside its window
+    /// that never reached the receiver, (client window_sent - server
+    /// window_received) / client window_sent; in records without those counts,
+    /// lost / (received + lost) from the receiver's sequence numbers over its
+    /// own window.
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[schemars(range(min = 0, max = 1))]
     pub loss: Option<f64>,
     /// udp-rr: the fraction of requests that timed out.
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[schemars(range(min = 0, max = 1))]
     pub timeout_ratio: Option<f64>,
     /// The window's length in the senders' round trips (their flows'
     /// median smoothed RTT as it closed).
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[schemars(range(min = 0))]
     pub window_rtts: Option<f64>,
 }
 
@@ -869,16 +1045,23 @@ pub struct Derived {
 pub const WINDOW_RTTS_MIN: f64 = 50.0;
 
 /// One execution of a spec with its measurement window on both ends.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Iteration {
+    /// Position of this iteration in the run, from 0.
     pub index: u32,
     /// False when the window was cut short (Ctrl-C, a lost peer).
     pub complete: bool,
+    /// Warm-up before the window, in seconds.
     pub warmup_s: f64,
+    /// Length of the measurement window as the client measured it, in seconds.
     pub window_s: f64,
+    /// Bytes accounted by the sender and by the receiver for the same window.
     pub transfer: Transfer,
+    /// Figures computed from both ends.
     pub derived: Derived,
+    /// What the client end measured (its `role` is "client").
     pub client: EndResult,
+    /// What the server end measured (its `role` is "server").
     pub server: EndResult,
     /// A run of parts: each other part's figures, in the spec's order.
     /// The main part's are the iteration's own, and so are the host's and
@@ -890,18 +1073,24 @@ pub struct Iteration {
 
 /// One part of a run of parts in an iteration: its flows' figures on each
 /// end, measured from its start to the window's close.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PartIteration {
+    /// The part's name, as the spec's `parts` give it.
     pub name: String,
     /// When its traffic started, in seconds after the window opened (0 for
     /// a part that started with the main one, before the warm-up).
+    #[schemars(range(min = 0))]
     pub start_s: f64,
+    /// Its own window, from its start to the run's close, in seconds.
     pub window_s: f64,
+    /// Bytes the part's senders and receivers accounted over its own window.
     pub transfer: Transfer,
     /// Its rates, latency and retransmissions; the CPU figures are the
     /// iteration's, for every part together, and are 0 here.
     pub derived: Derived,
+    /// What the client end measured of the part's flows.
     pub client: EndResult,
+    /// What the server end measured of the part's flows.
     pub server: EndResult,
 }
 
@@ -924,21 +1113,35 @@ impl PartIteration {
 }
 
 /// The document `plumb run --json` prints and the store keeps.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RunRecord {
+    /// Identifies this document and its version.
+    #[schemars(extend("const" = RUN_SCHEMA))]
     pub schema: String,
     /// The run's globally unique id (a random UUID), kept through export,
     /// import and copy from store to store. Absent in records made before
     /// it was given; a store gives one to each run it holds.
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[schemars(pattern(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"))]
     pub uuid: Option<String>,
+    /// Version of the plumb binary that made the run.
     pub plumb_version: String,
     /// RFC 3339 wall-clock time the run started.
+    #[schemars(extend("format" = "date-time"))]
     pub started_at: String,
+    /// Label the run was made under (names a build or configuration being
+    /// compared).
     pub label: String,
+    /// The test point that ran.
     pub spec: Spec,
+    /// Stable hash of the canonical form of `spec` (16 lowercase hex digits).
+    /// The label is not part of it, so the same test point measured under two
+    /// labels has the same key.
+    #[schemars(pattern(r"^[0-9a-f]{16}$"))]
     pub spec_key: String,
+    /// False when the run was cut short (Ctrl-C, a lost peer).
     pub complete: bool,
+    /// One entry per execution of the spec, in order.
     pub iterations: Vec<Iteration>,
     /// How the number of iterations was decided and how sure the mean is.
     /// Absent in records made before repetition existed.
@@ -955,6 +1158,7 @@ pub struct RunRecord {
     /// (`knob sysctl:net.core.rmem_max: 212992 -> 8388608`), as it said at
     /// the first session.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    #[schemars(length(min = 1), inner(pattern(r"^knob ")))]
     pub server_knobs: Vec<String>,
     /// Both ends' environment as the run captured it: the client's facts,
     /// and the server end's under `server.` where it ran on another host or
@@ -978,21 +1182,29 @@ pub struct RunRecord {
 }
 
 /// How a run's virtual machine was made and booted.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct VmInfo {
     /// `tcg` or `kvm`.
+    #[schemars(extend("enum" = ["tcg", "kvm"]))]
     pub accel: String,
+    /// Virtual CPUs of the guest.
+    #[schemars(range(min = 1))]
     pub vcpus: u32,
+    /// Memory of the guest, in MiB.
+    #[schemars(range(min = 1))]
     pub memory_mib: u32,
     /// `qemu-system-x86_64 --version`'s first line.
     pub qemu: String,
     /// The file the kernel came from (an image, a package or a build
     /// directory), by name, and its SHA-256 (of the image booted).
     pub image: String,
+    /// SHA-256 of the kernel image booted.
+    #[schemars(pattern(r"^[0-9a-f]{64}$"))]
     pub image_sha256: String,
     /// The guest's kernel release.
     pub release: String,
     /// Seconds from starting QEMU to the guest's first word from plumb.
+    #[schemars(range(min = 0))]
     pub boot_s: f64,
     /// The host that ran QEMU.
     pub host: String,
@@ -1010,10 +1222,12 @@ pub struct VmInfo {
     /// The share of the host's CPU time (percent of all its CPUs) that
     /// processes other than QEMU and plumb took while each iteration ran.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    #[schemars(inner(range(min = 0)))]
     pub host_others_percent: Vec<f64>,
     /// The median round trip (µs) of the guest's idle probe on the run's
     /// path just before the run, where its transactions compare with one.
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[schemars(range(min = 0))]
     pub idle_rtt_us: Option<f64>,
 }
 
@@ -1059,27 +1273,32 @@ pub const PATH_THREAD: &str = "plumb-path";
 
 /// The emulated path of a run, over the whole run (warm-ups and set-up
 /// included).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PathResult {
     /// `netem` (the kernel's qdisc) or `plumb` (plumb's own delay line).
+    #[schemars(extend("enum" = ["netem", "plumb"]))]
     pub emulator: String,
     /// The seed of the delay line's losses.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub seed: Option<u64>,
     /// CPU seconds of the delay line's thread.
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[schemars(range(min = 0))]
     pub cpu_s: Option<f64>,
+    /// What the path did to the packets going to the server.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub to_server: Option<PathCounts>,
+    /// What the path did to the packets going to the client.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub to_client: Option<PathCounts>,
 }
 
 /// One direction of plumb's delay line.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct PathCounts {
     /// Packets passed on, and their bytes (IP headers included).
     pub packets: u64,
+    /// Their bytes, IP headers included.
     pub bytes: u64,
     /// Packets dropped at the loss rate.
     pub lost: u64,
@@ -1092,7 +1311,7 @@ pub struct PathCounts {
 }
 
 /// How the server end of a run came to be.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ServerStart {
     /// A child of the client on this host (no --server).
@@ -1104,8 +1323,12 @@ pub enum ServerStart {
 }
 
 /// The server end of a run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Peer {
+    /// How the server came to be: `embedded` (a child of the client on the same
+    /// host), `manual` (a `plumb serve` started by someone, --server
+    /// HOST[:PORT]), or `ssh` (started by the client over ssh, --server
+    /// ssh://).
     pub started: ServerStart,
     /// --server as the user gave it.
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -1119,32 +1342,42 @@ pub struct Peer {
     /// The hash that names the server's executable (16 hex digits), for a
     /// server started over ssh.
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[schemars(pattern(r"^[0-9a-f]{16}$"))]
     pub build_id: Option<String>,
     /// Both ends ran on one host in one network namespace (the embedded
     /// server without a topology): one environment stands for both.
     #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    #[schemars(extend("const" = true))]
     pub same_host: bool,
 }
 
 /// Repeat-until-confident bookkeeping of a run, and what the iterations'
 /// spread says about the result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Confidence {
     /// The metric the target applies to (`throughput_bps`, later `tps`).
     pub metric: String,
     /// Confidence level of the interval, e.g. 0.95.
+    #[schemars(extend("exclusiveMinimum" = 0))]
     pub level: f64,
     /// Target relative half-width of the interval of the mean, e.g. 0.025.
+    #[schemars(extend("exclusiveMinimum" = 0))]
     pub target: f64,
+    /// Iterations the run makes at least (MIN of `--iterations MIN..MAX`).
+    #[schemars(range(min = 1))]
     pub min_iterations: u32,
+    /// Iterations the run makes at most (MAX of `--iterations MIN..MAX`).
+    #[schemars(range(min = 1))]
     pub max_iterations: u32,
     /// Mean of the metric over the complete iterations.
     pub mean: f64,
     /// Half-width of the Student-t interval of the mean; absent below 2 iterations.
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[schemars(range(min = 0))]
     pub half_width: Option<f64>,
     /// `half_width / mean`; absent below 2 iterations.
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[schemars(range(min = 0))]
     pub relative_half_width: Option<f64>,
     /// True when the interval met the target.
     pub reached: bool,
@@ -1158,11 +1391,17 @@ pub struct Confidence {
 }
 
 /// Two levels found among the iterations.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Bimodal {
+    /// The mean of the iterations of the lower level, in the run's metric.
     pub low_mean: f64,
+    /// The mean of the iterations of the higher level, in the run's metric.
     pub high_mean: f64,
+    /// Iterations in the lower level.
+    #[schemars(range(min = 1))]
     pub low_n: u32,
+    /// Iterations in the higher level.
+    #[schemars(range(min = 1))]
     pub high_n: u32,
 }
 

@@ -4,6 +4,7 @@
 //! from the window's opening, never over the flow's lifetime: the first
 //! sample is the opening, the last the close.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The sampling period, where the flows are few enough to read them all
@@ -80,8 +81,9 @@ impl TcpState {
 
 /// One flow over the window, a value per sample in each list. A figure
 /// the kernel does not report is absent, never zero.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct FlowSeries {
+    /// The flow's number, as in flows and tcp_info.
     pub flow: u32,
     /// Its send MSS as the window opened, bytes: segments times this are
     /// bytes.
@@ -90,16 +92,22 @@ pub struct FlowSeries {
     pub cwnd: Vec<u32>,
     /// Slow-start threshold, segments; null while in the first slow start.
     pub ssthresh: Vec<Option<u32>>,
+    /// Smoothed RTT, µs.
     pub srtt_us: Vec<u32>,
+    /// RTT variation, µs.
     pub rttvar_us: Vec<u32>,
     /// Segments in flight.
     pub in_flight: Vec<u32>,
+    /// Delivery rate, bit/s (4.9).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub delivery_rate_bps: Option<Vec<u64>>,
+    /// Bytes written but not yet sent (4.6).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub notsent_bytes: Option<Vec<u32>>,
+    /// The peer's advertised receive window, bytes (tcpi_snd_wnd, 5.4).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub snd_wnd: Option<Vec<u32>>,
+    /// This end's own advertised receive window, bytes (tcpi_rcv_wnd, 6.7).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub rcv_wnd: Option<Vec<u32>>,
     /// Segments retransmitted since the window opened.
@@ -108,26 +116,37 @@ pub struct FlowSeries {
     /// since the window opened.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub busy_us: Option<Vec<u64>>,
+    /// Of those, µs the receiver's window held it back.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub rwnd_limited_us: Option<Vec<u64>>,
+    /// Of those, µs its own send buffer held it back.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub sndbuf_limited_us: Option<Vec<u64>>,
 }
 
 /// Sums over every flow of the end at each sample (the mean srtt is
 /// `srtt_us / flows`), so that two flow groups' series add up.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct AllSeries {
+    /// Congestion windows, segments.
     pub cwnd: Vec<u64>,
+    /// Segments in flight.
     pub in_flight: Vec<u64>,
     /// Bytes in flight: each flow's segments times its MSS.
     pub in_flight_bytes: Vec<u64>,
+    /// Bytes not yet sent.
     pub notsent_bytes: Vec<u64>,
+    /// Delivery rates, bit/s.
     pub delivery_rate_bps: Vec<u64>,
+    /// Smoothed RTTs, µs, summed.
     pub srtt_us: Vec<u64>,
+    /// Segments retransmitted since the window opened.
     pub retrans: Vec<u64>,
+    /// µs busy since the window opened.
     pub busy_us: Vec<u64>,
+    /// µs held back by the receive window since the window opened.
     pub rwnd_limited_us: Vec<u64>,
+    /// µs held back by the send buffer since the window opened.
     pub sndbuf_limited_us: Vec<u64>,
     /// Flows that were busy since the sample before, limited by neither
     /// window nor buffer for part of it.
@@ -158,9 +177,10 @@ impl AllSeries {
 }
 
 /// An end's flows' TCP state over its window.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TcpSeries {
     /// The period the samples were taken at, ms.
+    #[schemars(range(min = 1))]
     pub period_ms: u32,
     /// The end's TCP flows.
     pub flows: u32,
@@ -169,10 +189,13 @@ pub struct TcpSeries {
     pub t_ms: Vec<u32>,
     /// The flows sampled one by one (see [`TCP_SERIES_FLOWS`]).
     pub sampled: Vec<FlowSeries>,
+    /// Sums over every flow of the end at each sample (the mean srtt is srtt_us
+    /// / flows); two flow groups' sums add up sample by sample.
     pub all: AllSeries,
     /// CPU seconds the sampling took (its thread's, user and system): what
     /// the series cost the end.
     #[serde(default)]
+    #[schemars(range(min = 0))]
     pub sampler_cpu_s: f64,
 }
 

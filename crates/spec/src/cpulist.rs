@@ -1,12 +1,14 @@
 //! CPU lists as the kernel writes them.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
 /// A set of CPUs written the way the kernel writes them: `0`, `0-3,6`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(try_from = "String", into = "String")]
+#[schemars(extend("pattern" = "^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$"))]
 pub struct CpuList(Vec<u32>);
 
 impl CpuList {

@@ -30,12 +30,13 @@ pub use units::{
     parse_loss_ppm, parse_micros, parse_rate, parse_size, BufSize, UnitError,
 };
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::fmt;
 
 /// The traffic pattern of a test.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Workload {
     /// Bulk TCP transfer in `msg_size` writes.
@@ -68,7 +69,7 @@ pub const UDP_MAX: u64 = 65507;
 pub const UDP_RR_TIMEOUT_MS: u64 = 200;
 
 /// Which way the data goes, seen from the client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Direction {
     /// The client sends, the server receives (netperf TCP_STREAM).
@@ -97,9 +98,19 @@ impl Direction {
             Direction::Send | Direction::Both => (client, server),
         }
     }
+
+    /// The client's and the server's `T` as (the senders', the receivers'),
+    /// the client's first where both ends do both.
+    pub fn ends<T: Copy>(self, client: T, server: T) -> (Vec<T>, Vec<T>) {
+        match self {
+            Direction::Send => (vec![client], vec![server]),
+            Direction::Recv => (vec![server], vec![client]),
+            Direction::Both => (vec![client, server], vec![client, server]),
+        }
+    }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Family {
     V4,
@@ -107,7 +118,7 @@ pub enum Family {
 }
 
 /// Socket options applied to every data socket, on both ends.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub struct SocketOpts {
     /// SO_SNDBUF; Auto leaves the size to the kernel (autotuning for TCP).
     pub sndbuf: BufSize,
@@ -129,7 +140,7 @@ pub struct SocketOpts {
 }
 
 /// How the sending end of a stream hands its data to the kernel.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ZeroCopy {
     /// write(): the kernel copies every byte from user space.
@@ -156,7 +167,7 @@ impl ZeroCopy {
 /// How the engine's workers move the flows' data: readiness from epoll and
 /// a system call per read or write, or io_uring, where the kernel takes
 /// batches of operations from a ring and receives land in buffers it picks.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Io {
     #[default]
@@ -171,7 +182,7 @@ impl Io {
 }
 
 /// How the receiving end of a stream takes its data.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum RxMode {
     /// read() into a user buffer.
@@ -191,16 +202,24 @@ impl RxMode {
 }
 
 /// Request/response parameters.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub struct RrSpec {
+    /// Bytes per request.
+    #[schemars(range(min = 1))]
     pub req_size: u64,
+    /// Bytes per response.
+    #[schemars(range(min = 1))]
     pub resp_size: u64,
     /// Requests outstanding per flow (netperf's -b); 1 is a closed loop.
+    #[schemars(range(min = 1))]
     pub pipeline: u32,
     /// Sizes of the writes one request is sent in; empty means one write.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    #[schemars(inner(range(min = 1)))]
     pub req_writes: Vec<u64>,
+    /// Sizes of the writes a response is sent in (absent: one write).
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    #[schemars(inner(range(min = 1)))]
     pub resp_writes: Vec<u64>,
     /// How crr closes each connection; None for rr.
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -209,10 +228,12 @@ pub struct RrSpec {
     /// schedule whatever the responses do; latency counts from the planned
     /// send time. None is a closed loop.
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[schemars(range(min = 1))]
     pub rate: Option<u64>,
     /// udp-rr: how long a request waits for its response before it counts
     /// as lost and the flow sends the next one.
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[schemars(range(min = 1))]
     pub timeout_ms: Option<u64>,
 }
 
@@ -232,7 +253,7 @@ impl Default for RrSpec {
 }
 
 /// How each crr connection ends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Close {
     /// The client closes with SO_LINGER 0: a reset, no TIME_WAIT (as neper
@@ -354,19 +375,31 @@ pub fn parse_writes(field: Field, text: &str, size: u64) -> Result<Vec<u64>, Spe
 }
 
 /// One test point. Two specs with the same key measured the same thing.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub struct Spec {
+    /// The traffic pattern of the test.
     pub workload: Workload,
+    /// Which way the data goes, seen from the client.
     pub direction: Direction,
+    /// Number of TCP connections (flows) carrying data.
     pub flows: u32,
     /// Worker threads on each end.
     pub threads: u32,
+    /// Size of each write, in bytes.
     pub msg_size: u64,
+    /// Socket options applied to every data socket, on both ends.
     pub socket: SocketOpts,
+    /// Address family of the data connections.
     pub family: Family,
+    /// Length of the measurement window asked for, in milliseconds.
     pub duration_ms: u64,
+    /// Length of the warm-up before the window, in milliseconds.
     pub warmup_ms: u64,
+    /// CPUs the client's worker threads are pinned to, written as the kernel
+    /// writes CPU lists ("0-3,6"); null when not pinned.
     pub client_cpus: Option<CpuList>,
+    /// CPUs the server's worker threads are pinned to, written as the kernel
+    /// writes CPU lists ("0-3,6"); null when not pinned.
     pub server_cpus: Option<CpuList>,
     /// Present for request/response workloads. Left out of stream specs so
     /// their keys stay what they were.
@@ -383,6 +416,7 @@ pub struct Spec {
     /// message (a read never runs into the next message either); absent
     /// for whole messages.
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[schemars(range(min = 1, max = 67108864))]
     pub read_size: Option<u64>,
     /// The engine's I/O: absent for epoll, so the keys of older specs stay
     /// what they were.
@@ -414,15 +448,21 @@ pub struct Spec {
 }
 
 /// A virtual machine the ends run in (`--kernel`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub struct Machine {
     /// `tcg` (QEMU's emulation) or `kvm`.
+    #[schemars(extend("enum" = ["tcg", "kvm"]))]
     pub accel: String,
+    /// Virtual CPUs of each guest.
+    #[schemars(range(min = 1))]
     pub vcpus: u32,
+    /// Memory of each guest, in MiB.
+    #[schemars(range(min = 1))]
     pub memory_mib: u32,
     /// `virtio-net` when each end ran in a guest of its own, the two
     /// joined by that link; absent when both ends shared one guest.
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[schemars(extend("enum" = ["virtio-net"]))]
     pub link: Option<String>,
 }
 
@@ -451,8 +491,9 @@ impl fmt::Display for Machine {
 
 /// Two network namespaces joined by a veth pair, the client in one and the
 /// server in the other, with the path's MTU and netem delay and loss.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub struct Veth {
+    /// The veth pair's MTU, where it was set (`--mtu`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub mtu: Option<u32>,
     /// One-way delay netem adds on each end, in microseconds (the round
@@ -479,7 +520,7 @@ pub struct Veth {
 }
 
 /// What emulates the path of `--topology veth`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Emulator {
     /// The kernel's netem qdisc on each end of a veth pair.
@@ -506,7 +547,7 @@ impl Veth {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Topology {
     Veth(Veth),

@@ -12,13 +12,15 @@
 use crate::field::{Field, Names};
 use crate::validate::SpecError;
 use crate::{build, parse_duration, units, Spec};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// One more workload in a run, beside the spec's own.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub struct Part {
     /// What reports call it, and what pairs a part of one run with its
     /// namesake in another.
+    #[schemars(pattern(r"^[a-z0-9_-]{1,32}$"))]
     pub name: String,
     /// Its traffic starts this long after the window opens; 0 starts it
     /// with the main part, before the warm-up.
@@ -27,6 +29,7 @@ pub struct Part {
     /// Its traffic stops this long after the window opens, before the
     /// window closes; absent, it runs to the window's close.
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[schemars(range(min = 1000))]
     pub stop_ms: Option<u64>,
     /// Its own fields; those of the run as a whole stay at the workload's
     /// defaults here, so that they do not move the run's key.

@@ -205,6 +205,36 @@ impl<'de> Deserialize<'de> for SockOptValues {
     }
 }
 
+/// The record's schema of the options a spec sets: each option of the
+/// table by its key, within its bounds (a switch is stored only while on),
+/// and no other key.
+impl schemars::JsonSchema for SockOptValues {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "SockOptValues".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let properties: serde_json::Map<String, serde_json::Value> = SockOpt::ALL
+            .iter()
+            .map(|o| {
+                let d = o.desc();
+                let (low, high) = d.bounds;
+                let mut value = match d.value {
+                    Value::Switch => serde_json::json!({ "const": 1 }),
+                    _ => serde_json::json!({ "type": "integer", "minimum": low, "maximum": high }),
+                };
+                value["description"] = d.help.into();
+                (o.key().to_string(), value)
+            })
+            .collect();
+        schemars::json_schema!({
+            "type": "object",
+            "properties": properties,
+            "additionalProperties": false,
+        })
+    }
+}
+
 const BYTES: (u64, u64) = (1, 1 << 30);
 
 sock_opts! {

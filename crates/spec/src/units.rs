@@ -14,6 +14,7 @@
 //! Letters are read case-insensitively everywhere, and a number may be
 //! separated from its unit by spaces.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -272,8 +273,9 @@ pub fn show_ms(ms: u64) -> String {
 
 /// A socket buffer size: a fixed number of bytes, or left to the kernel's
 /// autotuning.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(try_from = "String", into = "String")]
+#[schemars(extend("pattern" = "^(auto|[0-9]+[KMG]?)$"))]
 pub enum BufSize {
     #[default]
     Auto,
