@@ -91,23 +91,27 @@ pub fn transfer(client: &EndResult, server: &EndResult) -> Transfer {
     }
 }
 
-/// Per-interval receive rate over the receiving end(s), interval by interval.
+/// The way data moves in `spec`'s flows: a request/response moves it both
+/// ways, as `both` does.
+fn data_direction(spec: &Spec) -> Direction {
+    match spec.is_transactional() {
+        true => Direction::Both,
+        false => spec.direction,
+    }
+}
+
+/// Per-interval receive rate over the receiving end(s), interval by
+/// interval, over the first receiver's interval.
 fn receive_rates(spec: &Spec, client: &EndResult, server: &EndResult) -> Vec<f64> {
+    let (_, receivers) = data_direction(spec).ends(client, server);
     let n = client.intervals.len().min(server.intervals.len());
     (0..n)
         .filter_map(|i| {
-            let (c, s) = (&client.intervals[i], &server.intervals[i]);
-            // Request/response moves data both ways, as `both` does.
-            let direction = if spec.is_transactional() {
-                Direction::Both
-            } else {
-                spec.direction
-            };
-            let (bytes, dt) = match direction {
-                Direction::Send => (s.bytes_received, s.dt_s),
-                Direction::Recv => (c.bytes_received, c.dt_s),
-                Direction::Both => (c.bytes_received + s.bytes_received, c.dt_s),
-            };
+            let bytes: u64 = receivers
+                .iter()
+                .map(|e| e.intervals[i].bytes_received)
+                .sum();
+            let dt = receivers[0].intervals[i].dt_s;
             // A sliver of an interval at the end says nothing about the rate.
             (dt >= 0.5).then(|| bytes as f64 * 8.0 / dt)
         })
@@ -116,11 +120,9 @@ fn receive_rates(spec: &Spec, client: &EndResult, server: &EndResult) -> Vec<f64
 
 pub fn derive(spec: &Spec, client: &EndResult, server: &EndResult) -> Derived {
     let received = client.bytes_received + server.bytes_received;
-    let window = match spec.direction {
-        Direction::Send => server.window_s,
-        Direction::Recv => client.window_s,
-        Direction::Both => client.window_s,
-    };
+    // The window the throughput is over: the (first) receiver's, by the
+    // direction asked for.
+    let window = spec.direction.ends(client, server).1[0].window_s;
     let throughput_bps = if window > 0.0 {
         received as f64 * 8.0 / window
     } else {
@@ -162,12 +164,7 @@ pub fn derive(spec: &Spec, client: &EndResult, server: &EndResult) -> Derived {
         }
     }
 
-    let senders: Vec<&EndResult> = match spec.direction {
-        _ if spec.is_transactional() => vec![client, server],
-        Direction::Send => vec![client],
-        Direction::Recv => vec![server],
-        Direction::Both => vec![client, server],
-    };
+    let (senders, _) = data_direction(spec).ends(client, server);
     // Over the window; records made before it was kept have only each
     // flow's lifetime count, warm-up included.
     let retransmits = senders
