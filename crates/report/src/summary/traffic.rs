@@ -1,0 +1,383 @@
+//! What moved: the bytes, datagrams, transactions and parts of an
+//! iteration, what TCP said of them and what limited the senders.
+
+use super::*;
+
+/// What an iteration (or a part of it) moved: its transactions and
+/// latency, throughput, transfer, datagrams and zero-copy sends.
+pub(super) fn traffic(o: &mut String, it: &Iteration, spec: &plumb_spec::Spec) {
+    let d = &it.derived;
+    let t = &it.transfer;
+    if spec.is_transactional() {
+        transactions(o, it);
+    }
+    // An end that was lost reported nothing: what it would have counted is
+    // missing, and a sum or rate over it would read as a measured zero.
+    let lost = [&it.client, &it.server].into_iter().find(|e| e.lost);
+    match lost {
+        Some(end) if d.throughput_bps == 0.0 => {
+            let _ = writeln!(
+                o,
+                "throughput  not measured: the {} was lost before it reported",
+                end.role
+            );
+        }
+        _ => {
+            let _ = writeln!(
+                o,
+                "throughput  {:<14} per second: min {}, max {}",
+                format_bits_per_sec(d.throughput_bps),
+                format_bits_per_sec(d.interval_min_bps),
+                format_bits_per_sec(d.interval_max_bps)
+            );
+        }
+    }
+    let diff = t.difference_bytes.unsigned_abs();
+    match lost {
+        Some(end) => {
+            let known = if end.role == plumb_samples::Role::Server {
+                &it.client
+            } else {
+                &it.server
+            };
+            let _ = writeln!(
+                o,
+                "transfer    {} sent {}, received {}; the {}'s counts are missing",
+                known.role,
+                format_bytes(known.bytes_sent),
+                format_bytes(known.bytes_received),
+                end.role
+            );
+        }
+        None => {
+            let _ = writeln!(
+                o,
+                "transfer    sent {}, received {}, difference {}{}",
+                format_bytes(t.sent_bytes),
+                format_bytes(t.received_bytes),
+                if t.difference_bytes < 0 { "-" } else { "" },
+                format_bytes(diff)
+            );
+        }
+    }
+    let udp = it.client.udp.as_ref().zip(it.server.udp.as_ref());
+    if let Some((c, s)) = udp {
+        datagrams(o, it, c, s, spec.direction);
+    } else {
+        let _ = writeln!(
+            o,
+            "            queued in sockets at the window edges: {} and {}",
+            format_bytes(t.in_flight_start_bytes),
+            format_bytes(t.in_flight_end_bytes)
+        );
+    }
+    zerocopy(o, it);
+}
+
+/// Each other part of a run of parts, in the shown iteration: what it
+/// moved over its own window, and its flows' TCP figures.
+pub(super) fn parts(o: &mut String, rec: &RunRecord, it: &Iteration) {
+    for (p, part) in rec.spec.parts.iter().zip(&it.parts) {
+        let view = part.as_iteration(it);
+        let from = match (p.start_ms, p.stop_ms) {
+            (0, None) => "from the run's start".to_string(),
+            (0, Some(stop)) => format!(
+                "from the run's start to {} into its window",
+                secs(stop as f64 / 1000.0)
+            ),
+            (_, None) => format!("from {} into the run's window", secs(part.start_s)),
+            (_, Some(stop)) => format!(
+                "from {} to {} into the run's window",
+                secs(part.start_s),
+                secs(stop as f64 / 1000.0)
+            ),
+        };
+        let _ = writeln!(
+            o,
+            "\n{}\n  window {} {from}\n",
+            p.summary(),
+            secs(part.window_s)
+        );
+        traffic(o, &view, &rec.spec.part_spec(p));
+        if view.client.udp.is_none() {
+            tcp_figures(o, &view);
+        }
+        for w in view.client.warnings.iter().chain(&view.server.warnings) {
+            let _ = writeln!(o, "warning: part {}: {w}", part.name);
+        }
+    }
+}
+
+/// MSG_ZEROCOPY accounting of each sending end: sends, completions, and
+/// how many of those the kernel copied after all.
+pub(super) fn zerocopy(o: &mut String, it: &Iteration) {
+    for end in [&it.client, &it.server] {
+        let Some(z) = &end.zerocopy else { continue };
+        let _ = writeln!(
+            o,
+            "zerocopy    {}: {} sends, {} completions, {} outstanding{}",
+            end.role,
+            z.sends,
+            z.completions,
+            z.outstanding,
+            if z.enobufs > 0 {
+                format!(", ENOBUFS {}", z.enobufs)
+            } else {
+                String::new()
+            }
+        );
+        let _ = writeln!(
+            o,
+            "            {} copied by the kernel, {} zero-copy{}",
+            z.copied,
+            z.zero_copied(),
+            if z.at_close > 0 {
+                format!("; {} read at close", z.at_close)
+            } else {
+                String::new()
+            }
+        );
+    }
+}
+
+/// Datagrams as both ends counted them: what the sender sent (the client,
+/// or with `--direction recv` the server), what the receiver took, and
+/// what the sequence numbers say went missing.
+pub(super) fn datagrams(
+    o: &mut String,
+    it: &Iteration,
+    c: &plumb_samples::UdpTotals,
+    s: &plumb_samples::UdpTotals,
+    direction: plumb_spec::Direction,
+) {
+    let d = &it.derived;
+    let pct = |x: f64| format!("{:.3} %", x * 100.0);
+    if let Some(loss) = d.loss {
+        let ((tx, sender), (rx, receiver)) = direction.sender_first((c, "client"), (s, "server"));
+        let queued = match rx.queued_at_close {
+            0 => String::new(),
+            n => format!(", {n} read off the queue at the close"),
+        };
+        let _ = writeln!(
+            o,
+            "datagrams   sent {} by the {sender}, received {} by the {receiver} ({}/s{queued})",
+            tx.packets_sent,
+            rx.packets_received,
+            sig3(d.pps.unwrap_or(0.0))
+        );
+        let _ = writeln!(
+            o,
+            "            lost {} ({}), reordered {} (receiver's sequence numbers)",
+            rx.lost,
+            pct(loss),
+            rx.reordered
+        );
+    } else {
+        let _ = writeln!(
+            o,
+            "datagrams   requests {} sent, {} answered by the server\n            \
+             {} timed out ({}), {} late",
+            c.packets_sent,
+            s.packets_sent,
+            c.timeouts,
+            pct(d.timeout_ratio.unwrap_or(0.0)),
+            c.late_responses
+        );
+    }
+    if c.strays + s.strays > 0 {
+        let _ = writeln!(
+            o,
+            "            {} datagrams without this test's tag dropped",
+            c.strays + s.strays
+        );
+    }
+}
+
+pub(super) fn tcp_figures(o: &mut String, it: &Iteration) {
+    let d = &it.derived;
+    let summaries: Vec<&plumb_samples::TcpInfoSummary> = senders(it)
+        .iter()
+        .filter_map(|e| e.tcp_info_summary.as_ref())
+        .collect();
+    if let Some(t) = summaries
+        .iter()
+        .max_by_key(|t| t.flows)
+        .filter(|t| t.flows > 1)
+    {
+        let q = |v: &[f64; 4]| {
+            format!(
+                "{}/{}/{}/{}",
+                sig3(v[0]),
+                sig3(v[1]),
+                sig3(v[2]),
+                sig3(v[3])
+            )
+        };
+        let _ = writeln!(o, "tcp_info     {} flows, min/median/p99/max", t.flows);
+        let _ = writeln!(o, "             rtt {} us", q(&t.rtt_us));
+        let _ = writeln!(
+            o,
+            "             cwnd {}   retransmits {}",
+            q(&t.snd_cwnd),
+            q(&t.total_retrans)
+        );
+        let _ = writeln!(o, "retransmits {} (sender, all flows)", d.retransmits);
+    } else {
+        // The median over the sending ends' flows of one tcp_info figure.
+        let median = |of: fn(&plumb_samples::TcpInfo) -> f64| {
+            let xs: Vec<f64> = senders(it)
+                .iter()
+                .flat_map(|e| e.tcp_info.iter())
+                .map(of)
+                .collect();
+            plumb_stats::Summary::of(&xs).map(|s| s.median)
+        };
+        let rtt = median(|t| t.rtt_us as f64);
+        let cwnd = median(|t| t.snd_cwnd as f64);
+        let _ = writeln!(
+            o,
+            "retransmits {}   rtt {} us   cwnd {} segments (sender, median of flows)",
+            d.retransmits,
+            rtt.map(sig3).unwrap_or_else(|| "-".into()),
+            cwnd.map(sig3).unwrap_or_else(|| "-".into()),
+        );
+    }
+    limited_by(o, it);
+}
+
+/// What limited each end's sending flows over the window, as shares of
+/// their busy time; the rest of the window they had nothing to send.
+pub(super) fn limited_by(o: &mut String, it: &Iteration) {
+    let mut head = "limited by";
+    for end in [&it.client, &it.server] {
+        let Some((l, (rwnd, sndbuf, other))) =
+            end.limited.as_ref().and_then(|l| Some((l, l.shares()?)))
+        else {
+            continue;
+        };
+        let idle = 1.0 - l.busy_s / (end.window_s * l.flows as f64).max(f64::EPSILON);
+        let mut words = vec![
+            format!(
+                "{head:<12}{:<7}receive window {}, send buffer {}, other {}",
+                end.role.to_string(),
+                pct(rwnd),
+                pct(sndbuf),
+                pct(other)
+            ),
+            format!(
+                "of {} busy in {} flow{}",
+                secs(l.busy_s),
+                l.flows,
+                if l.flows == 1 { "" } else { "s" }
+            ),
+            format!("nothing to send {}", pct(idle.max(0.0))),
+        ];
+        if let Some(series) = &end.tcp_series {
+            // Of "other", how much was the congestion window, by the samples.
+            if let Some(c) = series.at_cwnd_share() {
+                words.push(format!("in flight at cwnd in {} of samples", pct(c)));
+            }
+            words.extend(per_second(series, &end.intervals));
+        }
+        let _ = writeln!(o, "{}", fit_80(&words));
+        head = "";
+    }
+}
+
+/// Each share's lowest and highest over the window's whole seconds, where
+/// there are two or more.
+pub(super) fn per_second(
+    series: &plumb_samples::TcpSeries,
+    intervals: &[plumb_samples::IntervalSample],
+) -> Vec<String> {
+    let whole: Vec<(f64, f64)> = intervals
+        .iter()
+        .filter(|s| s.dt_s >= 0.5)
+        .map(|s| (s.t_s, s.dt_s))
+        .collect();
+    let shares: Vec<[f64; 3]> = series
+        .interval_shares(&whole)
+        .into_iter()
+        .flatten()
+        .map(|(r, s, o)| [r, s, o])
+        .collect();
+    if shares.len() < 2 {
+        return Vec::new();
+    }
+    plumb_compare::limits::LIMITS[..3]
+        .iter()
+        .enumerate()
+        .map(|(k, name)| {
+            let lo = shares.iter().map(|x| x[k]).fold(1.0, f64::min);
+            let hi = shares.iter().map(|x| x[k]).fold(0.0, f64::max);
+            let head = if k == 0 { "per second: " } else { "" };
+            format!("{head}{name} {} to {}", pct(lo), pct(hi))
+        })
+        .collect()
+}
+
+/// Transactions, their rate interval by interval, latency percentiles and
+/// fairness over flows.
+pub(super) fn transactions(o: &mut String, it: &Iteration) {
+    let d = &it.derived;
+    let rates: Vec<f64> = it
+        .client
+        .intervals
+        .iter()
+        .filter(|s| s.dt_s >= 0.5)
+        .map(|s| s.transactions as f64 / s.dt_s)
+        .collect();
+    let lo = rates.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = rates.iter().copied().fold(0.0, f64::max);
+    let _ = writeln!(
+        o,
+        "transactions {} ({}); the server counted {}",
+        it.client.transactions,
+        format_tx_rate(d.tps.unwrap_or(0.0)),
+        it.server.transactions,
+    );
+    if !rates.is_empty() {
+        let _ = writeln!(
+            o,
+            "             per second: min {}, max {}",
+            format_tx_rate(lo),
+            format_tx_rate(hi)
+        );
+    }
+    if let Some(l) = &it.client.latency {
+        let _ = writeln!(
+            o,
+            "latency us   mean {}  p50 {}  p90 {}  p99 {}",
+            sig3(l.mean_us),
+            sig3(l.p50_us),
+            sig3(l.p90_us),
+            sig3(l.p99_us),
+        );
+        let _ = writeln!(
+            o,
+            "             p99.9 {}  p99.99 {}  max {}",
+            sig3(l.p999_us),
+            sig3(l.p9999_us),
+            sig3(l.max_us)
+        );
+    }
+    if let Some(f) = d.fairness {
+        let _ = writeln!(
+            o,
+            "fairness     {:.3} (Jain's index over {} flows)",
+            f,
+            it.client.flows.len()
+        );
+    }
+}
+
+pub(super) fn senders(it: &Iteration) -> Vec<&EndResult> {
+    let mut v = Vec::new();
+    if it.client.bytes_sent > 0 {
+        v.push(&it.client);
+    }
+    if it.server.bytes_sent > 0 {
+        v.push(&it.server);
+    }
+    v
+}
