@@ -1081,7 +1081,8 @@ pub struct PartIteration {
     /// a part that started with the main one, before the warm-up).
     #[schemars(range(min = 0))]
     pub start_s: f64,
-    /// Its own window, from its start to the run's close, in seconds.
+    /// Its own window, from its start to its stop or the run's close, in
+    /// seconds.
     pub window_s: f64,
     /// Bytes the part's senders and receivers accounted over its own window.
     pub transfer: Transfer,
@@ -1472,8 +1473,13 @@ impl RunRecord {
                 Some(part.as_iteration(it))
             })
             .collect();
+        let mut spec = self.spec.part_spec(p);
+        // Its own length, from its start to its stop or the window's
+        // close, as its figures are over; its key is the run's and its
+        // name, so this moves no key.
+        spec.duration_ms = (p.stop_ms.unwrap_or(spec.duration_ms)).saturating_sub(p.start_ms);
         Some(RunRecord {
-            spec: self.spec.part_spec(p),
+            spec,
             spec_key: format!("{}/{}", self.spec_key, p.name),
             iterations,
             // How sure the run is holds for its main part's metric.
@@ -1619,6 +1625,28 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn a_part_seen_as_a_run_is_as_long_as_its_own_window() {
+        let mut rec = crate::testing::example();
+        rec.spec.duration_ms = 5000;
+        let part = |name: &str, start_ms, stop_ms| plumb_spec::Part {
+            name: name.into(),
+            start_ms,
+            stop_ms,
+            spec: rec.spec.clone(),
+        };
+        rec.spec.parts = vec![part("mid", 1000, Some(3000)), part("rest", 2000, None)];
+        let view = |name| rec.part_view(name).unwrap();
+        assert_eq!(view("mid").spec.duration_ms, 2000);
+        assert!(
+            view("mid").spec.summary().contains(", 2s,"),
+            "{}",
+            view("mid").spec.summary()
+        );
+        assert_eq!(view("rest").spec.duration_ms, 3000);
+        assert_eq!(view("rest").spec_key, format!("{}/rest", rec.spec_key));
+    }
 
     #[test]
     fn a_senders_shares_add_up_to_its_busy_time_and_stay_in_range() {
