@@ -38,7 +38,7 @@ pub enum Target {
     Offload(String, String),
     GsoMaxSize(String),
     GroMaxSize(String),
-    /// The root qdisc: fq [maxrate R], fq_codel, pfifo_fast, netem ..., default.
+    /// The root qdisc: fq [maxrate R], fq_codel, pfifo_fast, pfifo, bfifo, tbf, netem ..., default.
     Qdisc(String),
     /// A network namespace plumb created; its "old value" is its absence,
     /// so restoring deletes it. Journal-only: not a setting a user makes.
@@ -117,7 +117,19 @@ impl fmt::Display for Knob {
     }
 }
 
-const QDISCS: [&str; 5] = ["fq", "fq_codel", "pfifo_fast", "netem", "default"];
+/// The qdiscs a knob sets: pacing and fair queueing, FIFOs of a set depth
+/// and a token bucket shaper (a bottleneck of a set rate and queue), and
+/// netem's path.
+const QDISCS: [&str; 8] = [
+    "fq",
+    "fq_codel",
+    "pfifo_fast",
+    "pfifo",
+    "bfifo",
+    "tbf",
+    "netem",
+    "default",
+];
 
 fn number(knob: &Knob, value: &str) -> Result<u64, KnobError> {
     value
@@ -245,7 +257,9 @@ impl Knob {
                 if !QDISCS.contains(&kind) {
                     return Err(err(format!(
                         "knob {self}: '{kind}' is not a qdisc plumb sets; use fq [maxrate RATE], \
-                         fq_codel, pfifo_fast, netem [delay T] [loss P%] [rate R], or default"
+                         fq_codel, pfifo_fast, pfifo [limit PACKETS], bfifo [limit BYTES], \
+                         tbf rate RATE burst BYTES limit BYTES, netem [delay T] [loss P%] \
+                         [rate R], or default"
                     )));
                 }
                 if kind != "default" {
