@@ -11,11 +11,12 @@ use crate::Engine;
 use plumb_samples::figure::Probe as Id;
 use plumb_samples::TcpSeries;
 use plumb_samples::{
-    CpuTimes, EndResult, InterfaceCounts, IrqCounts, IrqCpu, ProcessCpu, SchedTimes, SoftirqCounts,
-    SoftnetCounts, ThreadCpu, PATH_THREAD,
+    CpuTimes, EndResult, InterfaceCounts, IrqCounts, IrqCpu, ProcessCpu, QdiscCounts, SchedTimes,
+    SoftirqCounts, SoftnetCounts, ThreadCpu, PATH_THREAD,
 };
 use plumb_sys::proc::{Interrupts, NetDevRow, SoftirqRow, StatCpu, TaskSnapshot};
 use plumb_sys::process::Rusage;
+use plumb_sys::qdisc::QdiscRow;
 use std::collections::BTreeMap;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
@@ -82,6 +83,7 @@ pub fn reader(id: Id, engine: &Engine) -> Option<Box<dyn Probe>> {
         Id::Snmp => edges(SnmpProbe),
         Id::Softnet => edges(SoftnetProbe),
         Id::Interfaces => edges(InterfaceProbe),
+        Id::Qdiscs => edges(QdiscProbe),
         Id::Interrupts => edges(InterruptsProbe),
         Id::Sockstat => Box::new(SockstatProbe::default()),
         Id::Tracepoints => Box::new(TracepointProbe::new(engine)),
@@ -808,6 +810,51 @@ impl Edges for InterfaceProbe {
     fn record(&self, a: Self::Reading, b: Self::Reading, _: &Engine, out: &mut EndResult) {
         out.interfaces = interface_deltas(&a, &b);
     }
+}
+
+struct QdiscProbe;
+
+impl Edges for QdiscProbe {
+    /// Each root qdisc with its interface's name.
+    type Reading = Vec<(String, QdiscRow)>;
+
+    fn read(&self, _: &Engine) -> Self::Reading {
+        let rows = plumb_sys::qdisc::read_roots().unwrap_or_default();
+        rows.into_iter()
+            .filter_map(|r| Some((plumb_sys::qdisc::interface_name(r.ifindex).ok()?, r)))
+            .collect()
+    }
+
+    fn record(&self, a: Self::Reading, b: Self::Reading, _: &Engine, out: &mut EndResult) {
+        out.qdiscs = qdisc_deltas(&a, &b);
+    }
+}
+
+/// The root qdiscs that sent, dropped or held packets between two
+/// readings; one made in the window (a new handle) counts from zero.
+fn qdisc_deltas(a: &[(String, QdiscRow)], b: &[(String, QdiscRow)]) -> Vec<QdiscCounts> {
+    b.iter()
+        .filter_map(|(name, e)| {
+            let before = a
+                .iter()
+                .find(|(n, s)| n == name && s.major == e.major && s.kind == e.kind)
+                .map(|(_, s)| s.clone())
+                .unwrap_or_default();
+            let q = QdiscCounts {
+                interface: name.clone(),
+                kind: e.kind.clone(),
+                handle: format!("{:x}:", e.major),
+                bytes: e.bytes.saturating_sub(before.bytes),
+                packets: e.packets.saturating_sub(before.packets),
+                drops: e.drops.saturating_sub(before.drops),
+                overlimits: e.overlimits.saturating_sub(before.overlimits),
+                requeues: e.requeues.saturating_sub(before.requeues),
+                qlen: e.qlen,
+                backlog_bytes: e.backlog_bytes,
+            };
+            (q.packets > 0 || q.drops > 0 || q.qlen > 0).then_some(q)
+        })
+        .collect()
 }
 
 struct InterruptsProbe;

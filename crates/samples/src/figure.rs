@@ -27,6 +27,8 @@ pub enum Probe {
     Interfaces,
     /// /proc/interrupts's named lines: timer interrupts and IPIs per host.
     Interrupts,
+    /// The root queueing disciplines of the namespace (rtnetlink).
+    Qdiscs,
     /// The process's and its threads' CPU, context switches and the
     /// scheduler's accounting (getrusage, /proc/self/task).
     Process,
@@ -131,8 +133,9 @@ impl Probe {
     /// Every probe, in the order an end reads them at each edge: the
     /// interfaces' bytes first, nearest the flows' own counts, which a slow
     /// guest would otherwise let drift apart by what passes meanwhile.
-    pub const ALL: [Probe; 13] = [
+    pub const ALL: [Probe; 14] = [
         Probe::Interfaces,
+        Probe::Qdiscs,
         Probe::Process,
         Probe::Cpu,
         Probe::Interrupts,
@@ -155,6 +158,7 @@ impl Probe {
             Probe::Snmp => "snmp",
             Probe::Softnet => "softnet",
             Probe::Interfaces => "interfaces",
+            Probe::Qdiscs => "qdiscs",
             Probe::Interrupts => "interrupts",
             Probe::Process => "process",
             Probe::TcpInfo => "tcp_info",
@@ -218,6 +222,40 @@ impl Probe {
                             path: "[].tx_dropped",
                             unit: "packets",
                             kind: Kind::Event("interface drops"),
+                        },
+                    ],
+                )];
+                PARTS
+            }
+            Probe::Qdiscs => {
+                const PARTS: &[Part] = &[part(
+                    "qdiscs",
+                    OncePerNamespace,
+                    &[
+                        Figure {
+                            path: "[].packets",
+                            unit: "packets",
+                            kind: Kind::Detail,
+                        },
+                        Figure {
+                            path: "[].drops",
+                            unit: "packets",
+                            kind: Kind::Counted("dropped"),
+                        },
+                        Figure {
+                            path: "[].overlimits",
+                            unit: "times",
+                            kind: Kind::Counted("over limit"),
+                        },
+                        Figure {
+                            path: "[].requeues",
+                            unit: "packets",
+                            kind: Kind::Counted("requeued"),
+                        },
+                        Figure {
+                            path: "[].backlog_bytes",
+                            unit: "bytes",
+                            kind: Kind::Level("backlog at close"),
                         },
                     ],
                 )];

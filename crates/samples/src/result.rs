@@ -435,6 +435,11 @@ pub struct EndResult {
     /// in the window.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub interfaces: Vec<InterfaceCounts>,
+    /// The root queueing disciplines of this end's network namespace that
+    /// moved packets or held some in the window (`tc -s qdisc show`, read
+    /// over rtnetlink): where a bottleneck's queue builds and drops.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub qdiscs: Vec<QdiscCounts>,
     /// The architecture's own interrupts on this end's host over the
     /// window, by their /proc/interrupts name (x86: `LOC` local timer,
     /// `RES` rescheduling and `CAL` function-call IPIs, `TLB` shootdowns),
@@ -743,6 +748,32 @@ impl NetDevCounters {
                 ..Default::default()
             }
     }
+}
+
+/// A root queueing discipline over a window, in the end's network
+/// namespace: what it sent, dropped and held back, and what it held as
+/// the window closed. A classful one's figures cover its children's.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct QdiscCounts {
+    /// The interface it is the root of.
+    pub interface: String,
+    /// Its kind, as tc names it (pfifo, tbf, fq_codel, netem, noqueue).
+    pub kind: String,
+    /// Its handle as tc writes it (`8001:`).
+    pub handle: String,
+    /// Bytes and packets it sent.
+    pub bytes: u64,
+    pub packets: u64,
+    /// Packets it dropped: its queue was full, or its algorithm chose to.
+    pub drops: u64,
+    /// Times a packet waited because the qdisc was over its limit (a
+    /// shaper's rate).
+    pub overlimits: u64,
+    /// Packets the device gave back to it to send again.
+    pub requeues: u64,
+    /// Packets and bytes it held as the window closed.
+    pub qlen: u64,
+    pub backlog_bytes: u64,
 }
 
 /// One interface over a window, in the end's network namespace.

@@ -2,20 +2,11 @@
 //! limits, which the kernel reports only over rtnetlink (IFLA_GSO_MAX_SIZE
 //! and friends; `ip -d link` prints them from the same place).
 
-use rustix::net::netlink::SocketAddrNetlink;
-use rustix::net::{
-    recv, sendto, socket_with, sockopt, AddressFamily, RecvFlags, SendFlags, SocketFlags,
-    SocketType,
-};
+use crate::netlink::{self, align4, u16_at, u32_at, NLMSG_ERROR, NLMSG_HDR, NLM_F_REQUEST};
+use rustix::net::{recv, RecvFlags};
 use std::io;
-use std::time::Duration;
 
-// The kernel's netlink constants as libc spells them; the message types
-// and flags are u16 on the wire whatever C type libc gives them.
-const NLMSG_HDR: usize = std::mem::size_of::<libc::nlmsghdr>();
 const IFINFOMSG: usize = std::mem::size_of::<libc::ifinfomsg>();
-const NLMSG_ERROR: u16 = libc::NLMSG_ERROR as u16;
-const NLM_F_REQUEST: u16 = libc::NLM_F_REQUEST as u16;
 use libc::{IFLA_IFNAME, RTM_GETLINK, RTM_NEWLINK};
 
 /// The u32 link attributes reported, by the name /sys would give them.
@@ -39,19 +30,7 @@ pub fn link_limits(name: &str) -> io::Result<Vec<(&'static str, u32)>> {
             "bad interface name",
         ));
     }
-    let fd = socket_with(
-        AddressFamily::NETLINK,
-        SocketType::RAW,
-        SocketFlags::CLOEXEC,
-        None, // NETLINK_ROUTE
-    )?;
-    sockopt::set_socket_timeout(&fd, sockopt::Timeout::Recv, Some(Duration::from_secs(1)))?;
-    sendto(
-        &fd,
-        &getlink_request(name),
-        SendFlags::empty(),
-        &SocketAddrNetlink::new(0, 0),
-    )?;
+    let fd = netlink::ask(&getlink_request(name))?;
     let mut buf = vec![0u8; 64 * 1024];
     let (_, n) = recv(&fd, &mut buf[..], RecvFlags::empty())?;
     parse_link_limits(&buf[..n.min(buf.len())])
@@ -60,31 +39,12 @@ pub fn link_limits(name: &str) -> io::Result<Vec<(&'static str, u32)>> {
 /// RTM_GETLINK for one interface, by name.
 fn getlink_request(name: &str) -> Vec<u8> {
     let attr_len = 4 + name.len() + 1;
-    let total = NLMSG_HDR + IFINFOMSG + align4(attr_len);
-    let mut m = Vec::with_capacity(total);
-    m.extend_from_slice(&(total as u32).to_ne_bytes());
-    m.extend_from_slice(&RTM_GETLINK.to_ne_bytes());
-    m.extend_from_slice(&NLM_F_REQUEST.to_ne_bytes());
-    m.extend_from_slice(&1u32.to_ne_bytes()); // seq
-    m.extend_from_slice(&0u32.to_ne_bytes()); // pid: the kernel
-    m.extend_from_slice(&[0u8; IFINFOMSG]); // any family, index 0: by name
-    m.extend_from_slice(&(attr_len as u16).to_ne_bytes());
-    m.extend_from_slice(&IFLA_IFNAME.to_ne_bytes());
-    m.extend_from_slice(name.as_bytes());
-    m.resize(total, 0);
-    m
-}
-
-fn align4(n: usize) -> usize {
-    (n + 3) & !3
-}
-
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
+    let mut body = vec![0u8; IFINFOMSG]; // any family, index 0: by name
+    body.extend_from_slice(&(attr_len as u16).to_ne_bytes());
+    body.extend_from_slice(&IFLA_IFNAME.to_ne_bytes());
+    body.extend_from_slice(name.as_bytes());
+    body.resize(IFINFOMSG + align4(attr_len), 0);
+    netlink::request(RTM_GETLINK, NLM_F_REQUEST, &body)
 }
 
 /// The limits in one RTM_NEWLINK reply (or the error an NLMSG_ERROR carries).
@@ -96,28 +56,18 @@ pub fn parse_link_limits(msg: &[u8]) -> io::Result<Vec<(&'static str, u32)>> {
         return Err(bad());
     }
     if kind == NLMSG_ERROR {
-        let errno = u32_at(msg, NLMSG_HDR).ok_or_else(bad)? as i32;
-        return Err(io::Error::from_raw_os_error(-errno));
+        return Err(netlink::error_of(msg).unwrap_or_else(bad));
     }
     if kind != RTM_NEWLINK {
         return Err(bad());
     }
-    let mut out = Vec::new();
-    let mut at = NLMSG_HDR + IFINFOMSG;
-    while at + 4 <= len {
-        let alen = u16_at(msg, at).ok_or_else(bad)? as usize;
-        let atype = u16_at(msg, at + 2).ok_or_else(bad)? & 0x3fff;
-        if alen < 4 || at + alen > len {
-            break;
-        }
-        if alen == 8 {
-            if let Some((_, name)) = LIMITS.iter().find(|(t, _)| *t == atype) {
-                out.push((*name, u32_at(msg, at + 4).ok_or_else(bad)?));
-            }
-        }
-        at += align4(alen);
-    }
-    Ok(out)
+    let attrs = msg.get(NLMSG_HDR + IFINFOMSG..len).ok_or_else(bad)?;
+    Ok(netlink::attributes(attrs)
+        .filter_map(|(kind, payload)| {
+            let (_, name) = LIMITS.iter().find(|(t, _)| *t == kind)?;
+            Some((*name, u32_at(payload, 0).filter(|_| payload.len() == 4)?))
+        })
+        .collect())
 }
 
 #[cfg(test)]
