@@ -227,6 +227,7 @@ impl Probe {
                 )];
                 PARTS
             }
+            // The summary shows each qdisc on its interface's line.
             Probe::Qdiscs => {
                 const PARTS: &[Part] = &[part(
                     "qdiscs",
@@ -240,22 +241,22 @@ impl Probe {
                         Figure {
                             path: "[].drops",
                             unit: "packets",
-                            kind: Kind::Counted("dropped"),
+                            kind: Kind::Event("qdisc drops"),
                         },
                         Figure {
                             path: "[].overlimits",
                             unit: "times",
-                            kind: Kind::Counted("over limit"),
+                            kind: Kind::Event("qdisc over limit"),
                         },
                         Figure {
                             path: "[].requeues",
                             unit: "packets",
-                            kind: Kind::Counted("requeued"),
+                            kind: Kind::Event("qdisc requeues"),
                         },
                         Figure {
                             path: "[].backlog_bytes",
                             unit: "bytes",
-                            kind: Kind::Level("backlog at close"),
+                            kind: Kind::Detail,
                         },
                     ],
                 )];

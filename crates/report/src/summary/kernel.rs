@@ -3,6 +3,35 @@
 
 use super::*;
 
+/// A root qdisc under its interface's line: what it sent, and what it
+/// dropped, held back and held at the close where it did.
+fn qdisc_words(q: &plumb_samples::QdiscCounts) -> Vec<String> {
+    let mut words = vec![format!(
+        "{:<19}qdisc {} {} sent {} {} pkts",
+        "",
+        q.kind,
+        q.handle,
+        format_bytes(q.bytes),
+        count(q.packets)
+    )];
+    let said = [
+        ("dropped", q.drops, ""),
+        ("over limit", q.overlimits, " times"),
+        ("requeued", q.requeues, ""),
+    ];
+    for (what, n, unit) in said.into_iter().filter(|(_, n, _)| *n > 0) {
+        words.push(format!("{what} {}{unit}", count(n)));
+    }
+    if q.qlen > 0 {
+        words.push(format!(
+            "held {} in {} pkts at close",
+            format_bytes(q.backlog_bytes),
+            count(q.qlen)
+        ));
+    }
+    words
+}
+
 /// One line per CPU (at most 16, pinned ones first): where the time went,
 /// with the threads pinned to it where any are.
 pub(super) fn per_cpu(o: &mut String, it: &Iteration) {
@@ -118,6 +147,9 @@ pub(super) fn network(o: &mut String, it: &Iteration) {
             }
             let _ = writeln!(o, "{}", fit_80(&[vec![line], extra].concat()));
             head = "";
+            for q in end.qdiscs.iter().filter(|q| q.interface == i.name) {
+                let _ = writeln!(o, "{}", fit_80(&qdisc_words(q)));
+            }
             if !i.driver.is_empty() {
                 let _ = writeln!(o, "{}", fit_80(&driver_line(&i.driver)));
             }
@@ -410,6 +442,42 @@ pub(super) fn sched(o: &mut String, it: &Iteration) {
 
 #[cfg(test)]
 mod count_tests {
+
+    #[test]
+    fn a_qdisc_says_what_it_dropped_and_held_and_is_quiet_about_the_rest() {
+        let q = plumb_samples::QdiscCounts {
+            interface: "plumb-s".into(),
+            kind: "tbf".into(),
+            handle: "8001:".into(),
+            bytes: 5 << 20,
+            packets: 3306,
+            drops: 8,
+            overlimits: 1420,
+            qlen: 3,
+            backlog_bytes: 27_341,
+            ..Default::default()
+        };
+        let words = super::qdisc_words(&q);
+        assert_eq!(
+            words[1..],
+            [
+                "dropped 8",
+                "over limit 1420 times",
+                "held 26.7 KiB in 3 pkts at close"
+            ]
+        );
+        assert!(
+            words[0].ends_with("qdisc tbf 8001: sent 5.00 MiB 3306 pkts"),
+            "{words:?}"
+        );
+        let idle = plumb_samples::QdiscCounts {
+            drops: 0,
+            overlimits: 0,
+            qlen: 0,
+            ..q
+        };
+        assert_eq!(super::qdisc_words(&idle).len(), 1);
+    }
     use plumb_samples::{OptionRecord, OptionStatus, Tracepoints};
 
     fn dropped(counted: u64, read: &[(&str, u64)]) -> Tracepoints {
