@@ -268,12 +268,20 @@ fn both_engines_move_what_lo_counts_and_count_it_alike() {
     };
     for workload in ["stream", "rr", "crr"] {
         // An engine that lost or double-counted work shows in what lo
-        // carried per unit it counted, whatever the speed: the same
-        // segments per transaction (to a tenth, for delayed ACKs), the
-        // same headers per byte (to a fifth, for segment sizes).
+        // carried per unit it counted, whatever the speed: a factor of
+        // two. Short of that: crr's segments per transaction agree to a
+        // tenth; rr's to three tenths, since whether a 1-byte exchange's
+        // ACKs ride on data or go alone follows the timing (one engine's
+        // three runs spread from 128 to 159 bytes a transaction on a
+        // loaded host); the headers per byte of a stream to a fifth, for
+        // segment sizes.
         let per_unit =
             median(&lo_per_unit, (workload, "uring")) / median(&lo_per_unit, (workload, "epoll"));
-        let within = if workload == "stream" { 0.2 } else { 0.1 };
+        let within = match workload {
+            "stream" => 0.2,
+            "rr" => 0.3,
+            _ => 0.1,
+        };
         assert!(
             (1.0 - within..1.0 / (1.0 - within)).contains(&per_unit),
             "{workload}: lo per unit, uring/epoll {per_unit:.3} ({lo_per_unit:?})"
