@@ -102,5 +102,6 @@ pub(crate) fn messages(b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
 /// The error an NLMSG_ERROR message carries (none for an acknowledgement).
 pub(crate) fn error_of(msg: &[u8]) -> Option<io::Error> {
     let errno = u32_at(msg, NLMSG_HDR)? as i32;
-    (errno != 0).then(|| io::Error::from_raw_os_error(-errno))
+    // The kernel sends a negative errno; a malformed reply may send any.
+    (errno != 0).then(|| io::Error::from_raw_os_error(errno.saturating_neg()))
 }
