@@ -819,10 +819,7 @@ impl Edges for QdiscProbe {
     type Reading = Vec<(String, QdiscRow)>;
 
     fn read(&self, _: &Engine) -> Self::Reading {
-        let rows = plumb_sys::qdisc::read_roots().unwrap_or_default();
-        rows.into_iter()
-            .filter_map(|r| Some((plumb_sys::qdisc::interface_name(r.ifindex).ok()?, r)))
-            .collect()
+        plumb_sys::qdisc::read_roots().unwrap_or_default()
     }
 
     fn record(&self, a: Self::Reading, b: Self::Reading, _: &Engine, out: &mut EndResult) {
@@ -838,21 +835,15 @@ fn qdisc_deltas(a: &[(String, QdiscRow)], b: &[(String, QdiscRow)]) -> Vec<Qdisc
             let before = a
                 .iter()
                 .find(|(n, s)| n == name && s.major == e.major && s.kind == e.kind)
-                .map(|(_, s)| s.clone())
+                .map(|(_, s)| s.stats)
                 .unwrap_or_default();
-            let q = QdiscCounts {
+            let stats = e.stats.since(&before);
+            stats.moved().then(|| QdiscCounts {
                 interface: name.clone(),
                 kind: e.kind.clone(),
                 handle: format!("{:x}:", e.major),
-                bytes: e.bytes.saturating_sub(before.bytes),
-                packets: e.packets.saturating_sub(before.packets),
-                drops: e.drops.saturating_sub(before.drops),
-                overlimits: e.overlimits.saturating_sub(before.overlimits),
-                requeues: e.requeues.saturating_sub(before.requeues),
-                qlen: e.qlen,
-                backlog_bytes: e.backlog_bytes,
-            };
-            (q.packets > 0 || q.drops > 0 || q.qlen > 0).then_some(q)
+                stats,
+            })
         })
         .collect()
 }

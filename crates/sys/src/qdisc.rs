@@ -5,6 +5,7 @@
 //! where a kernel gives only that). A root's figures cover its children's.
 
 use crate::netlink::{self, u32_at, u64_at, NLMSG_DONE, NLMSG_ERROR, NLMSG_HDR};
+use plumb_samples::QdiscStats;
 use rustix::net::{recv, RecvFlags};
 use std::io;
 
@@ -28,30 +29,26 @@ pub struct QdiscRow {
     /// Its handle's major number (`8001:` is 0x8001).
     pub major: u32,
     pub kind: String,
-    pub bytes: u64,
-    pub packets: u64,
-    pub drops: u64,
-    pub overlimits: u64,
-    pub requeues: u64,
-    pub qlen: u64,
-    pub backlog_bytes: u64,
+    pub stats: QdiscStats,
 }
 
-/// The root qdiscs of every interface of the calling thread's namespace.
-pub fn read_roots() -> io::Result<Vec<QdiscRow>> {
+/// The root qdiscs of every interface of the calling thread's namespace,
+/// each with its interface's name (one whose interface went meanwhile is
+/// left out).
+pub fn read_roots() -> io::Result<Vec<(String, QdiscRow)>> {
     let body = [0u8; TCMSG]; // any family, every interface
     let flags = netlink::NLM_F_REQUEST | netlink::NLM_F_DUMP;
     let fd = netlink::ask(&netlink::request(RTM_GETQDISC, flags, &body))?;
     let mut rows = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
-    loop {
+    'dump: loop {
         let (_, n) = recv(&fd, &mut buf[..], RecvFlags::empty())?;
         if n == 0 {
-            return Ok(rows);
+            break;
         }
         for (kind, msg) in netlink::messages(&buf[..n.min(buf.len())]) {
             match kind {
-                NLMSG_DONE => return Ok(rows),
+                NLMSG_DONE => break 'dump,
                 NLMSG_ERROR => {
                     if let Some(e) = netlink::error_of(msg) {
                         return Err(e);
@@ -62,6 +59,22 @@ pub fn read_roots() -> io::Result<Vec<QdiscRow>> {
             }
         }
     }
+    // One socket names them all: an index means an interface of the
+    // socket's namespace.
+    let sock = rustix::net::socket(
+        rustix::net::AddressFamily::INET,
+        rustix::net::SocketType::DGRAM,
+        None,
+    )?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|r| {
+            Some((
+                rustix::net::netdevice::index_to_name(&sock, r.ifindex).ok()?,
+                r,
+            ))
+        })
+        .collect())
 }
 
 /// One RTM_NEWQDISC message's qdisc, where it is a root.
@@ -89,18 +102,18 @@ pub fn parse_root(msg: &[u8]) -> Option<QdiscRow> {
                     match kind {
                         // struct gnet_stats_basic: bytes, packets (u32).
                         TCA_STATS_BASIC => {
-                            row.bytes = u64_at(s, 0)?;
-                            row.packets = row.packets.max(u32_at(s, 8)? as u64);
+                            row.stats.bytes = u64_at(s, 0)?;
+                            row.stats.packets = row.stats.packets.max(u32_at(s, 8)? as u64);
                         }
-                        TCA_STATS_PKT64 => row.packets = u64_at(s, 0)?,
+                        TCA_STATS_PKT64 => row.stats.packets = u64_at(s, 0)?,
                         // struct gnet_stats_queue: qlen, backlog, drops,
                         // requeues, overlimits.
                         TCA_STATS_QUEUE => {
-                            row.qlen = u32_at(s, 0)? as u64;
-                            row.backlog_bytes = u32_at(s, 4)? as u64;
-                            row.drops = u32_at(s, 8)? as u64;
-                            row.requeues = u32_at(s, 12)? as u64;
-                            row.overlimits = u32_at(s, 16)? as u64;
+                            row.stats.qlen = u32_at(s, 0)? as u64;
+                            row.stats.backlog_bytes = u32_at(s, 4)? as u64;
+                            row.stats.drops = u32_at(s, 8)? as u64;
+                            row.stats.requeues = u32_at(s, 12)? as u64;
+                            row.stats.overlimits = u32_at(s, 16)? as u64;
                         }
                         _ => {}
                     }
@@ -109,27 +122,17 @@ pub fn parse_root(msg: &[u8]) -> Option<QdiscRow> {
             // struct tc_stats: bytes, packets, drops, overlimits, bps, pps,
             // qlen, backlog.
             TCA_STATS if !stats2 => {
-                row.bytes = u64_at(payload, 0)?;
-                row.packets = u32_at(payload, 8)? as u64;
-                row.drops = u32_at(payload, 12)? as u64;
-                row.overlimits = u32_at(payload, 16)? as u64;
-                row.qlen = u32_at(payload, 28)? as u64;
-                row.backlog_bytes = u32_at(payload, 32)? as u64;
+                row.stats.bytes = u64_at(payload, 0)?;
+                row.stats.packets = u32_at(payload, 8)? as u64;
+                row.stats.drops = u32_at(payload, 12)? as u64;
+                row.stats.overlimits = u32_at(payload, 16)? as u64;
+                row.stats.qlen = u32_at(payload, 28)? as u64;
+                row.stats.backlog_bytes = u32_at(payload, 32)? as u64;
             }
             _ => {}
         }
     }
     Some(row)
-}
-
-/// The name of interface `ifindex` in the calling thread's namespace.
-pub fn interface_name(ifindex: u32) -> io::Result<String> {
-    let sock = rustix::net::socket(
-        rustix::net::AddressFamily::INET,
-        rustix::net::SocketType::DGRAM,
-        None,
-    )?;
-    Ok(rustix::net::netdevice::index_to_name(&sock, ifindex)?)
 }
 
 #[cfg(test)]
@@ -173,13 +176,15 @@ mod tests {
             ifindex: 7,
             major: 0x8001,
             kind: "tbf".into(),
-            bytes: 123_456_789,
-            packets: 4321,
-            drops: 17,
-            overlimits: 99,
-            requeues: 2,
-            qlen: 3,
-            backlog_bytes: 4500,
+            stats: QdiscStats {
+                bytes: 123_456_789,
+                packets: 4321,
+                drops: 17,
+                overlimits: 99,
+                requeues: 2,
+                qlen: 3,
+                backlog_bytes: 4500,
+            },
         };
         assert_eq!(row, want);
         // A child is not a root: its root's figures hold its own.
@@ -189,7 +194,7 @@ mod tests {
         old.extend(words(&[10, 1, 2, 0, 0, 5, 600]));
         let mut attrs = attr(TCA_KIND, b"pfifo\0");
         attrs.extend(attr(TCA_STATS, &old));
-        let row = parse_root(&message(TC_H_ROOT, &attrs)).unwrap();
+        let row = parse_root(&message(TC_H_ROOT, &attrs)).unwrap().stats;
         assert_eq!(
             (
                 row.bytes,
@@ -207,9 +212,9 @@ mod tests {
     fn the_namespaces_root_qdiscs_are_dumped_with_their_interfaces() {
         // Every interface has a root qdisc, lo's noqueue included.
         let rows = read_roots().unwrap();
-        let lo = rows
+        let (_, lo) = rows
             .iter()
-            .find(|r| interface_name(r.ifindex).is_ok_and(|n| n == "lo"))
+            .find(|(name, _)| name == "lo")
             .unwrap_or_else(|| panic!("no root qdisc on lo in {rows:?}"));
         assert!(!lo.kind.is_empty(), "{lo:?}");
     }

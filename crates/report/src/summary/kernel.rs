@@ -11,22 +11,22 @@ fn qdisc_words(q: &plumb_samples::QdiscCounts) -> Vec<String> {
         "",
         q.kind,
         q.handle,
-        format_bytes(q.bytes),
-        count(q.packets)
+        format_bytes(q.stats.bytes),
+        count(q.stats.packets)
     )];
     let said = [
-        ("dropped", q.drops, ""),
-        ("over limit", q.overlimits, " times"),
-        ("requeued", q.requeues, ""),
+        ("dropped", q.stats.drops, ""),
+        ("over limit", q.stats.overlimits, " times"),
+        ("requeued", q.stats.requeues, ""),
     ];
     for (what, n, unit) in said.into_iter().filter(|(_, n, _)| *n > 0) {
         words.push(format!("{what} {}{unit}", count(n)));
     }
-    if q.qlen > 0 {
+    if q.stats.qlen > 0 {
         words.push(format!(
             "held {} in {} pkts at close",
-            format_bytes(q.backlog_bytes),
-            count(q.qlen)
+            format_bytes(q.stats.backlog_bytes),
+            count(q.stats.qlen)
         ));
     }
     words
@@ -449,13 +449,15 @@ mod count_tests {
             interface: "plumb-s".into(),
             kind: "tbf".into(),
             handle: "8001:".into(),
-            bytes: 5 << 20,
-            packets: 3306,
-            drops: 8,
-            overlimits: 1420,
-            qlen: 3,
-            backlog_bytes: 27_341,
-            ..Default::default()
+            stats: plumb_samples::QdiscStats {
+                bytes: 5 << 20,
+                packets: 3306,
+                drops: 8,
+                overlimits: 1420,
+                qlen: 3,
+                backlog_bytes: 27_341,
+                ..Default::default()
+            },
         };
         let words = super::qdisc_words(&q);
         assert_eq!(
@@ -471,9 +473,12 @@ mod count_tests {
             "{words:?}"
         );
         let idle = plumb_samples::QdiscCounts {
-            drops: 0,
-            overlimits: 0,
-            qlen: 0,
+            stats: plumb_samples::QdiscStats {
+                drops: 0,
+                overlimits: 0,
+                qlen: 0,
+                ..q.stats
+            },
             ..q
         };
         assert_eq!(super::qdisc_words(&idle).len(), 1);

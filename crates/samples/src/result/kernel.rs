@@ -261,7 +261,15 @@ pub struct QdiscCounts {
     pub kind: String,
     /// Its handle as tc writes it (`8001:`).
     pub handle: String,
-    /// Bytes and packets it sent.
+    #[serde(flatten)]
+    pub stats: QdiscStats,
+}
+
+/// A queueing discipline's counters (since it was made, or over a window)
+/// and what it holds, as `tc -s qdisc show` gives them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct QdiscStats {
+    /// Bytes and packets it sent (a GSO packet counts its segments).
     pub bytes: u64,
     pub packets: u64,
     /// Packets it dropped: its queue was full, or its algorithm chose to.
@@ -271,9 +279,28 @@ pub struct QdiscCounts {
     pub overlimits: u64,
     /// Packets the device gave back to it to send again.
     pub requeues: u64,
-    /// Packets and bytes it held as the window closed.
+    /// Packets and bytes it held (as the window closed).
     pub qlen: u64,
     pub backlog_bytes: u64,
+}
+
+impl QdiscStats {
+    /// What was counted since `earlier`, and what it holds now.
+    pub fn since(&self, earlier: &QdiscStats) -> QdiscStats {
+        QdiscStats {
+            bytes: self.bytes.saturating_sub(earlier.bytes),
+            packets: self.packets.saturating_sub(earlier.packets),
+            drops: self.drops.saturating_sub(earlier.drops),
+            overlimits: self.overlimits.saturating_sub(earlier.overlimits),
+            requeues: self.requeues.saturating_sub(earlier.requeues),
+            ..*self
+        }
+    }
+
+    /// Whether it sent, dropped or held anything.
+    pub fn moved(&self) -> bool {
+        self.packets > 0 || self.drops > 0 || self.qlen > 0
+    }
 }
 
 /// One interface over a window, in the end's network namespace.
