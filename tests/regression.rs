@@ -102,6 +102,8 @@ fn repetition_flags_are_checked() {
 
 #[test]
 fn list_show_export_import_delete() {
+    // Its traffic would share the CPUs with a test that judges a rate.
+    let _alone = measuring_alone();
     let db = TempDb::new("store-cli");
     let rec = stored_run(&db, "alpha", &["--iterations", "2"]);
     stored_run(&db, "beta", &["--iterations", "1", "--flows", "2"]);
@@ -323,7 +325,7 @@ fn the_same_spec_twice_is_never_a_regression() {
     let db = TempDb::new("same");
     // Paced well below what loopback carries, so the throughput is steady
     // and the test is about the verdict logic, not this machine's noise.
-    let spec = ["--iterations", "4", "--pacing-rate", "2G"];
+    let spec = ["--iterations", "4", "--pacing-rate", "1G"];
     stored_run(&db, "first", &spec);
     stored_run(&db, "second", &spec);
     let out = compare(&db, "first", "second", "json");
@@ -364,6 +366,8 @@ fn the_same_spec_twice_is_never_a_regression() {
 
 #[test]
 fn a_killed_run_leaves_the_store_whole() {
+    // Its traffic would share the CPUs with a test that judges a rate.
+    let _alone = measuring_alone();
     let db = TempDb::new("killed");
     stored_run(&db, "before", &["--iterations", "1"]);
     let mut child = plumb()
@@ -392,6 +396,8 @@ fn a_killed_run_leaves_the_store_whole() {
 
 #[test]
 fn env_prints_the_host_and_diffs_runs() {
+    // Its traffic would share the CPUs with a test that judges a rate.
+    let _alone = measuring_alone();
     let out = run(&["env"]);
     let text = String::from_utf8_lossy(&out.stdout);
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();

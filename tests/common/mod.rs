@@ -290,8 +290,9 @@ pub fn workload_json(workload: &str, args: &[&str]) -> Value {
     record_of(&[&["run", workload, "--json", "--warmup", "200ms"], args].concat())
 }
 
-/// The kernel counters are host-wide: tests of one file that read them
-/// take turns.
+/// The kernel counters are host-wide, and a rate judged against another is
+/// only steady with the CPUs to itself: tests of one file that read the
+/// counters, judge a rate, or make traffic beside those that do, take turns.
 pub fn measuring_alone() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
