@@ -1,10 +1,13 @@
 //! The qdiscs probe: each end's root queueing disciplines over the window,
 //! read over rtnetlink, checked against the rate the shaper was set to and
-//! the bytes the interface counted.
+//! the bytes the interface counted; and the bottleneck on a router between
+//! the ends (`--qdisc`), against the wait its depth makes.
 
 mod common;
 use common::*;
 use serde_json::Value;
+use std::process::Command;
+use std::time::{Duration, Instant};
 
 /// A 20 Mbit/s token bucket with a 30 KB queue on the server's side of a
 /// veth pair, the server sending CUBIC: the server's end records the
@@ -72,4 +75,157 @@ fn a_shaper_on_the_path_is_read_at_its_rate_with_what_it_held_and_dropped() {
         "qdisc {} bytes, interface {wire}",
         q["bytes"]
     );
+}
+
+/// A 20 Mbit/s bottleneck on a router between the ends, a pfifo under
+/// HTB, one CUBIC stream filling it: a transaction beside the stream waits
+/// behind the queue, so its latency is the queue's length over the link
+/// rate, deep queue against shallow. Checked against what the run does
+/// not compute: the router's qdisc read with `tc` and a ping from the
+/// client's namespace while the run goes on.
+#[test]
+fn a_routers_fifo_delays_a_transaction_by_its_depth_over_the_link_rate() {
+    if skip_unless_veth()
+        || !require_tool("tc", "iproute2")
+        || !require_tool("ping", "iputils-ping")
+        || !require_tool("ethtool", "ethtool")
+    {
+        return;
+    }
+    let _alone = measuring_alone();
+    let rate_bps = 20e6;
+    let mut p50 = Vec::new();
+    for (queue, deep) in [("200K", true), ("25K", false)] {
+        let queue_bytes = f64::from(if deep { 200 * 1024 } else { 25 * 1024 });
+        // pfifo's limit is the queue in packets of the MTU, each 1514
+        // bytes as the qdisc counts it.
+        let limit_bytes = (queue_bytes / 1500.0).floor() * 1514.0;
+        let expected_ms = limit_bytes * 8.0 / rate_bps * 1000.0;
+        let child = spawn_one_iteration(
+            &format!("router-{queue}"),
+            &[
+                "rr",
+                "--topology",
+                "veth",
+                "--qdisc",
+                "pfifo",
+                "--link-rate",
+                "20M",
+                "--queue",
+                queue,
+                "--cc",
+                "cubic",
+                "--part",
+                "load=stream:cc=cubic",
+                "--duration",
+                "4s",
+                "--warmup",
+                "1s",
+            ],
+        );
+        let pid = child.id();
+        let asked = Instant::now();
+        let namespaces = loop {
+            let ns = veth_namespaces(pid);
+            if ns.len() == 3 {
+                break ns;
+            }
+            assert!(
+                asked.elapsed() < Duration::from_secs(20),
+                "no router: {ns:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let (client_ns, router_ns) = (&namespaces[0], &namespaces[1]);
+        assert!(router_ns.ends_with("-router"), "{namespaces:?}");
+        // Into the window, the queue filled by the stream's slow start.
+        std::thread::sleep(Duration::from_millis(2000));
+        let ping = Command::new("ip")
+            .args(["netns", "exec", client_ns, "ping", "-n", "-q", "-c", "8"])
+            .args(["-i", "0.2", "198.18.0.2"])
+            .output()
+            .unwrap();
+        let tc = Command::new("tc")
+            .args(["-s", "-n", router_ns, "qdisc", "show", "dev", "plumb-rs"])
+            .output()
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert_ok(&out);
+        assert!(
+            veth_namespaces(pid).is_empty(),
+            "the run removes its router: {:?}",
+            veth_namespaces(pid)
+        );
+        let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let errs = schema_errors(&schema(), &rec);
+        assert!(errs.is_empty(), "schema: {errs:?}");
+        let it = &rec["iterations"][0];
+        let lat = &it["client"]["latency"];
+        let (median_ms, p99_ms) = (f(&lat["p50_us"]) / 1e3, f(&lat["p99_us"]) / 1e3);
+        let ping_ms = ping_avg_ms(&String::from_utf8_lossy(&ping.stdout));
+        let held = tc_backlog_bytes(&String::from_utf8_lossy(&tc.stdout));
+        let queues: Vec<&Value> = items(&it["client"]["path_queues"]).collect();
+        assert_eq!(queues.len(), 2, "{}", it["client"]["path_queues"]);
+        let to_server = queues.iter().find(|q| q["toward"] == "to_server").unwrap();
+        let to_client = queues.iter().find(|q| q["toward"] == "to_client").unwrap();
+        let peak = f(&to_server["peak_backlog_bytes"]);
+        let seen = format!(
+            "queue {queue}: expected {expected_ms:.1} ms; rr p50 {median_ms:.1} p99 \
+             {p99_ms:.1} ms; ping {ping_ms:.1} ms; tc held {held} B; path {to_server}"
+        );
+        eprintln!("{seen}");
+        // The stream keeps the queue full but for CUBIC's back-off after
+        // each tail drop; a packet never waits longer than the full queue.
+        assert!(
+            peak >= 0.8 * limit_bytes && peak <= limit_bytes + 1514.0,
+            "{seen}"
+        );
+        assert!(
+            held >= 0.3 * limit_bytes,
+            "tc reads the queue filled: {seen}"
+        );
+        assert!(
+            u(&to_server["drops"]) > 0,
+            "a full FIFO drops at its tail: {seen}"
+        );
+        assert_eq!(to_server["kind"], "htb", "{seen}");
+        assert!(
+            f(&to_client["peak_backlog_bytes"]) < 0.2 * limit_bytes,
+            "the answers' way is idle: {seen}"
+        );
+        assert!(
+            p99_ms >= 0.8 * expected_ms && p99_ms <= 1.3 * expected_ms + 5.0,
+            "{seen}"
+        );
+        assert!(median_ms <= 1.3 * expected_ms + 5.0, "{seen}");
+        // ping waits behind the same queue as the transactions.
+        assert!(
+            ping_ms >= 0.4 * expected_ms && ping_ms <= 1.3 * expected_ms + 5.0,
+            "{seen}"
+        );
+        p50.push(median_ms);
+    }
+    // 8 times the queue: at least 4 times the wait at the median.
+    assert!(
+        p50[0] >= 4.0 * p50[1],
+        "deep {} ms, shallow {} ms",
+        p50[0],
+        p50[1]
+    );
+}
+
+/// The average of `ping -q`'s summary line (`rtt min/avg/max/mdev = a/b/c/d ms`).
+fn ping_avg_ms(out: &str) -> f64 {
+    out.lines()
+        .find_map(|l| l.split_once(" = ")?.1.split('/').nth(1)?.parse().ok())
+        .unwrap_or_else(|| panic!("no rtt in ping's output: {out}"))
+}
+
+/// The backlog of `tc -s qdisc show`'s root (`backlog 123456b 80p`).
+fn tc_backlog_bytes(out: &str) -> f64 {
+    out.split_whitespace()
+        .skip_while(|w| *w != "backlog")
+        .nth(1)
+        .and_then(|b| b.strip_suffix('b')?.parse().ok())
+        .unwrap_or_else(|| panic!("no backlog in tc's output: {out}"))
 }

@@ -130,6 +130,12 @@ impl RunningEnd {
         Ok(())
     }
 
+    /// Samples the path's bottleneck each way over the window, on the
+    /// router in namespace `netns` (`--qdisc`).
+    pub fn watch_path(&mut self, netns: String, ways: Vec<probe::PathWay>) {
+        self.probes.push(probe::path_queues(netns, ways));
+    }
+
     /// Reads every ACK of this end's flows over the window
     /// (`--tcp-probe`): the event opens now, before the window.
     pub fn sample_acks(&mut self) -> Result<(), String> {

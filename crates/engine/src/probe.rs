@@ -11,8 +11,8 @@ use crate::Engine;
 use plumb_samples::figure::Probe as Id;
 use plumb_samples::TcpSeries;
 use plumb_samples::{
-    CpuTimes, EndResult, InterfaceCounts, IrqCounts, IrqCpu, ProcessCpu, QdiscCounts, SchedTimes,
-    SoftirqCounts, SoftnetCounts, ThreadCpu, PATH_THREAD,
+    CpuTimes, EndResult, InterfaceCounts, IrqCounts, IrqCpu, PathQueue, ProcessCpu, QdiscCounts,
+    SchedTimes, SoftirqCounts, SoftnetCounts, ThreadCpu, PATH_THREAD,
 };
 use plumb_sys::proc::{Interrupts, NetDevRow, SoftirqRow, StatCpu, TaskSnapshot};
 use plumb_sys::process::Rusage;
@@ -73,8 +73,8 @@ fn edges<S: Edges + 'static>(source: S) -> Box<dyn Probe> {
 }
 
 /// The reader of a probe that every end runs; `None` for one an end runs
-/// only when asked (the profile, made by [`profiler`], and every ACK, by
-/// `crate::acks`).
+/// only when asked (the profile, made by [`profiler`], every ACK, by
+/// `crate::acks`, and the path's queues, by [`path_queues`]).
 pub fn reader(id: Id, engine: &Engine) -> Option<Box<dyn Probe>> {
     Some(match id {
         Id::Process => edges(ProcessProbe),
@@ -89,7 +89,7 @@ pub fn reader(id: Id, engine: &Engine) -> Option<Box<dyn Probe>> {
         Id::Tracepoints => Box::new(TracepointProbe::new(engine)),
         Id::TcpInfo => Box::new(TcpInfoProbe::default()),
         Id::TcpSeries => Box::new(TcpSeriesProbe::default()),
-        Id::Acks | Id::Profile => return None,
+        Id::Acks | Id::Profile | Id::PathQueues => return None,
     })
 }
 
@@ -843,6 +843,114 @@ fn qdisc_deltas(a: &[(String, QdiscRow)], b: &[(String, QdiscRow)]) -> Vec<Qdisc
                 kind: e.kind.clone(),
                 handle: format!("{:x}:", e.major),
                 stats,
+            })
+        })
+        .collect()
+}
+
+/// The period at which the path's queues are sampled.
+pub const PATH_QUEUE_PERIOD_MS: u32 = 100;
+
+/// One way of the path's bottleneck: the interface of the router that
+/// holds it, and where its packets go (`to_server`, `to_client`).
+pub struct PathWay {
+    pub interface: String,
+    pub toward: &'static str,
+}
+
+/// The path's bottleneck each way (`--qdisc`): the root qdiscs of the
+/// router's namespace `netns`, read from a thread of its own there as the
+/// window opens, every [`PATH_QUEUE_PERIOD_MS`], and as it closes.
+pub fn path_queues(netns: String, ways: Vec<PathWay>) -> Box<dyn Probe> {
+    Box::new(PathQueueProbe {
+        netns,
+        ways: std::sync::Arc::new(ways),
+        sampler: None,
+    })
+}
+
+struct PathQueueProbe {
+    netns: String,
+    ways: std::sync::Arc<Vec<PathWay>>,
+    sampler: Option<(mpsc::Sender<()>, JoinHandle<Vec<PathQueue>>)>,
+}
+
+impl Probe for PathQueueProbe {
+    fn open(&mut self, _: &Engine) {
+        let (stop, stopped) = mpsc::channel();
+        let (netns, ways) = (self.netns.clone(), self.ways.clone());
+        let sampler = std::thread::Builder::new()
+            .name("plumb-path".into())
+            .spawn(move || sample_path(&netns, &ways, &stopped));
+        self.sampler = sampler.ok().map(|h| (stop, h));
+    }
+
+    fn close(&mut self, _: &Engine, out: &mut EndResult) {
+        if let Some((stop, sampler)) = self.sampler.take() {
+            let _ = stop.send(());
+            out.path_queues = sampler.join().unwrap_or_default();
+        }
+    }
+}
+
+fn sample_path(netns: &str, ways: &[PathWay], stop: &mpsc::Receiver<()>) -> Vec<PathQueue> {
+    let Ok(_inside) = plumb_sys::knob::enter_netns(netns) else {
+        return Vec::new();
+    };
+    let period = Duration::from_millis(u64::from(PATH_QUEUE_PERIOD_MS));
+    let mut first: Vec<Option<QdiscRow>> = Vec::new();
+    let mut last: Vec<Option<QdiscRow>> = vec![None; ways.len()];
+    let mut series: Vec<Vec<u64>> = vec![Vec::new(); ways.len()];
+    let mut peak_qlen = vec![0u64; ways.len()];
+    let mut next = Instant::now();
+    let mut stopped = false;
+    loop {
+        let roots = plumb_sys::qdisc::read_roots().unwrap_or_default();
+        let now: Vec<Option<QdiscRow>> = ways
+            .iter()
+            .map(|w| {
+                roots
+                    .iter()
+                    .find(|(name, _)| *name == w.interface)
+                    .map(|(_, r)| r.clone())
+            })
+            .collect();
+        for (i, row) in now.iter().enumerate() {
+            let s = row.as_ref().map(|r| r.stats).unwrap_or_default();
+            series[i].push(s.backlog_bytes);
+            peak_qlen[i] = peak_qlen[i].max(s.qlen);
+        }
+        if first.is_empty() {
+            first = now.clone();
+        }
+        last = now;
+        if stopped {
+            break;
+        }
+        // A sampler that fell behind starts its period again, not a burst.
+        next = (next + period).max(Instant::now());
+        let wait = stop.recv_timeout(next.saturating_duration_since(Instant::now()));
+        stopped = !matches!(wait, Err(mpsc::RecvTimeoutError::Timeout));
+    }
+    ways.iter()
+        .enumerate()
+        .filter_map(|(i, w)| {
+            let close = last[i].as_ref()?;
+            // A root made anew in the window counts from zero.
+            let open = first[i]
+                .as_ref()
+                .filter(|o| o.major == close.major && o.kind == close.kind)
+                .map(|o| o.stats)
+                .unwrap_or_default();
+            Some(PathQueue {
+                toward: w.toward.to_string(),
+                interface: w.interface.clone(),
+                kind: close.kind.clone(),
+                stats: close.stats.since(&open),
+                peak_backlog_bytes: series[i].iter().copied().max().unwrap_or(0),
+                peak_qlen: peak_qlen[i],
+                period_ms: PATH_QUEUE_PERIOD_MS,
+                backlog_series: std::mem::take(&mut series[i]),
             })
         })
         .collect()

@@ -484,6 +484,7 @@ fn run_iteration_at(
         observe: opts.observe,
         profile_peer,
         parts,
+        router_ns: veth.and_then(|v| v.router_ns.clone()),
     };
     let mut cues = ClientCues {
         spec,

@@ -625,6 +625,7 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
         observe,
         profile_peer: None,
         parts,
+        router_ns: None,
     };
     let mut cues = ServerCues {
         ctrl: &ctrl,

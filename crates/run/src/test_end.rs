@@ -69,6 +69,9 @@ pub struct EndPlan<'a> {
     /// A run of parts: each other part's flows at this end, in the spec's
     /// order.
     pub parts: Vec<PartPlan>,
+    /// The namespace of the router between the ends (`--qdisc`), whose
+    /// bottleneck the client samples.
+    pub router_ns: Option<String>,
 }
 
 /// A part of a run beside the main one, at one end.
@@ -253,6 +256,9 @@ pub fn run_end<C: Cues>(
     if let Some(ask) = plan.observe.profile {
         end.profile(ask, plan.profile_peer)
             .map_err(|e| cues.failed(Step::Observe { flag: "--profile" }, e))?;
+    }
+    if let Some(ns) = &plan.router_ns {
+        end.watch_path(ns.clone(), crate::topology::router_ways());
     }
     if plan.observe.tcp_probe {
         end.sample_acks().map_err(|e| {
@@ -439,6 +445,7 @@ mod tests {
                     sockets: sockets(flows),
                 })
                 .collect(),
+            router_ns: None,
         };
         let figures = run_end(plan, &mut cues, &mut NoSink).unwrap();
         (figures, cues)

@@ -6,12 +6,20 @@
 //! has no netem. Each namespace is journaled before it is made, so it is removed
 //! when the run ends, fails or is interrupted, and at the next start of
 //! plumb if the process died; `plumb topology down` removes leftovers.
+//!
+//! With `--qdisc` a third namespace, `plumb-PID-router`, forwards between
+//! two veth pairs, and the bottleneck is its egress each way: an HTB shaper
+//! at the link rate over the asked qdisc, limited to `--queue`. A qdisc on
+//! a sender's own interface would hold packets still charged to its
+//! socket, which TCP small queues keeps from ever filling; a router's
+//! holds what the path holds. The ends keep their addresses, reached
+//! through the router over a link of their own.
 
 use crate::delayline::{DelayLine, PathLaw};
 use crate::knob::{self, Applied, Journal, Knob, Setting, Target};
 use crate::RunError;
 use plumb_samples::PathResult;
-use plumb_spec::{Emulator, Family, Field, Spec, Topology, Veth};
+use plumb_spec::{bottleneck, Emulator, Family, Field, Spec, Topology, Veth};
 use plumb_sys::knob as raw;
 use plumb_sys::tun::{Offload, Tun};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -23,6 +31,46 @@ pub const SERVER_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 2);
 /// The interface names inside each namespace.
 pub const CLIENT_IF: &str = "plumb-c";
 pub const SERVER_IF: &str = "plumb-s";
+/// The router's interfaces: toward the client, toward the server.
+pub const ROUTER_CLIENT_IF: &str = "plumb-rc";
+pub const ROUTER_SERVER_IF: &str = "plumb-rs";
+
+/// The router's egress each way, where the bottleneck's queue is.
+pub fn router_ways() -> Vec<plumb_engine::probe::PathWay> {
+    use plumb_engine::probe::PathWay;
+    vec![
+        PathWay {
+            interface: ROUTER_SERVER_IF.into(),
+            toward: "to_server",
+        },
+        PathWay {
+            interface: ROUTER_CLIENT_IF.into(),
+            toward: "to_client",
+        },
+    ]
+}
+
+/// A link between an end and the router: the end's address on it, the
+/// router's, and their prefix lengths.
+struct RouterLink {
+    end_v4: Ipv4Addr,
+    router_v4: Ipv4Addr,
+    end_v6: Ipv6Addr,
+    router_v6: Ipv6Addr,
+}
+
+const CLIENT_LINK: RouterLink = RouterLink {
+    end_v4: Ipv4Addr::new(198, 18, 1, 1),
+    router_v4: Ipv4Addr::new(198, 18, 1, 2),
+    end_v6: Ipv6Addr::new(0x2001, 2, 0, 1, 0, 0, 0, 1),
+    router_v6: Ipv6Addr::new(0x2001, 2, 0, 1, 0, 0, 0, 2),
+};
+const SERVER_LINK: RouterLink = RouterLink {
+    end_v4: Ipv4Addr::new(198, 18, 1, 6),
+    router_v4: Ipv4Addr::new(198, 18, 1, 5),
+    end_v6: Ipv6Addr::new(0x2001, 2, 0, 2, 0, 0, 0, 2),
+    router_v6: Ipv6Addr::new(0x2001, 2, 0, 2, 0, 0, 0, 1),
+};
 
 fn setup(message: impl Into<String>) -> RunError {
     RunError::Setup {
@@ -36,6 +84,8 @@ fn setup(message: impl Into<String>) -> RunError {
 pub struct VethPair {
     pub client_ns: String,
     pub server_ns: String,
+    /// The router between the ends, under `--qdisc`.
+    pub router_ns: Option<String>,
     /// What each server knob did in the server's namespace.
     pub server_knobs: Vec<String>,
     /// Restored first: they live in the namespaces.
@@ -63,6 +113,7 @@ impl VethPair {
         let mut pair = VethPair {
             client_ns: format!("plumb-{pid}-client"),
             server_ns: format!("plumb-{pid}-server"),
+            router_ns: v.qdisc.as_ref().map(|_| format!("plumb-{pid}-router")),
             server_knobs: Vec::new(),
             knobs: None,
             netem: None,
@@ -70,7 +121,12 @@ impl VethPair {
             delay_line: None,
             namespaces: Applied::empty(journal),
         };
-        for ns in [pair.client_ns.clone(), pair.server_ns.clone()] {
+        let made = [&pair.client_ns, &pair.server_ns]
+            .into_iter()
+            .chain(&pair.router_ns)
+            .cloned()
+            .collect::<Vec<_>>();
+        for ns in made {
             let knob = Knob {
                 target: Target::Netns(ns.clone()),
                 netns: None,
@@ -86,6 +142,17 @@ impl VethPair {
         pair.emulator = match (v.emulator, v.emulated()) {
             (Some(e), _) => Some(e),
             (None, true) if netem_works(c) => Some(Emulator::Netem),
+            (None, true) if pair.router_ns.is_some() => {
+                return Err(RunError::Setup {
+                    flag: Some(Field::Qdisc.flag()),
+                    message: format!(
+                        "{}: the delay and loss of a path through a router are netem's, and \
+                         this kernel has no netem (plumb's delay line joins two ends without \
+                         a router); --kernel boots a kernel that has it",
+                        Field::Qdisc.flag()
+                    ),
+                })
+            }
             (None, true) => Some(Emulator::Plumb),
             (None, false) => None,
         };
@@ -103,7 +170,9 @@ impl VethPair {
         // The delay line starts once both devices are up: what the first
         // sends meanwhile waits in its device's queue.
         let mut tuns = None;
-        if pair.emulator == Some(Emulator::Plumb) {
+        if let Some(r) = &pair.router_ns {
+            router(v, c, r, s)?;
+        } else if pair.emulator == Some(Emulator::Plumb) {
             tuns = Some(tun_pair(v, c, s)?);
         } else {
             ip(
@@ -114,24 +183,58 @@ impl VethPair {
                 ],
             )?;
         }
-        for (ns, ifname, v4, v6) in [
-            (c, CLIENT_IF, CLIENT_V4, CLIENT_V6),
-            (s, SERVER_IF, SERVER_V4, SERVER_V6),
+        for (ns, ifname, v4, v6, link) in [
+            (c, CLIENT_IF, CLIENT_V4, CLIENT_V6, &CLIENT_LINK),
+            (s, SERVER_IF, SERVER_V4, SERVER_V6, &SERVER_LINK),
         ] {
             ip(Some(ns), &["link", "set", "lo", "up"])?;
             if let Some(mtu) = v.mtu {
                 ip(Some(ns), &["link", "set", ifname, "mtu", &mtu.to_string()])
                     .map_err(|e| setup(format!("{} {mtu}: {e}", Field::Mtu.flag())))?;
             }
+            // Through a router an end's address is its own, and its link's
+            // leads to the router.
+            let (len4, len6) = if pair.router_ns.is_some() {
+                (32, 128)
+            } else {
+                (30, 64)
+            };
             ip(
                 Some(ns),
-                &["addr", "add", &format!("{v4}/30"), "dev", ifname],
+                &["addr", "add", &format!("{v4}/{len4}"), "dev", ifname],
             )?;
             ip(
                 Some(ns),
-                &["addr", "add", &format!("{v6}/64"), "dev", ifname, "nodad"],
+                &[
+                    "addr",
+                    "add",
+                    &format!("{v6}/{len6}"),
+                    "dev",
+                    ifname,
+                    "nodad",
+                ],
             )?;
+            if pair.router_ns.is_some() {
+                link_to_router(ns, ifname, link)?;
+            }
             ip(Some(ns), &["link", "set", ifname, "up"])?;
+        }
+        if let Some(r) = &pair.router_ns {
+            // Routes through the router once the ends' links are up.
+            for (far4, far6, end_link) in [
+                (SERVER_V4, SERVER_V6, &SERVER_LINK),
+                (CLIENT_V4, CLIENT_V6, &CLIENT_LINK),
+            ] {
+                route(r, far4, end_link.end_v4, None)?;
+                route6(r, far6, end_link.end_v6, None)?;
+            }
+            for (ns, from4, from6, far4, far6, link) in [
+                (c, CLIENT_V4, CLIENT_V6, SERVER_V4, SERVER_V6, &CLIENT_LINK),
+                (s, SERVER_V4, SERVER_V6, CLIENT_V4, CLIENT_V6, &SERVER_LINK),
+            ] {
+                route(ns, far4, link.router_v4, Some(from4))?;
+                route6(ns, far6, link.router_v6, Some(from6))?;
+            }
         }
         if let Some((client, server)) = tuns {
             pair.delay_line = Some(delay_line(v, client, server)?);
@@ -221,6 +324,164 @@ impl Drop for VethPair {
     }
 }
 
+/// The router namespace `r` between the ends' namespaces: a veth pair to
+/// each, forwarding on, the offloads off so that its qdiscs see the
+/// wire's packets, and the bottleneck on its egress each way.
+fn router(v: &Veth, c: &str, r: &str, s: &str) -> Result<(), RunError> {
+    for (end_ns, end_if, router_if) in [
+        (c, CLIENT_IF, ROUTER_CLIENT_IF),
+        (s, SERVER_IF, ROUTER_SERVER_IF),
+    ] {
+        ip(
+            None,
+            &[
+                "link", "add", end_if, "netns", end_ns, "type", "veth", "peer", "name", router_if,
+                "netns", r,
+            ],
+        )?;
+    }
+    ip(Some(r), &["link", "set", "lo", "up"])?;
+    for key in ["net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding"] {
+        raw::write_file(Some(r), &format!("/proc/sys/{key}"), "1")
+            .map_err(|e| setup(format!("--qdisc: the router's {key}: {e}")))?;
+    }
+    for (ns, ifname) in [
+        (c, CLIENT_IF),
+        (s, SERVER_IF),
+        (r, ROUTER_CLIENT_IF),
+        (r, ROUTER_SERVER_IF),
+    ] {
+        // Whole segments would pass a packet-counted queue as one packet.
+        for feature in ["tso", "gso", "gro"] {
+            raw::write_feature(Some(ns), ifname, feature, false).map_err(|e| {
+                setup(format!(
+                    "--qdisc: {feature} off on {ifname}: {e} (is ethtool installed?)"
+                ))
+            })?;
+        }
+    }
+    for (ifname, link) in [
+        (ROUTER_CLIENT_IF, &CLIENT_LINK),
+        (ROUTER_SERVER_IF, &SERVER_LINK),
+    ] {
+        if let Some(mtu) = v.mtu {
+            ip(Some(r), &["link", "set", ifname, "mtu", &mtu.to_string()])
+                .map_err(|e| setup(format!("{} {mtu}: {e}", Field::Mtu.flag())))?;
+        }
+        ip(
+            Some(r),
+            &[
+                "addr",
+                "add",
+                &format!("{}/30", link.router_v4),
+                "dev",
+                ifname,
+            ],
+        )?;
+        ip(
+            Some(r),
+            &[
+                "addr",
+                "add",
+                &format!("{}/64", link.router_v6),
+                "dev",
+                ifname,
+                "nodad",
+            ],
+        )?;
+        ip(Some(r), &["link", "set", ifname, "up"])?;
+        bottleneck(v, r, ifname)?;
+    }
+    Ok(())
+}
+
+/// An end's address on its link to the router.
+fn link_to_router(ns: &str, ifname: &str, link: &RouterLink) -> Result<(), RunError> {
+    ip(
+        Some(ns),
+        &["addr", "add", &format!("{}/30", link.end_v4), "dev", ifname],
+    )?;
+    ip(
+        Some(ns),
+        &[
+            "addr",
+            "add",
+            &format!("{}/64", link.end_v6),
+            "dev",
+            ifname,
+            "nodad",
+        ],
+    )
+}
+
+/// A host route in `ns` to `to` through `via`, from `from` where given.
+fn route(ns: &str, to: Ipv4Addr, via: Ipv4Addr, from: Option<Ipv4Addr>) -> Result<(), RunError> {
+    let (to, via) = (format!("{to}/32"), via.to_string());
+    let from = from.map(|f| f.to_string());
+    let mut args = vec!["route", "add", to.as_str(), "via", via.as_str()];
+    if let Some(f) = &from {
+        args.extend(["src", f.as_str()]);
+    }
+    ip(Some(ns), &args)
+}
+
+fn route6(ns: &str, to: Ipv6Addr, via: Ipv6Addr, from: Option<Ipv6Addr>) -> Result<(), RunError> {
+    let (to, via) = (format!("{to}/128"), via.to_string());
+    let from = from.map(|f| f.to_string());
+    let mut args = vec!["-6", "route", "add", to.as_str(), "via", via.as_str()];
+    if let Some(f) = &from {
+        args.extend(["src", f.as_str()]);
+    }
+    ip(Some(ns), &args)
+}
+
+/// The bottleneck on the router's egress `ifname`: the asked qdisc limited
+/// to the path's buffer, under an HTB class at the link rate where there
+/// is one (cake shapes by itself).
+fn bottleneck(v: &Veth, r: &str, ifname: &str) -> Result<(), RunError> {
+    let Some(qdisc) = &v.qdisc else {
+        return Ok(());
+    };
+    let Some((kind, limit)) = bottleneck::kind_of(qdisc) else {
+        return Err(setup(format!("--qdisc {qdisc}: not a qdisc plumb sets")));
+    };
+    let limit = bottleneck::limit_words(limit, v.queue_or_default(), v.mtu.unwrap_or(1500));
+    let own: Vec<&str> = qdisc.split_whitespace().skip(1).collect();
+    let rate = v.link_rate_bps.map(|r| format!("{r}bit"));
+    let tc = |args: &[&str]| -> Result<(), RunError> {
+        raw::command(Some(r), "tc", args)
+            .map(|_| ())
+            .map_err(|e| RunError::Setup {
+                flag: Some(Field::Qdisc.flag()),
+                message: format!(
+                    "{} {qdisc}: {e}; a kernel without {kind} refuses it, and --kernel boots \
+                     one that has it",
+                    Field::Qdisc.flag()
+                ),
+            })
+    };
+    let mut leaf: Vec<&str> = vec!["qdisc", "add", "dev", ifname];
+    match (&rate, kind) {
+        (Some(rate), "cake") => leaf.extend(["root", "cake", "bandwidth", rate.as_str()]),
+        (None, "cake") => leaf.extend(["root", "cake", "unlimited"]),
+        (Some(rate), _) => {
+            tc(&[
+                "qdisc", "add", "dev", ifname, "root", "handle", "1:", "htb", "default", "1",
+            ])?;
+            // One class: its quantum only has to hold a packet.
+            tc(&[
+                "class", "add", "dev", ifname, "parent", "1:", "classid", "1:1", "htb", "rate",
+                rate, "ceil", rate, "quantum", "1514",
+            ])?;
+            leaf.extend(["parent", "1:1", "handle", "10:", kind]);
+        }
+        (None, _) => leaf.extend(["root", kind]),
+    }
+    leaf.extend(limit.iter().map(String::as_str));
+    leaf.extend(own);
+    tc(&leaf)
+}
+
 /// The netem qdisc of each end for the path `v` asks for.
 fn netem_of(v: &Veth) -> String {
     let mut netem = "netem".to_string();
@@ -230,7 +491,7 @@ fn netem_of(v: &Veth) -> String {
     if let Some(l) = v.loss_ppm {
         netem.push_str(&format!(" loss {}%", l as f64 / 10_000.0));
     }
-    if let Some(r) = v.link_rate_bps {
+    if let Some(r) = v.link_rate_bps.filter(|_| v.qdisc.is_none()) {
         // netem's limit counts packets: the queue in packets of the MTU.
         let mtu = u64::from(v.mtu.unwrap_or(1500));
         let limit = (v.queue_or_default() / mtu).max(1);
@@ -330,7 +591,7 @@ pub fn leftovers(all: bool) -> Vec<String> {
             let Ok(pid) = pid.parse::<u32>() else {
                 return false;
             };
-            (end == "client" || end == "server")
+            (end == "client" || end == "server" || end == "router")
                 && (all || (pid != std::process::id() && raw::process_start(pid).is_none()))
         })
         .collect();

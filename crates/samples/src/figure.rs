@@ -29,6 +29,9 @@ pub enum Probe {
     Interrupts,
     /// The root queueing disciplines of the namespace (rtnetlink).
     Qdiscs,
+    /// The path's bottleneck each way, on the router between the ends
+    /// (`--qdisc`), sampled over the window by the client.
+    PathQueues,
     /// The process's and its threads' CPU, context switches and the
     /// scheduler's accounting (getrusage, /proc/self/task).
     Process,
@@ -133,9 +136,10 @@ impl Probe {
     /// Every probe, in the order an end reads them at each edge: the
     /// interfaces' bytes first, nearest the flows' own counts, which a slow
     /// guest would otherwise let drift apart by what passes meanwhile.
-    pub const ALL: [Probe; 14] = [
+    pub const ALL: [Probe; 15] = [
         Probe::Interfaces,
         Probe::Qdiscs,
+        Probe::PathQueues,
         Probe::Process,
         Probe::Cpu,
         Probe::Interrupts,
@@ -159,6 +163,7 @@ impl Probe {
             Probe::Softnet => "softnet",
             Probe::Interfaces => "interfaces",
             Probe::Qdiscs => "qdiscs",
+            Probe::PathQueues => "path_queues",
             Probe::Interrupts => "interrupts",
             Probe::Process => "process",
             Probe::TcpInfo => "tcp_info",
@@ -255,6 +260,26 @@ impl Probe {
                         },
                         Figure {
                             path: "[].backlog_bytes",
+                            unit: "bytes",
+                            kind: Kind::Detail,
+                        },
+                    ],
+                )];
+                PARTS
+            }
+            // The path's, read once for the run by the client.
+            Probe::PathQueues => {
+                const PARTS: &[Part] = &[part(
+                    "path_queues",
+                    OncePerHost,
+                    &[
+                        Figure {
+                            path: "[].drops",
+                            unit: "packets",
+                            kind: Kind::Event("bottleneck drops"),
+                        },
+                        Figure {
+                            path: "[].peak_backlog_bytes",
                             unit: "bytes",
                             kind: Kind::Detail,
                         },

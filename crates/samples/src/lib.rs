@@ -27,9 +27,9 @@ pub use profile::{
 };
 pub use result::{
     spread, AckSamples, FlowEvents, InterfaceCounts, IrqCounts, IrqCpu, NetDevCounters, Observe,
-    PathCounts, PathResult, Peer, QdiscCounts, QdiscStats, RcvbufGrowth, RxZeroCopyTotals,
-    SenderLimits, ServerStart, Sockstat, Tracepoints, ZeroCopyTotals, ACK_SAMPLES_KEPT,
-    PATH_THREAD,
+    PathCounts, PathQueue, PathResult, Peer, QdiscCounts, QdiscStats, RcvbufGrowth,
+    RxZeroCopyTotals, SenderLimits, ServerStart, Sockstat, Tracepoints, ZeroCopyTotals,
+    ACK_SAMPLES_KEPT, PATH_THREAD,
 };
 pub use result::{
     Bimodal, Confidence, Derived, EndResult, FlowTotals, IntervalSample, Iteration, KernelCounters,

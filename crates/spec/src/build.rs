@@ -50,6 +50,7 @@ fn path_value(field: Field, value: &str, v: &mut Veth) -> Result<(), String> {
         Field::Queue => size(value).map(|q| v.queue_bytes = Some(q)),
         Field::Emulator => choice(value, Emulator::NAMES).map(|e| v.emulator = Some(e)),
         Field::PathCpus => cpu_list(value).map(|c| v.path_cpus = Some(c)),
+        Field::Qdisc => crate::bottleneck::parse(value).map(|q| v.qdisc = Some(q)),
         Field::Loss => parse_loss_ppm(value)
             .map(|p| v.loss_ppm = Some(p))
             .map_err(text),
@@ -210,7 +211,8 @@ pub fn build(settings: &[(Field, &str)], names: Names) -> Result<Spec, BuildErro
                 | Field::LinkRate
                 | Field::Queue
                 | Field::Emulator
-                | Field::PathCpus => {
+                | Field::PathCpus
+                | Field::Qdisc => {
                     // A malformed value is named before where it applies.
                     if !v.eq_ignore_ascii_case("none") {
                         path_value(field, v, &mut Veth::default())?;

@@ -177,6 +177,9 @@ fields! {
     Emulator = "emulator", "emulator", "emulator", Headline, Any, WhenSet;
     /// The CPUs plumb's delay line runs on.
     PathCpus = "path_cpus", "path-cpus", "path cpus", Headline, Any, WhenSet;
+    /// The queueing discipline at the bottleneck, each way, on a router
+    /// between the ends.
+    Qdisc = "qdisc", "qdisc", "qdisc", Headline, Any, WhenSet;
     /// Another workload in the run, beside the spec's own (`part.rs`).
     Part = "part", "part", "part", Headline, Any, WhenSet;
 }

@@ -5,6 +5,7 @@
 //! labels. No I/O happens here.
 #![deny(unsafe_code)]
 
+pub mod bottleneck;
 pub mod build;
 pub mod cpulist;
 pub mod experiment;
@@ -517,6 +518,11 @@ pub struct Veth {
     /// The CPUs plumb's delay line runs on (any when absent).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub path_cpus: Option<CpuList>,
+    /// The queueing discipline at the bottleneck, each way (`--qdisc`,
+    /// `KIND [PARAMETER VALUE]...`): set on a router namespace between the
+    /// two ends, under an HTB shaper at the link rate where there is one.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub qdisc: Option<String>,
 }
 
 /// What emulates the path of `--topology veth`.
@@ -530,10 +536,12 @@ pub enum Emulator {
 }
 
 impl Veth {
-    /// Whether the path delays, drops or limits anything: what needs an
-    /// emulator at all.
+    /// Whether the path delays, drops or limits anything that an emulator
+    /// does: a router's qdisc, where there is one, limits the rate.
     pub fn emulated(&self) -> bool {
-        self.delay_us.is_some() || self.loss_ppm.is_some() || self.link_rate_bps.is_some()
+        self.delay_us.is_some()
+            || self.loss_ppm.is_some()
+            || (self.link_rate_bps.is_some() && self.qdisc.is_none())
     }
 
     /// The bottleneck's buffer: as asked, or one bandwidth-delay product
@@ -577,6 +585,9 @@ impl fmt::Display for Topology {
         }
         if let Some(c) = &v.path_cpus {
             write!(f, " on cpus {c}")?;
+        }
+        if let Some(q) = &v.qdisc {
+            write!(f, " qdisc {q}")?;
         }
         Ok(())
     }

@@ -65,6 +65,7 @@ pub const RUN_WIDE: &[Field] = &[
     Field::Queue,
     Field::Emulator,
     Field::PathCpus,
+    Field::Qdisc,
     Field::Part,
 ];
 

@@ -67,6 +67,7 @@ impl Spec {
             Field::PathCpus => {
                 veth.and_then(|v| or_none(v.path_cpus.as_ref().map(|c| c.to_string())))
             }
+            Field::Qdisc => veth.and_then(|v| or_none(v.qdisc.clone())),
             // Each part is a setting of its own; the summary lists them.
             Field::Part => None,
         }
@@ -249,8 +250,10 @@ mod tests {
             loss_ppm: Some(5000),
             link_rate_bps: Some(100_000_000),
             queue_bytes: Some(256 << 10),
-            emulator: Some(Emulator::Plumb),
+            // A router's qdisc is netem's company, not the delay line's.
+            emulator: Some(Emulator::Netem),
             path_cpus: Some("1".parse().unwrap()),
+            qdisc: Some("fq_codel target 5ms".into()),
         }));
         let shown: Vec<(Field, String)> = Field::ALL
             .iter()

@@ -356,6 +356,16 @@ fn validate_path(v: &Veth) -> Result<(), SpecError> {
     if let Some(q) = v.queue_bytes {
         within(Field::Queue, q, |n| n.to_string())?;
     }
+    if let Some(q) = &v.qdisc {
+        crate::bottleneck::parse(q).map_err(|m| SpecError::new(Field::Qdisc, m))?;
+        if v.emulator == Some(crate::Emulator::Plumb) {
+            return Err(SpecError::new(
+                Field::Qdisc,
+                "sets the qdisc of a router between two veth pairs, and plumb's delay line \
+                 joins the ends without one; leave out --emulator plumb",
+            ));
+        }
+    }
     Ok(())
 }
 

@@ -323,6 +323,14 @@ const EVERY: &[Flag] = &[
         "LIST",
         "The CPUs plumb's delay line runs on: 3, 2-3",
     ),
+    value(
+        Field::Qdisc,
+        "QDISC",
+        "The qdisc at the bottleneck each way, on a router namespace between the ends \
+         (--topology veth), under an HTB shaper at --link-rate with --queue as its limit: \
+         pfifo, bfifo, fq_codel, fq, codel, sfq, pie, fq_pie or cake, with its own \
+         parameters: 'fq_codel target 5ms'",
+    ),
     Flag {
         field: Field::Part,
         takes: Takes::Each("NAME=WORKLOAD[:KEY=VALUE]..."),
@@ -553,6 +561,7 @@ mod tests {
                 Field::Queue => "64K".into(),
                 Field::ClientCpus | Field::ServerCpus | Field::PathCpus => "0".into(),
                 Field::Mtu => "1500".into(),
+                Field::Qdisc => "pfifo".into(),
                 Field::Sndbuf | Field::Rcvbuf => "auto".into(),
                 Field::ReqSize | Field::RespSize | Field::MsgSize => "64".into(),
                 Field::PacingRate => "1G".into(),

@@ -32,6 +32,61 @@ fn qdisc_words(q: &plumb_samples::QdiscCounts) -> Vec<String> {
     words
 }
 
+/// The bottleneck on the router between the ends (`--qdisc`), each way:
+/// what its root qdisc sent and dropped, the most it held and how long a
+/// packet waits behind that much at the link rate.
+pub(super) fn router(o: &mut String, spec: &plumb_spec::Spec, it: &Iteration) {
+    let queues = &it.client.path_queues;
+    let Some(plumb_spec::Topology::Veth(v)) = &spec.topology else {
+        return;
+    };
+    let (Some(qdisc), false) = (&v.qdisc, queues.is_empty()) else {
+        return;
+    };
+    let shaper = match v.link_rate_bps {
+        Some(r) => format!(" under htb at {}", format_bits_per_sec(r as f64)),
+        None => ", no shaper".into(),
+    };
+    let _ = writeln!(
+        o,
+        "\npath        router, qdisc {qdisc}{shaper}, queue {} each way",
+        format_bytes(v.queue_or_default())
+    );
+    for q in queues {
+        let way = if q.toward == "to_server" {
+            "to server"
+        } else {
+            "to client"
+        };
+        let mut words = vec![format!(
+            "{:<12}{way} {} {} sent {} {} pkts",
+            "",
+            q.interface,
+            q.kind,
+            format_bytes(q.stats.bytes),
+            count(q.stats.packets)
+        )];
+        if q.stats.drops > 0 {
+            words.push(format!("dropped {}", count(q.stats.drops)));
+        }
+        if q.peak_backlog_bytes > 0 {
+            let mut peak = format!(
+                "held at most {} in {} pkts",
+                format_bytes(q.peak_backlog_bytes),
+                count(q.peak_qlen)
+            );
+            if let Some(r) = v.link_rate_bps {
+                peak.push_str(&format!(
+                    " ({} ms at the link rate)",
+                    sig3(q.peak_backlog_bytes as f64 * 8.0 / r as f64 * 1000.0)
+                ));
+            }
+            words.push(peak);
+        }
+        let _ = writeln!(o, "{}", fit_80(&words));
+    }
+}
+
 /// One line per CPU (at most 16, pinned ones first): where the time went,
 /// with the threads pinned to it where any are.
 pub(super) fn per_cpu(o: &mut String, it: &Iteration) {

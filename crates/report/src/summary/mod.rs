@@ -86,11 +86,18 @@ pub fn run_summary(rec: &RunRecord) -> String {
 
 /// What emulated the path, and what plumb's delay line did: its CPU over
 /// the shown iteration's window (counted to neither end) and its packets
-/// over the run.
+/// over the run; then the bottleneck's queue each way, where a router
+/// holds it.
 fn path(o: &mut String, rec: &RunRecord, it: Option<&Iteration>) {
-    let Some(p) = &rec.path else {
-        return;
-    };
+    if let Some(p) = &rec.path {
+        emulator(o, p, it);
+    }
+    if let Some(it) = it {
+        kernel::router(o, &rec.spec, it);
+    }
+}
+
+fn emulator(o: &mut String, p: &plumb_samples::PathResult, it: Option<&Iteration>) {
     if p.emulator != "plumb" {
         let _ = writeln!(
             o,

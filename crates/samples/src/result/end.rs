@@ -432,6 +432,10 @@ pub struct EndResult {
     /// over rtnetlink): where a bottleneck's queue builds and drops.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub qdiscs: Vec<QdiscCounts>,
+    /// The path's bottleneck each way over the window, where a router
+    /// between the ends holds it (`--qdisc`): read by the client end.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub path_queues: Vec<PathQueue>,
     /// The architecture's own interrupts on this end's host over the
     /// window, by their /proc/interrupts name (x86: `LOC` local timer,
     /// `RES` rescheduling and `CAL` function-call IPIs, `TLB` shootdowns),

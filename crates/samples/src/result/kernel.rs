@@ -303,6 +303,33 @@ impl QdiscStats {
     }
 }
 
+/// One way of a path's bottleneck over a window: the root qdisc of the
+/// router's egress that way (`--qdisc`), as its counters and its queue
+/// sampled at a fixed period say.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PathQueue {
+    /// The way its packets go: toward the server or toward the client.
+    #[schemars(extend("enum" = ["to_server", "to_client"]))]
+    pub toward: String,
+    /// The router's interface it is the root of.
+    pub interface: String,
+    /// The root's kind, as tc names it (htb over the asked qdisc where the
+    /// path has a rate, else the asked one).
+    pub kind: String,
+    /// Counted over the window; what it held as the window closed.
+    #[serde(flatten)]
+    pub stats: QdiscStats,
+    /// The most bytes and packets it held at any sample.
+    pub peak_backlog_bytes: u64,
+    pub peak_qlen: u64,
+    /// The period of the samples, in milliseconds.
+    #[schemars(range(min = 1))]
+    pub period_ms: u32,
+    /// Bytes it held at each sample, the first as the window opened and
+    /// one a period after another, the last as it closed.
+    pub backlog_series: Vec<u64>,
+}
+
 /// One interface over a window, in the end's network namespace.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct InterfaceCounts {
