@@ -69,16 +69,21 @@ pub fn summarize(h: &Histogram<u64>) -> Latency {
         p999_us: us(h.value_at_quantile(0.999)),
         p9999_us: us(h.value_at_quantile(0.9999)),
         max_us: us(h.max()),
-        buckets: h
-            .iter_recorded()
-            .map(|v| {
-                [
-                    h.highest_equivalent(v.value_iterated_to()),
-                    v.count_at_value(),
-                ]
-            })
-            .collect(),
+        buckets: buckets(h),
     }
+}
+
+/// `[value_ns, count]` of each bucket that holds any, the value the
+/// highest of the bucket.
+pub fn buckets(h: &Histogram<u64>) -> Vec<[u64; 2]> {
+    h.iter_recorded()
+        .map(|v| {
+            [
+                h.highest_equivalent(v.value_iterated_to()),
+                v.count_at_value(),
+            ]
+        })
+        .collect()
 }
 
 /// Rebuilds a histogram from the buckets of a [`Latency`], e.g. to merge the

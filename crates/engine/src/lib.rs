@@ -201,6 +201,11 @@ impl EngineConfig {
         matches!(&self.workload, Workload::Stream(s) if s.receives && s.rx == plumb_spec::RxMode::Zerocopy)
     }
 
+    /// Whether this end sends transactions on a schedule (`--rate`).
+    pub fn open_loop(&self) -> bool {
+        matches!(&self.workload, Workload::Rr(r) if r.rate.is_some())
+    }
+
     /// The UDP plan, for a UDP workload.
     pub fn udp(&self) -> Option<&UdpPlan> {
         match &self.workload {

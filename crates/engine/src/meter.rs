@@ -61,6 +61,9 @@ pub struct Meter {
     samples: Vec<IntervalSample>,
     /// Latencies of the window so far, when this end times transactions.
     latency: Option<hdrhistogram::Histogram<u64>>,
+    /// Whether each interval keeps its latencies' buckets: an open loop's
+    /// paced transactions are few.
+    interval_buckets: bool,
 }
 
 impl Meter {
@@ -121,16 +124,30 @@ impl Meter {
             probes,
             samples: Vec::new(),
             latency,
+            interval_buckets: engine.config().open_loop(),
         }
     }
 
     /// Moves the latencies recorded since the last call into the window's
     /// histogram and returns their 99th percentile in microseconds.
-    fn take_latency(&mut self, h: Option<&hdrhistogram::Histogram<u64>>) -> Option<f64> {
-        let window = self.latency.as_mut()?;
-        let h = h?;
+    /// Also the interval's buckets, where it keeps them.
+    fn take_latency(
+        &mut self,
+        h: Option<&hdrhistogram::Histogram<u64>>,
+    ) -> (Option<f64>, Vec<[u64; 2]>) {
+        let (Some(window), Some(h)) = (self.latency.as_mut(), h) else {
+            return (None, Vec::new());
+        };
         let _ = window.add(h);
-        (!h.is_empty()).then(|| h.value_at_quantile(0.99) as f64 / 1000.0)
+        if h.is_empty() {
+            return (None, Vec::new());
+        }
+        let buckets = if self.interval_buckets {
+            crate::latency::buckets(h)
+        } else {
+            Vec::new()
+        };
+        (Some(h.value_at_quantile(0.99) as f64 / 1000.0), buckets)
     }
 
     pub fn elapsed_s(&self) -> f64 {
@@ -144,7 +161,7 @@ impl Meter {
         let timed = engine.collect_latency(Some(TICK_WAIT));
         let now = Instant::now();
         let c = engine.counts();
-        let p99_us = self.take_latency(timed.as_ref());
+        let (p99_us, buckets) = self.take_latency(timed.as_ref());
         let s = IntervalSample {
             t_s: (now - self.opened).as_secs_f64(),
             dt_s: (now - self.last_t).as_secs_f64(),
@@ -152,6 +169,7 @@ impl Meter {
             bytes_received: c.received() - self.last.received(),
             transactions: c.transactions() - self.last.transactions(),
             p99_us,
+            buckets,
         };
         sink.interval(self.role, &s);
         self.samples.push(s);
@@ -180,7 +198,7 @@ impl Meter {
         let timed = engine.collect_latency(None);
         let end_t = Instant::now();
         let end = engine.counts();
-        let tail_p99 = self.take_latency(timed.as_ref());
+        let (tail_p99, tail_buckets) = self.take_latency(timed.as_ref());
         let queued_end = engine.queued_bytes();
         let window_s = (end_t - self.opened).as_secs_f64();
 
@@ -194,6 +212,7 @@ impl Meter {
                 bytes_received: end.received() - self.last.received(),
                 transactions: end.transactions() - self.last.transactions(),
                 p99_us: tail_p99,
+                buckets: tail_buckets,
             };
             sink.interval(self.role, &s);
             self.samples.push(s);

@@ -317,6 +317,7 @@ mod tests {
             bytes_received: e.transactions,
             transactions: e.transactions,
             p99_us: Some(latency_ns.iter().max().copied().unwrap_or(0) as f64 / 1000.0),
+            ..Default::default()
         }];
         e.latency = Some(summarize(&h));
         e

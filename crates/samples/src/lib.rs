@@ -11,6 +11,7 @@ pub mod audit;
 pub mod cpu;
 pub mod env;
 pub mod figure;
+pub mod load;
 pub mod profile;
 pub mod result;
 pub mod schema;

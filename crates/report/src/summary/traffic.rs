@@ -74,6 +74,90 @@ pub(super) fn traffic(o: &mut String, it: &Iteration, spec: &plumb_spec::Spec) {
     zerocopy(o, it);
 }
 
+/// How evenly a part's flows shared what they moved: Jain's index over
+/// the bytes each flow received, at whichever end received them.
+fn fairness(o: &mut String, part: &Iteration) {
+    let mut shares: Vec<f64> = vec![0.0; part.client.flows.len().max(part.server.flows.len())];
+    for f in part.client.flows.iter().chain(&part.server.flows) {
+        if let Some(s) = shares.get_mut(f.flow as usize) {
+            *s += f.bytes_received as f64;
+        }
+    }
+    if let Some(j) = plumb_samples::load::jain(&shares) {
+        let _ = writeln!(
+            o,
+            "fairness    Jain's index {j:.3} over {} flows' bytes received",
+            shares.len()
+        );
+    }
+}
+
+/// The main part's paced transactions (`--rate`) in each stretch of the
+/// window in which the same parts ran, and how much the median rose over
+/// the stretches in which none did: the latency under load.
+pub(super) fn under_load(o: &mut String, it: &Iteration) {
+    let stretches = plumb_samples::load::stretches(it);
+    if stretches.is_empty() {
+        return;
+    }
+    let alone = plumb_samples::load::alone(&stretches);
+    let ms = |us: f64| sig3(us / 1000.0);
+    let _ = writeln!(
+        o,
+        "\nunder load  the run's own transactions, in ms, while the parts ran"
+    );
+    let mut t = Table::new([
+        ("seconds", Align::Left, 11),
+        ("running", Align::Left, 16),
+        ("timed", Align::Right, 6),
+        ("p50", Align::Right, 8),
+        ("p90", Align::Right, 8),
+        ("p99", Align::Right, 8),
+        ("max", Align::Right, 8),
+        ("p50 rise", Align::Right, 9),
+    ]);
+    for s in &stretches {
+        let running = if s.running.is_empty() {
+            "nothing".to_string()
+        } else {
+            s.running.join(" + ")
+        };
+        let mut row = vec![format!("{:.1}-{:.1}", s.start_s, s.stop_s), running];
+        match &s.latency {
+            Some(l) => {
+                row.extend([
+                    l.count.to_string(),
+                    ms(l.p50_us),
+                    ms(l.p90_us),
+                    ms(l.p99_us),
+                ]);
+                row.push(ms(l.max_us));
+                row.push(match (&alone, s.running.is_empty()) {
+                    (Some(a), false) => {
+                        let rise = (l.p50_us - a.p50_us) / 1000.0;
+                        format!(
+                            "{}{}",
+                            if rise >= 0.0 { "+" } else { "-" },
+                            sig3(rise.abs())
+                        )
+                    }
+                    _ => String::new(),
+                });
+            }
+            None => row.extend([
+                "0".to_string(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                String::new(),
+            ]),
+        }
+        t.row(row);
+    }
+    o.push_str(&t.terminal(""));
+}
+
 /// Each other part of a run of parts, in the shown iteration: what it
 /// moved over its own window, and its flows' TCP figures.
 pub(super) fn parts(o: &mut String, rec: &RunRecord, it: &Iteration) {
@@ -99,6 +183,7 @@ pub(super) fn parts(o: &mut String, rec: &RunRecord, it: &Iteration) {
             secs(part.window_s)
         );
         traffic(o, &view, &rec.spec.part_spec(p));
+        fairness(o, &view);
         if view.client.udp.is_none() {
             tcp_figures(o, &view);
         }

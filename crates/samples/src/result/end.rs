@@ -51,6 +51,12 @@ pub struct IntervalSample {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     #[schemars(range(min = 0))]
     pub p99_us: Option<f64>,
+    /// The latencies of the interval's transactions as [`Latency::buckets`]
+    /// holds them, on the client end of an open loop (`--rate`), whose
+    /// transactions are paced probes: what the latency of each stretch of
+    /// a run of parts is read from.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub buckets: Vec<[u64; 2]>,
 }
 
 fn is_zero(n: &u64) -> bool {

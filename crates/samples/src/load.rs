@@ -1,0 +1,247 @@
+//! Latency under load: an iteration of a run of parts cut into stretches
+//! by which parts ran, each with the latency of the main part's paced
+//! transactions over it (read from the buckets its intervals keep), and
+//! each stretch's rise over the stretches when no part ran. Each flow's
+//! share of a part is judged by Jain's fairness index.
+
+use crate::{Iteration, Latency};
+
+/// A stretch of the window in which the same parts ran.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stretch {
+    /// Seconds after the window opened.
+    pub start_s: f64,
+    pub stop_s: f64,
+    /// The parts that ran throughout, by name, in the spec's order; empty
+    /// when the main part ran alone.
+    pub running: Vec<String>,
+    /// The main part's transactions timed in the intervals whose middle
+    /// falls in the stretch, less the first of a stretch that follows
+    /// another where it has more (those sent before the change and
+    /// answered after it, as a queue fills or drains); None where none
+    /// was timed.
+    pub latency: Option<Latency>,
+}
+
+/// The stretches of `it`, in time order; none for an iteration without
+/// parts or whose main part keeps no interval buckets (not an open loop).
+pub fn stretches(it: &Iteration) -> Vec<Stretch> {
+    let window = it.client.window_s;
+    if it.parts.is_empty() || it.client.intervals.iter().all(|s| s.buckets.is_empty()) {
+        return Vec::new();
+    }
+    let span = |p: &crate::PartIteration| (p.start_s, (p.start_s + p.window_s).min(window));
+    // A part starts and stops on the window's seconds, give or take the
+    // moment its engine took: edges closer than a tenth of a second are one.
+    let mut edges: Vec<f64> = vec![0.0, window];
+    for p in &it.parts {
+        let (a, b) = span(p);
+        edges.extend([a, b]);
+    }
+    edges.sort_by(f64::total_cmp);
+    edges.dedup_by(|b, a| *b - *a < 0.1);
+    if let Some(last) = edges.last_mut() {
+        *last = last.max(window);
+    }
+    edges
+        .windows(2)
+        .map(|w| {
+            let (start_s, stop_s) = (w[0], w[1]);
+            let mid = (start_s + stop_s) / 2.0;
+            let running = it
+                .parts
+                .iter()
+                .filter(|p| {
+                    let (a, b) = span(p);
+                    a <= mid && mid < b
+                })
+                .map(|p| p.name.clone())
+                .collect();
+            let inside: Vec<&crate::IntervalSample> = it
+                .client
+                .intervals
+                .iter()
+                .filter(|s| {
+                    let m = s.t_s - s.dt_s / 2.0;
+                    start_s <= m && m < stop_s
+                })
+                .collect();
+            let settling = usize::from(start_s > 0.0 && inside.len() > 1);
+            let buckets: Vec<[u64; 2]> = inside[settling..]
+                .iter()
+                .flat_map(|s| s.buckets.iter().copied())
+                .collect();
+            Stretch {
+                start_s,
+                stop_s,
+                running,
+                latency: Latency::from_buckets(&buckets),
+            }
+        })
+        .collect()
+}
+
+/// The latency of the stretches in which no part ran, together.
+pub fn alone(stretches: &[Stretch]) -> Option<Latency> {
+    let buckets: Vec<[u64; 2]> = stretches
+        .iter()
+        .filter(|s| s.running.is_empty())
+        .filter_map(|s| s.latency.as_ref())
+        .flat_map(|l| l.buckets.iter().copied())
+        .collect();
+    Latency::from_buckets(&buckets)
+}
+
+/// Jain's fairness index of the flows' shares: 1 when all are equal, 1/n
+/// when one has everything; None for fewer than two flows or none moved.
+pub fn jain(shares: &[f64]) -> Option<f64> {
+    let sum: f64 = shares.iter().sum();
+    let squares: f64 = shares.iter().map(|x| x * x).sum();
+    (shares.len() >= 2 && squares > 0.0).then(|| sum * sum / (shares.len() as f64 * squares))
+}
+
+impl Latency {
+    /// The summary of merged buckets (`[value_ns, count]`, the value the
+    /// highest of its bucket, as [`Latency::buckets`] holds them): each
+    /// percentile is the value of the bucket that reaches it, as the
+    /// histogram itself answers. None for no transactions.
+    pub fn from_buckets(buckets: &[[u64; 2]]) -> Option<Latency> {
+        let mut merged: Vec<[u64; 2]> = buckets.iter().copied().filter(|b| b[1] > 0).collect();
+        merged.sort_unstable_by_key(|b| b[0]);
+        merged.dedup_by(|b, a| {
+            let same = a[0] == b[0];
+            if same {
+                a[1] += b[1];
+            }
+            same
+        });
+        let count: u64 = merged.iter().map(|b| b[1]).sum();
+        if count == 0 {
+            return None;
+        }
+        let us = |ns: u64| ns as f64 / 1000.0;
+        let at = |q: f64| {
+            let reach = ((q * count as f64).ceil() as u64).clamp(1, count);
+            let mut seen = 0;
+            for [v, n] in &merged {
+                seen += n;
+                if seen >= reach {
+                    return us(*v);
+                }
+            }
+            us(merged[merged.len() - 1][0])
+        };
+        let total: f64 = merged.iter().map(|[v, n]| *v as f64 * *n as f64).sum();
+        Some(Latency {
+            count,
+            mean_us: total / count as f64 / 1000.0,
+            min_us: us(merged[0][0]),
+            p50_us: at(0.50),
+            p90_us: at(0.90),
+            p99_us: at(0.99),
+            p999_us: at(0.999),
+            p9999_us: at(0.9999),
+            max_us: us(merged[merged.len() - 1][0]),
+            buckets: merged,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{IntervalSample, PartIteration};
+
+    #[test]
+    fn buckets_merge_and_give_the_percentiles_a_histogram_would() {
+        // 90 transactions of 1 ms and 10 of 100 ms, in two lists.
+        let l =
+            Latency::from_buckets(&[[1_000_000, 50], [100_000_000, 10], [1_000_000, 40]]).unwrap();
+        assert_eq!(l.count, 100);
+        assert_eq!((l.p50_us, l.p90_us, l.p99_us), (1000.0, 1000.0, 100_000.0));
+        assert_eq!((l.min_us, l.max_us), (1000.0, 100_000.0));
+        assert!((l.mean_us - 10_900.0).abs() < 1e-9, "{}", l.mean_us);
+        assert_eq!(l.buckets, vec![[1_000_000, 90], [100_000_000, 10]]);
+        assert!(Latency::from_buckets(&[]).is_none());
+        assert!(Latency::from_buckets(&[[5, 0]]).is_none());
+    }
+
+    #[test]
+    fn jains_index_is_one_for_equal_shares_and_one_over_n_for_one_taking_all() {
+        assert_eq!(jain(&[5.0, 5.0, 5.0, 5.0]), Some(1.0));
+        assert_eq!(jain(&[8.0, 0.0, 0.0, 0.0]), Some(0.25));
+        let j = jain(&[3.0, 1.0]).unwrap();
+        assert!((j - 0.8).abs() < 1e-12, "{j}");
+        assert_eq!(jain(&[3.0]), None);
+        assert_eq!(jain(&[0.0, 0.0]), None);
+    }
+
+    fn second(t_s: f64, latency_ns: u64) -> IntervalSample {
+        IntervalSample {
+            t_s,
+            dt_s: 1.0,
+            buckets: vec![[latency_ns, 10]],
+            ..Default::default()
+        }
+    }
+
+    /// Six seconds, a part running from 2.003 s to 4.001 s: three stretches,
+    /// each with its own seconds' latencies.
+    #[test]
+    fn a_run_of_parts_is_cut_where_its_parts_start_and_stop() {
+        let mut it = crate::testing::example().iterations[0].clone();
+        it.client.window_s = 6.0;
+        it.client.intervals = (1..=6)
+            .map(|s| {
+                second(
+                    s as f64,
+                    if s == 3 || s == 4 {
+                        80_000_000
+                    } else {
+                        100_000
+                    },
+                )
+            })
+            .collect();
+        it.parts = vec![PartIteration {
+            name: "down".into(),
+            start_s: 2.003,
+            window_s: 1.998,
+            transfer: it.transfer.clone(),
+            derived: it.derived.clone(),
+            client: it.client.clone(),
+            server: it.server.clone(),
+        }];
+        let s = stretches(&it);
+        let cut: Vec<(f64, f64, Vec<String>)> = s
+            .iter()
+            .map(|s| (s.start_s, s.stop_s, s.running.clone()))
+            .collect();
+        assert_eq!(
+            cut,
+            vec![
+                (0.0, 2.003, vec![]),
+                (2.003, 4.001, vec!["down".to_string()]),
+                (4.001, 6.0, vec![]),
+            ]
+        );
+        let p50: Vec<f64> = s
+            .iter()
+            .map(|s| s.latency.as_ref().unwrap().p50_us)
+            .collect();
+        assert_eq!(p50, vec![100.0, 80_000.0, 100.0]);
+        // The first second of a stretch after another is left out.
+        let counts: Vec<u64> = s
+            .iter()
+            .map(|s| s.latency.as_ref().unwrap().count)
+            .collect();
+        assert_eq!(counts, vec![20, 10, 10]);
+        let alone = alone(&s).unwrap();
+        assert_eq!((alone.count, alone.p50_us), (30, 100.0));
+        // Without the buckets of an open loop there is nothing to cut.
+        for i in &mut it.client.intervals {
+            i.buckets.clear();
+        }
+        assert!(stretches(&it).is_empty());
+    }
+}
