@@ -11,6 +11,7 @@ pub mod cpulist;
 pub mod experiment;
 pub mod field;
 pub mod label;
+pub mod load;
 pub mod part;
 pub mod point;
 mod show;

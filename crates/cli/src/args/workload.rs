@@ -442,25 +442,120 @@ fn workload_named(name: &str) -> Option<Workload> {
     Workload::shown().find(|(n, _)| *n == name).map(|(_, w)| w)
 }
 
+/// `plumb run load`: latency under load, an rr of paced probes with bulk
+/// flows as parts in phases (`plumb_spec::load`).
+const LOAD: &str = "load";
+const PHASE: &str = "phase";
+const LOAD_FLOWS: &str = "load-flows";
+
+/// rr's flags less the window's length, which the phases make.
+fn load_flags() -> Vec<Flag> {
+    table(Workload::Rr)
+        .1
+        .into_iter()
+        .filter(|f| f.field != Field::Duration)
+        .collect()
+}
+
+fn load_command() -> Command {
+    let mut fields = vec![(Field::Workload, Workload::Rr.to_string())];
+    fields.extend(plumb_spec::load::settings(
+        plumb_spec::load::PHASE_S,
+        plumb_spec::load::LOAD_FLOWS,
+        "",
+    ));
+    let fields: Vec<(Field, &str)> = fields.iter().map(|(f, v)| (*f, v.as_str())).collect();
+    let spec = plumb_spec::build(&fields, plumb_spec::Names::Flags).expect("load's own settings");
+    let sub = load_flags()
+        .iter()
+        .fold(Command::new(LOAD), |c, f| c.arg(f.arg(&spec)))
+        .arg(Arg::new(PHASE).long(PHASE).value_name("TIME").help(format!(
+            "Length of each phase, in whole seconds: idle, download, upload, both, \
+                     idle [default: {}s]",
+            plumb_spec::load::PHASE_S
+        )))
+        .arg(
+            Arg::new(LOAD_FLOWS)
+                .long(LOAD_FLOWS)
+                .value_name("N")
+                .help(format!(
+                    "Bulk TCP flows each way while loaded [default: {}]",
+                    plumb_spec::load::LOAD_FLOWS
+                )),
+        );
+    CommonArgs::augment_args(sub)
+        .about(
+            "Latency under load: paced probes (an open-loop rr of --rate a second on a \
+             connection of their own) while bulk flows load the path in phases, as flent's \
+             RRUL does; each phase's latency and its rise over idle, each load's goodput \
+             and fairness. The congestion control (--cc) is the bulk flows' too",
+        )
+        .long_about(None)
+        .next_line_help(true)
+}
+
+/// The settings of `plumb run load`: the preset's, then the user's.
+fn load_settings(m: &ArgMatches) -> Result<Vec<(Field, String)>, clap::Error> {
+    let bad = |flag: &str, v: &str, why: &str| {
+        clap::Error::raw(
+            clap::error::ErrorKind::InvalidValue,
+            format!("--{flag} {v}: {why}\n"),
+        )
+    };
+    let phase_s = match m.get_one::<String>(PHASE) {
+        None => plumb_spec::load::PHASE_S,
+        Some(v) => {
+            let ms =
+                plumb_spec::units::parse_duration(v).map_err(|e| bad(PHASE, v, &e.to_string()))?;
+            if ms == 0 || ms % 1000 != 0 {
+                return Err(bad(PHASE, v, "a phase is whole seconds, at least 1s"));
+            }
+            ms / 1000
+        }
+    };
+    let flows = match m.get_one::<String>(LOAD_FLOWS) {
+        None => plumb_spec::load::LOAD_FLOWS,
+        Some(v) => v
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=1024).contains(n))
+            .ok_or_else(|| bad(LOAD_FLOWS, v, "flows each way are 1 to 1024"))?,
+    };
+    let own: Vec<(Field, String)> = load_flags()
+        .iter()
+        .flat_map(|f| f.settings(m).into_iter().map(|v| (f.field, v)))
+        .collect();
+    let cc = own
+        .iter()
+        .find(|(f, _)| *f == Field::Cc)
+        .map(|(_, v)| format!(":cc={v}"))
+        .unwrap_or_default();
+    let mut settings = plumb_spec::load::settings(phase_s, flows, &cc);
+    settings.extend(own);
+    Ok(settings)
+}
+
 impl clap::Subcommand for RunCommand {
     fn augment_subcommands(cmd: Command) -> Command {
-        Workload::shown().fold(cmd, |cmd, (name, w)| {
-            let (about, flags) = table(w);
-            let spec = Spec::defaults(w);
-            let sub = flags
-                .iter()
-                .fold(Command::new(name), |c, f| c.arg(f.arg(&spec)));
-            // After the common flags, whose own doc would stand as about.
-            let sub = CommonArgs::augment_args(sub)
-                .about(about)
-                .long_about(None)
-                .next_line_help(true)
-                .after_help(
-                    "Sizes are bytes (K, M, G = 1024), rates bit/s (K, M, G = 1000), times ns \
+        Workload::shown()
+            .fold(cmd, |cmd, (name, w)| {
+                let (about, flags) = table(w);
+                let spec = Spec::defaults(w);
+                let sub = flags
+                    .iter()
+                    .fold(Command::new(name), |c, f| c.arg(f.arg(&spec)));
+                // After the common flags, whose own doc would stand as about.
+                let sub = CommonArgs::augment_args(sub)
+                    .about(about)
+                    .long_about(None)
+                    .next_line_help(true)
+                    .after_help(
+                        "Sizes are bytes (K, M, G = 1024), rates bit/s (K, M, G = 1000), times ns \
                      to h, letters in any case; see docs/units.md.",
-                );
-            cmd.subcommand(sub)
-        })
+                    );
+                cmd.subcommand(sub)
+            })
+            .subcommand(load_command())
     }
 
     fn augment_subcommands_for_update(cmd: Command) -> Command {
@@ -468,7 +563,7 @@ impl clap::Subcommand for RunCommand {
     }
 
     fn has_subcommand(name: &str) -> bool {
-        workload_named(name).is_some()
+        name == LOAD || workload_named(name).is_some()
     }
 }
 
@@ -476,6 +571,13 @@ impl FromArgMatches for RunCommand {
     fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
         let missing = || clap::Error::new(clap::error::ErrorKind::MissingSubcommand);
         let (name, m) = m.subcommand().ok_or_else(missing)?;
+        if name == LOAD {
+            return Ok(RunCommand {
+                workload: Workload::Rr,
+                settings: load_settings(m)?,
+                common: CommonArgs::from_arg_matches(m)?,
+            });
+        }
         let workload = workload_named(name).ok_or_else(missing)?;
         let settings = table(workload)
             .1

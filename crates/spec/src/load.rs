@@ -1,0 +1,108 @@
+//! `plumb run load`: latency under load as a run of parts. The run's own
+//! workload is the probe, paced transactions on a connection of their own
+//! (an open-loop rr: each one's latency counts from its planned send time,
+//! so a probe that waits behind a queue is not hidden), and bulk flows run
+//! as parts in phases, as flent's RRUL loads a path: idle (probes only),
+//! download, upload, both, idle again. What is stored is the run of parts
+//! this expands to, so a run of `load` and the same parts written out are
+//! one test point.
+
+use crate::Field;
+
+/// The phases in turn, with the parts that load each; the parts of one
+/// phase start and stop together.
+pub const PHASES: &[(&str, &[Load])] = &[
+    ("idle", &[]),
+    ("download", &[Load::Down("download")]),
+    ("upload", &[Load::Up("upload")]),
+    ("both", &[Load::Down("both-down"), Load::Up("both-up")]),
+    ("idle", &[]),
+];
+
+/// A load part: bulk flows from the server (down) or to it (up), by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Load {
+    Down(&'static str),
+    Up(&'static str),
+}
+
+/// Probes a second, unless `--rate` says otherwise: a hundred in a
+/// five-second phase, within the responsiveness method's budget of at
+/// most 100 a second.
+pub const PROBE_RATE: u64 = 20;
+/// Probes each flow may have outstanding: a probe rate's worth of 1.6 s,
+/// so that the schedule holds through a deep queue.
+pub const PROBE_PIPELINE: u32 = 32;
+/// Each phase's length when not asked.
+pub const PHASE_S: u64 = 5;
+/// Bulk flows each way when not asked, as RRUL's.
+pub const LOAD_FLOWS: u32 = 4;
+
+/// The settings `plumb run load` adds to the user's (which come after and
+/// win where they set the same field): the probe's, the window of every
+/// phase, and one part per load, each with the run's congestion control
+/// and the `part_keys` given.
+pub fn settings(phase_s: u64, flows: u32, part_keys: &str) -> Vec<(Field, String)> {
+    let mut out = vec![
+        (Field::Rate, PROBE_RATE.to_string()),
+        (Field::Pipeline, PROBE_PIPELINE.to_string()),
+        (Field::Nodelay, "true".to_string()),
+        (
+            Field::Duration,
+            format!("{}s", phase_s * PHASES.len() as u64),
+        ),
+    ];
+    for (i, (_, loads)) in PHASES.iter().enumerate() {
+        let (start, stop) = (i as u64 * phase_s, (i as u64 + 1) * phase_s);
+        for load in *loads {
+            let (name, direction) = match load {
+                Load::Down(n) => (n, "recv"),
+                Load::Up(n) => (n, "send"),
+            };
+            out.push((
+                Field::Part,
+                format!(
+                    "{name}=stream:direction={direction}:flows={flows}:start={start}s:stop={stop}s{part_keys}"
+                ),
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{build, Names, Workload};
+
+    #[test]
+    fn load_is_a_paced_probe_with_a_part_per_load_in_its_phase() {
+        let mut settings = vec![(Field::Workload, "rr".to_string())];
+        settings.extend(self::settings(2, 3, ":cc=cubic"));
+        let fields: Vec<(Field, &str)> = settings.iter().map(|(f, v)| (*f, v.as_str())).collect();
+        let spec = build(&fields, Names::Flags).unwrap();
+        assert_eq!(spec.workload, Workload::Rr);
+        assert_eq!(spec.duration_ms, 10_000);
+        let rr = spec.rr.as_ref().unwrap();
+        assert_eq!((rr.rate, rr.pipeline), (Some(PROBE_RATE), PROBE_PIPELINE));
+        assert!(spec.socket.nodelay);
+        let parts: Vec<(&str, u64, Option<u64>, u32)> = spec
+            .parts
+            .iter()
+            .map(|p| (p.name.as_str(), p.start_ms, p.stop_ms, p.spec.flows))
+            .collect();
+        assert_eq!(
+            parts,
+            vec![
+                ("download", 2000, Some(4000), 3),
+                ("upload", 4000, Some(6000), 3),
+                ("both-down", 6000, Some(8000), 3),
+                ("both-up", 6000, Some(8000), 3),
+            ]
+        );
+        assert!(spec
+            .parts
+            .iter()
+            .all(|p| p.spec.socket.cc.as_deref() == Some("cubic")));
+    }
+}

@@ -1,0 +1,238 @@
+//! `plumb run load`: paced probes while bulk flows load a router's
+//! bottleneck in phases. The probes' latency in each phase is read by the
+//! test from the buckets each second keeps, and held against the wait the
+//! queue's depth makes at the link rate, against ping from the client's
+//! namespace and against the router's qdisc read with tc, mid-phase.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const PHASE_S: f64 = 3.0;
+const RATE_BPS: f64 = 20e6;
+
+/// What one run of load through a FIFO of `queue` showed.
+struct Loaded {
+    record: Value,
+    summary: String,
+    /// The probes' median in each phase, ms, from the record's buckets.
+    p50_ms: Vec<f64>,
+    ping: Vec<f64>,
+    tc_backlog: f64,
+}
+
+/// The median of `[value_ns, count]` buckets, in ms.
+fn median_ms(buckets: &[(u64, u64)]) -> f64 {
+    let mut b = buckets.to_vec();
+    b.sort();
+    let n: u64 = b.iter().map(|x| x.1).sum();
+    assert!(n > 0, "no probe timed");
+    let mut seen = 0;
+    for (v, c) in b {
+        seen += c;
+        if 2 * seen >= n {
+            return v as f64 / 1e6;
+        }
+    }
+    unreachable!()
+}
+
+/// The probes' buckets of the seconds wholly inside phase `i`, less its
+/// first (the queue filling or draining).
+fn phase_buckets(client: &Value, i: usize) -> Vec<(u64, u64)> {
+    let (from, to) = (i as f64 * PHASE_S + 1.0, (i + 1) as f64 * PHASE_S);
+    items(&client["intervals"])
+        .filter(|s| {
+            let mid = f(&s["t_s"]) - f(&s["dt_s"]) / 2.0;
+            from <= mid && mid < to
+        })
+        .flat_map(|s| items(&s["buckets"]).map(|b| (u(&b[0]), u(&b[1]))))
+        .collect()
+}
+
+fn load_through(queue: &str) -> Loaded {
+    let db = TempDb::new(&format!("load-{queue}"));
+    let child = plumb()
+        .env("PLUMB_JOURNAL", test_journal(&format!("load-{queue}")))
+        .args(["run", "load", "--phase", "3s", "--topology", "veth"])
+        .args(["--qdisc", "pfifo", "--link-rate", "20M", "--queue", queue])
+        .args(["--cc", "cubic", "--iterations", "1", "--db", db.path()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let asked = Instant::now();
+    let namespaces = loop {
+        let ns = veth_namespaces(pid);
+        if ns.len() == 3 {
+            break ns;
+        }
+        assert!(
+            asked.elapsed() < Duration::from_secs(20),
+            "no router: {ns:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // Past the 1 s warm-up and the set-up, into the download phase
+    // (3 to 6 s into the window).
+    std::thread::sleep(Duration::from_millis(1000 + 3800));
+    let ping = Command::new("ip")
+        .args(["netns", "exec", &namespaces[0], "ping", "-n", "-c", "5"])
+        .args(["-i", "0.2", "198.18.0.2"])
+        .output()
+        .unwrap();
+    let tc = Command::new("tc")
+        .args([
+            "-s",
+            "-n",
+            &namespaces[1],
+            "qdisc",
+            "show",
+            "dev",
+            "plumb-rc",
+        ])
+        .output()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_ok(&out);
+    assert!(
+        veth_namespaces(pid).is_empty(),
+        "the run removes its router"
+    );
+    let shown = run(&["show", "1", "--json", "--db", db.path()]);
+    assert_ok(&shown);
+    let record: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let errs = schema_errors(&schema(), &record);
+    assert!(errs.is_empty(), "schema: {errs:?}");
+    let summary = run(&["show", "1", "--db", db.path()]);
+    assert_ok(&summary);
+    let client = &record["iterations"][0]["client"];
+    let p50_ms = (0..5)
+        .map(|i| median_ms(&phase_buckets(client, i)))
+        .collect();
+    let ping = String::from_utf8_lossy(&ping.stdout)
+        .lines()
+        .filter_map(|l| l.split_once("time=")?.1.split(' ').next()?.parse().ok())
+        .collect();
+    let tc = String::from_utf8_lossy(&tc.stdout).into_owned();
+    let tc_backlog = tc
+        .split_whitespace()
+        .skip_while(|w| *w != "backlog")
+        .nth(1)
+        .and_then(|b| b.strip_suffix('b')?.parse().ok())
+        .unwrap_or_else(|| panic!("no backlog in tc's output: {tc}"));
+    Loaded {
+        record,
+        summary: String::from_utf8_lossy(&summary.stdout).into_owned(),
+        p50_ms,
+        ping,
+        tc_backlog,
+    }
+}
+
+/// A deep FIFO (200 KiB, 82 ms at 20 Mbit/s) against a shallow one
+/// (25 KiB, 10 ms): under load each probe waits about the queue's depth
+/// over the rate, idle it does not, and the deep queue's rise is at least
+/// four times the shallow one's.
+#[test]
+fn probes_wait_behind_a_loaded_fifo_as_long_as_its_depth_takes_to_drain() {
+    if skip_unless_veth()
+        || !require_tool("tc", "iproute2")
+        || !require_tool("ping", "iputils-ping")
+        || !require_tool("ethtool", "ethtool")
+    {
+        return;
+    }
+    let _alone = measuring_alone();
+    let mut rise = Vec::new();
+    for (queue, bytes) in [("200K", 200.0 * 1024.0), ("25K", 25.0 * 1024.0)] {
+        // pfifo's limit is the queue in packets of the MTU, of 1514 bytes
+        // each as the qdisc counts them.
+        let expected_ms = (bytes / 1500.0f64).floor() * 1514.0 * 8.0 / RATE_BPS * 1000.0;
+        let l = load_through(queue);
+        let seen = format!(
+            "queue {queue}: expected {expected_ms:.1} ms; probes' p50 by phase {:?}; \
+             ping {:?}; tc backlog {}",
+            l.p50_ms, l.ping, l.tc_backlog
+        );
+        eprintln!("{seen}");
+        let (idle, down, up, idle_again) = (l.p50_ms[0], l.p50_ms[1], l.p50_ms[2], l.p50_ms[4]);
+        assert!(idle < 5.0 && idle_again < 5.0, "{seen}");
+        for loaded in [down, up] {
+            assert!(
+                loaded >= 0.5 * expected_ms && loaded <= 1.3 * expected_ms + 5.0,
+                "{seen}"
+            );
+        }
+        // ping from the client waits behind the same download queue (a
+        // full FIFO may drop one at its tail).
+        assert!(l.ping.len() >= 3, "{seen}");
+        let ping_max = l.ping.iter().copied().fold(0.0, f64::max);
+        assert!(
+            ping_max >= 0.5 * expected_ms && ping_max <= 1.3 * expected_ms + 5.0,
+            "{seen}"
+        );
+        let limit = (bytes / 1500.0).floor() * 1514.0;
+        assert!(
+            l.tc_backlog >= 0.3 * limit,
+            "tc sees the download's queue: {seen}"
+        );
+        // The summary names each phase's loads and the rise over idle.
+        for words in [
+            "under load",
+            "download",
+            "upload",
+            "both-down + both-up",
+            "p50 rise",
+        ] {
+            assert!(l.summary.contains(words), "{words}: {}", l.summary);
+        }
+        // Four equal CUBIC flows share a deep bottleneck about evenly; a
+        // shallow one of 17 packets sends some of them into timeouts.
+        let it = &l.record["iterations"][0];
+        let download = items(&it["parts"])
+            .find(|p| p["name"] == "download")
+            .unwrap();
+        let shares: Vec<f64> = items(&download["client"]["flows"])
+            .map(|fl| f(&fl["bytes_received"]))
+            .collect();
+        assert_eq!(shares.len(), 4);
+        let sum: f64 = shares.iter().sum();
+        let jain = sum * sum / (4.0 * shares.iter().map(|x| x * x).sum::<f64>());
+        if queue == "200K" {
+            assert!(jain >= 0.9, "Jain's index {jain} over {shares:?}: {seen}");
+        }
+        assert!(
+            l.summary
+                .contains(&format!("Jain's index {jain:.3} over 4 flows")),
+            "{}",
+            l.summary
+        );
+        rise.push(down - idle);
+    }
+    assert!(
+        rise[0] >= 4.0 * rise[1],
+        "deep rose {} ms, shallow {} ms",
+        rise[0],
+        rise[1]
+    );
+}
+
+#[test]
+fn a_phase_is_whole_seconds() {
+    let out = run(&["run", "load", "--phase", "1500ms"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--phase 1500ms") && err.contains("whole seconds"),
+        "{err}"
+    );
+    let out = run(&["run", "load", "--load-flows", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--load-flows 0"));
+    let out = run(&["run", "load", "--duration", "10s"]);
+    assert_eq!(out.status.code(), Some(2), "the phases make the window");
+}
