@@ -180,16 +180,29 @@ fn probes_wait_behind_a_loaded_fifo_as_long_as_its_depth_takes_to_drain() {
             l.tc_backlog >= 0.3 * limit,
             "tc sees the download's queue: {seen}"
         );
-        // The summary names each phase's loads and the rise over idle.
+        // The summary names each phase's loads and the rise over idle,
+        // the probes' own share of the link, and where the queue was.
         for words in [
             "under load",
             "download",
             "upload",
             "both-down + both-up",
             "p50 rise",
+            "probes      ",
+            "queued in   the router's qdisc",
         ] {
             assert!(l.summary.contains(words), "{words}: {}", l.summary);
         }
+        let share: f64 = l
+            .summary
+            .split("on the path with their headers, ")
+            .nth(1)
+            .and_then(|s| s.split('%').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no probe share: {}", l.summary));
+        assert!(
+            share < 1.0,
+            "the probes are a small part of the link: {share}%"
+        );
         // Four equal CUBIC flows share a deep bottleneck about evenly; a
         // shallow one of 17 packets sends some of them into timeouts.
         let it = &l.record["iterations"][0];

@@ -1,40 +1,75 @@
 //! Latency under load: an iteration of a run of parts cut into stretches
-//! by which parts ran, each with the latency of the main part's paced
-//! transactions over it (read from the buckets its intervals keep), and
-//! each stretch's rise over the stretches when no part ran. Each flow's
-//! share of a part is judged by Jain's fairness index.
+//! by which loads ran, each with the latency of every probe's paced
+//! transactions over it (read from the buckets its seconds keep), and each
+//! stretch's rise over the stretches when no load ran. A probe is the main
+//! part or a part that is an open loop; a load is any other part. Each
+//! flow's share of a part is judged by Jain's fairness index.
 
 use crate::{Iteration, Latency};
 
-/// A stretch of the window in which the same parts ran.
+/// A stretch of the window in which the same loads ran.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stretch {
     /// Seconds after the window opened.
     pub start_s: f64,
     pub stop_s: f64,
-    /// The parts that ran throughout, by name, in the spec's order; empty
-    /// when the main part ran alone.
+    /// The loads that ran throughout, by name, in the spec's order; empty
+    /// when none did.
     pub running: Vec<String>,
-    /// The main part's transactions timed in the intervals whose middle
-    /// falls in the stretch, less the first of a stretch that follows
-    /// another where it has more (those sent before the change and
-    /// answered after it, as a queue fills or drains); None where none
-    /// was timed.
-    pub latency: Option<Latency>,
+    /// Each probe's transactions (in [`probes`]' order) timed in the
+    /// intervals whose middle falls in the stretch, less the first of a
+    /// stretch that follows another where it has more (those sent before
+    /// the change and answered after it, as a queue fills or drains); None
+    /// where none was timed.
+    pub latency: Vec<Option<Latency>>,
 }
 
-/// The stretches of `it`, in time order; none for an iteration without
-/// parts or whose main part keeps no interval buckets (not an open loop).
+/// A probe of a run of parts: the main part or a part whose seconds keep
+/// their latencies' buckets (an open loop).
+pub struct Probe<'a> {
+    /// `None` for the main part, else the part's name.
+    pub part: Option<&'a str>,
+    pub client: &'a crate::EndResult,
+    /// When its window opened, in seconds after the run's.
+    pub offset_s: f64,
+}
+
+/// The probes of `it`: the main part, then the parts, that keep buckets.
+pub fn probes(it: &Iteration) -> Vec<Probe<'_>> {
+    let keeps = |e: &crate::EndResult| e.intervals.iter().any(|s| !s.buckets.is_empty());
+    let main = Probe {
+        part: None,
+        client: &it.client,
+        offset_s: 0.0,
+    };
+    std::iter::once(main)
+        .chain(it.parts.iter().map(|p| Probe {
+            part: Some(&p.name),
+            client: &p.client,
+            offset_s: p.start_s,
+        }))
+        .filter(|p| keeps(p.client))
+        .collect()
+}
+
+/// The stretches of `it` in time order, cut where its loads (the parts
+/// that are not probes) start and stop; none without a probe or a load.
 pub fn stretches(it: &Iteration) -> Vec<Stretch> {
     let window = it.client.window_s;
-    if it.parts.is_empty() || it.client.intervals.iter().all(|s| s.buckets.is_empty()) {
+    let probes = probes(it);
+    let loads: Vec<&crate::PartIteration> = it
+        .parts
+        .iter()
+        .filter(|p| !probes.iter().any(|q| q.part == Some(p.name.as_str())))
+        .collect();
+    if probes.is_empty() || loads.is_empty() {
         return Vec::new();
     }
     let span = |p: &crate::PartIteration| (p.start_s, (p.start_s + p.window_s).min(window));
     // A part starts and stops on the window's seconds, give or take the
     // moment its engine took: edges closer than a tenth of a second are one.
     let mut edges: Vec<f64> = vec![0.0, window];
-    for p in &it.parts {
+    for p in &loads {
         let (a, b) = span(p);
         edges.extend([a, b]);
     }
@@ -48,8 +83,7 @@ pub fn stretches(it: &Iteration) -> Vec<Stretch> {
         .map(|w| {
             let (start_s, stop_s) = (w[0], w[1]);
             let mid = (start_s + stop_s) / 2.0;
-            let running = it
-                .parts
+            let running = loads
                 .iter()
                 .filter(|p| {
                     let (a, b) = span(p);
@@ -57,36 +91,42 @@ pub fn stretches(it: &Iteration) -> Vec<Stretch> {
                 })
                 .map(|p| p.name.clone())
                 .collect();
-            let inside: Vec<&crate::IntervalSample> = it
-                .client
-                .intervals
+            let latency = probes
                 .iter()
-                .filter(|s| {
-                    let m = s.t_s - s.dt_s / 2.0;
-                    start_s <= m && m < stop_s
+                .map(|probe| {
+                    let inside: Vec<&crate::IntervalSample> = probe
+                        .client
+                        .intervals
+                        .iter()
+                        .filter(|s| {
+                            let m = probe.offset_s + s.t_s - s.dt_s / 2.0;
+                            start_s <= m && m < stop_s
+                        })
+                        .collect();
+                    let settling = usize::from(start_s > 0.0 && inside.len() > 1);
+                    let buckets: Vec<[u64; 2]> = inside[settling..]
+                        .iter()
+                        .flat_map(|s| s.buckets.iter().copied())
+                        .collect();
+                    Latency::from_buckets(&buckets)
                 })
-                .collect();
-            let settling = usize::from(start_s > 0.0 && inside.len() > 1);
-            let buckets: Vec<[u64; 2]> = inside[settling..]
-                .iter()
-                .flat_map(|s| s.buckets.iter().copied())
                 .collect();
             Stretch {
                 start_s,
                 stop_s,
                 running,
-                latency: Latency::from_buckets(&buckets),
+                latency,
             }
         })
         .collect()
 }
 
-/// The latency of the stretches in which no part ran, together.
-pub fn alone(stretches: &[Stretch]) -> Option<Latency> {
+/// Probe `i`'s latency over the stretches in which no load ran, together.
+pub fn alone(stretches: &[Stretch], i: usize) -> Option<Latency> {
     let buckets: Vec<[u64; 2]> = stretches
         .iter()
         .filter(|s| s.running.is_empty())
-        .filter_map(|s| s.latency.as_ref())
+        .filter_map(|s| s.latency.get(i)?.as_ref())
         .flat_map(|l| l.buckets.iter().copied())
         .collect();
     Latency::from_buckets(&buckets)
@@ -150,7 +190,7 @@ impl Latency {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{IntervalSample, PartIteration};
+    use crate::{EndResult, IntervalSample, PartIteration};
 
     #[test]
     fn buckets_merge_and_give_the_percentiles_a_histogram_would() {
@@ -209,7 +249,10 @@ mod tests {
             window_s: 1.998,
             transfer: it.transfer.clone(),
             derived: it.derived.clone(),
-            client: it.client.clone(),
+            client: EndResult {
+                intervals: Vec::new(),
+                ..it.client.clone()
+            },
             server: it.server.clone(),
         }];
         let s = stretches(&it);
@@ -227,17 +270,37 @@ mod tests {
         );
         let p50: Vec<f64> = s
             .iter()
-            .map(|s| s.latency.as_ref().unwrap().p50_us)
+            .map(|s| s.latency[0].as_ref().unwrap().p50_us)
             .collect();
         assert_eq!(p50, vec![100.0, 80_000.0, 100.0]);
         // The first second of a stretch after another is left out.
         let counts: Vec<u64> = s
             .iter()
-            .map(|s| s.latency.as_ref().unwrap().count)
+            .map(|s| s.latency[0].as_ref().unwrap().count)
             .collect();
         assert_eq!(counts, vec![20, 10, 10]);
-        let alone = alone(&s).unwrap();
+        let alone = alone(&s, 0).unwrap();
         assert_eq!((alone.count, alone.p50_us), (30, 100.0));
+        // A part that keeps buckets is a probe of its own, not a load: the
+        // stretches stay, each with its latency too, on the run's axis.
+        let mut probed = it.clone();
+        let mut tcp = probed.parts[0].clone();
+        tcp.name = "tcp".into();
+        tcp.start_s = 1.0;
+        tcp.client.intervals = (1..=5).map(|s| second(s as f64, 2_000_000)).collect();
+        probed.parts.push(tcp);
+        let names: Vec<Option<&str>> = probes(&probed).iter().map(|p| p.part).collect();
+        assert_eq!(names, vec![None, Some("tcp")]);
+        let s = stretches(&probed);
+        assert_eq!(s.len(), 3);
+        assert!(s.iter().all(|s| s.running.len() <= 1));
+        // Its seconds 1 to 2 of its own are 2 to 3 of the run's: the first
+        // stretch holds its first second alone.
+        let counts: Vec<u64> = s
+            .iter()
+            .map(|s| s.latency[1].as_ref().unwrap().count)
+            .collect();
+        assert_eq!(counts, vec![10, 10, 10]);
         // Without the buckets of an open loop there is nothing to cut.
         for i in &mut it.client.intervals {
             i.buckets.clear();

@@ -68,7 +68,7 @@ pub fn run_summary(rec: &RunRecord) -> String {
     }
     if let Some(it) = median_iteration(rec) {
         parts(&mut o, rec, it);
-        under_load(&mut o, it);
+        under_load(&mut o, spec, it);
     }
     path(&mut o, rec, median_iteration(rec));
     if let Some(hint) = delayed_ack_hint(rec) {

@@ -95,17 +95,49 @@ fn fairness(o: &mut String, part: &Iteration) {
 /// The main part's paced transactions (`--rate`) in each stretch of the
 /// window in which the same parts ran, and how much the median rose over
 /// the stretches in which none did: the latency under load.
-pub(super) fn under_load(o: &mut String, it: &Iteration) {
+pub(super) fn under_load(o: &mut String, spec: &plumb_spec::Spec, it: &Iteration) {
     let stretches = plumb_samples::load::stretches(it);
     if stretches.is_empty() {
         return;
     }
-    let alone = plumb_samples::load::alone(&stretches);
+    for (i, probe) in plumb_samples::load::probes(it).iter().enumerate() {
+        let (whose, spec) = match probe
+            .part
+            .and_then(|n| spec.parts.iter().find(|p| p.name == n))
+        {
+            Some(p) => (format!("part {}'s", p.name), spec.part_spec(p)),
+            None => ("the run's own".to_string(), spec.clone()),
+        };
+        let _ = writeln!(
+            o,
+            "\nunder load  {whose} transactions, in ms, while the loads ran"
+        );
+        stretch_table(o, &stretches, i);
+        if let Some(line) = probe_traffic(&spec, probe.client) {
+            let _ = writeln!(o, "{line}");
+        }
+    }
+    if let Some(places) = where_queued(it) {
+        let indent = " ".repeat(12);
+        for (n, l) in wrap(&format!("{indent}{places}"), 80, &indent)
+            .into_iter()
+            .enumerate()
+        {
+            let l = if n == 0 {
+                format!("queued in   {}", &l[12..])
+            } else {
+                l
+            };
+            let _ = writeln!(o, "{l}");
+        }
+    }
+}
+
+/// Probe `i`'s percentiles in each stretch, and its median's rise over
+/// the stretches in which no load ran.
+fn stretch_table(o: &mut String, stretches: &[plumb_samples::load::Stretch], i: usize) {
+    let alone = plumb_samples::load::alone(stretches, i);
     let ms = |us: f64| sig3(us / 1000.0);
-    let _ = writeln!(
-        o,
-        "\nunder load  the run's own transactions, in ms, while the parts ran"
-    );
     let mut t = Table::new([
         ("seconds", Align::Left, 11),
         ("running", Align::Left, 16),
@@ -116,22 +148,22 @@ pub(super) fn under_load(o: &mut String, it: &Iteration) {
         ("max", Align::Right, 8),
         ("p50 rise", Align::Right, 9),
     ]);
-    for s in &stretches {
+    for s in stretches {
         let running = if s.running.is_empty() {
             "nothing".to_string()
         } else {
             s.running.join(" + ")
         };
         let mut row = vec![format!("{:.1}-{:.1}", s.start_s, s.stop_s), running];
-        match &s.latency {
+        match s.latency.get(i).and_then(Option::as_ref) {
             Some(l) => {
                 row.extend([
                     l.count.to_string(),
                     ms(l.p50_us),
                     ms(l.p90_us),
                     ms(l.p99_us),
+                    ms(l.max_us),
                 ]);
-                row.push(ms(l.max_us));
                 row.push(match (&alone, s.running.is_empty()) {
                     (Some(a), false) => {
                         let rise = (l.p50_us - a.p50_us) / 1000.0;
@@ -144,18 +176,76 @@ pub(super) fn under_load(o: &mut String, it: &Iteration) {
                     _ => String::new(),
                 });
             }
-            None => row.extend([
-                "0".to_string(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                String::new(),
-            ]),
+            None => row.extend(["0", "-", "-", "-", "-", ""].map(String::from)),
         }
         t.row(row);
     }
     o.push_str(&t.terminal(""));
+}
+
+/// Bytes on an Ethernet wire beside a TCP segment's payload: its Ethernet,
+/// IPv4 and TCP (with timestamps) headers.
+const SEGMENT_HEADERS: f64 = 14.0 + 20.0 + 32.0;
+
+/// What the probes themselves put on the path: their rate, and at most a
+/// request, a response and a lone ACK a probe with their headers, against
+/// the link rate where the path has one.
+fn probe_traffic(spec: &plumb_spec::Spec, client: &EndResult) -> Option<String> {
+    let rr = spec.rr.as_ref()?;
+    let per_s = client.transactions as f64 / client.window_s.max(f64::EPSILON);
+    let bits = per_s * 8.0 * ((rr.req_size + rr.resp_size) as f64 + 3.0 * SEGMENT_HEADERS);
+    let share = match &spec.topology {
+        Some(plumb_spec::Topology::Veth(v)) => v
+            .link_rate_bps
+            .map(|r| format!(", {} of the link", pct(bits / r as f64)))
+            .unwrap_or_default(),
+        None => String::new(),
+    };
+    Some(format!(
+        "probes      {}/s, at most {} on the path with their headers{share}",
+        sig3(per_s),
+        format_bits_per_sec(bits)
+    ))
+}
+
+/// Where the queue built up, by what the kernel held at its peak: the
+/// router's qdisc each way (`--qdisc`), and the most unsent bytes the
+/// loads' sending sockets held (what TCP_NOTSENT_LOWAT bounds). None
+/// where nothing held more than a packet.
+fn where_queued(it: &Iteration) -> Option<String> {
+    const PACKET: u64 = 1514;
+    let mut held: Vec<String> = Vec::new();
+    for q in it
+        .client
+        .path_queues
+        .iter()
+        .filter(|q| q.peak_backlog_bytes > PACKET)
+    {
+        let way = q.toward.replace('_', " ");
+        held.push(format!(
+            "the router's qdisc {way} ({} at most)",
+            format_bytes(q.peak_backlog_bytes)
+        ));
+    }
+    let unsent = it
+        .parts
+        .iter()
+        .filter_map(|p| {
+            let most = [&p.client, &p.server]
+                .into_iter()
+                .filter_map(|e| e.tcp_series.as_ref())
+                .flat_map(|s| s.all.notsent_bytes.iter().copied())
+                .max()?;
+            Some((most, &p.name))
+        })
+        .max();
+    if let Some((most, name)) = unsent.filter(|(most, _)| *most > PACKET) {
+        held.push(format!(
+            "the loads' sending sockets ({} unsent at most, part {name})",
+            format_bytes(most)
+        ));
+    }
+    (!held.is_empty()).then(|| held.join(", "))
 }
 
 /// Each other part of a run of parts, in the shown iteration: what it
