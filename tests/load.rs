@@ -52,7 +52,7 @@ fn phase_buckets(client: &Value, i: usize) -> Vec<(u64, u64)> {
         .collect()
 }
 
-fn load_through(queue: &str) -> Loaded {
+fn load_through(queue: &str, limit_bytes: f64) -> Loaded {
     let db = TempDb::new(&format!("load-{queue}"));
     let child = plumb()
         .env("PLUMB_JOURNAL", test_journal(&format!("load-{queue}")))
@@ -76,24 +76,13 @@ fn load_through(queue: &str) -> Loaded {
         );
         std::thread::sleep(Duration::from_millis(50));
     };
-    // Past the 1 s warm-up and the set-up, into the download phase
-    // (3 to 6 s into the window).
-    std::thread::sleep(Duration::from_millis(1000 + 3800));
+    // Once the download has filled the router's queue toward the client
+    // (tc's own reading), however long the set-up took, ping waits behind
+    // it: the download phase lasts 3 s, the pings 1 s.
+    let tc_backlog = until_backlog(&namespaces[1], "plumb-rc", 0.5 * limit_bytes);
     let ping = Command::new("ip")
         .args(["netns", "exec", &namespaces[0], "ping", "-n", "-c", "5"])
         .args(["-i", "0.2", "198.18.0.2"])
-        .output()
-        .unwrap();
-    let tc = Command::new("tc")
-        .args([
-            "-s",
-            "-n",
-            &namespaces[1],
-            "qdisc",
-            "show",
-            "dev",
-            "plumb-rc",
-        ])
         .output()
         .unwrap();
     let out = child.wait_with_output().unwrap();
@@ -117,13 +106,6 @@ fn load_through(queue: &str) -> Loaded {
         .lines()
         .filter_map(|l| l.split_once("time=")?.1.split(' ').next()?.parse().ok())
         .collect();
-    let tc = String::from_utf8_lossy(&tc.stdout).into_owned();
-    let tc_backlog = tc
-        .split_whitespace()
-        .skip_while(|w| *w != "backlog")
-        .nth(1)
-        .and_then(|b| b.strip_suffix('b')?.parse().ok())
-        .unwrap_or_else(|| panic!("no backlog in tc's output: {tc}"));
     Loaded {
         record,
         summary: String::from_utf8_lossy(&summary.stdout).into_owned(),
@@ -151,8 +133,9 @@ fn probes_wait_behind_a_loaded_fifo_as_long_as_its_depth_takes_to_drain() {
     for (queue, bytes) in [("200K", 200.0 * 1024.0), ("25K", 25.0 * 1024.0)] {
         // pfifo's limit is the queue in packets of the MTU, of 1514 bytes
         // each as the qdisc counts them.
-        let expected_ms = (bytes / 1500.0f64).floor() * 1514.0 * 8.0 / RATE_BPS * 1000.0;
-        let l = load_through(queue);
+        let limit = (bytes / 1500.0f64).floor() * 1514.0;
+        let expected_ms = limit * 8.0 / RATE_BPS * 1000.0;
+        let l = load_through(queue, limit);
         let seen = format!(
             "queue {queue}: expected {expected_ms:.1} ms; probes' p50 by phase {:?}; \
              ping {:?}; tc backlog {}",
@@ -175,7 +158,6 @@ fn probes_wait_behind_a_loaded_fifo_as_long_as_its_depth_takes_to_drain() {
             ping_max >= 0.5 * expected_ms && ping_max <= 1.3 * expected_ms + 5.0,
             "{seen}"
         );
-        let limit = (bytes / 1500.0).floor() * 1514.0;
         assert!(
             l.tc_backlog >= 0.3 * limit,
             "tc sees the download's queue: {seen}"

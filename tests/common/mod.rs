@@ -604,6 +604,38 @@ impl Drop for Spinner {
     }
 }
 
+/// The bytes the root qdisc of `dev` in namespace `ns` holds, as `tc -s`
+/// prints it (`backlog 123456b 80p`); None where tc shows none.
+pub fn tc_backlog(ns: &str, dev: &str) -> Option<f64> {
+    let out = Command::new("tc")
+        .args(["-s", "-n", ns, "qdisc", "show", "dev", dev])
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .skip_while(|w| *w != "backlog")
+        .nth(1)
+        .and_then(|b| b.strip_suffix('b')?.parse().ok())
+}
+
+/// Waits (at most 30 s) until the root qdisc of `dev` in `ns` holds at
+/// least `bytes`: a run's load has filled the bottleneck, however long its
+/// set-up took. What it holds then.
+pub fn until_backlog(ns: &str, dev: &str, bytes: f64) -> f64 {
+    let asked = std::time::Instant::now();
+    loop {
+        let held = tc_backlog(ns, dev).unwrap_or(0.0);
+        if held >= bytes {
+            return held;
+        }
+        assert!(
+            asked.elapsed() < std::time::Duration::from_secs(30),
+            "{dev} in {ns} never held {bytes} bytes (last {held})"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// The namespaces `--topology veth` made for the run of pid `pid`, sorted
 /// (client first).
 pub fn veth_namespaces(pid: u32) -> Vec<String> {

@@ -50,8 +50,8 @@ pub fn router_ways() -> Vec<plumb_engine::probe::PathWay> {
     ]
 }
 
-/// A link between an end and the router: the end's address on it, the
-/// router's, and their prefix lengths.
+/// A link between an end and the router: the end's address on it and the
+/// router's (a /30 and a /64).
 struct RouterLink {
     end_v4: Ipv4Addr,
     router_v4: Ipv4Addr,
