@@ -7,8 +7,7 @@
 mod common;
 use common::*;
 use serde_json::Value;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Stdio;
 
 const PHASE_S: f64 = 3.0;
 const RATE_BPS: f64 = 20e6;
@@ -64,27 +63,12 @@ fn load_through(queue: &str, limit_bytes: f64) -> Loaded {
         .spawn()
         .unwrap();
     let pid = child.id();
-    let asked = Instant::now();
-    let namespaces = loop {
-        let ns = veth_namespaces(pid);
-        if ns.len() == 3 {
-            break ns;
-        }
-        assert!(
-            asked.elapsed() < Duration::from_secs(20),
-            "no router: {ns:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let namespaces = until_router(pid);
     // Once the download has filled the router's queue toward the client
     // (tc's own reading), however long the set-up took, ping waits behind
     // it: the download phase lasts 3 s, the pings 1 s.
     let tc_backlog = until_backlog(&namespaces[1], "plumb-rc", 0.5 * limit_bytes);
-    let ping = Command::new("ip")
-        .args(["netns", "exec", &namespaces[0], "ping", "-n", "-c", "5"])
-        .args(["-i", "0.2", "198.18.0.2"])
-        .output()
-        .unwrap();
+    let ping = ping_from(&namespaces[0], 5);
     let out = child.wait_with_output().unwrap();
     assert_ok(&out);
     assert!(
@@ -102,10 +86,6 @@ fn load_through(queue: &str, limit_bytes: f64) -> Loaded {
     let p50_ms = (0..5)
         .map(|i| median_ms(&phase_buckets(client, i)))
         .collect();
-    let ping = String::from_utf8_lossy(&ping.stdout)
-        .lines()
-        .filter_map(|l| l.split_once("time=")?.1.split(' ').next()?.parse().ok())
-        .collect();
     Loaded {
         record,
         summary: String::from_utf8_lossy(&summary.stdout).into_owned(),
@@ -121,11 +101,7 @@ fn load_through(queue: &str, limit_bytes: f64) -> Loaded {
 /// four times the shallow one's.
 #[test]
 fn probes_wait_behind_a_loaded_fifo_as_long_as_its_depth_takes_to_drain() {
-    if skip_unless_veth()
-        || !require_tool("tc", "iproute2")
-        || !require_tool("ping", "iputils-ping")
-        || !require_tool("ethtool", "ethtool")
-    {
+    if skip_unless_router() {
         return;
     }
     let _alone = measuring_alone();

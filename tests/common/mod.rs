@@ -604,6 +604,38 @@ impl Drop for Spinner {
     }
 }
 
+/// The namespaces of the run of pid `pid` once its router is up too
+/// (`--qdisc`): client, router, server. Waits at most 20 s.
+pub fn until_router(pid: u32) -> Vec<String> {
+    let asked = std::time::Instant::now();
+    loop {
+        let ns = veth_namespaces(pid);
+        if ns.len() == 3 {
+            assert!(ns[1].ends_with("-router"), "{ns:?}");
+            return ns;
+        }
+        assert!(
+            asked.elapsed() < std::time::Duration::from_secs(20),
+            "no router: {ns:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// `count` pings 0.2 s apart from namespace `ns` to the server's end
+/// (198.18.0.2): each reply's round trip in ms (a lost one has none).
+pub fn ping_from(ns: &str, count: u32) -> Vec<f64> {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "ping", "-n", "-c", &count.to_string()])
+        .args(["-i", "0.2", "198.18.0.2"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once("time=")?.1.split(' ').next()?.parse().ok())
+        .collect()
+}
+
 /// The bytes the root qdisc of `dev` in namespace `ns` holds, as `tc -s`
 /// prints it (`backlog 123456b 80p`); None where tc shows none.
 pub fn tc_backlog(ns: &str, dev: &str) -> Option<f64> {
@@ -654,6 +686,16 @@ pub fn veth_namespaces(pid: u32) -> Vec<String> {
 /// Skipped (failed under CI) without root or `ip`.
 pub fn skip_unless_veth() -> bool {
     !require_root("build the --topology veth namespaces") || !require_tool("ip", "iproute2")
+}
+
+/// Skipped (failed under CI) without what a run through a router
+/// (`--qdisc`) and its independent readings need: root, ip, tc, ping and
+/// ethtool.
+pub fn skip_unless_router() -> bool {
+    skip_unless_veth()
+        || !require_tool("tc", "iproute2")
+        || !require_tool("ping", "iputils-ping")
+        || !require_tool("ethtool", "ethtool")
 }
 
 /// A journal file of this test process named after `name`, not there yet.
