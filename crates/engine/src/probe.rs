@@ -647,26 +647,34 @@ fn sample_tcp(flows: &[std::net::TcpStream], stop: &mpsc::Receiver<()>) -> TcpSe
     let period_ms = plumb_samples::tcp::sample_period_ms(flows.len());
     let mut series = plumb_samples::tcp::SeriesBuilder::new(flows.len(), period_ms);
     let opened = Instant::now();
-    let mut next = opened;
-    let mut stopped = false;
-    loop {
+    every_period(stop, || {
         let states: Vec<_> = flows
             .iter()
             .map(|f| plumb_sys::sock::tcp_state(f).ok())
             .collect();
         let t_ms = opened.elapsed().as_millis().min(u128::from(u32::MAX)) as u32;
         series.push(t_ms, &states);
-        if stopped {
-            break;
-        }
-        // A sampler that fell behind starts its period again, not a burst.
-        let period = Duration::from_millis(u64::from(series.period_ms()));
-        next = (next + period).max(Instant::now());
-        let wait = stop.recv_timeout(next.saturating_duration_since(Instant::now()));
-        stopped = !matches!(wait, Err(mpsc::RecvTimeoutError::Timeout));
-    }
+        Duration::from_millis(u64::from(series.period_ms()))
+    });
     let cost = plumb_sys::process::rusage_thread();
     series.finish((cost.user_ns + cost.system_ns) as f64 / 1e9)
+}
+
+/// Calls `sample` now, then at each period it returns until told to
+/// `stop`, then once more: the first call reads the window's opening, the
+/// last its close. A sampler that fell behind starts its period again, not
+/// a burst.
+fn every_period(stop: &mpsc::Receiver<()>, mut sample: impl FnMut() -> Duration) {
+    let mut next = Instant::now();
+    loop {
+        let period = sample();
+        next = (next + period).max(Instant::now());
+        let wait = stop.recv_timeout(next.saturating_duration_since(Instant::now()));
+        if !matches!(wait, Err(mpsc::RecvTimeoutError::Timeout)) {
+            sample();
+            return;
+        }
+    }
 }
 
 fn ticks_per_sec() -> f64 {
@@ -832,12 +840,11 @@ impl Edges for QdiscProbe {
 fn qdisc_deltas(a: &[(String, QdiscRow)], b: &[(String, QdiscRow)]) -> Vec<QdiscCounts> {
     b.iter()
         .filter_map(|(name, e)| {
-            let before = a
+            let open = a
                 .iter()
-                .find(|(n, s)| n == name && s.major == e.major && s.kind == e.kind)
-                .map(|(_, s)| s.stats)
-                .unwrap_or_default();
-            let stats = e.stats.since(&before);
+                .find(|(n, s)| n == name && s.major == e.major)
+                .map(|(_, s)| s);
+            let stats = e.since(open);
             stats.moved().then(|| QdiscCounts {
                 interface: name.clone(),
                 kind: e.kind.clone(),
@@ -897,14 +904,11 @@ fn sample_path(netns: &str, ways: &[PathWay], stop: &mpsc::Receiver<()>) -> Vec<
     let Ok(_inside) = plumb_sys::knob::enter_netns(netns) else {
         return Vec::new();
     };
-    let period = Duration::from_millis(u64::from(PATH_QUEUE_PERIOD_MS));
-    let mut first: Vec<Option<QdiscRow>> = Vec::new();
+    let mut first: Option<Vec<Option<QdiscRow>>> = None;
     let mut last: Vec<Option<QdiscRow>> = vec![None; ways.len()];
     let mut series: Vec<Vec<u64>> = vec![Vec::new(); ways.len()];
     let mut peak_qlen = vec![0u64; ways.len()];
-    let mut next = Instant::now();
-    let mut stopped = false;
-    loop {
+    every_period(stop, || {
         let roots = plumb_sys::qdisc::read_roots().unwrap_or_default();
         let now: Vec<Option<QdiscRow>> = ways
             .iter()
@@ -920,33 +924,20 @@ fn sample_path(netns: &str, ways: &[PathWay], stop: &mpsc::Receiver<()>) -> Vec<
             series[i].push(s.backlog_bytes);
             peak_qlen[i] = peak_qlen[i].max(s.qlen);
         }
-        if first.is_empty() {
-            first = now.clone();
-        }
+        first.get_or_insert_with(|| now.clone());
         last = now;
-        if stopped {
-            break;
-        }
-        // A sampler that fell behind starts its period again, not a burst.
-        next = (next + period).max(Instant::now());
-        let wait = stop.recv_timeout(next.saturating_duration_since(Instant::now()));
-        stopped = !matches!(wait, Err(mpsc::RecvTimeoutError::Timeout));
-    }
+        Duration::from_millis(u64::from(PATH_QUEUE_PERIOD_MS))
+    });
+    let first = first.unwrap_or_default();
     ways.iter()
         .enumerate()
         .filter_map(|(i, w)| {
             let close = last[i].as_ref()?;
-            // A root made anew in the window counts from zero.
-            let open = first[i]
-                .as_ref()
-                .filter(|o| o.major == close.major && o.kind == close.kind)
-                .map(|o| o.stats)
-                .unwrap_or_default();
             Some(PathQueue {
                 toward: w.toward.to_string(),
                 interface: w.interface.clone(),
                 kind: close.kind.clone(),
-                stats: close.stats.since(&open),
+                stats: close.since(first.get(i).and_then(Option::as_ref)),
                 peak_backlog_bytes: series[i].iter().copied().max().unwrap_or(0),
                 peak_qlen: peak_qlen[i],
                 period_ms: PATH_QUEUE_PERIOD_MS,

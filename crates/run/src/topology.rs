@@ -199,23 +199,9 @@ impl VethPair {
             } else {
                 (30, 64)
             };
-            ip(
-                Some(ns),
-                &["addr", "add", &format!("{v4}/{len4}"), "dev", ifname],
-            )?;
-            ip(
-                Some(ns),
-                &[
-                    "addr",
-                    "add",
-                    &format!("{v6}/{len6}"),
-                    "dev",
-                    ifname,
-                    "nodad",
-                ],
-            )?;
+            addresses(ns, ifname, (v4, len4), (v6, len6))?;
             if pair.router_ns.is_some() {
-                link_to_router(ns, ifname, link)?;
+                addresses(ns, ifname, (link.end_v4, 30), (link.end_v6, 64))?;
             }
             ip(Some(ns), &["link", "set", ifname, "up"])?;
         }
@@ -225,15 +211,15 @@ impl VethPair {
                 (SERVER_V4, SERVER_V6, &SERVER_LINK),
                 (CLIENT_V4, CLIENT_V6, &CLIENT_LINK),
             ] {
-                route(r, far4, end_link.end_v4, None)?;
-                route6(r, far6, end_link.end_v6, None)?;
+                route(r, far4.into(), end_link.end_v4.into(), None)?;
+                route(r, far6.into(), end_link.end_v6.into(), None)?;
             }
             for (ns, from4, from6, far4, far6, link) in [
                 (c, CLIENT_V4, CLIENT_V6, SERVER_V4, SERVER_V6, &CLIENT_LINK),
                 (s, SERVER_V4, SERVER_V6, CLIENT_V4, CLIENT_V6, &SERVER_LINK),
             ] {
-                route(ns, far4, link.router_v4, Some(from4))?;
-                route6(ns, far6, link.router_v6, Some(from6))?;
+                route(ns, far4.into(), link.router_v4.into(), Some(from4.into()))?;
+                route(ns, far6.into(), link.router_v6.into(), Some(from6.into()))?;
             }
         }
         if let Some((client, server)) = tuns {
@@ -368,45 +354,31 @@ fn router(v: &Veth, c: &str, r: &str, s: &str) -> Result<(), RunError> {
             ip(Some(r), &["link", "set", ifname, "mtu", &mtu.to_string()])
                 .map_err(|e| setup(format!("{} {mtu}: {e}", Field::Mtu.flag())))?;
         }
-        ip(
-            Some(r),
-            &[
-                "addr",
-                "add",
-                &format!("{}/30", link.router_v4),
-                "dev",
-                ifname,
-            ],
-        )?;
-        ip(
-            Some(r),
-            &[
-                "addr",
-                "add",
-                &format!("{}/64", link.router_v6),
-                "dev",
-                ifname,
-                "nodad",
-            ],
-        )?;
+        addresses(r, ifname, (link.router_v4, 30), (link.router_v6, 64))?;
         ip(Some(r), &["link", "set", ifname, "up"])?;
         bottleneck(v, r, ifname)?;
     }
     Ok(())
 }
 
-/// An end's address on its link to the router.
-fn link_to_router(ns: &str, ifname: &str, link: &RouterLink) -> Result<(), RunError> {
+/// An IPv4 and an IPv6 address with their prefix lengths on `ifname` in
+/// `ns` (the IPv6 one without duplicate address detection, usable at once).
+fn addresses(
+    ns: &str,
+    ifname: &str,
+    (v4, len4): (Ipv4Addr, u8),
+    (v6, len6): (Ipv6Addr, u8),
+) -> Result<(), RunError> {
     ip(
         Some(ns),
-        &["addr", "add", &format!("{}/30", link.end_v4), "dev", ifname],
+        &["addr", "add", &format!("{v4}/{len4}"), "dev", ifname],
     )?;
     ip(
         Some(ns),
         &[
             "addr",
             "add",
-            &format!("{}/64", link.end_v6),
+            &format!("{v6}/{len6}"),
             "dev",
             ifname,
             "nodad",
@@ -415,20 +387,11 @@ fn link_to_router(ns: &str, ifname: &str, link: &RouterLink) -> Result<(), RunEr
 }
 
 /// A host route in `ns` to `to` through `via`, from `from` where given.
-fn route(ns: &str, to: Ipv4Addr, via: Ipv4Addr, from: Option<Ipv4Addr>) -> Result<(), RunError> {
-    let (to, via) = (format!("{to}/32"), via.to_string());
+fn route(ns: &str, to: IpAddr, via: IpAddr, from: Option<IpAddr>) -> Result<(), RunError> {
+    let host = if to.is_ipv4() { 32 } else { 128 };
+    let (to, via) = (format!("{to}/{host}"), via.to_string());
     let from = from.map(|f| f.to_string());
     let mut args = vec!["route", "add", to.as_str(), "via", via.as_str()];
-    if let Some(f) = &from {
-        args.extend(["src", f.as_str()]);
-    }
-    ip(Some(ns), &args)
-}
-
-fn route6(ns: &str, to: Ipv6Addr, via: Ipv6Addr, from: Option<Ipv6Addr>) -> Result<(), RunError> {
-    let (to, via) = (format!("{to}/128"), via.to_string());
-    let from = from.map(|f| f.to_string());
-    let mut args = vec!["-6", "route", "add", to.as_str(), "via", via.as_str()];
     if let Some(f) = &from {
         args.extend(["src", f.as_str()]);
     }

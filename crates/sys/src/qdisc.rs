@@ -32,6 +32,19 @@ pub struct QdiscRow {
     pub stats: QdiscStats,
 }
 
+impl QdiscRow {
+    /// What it counted since `open`, its reading as a window opened, and
+    /// what it holds now: a root made anew meanwhile (another handle or
+    /// kind, or none then) counts from zero.
+    pub fn since(&self, open: Option<&QdiscRow>) -> QdiscStats {
+        let before = open
+            .filter(|o| o.major == self.major && o.kind == self.kind)
+            .map(|o| o.stats)
+            .unwrap_or_default();
+        self.stats.since(&before)
+    }
+}
+
 /// The root qdiscs of every interface of the calling thread's namespace,
 /// each with its interface's name (one whose interface went meanwhile is
 /// left out).

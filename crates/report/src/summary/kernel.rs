@@ -53,11 +53,7 @@ pub(super) fn router(o: &mut String, spec: &plumb_spec::Spec, it: &Iteration) {
         format_bytes(v.queue_or_default())
     );
     for q in queues {
-        let way = if q.toward == "to_server" {
-            "to server"
-        } else {
-            "to client"
-        };
+        let way = q.toward.replace('_', " ");
         let mut words = vec![format!(
             "{:<12}{way} {} {} sent {} {} pkts",
             "",
