@@ -124,6 +124,19 @@ fn a_routers_fifo_delays_a_transaction_by_its_depth_over_the_link_rate() {
         // long the set-up took, ping waits behind it.
         let held = until_backlog(router_ns, "plumb-rs", 0.5 * limit_bytes);
         let ping = ping_from(client_ns, 8);
+        // plumb's own control messages pass in a class of their own (CS6),
+        // not in the test's queue.
+        let classes = std::process::Command::new("tc")
+            .args(["-s", "-n", router_ns, "class", "show", "dev", "plumb-rs"])
+            .output()
+            .unwrap();
+        let classes = String::from_utf8_lossy(&classes.stdout).into_owned();
+        let control_pkts: u64 = classes
+            .split("class htb 1:2 ")
+            .nth(1)
+            .and_then(|c| c.split(" bytes ").nth(1)?.split(' ').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no control class: {classes}"));
+        assert!(control_pkts > 0, "{classes}");
         let out = child.wait_with_output().unwrap();
         assert_ok(&out);
         assert!(

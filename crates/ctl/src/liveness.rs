@@ -19,11 +19,26 @@ const PROBES: u32 = 3;
 /// peer goes unnoticed.
 pub const NOTICE: Duration = Duration::from_secs(4);
 
+/// The traffic class of the control connection's packets: CS6, network
+/// control. A bottleneck plumb builds (`--qdisc`) passes it ahead of its
+/// queue, so that the test's own loss and queueing never cost the session
+/// its deadlines above.
+pub const CONTROL_TOS: u32 = 0xc0;
+
 /// Makes reads on `stream` fail within about [`NOTICE`] once the peer's
-/// host stops answering. Best effort: a kernel without one of the options
-/// keeps the deadlines of the protocol.
+/// host stops answering, and marks its packets [`CONTROL_TOS`]. Best
+/// effort: a kernel without one of the options keeps the deadlines of the
+/// protocol.
 pub fn watch_peer(stream: &TcpStream) {
     let s = SockRef::from(stream);
+    match stream.local_addr() {
+        Ok(a) if a.is_ipv6() => {
+            let _ = s.set_tclass_v6(CONTROL_TOS);
+        }
+        _ => {
+            let _ = s.set_tos_v4(CONTROL_TOS);
+        }
+    }
     let keepalive = TcpKeepalive::new()
         .with_time(IDLE)
         .with_interval(INTERVAL)

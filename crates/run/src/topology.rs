@@ -431,11 +431,28 @@ fn bottleneck(v: &Veth, r: &str, ifname: &str) -> Result<(), RunError> {
             tc(&[
                 "qdisc", "add", "dev", ifname, "root", "handle", "1:", "htb", "default", "1",
             ])?;
-            // One class: its quantum only has to hold a packet.
+            // The test's class: its quantum only has to hold a packet.
             tc(&[
                 "class", "add", "dev", ifname, "parent", "1:", "classid", "1:1", "htb", "rate",
                 rate, "ceil", rate, "quantum", "1514",
             ])?;
+            // plumb's control connection (CS6) passes ahead of the test's
+            // queue: a session whose messages the bottleneck dropped again
+            // and again would be lost to its peer's deadlines.
+            tc(&[
+                "class", "add", "dev", ifname, "parent", "1:", "classid", "1:2", "htb", "rate",
+                "1mbit", "ceil", rate, "prio", "0", "quantum", "1514",
+            ])?;
+            let tos = format!("{:#x}", plumb_ctl::liveness::CONTROL_TOS);
+            // A filter's priority holds one protocol.
+            for (proto, prio, m, field) in
+                [("ip", "1", "ip", "tos"), ("ipv6", "2", "ip6", "priority")]
+            {
+                tc(&[
+                    "filter", "add", "dev", ifname, "parent", "1:", "protocol", proto, "prio",
+                    prio, "u32", "match", m, field, &tos, "0xfc", "flowid", "1:2",
+                ])?;
+            }
             leaf.extend(["parent", "1:1", "handle", "10:", kind]);
         }
         (None, _) => leaf.extend(["root", kind]),
