@@ -18,6 +18,8 @@ struct Loaded {
     summary: String,
     /// The probes' median in each phase, ms, from the record's buckets.
     p50_ms: Vec<f64>,
+    /// The UDP probes' likewise.
+    udp_p50_ms: Vec<f64>,
     ping: Vec<f64>,
     tc_backlog: f64,
 }
@@ -82,14 +84,21 @@ fn load_through(queue: &str, limit_bytes: f64) -> Loaded {
     assert!(errs.is_empty(), "schema: {errs:?}");
     let summary = run(&["show", "1", "--db", db.path()]);
     assert_ok(&summary);
-    let client = &record["iterations"][0]["client"];
-    let p50_ms = (0..5)
-        .map(|i| median_ms(&phase_buckets(client, i)))
-        .collect();
+    let it = &record["iterations"][0];
+    let by_phase = |client: &Value| -> Vec<f64> {
+        (0..5)
+            .map(|i| median_ms(&phase_buckets(client, i)))
+            .collect()
+    };
+    let p50_ms = by_phase(&it["client"]);
+    let udp = items(&it["parts"]).find(|p| p["name"] == "udp").unwrap();
+    assert_eq!(f(&udp["start_s"]), 0.0, "the UDP probe runs throughout");
+    let udp_p50_ms = by_phase(&udp["client"]);
     Loaded {
-        record,
-        summary: String::from_utf8_lossy(&summary.stdout).into_owned(),
         p50_ms,
+        udp_p50_ms,
+        summary: String::from_utf8_lossy(&summary.stdout).into_owned(),
+        record,
         ping,
         tc_backlog,
     }
@@ -114,18 +123,44 @@ fn probes_wait_behind_a_loaded_fifo_as_long_as_its_depth_takes_to_drain() {
         let l = load_through(queue, limit);
         let seen = format!(
             "queue {queue}: expected {expected_ms:.1} ms; probes' p50 by phase {:?}; \
-             ping {:?}; tc backlog {}",
-            l.p50_ms, l.ping, l.tc_backlog
+             UDP probes' {:?}; ping {:?}; tc backlog {}",
+            l.p50_ms, l.udp_p50_ms, l.ping, l.tc_backlog
         );
         eprintln!("{seen}");
-        let (idle, down, up, idle_again) = (l.p50_ms[0], l.p50_ms[1], l.p50_ms[2], l.p50_ms[4]);
-        assert!(idle < 5.0 && idle_again < 5.0, "{seen}");
-        for loaded in [down, up] {
-            assert!(
-                loaded >= 0.5 * expected_ms && loaded <= 1.3 * expected_ms + 5.0,
-                "{seen}"
-            );
+        let (idle, down) = (l.p50_ms[0], l.p50_ms[1]);
+        for p50 in [&l.p50_ms, &l.udp_p50_ms] {
+            assert!(p50[0] < 5.0 && p50[4] < 5.0, "{seen}");
+            for loaded in [p50[1], p50[2]] {
+                assert!(
+                    loaded >= 0.5 * expected_ms && loaded <= 1.3 * expected_ms + 5.0,
+                    "{seen}"
+                );
+            }
         }
+        // The UDP probes go on through loss: every one the schedule
+        // planned went out, and each that went out was answered in time,
+        // timed out, or was still awaited as the window closed (less those
+        // sent before it opened and answered inside it).
+        let it = &l.record["iterations"][0];
+        let udp = items(&it["parts"]).find(|p| p["name"] == "udp").unwrap();
+        let (client, server) = (&udp["client"], &udp["server"]);
+        let window = f(&client["window_s"]);
+        let sent = f(&client["udp"]["packets_sent"]);
+        let timeouts = f(&client["udp"]["timeouts"]);
+        let answered = f(&client["transactions"]);
+        assert!(
+            (sent - 20.0 * window).abs() <= 3.0,
+            "{sent} UDP probes in {window} s: {seen}"
+        );
+        let awaited = sent - answered - timeouts;
+        assert!(
+            (-32.0..=32.0).contains(&awaited),
+            "{awaited} awaited: {seen}"
+        );
+        // Those the server never read were lost on the way up, and each
+        // of them timed out.
+        let lost_up = sent - f(&server["udp"]["packets_received"]);
+        assert!(lost_up >= 0.0 && timeouts + 32.0 >= lost_up, "{seen}");
         // ping from the client waits behind the same download queue (a
         // full FIFO may drop one at its tail).
         assert!(l.ping.len() >= 3, "{seen}");
@@ -147,23 +182,31 @@ fn probes_wait_behind_a_loaded_fifo_as_long_as_its_depth_takes_to_drain() {
             "both-down + both-up",
             "p50 rise",
             "probes      ",
+            "part udp's transactions",
+            "timed  lost",
             "queued in   the router's qdisc",
         ] {
             assert!(l.summary.contains(words), "{words}: {}", l.summary);
         }
-        let share: f64 = l
+        // Each probe's own line: the TCP probe's and the UDP probe's.
+        let shares: Vec<f64> = l
             .summary
             .split("on the path with their headers, ")
-            .nth(1)
-            .and_then(|s| s.split('%').next()?.parse().ok())
-            .unwrap_or_else(|| panic!("no probe share: {}", l.summary));
+            .skip(1)
+            .map(|s| {
+                s.split('%')
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or_else(|| panic!("no probe share: {}", l.summary))
+            })
+            .collect();
+        assert_eq!(shares.len(), 2, "{}", l.summary);
         assert!(
-            share < 1.0,
-            "the probes are a small part of the link: {share}%"
+            shares.iter().sum::<f64>() < 1.0,
+            "the probes are a small part of the link: {shares:?}%"
         );
         // Four equal CUBIC flows share a deep bottleneck about evenly; a
         // shallow one of 17 packets sends some of them into timeouts.
-        let it = &l.record["iterations"][0];
         let download = items(&it["parts"])
             .find(|p| p["name"] == "download")
             .unwrap();

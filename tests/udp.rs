@@ -455,6 +455,36 @@ fn udp_rr_agrees(io: &str) {
 }
 
 #[test]
+fn udp_rr_keeps_its_pipeline_outstanding() {
+    let _alone = measuring_alone();
+    // Little's law: requests in flight = rate x time in the system.
+    for io in engines() {
+        let rec = workload_json(
+            "udp-rr",
+            &[
+                "--flows",
+                "2",
+                "--pipeline",
+                "4",
+                "--duration",
+                "1s",
+                "--io",
+                io,
+            ],
+        );
+        let it = &rec["iterations"][0];
+        let c = &it["client"];
+        let in_flight = f(&it["derived"]["tps"]) * f(&c["latency"]["mean_us"]) / 1e6;
+        assert!(
+            (5.0..=8.5).contains(&in_flight),
+            "{io}: 2 flows x 4 outstanding: {in_flight}"
+        );
+        assert_eq!(u(&c["udp"]["timeouts"]), 0, "{io}: {}", c["udp"]);
+        assert_eq!(u(&c["udp"]["late_responses"]), 0, "{io}: {}", c["udp"]);
+    }
+}
+
+#[test]
 fn bad_udp_sizes_name_the_flag() {
     for (workload, flag, value) in [
         ("udp-stream", "--msg-size", "8"),
@@ -517,5 +547,71 @@ fn udp_rr_counts_dropped_datagrams_and_goes_on() {
         assert!(c["warnings"].is_null(), "{}", c["warnings"]);
         // A stalled flow would have waited out the whole window.
         assert!(f(&c["latency"]["max_us"]) < 10_000.0, "{}", c["latency"]);
+    }
+}
+
+/// An open loop (`--rate`) sends every request its schedule plans, loss
+/// or none: what the packet filter dropped times out, and the series goes
+/// on at its rate.
+#[test]
+fn an_open_loop_udp_rr_keeps_its_schedule_through_loss() {
+    let _alone = measuring_alone();
+    let Some(ns) = Netns::new("udpol") else {
+        return;
+    };
+    if !drop_every(&ns, "udp", 40) {
+        return;
+    }
+    for io in engines() {
+        let before = dropped_by_filter(&ns);
+        let out = ns
+            .plumb()
+            .args(["run", "udp-rr", "--json", "--no-store"])
+            .args(["--iterations", "1", "--flows", "2", "--io", io])
+            .args(["--rate", "4000", "--pipeline", "8", "--timeout", "10ms"])
+            .args(["--duration", "1s", "--warmup", "200ms"])
+            .output()
+            .unwrap();
+        assert_ok(&out);
+        let dropped = dropped_by_filter(&ns) - before;
+        let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(rec["spec"]["io"].as_str().unwrap_or("epoll"), io);
+        assert_eq!(rec["spec"]["rr"]["rate"], 4000);
+        let it = &rec["iterations"][0];
+        let c = &it["client"];
+        let window = f(&c["window_s"]);
+        let sent = u(&c["udp"]["packets_sent"]);
+        let seen = format!("{io}: {} over {window} s, {dropped} dropped", c["udp"]);
+        // On schedule: the rate over the window, whatever was lost.
+        let planned = 4000.0 * window;
+        assert!(
+            (sent as f64 - planned).abs() <= 0.02 * planned,
+            "{sent} sent of {planned}: {seen}"
+        );
+        // Each timeout is a datagram the filter dropped (or an answer
+        // later than the timeout), and most of the drops in the run fell
+        // in its window (a sixth of it is the warm-up).
+        let (timeouts, late) = (u(&c["udp"]["timeouts"]), u(&c["udp"]["late_responses"]));
+        assert!(timeouts > 0 && timeouts - late <= dropped, "{seen}");
+        assert!(3 * timeouts >= dropped, "{seen}");
+        // Answered, timed out or still awaited at an edge.
+        let tx = u(&c["transactions"]);
+        assert!(
+            (tx + timeouts).abs_diff(sent) <= 16,
+            "{tx} answered: {seen}"
+        );
+        // Every answer in time is timed from its planned send, within the
+        // timeout.
+        assert_eq!(u(&c["latency"]["count"]), tx, "{seen}");
+        assert!(f(&c["latency"]["max_us"]) <= 10_000.0, "{seen}");
+        // An open loop keeps each second's latencies for the stretches of
+        // a run of parts, and its lost requests.
+        let seconds = items(&c["intervals"]);
+        let lost: u64 = seconds.clone().map(|s| u(&s["timeouts"])).sum();
+        assert_eq!(lost, timeouts, "{seen}");
+        assert!(
+            items(&c["intervals"]).all(|s| !s["buckets"].as_array().unwrap().is_empty()),
+            "{seen}"
+        );
     }
 }

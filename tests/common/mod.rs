@@ -416,12 +416,7 @@ impl Drop for Netns {
 /// before any socket sees it, as if lost on the wire: false, after `skip`
 /// said why, where no iptables here takes the rule.
 pub fn drop_every(ns: &Netns, proto: &str, nth: u32) -> bool {
-    let Some(iptables) = ["iptables-legacy", "iptables"].into_iter().find(|b| {
-        Command::new(b)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    }) else {
+    let Some(iptables) = iptables() else {
         skip("no iptables to drop packets with (apt-get install iptables)");
         return false;
     };
@@ -449,6 +444,32 @@ pub fn drop_every(ns: &Netns, proto: &str, nth: u32) -> bool {
         return false;
     }
     true
+}
+
+/// The iptables here that works, legacy first.
+fn iptables() -> Option<&'static str> {
+    ["iptables-legacy", "iptables"].into_iter().find(|b| {
+        Command::new(b)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
+/// Packets the rules of [`drop_every`] in `ns` have dropped so far, as
+/// the packet filter counts them.
+pub fn dropped_by_filter(ns: &Netns) -> u64 {
+    let out = ns
+        .exec(iptables().expect("drop_every found one"))
+        .args(["-L", "INPUT", "-v", "-x", "-n"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.split_whitespace().nth(2) == Some("DROP"))
+        .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
 }
 
 /// Two namespaces the test creates, `client` at 198.18.NET.1 and `server`

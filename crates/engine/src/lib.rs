@@ -111,6 +111,8 @@ impl EngineConfig {
                 .and_then(|r| r.timeout_ms)
                 .unwrap_or(plumb_spec::UDP_RR_TIMEOUT_MS)
                 * 1_000_000,
+            depth: spec.rr.as_ref().map_or(1, |r| r.pipeline),
+            rate: spec.rr.as_ref().and_then(|r| r.rate).map(|x| x as f64),
         };
         // Every workload is named, so that a new one gets its plan on
         // purpose rather than running as a stream.
@@ -203,7 +205,11 @@ impl EngineConfig {
 
     /// Whether this end sends transactions on a schedule (`--rate`).
     pub fn open_loop(&self) -> bool {
-        matches!(&self.workload, Workload::Rr(r) if r.rate.is_some())
+        match &self.workload {
+            Workload::Rr(r) => r.rate.is_some(),
+            Workload::Udp(u) => u.client && u.rate.is_some(),
+            _ => false,
+        }
     }
 
     /// The UDP plan, for a UDP workload.

@@ -170,6 +170,7 @@ impl Meter {
             transactions: c.transactions() - self.last.transactions(),
             p99_us,
             buckets,
+            timeouts: c.udp.timeouts - self.last.udp.timeouts,
         };
         sink.interval(self.role, &s);
         self.samples.push(s);
@@ -213,6 +214,7 @@ impl Meter {
                 transactions: end.transactions() - self.last.transactions(),
                 p99_us: tail_p99,
                 buckets: tail_buckets,
+                timeouts: end.udp.timeouts - self.last.udp.timeouts,
             };
             sink.interval(self.role, &s);
             self.samples.push(s);

@@ -447,6 +447,8 @@ mod tests {
             in_size: 64,
             flows: 1,
             timeout_ns: 0,
+            depth: 1,
+            rate: None,
         };
         for (sh, workload) in [
             (rr, Workload::Rr(rr_plan(true))),

@@ -26,6 +26,7 @@ pub struct Stretch {
 
 /// A probe of a run of parts: the main part or a part whose seconds keep
 /// their latencies' buckets (an open loop).
+#[derive(Clone, Copy)]
 pub struct Probe<'a> {
     /// `None` for the main part, else the part's name.
     pub part: Option<&'a str>,
@@ -94,15 +95,7 @@ pub fn stretches(it: &Iteration) -> Vec<Stretch> {
             let latency = probes
                 .iter()
                 .map(|probe| {
-                    let inside: Vec<&crate::IntervalSample> = probe
-                        .client
-                        .intervals
-                        .iter()
-                        .filter(|s| {
-                            let m = probe.offset_s + s.t_s - s.dt_s / 2.0;
-                            start_s <= m && m < stop_s
-                        })
-                        .collect();
+                    let inside = within(probe, start_s, stop_s);
                     let settling = usize::from(start_s > 0.0 && inside.len() > 1);
                     let buckets: Vec<[u64; 2]> = inside[settling..]
                         .iter()
@@ -117,6 +110,45 @@ pub fn stretches(it: &Iteration) -> Vec<Stretch> {
                 running,
                 latency,
             }
+        })
+        .collect()
+}
+
+/// The intervals of `probe` whose middle falls between `start_s` and
+/// `stop_s` (seconds after the run's window opened).
+fn within<'a>(probe: &Probe<'a>, start_s: f64, stop_s: f64) -> Vec<&'a crate::IntervalSample> {
+    probe
+        .client
+        .intervals
+        .iter()
+        .filter(|s| {
+            let m = probe.offset_s + s.t_s - s.dt_s / 2.0;
+            start_s <= m && m < stop_s
+        })
+        .collect()
+}
+
+/// Probe `i`'s requests sent in each stretch that timed out (udp-rr: lost,
+/// or answered after the timeout). A timeout is counted in the interval
+/// its time ran out, `timeout_s` after the request was planned, so each
+/// interval's count is placed that much earlier; those of the window's last
+/// `timeout_s` are not known.
+pub fn timed_out(it: &Iteration, stretches: &[Stretch], i: usize, timeout_s: f64) -> Vec<u64> {
+    let probes = probes(it);
+    let Some(probe) = probes.get(i) else {
+        return vec![0; stretches.len()];
+    };
+    let early = Probe {
+        offset_s: probe.offset_s - timeout_s,
+        ..*probe
+    };
+    stretches
+        .iter()
+        .map(|s| {
+            within(&early, s.start_s, s.stop_s)
+                .iter()
+                .map(|x| x.timeouts)
+                .sum()
         })
         .collect()
 }

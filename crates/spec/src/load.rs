@@ -1,11 +1,13 @@
 //! `plumb run load`: latency under load as a run of parts. The run's own
 //! workload is the probe, paced transactions on a connection of their own
 //! (an open-loop rr: each one's latency counts from its planned send time,
-//! so a probe that waits behind a queue is not hidden), and bulk flows run
-//! as parts in phases, as flent's RRUL loads a path: idle (probes only),
-//! download, upload, both, idle again. What is stored is the run of parts
-//! this expands to, so a run of `load` and the same parts written out are
-//! one test point.
+//! so a probe that waits behind a queue is not hidden), beside a UDP probe
+//! at the same rate (an open-loop udp-rr, whose lost requests are counted
+//! rather than retransmitted, and whose series goes on through loss), and
+//! bulk flows run as parts in phases, as flent's RRUL loads a path: idle
+//! (probes only), download, upload, both, idle again. What is stored is the
+//! run of parts this expands to, so a run of `load` and the same parts
+//! written out are one test point.
 
 use crate::Field;
 
@@ -33,6 +35,12 @@ pub const PROBE_RATE: u64 = 20;
 /// Probes each flow may have outstanding: a probe rate's worth of 1.6 s,
 /// so that the schedule holds through a deep queue.
 pub const PROBE_PIPELINE: u32 = 32;
+/// The UDP probe's part, for the whole run.
+pub const UDP_PROBE: &str = "udp";
+/// How long a UDP probe waits for its answer before it counts as lost: a
+/// probe behind a bloated queue is late, not lost, up to a second; the
+/// pipeline's 1.6 s of probes keeps the schedule going meanwhile.
+pub const UDP_PROBE_TIMEOUT: &str = "1s";
 /// Each phase's length when not asked.
 pub const PHASE_S: u64 = 5;
 /// Bulk flows each way when not asked, as RRUL's.
@@ -50,6 +58,12 @@ pub fn settings(phase_s: u64, flows: u32, part_keys: &str) -> Vec<(Field, String
         (
             Field::Duration,
             format!("{}s", phase_s * PHASES.len() as u64),
+        ),
+        (
+            Field::Part,
+            format!(
+                "{UDP_PROBE}=udp-rr:rate={PROBE_RATE}:pipeline={PROBE_PIPELINE}:timeout={UDP_PROBE_TIMEOUT}"
+            ),
         ),
     ];
     for (i, (_, loads)) in PHASES.iter().enumerate() {
@@ -94,15 +108,22 @@ mod tests {
         assert_eq!(
             parts,
             vec![
+                (UDP_PROBE, 0, None, 1),
                 ("download", 2000, Some(4000), 3),
                 ("upload", 4000, Some(6000), 3),
                 ("both-down", 6000, Some(8000), 3),
                 ("both-up", 6000, Some(8000), 3),
             ]
         );
-        assert!(spec
-            .parts
+        let (udp, loads) = spec.parts.split_first().unwrap();
+        assert!(loads
             .iter()
             .all(|p| p.spec.socket.cc.as_deref() == Some("cubic")));
+        assert_eq!(udp.spec.workload, Workload::UdpRr);
+        let rr = udp.spec.rr.as_ref().unwrap();
+        assert_eq!(
+            (rr.rate, rr.pipeline, rr.timeout_ms),
+            (Some(PROBE_RATE), PROBE_PIPELINE, Some(1000))
+        );
     }
 }

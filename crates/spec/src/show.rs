@@ -135,14 +135,16 @@ impl Spec {
         };
         if let (Workload::UdpRr, Some(rr)) = (self.workload, &self.rr) {
             return format!(
-                "udp-rr {} flow{} {}/{}, timeout {} ms, {} thread{}, {}, {}s",
+                "udp-rr {} flow{} {}/{}{}, timeout {} ms, {} thread{}{}, {}, {}s",
                 self.flows,
                 if self.flows == 1 { "" } else { "s" },
                 units::show_size(rr.req_size),
                 units::show_size(rr.resp_size),
+                outstanding(rr),
                 rr.timeout_ms.unwrap_or(UDP_RR_TIMEOUT_MS),
                 self.threads,
                 if self.threads == 1 { "" } else { "s" },
+                io,
                 self.family,
                 self.duration_ms as f64 / 1000.0
             );
@@ -165,13 +167,7 @@ impl Spec {
                 writes(&rr.req_writes),
                 units::show_size(rr.resp_size),
                 writes(&rr.resp_writes),
-                rr.close.map_or(String::new(), |c| format!(", close {c}"))
-                    + &match (rr.rate, rr.pipeline) {
-                        (Some(r), p) =>
-                            format!(", open loop {r}/s (at most {p} outstanding per flow)"),
-                        (None, 1) => String::new(),
-                        (None, p) => format!(", pipeline {p}"),
-                    },
+                rr.close.map_or(String::new(), |c| format!(", close {c}")) + &outstanding(rr),
                 if self.socket.nodelay { ", nodelay" } else { "" },
                 self.threads,
                 if self.threads == 1 { "" } else { "s" },
@@ -207,6 +203,16 @@ impl Spec {
             self.family,
             self.duration_ms as f64 / 1000.0
         )
+    }
+}
+
+/// How many requests a flow keeps outstanding, or the open loop's rate: as
+/// the headline shows it, empty for a closed loop of one.
+fn outstanding(rr: &crate::RrSpec) -> String {
+    match (rr.rate, rr.pipeline) {
+        (Some(r), p) => format!(", open loop {r}/s (at most {p} outstanding per flow)"),
+        (None, 1) => String::new(),
+        (None, p) => format!(", pipeline {p}"),
     }
 }
 

@@ -306,16 +306,6 @@ impl Spec {
         }
         match (self.workload, &self.rr) {
             (Workload::UdpRr, Some(rr)) => {
-                if rr.pipeline != 1 || rr.rate.is_some() {
-                    return Err(SpecError::new(
-                        if rr.rate.is_some() {
-                            Field::Rate
-                        } else {
-                            Field::Pipeline
-                        },
-                        "udp-rr keeps one request outstanding per flow",
-                    ));
-                }
                 if !rr.req_writes.is_empty() || !rr.resp_writes.is_empty() {
                     return Err(SpecError::new(
                         Field::ReqWrites,

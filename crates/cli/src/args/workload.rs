@@ -174,23 +174,27 @@ const STREAM: &[Flag] = &[
     IO,
 ];
 
+const PIPELINE: Flag = value(
+    Field::Pipeline,
+    "N",
+    "Requests outstanding per flow (netperf -b); 1 is a closed loop",
+);
+
+const RATE: Flag = value(
+    Field::Rate,
+    "PER_SEC",
+    "Open loop: issue this many transactions per second over all flows on a fixed \
+     schedule (10k, 1M); latency counts from the planned send time, so queueing is not \
+     hidden. --pipeline caps what each flow may have outstanding",
+);
+
 const RR: &[Flag] = &[
     value(Field::Flows, "N", "Number of TCP connections"),
     THREADS,
     value(Field::ReqSize, "SIZE", "Bytes per request: 1, 64, 8K"),
     value(Field::RespSize, "SIZE", "Bytes per response"),
-    value(
-        Field::Pipeline,
-        "N",
-        "Requests outstanding per flow (netperf -b); 1 is a closed loop",
-    ),
-    value(
-        Field::Rate,
-        "PER_SEC",
-        "Open loop: issue this many transactions per second over all flows on a fixed \
-         schedule (10k, 1M); latency counts from the planned send time, so queueing is not \
-         hidden. --pipeline caps what each flow may have outstanding",
-    ),
+    PIPELINE,
+    RATE,
     REQ_WRITES,
     RESP_WRITES,
     IO,
@@ -237,11 +241,7 @@ const UDP_STREAM: &[Flag] = &[
 ];
 
 const UDP_RR: &[Flag] = &[
-    value(
-        Field::Flows,
-        "N",
-        "Number of UDP flows, each with one request outstanding",
-    ),
+    value(Field::Flows, "N", "Number of UDP flows"),
     THREADS,
     IO,
     value(
@@ -253,9 +253,11 @@ const UDP_RR: &[Flag] = &[
     value(
         Field::Timeout,
         "TIME",
-        "How long a request waits for its response before it counts as lost and the flow \
-         sends the next one",
+        "How long a request waits for its response before it counts as lost and is \
+         forgotten (a closed loop sends the next one then)",
     ),
+    PIPELINE,
+    RATE,
 ];
 
 /// The window, where the ends run and the path between them: every workload
@@ -389,7 +391,8 @@ fn table(w: Workload) -> (&'static str, Vec<Flag>) {
         ),
         Workload::UdpRr => (
             "UDP request/response: a request whose response does not come within --timeout \
-             is counted as lost and the flow goes on (netperf UDP_RR)",
+             is counted as lost and the flow goes on (netperf UDP_RR); with --rate, probes \
+             on a fixed schedule that go on through loss",
             with(UDP_RR, Proto::Any),
         ),
     }

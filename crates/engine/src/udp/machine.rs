@@ -6,7 +6,8 @@
 //! delays and reorders datagrams.
 
 use crate::flow::FlowCounters;
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -111,38 +112,71 @@ pub(super) fn count_received(
 }
 
 /// The udp-rr client's flows, `base..base + n` of the engine's: each keeps
-/// one request outstanding; a request with no answer within the timeout is
-/// counted and the flow sends the next, so a lost datagram costs one
-/// timeout, never the run.
+/// up to `depth` requests outstanding, matched to their answers by
+/// sequence number. A request with no answer within the timeout is counted
+/// and forgotten, so a lost datagram costs one timeout, never the run.
+/// In a closed loop each answer or timeout owes the flow its next request;
+/// in an open loop (`rate`) requests go out on a fixed schedule, handed to
+/// the flows in turn, each timed from when it was planned, whatever was
+/// lost before it: probes that go on through loss.
 pub(crate) struct RrClient {
     tag: u32,
     timeout_ns: u64,
     base: usize,
+    depth: usize,
+    /// Open loop: this worker's share of the rate as nanoseconds between
+    /// planned sends, the next one's time, and the flow whose turn it is.
+    interval_ns: Option<f64>,
+    next_due_ns: f64,
+    turn: usize,
     // Per-flow state in parallel vectors indexed by the flow's place in the
-    // worker's range: the timeout sweep checks `dead` and `waiting` of the
-    // flows whose deadlines passed, and nothing else.
-    /// The sequence number each flow waits for and when it was sent.
-    waiting: Vec<u64>,
-    sent_at: Vec<u64>,
+    // worker's range, each queue allocated for `depth` when the worker
+    // starts.
+    /// Requests sent and not yet answered or timed out, oldest first:
+    /// (sequence number, when it was sent or planned).
+    outstanding: Vec<VecDeque<(u64, u64)>>,
+    /// Open loop: planned send times given to the flow and not yet sent
+    /// (a driver with one send in flight per flow sends them in turn).
+    placed: Vec<VecDeque<u64>>,
     dead: Vec<bool>,
-    /// Deadlines in send order: every request waits the same timeout, so
-    /// the queue is sorted by construction.
-    deadlines: VecDeque<(u64, u32, u64)>,
+    /// Deadlines, soonest first: a request sent later may have been planned
+    /// earlier than one already out.
+    deadlines: BinaryHeap<Reverse<(u64, u32, u64)>>,
 }
 
-/// No request is awaited (until the next goes out).
-const NONE: u64 = u64::MAX;
-
 impl RrClient {
-    pub(crate) fn new(tag: u32, timeout_ns: u64, base: usize, n: usize) -> RrClient {
+    /// Flows `base..base + n` of the plan's, starting at `now_ns` (an open
+    /// loop's first request is due then).
+    pub(crate) fn new(plan: &super::UdpPlan, base: usize, n: usize, now_ns: u64) -> RrClient {
+        let depth = plan.depth.max(1) as usize;
         RrClient {
-            tag,
-            timeout_ns,
+            tag: plan.tag,
+            timeout_ns: plan.timeout_ns,
             base,
-            waiting: vec![NONE; n],
-            sent_at: vec![0; n],
+            depth,
+            interval_ns: plan
+                .rate
+                .map(|r| 1e9 * plan.flows.max(1) as f64 / (r * n.max(1) as f64)),
+            next_due_ns: now_ns as f64,
+            turn: 0,
+            outstanding: (0..n).map(|_| VecDeque::with_capacity(depth)).collect(),
+            placed: (0..n).map(|_| VecDeque::with_capacity(depth)).collect(),
             dead: vec![false; n],
-            deadlines: VecDeque::with_capacity(n),
+            deadlines: BinaryHeap::with_capacity(n * depth),
+        }
+    }
+
+    pub(crate) fn open_loop(&self) -> bool {
+        self.interval_ns.is_some()
+    }
+
+    /// Requests each flow sends as it starts: its depth in a closed loop,
+    /// none in an open one (the schedule places them).
+    pub(crate) fn opening(&self) -> usize {
+        if self.open_loop() {
+            0
+        } else {
+            self.depth
         }
     }
 
@@ -154,50 +188,57 @@ impl RrClient {
         self.dead[k] = true;
     }
 
-    /// Flow `k`'s next request, in `buf`, sent at `now_ns`: counted as sent
-    /// whether or not the socket takes it (one it refuses for want of
-    /// buffer space is lost, and times out like one).
+    /// Requests flow `k` has sent and awaits.
+    pub(crate) fn awaiting(&self, k: usize) -> usize {
+        self.outstanding[k].len()
+    }
+
+    /// Flow `k`'s next request, in `buf`, sent at `now_ns` (timed from then,
+    /// or from its planned time in an open loop): counted as sent whether
+    /// or not the socket takes it (one it refuses for want of buffer space
+    /// is lost, and times out like one).
     pub(crate) fn request(&mut self, k: usize, buf: &mut [u8], now_ns: u64, c: &FlowCounters) {
         let seq = c.packets_sent.load(Relaxed);
         put_header(buf, self.tag, (self.base + k) as u32, seq);
-        self.waiting[k] = seq;
-        self.sent_at[k] = now_ns;
+        let t0 = self.placed[k].pop_front().unwrap_or(now_ns);
+        self.outstanding[k].push_back((seq, t0));
         self.deadlines
-            .push_back((now_ns + self.timeout_ns, k as u32, seq));
+            .push(Reverse((t0 + self.timeout_ns, k as u32, seq)));
         FlowCounters::bump(&c.packets_sent, 1);
     }
 
     /// The requests whose time is up by `now_ns`: each counted as timed
-    /// out, and its flow pushed on `owed`, to send its next. When the next
-    /// deadline is, if any.
+    /// out and forgotten; in a closed loop its flow is pushed on `owed`, to
+    /// send its next. When the next deadline is, if any.
     pub(crate) fn expire(
         &mut self,
         now_ns: u64,
         counters: &[FlowCounters],
         owed: &mut Vec<usize>,
     ) -> Option<u64> {
-        while let Some(&(due, k, seq)) = self.deadlines.front() {
+        while let Some(&Reverse((due, k, seq))) = self.deadlines.peek() {
             if due > now_ns {
                 break;
             }
-            self.deadlines.pop_front();
+            self.deadlines.pop();
             let k = k as usize;
-            if self.dead[k] || self.waiting[k] != seq {
+            if self.dead[k] || forget(&mut self.outstanding[k], seq).is_none() {
                 continue;
             }
             FlowCounters::bump(&counters[k].timeouts, 1);
-            self.waiting[k] = NONE;
-            owed.push(k);
+            if !self.open_loop() {
+                owed.push(k);
+            }
         }
-        self.deadlines.front().map(|&(due, _, _)| due)
+        self.deadlines.peek().map(|&Reverse((due, _, _))| due)
     }
 
-    /// Flow `k` read datagram `buf` at `now_ns`: its answer is a
-    /// transaction, timed into `timed`; one read after its deadline (before
-    /// the sweep saw it) a timeout and late, as if the sweep had run first,
-    /// so no latency exceeds the timeout; an answer to an earlier request
-    /// late; another test's datagram a stray. Whether the flow owes its
-    /// next request.
+    /// Flow `k` read datagram `buf` at `now_ns`: the answer to an
+    /// outstanding request is a transaction, timed into `timed`; one read
+    /// after its deadline (before the sweep saw it) a timeout and late, as
+    /// if the sweep had run first, so no latency exceeds the timeout; an
+    /// answer to a request already timed out late; another test's datagram
+    /// a stray. Whether the flow owes its next request (a closed loop).
     pub(crate) fn answer(
         &mut self,
         k: usize,
@@ -211,11 +252,11 @@ impl RrClient {
             Some((flow, seq, _)) if flow as usize == self.base + k => {
                 c.add_received(buf.len() as u64);
                 FlowCounters::bump(&c.packets_received, 1);
-                if seq != self.waiting[k] {
+                let Some(t0) = forget(&mut self.outstanding[k], seq) else {
                     FlowCounters::bump(&c.late, 1);
                     return false;
-                }
-                let took = now_ns.saturating_sub(self.sent_at[k]);
+                };
+                let took = now_ns.saturating_sub(t0);
                 if took > self.timeout_ns {
                     FlowCounters::bump(&c.timeouts, 1);
                     FlowCounters::bump(&c.late, 1);
@@ -223,8 +264,7 @@ impl RrClient {
                     timed(took);
                     c.add_transaction();
                 }
-                self.waiting[k] = NONE;
-                true
+                !self.open_loop()
             }
             _ => {
                 strays.fetch_add(1, Relaxed);
@@ -232,6 +272,40 @@ impl RrClient {
             }
         }
     }
+
+    /// Open loop: each request due by `now_ns` goes to the next flow in
+    /// turn with room for it (fewer than `depth` outstanding or placed);
+    /// each flow given one is pushed on `placed`, to send it. When the next
+    /// is due; None in a closed loop, and while every flow is full (an
+    /// answer or a timeout makes room, and the requests due meanwhile go
+    /// out then, each timed from its planned time).
+    pub(crate) fn schedule(&mut self, now_ns: u64, placed: &mut Vec<usize>) -> Option<u64> {
+        let iv = self.interval_ns?;
+        let n = self.dead.len();
+        while self.next_due_ns <= now_ns as f64 {
+            let mut found = None;
+            for _ in 0..n {
+                let k = self.turn;
+                self.turn = (self.turn + 1) % n;
+                if !self.dead[k] && self.outstanding[k].len() + self.placed[k].len() < self.depth {
+                    found = Some(k);
+                    break;
+                }
+            }
+            let k = found?;
+            self.placed[k].push_back(self.next_due_ns as u64);
+            self.next_due_ns += iv;
+            placed.push(k);
+        }
+        Some(self.next_due_ns as u64)
+    }
+}
+
+/// Takes request `seq` out of a flow's outstanding ones: when it was sent
+/// or planned, or None if it is not there (answered, or timed out).
+fn forget(outstanding: &mut VecDeque<(u64, u64)>, seq: u64) -> Option<u64> {
+    let at = outstanding.iter().position(|&(s, _)| s == seq)?;
+    outstanding.remove(at).map(|(_, t0)| t0)
 }
 
 /// The machines over an in-memory path that drops, delays and reorders
@@ -296,99 +370,147 @@ mod tests {
         assert_eq!(header(&b, 0xdead_beef), Some((7, 1 << 40, true)));
     }
 
+    fn rr_plan(
+        flows: usize,
+        timeout_ns: u64,
+        depth: u32,
+        rate: Option<f64>,
+    ) -> super::super::UdpPlan {
+        super::super::UdpPlan {
+            client: true,
+            sends: true,
+            rr: true,
+            tag: TAG,
+            out_size: 64,
+            in_size: 64,
+            flows,
+            timeout_ns,
+            depth,
+            rate,
+        }
+    }
+
     /// udp-rr: every request ends as exactly one of a transaction (its
     /// answer in time), a timeout with a late answer (the answer after its
     /// deadline), or a timeout alone (the request or the answer lost):
-    /// lost is never counted late, and late never as a transaction.
+    /// lost is never counted late, and late never as a transaction; with
+    /// several outstanding per flow each answer is matched to its own
+    /// request; and an open loop sends every request its schedule planned,
+    /// whatever was lost, each timed from its planned time.
     #[test]
     fn each_request_is_answered_in_time_late_or_lost_and_counted_so() {
         const FLOWS: usize = 4;
         const TIMEOUT: u64 = 100_000;
-        for seed in 1..=5 {
-            let mut dice = Dice(seed);
-            let (mut up, mut down) = (Path::default(), Path::default());
-            let mut m = RrClient::new(TAG, TIMEOUT, 0, FLOWS);
-            let (client, server) = (counters(FLOWS), counters(FLOWS));
-            let strays = AtomicU64::new(0);
-            let mut timed = Vec::new();
-            // The test's ledger: when each (flow, seq) was sent, and how
-            // each ended as the path saw it.
-            let mut sent_at = std::collections::HashMap::new();
-            let (mut lost_up, mut lost_down) = (0u64, 0u64);
-            let (mut on_time, mut after) = (0u64, 0u64);
-            let mut buf = [0u8; 64];
-            let mut owed: Vec<usize> = (0..FLOWS).collect();
-            let end = 50_000_000;
-            let mut now = 0;
-            while now < end + 2 * TIMEOUT {
-                // What arrived, then the sweep, as the loop runs them.
-                for d in up.arrived(now) {
-                    let (flow, seq) =
-                        count_received(&d, TAG, true, &server, &strays).expect("a request");
-                    let mut r = d.clone();
-                    put_header(&mut r, TAG, flow, seq);
-                    let at = sent_at[&(flow, seq)];
-                    let arrives = |dice: &mut Dice, path: &mut Path| {
-                        if path.send(&r, now, dice, 20, 80) {
-                            return None;
-                        }
-                        Some(path.0.last().unwrap().0)
-                    };
-                    match arrives(&mut dice, &mut down) {
-                        None => lost_down += 1,
-                        Some(t) if t - at > TIMEOUT => after += 1,
-                        Some(_) => on_time += 1,
-                    }
-                }
-                for d in down.arrived(now) {
-                    let (flow, _, _) = header(&d, TAG).unwrap();
-                    let k = flow as usize;
-                    if m.answer(k, &d, now, &client[k], &strays, |ns| timed.push(ns)) {
-                        owed.push(k);
-                    }
-                }
-                // Another test's datagram, now and then.
-                if dice.below(1000) == 0 {
-                    let mut d = [0u8; 64];
-                    put_header(&mut d, 0xbad, 0, 0);
-                    assert!(!m.answer(0, &d, now, &client[0], &strays, |_| {}));
-                }
-                // The sweep runs less often than reads, as a loop's timer
-                // does: an answer past its deadline may be read first.
-                if now % 37_000 == 0 {
-                    m.expire(now, &client, &mut owed);
-                }
-                if now < end {
-                    for k in owed.drain(..) {
-                        m.request(k, &mut buf, now, &client[k]);
-                        let (flow, seq, _) = header(&buf, TAG).unwrap();
-                        sent_at.insert((flow, seq), now);
-                        if up.send(&buf, now, &mut dice, 20, 80) {
-                            lost_up += 1;
+        const END: u64 = 50_000_000;
+        // (outstanding per flow, open loop's requests a second)
+        for (depth, rate) in [(1, None), (4, None), (8, Some(70_000.0))] {
+            for seed in 1..=5 {
+                let mut dice = Dice(seed);
+                let (mut up, mut down) = (Path::default(), Path::default());
+                let mut m = RrClient::new(&rr_plan(FLOWS, TIMEOUT, depth, rate), 0, FLOWS, 0);
+                let (client, server) = (counters(FLOWS), counters(FLOWS));
+                let strays = AtomicU64::new(0);
+                let mut timed = Vec::new();
+                // The test's ledger: when each (flow, seq) was sent (or in
+                // an open loop planned), how each ended as the path saw it,
+                // and the latency each answer in time should be timed at.
+                let mut sent_at = std::collections::HashMap::new();
+                let mut expected = Vec::new();
+                let (mut lost_up, mut lost_down) = (0u64, 0u64);
+                let (mut on_time, mut after) = (0u64, 0u64);
+                let mut buf = [0u8; 64];
+                let mut owed: Vec<usize> = (0..FLOWS)
+                    .flat_map(|k| std::iter::repeat_n(k, m.opening()))
+                    .collect();
+                let mut now = 0;
+                while now < END + 2 * TIMEOUT {
+                    // What arrived, then the sweep, as the loop runs them.
+                    for d in up.arrived(now) {
+                        let (flow, seq) =
+                            count_received(&d, TAG, true, &server, &strays).expect("a request");
+                        let mut r = d.clone();
+                        put_header(&mut r, TAG, flow, seq);
+                        let at = sent_at[&(flow, seq)];
+                        let arrives = |dice: &mut Dice, path: &mut Path| {
+                            if path.send(&r, now, dice, 20, 80) {
+                                return None;
+                            }
+                            Some(path.0.last().unwrap().0)
+                        };
+                        match arrives(&mut dice, &mut down) {
+                            None => lost_down += 1,
+                            Some(t) if t - at > TIMEOUT => after += 1,
+                            Some(t) => {
+                                on_time += 1;
+                                expected.push(t - at);
+                            }
                         }
                     }
+                    for d in down.arrived(now) {
+                        let (flow, _, _) = header(&d, TAG).unwrap();
+                        let k = flow as usize;
+                        if m.answer(k, &d, now, &client[k], &strays, |ns| timed.push(ns)) {
+                            owed.push(k);
+                        }
+                    }
+                    // Another test's datagram, now and then.
+                    if dice.below(1000) == 0 {
+                        let mut d = [0u8; 64];
+                        put_header(&mut d, 0xbad, 0, 0);
+                        assert!(!m.answer(0, &d, now, &client[0], &strays, |_| {}));
+                    }
+                    // The sweep runs less often than reads, as a loop's timer
+                    // does: an answer past its deadline may be read first.
+                    if now % 37_000 == 0 {
+                        m.expire(now, &client, &mut owed);
+                    }
+                    if now < END {
+                        m.schedule(now, &mut owed);
+                        for k in owed.drain(..) {
+                            let t0 = m.placed[k].front().copied().unwrap_or(now);
+                            m.request(k, &mut buf, now, &client[k]);
+                            let (flow, seq, _) = header(&buf, TAG).unwrap();
+                            sent_at.insert((flow, seq), t0);
+                            if up.send(&buf, now, &mut dice, 20, 80) {
+                                lost_up += 1;
+                            }
+                        }
+                    }
+                    now += 1000;
                 }
-                now += 1000;
+                let what = format!("depth {depth}, rate {rate:?}, seed {seed}");
+                let requests = sum(&client, |c| &c.packets_sent);
+                let tx = sum(&client, |c| &c.transactions);
+                let timeouts = sum(&client, |c| &c.timeouts);
+                let late = sum(&client, |c| &c.late);
+                let lost = lost_up + lost_down;
+                assert!(
+                    requests > 1000 && lost > 50 && after > 50,
+                    "{what}: {requests} {lost} {after}"
+                );
+                assert_eq!(requests, lost + on_time + after, "{what}");
+                assert_eq!(tx, on_time, "{what}");
+                assert_eq!(late, after, "{what}");
+                assert_eq!(timeouts, lost + after, "{what}");
+                assert_eq!(timed.len() as u64, tx);
+                assert!(timed.iter().all(|&ns| ns <= TIMEOUT));
+                // Each answer in time is timed from when its request was
+                // sent or planned to when it came (the path delivers on
+                // the loop's steps, so it is read as it arrives).
+                timed.sort_unstable();
+                expected.sort_unstable();
+                assert_eq!(timed, expected, "{what}");
+                if let Some(r) = rate {
+                    // Every planned request went out, loss or none.
+                    let due = (END as f64 * r / 1e9).round() as u64;
+                    assert!(requests.abs_diff(due) <= 1, "{what}: {requests} of {due}");
+                    assert!(m.outstanding.iter().all(|o| o.len() <= depth as usize));
+                }
+                // What the server read, the client had sent and the path kept.
+                assert_eq!(sum(&server, |c| &c.packets_received), requests - lost_up);
+                assert_eq!(sum(&client, |c| &c.packets_received), on_time + after);
+                assert!(strays.load(Relaxed) > 0);
             }
-            let requests = sum(&client, |c| &c.packets_sent);
-            let tx = sum(&client, |c| &c.transactions);
-            let timeouts = sum(&client, |c| &c.timeouts);
-            let late = sum(&client, |c| &c.late);
-            let lost = lost_up + lost_down;
-            assert!(
-                requests > 1000 && lost > 50 && after > 50,
-                "seed {seed}: {requests} {lost} {after}"
-            );
-            assert_eq!(requests, lost + on_time + after, "seed {seed}");
-            assert_eq!(tx, on_time, "seed {seed}");
-            assert_eq!(late, after, "seed {seed}");
-            assert_eq!(timeouts, lost + after, "seed {seed}");
-            assert_eq!(timed.len() as u64, tx);
-            assert!(timed.iter().all(|&ns| ns <= TIMEOUT));
-            // What the server read, the client had sent and the path kept.
-            assert_eq!(sum(&server, |c| &c.packets_received), requests - lost_up);
-            assert_eq!(sum(&client, |c| &c.packets_received), on_time + after);
-            assert!(strays.load(Relaxed) > 0);
         }
     }
 

@@ -12,9 +12,10 @@
 //! from a socket of its own connected to that flow, and the client's
 //! sockets receive.
 //!
-//! udp-rr: each client flow keeps one request outstanding. A request with no
-//! response within the timeout is counted and the flow sends the next one,
-//! so a lost datagram costs one timeout, never the run.
+//! udp-rr: each client flow keeps `--pipeline` requests outstanding (one by
+//! default), or with `--rate` sends them on a fixed schedule. A request
+//! with no response within the timeout is counted and forgotten, so a lost
+//! datagram costs one timeout, never the run.
 
 use crate::flow::{
     later, pattern, FlowCounters, Handler, Loop, Next, PageBuf, Shared, BOUND, POLL,
@@ -53,6 +54,10 @@ pub struct UdpPlan {
     pub flows: usize,
     /// udp-rr client: how long a request waits for its response.
     pub timeout_ns: u64,
+    /// udp-rr client: requests each flow may have outstanding.
+    pub depth: u32,
+    /// udp-rr client, open loop: requests a second over every flow.
+    pub rate: Option<f64>,
 }
 
 impl UdpPlan {
@@ -289,28 +294,30 @@ impl Handler for UdpStreamClient {
 }
 
 /// udp-rr client flows: the machine's requests and answers over one
-/// connected socket each. A worker with one flow blocks in recv on its
-/// socket, as the server does; its interrupter's period is a quarter of
-/// the request timeout (at most `POLL`), so a timeout is seen at most that
-/// late.
+/// connected socket each. A closed-loop worker with one flow blocks in recv
+/// on its socket, as the server does; its interrupter's period is a quarter
+/// of the request timeout (at most `POLL`), so a timeout is seen at most
+/// that late. An open loop waits in epoll until the next request is due.
 pub(crate) struct UdpRrClient {
     m: RrClient,
-    plan: UdpPlan,
     base: usize,
     out: PageBuf,
     inbuf: Vec<u8>,
+    /// Flows owed a request: by a timeout (closed loop) or the schedule.
     owed: Vec<usize>,
+    timeout_ns: u64,
 }
 
 impl UdpRrClient {
     pub(crate) fn new(plan: UdpPlan, sh: &Shared) -> UdpRrClient {
+        let now = sh.clock.elapsed().as_nanos() as u64;
         UdpRrClient {
-            m: RrClient::new(plan.tag, plan.timeout_ns, sh.range.start, sh.range.len()),
+            m: RrClient::new(&plan, sh.range.start, sh.range.len(), now),
             base: sh.range.start,
             out: pattern(plan.out_size),
             inbuf: vec![0u8; 65536],
             owed: Vec::new(),
-            plan,
+            timeout_ns: plan.timeout_ns,
         }
     }
 
@@ -337,6 +344,9 @@ impl UdpRrClient {
     }
 
     fn send_or_end(&mut self, lp: &mut Loop, k: usize) {
+        if self.m.ended(k) {
+            return;
+        }
         if let Err(e) = self.send(lp, k) {
             self.end(lp, k, plumb_sys::plain_io(&e));
         }
@@ -346,9 +356,9 @@ impl UdpRrClient {
 impl Handler for UdpRrClient {
     fn start(&mut self, lp: &mut Loop) -> io::Result<()> {
         let n = lp.sh.range.len();
-        if n == 1 {
+        if n == 1 && !self.m.open_loop() {
             let wait = POLL.min(
-                std::time::Duration::from_nanos(self.plan.timeout_ns / 4)
+                std::time::Duration::from_nanos(self.timeout_ns / 4)
                     .max(std::time::Duration::from_micros(100)),
             );
             lp.sh.udp_socks[self.base].set_nonblocking(false)?;
@@ -358,7 +368,9 @@ impl Handler for UdpRrClient {
         }
         lp.live = n;
         for k in 0..n {
-            self.send_or_end(lp, k);
+            for _ in 0..self.m.opening() {
+                self.send_or_end(lp, k);
+            }
         }
         Ok(())
     }
@@ -366,14 +378,15 @@ impl Handler for UdpRrClient {
     fn on_timer(&mut self, lp: &mut Loop) -> io::Result<Option<u64>> {
         let mut owed = std::mem::take(&mut self.owed);
         let range = lp.sh.range.clone();
-        let next = self
-            .m
-            .expire(lp.now_ns(), &lp.sh.counters[range], &mut owed);
+        let now = lp.now_ns();
+        let deadline = self.m.expire(now, &lp.sh.counters[range], &mut owed);
+        let due = self.m.schedule(now, &mut owed);
         for k in owed.drain(..) {
             self.send_or_end(lp, k);
         }
         self.owed = owed;
-        Ok(next.map(|due| due.saturating_sub(lp.now_ns())))
+        let next = deadline.into_iter().chain(due).min();
+        Ok(next.map(|t| t.saturating_sub(lp.now_ns())))
     }
 
     fn on_readable(&mut self, lp: &mut Loop, id: u64, _: epoll::EventFlags) -> io::Result<Next> {
@@ -408,8 +421,10 @@ impl Handler for UdpRrClient {
             );
             if owes {
                 self.send_or_end(lp, k);
-                // One request is outstanding and it was just sent: nothing
-                // more to read yet.
+            }
+            // Nothing is awaited but what was just sent: nothing more to
+            // read yet, and a recv would only say so.
+            if self.m.awaiting(k) <= usize::from(owes) {
                 break;
             }
         }
@@ -589,6 +604,8 @@ mod flow_tests {
             in_size: 64,
             flows: 1,
             timeout_ns: 20_000_000,
+            depth: 1,
+            rate: None,
         }
     }
 

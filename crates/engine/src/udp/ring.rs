@@ -156,28 +156,31 @@ impl RingFlows for UdpStreamRing {
 
 /// udp-rr client flows on a ring: each flow's request goes out from the
 /// flow's slot of the send region, its answers come in through a multishot
-/// receive, and the timer's sweep sends the next request of a flow whose
-/// request timed out. A request due while the flow's last send is still in
-/// flight waits for it, so that its slot is not rewritten under the kernel.
+/// receive, and the timer sends what the machine owes: the next request of
+/// a closed-loop flow whose request timed out, or an open loop's requests
+/// as they fall due. A request due while the flow's last send is still in
+/// flight waits for it, so that its slot is not rewritten under the kernel
+/// (the machine keeps its planned time).
 pub(crate) struct UdpRrRing {
     m: RrClient,
     plan: UdpPlan,
     base: usize,
     sending: Vec<bool>,
-    /// A request is due once the send in flight completes.
-    due: Vec<bool>,
+    /// Requests due once the send in flight completes.
+    due: Vec<u32>,
     owed: Vec<usize>,
 }
 
 impl UdpRrRing {
     pub(crate) fn new(plan: UdpPlan, sh: &Shared) -> UdpRrRing {
         let n = sh.range.len();
+        let now = sh.clock.elapsed().as_nanos() as u64;
         UdpRrRing {
-            m: RrClient::new(plan.tag, plan.timeout_ns, sh.range.start, n),
+            m: RrClient::new(&plan, sh.range.start, n, now),
             plan,
             base: sh.range.start,
             sending: vec![false; n],
-            due: vec![false; n],
+            due: vec![0; n],
             owed: Vec::new(),
         }
     }
@@ -187,7 +190,7 @@ impl UdpRrRing {
             return Ok(());
         }
         if self.sending[k] {
-            self.due[k] = true;
+            self.due[k] += 1;
             return Ok(());
         }
         let i = self.base + k;
@@ -235,7 +238,9 @@ impl RingFlows for UdpRrRing {
         for k in 0..lp.live {
             let i = self.base + k;
             q.receive(lp.sh.udp_socks[i].as_fd(), ring::tag(i, Op::Receive))?;
-            self.request(lp, q, k)?;
+            for _ in 0..self.m.opening() {
+                self.request(lp, q, k)?;
+            }
         }
         Ok(())
     }
@@ -243,14 +248,15 @@ impl RingFlows for UdpRrRing {
     fn on_timer(&mut self, lp: &mut Loop, q: &mut Queue) -> io::Result<Option<u64>> {
         let mut owed = std::mem::take(&mut self.owed);
         let range = lp.sh.range.clone();
-        let next = self
-            .m
-            .expire(lp.now_ns(), &lp.sh.counters[range], &mut owed);
+        let now = lp.now_ns();
+        let deadline = self.m.expire(now, &lp.sh.counters[range], &mut owed);
+        let due = self.m.schedule(now, &mut owed);
         for k in owed.drain(..) {
             self.request(lp, q, k)?;
         }
         self.owed = owed;
-        Ok(next.map(|due| due.saturating_sub(lp.now_ns())))
+        let next = deadline.into_iter().chain(due).min();
+        Ok(next.map(|t| t.saturating_sub(lp.now_ns())))
     }
 
     fn complete(&mut self, lp: &mut Loop, q: &mut Queue, done: Done<'_>) -> io::Result<()> {
@@ -294,7 +300,8 @@ impl RingFlows for UdpRrRing {
                 return Ok(());
             }
         }
-        if op == Op::Send && std::mem::take(&mut self.due[k]) {
+        if op == Op::Send && self.due[k] > 0 {
+            self.due[k] -= 1;
             self.request(lp, q, k)?;
         }
         Ok(())

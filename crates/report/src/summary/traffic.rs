@@ -112,7 +112,19 @@ pub(super) fn under_load(o: &mut String, spec: &plumb_spec::Spec, it: &Iteration
             o,
             "\nunder load  {whose} transactions, in ms, while the loads ran"
         );
-        stretch_table(o, &stretches, i);
+        let lost = match (spec.workload, &spec.rr) {
+            (plumb_spec::Workload::UdpRr, Some(rr)) => {
+                let timeout_ms = rr.timeout_ms.unwrap_or(plumb_spec::UDP_RR_TIMEOUT_MS);
+                Some(plumb_samples::load::timed_out(
+                    it,
+                    &stretches,
+                    i,
+                    timeout_ms as f64 / 1000.0,
+                ))
+            }
+            _ => None,
+        };
+        stretch_table(o, &stretches, i, lost.as_deref());
         if let Some(line) = probe_traffic(&spec, probe.client) {
             let _ = writeln!(o, "{line}");
         }
@@ -134,36 +146,48 @@ pub(super) fn under_load(o: &mut String, spec: &plumb_spec::Spec, it: &Iteration
 }
 
 /// Probe `i`'s percentiles in each stretch, and its median's rise over
-/// the stretches in which no load ran.
-fn stretch_table(o: &mut String, stretches: &[plumb_samples::load::Stretch], i: usize) {
+/// the stretches in which no load ran; with `lost`, how many of its
+/// requests sent in each stretch timed out (a UDP probe's, which are not
+/// retransmitted).
+fn stretch_table(
+    o: &mut String,
+    stretches: &[plumb_samples::load::Stretch],
+    i: usize,
+    lost: Option<&[u64]>,
+) {
     let alone = plumb_samples::load::alone(stretches, i);
     let ms = |us: f64| sig3(us / 1000.0);
-    let mut t = Table::new([
+    let mut columns = vec![
         ("seconds", Align::Left, 11),
         ("running", Align::Left, 16),
         ("timed", Align::Right, 6),
+    ];
+    if lost.is_some() {
+        columns.push(("lost", Align::Right, 5));
+    }
+    columns.extend([
         ("p50", Align::Right, 8),
         ("p90", Align::Right, 8),
         ("p99", Align::Right, 8),
         ("max", Align::Right, 8),
         ("p50 rise", Align::Right, 9),
     ]);
-    for s in stretches {
+    let mut t = Table::new(columns);
+    for (n, s) in stretches.iter().enumerate() {
         let running = if s.running.is_empty() {
             "nothing".to_string()
         } else {
             s.running.join(" + ")
         };
         let mut row = vec![format!("{:.1}-{:.1}", s.start_s, s.stop_s), running];
-        match s.latency.get(i).and_then(Option::as_ref) {
+        let timed = s.latency.get(i).and_then(Option::as_ref);
+        row.push(timed.map_or(0, |l| l.count).to_string());
+        if let Some(lost) = lost {
+            row.push(lost.get(n).copied().unwrap_or(0).to_string());
+        }
+        match timed {
             Some(l) => {
-                row.extend([
-                    l.count.to_string(),
-                    ms(l.p50_us),
-                    ms(l.p90_us),
-                    ms(l.p99_us),
-                    ms(l.max_us),
-                ]);
+                row.extend([ms(l.p50_us), ms(l.p90_us), ms(l.p99_us), ms(l.max_us)]);
                 row.push(match (&alone, s.running.is_empty()) {
                     (Some(a), false) => {
                         let rise = (l.p50_us - a.p50_us) / 1000.0;
@@ -176,7 +200,7 @@ fn stretch_table(o: &mut String, stretches: &[plumb_samples::load::Stretch], i: 
                     _ => String::new(),
                 });
             }
-            None => row.extend(["0", "-", "-", "-", "-", ""].map(String::from)),
+            None => row.extend(["-", "-", "-", "-", ""].map(String::from)),
         }
         t.row(row);
     }
@@ -186,14 +210,22 @@ fn stretch_table(o: &mut String, stretches: &[plumb_samples::load::Stretch], i: 
 /// Bytes on an Ethernet wire beside a TCP segment's payload: its Ethernet,
 /// IPv4 and TCP (with timestamps) headers.
 const SEGMENT_HEADERS: f64 = 14.0 + 20.0 + 32.0;
+/// ...and beside a UDP datagram's: its Ethernet, IPv4 and UDP headers.
+const DATAGRAM_HEADERS: f64 = 14.0 + 20.0 + 8.0;
 
 /// What the probes themselves put on the path: their rate, and at most a
 /// request, a response and a lone ACK a probe with their headers, against
 /// the link rate where the path has one.
 fn probe_traffic(spec: &plumb_spec::Spec, client: &EndResult) -> Option<String> {
     let rr = spec.rr.as_ref()?;
-    let per_s = client.transactions as f64 / client.window_s.max(f64::EPSILON);
-    let bits = per_s * 8.0 * ((rr.req_size + rr.resp_size) as f64 + 3.0 * SEGMENT_HEADERS);
+    // A UDP probe is a request and a response, each one datagram, and it
+    // goes out whether or not the last came back.
+    let (probes, headers) = match &client.udp {
+        Some(u) => (u.packets_sent, 2.0 * DATAGRAM_HEADERS),
+        None => (client.transactions, 3.0 * SEGMENT_HEADERS),
+    };
+    let per_s = probes as f64 / client.window_s.max(f64::EPSILON);
+    let bits = per_s * 8.0 * ((rr.req_size + rr.resp_size) as f64 + headers);
     let share = match &spec.topology {
         Some(plumb_spec::Topology::Veth(v)) => v
             .link_rate_bps

@@ -57,6 +57,11 @@ pub struct IntervalSample {
     /// a run of parts is read from.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub buckets: Vec<[u64; 2]>,
+    /// udp-rr client: requests whose response had not come within the
+    /// timeout, counted in the interval their time ran out (lost, or
+    /// answered late).
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub timeouts: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
