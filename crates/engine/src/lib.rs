@@ -17,6 +17,7 @@ pub mod probe;
 pub mod profile;
 mod ring;
 mod rr;
+mod schedule;
 pub mod setup;
 mod transfer;
 mod udp;

@@ -8,6 +8,7 @@
 
 use super::RrPlan;
 use crate::flow::{FlowCounters, Writing};
+use crate::schedule::Schedule;
 
 /// Where one flow's outgoing messages stand.
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
@@ -76,11 +77,8 @@ impl Starts {
 /// The request/response flows of one worker, indexed from 0.
 pub(crate) struct RrMachine {
     plan: RrPlan,
-    /// Open loop: this worker's share of the rate, as a fixed schedule of
-    /// planned send times, handed to its flows in turn.
-    interval_ns: Option<f64>,
-    next_due_ns: f64,
-    turn: usize,
+    /// Open loop: this worker's share of the rate.
+    schedule: Option<Schedule>,
     // Per-flow state in parallel vectors rather than a struct per flow:
     // the open-loop schedule scans `dead` and the outstanding count of
     // every flow for each request it places, and the start times are
@@ -96,15 +94,13 @@ impl RrMachine {
     /// `now_ns` (an open loop's first request is due then).
     pub(crate) fn new(plan: RrPlan, flows: usize, all: usize, now_ns: u64) -> RrMachine {
         let depth = plan.depth.max(1) as usize;
-        let interval_ns = plan
+        let schedule = plan
             .rate
             .filter(|_| plan.client)
-            .map(|r| 1e9 * all as f64 / (r * flows.max(1) as f64));
+            .map(|r| Schedule::new(r, flows, all, now_ns));
         let timed = if plan.client { flows } else { 0 };
         RrMachine {
-            interval_ns,
-            next_due_ns: now_ns as f64,
-            turn: 0,
+            schedule,
             out: vec![
                 Out {
                     pending: plan.initial,
@@ -128,7 +124,7 @@ impl RrMachine {
     }
 
     pub(crate) fn open_loop(&self) -> bool {
-        self.interval_ns.is_some()
+        self.schedule.is_some()
     }
 
     /// The longest write and the size of a message coming in.
@@ -151,7 +147,7 @@ impl RrMachine {
     /// Whether messages are timed from when they start: a closed-loop
     /// client's (an open loop times from the schedule).
     fn stamps(&self) -> bool {
-        self.plan.client && self.interval_ns.is_none()
+        self.plan.client && self.schedule.is_none()
     }
 
     /// Bytes of the write flow `k` owes now; None when it owes none or has
@@ -209,7 +205,7 @@ impl RrMachine {
         let mut at = 0;
         for _ in 0..done {
             c.add_transaction();
-            if self.interval_ns.is_none() {
+            if self.schedule.is_none() {
                 self.out[k].pending += 1;
             }
             if self.plan.client {
@@ -229,25 +225,16 @@ impl RrMachine {
     /// is due; None in a closed loop, and while every flow has its `depth`
     /// outstanding (a response makes room).
     pub(crate) fn schedule(&mut self, now_ns: u64, placed: &mut Vec<usize>) -> Option<u64> {
-        let iv = self.interval_ns?;
-        let n = self.out.len();
-        while self.next_due_ns <= now_ns as f64 {
-            let mut found = None;
-            for _ in 0..n {
-                let k = self.turn;
-                self.turn = (self.turn + 1) % n;
-                if !self.dead[k] && self.starts.room(k) {
-                    found = Some(k);
-                    break;
-                }
+        let (dead, starts, out) = (&self.dead, &mut self.starts, &mut self.out);
+        self.schedule.as_mut()?.run(now_ns, |k, planned| {
+            if dead[k] || !starts.room(k) {
+                return false;
             }
-            let k = found?;
-            self.starts.open(k, self.next_due_ns as u64);
-            self.out[k].pending += 1;
-            self.next_due_ns += iv;
+            starts.open(k, planned);
+            out[k].pending += 1;
             placed.push(k);
-        }
-        Some(self.next_due_ns as u64)
+            true
+        })
     }
 }
 

@@ -6,6 +6,7 @@
 //! delays and reorders datagrams.
 
 use crate::flow::FlowCounters;
+use crate::schedule::Schedule;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::sync::atomic::AtomicU64;
@@ -124,11 +125,8 @@ pub(crate) struct RrClient {
     timeout_ns: u64,
     base: usize,
     depth: usize,
-    /// Open loop: this worker's share of the rate as nanoseconds between
-    /// planned sends, the next one's time, and the flow whose turn it is.
-    interval_ns: Option<f64>,
-    next_due_ns: f64,
-    turn: usize,
+    /// Open loop: this worker's share of the rate.
+    schedule: Option<Schedule>,
     // Per-flow state in parallel vectors indexed by the flow's place in the
     // worker's range, each queue allocated for `depth` when the worker
     // starts.
@@ -154,11 +152,7 @@ impl RrClient {
             timeout_ns: plan.timeout_ns,
             base,
             depth,
-            interval_ns: plan
-                .rate
-                .map(|r| 1e9 * plan.flows.max(1) as f64 / (r * n.max(1) as f64)),
-            next_due_ns: now_ns as f64,
-            turn: 0,
+            schedule: plan.rate.map(|r| Schedule::new(r, n, plan.flows, now_ns)),
             outstanding: (0..n).map(|_| VecDeque::with_capacity(depth)).collect(),
             placed: (0..n).map(|_| VecDeque::with_capacity(depth)).collect(),
             dead: vec![false; n],
@@ -167,7 +161,7 @@ impl RrClient {
     }
 
     pub(crate) fn open_loop(&self) -> bool {
-        self.interval_ns.is_some()
+        self.schedule.is_some()
     }
 
     /// Requests each flow sends as it starts: its depth in a closed loop,
@@ -280,24 +274,16 @@ impl RrClient {
     /// answer or a timeout makes room, and the requests due meanwhile go
     /// out then, each timed from its planned time).
     pub(crate) fn schedule(&mut self, now_ns: u64, placed: &mut Vec<usize>) -> Option<u64> {
-        let iv = self.interval_ns?;
-        let n = self.dead.len();
-        while self.next_due_ns <= now_ns as f64 {
-            let mut found = None;
-            for _ in 0..n {
-                let k = self.turn;
-                self.turn = (self.turn + 1) % n;
-                if !self.dead[k] && self.outstanding[k].len() + self.placed[k].len() < self.depth {
-                    found = Some(k);
-                    break;
-                }
+        let depth = self.depth;
+        let (dead, outstanding, due) = (&self.dead, &self.outstanding, &mut self.placed);
+        self.schedule.as_mut()?.run(now_ns, |k, planned| {
+            if dead[k] || outstanding[k].len() + due[k].len() >= depth {
+                return false;
             }
-            let k = found?;
-            self.placed[k].push_back(self.next_due_ns as u64);
-            self.next_due_ns += iv;
+            due[k].push_back(planned);
             placed.push(k);
-        }
-        Some(self.next_due_ns as u64)
+            true
+        })
     }
 }
 
