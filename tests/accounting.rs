@@ -427,19 +427,6 @@ fn sockstat_holds_the_runs_flows_and_the_namespace_has_none_left_after() {
     assert!(!text.contains("sockstat    server"), "{text}");
 }
 
-/// Tcp.RetransSegs of `/proc/net/snmp` as seen from inside `ns`.
-fn retrans_segs_in(ns: &Netns) -> u64 {
-    let out = ns.exec("cat").arg("/proc/net/snmp").output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    let tcp: Vec<Vec<&str>> = text
-        .lines()
-        .filter(|l| l.starts_with("Tcp:"))
-        .map(|l| l.split_whitespace().collect())
-        .collect();
-    let i = tcp[0].iter().position(|k| *k == "RetransSegs").unwrap();
-    tcp[1][i].parse().unwrap()
-}
-
 #[test]
 fn retransmits_are_the_windows_and_the_namespaces_kernel_counts_them_too() {
     let _alone = measuring_alone();
@@ -451,7 +438,7 @@ fn retransmits_are_the_windows_and_the_namespaces_kernel_counts_them_too() {
     if !drop_every(&ns, "tcp", 500) {
         return;
     }
-    let before = retrans_segs_in(&ns);
+    let before = snmp_in(&ns, "Tcp", "RetransSegs");
     let out = ns
         .exec(env!("CARGO_BIN_EXE_plumb"))
         .env("PLUMB_ACTIVITY_DIR", "off")
@@ -460,7 +447,7 @@ fn retransmits_are_the_windows_and_the_namespaces_kernel_counts_them_too() {
         .output()
         .unwrap();
     assert_ok(&out);
-    let kernel = retrans_segs_in(&ns) - before;
+    let kernel = snmp_in(&ns, "Tcp", "RetransSegs") - before;
     let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
     let it = &rec["iterations"][0];
     let ours = u(&it["derived"]["retransmits"]);
@@ -482,7 +469,7 @@ fn retransmits_are_the_windows_and_the_namespaces_kernel_counts_them_too() {
     let t = &it["client"]["tracepoints"];
     assert!(t["unavailable"].is_null(), "{t}");
     assert!(u(&t["counts"]["tcp:tcp_retransmit_skb"]) > 0, "{t}");
-    let dropped = dropped_by_the_rule(&ns);
+    let dropped = dropped_by_filter(&ns);
     assert!(dropped > 0);
     assert!(
         u(&t["counts"]["skb:kfree_skb"]) * 2 >= dropped,
@@ -582,27 +569,4 @@ fn the_receivers_buffer_is_tuned_within_its_ceiling_and_left_alone_when_set() {
     let own = &set["iterations"][0]["server"]["flow_events"];
     let g = &own["rcvbuf_grow"];
     assert_eq!(u(&g["rcvbuf_sum"]), u(&g["read"]) * 2 * 65536, "{own}");
-}
-
-/// The packets the INPUT chain of `ns` dropped, by its rules' counters.
-fn dropped_by_the_rule(ns: &Netns) -> u64 {
-    for iptables in ["iptables-legacy", "iptables"] {
-        let Ok(out) = ns
-            .exec(iptables)
-            .args(["-L", "INPUT", "-v", "-x", "-n"])
-            .output()
-        else {
-            continue;
-        };
-        let text = String::from_utf8_lossy(&out.stdout).to_string();
-        let drops: u64 = text
-            .lines()
-            .filter(|l| l.contains("DROP"))
-            .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
-            .sum();
-        if out.status.success() && drops > 0 {
-            return drops;
-        }
-    }
-    0
 }

@@ -44,6 +44,50 @@ fn rst_close_on(io: &str) {
     assert!(f(&it["derived"]["client_cpu_s_per_tx"]) > 0.0);
 }
 
+/// An open loop (`--rate`) opens a connection for each transaction its
+/// schedule plans, in a flow whose last exchange is over, and times it
+/// from its planned time, connect included: as many as planned, as the
+/// namespace's kernel counts the opens.
+#[test]
+fn an_open_loop_opens_connections_at_its_rate() {
+    let _alone = measuring_alone();
+    let Some(ns) = Netns::new("crrol") else {
+        return;
+    };
+    for io in engines() {
+        let before = snmp_in(&ns, "Tcp", "ActiveOpens");
+        let out = ns
+            .plumb()
+            .args(["run", "crr", "--json", "--no-store", "--iterations", "1"])
+            .args(["--flows", "4", "--rate", "500", "--io", io])
+            .args(["--duration", "2s", "--warmup", "500ms"])
+            .output()
+            .unwrap();
+        assert_ok(&out);
+        let opened = (snmp_in(&ns, "Tcp", "ActiveOpens") - before) as f64;
+        let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(rec["spec"]["rr"]["rate"], 500, "{io}");
+        let c = &rec["iterations"][0]["client"];
+        let window = f(&c["window_s"]);
+        let tx = u(&c["transactions"]) as f64;
+        let seen = format!("{io}: {tx} in {window} s, {opened} opened");
+        assert!(
+            (tx - 500.0 * window).abs() <= 0.02 * 500.0 * window + 2.0,
+            "{seen}"
+        );
+        // The warm-up's and the window's, and the control connection's.
+        let planned = 500.0 * (window + 0.5);
+        assert!((opened - planned).abs() <= 0.05 * planned + 10.0, "{seen}");
+        assert_eq!(u(&c["latency"]["count"]) as f64, tx, "{seen}");
+        // An open loop keeps its seconds' latencies for the stretches of a
+        // run of parts.
+        assert!(
+            items(&c["intervals"]).all(|s| !s["buckets"].as_array().unwrap().is_empty()),
+            "{seen}"
+        );
+    }
+}
+
 #[test]
 fn fin_close_leaves_time_wait_behind() {
     let _alone = measuring_alone();

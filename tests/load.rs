@@ -18,8 +18,9 @@ struct Loaded {
     summary: String,
     /// The probes' median in each phase, ms, from the record's buckets.
     p50_ms: Vec<f64>,
-    /// The UDP probes' likewise.
+    /// The UDP probes' likewise, and the probes on new connections'.
     udp_p50_ms: Vec<f64>,
+    connect_p50_ms: Vec<f64>,
     ping: Vec<f64>,
     tc_backlog: f64,
 }
@@ -91,12 +92,15 @@ fn load_through(queue: &str, limit_bytes: f64) -> Loaded {
             .collect()
     };
     let p50_ms = by_phase(&it["client"]);
-    let udp = items(&it["parts"]).find(|p| p["name"] == "udp").unwrap();
-    assert_eq!(f(&udp["start_s"]), 0.0, "the UDP probe runs throughout");
-    let udp_p50_ms = by_phase(&udp["client"]);
+    let probe = |name: &str| {
+        let part = items(&it["parts"]).find(|p| p["name"] == name).unwrap();
+        assert_eq!(f(&part["start_s"]), 0.0, "{name} probes throughout");
+        by_phase(&part["client"])
+    };
     Loaded {
         p50_ms,
-        udp_p50_ms,
+        udp_p50_ms: probe("udp"),
+        connect_p50_ms: probe("connect"),
         summary: String::from_utf8_lossy(&summary.stdout).into_owned(),
         record,
         ping,
@@ -123,8 +127,8 @@ fn probes_wait_behind_a_loaded_fifo_as_long_as_its_depth_takes_to_drain() {
         let l = load_through(queue, limit);
         let seen = format!(
             "queue {queue}: expected {expected_ms:.1} ms; probes' p50 by phase {:?}; \
-             UDP probes' {:?}; ping {:?}; tc backlog {}",
-            l.p50_ms, l.udp_p50_ms, l.ping, l.tc_backlog
+             UDP probes' {:?}; connect probes' {:?}; ping {:?}; tc backlog {}",
+            l.p50_ms, l.udp_p50_ms, l.connect_p50_ms, l.ping, l.tc_backlog
         );
         eprintln!("{seen}");
         let (idle, down) = (l.p50_ms[0], l.p50_ms[1]);
@@ -135,6 +139,19 @@ fn probes_wait_behind_a_loaded_fifo_as_long_as_its_depth_takes_to_drain() {
                     loaded >= 0.5 * expected_ms && loaded <= 1.3 * expected_ms + 5.0,
                     "{seen}"
                 );
+            }
+        }
+        // A probe on a new connection crosses the loaded direction twice
+        // (the handshake's SYN or SYN-ACK, then the request or the
+        // response), so it waits about twice the queue's drain time; a
+        // shallow FIFO drops SYNs, whose retransmission a second later
+        // can make the median (257 ms and 807 ms seen).
+        let c = &l.connect_p50_ms;
+        assert!(c[0] < 5.0 && c[4] < 5.0, "{seen}");
+        for loaded in [c[1], c[2]] {
+            assert!(loaded >= 1.0 * expected_ms, "{seen}");
+            if queue == "200K" {
+                assert!(loaded <= 2.6 * expected_ms + 10.0, "{seen}");
             }
         }
         // The UDP probes go on through loss: every one the schedule
@@ -183,12 +200,14 @@ fn probes_wait_behind_a_loaded_fifo_as_long_as_its_depth_takes_to_drain() {
             "p50 rise",
             "probes      ",
             "part udp's transactions",
+            "part connect's transactions",
             "timed  lost",
             "queued in   the router's qdisc",
         ] {
             assert!(l.summary.contains(words), "{words}: {}", l.summary);
         }
-        // Each probe's own line: the TCP probe's and the UDP probe's.
+        // Each probe's own line: the TCP probe's, the UDP probe's and the
+        // connect probe's.
         let shares: Vec<f64> = l
             .summary
             .split("on the path with their headers, ")
@@ -200,7 +219,7 @@ fn probes_wait_behind_a_loaded_fifo_as_long_as_its_depth_takes_to_drain() {
                     .unwrap_or_else(|| panic!("no probe share: {}", l.summary))
             })
             .collect();
-        assert_eq!(shares.len(), 2, "{}", l.summary);
+        assert_eq!(shares.len(), 3, "{}", l.summary);
         assert!(
             shares.iter().sum::<f64>() < 1.0,
             "the probes are a small part of the link: {shares:?}%"

@@ -472,6 +472,24 @@ pub fn dropped_by_filter(ns: &Netns) -> u64 {
         .sum()
 }
 
+/// A counter of `/proc/net/snmp` (`group` Tcp, Udp, Ip...) as seen from
+/// inside `ns`: the kernel's own count of what happened there.
+pub fn snmp_in(ns: &Netns, group: &str, key: &str) -> u64 {
+    let out = ns.exec("cat").arg("/proc/net/snmp").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let prefix = format!("{group}:");
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .filter(|l| l.starts_with(&prefix))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let i = rows[0]
+        .iter()
+        .position(|k| *k == key)
+        .unwrap_or_else(|| panic!("no {group} {key} in /proc/net/snmp"));
+    rows[1][i].parse().unwrap()
+}
+
 /// Two namespaces the test creates, `client` at 198.18.NET.1 and `server`
 /// at 198.18.NET.2 (/30), joined by a veth pair whose ends are named
 /// uniquely on the host (`client_dev`, `server_dev`).

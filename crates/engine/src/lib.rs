@@ -164,6 +164,7 @@ impl EngineConfig {
                     peer: (!server).then_some(link.peer),
                     accept_from: server.then(|| link.peer.ip()),
                     opts: spec.socket.clone(),
+                    rate: r.rate.filter(|_| !server).map(|x| x as f64),
                 })
             }
             plumb_spec::Workload::UdpStream => Workload::Udp(udp(false)),
@@ -209,6 +210,7 @@ impl EngineConfig {
         match &self.workload {
             Workload::Rr(r) => r.rate.is_some(),
             Workload::Udp(u) => u.client && u.rate.is_some(),
+            Workload::Crr(c) => c.rate.is_some(),
             _ => false,
         }
     }

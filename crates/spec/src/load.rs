@@ -3,7 +3,9 @@
 //! (an open-loop rr: each one's latency counts from its planned send time,
 //! so a probe that waits behind a queue is not hidden), beside a UDP probe
 //! at the same rate (an open-loop udp-rr, whose lost requests are counted
-//! rather than retransmitted, and whose series goes on through loss), and
+//! rather than retransmitted, and whose series goes on through loss) and
+//! probes on new connections (an open-loop crr: a handshake and a small
+//! exchange, the responsiveness method's "foreign" probes), and
 //! bulk flows run as parts in phases, as flent's RRUL loads a path: idle
 //! (probes only), download, upload, both, idle again. What is stored is the
 //! run of parts this expands to, so a run of `load` and the same parts
@@ -37,6 +39,14 @@ pub const PROBE_RATE: u64 = 20;
 pub const PROBE_PIPELINE: u32 = 32;
 /// The UDP probe's part, for the whole run.
 pub const UDP_PROBE: &str = "udp";
+/// The part of probes on new connections (the responsiveness method's
+/// "foreign" probes: a TCP connect and a small exchange), for the whole
+/// run: an open-loop crr.
+pub const CONNECT_PROBE: &str = "connect";
+/// Connections the connect probes may have in progress at once: at the
+/// probe rate, 0.8 s of them, so that a deep queue's wait (a handshake and
+/// an exchange each cross it twice) does not hold the schedule back.
+pub const CONNECT_SLOTS: u32 = 16;
 /// How long a UDP probe waits for its answer before it counts as lost: a
 /// probe behind a bloated queue is late, not lost, up to a second; the
 /// pipeline's 1.6 s of probes keeps the schedule going meanwhile.
@@ -64,6 +74,10 @@ pub fn settings(phase_s: u64, flows: u32, part_keys: &str) -> Vec<(Field, String
             format!(
                 "{UDP_PROBE}=udp-rr:rate={PROBE_RATE}:pipeline={PROBE_PIPELINE}:timeout={UDP_PROBE_TIMEOUT}"
             ),
+        ),
+        (
+            Field::Part,
+            format!("{CONNECT_PROBE}=crr:rate={PROBE_RATE}:flows={CONNECT_SLOTS}"),
         ),
     ];
     for (i, (_, loads)) in PHASES.iter().enumerate() {
@@ -109,13 +123,17 @@ mod tests {
             parts,
             vec![
                 (UDP_PROBE, 0, None, 1),
+                (CONNECT_PROBE, 0, None, CONNECT_SLOTS),
                 ("download", 2000, Some(4000), 3),
                 ("upload", 4000, Some(6000), 3),
                 ("both-down", 6000, Some(8000), 3),
                 ("both-up", 6000, Some(8000), 3),
             ]
         );
-        let (udp, loads) = spec.parts.split_first().unwrap();
+        let (udp, rest) = spec.parts.split_first().unwrap();
+        let (connect, loads) = rest.split_first().unwrap();
+        assert_eq!(connect.spec.workload, Workload::Crr);
+        assert_eq!(connect.spec.rr.as_ref().unwrap().rate, Some(PROBE_RATE));
         assert!(loads
             .iter()
             .all(|p| p.spec.socket.cc.as_deref() == Some("cubic")));

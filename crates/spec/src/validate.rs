@@ -113,14 +113,11 @@ impl Spec {
     fn validate_rr(&self, rr: &RrSpec) -> Result<(), SpecError> {
         within(Field::ReqSize, rr.req_size, show_bytes)?;
         within(Field::RespSize, rr.resp_size, show_bytes)?;
-        if self.workload == Workload::Crr && (rr.pipeline != 1 || rr.rate.is_some()) {
+        if self.workload == Workload::Crr && rr.pipeline != 1 {
             return Err(SpecError::new(
-                if rr.rate.is_some() {
-                    Field::Rate
-                } else {
-                    Field::Pipeline
-                },
-                "crr makes one transaction per connection; it has no pipeline or open loop",
+                Field::Pipeline,
+                "crr makes one transaction per connection; it has no pipeline (--flows keeps \
+                 that many connections in progress)",
             ));
         }
         if let Some(r) = rr.rate {

@@ -213,6 +213,13 @@ const CRR: &[Flag] = &[
          socket per transaction) or server-fin (the server closes right after its response \
          and the TIME_WAIT is its own, as netperf's TCP_CRR does)",
     ),
+    value(
+        Field::Rate,
+        "PER_SEC",
+        "Open loop: open this many connections per second over all flows on a fixed \
+         schedule, each in a flow whose last exchange is over; a transaction counts from \
+         its planned time, its connect included",
+    ),
     REQ_WRITES,
     RESP_WRITES,
     IO,

@@ -188,6 +188,7 @@ mod tests {
             peer: None,
             accept_from: None,
             opts: Default::default(),
+            rate: None,
         })
     }
 

@@ -29,6 +29,8 @@ use std::os::fd::AsFd;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
+use crate::schedule::Schedule;
+
 #[derive(Debug, Clone)]
 pub struct CrrPlan {
     pub client: bool,
@@ -48,6 +50,10 @@ pub struct CrrPlan {
     /// every transaction; others are closed unread and counted as strays.
     pub accept_from: Option<IpAddr>,
     pub opts: SocketOpts,
+    /// Client, open loop: transactions a second over every slot, each on a
+    /// connection opened at its planned time and timed from it (connect
+    /// included), in a slot whose last exchange is over.
+    pub rate: Option<f64>,
 }
 
 /// Whether a crr server serves a connection from `from`. A loopback client
@@ -196,19 +202,30 @@ pub(crate) struct CrrClient {
     /// One slot on epoll: its connections block, with timeouts, instead of
     /// waiting in epoll (see [`Loop::blocking`]).
     blocking: bool,
+    /// Open loop: the schedule, the slots that failed (an idle slot has no
+    /// connection either), and the slots placed a transaction, with its
+    /// planned time.
+    schedule: Option<Schedule>,
+    failed: Vec<bool>,
+    placed: Vec<(usize, u64)>,
 }
 
 impl CrrClient {
     pub(crate) fn new(plan: CrrPlan, sh: &Shared) -> CrrClient {
         let peer = plan.peer.expect("the client knows where to connect");
         let m = CrrMachine::new(&plan);
+        let n = sh.range.len();
+        let now = sh.clock.elapsed().as_nanos() as u64;
         CrrClient {
+            schedule: plan.rate.map(|r| Schedule::new(r, n, plan.slots, now)),
+            failed: vec![false; n],
+            placed: Vec::new(),
             peer,
             sources: crate::setup::sources_for(peer, plan.slots as u32, true),
             base: sh.range.start,
             bufs: Bufs::new(&m),
             m,
-            conns: (0..sh.range.len()).map(|_| None).collect(),
+            conns: (0..n).map(|_| None).collect(),
             blocking: false,
             plan,
         }
@@ -238,10 +255,11 @@ impl CrrClient {
         Ok(sock)
     }
 
-    /// Starts slot `k`'s next connection.
-    fn open(&self, lp: &Loop, k: usize) -> io::Result<Conn> {
+    /// Starts slot `k`'s next connection, its transaction timed from
+    /// `planned` (an open loop's) or from now.
+    fn open(&self, lp: &Loop, k: usize, planned: Option<u64>) -> io::Result<Conn> {
         let sock = self.socket(k, !self.blocking)?;
-        let t0 = lp.now_ns();
+        let t0 = planned.unwrap_or_else(|| lp.now_ns());
         let connected = match sock.connect(&self.peer.into()) {
             Ok(()) => true,
             // EINPROGRESS, or EINTR: a blocking connect cut short by the
@@ -264,8 +282,8 @@ impl CrrClient {
         Ok(Conn::new(stream, true, self.m.begin(t0)))
     }
 
-    fn open_or_fail(&mut self, lp: &mut Loop, k: usize) {
-        match self.open(lp, k) {
+    fn open_or_fail(&mut self, lp: &mut Loop, k: usize, planned: Option<u64>) {
+        match self.open(lp, k, planned) {
             Ok(c) => self.conns[k] = Some(c),
             Err(e) => self.fail(lp, k, connect_error(&e)),
         }
@@ -273,7 +291,24 @@ impl CrrClient {
 
     fn fail(&mut self, lp: &mut Loop, k: usize, why: String) {
         self.conns[k] = None;
+        self.failed[k] = true;
         lp.flow_failed(self.base + k, why);
+    }
+
+    /// Open loop: places the transactions due by now in the idle slots, in
+    /// turn, into `placed`. The nanoseconds until the next is due; None in
+    /// a closed loop and while every slot is busy.
+    fn schedule(&mut self, lp: &Loop) -> Option<u64> {
+        let (conns, failed, placed) = (&self.conns, &self.failed, &mut self.placed);
+        let now = lp.now_ns();
+        let due = self.schedule.as_mut()?.run(now, |k, planned| {
+            let idle = conns[k].is_none() && !failed[k] && !placed.iter().any(|p| p.0 == k);
+            if idle {
+                placed.push((k, planned));
+            }
+            idle
+        });
+        due.map(|t| t.saturating_sub(now))
     }
 
     /// Moves slot `k`'s connection on as far as the socket allows; opens
@@ -306,25 +341,38 @@ impl CrrClient {
     }
 
     /// Closes slot `k`'s connection, its transaction done, and opens the
-    /// next: dropping the stream closes it, with RST where linger is 0.
+    /// next (an open loop's slot waits for the schedule): dropping the
+    /// stream closes it, with RST where linger is 0.
     fn reopen(&mut self, lp: &mut Loop, k: usize) {
         self.conns[k] = None;
-        self.open_or_fail(lp, k);
+        if self.schedule.is_none() {
+            self.open_or_fail(lp, k, None);
+        }
     }
 }
 
 impl Handler for CrrClient {
     fn start(&mut self, lp: &mut Loop) -> io::Result<()> {
-        if self.conns.len() == 1 {
+        if self.conns.len() == 1 && self.schedule.is_none() {
             self.blocking = true;
             // Each connection's socket is made blocking as it opens.
             lp.block(self.base as u64, BOUND)?;
         }
         lp.live = self.conns.len();
-        for k in 0..self.conns.len() {
-            self.open_or_fail(lp, k);
+        if self.schedule.is_none() {
+            for k in 0..self.conns.len() {
+                self.open_or_fail(lp, k, None);
+            }
         }
         Ok(())
+    }
+
+    fn on_timer(&mut self, lp: &mut Loop) -> io::Result<Option<u64>> {
+        let next = self.schedule(lp);
+        for (k, planned) in std::mem::take(&mut self.placed) {
+            self.open_or_fail(lp, k, Some(planned));
+        }
+        Ok(next)
     }
 
     fn on_readable(&mut self, lp: &mut Loop, id: u64, flags: EventFlags) -> io::Result<Next> {
@@ -583,10 +631,20 @@ impl RingFlows for CrrClient {
 
     fn start(&mut self, lp: &mut Loop, q: &mut Queue) -> io::Result<()> {
         lp.live = self.conns.len();
-        for k in 0..self.conns.len() {
-            self.open_on_ring(lp, q, k)?;
+        if self.schedule.is_none() {
+            for k in 0..self.conns.len() {
+                self.open_on_ring(lp, q, k, None)?;
+            }
         }
         Ok(())
+    }
+
+    fn on_timer(&mut self, lp: &mut Loop, q: &mut Queue) -> io::Result<Option<u64>> {
+        let next = self.schedule(lp);
+        for (k, planned) in std::mem::take(&mut self.placed) {
+            self.open_on_ring(lp, q, k, Some(planned))?;
+        }
+        Ok(next)
     }
 
     fn complete(&mut self, lp: &mut Loop, q: &mut Queue, done: Done<'_>) -> io::Result<()> {
@@ -613,7 +671,9 @@ impl RingFlows for CrrClient {
             // Dropping the stream closes it: RST with linger 0, else FIN.
             Some(_) => {
                 self.conns[k] = None;
-                self.open_on_ring(lp, q, k)?;
+                if self.schedule.is_none() {
+                    self.open_on_ring(lp, q, k, None)?;
+                }
             }
             None => {}
         }
@@ -622,13 +682,21 @@ impl RingFlows for CrrClient {
 }
 
 impl CrrClient {
-    /// Starts slot `k`'s next connection with a connect on the ring.
-    fn open_on_ring(&mut self, lp: &mut Loop, q: &mut Queue, k: usize) -> io::Result<()> {
+    /// Starts slot `k`'s next connection with a connect on the ring, its
+    /// transaction timed from `planned` (an open loop's) or from now.
+    fn open_on_ring(
+        &mut self,
+        lp: &mut Loop,
+        q: &mut Queue,
+        k: usize,
+        planned: Option<u64>,
+    ) -> io::Result<()> {
         let i = self.base + k;
         match self.socket(k, false) {
             Ok(sock) => {
                 q.connect(sock.as_fd(), ring::tag(i, Op::Connect))?;
-                self.conns[k] = Some(Conn::new(sock.into(), true, self.m.begin(lp.now_ns())));
+                let t0 = planned.unwrap_or_else(|| lp.now_ns());
+                self.conns[k] = Some(Conn::new(sock.into(), true, self.m.begin(t0)));
             }
             Err(e) => self.fail(lp, k, connect_error(&e)),
         }

@@ -219,10 +219,13 @@ const DATAGRAM_HEADERS: f64 = 14.0 + 20.0 + 8.0;
 fn probe_traffic(spec: &plumb_spec::Spec, client: &EndResult) -> Option<String> {
     let rr = spec.rr.as_ref()?;
     // A UDP probe is a request and a response, each one datagram, and it
-    // goes out whether or not the last came back.
-    let (probes, headers) = match &client.udp {
-        Some(u) => (u.packets_sent, 2.0 * DATAGRAM_HEADERS),
-        None => (client.transactions, 3.0 * SEGMENT_HEADERS),
+    // goes out whether or not the last came back; a probe on a new
+    // connection adds the handshake and the close (SYN, SYN-ACK, ACK and
+    // the default close's RST: about seven segments with the exchange).
+    let (probes, headers) = match (&client.udp, spec.workload) {
+        (Some(u), _) => (u.packets_sent, 2.0 * DATAGRAM_HEADERS),
+        (None, plumb_spec::Workload::Crr) => (client.transactions, 7.0 * SEGMENT_HEADERS),
+        (None, _) => (client.transactions, 3.0 * SEGMENT_HEADERS),
     };
     let per_s = probes as f64 / client.window_s.max(f64::EPSILON);
     let bits = per_s * 8.0 * ((rr.req_size + rr.resp_size) as f64 + headers);
@@ -304,8 +307,13 @@ pub(super) fn parts(o: &mut String, rec: &RunRecord, it: &Iteration) {
             p.summary(),
             secs(part.window_s)
         );
-        traffic(o, &view, &rec.spec.part_spec(p));
-        fairness(o, &view);
+        let spec = rec.spec.part_spec(p);
+        traffic(o, &view, &spec);
+        // A probe's flows are slots for its paced requests, not shares of
+        // a load.
+        if spec.rr.as_ref().is_none_or(|r| r.rate.is_none()) {
+            fairness(o, &view);
+        }
         if view.client.udp.is_none() {
             tcp_figures(o, &view);
         }
