@@ -254,6 +254,91 @@ fn probes_wait_behind_a_loaded_fifo_as_long_as_its_depth_takes_to_drain() {
     );
 }
 
+/// `compare` of two labels' load runs gives each probe's median in each
+/// stretch on both sides, with the ratio's interval, and calls a stretch
+/// higher or lower only where that interval leaves 1 out and the line's q
+/// among all of them passes too.
+#[test]
+fn compare_weighs_each_probe_in_each_stretch() {
+    if skip_unless_router() {
+        return;
+    }
+    let _alone = measuring_alone();
+    let db = TempDb::new("load-compare");
+    for label in ["a", "b"] {
+        let out = plumb()
+            .env("PLUMB_JOURNAL", test_journal("load-compare"))
+            .args(["run", "load", "--phase", "1s", "--topology", "veth"])
+            .args(["--qdisc", "pfifo", "--link-rate", "20M", "--queue", "100K"])
+            .args(["--cc", "cubic", "--iterations", "2", "--label", label])
+            .args(["--db", db.path()])
+            .output()
+            .unwrap();
+        assert_ok(&out);
+    }
+    let out = run(&["compare", "a", "b", "--format", "json", "--db", db.path()]);
+    assert_ok(&out);
+    let c: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let point = items(&c["points"])
+        .find(|p| !p["under_load"].is_null())
+        .unwrap_or_else(|| panic!("no point with lines under load: {c}"));
+    let lines: Vec<&Value> = items(&point["under_load"]).collect();
+    let cut: Vec<(String, String)> = lines
+        .iter()
+        .map(|l| {
+            (
+                l["probe"].as_str().unwrap().into(),
+                l["running"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    let mut want = Vec::new();
+    for probe in ["run", "udp", "connect"] {
+        for running in [
+            "nothing",
+            "download",
+            "upload",
+            "both-down + both-up",
+            "nothing",
+        ] {
+            want.push((probe.to_string(), running.to_string()));
+        }
+    }
+    assert_eq!(cut, want);
+    // 100 KiB at 20 Mbit/s is 40 ms of queue: before the loads the probes
+    // wait under 5 ms, loaded more than 10 (a phase of one second is the
+    // queue filling; the last idle one holds its draining).
+    for l in &lines {
+        let (a, b) = (f(&l["a"]["mean_ms"]), f(&l["b"]["mean_ms"]));
+        match l["running"].as_str().unwrap() {
+            "nothing" if l["seconds"].as_str().unwrap().starts_with("0.0-") => {
+                assert!(a < 5.0 && b < 5.0, "{l}")
+            }
+            "nothing" => {}
+            _ => assert!(a > 10.0 && b > 10.0, "{l}"),
+        }
+        assert_eq!(u(&l["a"]["n"]), 2, "{l}");
+        // A call agrees with the interval beside it and with its q.
+        let verdict = l["verdict"].as_str().unwrap();
+        if verdict == "higher" || verdict == "lower" {
+            let (lo, hi) = (
+                f(&l["ratio"][0]),
+                l["ratio"][1].as_f64().unwrap_or(f64::INFINITY),
+            );
+            assert!(lo > 1.0 || hi < 1.0, "{l}");
+            assert!(f(&l["q_value"]) < 0.05, "{l}");
+            assert_eq!(verdict == "higher", lo > 1.0, "{l}");
+        }
+    }
+    let text = run(&["compare", "a", "b", "--db", db.path()]);
+    assert_ok(&text);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("under load, the probes' median in ms"),
+        "{text}"
+    );
+}
+
 #[test]
 fn a_phase_is_whole_seconds() {
     let out = run(&["run", "load", "--phase", "1500ms"]);

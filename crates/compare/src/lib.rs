@@ -10,6 +10,7 @@
 mod budget;
 pub mod history;
 pub mod limits;
+pub mod load;
 pub mod profile;
 
 pub use budget::{busier_neighbours, BudgetLine, OTHER};
@@ -172,6 +173,10 @@ pub struct Point {
     /// shares of their busy time, each with its interval and verdict.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub limits: Vec<limits::LimitLine>,
+    /// Runs of parts with probes and loads: each probe's median in each
+    /// stretch of the window in which the same loads ran, on both sides.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub under_load: Vec<load::LoadLine>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -496,6 +501,7 @@ pub fn compare_across(
             irq_moves: budget::irq_moves(&ia, &ib),
             profile: profile::compare(&ia, &ib, metric),
             limits: limits::lines(&ia, &ib, params.level),
+            under_load: load::lines(&ia, &ib, params.level),
         });
     }
     let paired = |k: &String| pairs.iter().any(|(x, y, _)| x == k || y == k);

@@ -360,6 +360,10 @@ pub fn terminal(c: &Comparison) -> String {
             let _ = writeln!(o, "  sender's busy time limited by");
             o.push_str(&limits_table(p).terminal("    "));
         }
+        if !p.under_load.is_empty() {
+            let _ = writeln!(o, "  under load, the probes' median in ms");
+            o.push_str(&load_table(p).terminal("    "));
+        }
         for m in p
             .irq_moves
             .iter()
@@ -488,6 +492,50 @@ fn limits_table(p: &Point) -> Table {
     t
 }
 
+/// Each probe's median in each stretch of a run of parts on the two
+/// sides (the mean over the iterations), the ratio's interval, and whether
+/// B's probes waited longer (`higher`) or shorter.
+fn load_table(p: &Point) -> Table {
+    let mut t = Table::new([
+        ("probe", Align::Left, 0),
+        ("seconds", Align::Left, 0),
+        ("running", Align::Left, 0),
+        ("A", Align::Right, 0),
+        ("B", Align::Right, 0),
+        ("B/A interval", Align::Right, 0),
+        ("B against A", Align::Left, 0),
+    ]);
+    let ms = |m: &plumb_compare::load::Median| sig3(m.mean_ms);
+    let ratio = |r: Option<(f64, f64)>| match r {
+        Some((lo, hi)) if hi.is_finite() => format!("[{}, {}]", sig3(lo), sig3(hi)),
+        Some((lo, _)) => format!("[{}, inf]", sig3(lo)),
+        None => "-".to_string(),
+    };
+    use plumb_compare::load::LoadVerdict;
+    for l in &p.under_load {
+        let words = l.verdict.name();
+        // Higher latency is worse: classed as a worse verdict is.
+        let class = match l.verdict {
+            LoadVerdict::Higher => "worse",
+            LoadVerdict::Lower => "better",
+            v => v.name(),
+        };
+        t.row_of_class(
+            class,
+            [
+                l.probe.clone(),
+                l.seconds.clone(),
+                l.running.clone(),
+                ms(&l.a),
+                ms(&l.b),
+                ratio(l.ratio),
+                words.to_string(),
+            ],
+        );
+    }
+    t
+}
+
 /// A Markdown table for an issue or a pull request.
 pub fn markdown(c: &Comparison) -> String {
     let mut o = String::new();
@@ -506,6 +554,10 @@ pub fn markdown(c: &Comparison) -> String {
         if !p.limits.is_empty() {
             let _ = writeln!(o, "Sender's busy time limited by, {}:\n", p.summary);
             let _ = writeln!(o, "{}", limits_table(p).markdown());
+        }
+        if !p.under_load.is_empty() {
+            let _ = writeln!(o, "Under load, the probes' median in ms, {}:\n", p.summary);
+            let _ = writeln!(o, "{}", load_table(p).markdown());
         }
         let notes: Vec<&String> = p
             .irq_moves
