@@ -264,6 +264,7 @@ impl Ctx<'_> {
 fn check_field_name(key: &str) -> Result<(), String> {
     match Field::from_key(key) {
         Some(_) => Ok(()),
+        None if [crate::load::PHASE_KEY, crate::load::LOAD_FLOWS_KEY].contains(&key) => Ok(()),
         None => {
             let keys: Vec<&str> = Field::ALL.iter().map(|f| f.key()).collect();
             Err(format!(
@@ -278,16 +279,62 @@ fn check_field_name(key: &str) -> Result<(), String> {
 /// run` (see [`crate::build`]); an error comes with the line and key at
 /// fault (for a spec that cannot run as a whole, the last field's line).
 pub fn build_spec(fields: &[&Located]) -> Result<Spec, (usize, String, String)> {
-    let mut settings = Vec::with_capacity(fields.len());
+    let load = fields
+        .iter()
+        .rfind(|l| l.key == Field::Workload.key())
+        .is_some_and(|l| l.value == crate::load::WORKLOAD);
+    let (mut phase_s, mut flows) = (crate::load::PHASE_S, crate::load::LOAD_FLOWS);
+    // Each setting with the line it came from; a load run's preset comes
+    // first, at the line of its `workload`.
+    let mut settings: Vec<(Field, String, usize)> = Vec::with_capacity(fields.len());
     for l in fields {
-        let field = Field::from_key(&l.key)
-            .ok_or_else(|| (l.line, l.key.clone(), check_field_name(&l.key).unwrap_err()))?;
-        settings.push((field, l.value.as_str()));
+        let at = |m: String| (l.line, l.key.clone(), m);
+        match (l.key.as_str(), Field::from_key(&l.key)) {
+            (k, None) if load && k == crate::load::PHASE_KEY => {
+                phase_s = crate::load::parse_phase(&l.value).map_err(at)?
+            }
+            (k, None) if load && k == crate::load::LOAD_FLOWS_KEY => {
+                flows = crate::load::parse_load_flows(&l.value).map_err(at)?
+            }
+            (k, None) if [crate::load::PHASE_KEY, crate::load::LOAD_FLOWS_KEY].contains(&k) => {
+                return Err(at(format!(
+                    "'{k}' is a key of workload \"{}\" only",
+                    crate::load::WORKLOAD
+                )))
+            }
+            (_, None) => return Err(at(check_field_name(&l.key).unwrap_err())),
+            (_, Some(field)) => settings.push((field, l.value.clone(), l.line)),
+        }
     }
-    crate::build(&settings, Names::Keys).map_err(|e| {
+    if load {
+        let line = fields
+            .iter()
+            .rfind(|l| l.key == Field::Workload.key())
+            .map_or(1, |l| l.line);
+        let lines: Vec<(Field, usize)> = settings.iter().map(|s| (s.0, s.2)).collect();
+        let own: Vec<(Field, String)> = settings.drain(..).map(|s| (s.0, s.1)).collect();
+        let expanded = crate::load::expand(phase_s, flows, own).map_err(|(field, m)| {
+            let at = lines.iter().find(|l| l.0 == field).map_or(line, |l| l.1);
+            (at, field.key().to_string(), m)
+        })?;
+        // The preset's own settings stand at the workload's line; the
+        // user's follow in their order, with their lines.
+        let preset = expanded.len() - lines.iter().filter(|l| l.0 != Field::Workload).count();
+        let mut user = lines.iter().filter(|l| l.0 != Field::Workload);
+        for (i, (field, value)) in expanded.into_iter().enumerate() {
+            let at = if i < preset {
+                line
+            } else {
+                user.next().map_or(line, |l| l.1)
+            };
+            settings.push((field, value, at));
+        }
+    }
+    let pairs: Vec<(Field, &str)> = settings.iter().map(|s| (s.0, s.1.as_str())).collect();
+    crate::build(&pairs, Names::Keys).map_err(|e| {
         let line = match e.at {
-            Some(at) => fields[at].line,
-            None => fields.last().map(|l| l.line).unwrap_or(1),
+            Some(at) => settings[at].2,
+            None => settings.last().map(|s| s.2).unwrap_or(1),
         };
         (line, e.field.key().to_string(), e.message)
     })
@@ -714,6 +761,58 @@ nodelay = [false, true]
         .unwrap_err();
         assert_eq!(bad.line, 4, "{bad:?}");
         assert!(bad.message.contains("the run's"), "{bad:?}");
+    }
+
+    /// `workload = "load"` is `plumb run load`: the same run of parts, with
+    /// `phase` and `load_flows` as its flags, sweepable, and its keys
+    /// refused elsewhere with their line.
+    #[test]
+    fn a_load_point_is_plumb_run_loads_run_of_parts() {
+        let e = Experiment::parse(
+            "name = \"l\"\n[base]\nworkload = \"load\"\nphase = \"2s\"\ncc = \"cubic\"\n\
+             [matrix]\nload_flows = [1, 3]\n",
+        )
+        .unwrap();
+        let points = e.points().unwrap();
+        let mut cli = crate::load::settings(2, 3, ":cc=cubic");
+        cli.push((Field::Cc, "cubic".into()));
+        let fields: Vec<(Field, &str)> = cli.iter().map(|(f, v)| (*f, v.as_str())).collect();
+        let same = crate::build(&fields, Names::Flags).unwrap();
+        assert_eq!(points[1].spec, same, "the file's point is the command's");
+        assert_eq!(points[0].spec.parts.last().unwrap().spec.flows, 1);
+        assert_eq!(points[1].spec.duration_ms, 10_000);
+        for (file, line, key, words) in [
+            (
+                "[base]\nworkload = \"rr\"\nphase = \"2s\"\n",
+                4,
+                "phase",
+                "of workload \"load\"",
+            ),
+            (
+                "[base]\nworkload = \"load\"\nphase = \"1500ms\"\n",
+                4,
+                "phase",
+                "whole seconds",
+            ),
+            (
+                "[base]\nworkload = \"load\"\nload_flows = 0\n",
+                4,
+                "load_flows",
+                "1 to 1024",
+            ),
+            (
+                "[base]\nworkload = \"load\"\nduration = \"9s\"\n",
+                4,
+                "duration",
+                "set phase",
+            ),
+        ] {
+            let bad = Experiment::parse(&format!("name = \"l\"\n{file}"))
+                .and_then(|e| e.points().map(|_| ()))
+                .unwrap_err();
+            assert_eq!((bad.line, bad.key.as_str()), (line, key), "{bad:?}");
+            assert!(bad.message.contains(words), "{bad:?}");
+        }
     }
 
     #[test]

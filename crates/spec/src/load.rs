@@ -56,12 +56,65 @@ pub const PHASE_S: u64 = 5;
 /// Bulk flows each way when not asked, as RRUL's.
 pub const LOAD_FLOWS: u32 = 4;
 
+/// What an experiment file's `workload` says for a load run (`plumb run
+/// load`): it stands for an rr probe with this module's preset.
+pub const WORKLOAD: &str = "load";
+
+/// The settings of a load run beside the spec's fields: each phase's
+/// length (`--phase`, `phase` in an experiment file) and the bulk flows
+/// each way (`--load-flows`, `load_flows`).
+pub const PHASE_KEY: &str = "phase";
+pub const LOAD_FLOWS_KEY: &str = "load_flows";
+
+/// A phase's length: whole seconds, at least one.
+pub fn parse_phase(v: &str) -> Result<u64, String> {
+    let ms = crate::units::parse_duration(v).map_err(|e| e.to_string())?;
+    if ms == 0 || ms % 1000 != 0 {
+        return Err("a phase is whole seconds, at least 1s".into());
+    }
+    Ok(ms / 1000)
+}
+
+/// Bulk flows each way: 1 to 1024.
+pub fn parse_load_flows(v: &str) -> Result<u32, String> {
+    v.parse::<u32>()
+        .ok()
+        .filter(|n| (1..=1024).contains(n))
+        .ok_or_else(|| "flows each way are 1 to 1024".to_string())
+}
+
+/// A load run's settings: the preset's for `phase_s` and `flows`, then the
+/// user's `own` fields (which win where they set the same field; the
+/// loads take their congestion control). The window is the phases': a
+/// `duration` among them is refused.
+pub fn expand(
+    phase_s: u64,
+    flows: u32,
+    own: Vec<(Field, String)>,
+) -> Result<Vec<(Field, String)>, (Field, String)> {
+    if own.iter().any(|(f, _)| *f == Field::Duration) {
+        return Err((
+            Field::Duration,
+            format!("a load run lasts its five phases: set {PHASE_KEY} instead"),
+        ));
+    }
+    let cc = own
+        .iter()
+        .rfind(|(f, _)| *f == Field::Cc)
+        .map(|(_, v)| format!(":cc={v}"))
+        .unwrap_or_default();
+    let mut out = settings(phase_s, flows, &cc);
+    out.extend(own.into_iter().filter(|(f, _)| *f != Field::Workload));
+    Ok(out)
+}
+
 /// The settings `plumb run load` adds to the user's (which come after and
 /// win where they set the same field): the probe's, the window of every
 /// phase, and one part per load, each with the run's congestion control
 /// and the `part_keys` given.
 pub fn settings(phase_s: u64, flows: u32, part_keys: &str) -> Vec<(Field, String)> {
     let mut out = vec![
+        (Field::Workload, crate::Workload::Rr.to_string()),
         (Field::Rate, PROBE_RATE.to_string()),
         (Field::Pipeline, PROBE_PIPELINE.to_string()),
         (Field::Nodelay, "true".to_string()),

@@ -454,7 +454,7 @@ fn workload_named(name: &str) -> Option<Workload> {
 
 /// `plumb run load`: latency under load, an rr of paced probes with bulk
 /// flows as parts in phases (`plumb_spec::load`).
-const LOAD: &str = "load";
+const LOAD: &str = plumb_spec::load::WORKLOAD;
 const PHASE: &str = "phase";
 const LOAD_FLOWS: &str = "load-flows";
 
@@ -468,12 +468,8 @@ fn load_flags() -> Vec<Flag> {
 }
 
 fn load_command() -> Command {
-    let mut fields = vec![(Field::Workload, Workload::Rr.to_string())];
-    fields.extend(plumb_spec::load::settings(
-        plumb_spec::load::PHASE_S,
-        plumb_spec::load::LOAD_FLOWS,
-        "",
-    ));
+    let fields =
+        plumb_spec::load::settings(plumb_spec::load::PHASE_S, plumb_spec::load::LOAD_FLOWS, "");
     let fields: Vec<(Field, &str)> = fields.iter().map(|(f, v)| (*f, v.as_str())).collect();
     let spec = plumb_spec::build(&fields, plumb_spec::Names::Flags).expect("load's own settings");
     let sub = load_flags()
@@ -514,35 +510,19 @@ fn load_settings(m: &ArgMatches) -> Result<Vec<(Field, String)>, clap::Error> {
     };
     let phase_s = match m.get_one::<String>(PHASE) {
         None => plumb_spec::load::PHASE_S,
-        Some(v) => {
-            let ms =
-                plumb_spec::units::parse_duration(v).map_err(|e| bad(PHASE, v, &e.to_string()))?;
-            if ms == 0 || ms % 1000 != 0 {
-                return Err(bad(PHASE, v, "a phase is whole seconds, at least 1s"));
-            }
-            ms / 1000
-        }
+        Some(v) => plumb_spec::load::parse_phase(v).map_err(|e| bad(PHASE, v, &e))?,
     };
     let flows = match m.get_one::<String>(LOAD_FLOWS) {
         None => plumb_spec::load::LOAD_FLOWS,
-        Some(v) => v
-            .parse::<u32>()
-            .ok()
-            .filter(|n| (1..=1024).contains(n))
-            .ok_or_else(|| bad(LOAD_FLOWS, v, "flows each way are 1 to 1024"))?,
+        Some(v) => plumb_spec::load::parse_load_flows(v).map_err(|e| bad(LOAD_FLOWS, v, &e))?,
     };
     let own: Vec<(Field, String)> = load_flags()
         .iter()
         .flat_map(|f| f.settings(m).into_iter().map(|v| (f.field, v)))
         .collect();
-    let cc = own
-        .iter()
-        .find(|(f, _)| *f == Field::Cc)
-        .map(|(_, v)| format!(":cc={v}"))
-        .unwrap_or_default();
-    let mut settings = plumb_spec::load::settings(phase_s, flows, &cc);
-    settings.extend(own);
-    Ok(settings)
+    // load's flags have no --duration, so nothing here is refused.
+    plumb_spec::load::expand(phase_s, flows, own)
+        .map_err(|(field, why)| bad(field.long(), "", &why))
 }
 
 impl clap::Subcommand for RunCommand {

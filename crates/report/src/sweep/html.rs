@@ -3,7 +3,7 @@
 use super::{Section, SweepReport, PERCENTILES};
 use crate::chart::Frame;
 use crate::table::{esc, Align, Table};
-use plumb_samples::units::{format_cpu_load, format_latency_us, format_share, trimmed};
+use plumb_samples::units::{format_cpu_load, format_latency_us, format_share, sig3, trimmed};
 use std::fmt::Write;
 
 /// A line to draw: its name and (x index, mean, low, high) per point.
@@ -318,6 +318,7 @@ pub fn html(r: &SweepReport) -> String {
     plots(&mut o, r);
     cliffs(&mut o, r);
     cpu(&mut o, r);
+    under_load(&mut o, r);
     latency(&mut o, r);
     retransmits(&mut o, r);
     limits(&mut o, r);
@@ -464,6 +465,43 @@ fn latency(o: &mut String, r: &SweepReport) {
             "percentile",
         ));
     }
+}
+
+/// Each probe's median per stretch at the points that are runs of probes
+/// and loads: its table, and a line per point and probe across the
+/// stretches.
+fn under_load(o: &mut String, r: &SweepReport) {
+    let Some(section) = r.under_load_section() else {
+        return;
+    };
+    write_section(o, &section);
+    let xs: Vec<String> = r.under_load[0]
+        .stretches
+        .iter()
+        .map(|(running, _)| running.clone())
+        .collect();
+    let lines: Vec<PlotLine> = r
+        .under_load
+        .iter()
+        .map(|u| {
+            (
+                format!("{} {}", u.name, u.probe),
+                u.stretches
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, (_, ms))| ms.map(|v| (i, v, v, v)))
+                    .collect(),
+            )
+        })
+        .collect();
+    o.push_str(&svg_lines(
+        &xs,
+        &lines,
+        &|v| format!("{} ms", sig3(v)),
+        &|v| format!("{} ms", trimmed(v)),
+        &[],
+        "stretch",
+    ));
 }
 
 /// TCP's retransmissions at each point, when there were any.

@@ -77,6 +77,18 @@ pub struct CpuRow {
     pub softirq: f64,
 }
 
+/// One probe of a point that is a run of parts with loads (`plumb run
+/// load`): its median in each stretch in which the same loads ran, the
+/// mean over the point's iterations, in ms.
+#[derive(Debug, Clone)]
+pub struct UnderLoadRow {
+    pub name: String,
+    /// `run` for the run's own workload, else the part's name.
+    pub probe: String,
+    /// (the loads that ran, or "nothing"; mean median ms) per stretch.
+    pub stretches: Vec<(String, Option<f64>)>,
+}
+
 #[derive(Debug, Clone)]
 pub struct LatencyRow {
     pub name: String,
@@ -129,6 +141,9 @@ pub struct SweepReport {
     pub retransmits: Vec<RetransRow>,
     /// What limited the senders at each point; empty without TCP senders.
     pub limits: Vec<LimitsRow>,
+    /// Each probe's latency under load per stretch, at the points that
+    /// are runs of probes and loads.
+    pub under_load: Vec<UnderLoadRow>,
     /// Every line against the first, each with its environment diff.
     pub comparisons: Vec<Comparison>,
 }
@@ -251,6 +266,7 @@ pub fn build(
         softirq,
         retransmits,
         limits,
+        under_load,
     } = tables_of(&cells);
     SweepReport {
         title: title.to_string(),
@@ -262,6 +278,7 @@ pub fn build(
         softirq,
         retransmits,
         limits,
+        under_load,
         comparisons,
     }
 }
@@ -472,6 +489,45 @@ struct Tables {
     softirq: Vec<SoftirqRow>,
     retransmits: Vec<RetransRow>,
     limits: Vec<LimitsRow>,
+    under_load: Vec<UnderLoadRow>,
+}
+
+/// Each probe's median per stretch at one point, over its iterations.
+fn under_load_of(name: &str, its: &[&plumb_samples::Iteration]) -> Vec<UnderLoadRow> {
+    use plumb_samples::load::{probes, stretches};
+    let Some(first) = its.first() else {
+        return Vec::new();
+    };
+    let cut = stretches(first);
+    if cut.is_empty() {
+        return Vec::new();
+    }
+    let each: Vec<Vec<plumb_samples::load::Stretch>> = its.iter().map(|i| stretches(i)).collect();
+    probes(first)
+        .iter()
+        .enumerate()
+        .map(|(i, probe)| UnderLoadRow {
+            name: name.to_string(),
+            probe: probe.part.unwrap_or("run").to_string(),
+            stretches: cut
+                .iter()
+                .enumerate()
+                .map(|(k, s)| {
+                    let ms: Vec<f64> = each
+                        .iter()
+                        .filter_map(|c| c.get(k)?.latency.get(i)?.as_ref())
+                        .map(|l| l.p50_us / 1000.0)
+                        .collect();
+                    let running = if s.running.is_empty() {
+                        "nothing".to_string()
+                    } else {
+                        s.running.join(" + ")
+                    };
+                    (running, (!ms.is_empty()).then(|| plumb_stats::mean(&ms)))
+                })
+                .collect(),
+        })
+        .collect()
 }
 
 fn tables_of(cells: &[Cell]) -> Tables {
@@ -480,6 +536,7 @@ fn tables_of(cells: &[Cell]) -> Tables {
     let mut latency = Vec::new();
     let mut softirq = Vec::new();
     let mut retransmits = Vec::new();
+    let mut under_load = Vec::new();
     for (series, coords, rs) in cells {
         let name = point_name(series, coords);
         let its: Vec<_> = rs
@@ -490,6 +547,7 @@ fn tables_of(cells: &[Cell]) -> Tables {
             continue;
         }
         let window: f64 = its.iter().map(|i| i.window_s.max(1e-9)).sum();
+        under_load.extend(under_load_of(&name, &its));
         let retrans: f64 = its.iter().map(|i| i.derived.retransmits as f64).sum();
         let gb: f64 = its
             .iter()
@@ -594,6 +652,7 @@ fn tables_of(cells: &[Cell]) -> Tables {
         softirq,
         retransmits,
         limits,
+        under_load,
     }
 }
 
@@ -628,6 +687,7 @@ impl SweepReport {
     /// retransmissions and softirq shares only where there are any.
     pub(crate) fn sections(&self) -> Vec<Section> {
         let mut out = vec![self.cpu_section()];
+        out.extend(self.under_load_section());
         out.extend(self.latency_section());
         out.extend(self.retransmit_section());
         out.extend(self.limits_section());
@@ -657,6 +717,42 @@ impl SweepReport {
             note: Some("CPU-seconds per second of window; softirq over the whole host"),
             table,
         }
+    }
+
+    /// Each probe's median per stretch at the points that are runs of
+    /// probes and loads: the columns are the first such point's stretches,
+    /// named by what ran.
+    pub(crate) fn under_load_section(&self) -> Option<Section> {
+        let first = self.under_load.first()?;
+        let columns = first
+            .stretches
+            .iter()
+            .map(|(running, _)| (running.clone(), Align::Right, 8));
+        let mut table = Table::new(
+            [
+                ("point".to_string(), Align::Left, NAME_W),
+                ("probe".to_string(), Align::Left, 7),
+            ]
+            .into_iter()
+            .chain(columns),
+        );
+        for r in &self.under_load {
+            table.row(
+                [r.name.clone(), r.probe.clone()].into_iter().chain(
+                    r.stretches
+                        .iter()
+                        .map(|(_, ms)| ms.map_or("-".to_string(), plumb_samples::units::sig3)),
+                ),
+            );
+        }
+        Some(Section {
+            title: "Latency under load (ms)",
+            note: Some(
+                "each probe's median in each stretch of the window, by the loads that ran; \
+                 the mean over the iterations",
+            ),
+            table,
+        })
     }
 
     fn latency_section(&self) -> Option<Section> {
