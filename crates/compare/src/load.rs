@@ -159,7 +159,7 @@ fn corrected(lines: &mut [LoadLine], level: f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use plumb_samples::{EndResult, IntervalSample, PartIteration};
+    use plumb_samples::IntervalSample;
 
     /// Four seconds of probes, a load in the middle two, the probes
     /// waiting `loaded_ms` while it ran (give or take `jitter_ms`) and
@@ -182,18 +182,7 @@ mod tests {
                 ..Default::default()
             })
             .collect();
-        it.parts = vec![PartIteration {
-            name: "download".into(),
-            start_s: 1.0,
-            window_s: 2.0,
-            transfer: it.transfer.clone(),
-            derived: it.derived.clone(),
-            client: EndResult {
-                intervals: Vec::new(),
-                ..it.client.clone()
-            },
-            server: it.server.clone(),
-        }];
+        it.parts = vec![plumb_samples::testing::part(&it, "download", 1.0, 2.0)];
         it
     }
 

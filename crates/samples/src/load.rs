@@ -222,7 +222,7 @@ impl Latency {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{EndResult, IntervalSample, PartIteration};
+    use crate::IntervalSample;
 
     #[test]
     fn buckets_merge_and_give_the_percentiles_a_histogram_would() {
@@ -275,18 +275,7 @@ mod tests {
                 )
             })
             .collect();
-        it.parts = vec![PartIteration {
-            name: "down".into(),
-            start_s: 2.003,
-            window_s: 1.998,
-            transfer: it.transfer.clone(),
-            derived: it.derived.clone(),
-            client: EndResult {
-                intervals: Vec::new(),
-                ..it.client.clone()
-            },
-            server: it.server.clone(),
-        }];
+        it.parts = vec![crate::testing::part(&it, "down", 2.003, 1.998)];
         let s = stretches(&it);
         let cut: Vec<(f64, f64, Vec<String>)> = s
             .iter()
