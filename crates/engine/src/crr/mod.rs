@@ -369,9 +369,12 @@ impl Handler for CrrClient {
 
     fn on_timer(&mut self, lp: &mut Loop) -> io::Result<Option<u64>> {
         let next = self.schedule(lp);
-        for (k, planned) in std::mem::take(&mut self.placed) {
+        // Taken and put back, so that its room is kept.
+        let mut placed = std::mem::take(&mut self.placed);
+        for (k, planned) in placed.drain(..) {
             self.open_or_fail(lp, k, Some(planned));
         }
+        self.placed = placed;
         Ok(next)
     }
 
@@ -641,9 +644,11 @@ impl RingFlows for CrrClient {
 
     fn on_timer(&mut self, lp: &mut Loop, q: &mut Queue) -> io::Result<Option<u64>> {
         let next = self.schedule(lp);
-        for (k, planned) in std::mem::take(&mut self.placed) {
+        let mut placed = std::mem::take(&mut self.placed);
+        for (k, planned) in placed.drain(..) {
             self.open_on_ring(lp, q, k, Some(planned))?;
         }
+        self.placed = placed;
         Ok(next)
     }
 
