@@ -7,7 +7,7 @@
 //! controls differ.
 
 use crate::limits::{direction, ShareVerdict};
-use plumb_samples::load::{probes, stretches};
+use plumb_samples::load::{medians_ms, probes, stretches, Stretch};
 use plumb_samples::Iteration;
 use plumb_stats::benjamini_hochberg;
 use serde::Serialize;
@@ -88,27 +88,19 @@ fn median(xs: &[f64], level: f64) -> Median {
     }
 }
 
-/// Each iteration's median of probe `i` in stretch `k`, in ms, where it
-/// timed any.
-fn medians(its: &[&Iteration], i: usize, k: usize) -> Vec<f64> {
-    its.iter()
-        .filter_map(|it| {
-            let l = stretches(it).get(k)?.latency.get(i)?.clone()?;
-            Some(l.p50_us / 1000.0)
-        })
-        .collect()
-}
-
 /// The lines of every probe and stretch both sides measured.
 pub(crate) fn lines(a: &[&Iteration], b: &[&Iteration], level: f64) -> Vec<LoadLine> {
     let Some(first) = a.first() else {
         return Vec::new();
     };
     let cut = stretches(first);
+    let each =
+        |its: &[&Iteration]| -> Vec<Vec<Stretch>> { its.iter().map(|it| stretches(it)).collect() };
+    let (ea, eb) = (each(a), each(b));
     let mut out = Vec::new();
     for (i, probe) in probes(first).iter().enumerate() {
         for (k, s) in cut.iter().enumerate() {
-            let (xa, xb) = (medians(a, i, k), medians(b, i, k));
+            let (xa, xb) = (medians_ms(&ea, i, k), medians_ms(&eb, i, k));
             if xa.is_empty() || xb.is_empty() {
                 continue;
             }
@@ -120,13 +112,9 @@ pub(crate) fn lines(a: &[&Iteration], b: &[&Iteration], level: f64) -> Vec<LoadL
                 ShareVerdict::TooFew => LoadVerdict::TooFew,
             };
             out.push(LoadLine {
-                probe: probe.part.unwrap_or("run").to_string(),
+                probe: probe.name().to_string(),
                 seconds: format!("{:.1}-{:.1}", s.start_s, s.stop_s),
-                running: if s.running.is_empty() {
-                    "nothing".to_string()
-                } else {
-                    s.running.join(" + ")
-                },
+                running: s.running_label(),
                 a: median(&xa, level),
                 b: median(&xb, level),
                 ratio: plumb_stats::fieller_ratio(&xa, &xb, level).map(|r| (r.lo, r.hi)),

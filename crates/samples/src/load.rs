@@ -24,6 +24,27 @@ pub struct Stretch {
     pub latency: Vec<Option<Latency>>,
 }
 
+impl Stretch {
+    /// The loads that ran, joined by ` + `, or `nothing`: how the tables
+    /// name a stretch.
+    pub fn running_label(&self) -> String {
+        if self.running.is_empty() {
+            "nothing".to_string()
+        } else {
+            self.running.join(" + ")
+        }
+    }
+}
+
+/// Probe `i`'s median in stretch `k` of each iteration (cut by
+/// [`stretches`] once each), in ms, where it timed any.
+pub fn medians_ms(each: &[Vec<Stretch>], i: usize, k: usize) -> Vec<f64> {
+    each.iter()
+        .filter_map(|c| c.get(k)?.latency.get(i)?.as_ref())
+        .map(|l| l.p50_us / 1000.0)
+        .collect()
+}
+
 /// A probe of a run of parts: the main part or a part whose seconds keep
 /// their latencies' buckets (an open loop).
 #[derive(Clone, Copy)]
@@ -33,6 +54,13 @@ pub struct Probe<'a> {
     pub client: &'a crate::EndResult,
     /// When its window opened, in seconds after the run's.
     pub offset_s: f64,
+}
+
+impl Probe<'_> {
+    /// `run` for the main part, else the part's name.
+    pub fn name(&self) -> &str {
+        self.part.unwrap_or("run")
+    }
 }
 
 /// The probes of `it`: the main part, then the parts, that keep buckets.

@@ -174,12 +174,10 @@ fn stretch_table(
     ]);
     let mut t = Table::new(columns);
     for (n, s) in stretches.iter().enumerate() {
-        let running = if s.running.is_empty() {
-            "nothing".to_string()
-        } else {
-            s.running.join(" + ")
-        };
-        let mut row = vec![format!("{:.1}-{:.1}", s.start_s, s.stop_s), running];
+        let mut row = vec![
+            format!("{:.1}-{:.1}", s.start_s, s.stop_s),
+            s.running_label(),
+        ];
         let timed = s.latency.get(i).and_then(Option::as_ref);
         row.push(timed.map_or(0, |l| l.count).to_string());
         if let Some(lost) = lost {

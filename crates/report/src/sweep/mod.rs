@@ -494,7 +494,7 @@ struct Tables {
 
 /// Each probe's median per stretch at one point, over its iterations.
 fn under_load_of(name: &str, its: &[&plumb_samples::Iteration]) -> Vec<UnderLoadRow> {
-    use plumb_samples::load::{probes, stretches};
+    use plumb_samples::load::{medians_ms, probes, stretches};
     let Some(first) = its.first() else {
         return Vec::new();
     };
@@ -508,22 +508,16 @@ fn under_load_of(name: &str, its: &[&plumb_samples::Iteration]) -> Vec<UnderLoad
         .enumerate()
         .map(|(i, probe)| UnderLoadRow {
             name: name.to_string(),
-            probe: probe.part.unwrap_or("run").to_string(),
+            probe: probe.name().to_string(),
             stretches: cut
                 .iter()
                 .enumerate()
                 .map(|(k, s)| {
-                    let ms: Vec<f64> = each
-                        .iter()
-                        .filter_map(|c| c.get(k)?.latency.get(i)?.as_ref())
-                        .map(|l| l.p50_us / 1000.0)
-                        .collect();
-                    let running = if s.running.is_empty() {
-                        "nothing".to_string()
-                    } else {
-                        s.running.join(" + ")
-                    };
-                    (running, (!ms.is_empty()).then(|| plumb_stats::mean(&ms)))
+                    let ms = medians_ms(&each, i, k);
+                    (
+                        s.running_label(),
+                        (!ms.is_empty()).then(|| plumb_stats::mean(&ms)),
+                    )
                 })
                 .collect(),
         })
