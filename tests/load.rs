@@ -244,6 +244,31 @@ fn probes_wait_behind_a_loaded_fifo_as_long_as_its_depth_takes_to_drain() {
             "{}",
             l.summary
         );
+        // The self probes ride in the loads: each load's client timed
+        // every one it counted, once a second, and each waited at least
+        // behind the bottleneck's queue (its answer crosses the loaded
+        // direction, and in a download the sender's socket as well).
+        for name in ["download", "upload"] {
+            let part = items(&it["parts"]).find(|p| p["name"] == name).unwrap();
+            let c = &part["client"];
+            let answered = u(&c["transactions"]);
+            assert!(answered >= 10, "{name}: {answered} self probes: {seen}");
+            assert_eq!(u(&c["latency"]["count"]), answered, "{name}: {seen}");
+            let buckets: Vec<(u64, u64)> = items(&c["intervals"])
+                .skip(1)
+                .flat_map(|s| items(&s["buckets"]).map(|b| (u(&b[0]), u(&b[1]))))
+                .collect();
+            let own = median_ms(&buckets);
+            assert!(
+                own >= 0.5 * expected_ms,
+                "{name}'s self probes' p50 {own} ms: {seen}"
+            );
+        }
+        assert!(
+            l.summary.contains("self probes in the loads"),
+            "{}",
+            l.summary
+        );
         rise.push(down - idle);
     }
     assert!(
@@ -303,6 +328,10 @@ fn compare_weighs_each_probe_in_each_stretch() {
         ] {
             want.push((probe.to_string(), running.to_string()));
         }
+    }
+    // The self probes run only while their loads do.
+    for running in ["download", "upload", "both-down + both-up"] {
+        want.push(("self".to_string(), running.to_string()));
     }
     assert_eq!(cut, want);
     // 100 KiB at 20 Mbit/s is 40 ms of queue: before the loads the probes

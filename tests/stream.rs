@@ -761,3 +761,101 @@ fn compare_reads_a_small_receive_buffer_as_a_sender_held_back_by_the_window() {
     let text = String::from_utf8_lossy(&text.stdout);
     assert_mentions(&text, &["sender's busy time limited by", "receive window"]);
 }
+
+/// Self probes ride inside the bulk flows, both ways and on both engines:
+/// the client times as many as the rate plans over the window, each second
+/// keeps their latencies, and the marks take the place of pattern bytes
+/// rather than adding any (the two ends' byte counts still agree). Under
+/// strace (epoll, whose sends are system calls) every probe shows as two
+/// 16-byte sends that begin with the marker, a token on the idle direction
+/// and a mark at a message's start, whichever end writes each.
+#[test]
+fn self_probes_are_timed_inside_the_loaded_flows_each_way_on_both_engines() {
+    let _alone = measuring_alone();
+    for io in engines() {
+        for direction in ["send", "recv"] {
+            let rec = stream_json(&[
+                "--self-probes",
+                "100",
+                "--flows",
+                "2",
+                "--direction",
+                direction,
+                "--io",
+                io,
+                "--duration",
+                "2s",
+                "--warmup",
+                "300ms",
+            ]);
+            let seen = format!("{io} {direction}");
+            assert_eq!(rec["spec"]["self_probes"], 100, "{seen}");
+            assert_counts_agree(&rec);
+            let c = &rec["iterations"][0]["client"];
+            let window = f(&c["window_s"]);
+            let answered = u(&c["transactions"]) as f64;
+            assert!(
+                (answered - 100.0 * window).abs() <= 0.02 * 100.0 * window + 2.0,
+                "{seen}: {answered} self probes in {window} s"
+            );
+            assert_eq!(u(&c["latency"]["count"]) as f64, answered, "{seen}");
+            assert!(
+                items(&c["intervals"]).all(|s| !s["buckets"].as_array().unwrap().is_empty()),
+                "{seen}: every second keeps its probes' latencies"
+            );
+        }
+    }
+    if !require_tool("strace", "strace") {
+        return;
+    }
+    for direction in ["send", "recv"] {
+        let args = [
+            "run",
+            "stream",
+            "--json",
+            "--no-store",
+            "--iterations",
+            "1",
+            "--self-probes",
+            "50",
+            "--direction",
+            direction,
+            "--duration",
+            "1s",
+            "--warmup",
+            "200ms",
+        ];
+        let (out, text) = straced("sendto,write", false, &args);
+        let rec = record_from(&["stream"], out);
+        let answered = u(&rec["iterations"][0]["client"]["transactions"]);
+        // "plumbslf" and eight bytes of sequence number, as a send begins
+        // (strace may show its end on a line of its own).
+        let marked = text.lines().filter(|l| l.contains("\"plumbslf")).count() as u64;
+        // Those of the warm-up and the window's end are sent too.
+        assert!(
+            marked >= 2 * answered && marked <= 2 * answered + 2 * 50,
+            "{direction}: {marked} marked sends for {answered} probes"
+        );
+    }
+}
+
+/// What a self probe cannot ride in is refused in one line naming the
+/// flag, before anything runs.
+#[test]
+fn self_probes_are_refused_where_no_mark_can_be_written_read_or_answered() {
+    for (extra, needle) in [
+        (&["--direction", "both"][..], "leaves idle"),
+        (&["--rx", "skip"][..], "leave it unread"),
+        (&["--zerocopy", "msg"][..], "zero-copy sends"),
+        (&["--msg-size", "8"][..], "first 16 bytes"),
+    ] {
+        let args = [&["run", "stream", "--self-probes", "10"][..], extra].concat();
+        assert_refused_in_one_line(&args, "--self-probes");
+        assert_refused_in_one_line(&args, needle);
+    }
+    assert_refused_in_one_line(
+        &["run", "stream", "--part", "p=rr:self_probes=10"],
+        "a transaction is a probe already",
+    );
+    assert_refused_in_one_line(&["run", "stream", "--self-probes", "0"], "--self-probes");
+}

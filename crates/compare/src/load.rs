@@ -154,6 +154,8 @@ mod tests {
     /// 0.1 ms otherwise.
     fn loaded(loaded_ms: f64, jitter_ms: f64) -> Iteration {
         let mut it = plumb_samples::testing::example().iterations[0].clone();
+        // The run's own workload is paced transactions.
+        it.derived.tps = Some(20.0);
         it.client.window_s = 4.0;
         it.client.intervals = (1..=4)
             .map(|s| IntervalSample {

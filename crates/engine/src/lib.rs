@@ -19,7 +19,7 @@ mod ring;
 mod rr;
 mod schedule;
 pub mod setup;
-mod transfer;
+mod stream;
 mod udp;
 mod worker;
 
@@ -32,7 +32,7 @@ pub use setup::{
     check_io, check_rx_mode, connect_flows, local_port_count, read_back, read_back_flows,
     read_back_udp, udp_client_sockets, udp_server_sockets, DataListener, SetupError,
 };
-pub use transfer::StreamPlan;
+pub use stream::StreamPlan;
 pub use udp::{senders_to_announced, Announcer, UdpPlan};
 pub use worker::Workload;
 
@@ -119,12 +119,14 @@ impl EngineConfig {
         // purpose rather than running as a stream.
         let workload = match spec.workload {
             plumb_spec::Workload::Stream => Workload::Stream(StreamPlan {
+                client: !server,
                 sends,
                 receives,
                 msg_size: spec.msg_size as usize,
                 zerocopy: spec.zerocopy,
                 rx: spec.rx,
                 read_size: spec.read_size.map(|r| r as usize),
+                self_probes: spec.self_probes.map(f64::from),
             }),
             plumb_spec::Workload::Rr => {
                 let r = rr();
@@ -211,7 +213,7 @@ impl EngineConfig {
             Workload::Rr(r) => r.rate.is_some(),
             Workload::Udp(u) => u.client && u.rate.is_some(),
             Workload::Crr(c) => c.rate.is_some(),
-            _ => false,
+            Workload::Stream(s) => s.client && s.self_probes.is_some(),
         }
     }
 

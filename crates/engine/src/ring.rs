@@ -27,9 +27,11 @@ pub(crate) enum Op {
     /// A plain send in place of a MSG_ZEROCOPY one when the socket's
     /// optmem has no room for even one notification.
     Copy,
+    /// A self probe's token on a stream's idle direction.
+    Token,
 }
 
-const OPS: [Op; 7] = [
+const OPS: [Op; 8] = [
     Op::Send,
     Op::Receive,
     Op::Connect,
@@ -37,6 +39,7 @@ const OPS: [Op; 7] = [
     Op::Fill,
     Op::Errors,
     Op::Copy,
+    Op::Token,
 ];
 
 /// The tag of flow `flow`'s operation `op`.

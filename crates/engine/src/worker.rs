@@ -10,7 +10,7 @@ use crate::crr::{CrrClient, CrrPlan, CrrServer};
 use crate::flow::{FlowError, Handler, Loop, Next, Shared, WAKE};
 use crate::ring;
 use crate::rr::{RrFlows, RrPlan};
-use crate::transfer::{StreamFlows, StreamPlan, StreamRing};
+use crate::stream::{StreamFlows, StreamPlan, StreamRing};
 use crate::udp::{
     UdpPlan, UdpRrClient, UdpRrRing, UdpServer, UdpServerRing, UdpStreamClient, UdpStreamRing,
 };
@@ -47,7 +47,7 @@ impl Workload {
     /// Whether this end times transactions (and so hands latencies over).
     pub fn timed(&self) -> bool {
         match self {
-            Workload::Stream(_) => false,
+            Workload::Stream(s) => s.client && s.self_probes.is_some(),
             Workload::Rr(r) => r.client,
             Workload::Crr(c) => c.client,
             Workload::Udp(u) => u.client && u.rr,
@@ -328,12 +328,14 @@ mod tests {
     /// One end of a stream of 128K messages: the sender, or the receiver.
     fn stream_end(sends: bool, zerocopy: plumb_spec::ZeroCopy) -> Workload {
         Workload::Stream(StreamPlan {
+            client: sends,
             sends,
             receives: !sends,
             msg_size: 128 << 10,
             zerocopy,
             rx: plumb_spec::RxMode::Copy,
             read_size: None,
+            self_probes: None,
         })
     }
 

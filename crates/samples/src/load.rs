@@ -2,7 +2,9 @@
 //! by which loads ran, each with the latency of every probe's paced
 //! transactions over it (read from the buckets its seconds keep), and each
 //! stretch's rise over the stretches when no load ran. A probe is the main
-//! part or a part that is an open loop; a load is any other part. Each
+//! part or a part of paced transactions (an open loop); a load is any
+//! other part. Loads that carry self probes (`--self-probes`) make one
+//! probe more, `self`, timed in each stretch over the loads that ran. Each
 //! flow's share of a part is judged by Jain's fairness index.
 
 use crate::{Iteration, Latency};
@@ -45,40 +47,73 @@ pub fn medians_ms(each: &[Vec<Stretch>], i: usize, k: usize) -> Vec<f64> {
         .collect()
 }
 
-/// A probe of a run of parts: the main part or a part whose seconds keep
-/// their latencies' buckets (an open loop).
+/// A probe of a run of parts: the main part or a part of paced
+/// transactions, whose seconds keep their latencies' buckets; or the self
+/// probes inside the loads.
 #[derive(Clone, Copy)]
 pub struct Probe<'a> {
     /// `None` for the main part, else the part's name.
     pub part: Option<&'a str>,
+    /// Its client's record; for the self probes, the first load's.
     pub client: &'a crate::EndResult,
     /// When its window opened, in seconds after the run's.
     pub offset_s: f64,
+    /// The self probes inside the loads: timed over every load running.
+    pub inside: bool,
 }
 
+/// The name of the probe inside the loads.
+pub const SELF: &str = "self";
+
 impl Probe<'_> {
-    /// `run` for the main part, else the part's name.
+    /// `run` for the main part, `self` for the probes inside the loads,
+    /// else the part's name.
     pub fn name(&self) -> &str {
-        self.part.unwrap_or("run")
+        if self.inside {
+            SELF
+        } else {
+            self.part.unwrap_or("run")
+        }
     }
 }
 
-/// The probes of `it`: the main part, then the parts, that keep buckets.
+/// Whether an end's seconds keep their latencies' buckets.
+fn keeps(e: &crate::EndResult) -> bool {
+    e.intervals.iter().any(|s| !s.buckets.is_empty())
+}
+
+/// The probes of `it`: the main part, then the parts, of paced
+/// transactions; then `self` where a load kept its self probes.
 pub fn probes(it: &Iteration) -> Vec<Probe<'_>> {
-    let keeps = |e: &crate::EndResult| e.intervals.iter().any(|s| !s.buckets.is_empty());
     let main = Probe {
         part: None,
         client: &it.client,
         offset_s: 0.0,
+        inside: false,
     };
-    std::iter::once(main)
-        .chain(it.parts.iter().map(|p| Probe {
+    let own = std::iter::once((main, it.derived.tps.is_some()))
+        .chain(it.parts.iter().map(|p| {
+            let probe = Probe {
+                part: Some(&p.name),
+                client: &p.client,
+                offset_s: p.start_s,
+                inside: false,
+            };
+            (probe, p.derived.tps.is_some())
+        }))
+        .filter(|(p, paced)| *paced && keeps(p.client))
+        .map(|(p, _)| p);
+    let inside = it
+        .parts
+        .iter()
+        .find(|p| p.derived.tps.is_none() && keeps(&p.client))
+        .map(|p| Probe {
             part: Some(&p.name),
             client: &p.client,
             offset_s: p.start_s,
-        }))
-        .filter(|p| keeps(p.client))
-        .collect()
+            inside: true,
+        });
+    own.chain(inside).collect()
 }
 
 /// The stretches of `it` in time order, cut where its loads (the parts
@@ -89,7 +124,11 @@ pub fn stretches(it: &Iteration) -> Vec<Stretch> {
     let loads: Vec<&crate::PartIteration> = it
         .parts
         .iter()
-        .filter(|p| !probes.iter().any(|q| q.part == Some(p.name.as_str())))
+        .filter(|p| {
+            !probes
+                .iter()
+                .any(|q| !q.inside && q.part == Some(p.name.as_str()))
+        })
         .collect();
     if probes.is_empty() || loads.is_empty() {
         return Vec::new();
@@ -120,14 +159,37 @@ pub fn stretches(it: &Iteration) -> Vec<Stretch> {
                 })
                 .map(|p| p.name.clone())
                 .collect();
+            // What a probe timed in the stretch, less its first second
+            // where it has more (see `Stretch::latency`).
+            let timed = |probe: &Probe| {
+                let inside = within(probe, start_s, stop_s);
+                let settling = usize::from(start_s > 0.0 && inside.len() > 1);
+                inside[settling..]
+                    .iter()
+                    .flat_map(|s| s.buckets.iter().copied())
+                    .collect::<Vec<[u64; 2]>>()
+            };
             let latency = probes
                 .iter()
                 .map(|probe| {
-                    let inside = within(probe, start_s, stop_s);
-                    let settling = usize::from(start_s > 0.0 && inside.len() > 1);
-                    let buckets: Vec<[u64; 2]> = inside[settling..]
+                    if !probe.inside {
+                        return Latency::from_buckets(&timed(probe));
+                    }
+                    // Every load that ran, each from its own start.
+                    let buckets: Vec<[u64; 2]> = loads
                         .iter()
-                        .flat_map(|s| s.buckets.iter().copied())
+                        .filter(|p| {
+                            let (a, b) = span(p);
+                            a <= mid && mid < b
+                        })
+                        .flat_map(|p| {
+                            timed(&Probe {
+                                part: Some(&p.name),
+                                client: &p.client,
+                                offset_s: p.start_s,
+                                inside: true,
+                            })
+                        })
                         .collect();
                     Latency::from_buckets(&buckets)
                 })
@@ -290,6 +352,8 @@ mod tests {
     #[test]
     fn a_run_of_parts_is_cut_where_its_parts_start_and_stop() {
         let mut it = crate::testing::example().iterations[0].clone();
+        // The run's own workload is paced transactions.
+        it.derived.tps = Some(10.0);
         it.client.window_s = 6.0;
         it.client.intervals = (1..=6)
             .map(|s| {
@@ -350,6 +414,21 @@ mod tests {
             .map(|s| s.latency[1].as_ref().unwrap().count)
             .collect();
         assert_eq!(counts, vec![10, 10, 10]);
+        // A load with self probes stays a load, and its probes are the
+        // probe `self`, timed in the stretch it ran, from its own start.
+        let mut inside = it.clone();
+        inside.parts[0].derived.tps = None;
+        inside.parts[0].client.intervals = (1..=2).map(|s| second(s as f64, 5_000_000)).collect();
+        let names: Vec<String> = probes(&inside).iter().map(|p| p.name().into()).collect();
+        assert_eq!(names, vec!["run", SELF]);
+        let s = stretches(&inside);
+        let cut: Vec<Vec<String>> = s.iter().map(|s| s.running.clone()).collect();
+        assert_eq!(cut, vec![vec![], vec!["down".to_string()], vec![]]);
+        let own: Vec<Option<(u64, f64)>> = s
+            .iter()
+            .map(|s| s.latency[1].as_ref().map(|l| (l.count, l.p50_us)))
+            .collect();
+        assert_eq!(own, vec![None, Some((10, 5000.0)), None]);
         // Without the buckets of an open loop there is nothing to cut.
         for i in &mut it.client.intervals {
             i.buckets.clear();

@@ -179,6 +179,13 @@ pub fn build(settings: &[(Field, &str)], names: Names) -> Result<Spec, BuildErro
                 Field::Rx => spec.rx = choice(v, RxMode::NAMES)?,
                 Field::ReadSize if v.eq_ignore_ascii_case("none") => spec.read_size = None,
                 Field::ReadSize => spec.read_size = Some(size(v)?),
+                Field::SelfProbes if v.eq_ignore_ascii_case("none") => spec.self_probes = None,
+                Field::SelfProbes => {
+                    spec.self_probes = Some(
+                        v.parse()
+                            .map_err(|_| format!("{v:?} is not a number of probes a second"))?,
+                    )
+                }
                 Field::Io => spec.io = choice(v, Io::NAMES)?,
                 Field::Family => spec.family = choice(v, Family::NAMES)?,
                 Field::Duration => {

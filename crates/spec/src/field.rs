@@ -157,6 +157,8 @@ fields! {
     Rx = "rx", "rx", "rx", Headline, Any, WhenSet;
     /// The most bytes one read of a stream takes (netperf -M).
     ReadSize = "read_size", "read-size", "read size", Listed, Tcp, WhenSet;
+    /// Self probes a second inside a stream's flows.
+    SelfProbes = "self_probes", "self-probes", "self probes", Listed, Tcp, WhenSet;
     /// The engine's I/O: epoll or io_uring.
     Io = "io", "io", "io", Headline, Any, WhenSet;
     /// ipv4 or ipv6 (`-4`, `-6` on the command line).
@@ -205,6 +207,9 @@ impl Field {
             Field::Sndbuf | Field::Rcvbuf | Field::Buffers => (1, 1 << 30),
             Field::Pipeline => (1, 1024),
             Field::Rate => (1, 100_000_000),
+            // The responsiveness method's budget is 100 probes a second
+            // for the whole test; ten times that leaves room to look.
+            Field::SelfProbes => (1, 1000),
             Field::Timeout => (1, 60_000),
             // The kernel clamps TCP_MAXSEG to [88, 32767]; outside this
             // range a request can only mean a typo.

@@ -420,6 +420,12 @@ pub struct Spec {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     #[schemars(range(min = 1, max = 67108864))]
     pub read_size: Option<u64>,
+    /// Self probes a second over the flows of a stream, each timed by the
+    /// client on a loaded connection from its planned time to its answer
+    /// (docs/json.md, "Self probes"); absent for none.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[schemars(range(min = 1, max = 1000))]
+    pub self_probes: Option<u32>,
     /// The engine's I/O: absent for epoll, so the keys of older specs stay
     /// what they were.
     #[serde(skip_serializing_if = "Io::is_epoll", default)]
@@ -629,6 +635,7 @@ impl Spec {
             zerocopy: ZeroCopy::None,
             rx: RxMode::Copy,
             read_size: None,
+            self_probes: None,
             io: Io::Epoll,
         }
     }

@@ -7,7 +7,9 @@
 //! probes on new connections (an open-loop crr: a handshake and a small
 //! exchange, the responsiveness method's "foreign" probes), and
 //! bulk flows run as parts in phases, as flent's RRUL loads a path: idle
-//! (probes only), download, upload, both, idle again. What is stored is the
+//! (probes only), download, upload, both, idle again. The bulk flows carry
+//! self probes (the method's "self": a mark in the loaded direction, its
+//! answer on the idle one, timed by the client). What is stored is the
 //! run of parts this expands to, so a run of `load` and the same parts
 //! written out are one test point.
 
@@ -34,6 +36,10 @@ pub enum Load {
 /// five-second phase, within the responsiveness method's budget of at
 /// most 100 a second.
 pub const PROBE_RATE: u64 = 20;
+/// Self probes a second inside each load part (`--self-probes`): with
+/// both loads running, two parts' and the three probes' are 100 a second,
+/// the responsiveness method's budget.
+pub const SELF_PROBE_RATE: u64 = 20;
 /// Probes each flow may have outstanding: a probe rate's worth of 1.6 s,
 /// so that the schedule holds through a deep queue.
 pub const PROBE_PIPELINE: u32 = 32;
@@ -98,20 +104,40 @@ pub fn expand(
             format!("a load run lasts its five phases: set {PHASE_KEY} instead"),
         ));
     }
-    let cc = own
+    let part_keys: String = own
         .iter()
-        .rfind(|(f, _)| *f == Field::Cc)
-        .map(|(_, v)| format!(":cc={v}"))
-        .unwrap_or_default();
-    let mut out = settings(phase_s, flows, &cc);
-    out.extend(own.into_iter().filter(|(f, _)| *f != Field::Workload));
+        .filter(|(f, _)| to_loads(*f))
+        .map(|(f, v)| format!(":{}={v}", f.key()))
+        .collect();
+    let mut out = settings(phase_s, flows, &part_keys);
+    out.extend(
+        own.into_iter()
+            .filter(|(f, _)| !matches!(f, Field::Workload | Field::SelfProbes)),
+    );
     Ok(out)
+}
+
+/// Whether the user's setting of a load run goes to its loads: how their
+/// sockets are set (congestion control, TCP_NOTSENT_LOWAT and the other
+/// options, pacing, buffers), which is what a load run compares; and the
+/// self probes' rate, which only the loads have. Each also applies to the
+/// probes, but for the self probes.
+fn to_loads(f: Field) -> bool {
+    matches!(
+        f,
+        Field::Cc
+            | Field::Sock(_)
+            | Field::PacingRate
+            | Field::Sndbuf
+            | Field::Rcvbuf
+            | Field::SelfProbes
+    )
 }
 
 /// The settings `plumb run load` adds to the user's (which come after and
 /// win where they set the same field): the probe's, the window of every
-/// phase, and one part per load, each with the run's congestion control
-/// and the `part_keys` given.
+/// phase, and one part per load, each with its self probes and the
+/// `part_keys` given (see [`to_loads`]).
 pub fn settings(phase_s: u64, flows: u32, part_keys: &str) -> Vec<(Field, String)> {
     let mut out = vec![
         (Field::Workload, crate::Workload::Rr.to_string()),
@@ -143,7 +169,7 @@ pub fn settings(phase_s: u64, flows: u32, part_keys: &str) -> Vec<(Field, String
             out.push((
                 Field::Part,
                 format!(
-                    "{name}=stream:direction={direction}:flows={flows}:start={start}s:stop={stop}s{part_keys}"
+                    "{name}=stream:direction={direction}:flows={flows}:start={start}s:stop={stop}s:self_probes={SELF_PROBE_RATE}{part_keys}"
                 ),
             ));
         }
@@ -190,11 +216,40 @@ mod tests {
         assert!(loads
             .iter()
             .all(|p| p.spec.socket.cc.as_deref() == Some("cubic")));
+        assert!(loads
+            .iter()
+            .all(|p| p.spec.self_probes == Some(SELF_PROBE_RATE as u32)));
         assert_eq!(udp.spec.workload, Workload::UdpRr);
         let rr = udp.spec.rr.as_ref().unwrap();
         assert_eq!(
             (rr.rate, rr.pipeline, rr.timeout_ms),
             (Some(PROBE_RATE), PROBE_PIPELINE, Some(1000))
         );
+    }
+
+    #[test]
+    fn the_loads_take_the_users_socket_settings_and_self_probe_rate() {
+        let lowat = Field::from_key("notsent_lowat").unwrap();
+        let own = vec![
+            (Field::Cc, "cubic".to_string()),
+            (lowat, "16K".to_string()),
+            (Field::SelfProbes, "5".to_string()),
+        ];
+        let settings = expand(2, 2, own).unwrap();
+        let fields: Vec<(Field, &str)> = settings.iter().map(|(f, v)| (*f, v.as_str())).collect();
+        let spec = build(&fields, Names::Flags).unwrap();
+        assert!(spec.validate().is_ok(), "{:?}", spec.validate());
+        assert_eq!(spec.self_probes, None, "the run's own probe has none");
+        let Field::Sock(lowat) = lowat else {
+            panic!("notsent_lowat is a socket option")
+        };
+        assert_eq!(spec.socket.table.get(lowat), Some(16 << 10));
+        let loads: Vec<&crate::Part> = spec.parts.iter().skip(2).collect();
+        assert_eq!(loads.len(), 4);
+        for p in loads {
+            assert_eq!(p.spec.socket.cc.as_deref(), Some("cubic"), "{}", p.name);
+            assert_eq!(p.spec.socket.table.get(lowat), Some(16 << 10), "{}", p.name);
+            assert_eq!(p.spec.self_probes, Some(5), "{}", p.name);
+        }
     }
 }

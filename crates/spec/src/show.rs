@@ -49,6 +49,7 @@ impl Spec {
             Field::ZeroCopy => Some(self.zerocopy.to_string()),
             Field::Rx => Some(self.rx.to_string()),
             Field::ReadSize => or_none(self.read_size.map(units::show_size)),
+            Field::SelfProbes => or_none(self.self_probes.map(|n| format!("{n}/s"))),
             Field::Io => Some(self.io.to_string()),
             Field::Family => Some(self.family.to_string()),
             Field::Duration => Some(units::show_ms(self.duration_ms)),

@@ -165,12 +165,21 @@ impl Spec {
                     "only the stream workload has receive modes",
                 ));
             }
+            if self.self_probes.is_some() {
+                return Err(SpecError::new(
+                    Field::SelfProbes,
+                    "self probes ride inside a stream's flows; a transaction is a probe already",
+                ));
+            }
             if self.read_size.is_some() {
                 return Err(SpecError::new(
                     Field::ReadSize,
                     "only the stream workload has a read size; a transaction reads the rest of its message",
                 ));
             }
+        }
+        if let Some(n) = self.self_probes {
+            self.validate_self_probes(n)?;
         }
         if let Some(r) = self.read_size {
             within(Field::ReadSize, r, show_bytes)?;
@@ -191,6 +200,24 @@ impl Spec {
             }
         }
         Ok(())
+    }
+
+    /// Self probes: a mark at a message's start that the receiver reads,
+    /// answered on the direction the stream leaves idle.
+    fn validate_self_probes(&self, n: u32) -> Result<(), SpecError> {
+        within(Field::SelfProbes, n.into(), |n| format!("{n}/s"))?;
+        let why = if self.direction == Direction::Both {
+            "a self probe is answered on the direction a stream leaves idle; a stream both ways has none"
+        } else if !self.zerocopy.is_none() {
+            "a self probe's mark is written into a message; zero-copy sends send the message as it is"
+        } else if !self.rx.is_copy() {
+            "a self probe's mark is read out of a message; rx skip and zerocopy leave it unread"
+        } else if self.msg_size < 16 {
+            "a self probe's mark takes a message's first 16 bytes; use --msg-size 16 or more"
+        } else {
+            return Ok(());
+        };
+        Err(SpecError::new(Field::SelfProbes, why))
     }
 
     /// The socket options' bounds and the rules between them and the

@@ -384,6 +384,30 @@ impl Queue<'_> {
         self.push(e.user_data(tag))
     }
 
+    /// Sends `len` bytes of the send region from `at` on a stream socket
+    /// `fd`, whole (MSG_WAITALL); `then` links the next operation queued to
+    /// it, so that the two go out in order, one after the other.
+    pub fn send_part(
+        &mut self,
+        fd: BorrowedFd,
+        at: usize,
+        len: usize,
+        then: bool,
+        tag: u64,
+    ) -> io::Result<()> {
+        assert!(at + len <= self.send_len, "past the send region");
+        let ptr = self.send.slice(at, len).as_ptr();
+        let e = opcode::Send::new(types::Fd(fd.as_raw_fd()), ptr, len as u32)
+            .flags(libc::MSG_WAITALL)
+            .build();
+        let e = if then {
+            e.flags(squeue::Flags::IO_LINK)
+        } else {
+            e
+        };
+        self.push(e.user_data(tag))
+    }
+
     /// Receives one datagram on `fd` into letter `slot` with its sender's
     /// address (IORING_OP_RECVMSG; see [`Ring::set_letters`]).
     pub fn receive_letter(&mut self, fd: BorrowedFd, slot: usize, tag: u64) -> io::Result<()> {

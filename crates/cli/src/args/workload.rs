@@ -171,6 +171,13 @@ const STREAM: &[Flag] = &[
         "The most bytes one read takes, up to --msg-size (netperf -M); with --io uring the \
          size of each receive buffer [default: --msg-size]",
     ),
+    value(
+        Field::SelfProbes,
+        "PER_SEC",
+        "Probes a second inside the flows, timed by the client from their planned time to \
+         their answer on the same connection: a mark in the sender's next message, echoed on \
+         the idle direction (or asked for on it, in a download)",
+    ),
     IO,
 ];
 

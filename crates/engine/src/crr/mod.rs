@@ -617,7 +617,9 @@ fn completed(
             || clock.elapsed().as_nanos() as u64,
             |ns| timings.record(ns),
         ),
-        (Op::Connect | Op::Accept | Op::Fill | Op::Errors | Op::Copy, None) => return None,
+        (Op::Connect | Op::Accept | Op::Fill | Op::Errors | Op::Copy | Op::Token, None) => {
+            return None
+        }
     })
 }
 

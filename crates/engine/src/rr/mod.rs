@@ -339,7 +339,7 @@ impl RingFlows for RrFlows {
                 ring::receive_again(lp, q, &c, fd, ring::tag(i, Op::Receive))?;
             }
             // rr flows neither connect, accept nor splice on the ring.
-            (Op::Connect | Op::Accept | Op::Fill | Op::Errors | Op::Copy, None) => {}
+            (Op::Connect | Op::Accept | Op::Fill | Op::Errors | Op::Copy | Op::Token, None) => {}
             (Op::Send, None) => {
                 self.m.wrote(k, c.result as usize, &lp.sh.counters[i]);
                 self.io[k].armed = false;

@@ -292,7 +292,7 @@ impl RingFlows for UdpRrRing {
                 let fd = lp.sh.udp_socks[i].as_fd();
                 ring::receive_again(lp, q, &c, fd, ring::tag(i, Op::Receive))?;
             }
-            (Op::Connect | Op::Accept | Op::Fill | Op::Errors | Op::Copy, _) => {}
+            (Op::Connect | Op::Accept | Op::Fill | Op::Errors | Op::Copy | Op::Token, _) => {}
             (_, Some(e)) => {
                 if !c.cancelled() {
                     self.end(lp, k, plumb_sys::plain_io(&e));

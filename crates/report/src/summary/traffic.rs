@@ -10,6 +10,8 @@ pub(super) fn traffic(o: &mut String, it: &Iteration, spec: &plumb_spec::Spec) {
     let t = &it.transfer;
     if spec.is_transactional() {
         transactions(o, it);
+    } else if let (Some(rate), Some(l)) = (spec.self_probes, &it.client.latency) {
+        self_probes(o, rate, it.client.transactions, l);
     }
     // An end that was lost reported nothing: what it would have counted is
     // missing, and a sum or rate over it would read as a measured zero.
@@ -101,6 +103,17 @@ pub(super) fn under_load(o: &mut String, spec: &plumb_spec::Spec, it: &Iteration
         return;
     }
     for (i, probe) in plumb_samples::load::probes(it).iter().enumerate() {
+        if probe.inside {
+            // Under no load there are no self probes: their rise is over
+            // the run's own probe alone, an exchange on an idle connection.
+            let _ = writeln!(
+                o,
+                "\nunder load  self probes in the loads, in ms; rise over the run's probe alone"
+            );
+            let alone = plumb_samples::load::alone(&stretches, 0);
+            stretch_table(o, &stretches, i, None, alone);
+            continue;
+        }
         let (whose, spec) = match probe
             .part
             .and_then(|n| spec.parts.iter().find(|p| p.name == n))
@@ -124,7 +137,8 @@ pub(super) fn under_load(o: &mut String, spec: &plumb_spec::Spec, it: &Iteration
             }
             _ => None,
         };
-        stretch_table(o, &stretches, i, lost.as_deref());
+        let alone = plumb_samples::load::alone(&stretches, i);
+        stretch_table(o, &stretches, i, lost.as_deref(), alone);
         if let Some(line) = probe_traffic(&spec, probe.client) {
             let _ = writeln!(o, "{line}");
         }
@@ -146,16 +160,16 @@ pub(super) fn under_load(o: &mut String, spec: &plumb_spec::Spec, it: &Iteration
 }
 
 /// Probe `i`'s percentiles in each stretch, and its median's rise over
-/// the stretches in which no load ran; with `lost`, how many of its
-/// requests sent in each stretch timed out (a UDP probe's, which are not
-/// retransmitted).
+/// `alone` (its own, or another's, latency where no load ran); with
+/// `lost`, how many of its requests sent in each stretch timed out (a UDP
+/// probe's, which are not retransmitted).
 fn stretch_table(
     o: &mut String,
     stretches: &[plumb_samples::load::Stretch],
     i: usize,
     lost: Option<&[u64]>,
+    alone: Option<plumb_samples::Latency>,
 ) {
-    let alone = plumb_samples::load::alone(stretches, i);
     let ms = |us: f64| sig3(us / 1000.0);
     let mut columns = vec![
         ("seconds", Align::Left, 11),
@@ -582,6 +596,20 @@ pub(super) fn transactions(o: &mut String, it: &Iteration) {
             it.client.flows.len()
         );
     }
+}
+
+/// A stream's self probes: how many were answered of the rate asked, and
+/// their latency from planned time to answer, in ms.
+fn self_probes(o: &mut String, rate: u32, answered: u64, l: &plumb_samples::Latency) {
+    let ms = |us: f64| sig3(us / 1000.0);
+    let _ = writeln!(
+        o,
+        "self probes {answered} answered ({rate}/s asked), ms: p50 {}  p90 {}  p99 {}  max {}",
+        ms(l.p50_us),
+        ms(l.p90_us),
+        ms(l.p99_us),
+        ms(l.max_us),
+    );
 }
 
 pub(super) fn senders(it: &Iteration) -> Vec<&EndResult> {

@@ -1,8 +1,10 @@
-//! How a stream flow hands data to the kernel and takes it back: plain
-//! write/read, MSG_ZEROCOPY with a buffer pool recycled by completion
-//! notifications, sendfile or splice from an in-memory file, and receives
-//! that discard in the kernel (MSG_TRUNC). Everything a flow needs is
-//! allocated when the worker starts; sending and receiving allocate nothing.
+//! Stream flows: the machine ([`machine`]) keeps where each flow's
+//! messages stand and its self probes; the drivers here hand data to the
+//! kernel and take it back: plain write/read, MSG_ZEROCOPY with a buffer
+//! pool recycled by completion notifications, sendfile or splice from an
+//! in-memory file, and receives that discard in the kernel (MSG_TRUNC).
+//! Everything a flow needs is allocated when the worker starts; sending
+//! and receiving allocate nothing.
 
 use crate::flow::{
     later, pattern, read_burst, FlowCounters, Handler, Loop, Next, PageBuf, Shared, BOUND,
@@ -17,9 +19,15 @@ use std::net::TcpStream;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::Ordering::Relaxed;
 
+mod machine;
+
+use machine::{Due, StreamMachine, StreamShape, TOKEN};
+
 /// What one end of a stream test does.
 #[derive(Debug, Clone)]
 pub struct StreamPlan {
+    /// True on the client, which times the self probes.
+    pub client: bool,
     pub sends: bool,
     pub receives: bool,
     pub msg_size: usize,
@@ -30,6 +38,8 @@ pub struct StreamPlan {
     /// The most bytes one read takes (the ring's receive buffer size), at
     /// most `msg_size`; None for a whole message.
     pub read_size: Option<usize>,
+    /// Self probes a second over all the flows of the engine.
+    pub self_probes: Option<f64>,
 }
 
 impl StreamPlan {
@@ -42,6 +52,16 @@ impl StreamPlan {
     fn ring_buffer(&self) -> usize {
         self.read_size
             .unwrap_or_else(|| crate::ring::fitted(self.msg_size))
+    }
+
+    fn shape(&self) -> StreamShape {
+        StreamShape {
+            client: self.client,
+            sends: self.sends,
+            msg_size: self.msg_size,
+            read_size: self.read_size(),
+            self_probes: self.self_probes,
+        }
     }
 }
 
@@ -60,8 +80,9 @@ const BURST: usize = 8;
 /// threads an end, or four flows of 128K, it made no difference.
 const TURN: usize = 1;
 
-/// The stream flows of one worker.
+/// The stream flows of one worker: the machine, driven by the epoll loop.
 pub(crate) struct StreamFlows {
+    m: StreamMachine,
     plan: StreamPlan,
     interest: epoll::EventFlags,
     send_buf: PageBuf,
@@ -80,11 +101,15 @@ pub(crate) struct StreamFlows {
     /// MSG_ZEROCOPY flows waiting for completions are watched for the error
     /// queue only (EPOLLERR is always reported), not for room to write.
     parked: Vec<bool>,
+    /// Flows given a self probe by the schedule, to write its token.
+    placed: Vec<usize>,
 }
 
 impl StreamFlows {
     pub(crate) fn new(plan: StreamPlan, sh: &Shared) -> io::Result<StreamFlows> {
-        let interest = match (plan.sends, plan.receives) {
+        // A sender with self probes reads their tokens on the idle
+        // direction.
+        let interest = match (plan.sends, plan.receives || plan.self_probes.is_some()) {
             (true, true) => epoll::EventFlags::IN | epoll::EventFlags::OUT,
             (true, false) => epoll::EventFlags::OUT,
             _ => epoll::EventFlags::IN,
@@ -102,7 +127,7 @@ impl StreamFlows {
         let mut receivers = Vec::with_capacity(n);
         if plan.receives {
             for i in sh.range.clone() {
-                receivers.push(Receiver::new(plan.rx, plan.read_size(), &sh.flows[i])?);
+                receivers.push(Receiver::new(plan.rx, &sh.flows[i])?);
             }
         }
         let file = match plan.zerocopy {
@@ -110,6 +135,7 @@ impl StreamFlows {
             _ => None,
         };
         Ok(StreamFlows {
+            m: StreamMachine::new(plan.shape(), n, sh.flows.len(), now_ns(sh)),
             interest,
             recv_buf: PageBuf::zeroed(plan.msg_size),
             send_buf,
@@ -119,9 +145,53 @@ impl StreamFlows {
             senders,
             receivers,
             parked: vec![false; n],
+            placed: Vec::new(),
             plan,
         })
     }
+
+    fn end(&mut self, lp: &mut Loop, i: usize, why: String) {
+        self.m.end(i - self.base);
+        lp.end_tcp_flow(i, why);
+    }
+
+    /// Writes the self probes' tokens flow `i` owes on its idle direction,
+    /// until it owes none or the socket has no room (the next event tries
+    /// again).
+    fn write_tokens(&mut self, lp: &mut Loop, i: usize) {
+        let k = i - self.base;
+        while let Some(t) = self.m.token_due(k) {
+            match (&lp.sh.flows[i]).write(t) {
+                Ok(n) => self.m.token_wrote(k, n),
+                Err(e) if later(&e) => return,
+                Err(e) => return self.end(lp, i, plumb_sys::plain_io(&e)),
+            }
+        }
+    }
+
+    /// Reads what came in on the idle direction of sending flow `i`: self
+    /// probes' tokens. Why the flow ended, if it did.
+    fn read_tokens(&mut self, lp: &mut Loop, i: usize) -> Option<String> {
+        let k = i - self.base;
+        let (stream, c) = (&lp.sh.flows[i], &lp.sh.counters[i]);
+        let (m, timings, clock) = (&mut self.m, &mut lp.timings, lp.sh.clock);
+        let mut buf = [0u8; 1024];
+        read_burst(
+            BURST,
+            || {
+                let n = (&*stream).read(&mut buf)?;
+                let now = || clock.elapsed().as_nanos() as u64;
+                m.tokens_in(k, &buf[..n], c, now, |ns| timings.record(ns));
+                Ok(Some(n))
+            },
+            |_| true,
+        )
+    }
+}
+
+/// The nanoseconds since the engine's start.
+fn now_ns(sh: &Shared) -> u64 {
+    sh.clock.elapsed().as_nanos() as u64
 }
 
 impl Handler for StreamFlows {
@@ -131,11 +201,12 @@ impl Handler for StreamFlows {
         // in the kernel until the buffer has room, where a non-blocking one
         // comes back with EAGAIN for an epoll_wait and a second write.
         // Zero-copy sends wait for their completions on the error queue,
-        // which only epoll tells. A receiver stays in epoll: a blocking read
-        // waits inside tcp_recvmsg, taking and leaving the socket's lock
-        // against the softirq that fills it, which moved the receiver's
-        // time into that lock's spin by different amounts run to run.
-        let sends_only = self.plan.sends && !self.plan.receives;
+        // which only epoll tells, and self probes' tokens come in. A
+        // receiver stays in epoll: a blocking read waits inside
+        // tcp_recvmsg, taking and leaving the socket's lock against the
+        // softirq that fills it, which moved the receiver's time into that
+        // lock's spin by different amounts run to run.
+        let sends_only = self.plan.sends && !self.plan.receives && !self.m.probes();
         if n == 1 && sends_only && self.plan.zerocopy == ZeroCopy::None {
             lp.sh.flows[self.base].set_nonblocking(false)?;
             lp.block(self.base as u64, BOUND)?;
@@ -148,36 +219,56 @@ impl Handler for StreamFlows {
 
     fn on_readable(&mut self, lp: &mut Loop, id: u64, flags: EventFlags) -> io::Result<Next> {
         let i = id as usize;
+        let k = i - self.base;
         if !self.plan.receives {
+            if self.m.probes() && flags.contains(epoll::EventFlags::IN) {
+                if let Some(why) = self.read_tokens(lp, i) {
+                    self.end(lp, i, why);
+                    return Ok(Next::Done);
+                }
+                return Ok(Next::Wait);
+            }
             // A sender hung up on with nothing to try writing.
             if flags.contains(epoll::EventFlags::HUP)
                 && !flags.intersects(epoll::EventFlags::OUT | epoll::EventFlags::ERR)
             {
-                lp.end_tcp_flow(i, "closed by the peer".into());
+                self.end(lp, i, "closed by the peer".into());
                 return Ok(Next::Done);
             }
             return Ok(Next::Wait);
         }
         let stream = &lp.sh.flows[i];
         let c = &lp.sh.counters[i];
-        let receiver = &mut self.receivers[i - self.base];
+        let receiver = &mut self.receivers[k];
+        let (m, buf, timings) = (&mut self.m, &mut self.recv_buf, &mut lp.timings);
+        let clock = lp.sh.clock;
+        // One closure reads and tells the machine: the bytes it hands on
+        // are those the read put in the buffer.
         let end = read_burst(
             self.burst,
-            || match receiver.receive(stream, c, &mut self.recv_buf)? {
-                Step::Moved(n) => Ok(Some(n)),
-                _ => Ok(None),
+            || {
+                let room = m.room(k);
+                match receiver.receive(stream, c, &mut buf[..], room.clone())? {
+                    Step::Moved(n) => {
+                        let bytes = receiver.keeps().then(|| &buf[room.start..room.start + n]);
+                        let now = || clock.elapsed().as_nanos() as u64;
+                        m.read(k, n, bytes, c, now, |ns| timings.record(ns));
+                        Ok(Some(n))
+                    }
+                    _ => Ok(None),
+                }
             },
-            |n| {
-                c.add_received(n as u64);
-                true
-            },
+            |_| true,
         );
         match end {
             Some(why) => {
-                lp.end_tcp_flow(i, why);
+                self.end(lp, i, why);
                 Ok(Next::Done)
             }
-            None => Ok(Next::Wait),
+            None => {
+                self.write_tokens(lp, i);
+                Ok(Next::Wait)
+            }
         }
     }
 
@@ -190,15 +281,23 @@ impl Handler for StreamFlows {
             if flags.contains(epoll::EventFlags::ERR) {
                 if let Some(z) = self.senders[k].zerocopy() {
                     if let Err(e) = z.reap(stream, c) {
-                        lp.end_tcp_flow(i, plumb_sys::plain_io(&e));
+                        self.end(lp, i, plumb_sys::plain_io(&e));
                         return Ok(());
                     }
                 }
             }
             let mut park = false;
             for _ in 0..self.burst {
-                match self.senders[k].send(stream, c, &self.send_buf, self.file.as_ref()) {
-                    Ok(Step::Moved(n)) => c.add_sent(n as u64),
+                let sent = self.senders[k].send(
+                    &mut self.m,
+                    k,
+                    stream,
+                    c,
+                    &self.send_buf,
+                    self.file.as_ref(),
+                );
+                match sent {
+                    Ok(Step::Moved(n)) => self.m.wrote(k, n, c),
                     Ok(Step::WouldBlock) => break,
                     Ok(Step::Parked) => {
                         park = true;
@@ -206,7 +305,7 @@ impl Handler for StreamFlows {
                     }
                     Err(e) if later(&e) => break,
                     Err(e) => {
-                        lp.end_tcp_flow(i, plumb_sys::plain_io(&e));
+                        self.end(lp, i, plumb_sys::plain_io(&e));
                         return Ok(());
                     }
                 }
@@ -224,9 +323,21 @@ impl Handler for StreamFlows {
             }
         }
         if !self.plan.receives && flags.contains(epoll::EventFlags::HUP) {
-            lp.end_tcp_flow(i, "closed by the peer".into());
+            self.end(lp, i, "closed by the peer".into());
         }
         Ok(())
+    }
+
+    fn on_timer(&mut self, lp: &mut Loop) -> io::Result<Option<u64>> {
+        let mut placed = std::mem::take(&mut self.placed);
+        let due = self.m.schedule(lp.now_ns(), &mut placed);
+        for k in placed.drain(..) {
+            if !self.m.ended(k) {
+                self.write_tokens(lp, self.base + k);
+            }
+        }
+        self.placed = placed;
+        Ok(due.map(|t| t.saturating_sub(lp.now_ns())))
     }
 
     fn finish(&mut self, lp: &mut Loop) {
@@ -435,10 +546,8 @@ fn enobufs() -> i32 {
 
 /// How one flow sends.
 pub(crate) enum Sender {
-    /// write() of `pattern[offset..]`.
-    Copy {
-        offset: usize,
-    },
+    /// write() of what the machine says is due.
+    Copy,
     Zc(Box<ZcFlow>),
     /// sendfile() from the worker's message file at `offset`.
     Sendfile {
@@ -459,7 +568,7 @@ impl Sender {
     /// How one of a worker's `flows` flows sends in `mode`.
     pub(crate) fn new(mode: ZeroCopy, pattern: &[u8], flows: usize) -> io::Result<Sender> {
         Ok(match mode {
-            ZeroCopy::None => Sender::Copy { offset: 0 },
+            ZeroCopy::None => Sender::Copy,
             ZeroCopy::Msg => Sender::Zc(Box::new(ZcFlow::new(pattern, flows))),
             ZeroCopy::Sendfile => Sender::Sendfile { offset: 0 },
             // The spec's validation keeps it on the ring engine.
@@ -487,10 +596,13 @@ impl Sender {
         })
     }
 
-    /// One send on `stream`. `pattern` is the message; `file` the worker's
-    /// message file (sendfile and splice).
+    /// One send on `stream`, flow `k` of `m`. `pattern` is the message;
+    /// `file` the worker's message file (sendfile and splice). What moved
+    /// is the caller's to tell the machine.
     pub(crate) fn send(
         &mut self,
+        m: &mut StreamMachine,
+        k: usize,
         stream: &TcpStream,
         c: &FlowCounters,
         pattern: &[u8],
@@ -498,13 +610,11 @@ impl Sender {
     ) -> io::Result<Step> {
         let len = pattern.len();
         let r = match self {
-            Sender::Copy { offset } => (&*stream).write(&pattern[*offset..]).map(|n| {
-                *offset += n;
-                if *offset == len {
-                    *offset = 0;
-                }
-                Step::Moved(n)
-            }),
+            Sender::Copy => match m.due(k) {
+                Due::Mark(mark) => (&*stream).write(mark),
+                Due::Body(part) => (&*stream).write(&pattern[part]),
+            }
+            .map(Step::Moved),
             Sender::Zc(z) => return z.send(stream, c),
             Sender::Sendfile { offset } => {
                 let file = file.expect("sendfile has its message file");
@@ -561,22 +671,17 @@ impl Sender {
 
 /// How one flow receives. A copying or discarding receiver takes whole
 /// messages, as a reader of fixed-size records does: a read that comes back
-/// short is followed by one for the rest of the message (`at` bytes into
-/// it), never by one that runs on into the next; with a read size below
-/// the message, each read takes at most that much of the rest. A reader
+/// short is followed by one for the rest of the message (the machine's
+/// [`StreamMachine::room`]), never by one that runs on into the next; with
+/// a read size below the message, each read takes at most that much of
+/// the rest. A reader
 /// asking for a whole buffer every time empties the receive queue at each
 /// read; on loopback that came with ten times the reordered segments, and
 /// the sender's spurious fast retransmits and their undoing cost a single
 /// stream a quarter of its rate (BENCHMARKS.md).
 pub(crate) enum Receiver {
-    Copy {
-        at: usize,
-        most: usize,
-    },
-    Skip {
-        at: usize,
-        most: usize,
-    },
+    Copy,
+    Skip,
     /// TCP_ZEROCOPY_RECEIVE into the flow's mapping of its socket; what
     /// the kernel cannot map is read the ordinary way.
     Mapped(plumb_sys::sock::rxzc::ReceiveMap),
@@ -586,10 +691,10 @@ pub(crate) enum Receiver {
 const RX_MAP_BYTES: usize = 2 << 20;
 
 impl Receiver {
-    pub(crate) fn new(mode: RxMode, most: usize, stream: &TcpStream) -> io::Result<Receiver> {
+    pub(crate) fn new(mode: RxMode, stream: &TcpStream) -> io::Result<Receiver> {
         Ok(match mode {
-            RxMode::Copy => Receiver::Copy { at: 0, most },
-            RxMode::Skip => Receiver::Skip { at: 0, most },
+            RxMode::Copy => Receiver::Copy,
+            RxMode::Skip => Receiver::Skip,
             RxMode::Zerocopy => Receiver::Mapped(plumb_sys::sock::rxzc::ReceiveMap::new(
                 stream,
                 RX_MAP_BYTES,
@@ -597,19 +702,23 @@ impl Receiver {
         })
     }
 
-    /// One receive on `stream` into `buf`, a message long (or discarded in
-    /// the kernel, or mapped).
+    /// Whether what a receive takes is in the buffer to look at.
+    pub(crate) fn keeps(&self) -> bool {
+        matches!(self, Receiver::Copy)
+    }
+
+    /// One receive on `stream` into `room` of `buf`, a message long (or
+    /// discarded in the kernel, or mapped).
     pub(crate) fn receive(
         &mut self,
         stream: &TcpStream,
         c: &FlowCounters,
         buf: &mut [u8],
+        room: std::ops::Range<usize>,
     ) -> io::Result<Step> {
         let r = match self {
-            Receiver::Skip { at, most } => {
-                rest_of_message(at, *most, buf, |b| zc::recv_discard(stream, b))
-            }
-            Receiver::Copy { at, most } => rest_of_message(at, *most, buf, |b| (&*stream).read(b)),
+            Receiver::Skip => zc::recv_discard(stream, &mut buf[room]),
+            Receiver::Copy => (&*stream).read(&mut buf[room]),
             Receiver::Mapped(map) => match map.receive(stream) {
                 Ok((mapped, _)) if mapped > 0 => {
                     FlowCounters::bump(&c.rx_mapped, mapped as u64);
@@ -640,22 +749,6 @@ impl Receiver {
     }
 }
 
-/// One `read` of at most `most` bytes of the rest of the message `buf`
-/// holds, `at` bytes into it; moves `at` on by what it took.
-fn rest_of_message(
-    at: &mut usize,
-    most: usize,
-    buf: &mut [u8],
-    read: impl FnOnce(&mut [u8]) -> io::Result<usize>,
-) -> io::Result<usize> {
-    let len = buf.len();
-    let r = read(&mut buf[*at..len.min(at.saturating_add(most))]);
-    if let Ok(n) = r {
-        *at = (*at + n) % len;
-    }
-    r
-}
-
 /// A worker's stream flows on a ring: each sending flow keeps
 /// [`RING_SENDS`] whole messages queued (plain sends, or with
 /// `--zerocopy uring` IORING_OP_SEND_ZC, whose notifications say whether
@@ -664,6 +757,7 @@ fn rest_of_message(
 /// queue beside the ring once a poll says it has some), each receiving
 /// flow a multishot receive.
 pub(crate) struct StreamRing {
+    m: StreamMachine,
     plan: StreamPlan,
     base: usize,
     zc: bool,
@@ -673,7 +767,13 @@ pub(crate) struct StreamRing {
     /// sendfile and splice: the message as a file, spliced into each
     /// flow's pipe and from there to its socket.
     piped: Option<Piped>,
-    dead: Vec<bool>,
+    /// Per flow: a self probe's token is being sent.
+    token_busy: Vec<bool>,
+    /// Where each flow's token slot starts in the send region: past the
+    /// message.
+    tokens_at: usize,
+    /// Flows given a self probe by the schedule, to send its token.
+    placed: Vec<usize>,
     /// Per flow: sends queued whose completion has not come, and zero-copy
     /// sends completed whose notification has not (their pages pinned).
     queued: Vec<u32>,
@@ -704,6 +804,9 @@ fn notified(lp: &Loop, counters: &FlowCounters, n: u64, copied: bool) {
 /// Messages each sending flow keeps queued on the ring, so that the socket
 /// has the next while the last one's completion is read.
 const RING_SENDS: u32 = 2;
+
+/// Bytes of each receive buffer for a sender's self-probe tokens.
+const TOKEN_BUFFER: usize = 512;
 
 /// Bytes of receive buffers a worker's ring holds at most.
 const RING_RECEIVE_BYTES: usize = 16 << 20;
@@ -798,7 +901,10 @@ impl StreamRing {
             msg_zc: plan.zerocopy == ZeroCopy::Msg && plan.sends,
             polling: vec![false; n],
             base: sh.range.start,
-            dead: vec![false; n],
+            m: StreamMachine::new(plan.shape(), n, sh.flows.len(), now_ns(sh)),
+            token_busy: vec![false; n],
+            tokens_at: if plan.sends { plan.msg_size } else { 0 },
+            placed: Vec::new(),
             queued: vec![0; n],
             pinned: vec![0; n],
             // As MSG_ZEROCOPY's pool: enough pinned to keep an autotuned
@@ -812,14 +918,37 @@ impl StreamRing {
     /// the pages pinned by zero-copy sends allow.
     fn top_up(&mut self, lp: &Loop, q: &mut Queue, i: usize) -> io::Result<()> {
         let k = i - self.base;
+        let dead = self.m.ended(k);
         if let Some(p) = &self.piped {
-            if self.queued[k] == 0 && ring::going(lp, self.dead[k]) {
+            if self.queued[k] == 0 && ring::going(lp, dead) {
                 let fd = lp.sh.flows[i].as_fd();
                 self.queued[k] += p.queue(q, fd, k, i, self.plan.msg_size)?;
             }
             return Ok(());
         }
-        while ring::going(lp, self.dead[k])
+        if self.m.probes() {
+            // A marked message goes alone, its mark linked to the rest, so
+            // that nothing queued beside it can come between; nothing is
+            // queued while it is on its way.
+            if self.m.mark_next(k) {
+                if self.queued[k] == 0 && ring::going(lp, dead) {
+                    if let Due::Mark(mark) = self.m.due(k) {
+                        let at = self.tokens_at + k * TOKEN;
+                        q.send_region(at, TOKEN).copy_from_slice(mark);
+                        let fd = lp.sh.flows[i].as_fd();
+                        q.send_part(fd, at, TOKEN, true, ring::tag(i, Op::Send))?;
+                        let rest = self.plan.msg_size - TOKEN;
+                        q.send_part(fd, TOKEN, rest, false, ring::tag(i, Op::Send))?;
+                        self.queued[k] += 2;
+                    }
+                }
+                return Ok(());
+            }
+            if !self.m.at_boundary(k) {
+                return Ok(());
+            }
+        }
+        while ring::going(lp, dead)
             && self.queued[k] < RING_SENDS
             && self.queued[k] + self.pinned[k] < self.most
         {
@@ -836,8 +965,25 @@ impl StreamRing {
     }
 
     fn end(&mut self, lp: &mut Loop, i: usize, why: String) {
-        self.dead[i - self.base] = true;
+        self.m.end(i - self.base);
         lp.end_tcp_flow(i, why);
+    }
+
+    /// Sends the self probes' token flow `i` owes on its idle direction,
+    /// one send at a time.
+    fn send_token(&mut self, lp: &Loop, q: &mut Queue, i: usize) -> io::Result<()> {
+        let k = i - self.base;
+        if self.token_busy[k] || !ring::going(lp, self.m.ended(k)) {
+            return Ok(());
+        }
+        if let Some(t) = self.m.token_due(k) {
+            let at = self.tokens_at + k * TOKEN;
+            q.send_region(at, t.len()).copy_from_slice(t);
+            let fd = lp.sh.flows[i].as_fd();
+            q.send_part(fd, at, t.len(), false, ring::tag(i, Op::Token))?;
+            self.token_busy[k] = true;
+        }
+        Ok(())
     }
 
     /// MSG_ZEROCOPY: polls flow `i`'s error queue while notifications are
@@ -856,7 +1002,7 @@ impl StreamRing {
     fn arm_receive(&self, lp: &Loop, q: &mut Queue, i: usize) -> io::Result<()> {
         let fd = lp.sh.flows[i].as_fd();
         match self.plan.rx {
-            RxMode::Skip => q.discard(fd, ring::tag(i, Op::Receive)),
+            RxMode::Skip if self.plan.receives => q.discard(fd, ring::tag(i, Op::Receive)),
             _ => q.receive(fd, ring::tag(i, Op::Receive)),
         }
     }
@@ -866,11 +1012,20 @@ impl RingFlows for StreamRing {
     fn shape(&self, lp: &Loop) -> Shape {
         let n = lp.sh.range.len();
         let sends = if self.plan.sends { RING_SENDS } else { 0 };
+        let tokens = if self.m.probes() { n } else { 0 };
+        // A sender with self probes receives their tokens.
+        let receive = if self.plan.receives {
+            self.plan
+                .rx
+                .is_copy()
+                .then(|| receive_buffers(n, self.plan.ring_buffer(), RING_RECEIVE_BYTES))
+        } else {
+            (tokens > 0).then(|| receive_buffers(n, TOKEN_BUFFER, TOKEN_BUFFER * 4 * n))
+        };
         Shape {
-            ops: n as u32 * (sends + 1),
-            send_len: self.plan.msg_size,
-            receive: (self.plan.receives && self.plan.rx.is_copy())
-                .then(|| receive_buffers(n, self.plan.ring_buffer(), RING_RECEIVE_BYTES)),
+            ops: n as u32 * (sends + 1) + tokens as u32,
+            send_len: self.tokens_at + tokens * TOKEN,
+            receive,
             discard: (self.plan.receives && self.plan.rx == RxMode::Skip)
                 .then(|| self.plan.read_size()),
             ..Shape::default()
@@ -880,7 +1035,7 @@ impl RingFlows for StreamRing {
     fn start(&mut self, lp: &mut Loop, q: &mut Queue) -> io::Result<()> {
         ring::block_flows(lp)?;
         for i in lp.sh.range.clone() {
-            if self.plan.receives {
+            if self.plan.receives || self.m.probes() {
                 self.arm_receive(lp, q, i)?;
             }
             if self.plan.sends {
@@ -895,7 +1050,7 @@ impl RingFlows for StreamRing {
         let (i, op, c) = (done.flow, done.op, done.c);
         let counters = &lp.sh.counters[i];
         let k = i - self.base;
-        let dead = self.dead[k];
+        let dead = self.m.ended(k);
         match op {
             Op::Send if c.notification => {
                 // Counted for a flow that ended too, so that the sends
@@ -973,7 +1128,7 @@ impl RingFlows for StreamRing {
                     // ended: a send the stop cancels partway reports its
                     // part, which the peer may read.
                     None => {
-                        counters.add_sent(c.result as u64);
+                        self.m.wrote(k, c.result as usize, counters);
                         self.top_up(lp, q, i)?;
                     }
                     Some(_) if dead || c.cancelled() => {}
@@ -982,6 +1137,17 @@ impl RingFlows for StreamRing {
             }
             // Stream flows neither connect nor accept on the ring.
             Op::Connect | Op::Accept => {}
+            Op::Token => {
+                self.token_busy[k] = false;
+                match c.error() {
+                    None => {
+                        self.m.token_wrote(k, c.result as usize);
+                        self.send_token(lp, q, i)?;
+                    }
+                    Some(_) if dead || c.cancelled() => {}
+                    Some(e) => self.end(lp, i, plumb_sys::plain_io(&e)),
+                }
+            }
             Op::Receive if dead => {}
             Op::Receive => match c.error() {
                 None if c.result == 0 => self.end(lp, i, "closed by the peer".into()),
@@ -990,7 +1156,19 @@ impl RingFlows for StreamRing {
                 }
                 got => {
                     if got.is_none() {
-                        counters.add_received(c.result as u64);
+                        let n = c.result as usize;
+                        let (timings, clock) = (&mut lp.timings, lp.sh.clock);
+                        let now = || clock.elapsed().as_nanos() as u64;
+                        let timed = |ns| timings.record(ns);
+                        if self.plan.receives {
+                            let bytes = self.plan.rx.is_copy().then_some(&done.data[..n]);
+                            self.m.read(k, n, bytes, counters, now, timed);
+                            self.send_token(lp, q, i)?;
+                        } else {
+                            // A sender's tokens: a download's marks owed.
+                            self.m.tokens_in(k, &done.data[..n], counters, now, timed);
+                            self.top_up(lp, q, i)?;
+                        }
                     }
                     if !c.more && ring::going(lp, false) {
                         self.arm_receive(lp, q, i)?;
@@ -999,6 +1177,16 @@ impl RingFlows for StreamRing {
             },
         }
         Ok(())
+    }
+
+    fn on_timer(&mut self, lp: &mut Loop, q: &mut Queue) -> io::Result<Option<u64>> {
+        let mut placed = std::mem::take(&mut self.placed);
+        let due = self.m.schedule(lp.now_ns(), &mut placed);
+        for k in placed.drain(..) {
+            self.send_token(lp, q, self.base + k)?;
+        }
+        self.placed = placed;
+        Ok(due.map(|t| t.saturating_sub(lp.now_ns())))
     }
 
     fn owed(&self) -> u64 {
@@ -1014,16 +1202,33 @@ mod tests {
     use crate::flow::{test_flows, test_shared, Loop};
     use std::net::TcpListener;
 
+    /// A receiving end's machine of one flow: messages of `msg` bytes,
+    /// at most `most` a read.
+    fn receiving(msg: usize, most: usize) -> StreamMachine {
+        let shape = StreamShape {
+            client: true,
+            sends: false,
+            msg_size: msg,
+            read_size: most,
+            self_probes: None,
+        };
+        StreamMachine::new(shape, 1, 1, 0)
+    }
+
     /// Drives `receiver` until end of stream; returns the bytes it took.
     fn drain(receiver: &mut Receiver, rx: &TcpStream, c: &FlowCounters) -> u64 {
         let mut buf = vec![0u8; 64 * 1024];
+        let mut m = receiving(buf.len(), buf.len());
         let mut total = 0u64;
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         loop {
             assert!(std::time::Instant::now() < deadline, "no end of stream");
-            match receiver.receive(rx, c, &mut buf).unwrap() {
+            match receiver.receive(rx, c, &mut buf, m.room(0)).unwrap() {
                 Step::Moved(0) => return total,
-                Step::Moved(n) => total += n as u64,
+                Step::Moved(n) => {
+                    m.read(0, n, None, c, || 0, |_| {});
+                    total += n as u64
+                }
                 _ => std::thread::sleep(std::time::Duration::from_micros(200)),
             }
         }
@@ -1044,7 +1249,7 @@ mod tests {
             let (rx, _) = l.accept().unwrap();
             rx.set_nonblocking(true).unwrap();
             let c = FlowCounters::default();
-            let mut r = Receiver::new(mode, usize::MAX, &rx).unwrap();
+            let mut r = Receiver::new(mode, &rx).unwrap();
             let got = drain(&mut r, &rx, &c);
             writer.join().unwrap();
             assert_eq!(got, 30 * 100_003, "{mode}");
@@ -1066,9 +1271,13 @@ mod tests {
     ) -> (Receiver, impl FnMut(&mut Receiver) -> usize + '_) {
         let c = FlowCounters::default();
         let mut buf = vec![0u8; 1000];
-        let r = Receiver::new(mode, most, rx).unwrap();
-        let read = move |r: &mut Receiver| match r.receive(rx, &c, &mut buf).unwrap() {
-            Step::Moved(n) => n,
+        let mut m = receiving(1000, most);
+        let r = Receiver::new(mode, rx).unwrap();
+        let read = move |r: &mut Receiver| match r.receive(rx, &c, &mut buf, m.room(0)).unwrap() {
+            Step::Moved(n) => {
+                m.read(0, n, None, &c, || 0, |_| {});
+                n
+            }
             _ => panic!("{mode}: nothing read"),
         };
         (r, read)
@@ -1145,6 +1354,18 @@ mod tests {
             let file = message_file(&pattern).unwrap();
             let c = FlowCounters::default();
             let mut s = Sender::new(mode, &pattern, 1).unwrap();
+            let mut m = StreamMachine::new(
+                StreamShape {
+                    client: true,
+                    sends: true,
+                    msg_size: pattern.len(),
+                    read_size: pattern.len(),
+                    self_probes: None,
+                },
+                1,
+                1,
+                0,
+            );
             let want = pattern.len() * 7 + 123;
             let reader = std::thread::spawn(move || {
                 let mut got = vec![0u8; want];
@@ -1153,8 +1374,11 @@ mod tests {
             });
             let mut sent = 0;
             while sent < want {
-                match s.send(&tx, &c, &pattern, Some(&file)).unwrap() {
-                    Step::Moved(n) => sent += n,
+                match s.send(&mut m, 0, &tx, &c, &pattern, Some(&file)).unwrap() {
+                    Step::Moved(n) => {
+                        m.wrote(0, n, &c);
+                        sent += n
+                    }
                     _ => std::thread::sleep(std::time::Duration::from_micros(200)),
                 }
             }
@@ -1170,12 +1394,14 @@ mod tests {
         for flows in [1usize, 3] {
             let (clients, servers) = test_flows(flows);
             let plan = StreamPlan {
+                client: true,
                 sends: true,
                 receives: false,
                 msg_size: 256,
                 zerocopy: ZeroCopy::None,
                 rx: RxMode::Copy,
                 read_size: Some(256),
+                self_probes: None,
             };
             let sh = test_shared(clients, Vec::new(), flows, false);
             let mut h = StreamFlows::new(plan, &sh).unwrap();
