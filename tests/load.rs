@@ -264,11 +264,38 @@ fn probes_wait_behind_a_loaded_fifo_as_long_as_its_depth_takes_to_drain() {
                 "{name}'s self probes' p50 {own} ms: {seen}"
             );
         }
-        assert!(
-            l.summary.contains("self probes in the loads"),
-            "{}",
-            l.summary
-        );
+        // Responsiveness from the connect and self probes: each loaded
+        // phase's figure is 60000 over half a connect's round trip and
+        // half a self probe, in ms, and three-second phases are too short
+        // for the draft's stability rule.
+        for words in [
+            "self probes in the loads",
+            "responsiveness",
+            "needs 7 to judge",
+        ] {
+            assert!(l.summary.contains(words), "{words}: {}", l.summary);
+        }
+        let rpm: Vec<f64> = l
+            .summary
+            .lines()
+            .skip_while(|line| !line.starts_with("responsiveness"))
+            .filter(|line| line.contains("needs 7 to judge"))
+            .map(|line| {
+                let cols: Vec<&str> = line.split_whitespace().collect();
+                let n = cols.iter().position(|c| *c == "s,").unwrap();
+                let (f_ms, s_ms, rpm): (f64, f64, f64) = (
+                    cols[n - 4].parse().unwrap(),
+                    cols[n - 3].parse().unwrap(),
+                    cols[n - 2].parse().unwrap(),
+                );
+                let want = 60_000.0 / (0.5 * f_ms + 0.5 * s_ms);
+                assert!((rpm - want).abs() <= 0.01 * want + 1.0, "{line}");
+                // A connect's round trip waits about the queue's drain.
+                assert!(f_ms >= 0.4 * expected_ms, "{line}: {seen}");
+                rpm
+            })
+            .collect();
+        assert_eq!(rpm.len(), 3, "{}", l.summary);
         rise.push(down - idle);
     }
     assert!(

@@ -14,6 +14,7 @@ pub mod figure;
 pub mod load;
 pub mod profile;
 pub mod result;
+pub mod rpm;
 pub mod schema;
 pub mod tcp;
 #[cfg(any(test, feature = "testing"))]

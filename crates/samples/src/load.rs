@@ -24,6 +24,9 @@ pub struct Stretch {
     /// the change and answered after it, as a queue fills or drains); None
     /// where none was timed.
     pub latency: Vec<Option<Latency>>,
+    /// The same, second by second: each probe's buckets of each second it
+    /// timed in the stretch.
+    pub seconds: Vec<Vec<Vec<[u64; 2]>>>,
 }
 
 impl Stretch {
@@ -159,46 +162,55 @@ pub fn stretches(it: &Iteration) -> Vec<Stretch> {
                 })
                 .map(|p| p.name.clone())
                 .collect();
-            // What a probe timed in the stretch, less its first second
-            // where it has more (see `Stretch::latency`).
-            let timed = |probe: &Probe| {
+            // What a probe timed in each second of the stretch, less its
+            // first where it has more (see `Stretch::latency`).
+            let timed = |probe: &Probe| -> Vec<Vec<[u64; 2]>> {
                 let inside = within(probe, start_s, stop_s);
                 let settling = usize::from(start_s > 0.0 && inside.len() > 1);
                 inside[settling..]
                     .iter()
-                    .flat_map(|s| s.buckets.iter().copied())
-                    .collect::<Vec<[u64; 2]>>()
+                    .map(|s| s.buckets.clone())
+                    .collect()
             };
-            let latency = probes
+            let seconds: Vec<Vec<Vec<[u64; 2]>>> = probes
                 .iter()
                 .map(|probe| {
                     if !probe.inside {
-                        return Latency::from_buckets(&timed(probe));
+                        return timed(probe);
                     }
-                    // Every load that ran, each from its own start.
-                    let buckets: Vec<[u64; 2]> = loads
-                        .iter()
-                        .filter(|p| {
-                            let (a, b) = span(p);
-                            a <= mid && mid < b
-                        })
-                        .flat_map(|p| {
-                            timed(&Probe {
-                                part: Some(&p.name),
-                                client: &p.client,
-                                offset_s: p.start_s,
-                                inside: true,
-                            })
-                        })
-                        .collect();
-                    Latency::from_buckets(&buckets)
+                    // Every load that ran, each from its own start, second
+                    // by second.
+                    let mut merged: Vec<Vec<[u64; 2]>> = Vec::new();
+                    for p in loads.iter().filter(|p| {
+                        let (a, b) = span(p);
+                        a <= mid && mid < b
+                    }) {
+                        let own = timed(&Probe {
+                            part: Some(&p.name),
+                            client: &p.client,
+                            offset_s: p.start_s,
+                            inside: true,
+                        });
+                        for (k, b) in own.into_iter().enumerate() {
+                            if merged.len() <= k {
+                                merged.push(Vec::new());
+                            }
+                            merged[k].extend(b);
+                        }
+                    }
+                    merged
                 })
+                .collect();
+            let latency = seconds
+                .iter()
+                .map(|each| Latency::from_buckets(&each.concat()))
                 .collect();
             Stretch {
                 start_s,
                 stop_s,
                 running,
                 latency,
+                seconds,
             }
         })
         .collect()

@@ -143,6 +143,7 @@ pub(super) fn under_load(o: &mut String, spec: &plumb_spec::Spec, it: &Iteration
             let _ = writeln!(o, "{line}");
         }
     }
+    responsiveness(o, it, &stretches);
     if let Some(places) = where_queued(it) {
         let indent = " ".repeat(12);
         for (n, l) in wrap(&format!("{indent}{places}"), 80, &indent)
@@ -156,6 +157,51 @@ pub(super) fn under_load(o: &mut String, spec: &plumb_spec::Spec, it: &Iteration
             };
             let _ = writeln!(o, "{l}");
         }
+    }
+}
+
+/// Each loaded stretch's round trips a minute from the connect probes and
+/// the self probes (`plumb_samples::rpm`), where the run has both.
+fn responsiveness(o: &mut String, it: &Iteration, stretches: &[plumb_samples::load::Stretch]) {
+    let probes = plumb_samples::load::probes(it);
+    let foreign = probes
+        .iter()
+        .position(|p| p.part == Some(plumb_spec::load::CONNECT_PROBE) && !p.inside);
+    let inside = probes.iter().position(|p| p.inside);
+    let (Some(foreign), Some(inside)) = (foreign, inside) else {
+        return;
+    };
+    let mut t = Table::new(vec![
+        ("seconds", Align::Left, 11),
+        ("running", Align::Left, 20),
+        ("foreign", Align::Right, 8),
+        ("self", Align::Right, 8),
+        ("RPM", Align::Right, 6),
+        ("stability", Align::Left, 21),
+    ]);
+    let mut any = false;
+    for s in stretches.iter().filter(|s| !s.running.is_empty()) {
+        let Some(r) = plumb_samples::rpm::responsiveness(s, foreign, inside) else {
+            continue;
+        };
+        any = true;
+        t.row(vec![
+            format!("{:.1}-{:.1}", s.start_s, s.stop_s),
+            s.running_label(),
+            sig3(r.foreign_ms),
+            sig3(r.self_ms),
+            format!("{:.0}", r.rpm),
+            r.stability.describe(),
+        ]);
+    }
+    if any {
+        let _ = writeln!(
+            o,
+            "\nresponsiveness  round trips a minute, draft-ietf-ippm-responsiveness-06's\n\
+             arithmetic on plumb's probes (not networkQuality's figure): trimmed means\n\
+             in ms of a connect probe's round trip and of a self probe"
+        );
+        o.push_str(&t.terminal(""));
     }
 }
 
