@@ -491,6 +491,36 @@ mod tests {
         }
     }
 
+    /// TCP_ZEROCOPY_RECEIVE on either engine, where the ring has no
+    /// operation for it: over lo, whose pages cannot be mapped, every byte
+    /// is read the ordinary way beside the mapping, and counted once.
+    #[test]
+    fn both_engines_receive_with_tcp_zerocopy_receive_and_count_each_byte_once() {
+        for io in [Io::Epoll, Io::Uring] {
+            if io == Io::Uring && !ring_here() {
+                return;
+            }
+            let moved =
+                |_: &FlowCounters, s: &FlowCounters| s.received.load(Relaxed) > STREAM_MOVED;
+            let workload = |client: bool| {
+                let Workload::Stream(mut plan) = stream_end(client, plumb_spec::ZeroCopy::None)
+                else {
+                    unreachable!()
+                };
+                plan.rx = plumb_spec::RxMode::Zerocopy;
+                Workload::Stream(plan)
+            };
+            let ends = run_ends(2, false, io, workload, moved);
+            for (s, r) in ends[0].1.iter().zip(ends[1].1.iter()) {
+                let (sent, received) = (s.sent.load(Relaxed), r.received.load(Relaxed));
+                assert!(received > STREAM_MOVED, "{io:?}: read {received} of {sent}");
+                assert!(received <= sent, "{io:?}: {sent} {received}");
+                let (mapped, copied) = (r.rx_mapped.load(Relaxed), r.rx_copied.load(Relaxed));
+                assert_eq!((mapped, copied), (0, received), "{io:?}");
+            }
+        }
+    }
+
     #[test]
     fn the_ring_drives_stream_flows_with_plain_and_zero_copy_sends() {
         if !ring_here() {

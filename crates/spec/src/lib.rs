@@ -762,6 +762,10 @@ mod tests {
         assert_eq!(s.validate().unwrap_err().field, Field::ZeroCopy);
         s.io = Io::Uring;
         assert!(s.validate().is_ok());
+        // TCP_ZEROCOPY_RECEIVE has no ring operation, and runs beside it.
+        s.zerocopy = ZeroCopy::None;
+        s.rx = RxMode::Zerocopy;
+        assert!(s.validate().is_ok());
     }
 
     #[test]

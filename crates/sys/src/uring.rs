@@ -360,6 +360,13 @@ impl Queue<'_> {
         self.push(e.user_data(tag))
     }
 
+    /// Completes once `fd` is readable (POLLIN, or its end or error): for
+    /// receives the ring has no operation for, made beside it.
+    pub fn poll_in(&mut self, fd: BorrowedFd, tag: u64) -> io::Result<()> {
+        let e = opcode::PollAdd::new(types::Fd(fd.as_raw_fd()), libc::POLLIN as u32).build();
+        self.push(e.user_data(tag))
+    }
+
     /// `len` bytes of the send region from `at`, to write a datagram's own
     /// header into before [`Queue::send_datagram`] sends it. Which parts of
     /// the region are in flight is the caller's to track: one written while

@@ -774,6 +774,12 @@ pub(crate) struct StreamRing {
     tokens_at: usize,
     /// Flows given a self probe by the schedule, to send its token.
     placed: Vec<usize>,
+    /// `--rx zerocopy`: each flow's mapping, and the buffer of what the
+    /// kernel cannot map. TCP_ZEROCOPY_RECEIVE has no ring operation: a
+    /// poll on the ring says when a flow is readable, and the receives are
+    /// made beside it as the epoll engine makes them.
+    mapped: Vec<Receiver>,
+    recv_buf: PageBuf,
     /// Per flow: sends queued whose completion has not come, and zero-copy
     /// sends completed whose notification has not (their pages pinned).
     queued: Vec<u32>,
@@ -905,6 +911,15 @@ impl StreamRing {
             token_busy: vec![false; n],
             tokens_at: if plan.sends { plan.msg_size } else { 0 },
             placed: Vec::new(),
+            mapped: if plan.receives && plan.rx == RxMode::Zerocopy {
+                sh.range
+                    .clone()
+                    .map(|i| Receiver::new(RxMode::Zerocopy, &sh.flows[i]))
+                    .collect::<io::Result<_>>()?
+            } else {
+                Vec::new()
+            },
+            recv_buf: PageBuf::zeroed(if plan.receives { plan.msg_size } else { 0 }),
             queued: vec![0; n],
             pinned: vec![0; n],
             // As MSG_ZEROCOPY's pool: enough pinned to keep an autotuned
@@ -986,6 +1001,31 @@ impl StreamRing {
         Ok(())
     }
 
+    /// `--rx zerocopy`: flow `k` is readable; takes what is queued, a
+    /// burst at most. The sockets block (for the ring's sends), so a read
+    /// is made only where the socket has bytes queued, or has none at all
+    /// although readable: its end, which the read then reports. Why the
+    /// flow ended, if it did.
+    fn receive_mapped(&mut self, lp: &mut Loop, k: usize) -> Option<String> {
+        let i = self.base + k;
+        let (stream, c) = (&lp.sh.flows[i], &lp.sh.counters[i]);
+        for n in 0..BURST {
+            let queued = plumb_sys::sock::inq(stream).unwrap_or(0);
+            if queued == 0 && n > 0 {
+                return None;
+            }
+            let room = 0..self.recv_buf.len();
+            match self.mapped[k].receive(stream, c, &mut self.recv_buf, room) {
+                Ok(Step::Moved(0)) => return Some("closed by the peer".into()),
+                Ok(Step::Moved(got)) => self.m.read(k, got, None, c, || 0, |_| {}),
+                Ok(_) => return None,
+                Err(e) if later(&e) => return None,
+                Err(e) => return Some(plumb_sys::plain_io(&e)),
+            }
+        }
+        None
+    }
+
     /// MSG_ZEROCOPY: polls flow `i`'s error queue while notifications are
     /// owed, also once the test stops, until they came or the drain ends.
     fn await_errors(&mut self, lp: &Loop, q: &mut Queue, i: usize) -> io::Result<()> {
@@ -1003,6 +1043,7 @@ impl StreamRing {
         let fd = lp.sh.flows[i].as_fd();
         match self.plan.rx {
             RxMode::Skip if self.plan.receives => q.discard(fd, ring::tag(i, Op::Receive)),
+            RxMode::Zerocopy if self.plan.receives => q.poll_in(fd, ring::tag(i, Op::Receive)),
             _ => q.receive(fd, ring::tag(i, Op::Receive)),
         }
     }
@@ -1149,6 +1190,18 @@ impl RingFlows for StreamRing {
                 }
             }
             Op::Receive if dead => {}
+            Op::Receive if !self.mapped.is_empty() => {
+                // Readable: map or read what is queued, then poll again.
+                if c.error().is_none() {
+                    if let Some(why) = self.receive_mapped(lp, k) {
+                        self.end(lp, i, why);
+                        return Ok(());
+                    }
+                }
+                if ring::going(lp, false) {
+                    self.arm_receive(lp, q, i)?;
+                }
+            }
             Op::Receive => match c.error() {
                 None if c.result == 0 => self.end(lp, i, "closed by the peer".into()),
                 Some(e) if !c.out_of_buffers() && !c.cancelled() => {
