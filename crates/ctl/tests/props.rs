@@ -124,6 +124,7 @@ fn spec() -> impl Strategy<Value = Spec> {
                 zerocopy: Default::default(),
                 rx: Default::default(),
                 read_size: None,
+                self_probes: None,
                 io: if uring { Io::Uring } else { Io::Epoll },
             },
         )
