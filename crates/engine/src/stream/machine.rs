@@ -83,7 +83,9 @@ struct Probes {
     /// Client: each flow's outstanding probes, (sequence, planned time).
     planned: Vec<VecDeque<(u64, u64)>>,
     /// Bulk sender: each flow's sequence numbers to mark, in order, and
-    /// the mark of the message being written.
+    /// the mark of the message being written (taken when the message is
+    /// first due, kept until it has gone whole: a first write that moved
+    /// nothing does not lose it).
     to_mark: Vec<VecDeque<u64>>,
     mark: Vec<Option<[u8; TOKEN]>>,
     /// Bulk receiver: the start of the message coming in.
@@ -158,7 +160,7 @@ impl StreamMachine {
             && self
                 .probes
                 .as_ref()
-                .is_some_and(|p| !p.to_mark[k].is_empty())
+                .is_some_and(|p| p.mark[k].is_some() || !p.to_mark[k].is_empty())
     }
 
     /// The write flow `k`'s message is due: the rest of its mark, or the
@@ -168,7 +170,7 @@ impl StreamMachine {
     pub(crate) fn due(&mut self, k: usize) -> Due<'_> {
         let at = self.out_at[k];
         if let Some(p) = self.probes.as_mut() {
-            if at == 0 {
+            if at == 0 && p.mark[k].is_none() {
                 p.mark[k] = p.to_mark[k].pop_front().map(token);
             }
             if at < TOKEN {
@@ -185,7 +187,14 @@ impl StreamMachine {
     pub(crate) fn wrote(&mut self, k: usize, n: usize, c: &FlowCounters) {
         c.add_sent(n as u64);
         let at = self.out_at[k] + n;
-        self.out_at[k] = if at >= self.shape.msg_size { 0 } else { at };
+        self.out_at[k] = if at >= self.shape.msg_size {
+            if let Some(p) = self.probes.as_mut() {
+                p.mark[k] = None;
+            }
+            0
+        } else {
+            at
+        };
     }
 
     /// Where flow `k`'s next read goes in a message-long buffer: the rest
@@ -418,6 +427,10 @@ mod tests {
                     Due::Mark(m) => m.to_vec(),
                     Due::Body(r) => e.pattern[r].to_vec(),
                 };
+                if dice.upto(5) == 1 {
+                    // The socket had no room: the write moved nothing.
+                    break;
+                }
                 let n = dice.upto(piece.len());
                 e.m.wrote(0, n, &e.c);
                 put(bulk, piece[..n].to_vec(), dice);
@@ -547,13 +560,19 @@ mod tests {
         m.wrote(0, 30, &c);
         assert!(m.mark_next(0));
         let want = token(7);
+        m.probes.as_mut().unwrap().to_mark[0].push_back(8);
+        assert_eq!(m.due(0), Due::Mark(&want[..]));
+        // Asked again before anything went: still the same mark.
         assert_eq!(m.due(0), Due::Mark(&want[..]));
         m.wrote(0, 5, &c);
         assert_eq!(m.due(0), Due::Mark(&want[5..]));
         m.wrote(0, 11, &c);
         assert_eq!(m.due(0), Due::Body(16..40));
         m.wrote(0, 24, &c);
-        assert_eq!(m.due(0), Due::Body(0..40), "the next is not marked");
+        let next = token(8);
+        assert_eq!(m.due(0), Due::Mark(&next[..]), "the next owed");
+        m.wrote(0, 40, &c);
+        assert_eq!(m.due(0), Due::Body(0..40), "then none");
         // A receiver's room is the rest of the message, at most a read.
         let shape = StreamShape {
             read_size: 15,
