@@ -491,32 +491,38 @@ mod tests {
         }
     }
 
-    /// TCP_ZEROCOPY_RECEIVE on either engine, where the ring has no
-    /// operation for it: over lo, whose pages cannot be mapped, every byte
-    /// is read the ordinary way beside the mapping, and counted once.
+    /// Every receive mode on either engine counts each byte once: a copy,
+    /// a discard in the kernel (MSG_TRUNC, whose bytes the ring's
+    /// completion does not hold), and TCP_ZEROCOPY_RECEIVE, which has no
+    /// ring operation and over lo, whose pages cannot be mapped, reads
+    /// every byte the ordinary way beside the mapping.
     #[test]
-    fn both_engines_receive_with_tcp_zerocopy_receive_and_count_each_byte_once() {
-        for io in [Io::Epoll, Io::Uring] {
-            if io == Io::Uring && !ring_here() {
-                return;
-            }
-            let moved =
-                |_: &FlowCounters, s: &FlowCounters| s.received.load(Relaxed) > STREAM_MOVED;
-            let workload = |client: bool| {
-                let Workload::Stream(mut plan) = stream_end(client, plumb_spec::ZeroCopy::None)
-                else {
-                    unreachable!()
+    fn both_engines_receive_in_every_mode_and_count_each_byte_once() {
+        use plumb_spec::RxMode;
+        for rx in [RxMode::Copy, RxMode::Skip, RxMode::Zerocopy] {
+            for io in [Io::Epoll, Io::Uring] {
+                if io == Io::Uring && !ring_here() {
+                    return;
+                }
+                let moved =
+                    |_: &FlowCounters, s: &FlowCounters| s.received.load(Relaxed) > STREAM_MOVED;
+                let workload = |client: bool| {
+                    let Workload::Stream(mut plan) = stream_end(client, plumb_spec::ZeroCopy::None)
+                    else {
+                        unreachable!()
+                    };
+                    plan.rx = rx;
+                    Workload::Stream(plan)
                 };
-                plan.rx = plumb_spec::RxMode::Zerocopy;
-                Workload::Stream(plan)
-            };
-            let ends = run_ends(2, false, io, workload, moved);
-            for (s, r) in ends[0].1.iter().zip(ends[1].1.iter()) {
-                let (sent, received) = (s.sent.load(Relaxed), r.received.load(Relaxed));
-                assert!(received > STREAM_MOVED, "{io:?}: read {received} of {sent}");
-                assert!(received <= sent, "{io:?}: {sent} {received}");
-                let (mapped, copied) = (r.rx_mapped.load(Relaxed), r.rx_copied.load(Relaxed));
-                assert_eq!((mapped, copied), (0, received), "{io:?}");
+                let ends = run_ends(2, false, io, workload, moved);
+                for (s, r) in ends[0].1.iter().zip(ends[1].1.iter()) {
+                    let (sent, received) = (s.sent.load(Relaxed), r.received.load(Relaxed));
+                    let what = format!("{rx} on {io:?}: read {received} of {sent}");
+                    assert!(received > STREAM_MOVED && received <= sent, "{what}");
+                    let (mapped, copied) = (r.rx_mapped.load(Relaxed), r.rx_copied.load(Relaxed));
+                    let want = if rx == RxMode::Zerocopy { received } else { 0 };
+                    assert_eq!((mapped, copied), (0, want), "{what}");
+                }
             }
         }
     }

@@ -1214,7 +1214,7 @@ impl RingFlows for StreamRing {
                         let now = || clock.elapsed().as_nanos() as u64;
                         let timed = |ns| timings.record(ns);
                         if self.plan.receives {
-                            let bytes = self.plan.rx.is_copy().then_some(&done.data[..n]);
+                            let bytes = self.plan.rx.is_copy().then(|| &done.data[..n]);
                             self.m.read(k, n, bytes, counters, now, timed);
                             self.send_token(lp, q, i)?;
                         } else {
