@@ -162,6 +162,22 @@ pub(crate) struct Shared {
     pub clock: std::time::Instant,
 }
 
+impl Shared {
+    /// Nanoseconds on the engine's clock.
+    #[inline]
+    pub(crate) fn now_ns(&self) -> u64 {
+        self.clock.elapsed().as_nanos() as u64
+    }
+}
+
+/// The engine's clock as a function, in nanoseconds since its start, for a
+/// machine that reads the time only where it needs it; it holds no borrow
+/// of `sh`, so the loop stays free to lend its other parts.
+pub(crate) fn clock(sh: &Shared) -> impl Fn() -> u64 + Copy {
+    let clock = sh.clock;
+    move || clock.elapsed().as_nanos() as u64
+}
+
 /// How the engine gets a worker to look at its flags (stop, the epoch):
 /// the worker's eventfd ends its epoll or ring wait, and a worker blocked
 /// on its one socket (see [`Loop::blocking`]) is signalled out of the call
@@ -450,7 +466,7 @@ impl Loop {
     /// Nanoseconds on the engine's clock.
     #[inline]
     pub(crate) fn now_ns(&self) -> u64 {
-        self.sh.clock.elapsed().as_nanos() as u64
+        self.sh.now_ns()
     }
 
     /// Reads the wake-up eventfd so that it stops signalling.

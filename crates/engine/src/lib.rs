@@ -213,7 +213,7 @@ impl EngineConfig {
             Workload::Rr(r) => r.rate.is_some(),
             Workload::Udp(u) => u.client && u.rate.is_some(),
             Workload::Crr(c) => c.rate.is_some(),
-            Workload::Stream(s) => s.client && s.self_probes.is_some(),
+            Workload::Stream(s) => s.timed(),
         }
     }
 

@@ -47,7 +47,7 @@ impl Workload {
     /// Whether this end times transactions (and so hands latencies over).
     pub fn timed(&self) -> bool {
         match self {
-            Workload::Stream(s) => s.client && s.self_probes.is_some(),
+            Workload::Stream(s) => s.timed(),
             Workload::Rr(r) => r.client,
             Workload::Crr(c) => c.client,
             Workload::Udp(u) => u.client && u.rr,

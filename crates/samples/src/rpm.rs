@@ -78,10 +78,19 @@ pub fn trimmed_mean_ms(buckets: &[[u64; 2]]) -> Option<f64> {
     Some(sum / kept as f64 / 1e6)
 }
 
-/// Half the foreign probes' round trip and half the self probes', in ms.
-fn working_ms(foreign: &[[u64; 2]], inside: &[[u64; 2]]) -> Option<f64> {
-    let f = trimmed_mean_ms(foreign)? / FOREIGN_ROUND_TRIPS;
-    Some(0.5 * f + 0.5 * trimmed_mean_ms(inside)?)
+/// The trimmed means of the foreign probes per round trip and of the self
+/// probes, in ms.
+fn trimmed_ms(foreign: &[[u64; 2]], inside: &[[u64; 2]]) -> Option<(f64, f64)> {
+    Some((
+        trimmed_mean_ms(foreign)? / FOREIGN_ROUND_TRIPS,
+        trimmed_mean_ms(inside)?,
+    ))
+}
+
+/// The working latency the draft weighs: half a foreign round trip and half
+/// a self probe, in ms.
+fn working_ms((foreign, inside): (f64, f64)) -> f64 {
+    0.5 * foreign + 0.5 * inside
 }
 
 /// The responsiveness of `stretch` from its probe `foreign` and its self
@@ -89,19 +98,16 @@ fn working_ms(foreign: &[[u64; 2]], inside: &[[u64; 2]]) -> Option<f64> {
 /// any.
 pub fn responsiveness(stretch: &Stretch, foreign: usize, inside: usize) -> Option<Responsiveness> {
     let (f, s) = (stretch.seconds.get(foreign)?, stretch.seconds.get(inside)?);
-    let (fc, sc) = (f.concat(), s.concat());
-    let foreign_ms = trimmed_mean_ms(&fc)? / FOREIGN_ROUND_TRIPS;
-    let self_ms = trimmed_mean_ms(&sc)?;
-    let working = 0.5 * foreign_ms + 0.5 * self_ms;
+    let (foreign_ms, self_ms) = trimmed_ms(&f.concat(), &s.concat())?;
     let each: Vec<f64> = f
         .iter()
         .zip(s)
-        .filter_map(|(f, s)| working_ms(f, s))
+        .filter_map(|(f, s)| trimmed_ms(f, s).map(working_ms))
         .collect();
     Some(Responsiveness {
         foreign_ms,
         self_ms,
-        rpm: 60_000.0 / working,
+        rpm: 60_000.0 / working_ms((foreign_ms, self_ms)),
         stability: stability(&each),
     })
 }

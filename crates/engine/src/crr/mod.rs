@@ -15,7 +15,7 @@ mod machine;
 
 use machine::{CrrMachine, Exchange, Next as Step};
 
-use crate::flow::{later, pattern, FlowError, Handler, Loop, Next, PageBuf, Shared, BOUND};
+use crate::flow::{clock, later, pattern, FlowError, Handler, Loop, Next, PageBuf, Shared, BOUND};
 use crate::ring::{self, receive_buffers, Done, Op, RingFlows, Shape};
 use crate::setup::{apply_before_connect, apply_connected, bind_source};
 use plumb_spec::{Close, SocketOpts};
@@ -145,7 +145,7 @@ fn drive(
     bufs: &mut Bufs,
     mut readable: bool,
 ) -> io::Result<Option<Step>> {
-    let clock = lp.sh.clock;
+    let now = clock(&lp.sh);
     // An event is the readiness an awaited read waits for.
     let mut next = match m.next(&conn.x) {
         Step::Await => Step::Read,
@@ -165,13 +165,7 @@ fn drive(
                 Ok(0) => m.closed(&conn.x),
                 Ok(got) => {
                     let (c, timings) = (&lp.sh.counters[counter], &mut lp.timings);
-                    m.read(
-                        &mut conn.x,
-                        got,
-                        c,
-                        || clock.elapsed().as_nanos() as u64,
-                        |ns| timings.record(ns),
-                    )
+                    m.read(&mut conn.x, got, c, now, |ns| timings.record(ns))
                 }
                 Err(e) if later(&e) => {
                     readable = false;
@@ -215,7 +209,7 @@ impl CrrClient {
         let peer = plan.peer.expect("the client knows where to connect");
         let m = CrrMachine::new(&plan);
         let n = sh.range.len();
-        let now = sh.clock.elapsed().as_nanos() as u64;
+        let now = sh.now_ns();
         CrrClient {
             schedule: plan.rate.map(|r| Schedule::new(r, n, plan.slots, now)),
             failed: vec![false; n],
@@ -603,20 +597,16 @@ fn completed(
     op: Op,
     c: &Completion,
 ) -> Option<Step> {
-    let clock = lp.sh.clock;
+    let now = clock(&lp.sh);
     let (counters, timings) = (&lp.sh.counters[counter], &mut lp.timings);
     Some(match (op, c.error()) {
         (Op::Receive, Some(_)) if c.out_of_buffers() => Step::Read,
         (_, Some(e)) => m.failed(plain_io(&e)),
         (Op::Send, None) => m.wrote(&mut conn.x, c.result as usize, counters),
         (Op::Receive, None) if c.result == 0 => m.closed(&conn.x),
-        (Op::Receive, None) => m.read(
-            &mut conn.x,
-            c.result as usize,
-            counters,
-            || clock.elapsed().as_nanos() as u64,
-            |ns| timings.record(ns),
-        ),
+        (Op::Receive, None) => m.read(&mut conn.x, c.result as usize, counters, now, |ns| {
+            timings.record(ns)
+        }),
         (Op::Connect | Op::Accept | Op::Fill | Op::Errors | Op::Copy | Op::Token, None) => {
             return None
         }

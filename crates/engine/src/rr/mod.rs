@@ -7,7 +7,7 @@
 //! on a fixed schedule instead, and a late one shows in its latency.
 
 use crate::flow::{
-    later, pattern, read_burst, FlowCounters, Handler, Loop, Next, PageBuf, Shared, BOUND,
+    clock, later, pattern, read_burst, FlowCounters, Handler, Loop, Next, PageBuf, Shared, BOUND,
 };
 use crate::ring::{self, receive_buffers, Done, Op, RingFlows, Shape};
 use plumb_sys::uring::Queue;
@@ -84,12 +84,6 @@ fn write_owed(
     Ok(false)
 }
 
-/// The clock of a worker's loop, in nanoseconds since the engine's start.
-fn clock(lp: &Loop) -> impl Fn() -> u64 {
-    let clock = lp.sh.clock;
-    move || clock.elapsed().as_nanos() as u64
-}
-
 /// Reads per readable event before the loop moves on.
 const READS_PER_EVENT: usize = 8;
 
@@ -111,12 +105,7 @@ pub(crate) struct RrFlows {
 impl RrFlows {
     pub(crate) fn new(plan: RrPlan, sh: &Shared) -> RrFlows {
         let n = sh.range.len();
-        let m = RrMachine::new(
-            plan,
-            n,
-            sh.flows.len(),
-            sh.clock.elapsed().as_nanos() as u64,
-        );
+        let m = RrMachine::new(plan, n, sh.flows.len(), sh.now_ns());
         let (largest, in_size) = m.sizes();
         RrFlows {
             m,
@@ -142,7 +131,7 @@ impl RrFlows {
             stream,
             &self.send_buf,
             &lp.sh.counters[i],
-            clock(lp),
+            clock(&lp.sh),
             &mut io.cut,
         )?;
         if lp.blocking.is_none() && blocked != io.armed {
@@ -159,7 +148,7 @@ impl RrFlows {
 
     /// Flow `k` took in `got` bytes.
     fn took(&mut self, lp: &mut Loop, k: usize, got: usize) {
-        let now = clock(lp);
+        let now = clock(&lp.sh);
         let (c, timings) = (&lp.sh.counters[self.base + k], &mut lp.timings);
         self.m.read(k, got, c, now, |ns| timings.record(ns));
     }
@@ -227,7 +216,7 @@ impl Handler for RrFlows {
         if lp.blocking.is_some() && self.io[k].cut {
             return Ok(Next::Write);
         }
-        let now = clock(lp);
+        let now = clock(&lp.sh);
         let stream = &lp.sh.flows[i];
         let (c, timings) = (&lp.sh.counters[i], &mut lp.timings);
         let cap = self.recv_buf.len();
@@ -237,7 +226,7 @@ impl Handler for RrFlows {
             self.reads,
             || (&*stream).read(&mut buf).map(Some),
             |got| {
-                m.read(k, got, c, &now, |ns| timings.record(ns));
+                m.read(k, got, c, now, |ns| timings.record(ns));
                 // A short read emptied the socket.
                 got == cap
             },
@@ -363,7 +352,7 @@ impl RrFlows {
         if self.io[k].armed || !ring::going(lp, self.m.ended(k)) {
             return Ok(());
         }
-        let Some(len) = self.m.write_due(k, clock(lp)) else {
+        let Some(len) = self.m.write_due(k, clock(&lp.sh)) else {
             return Ok(());
         };
         let i = self.base + k;

@@ -224,11 +224,7 @@ impl StreamMachine {
         c.add_received(n as u64);
         let at = self.in_at[k];
         let size = self.shape.msg_size;
-        let Some(p) = self.probes.as_mut() else {
-            self.in_at[k] = (at + n) % size;
-            return;
-        };
-        let Some(bytes) = bytes else {
+        let (Some(p), Some(bytes)) = (self.probes.as_mut(), bytes) else {
             self.in_at[k] = (at + n) % size;
             return;
         };
@@ -491,18 +487,7 @@ mod tests {
                     } else {
                         (&mut down_bulk, &mut down_idle, &mut up_bulk, &mut up_idle)
                     };
-                    // Upload's bulk ends with the probes, so the last
-                    // marks go out.
-                    if upload || t < 300_000_000 {
-                        write(&mut client, t, c_bulk, c_idle, &mut dice);
-                    } else {
-                        while let Some(tk) = client.m.token_due(0) {
-                            let n = tk.len();
-                            let tk = tk.to_vec();
-                            client.m.token_wrote(0, n);
-                            c_idle.push_back((t, tk));
-                        }
-                    }
+                    write(&mut client, t, c_bulk, c_idle, &mut dice);
                     write(&mut server, t, s_bulk, s_idle, &mut dice);
                     // Each end reads what the other wrote: the bulk on
                     // the other end's bulk wire, tokens on its idle one.

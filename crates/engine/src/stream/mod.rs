@@ -7,7 +7,7 @@
 //! and receiving allocate nothing.
 
 use crate::flow::{
-    later, pattern, read_burst, FlowCounters, Handler, Loop, Next, PageBuf, Shared, BOUND,
+    clock, later, pattern, read_burst, FlowCounters, Handler, Loop, Next, PageBuf, Shared, BOUND,
 };
 use crate::ring::{self, receive_buffers, Done, Op, RingFlows, Shape};
 use plumb_spec::{RxMode, ZeroCopy};
@@ -52,6 +52,11 @@ impl StreamPlan {
     fn ring_buffer(&self) -> usize {
         self.read_size
             .unwrap_or_else(|| crate::ring::fitted(self.msg_size))
+    }
+
+    /// Whether this end times transactions: the client of self probes.
+    pub(crate) fn timed(&self) -> bool {
+        self.client && self.self_probes.is_some()
     }
 
     fn shape(&self) -> StreamShape {
@@ -135,7 +140,7 @@ impl StreamFlows {
             _ => None,
         };
         Ok(StreamFlows {
-            m: StreamMachine::new(plan.shape(), n, sh.flows.len(), now_ns(sh)),
+            m: StreamMachine::new(plan.shape(), n, sh.flows.len(), sh.now_ns()),
             interest,
             recv_buf: PageBuf::zeroed(plan.msg_size),
             send_buf,
@@ -174,24 +179,19 @@ impl StreamFlows {
     fn read_tokens(&mut self, lp: &mut Loop, i: usize) -> Option<String> {
         let k = i - self.base;
         let (stream, c) = (&lp.sh.flows[i], &lp.sh.counters[i]);
-        let (m, timings, clock) = (&mut self.m, &mut lp.timings, lp.sh.clock);
+        let now = clock(&lp.sh);
+        let (m, timings) = (&mut self.m, &mut lp.timings);
         let mut buf = [0u8; 1024];
         read_burst(
             BURST,
             || {
                 let n = (&*stream).read(&mut buf)?;
-                let now = || clock.elapsed().as_nanos() as u64;
                 m.tokens_in(k, &buf[..n], c, now, |ns| timings.record(ns));
                 Ok(Some(n))
             },
             |_| true,
         )
     }
-}
-
-/// The nanoseconds since the engine's start.
-fn now_ns(sh: &Shared) -> u64 {
-    sh.clock.elapsed().as_nanos() as u64
 }
 
 impl Handler for StreamFlows {
@@ -240,8 +240,8 @@ impl Handler for StreamFlows {
         let stream = &lp.sh.flows[i];
         let c = &lp.sh.counters[i];
         let receiver = &mut self.receivers[k];
+        let now = clock(&lp.sh);
         let (m, buf, timings) = (&mut self.m, &mut self.recv_buf, &mut lp.timings);
-        let clock = lp.sh.clock;
         // One closure reads and tells the machine: the bytes it hands on
         // are those the read put in the buffer.
         let end = read_burst(
@@ -251,7 +251,6 @@ impl Handler for StreamFlows {
                 match receiver.receive(stream, c, &mut buf[..], room.clone())? {
                     Step::Moved(n) => {
                         let bytes = receiver.keeps().then(|| &buf[room.start..room.start + n]);
-                        let now = || clock.elapsed().as_nanos() as u64;
                         m.read(k, n, bytes, c, now, |ns| timings.record(ns));
                         Ok(Some(n))
                     }
@@ -907,7 +906,7 @@ impl StreamRing {
             msg_zc: plan.zerocopy == ZeroCopy::Msg && plan.sends,
             polling: vec![false; n],
             base: sh.range.start,
-            m: StreamMachine::new(plan.shape(), n, sh.flows.len(), now_ns(sh)),
+            m: StreamMachine::new(plan.shape(), n, sh.flows.len(), sh.now_ns()),
             token_busy: vec![false; n],
             tokens_at: if plan.sends { plan.msg_size } else { 0 },
             placed: Vec::new(),
@@ -1210,8 +1209,8 @@ impl RingFlows for StreamRing {
                 got => {
                     if got.is_none() {
                         let n = c.result as usize;
-                        let (timings, clock) = (&mut lp.timings, lp.sh.clock);
-                        let now = || clock.elapsed().as_nanos() as u64;
+                        let now = clock(&lp.sh);
+                        let timings = &mut lp.timings;
                         let timed = |ns| timings.record(ns);
                         if self.plan.receives {
                             let bytes = self.plan.rx.is_copy().then(|| &done.data[..n]);

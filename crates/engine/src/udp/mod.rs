@@ -310,7 +310,7 @@ pub(crate) struct UdpRrClient {
 
 impl UdpRrClient {
     pub(crate) fn new(plan: UdpPlan, sh: &Shared) -> UdpRrClient {
-        let now = sh.clock.elapsed().as_nanos() as u64;
+        let now = sh.now_ns();
         UdpRrClient {
             m: RrClient::new(&plan, sh.range.start, sh.range.len(), now),
             base: sh.range.start,
@@ -414,7 +414,7 @@ impl Handler for UdpRrClient {
             let owes = self.m.answer(
                 k,
                 &self.inbuf[..got],
-                lp.sh.clock.elapsed().as_nanos() as u64,
+                lp.sh.now_ns(),
                 &lp.sh.counters[i],
                 &lp.sh.strays,
                 |ns| timings.record(ns),

@@ -174,7 +174,7 @@ pub(crate) struct UdpRrRing {
 impl UdpRrRing {
     pub(crate) fn new(plan: UdpPlan, sh: &Shared) -> UdpRrRing {
         let n = sh.range.len();
-        let now = sh.clock.elapsed().as_nanos() as u64;
+        let now = sh.now_ns();
         UdpRrRing {
             m: RrClient::new(&plan, sh.range.start, n, now),
             plan,
