@@ -107,7 +107,10 @@ pub fn mean_with_interval(xs: &[f64], level: f64) -> (f64, f64, f64) {
 /// few the iterations (a bootstrap of two values per side is far too
 /// narrow). Ratios of positive quantities are not negative, so the lower
 /// end is cut at 0; where `mean(a)` is itself not distinguishable from 0
-/// the set is unbounded and `hi` is infinite.
+/// the set is unbounded and `hi` is infinite: it is every ratio from the
+/// upper root on where `mean(b)` is told from 0 (the other root is then
+/// negative), so that a B far above an A near 0 still leaves 1 out, and
+/// every ratio otherwise.
 ///
 /// None when a side has fewer than 2 values, a value is not finite, the
 /// level is outside (0, 1) or `mean(a)` is 0.
@@ -126,9 +129,15 @@ pub fn fieller_ratio(a: &[f64], b: &[f64], level: f64) -> Option<Interval> {
     let c2 = ma * ma - t2 * qa;
     let c1 = ma * mb;
     let c0 = mb * mb - t2 * qb;
+    let disc = c1 * c1 - c2 * c0;
     let (lo, hi) = if c2 > 0.0 {
-        let root = (c1 * c1 - c2 * c0).max(0.0).sqrt();
+        let root = disc.max(0.0).sqrt();
         ((c1 - root) / c2, (c1 + root) / c2)
+    } else if c2 < 0.0 && c0 > 0.0 && disc > 0.0 {
+        // Opening downward, the set is outside the roots: one negative
+        // (their product c0 / c2 is), the other where the positive ratios
+        // begin.
+        ((c1 - disc.sqrt()) / c2, f64::INFINITY)
     } else {
         (0.0, f64::INFINITY)
     };

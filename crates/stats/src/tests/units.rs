@@ -360,8 +360,18 @@ fn fieller_leaves_one_out_exactly_where_welch_rejects() {
     // Equal constants: the interval is the point.
     let f = fieller_ratio(&[2.0, 2.0], &[3.0, 3.0], 0.95).unwrap();
     assert_eq!((f.lo, f.hi), (1.5, 1.5));
-    // A baseline indistinguishable from 0: no upper end.
+    // A baseline indistinguishable from 0: no upper end, and a lower one
+    // below 1 where Welch's test does not tell the two apart...
     let f = fieller_ratio(&[-1.0, 2.0], &[3.0, 3.1], 0.95).unwrap();
+    assert!(f.lo > 0.0 && f.lo < 1.0 && f.hi == f64::INFINITY, "{f:?}");
+    // ...and above 1 where it does: a B far above an A near 0 (a probe's
+    // wait as a queue drains, against none).
+    let (a, b) = ([0.3, 0.5, 11.5], [110.0, 126.0, 144.0]);
+    let f = fieller_ratio(&a, &b, 0.95).unwrap();
+    assert!(welch(&a, &b).unwrap().p < 0.05);
+    assert!(f.lo > 1.0 && f.hi == f64::INFINITY, "{f:?}");
+    // Neither side told from 0: every ratio.
+    let f = fieller_ratio(&[-1.0, 2.0], &[-3.0, 4.0], 0.95).unwrap();
     assert_eq!((f.lo, f.hi), (0.0, f64::INFINITY));
     assert!(fieller_ratio(&[1.0], &A1, 0.95).is_none());
     assert!(fieller_ratio(&[0.0, 0.0], &A1, 0.95).is_none());
