@@ -302,23 +302,27 @@ fn probes_wait_behind_a_loaded_fifo_as_long_as_its_depth_takes_to_drain() {
     );
 }
 
-/// `compare` of two labels' load runs gives each probe's median in each
-/// stretch on both sides, with the ratio's interval, and calls a stretch
-/// higher or lower only where that interval leaves 1 out and the line's q
-/// among all of them passes too.
+/// `compare` of two labels' load runs, through a FIFO of 100 KiB and one
+/// of 400 KiB, pairs the two runs and their parts and gives each probe's
+/// median in each stretch on both sides, with the ratio's interval, and
+/// calls a stretch higher or lower only where that interval leaves 1 out
+/// and the line's q among all of them passes too. `check` decides on one
+/// latency figure when asked: the deeper queue's is a regression, the
+/// shallower's none, and the figure's means are the iterations' medians
+/// as the test reads them from the buckets.
 #[test]
-fn compare_weighs_each_probe_in_each_stretch() {
+fn compare_weighs_each_probe_in_each_stretch_and_check_decides_on_one() {
     if skip_unless_router() {
         return;
     }
     let _alone = measuring_alone();
     let db = TempDb::new("load-compare");
-    for label in ["a", "b"] {
+    for (label, queue) in [("a", "100K"), ("b", "400K")] {
         let out = plumb()
             .env("PLUMB_JOURNAL", test_journal("load-compare"))
             .args(["run", "load", "--phase", "1s", "--topology", "veth"])
-            .args(["--qdisc", "pfifo", "--link-rate", "20M", "--queue", "100K"])
-            .args(["--cc", "cubic", "--iterations", "2", "--label", label])
+            .args(["--qdisc", "pfifo", "--link-rate", "20M", "--queue", queue])
+            .args(["--cc", "cubic", "--iterations", "3", "--label", label])
             .args(["--db", db.path()])
             .output()
             .unwrap();
@@ -330,6 +334,27 @@ fn compare_weighs_each_probe_in_each_stretch() {
     let point = items(&c["points"])
         .find(|p| !p["under_load"].is_null())
         .unwrap_or_else(|| panic!("no point with lines under load: {c}"));
+    // The runs differ in their queue only; their parts pair by name.
+    let parts: Vec<&str> = items(&c["points"])
+        .filter_map(|p| p["summary"].as_str()?.strip_prefix("part "))
+        .filter_map(|s| s.split(':').next())
+        .collect();
+    assert_eq!(
+        parts,
+        [
+            "both-down",
+            "both-up",
+            "connect",
+            "download",
+            "udp",
+            "upload"
+        ],
+        "{c}"
+    );
+    assert!(
+        items(&c["spec_diff"]).any(|d| d["key"].as_str().unwrap().contains("queue")),
+        "{c}"
+    );
     let lines: Vec<&Value> = items(&point["under_load"]).collect();
     let cut: Vec<(String, String)> = lines
         .iter()
@@ -369,7 +394,7 @@ fn compare_weighs_each_probe_in_each_stretch() {
             "nothing" => {}
             _ => assert!(a > 10.0 && b > 10.0, "{l}"),
         }
-        assert_eq!(u(&l["a"]["n"]), 2, "{l}");
+        assert_eq!(u(&l["a"]["n"]), 3, "{l}");
         // A call agrees with the interval beside it and with its q.
         let verdict = l["verdict"].as_str().unwrap();
         if verdict == "higher" || verdict == "lower" {
@@ -388,6 +413,115 @@ fn compare_weighs_each_probe_in_each_stretch() {
     assert!(
         text.contains("under load, the probes' median in ms"),
         "{text}"
+    );
+
+    // The probes' median while the download ran, each iteration's from
+    // its buckets (its stretch is the second second of the window).
+    let figure = "run:p50@download";
+    let medians = |label: &str| -> Vec<f64> {
+        let list = run(&[
+            "list",
+            "--label",
+            label,
+            "--format",
+            "json",
+            "--db",
+            db.path(),
+        ]);
+        assert_ok(&list);
+        let runs: Value = serde_json::from_slice(&list.stdout).unwrap();
+        let id = u(&runs[0]["run"]).to_string();
+        let shown = run(&["show", &id, "--json", "--db", db.path()]);
+        assert_ok(&shown);
+        let record: Value = serde_json::from_slice(&shown.stdout).unwrap();
+        items(&record["iterations"])
+            .map(|it| {
+                let b: Vec<(u64, u64)> = items(&it["client"]["intervals"])
+                    .filter(|s| (f(&s["t_s"]) - f(&s["dt_s"]) / 2.0 - 1.5).abs() < 0.2)
+                    .flat_map(|s| items(&s["buckets"]).map(|b| (u(&b[0]), u(&b[1]))))
+                    .collect();
+                median_ms(&b)
+            })
+            .collect()
+    };
+    let mean = |xs: &[f64]| xs.iter().sum::<f64>() / xs.len() as f64;
+    let (ma, mb) = (mean(&medians("a")), mean(&medians("b")));
+    let check = |baseline: &str, candidate: &str| {
+        plumb()
+            .args(["check", "--baseline", baseline, "--candidate", candidate])
+            .args(["--decide-on", figure, "--format", "json", "--db", db.path()])
+            .output()
+            .unwrap()
+    };
+    let worse = check("a", "b");
+    let said = String::from_utf8_lossy(&worse.stderr);
+    let c: Value = serde_json::from_slice(&worse.stdout).unwrap();
+    assert_eq!(c["decided_on"], figure, "{c}");
+    let decided: Vec<&Value> = items(&c["points"])
+        .filter(|p| p["decides"] == true)
+        .collect();
+    assert_eq!(decided.len(), 1, "only the run itself has the figure: {c}");
+    let p = decided[0];
+    assert_eq!(p["unit"], "ms", "{p}");
+    // Each side's mean is the iterations' medians, as read here (a
+    // bucket's value is its highest, as both read it).
+    for (side, want) in [("a", ma), ("b", mb)] {
+        let got = f(&p[side]["mean"]);
+        assert!(
+            (got - want).abs() <= 0.01 * want,
+            "{side}: {got} vs {want}: {p}"
+        );
+        assert!(f(&p[side]["lo"]) >= 0.0, "{p}");
+    }
+    // A queue four times deeper: more than twice the wait.
+    assert!(mb > 2.0 * ma, "{ma} ms vs {mb} ms");
+    assert_eq!(p["verdict"], "regression", "{p}");
+    assert!(f(&p["ratio_lo"]) > 1.05, "{p}");
+    assert_eq!(worse.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("bad: regression (threshold +5.0 % on run:p50@download)"),
+        "{said}"
+    );
+    let better = check("b", "a");
+    let said = String::from_utf8_lossy(&better.stderr);
+    assert_eq!(better.status.code(), Some(0), "{said}");
+    // The responsiveness goes the other way: fewer round trips a minute.
+    let out = plumb()
+        .args([
+            "compare",
+            "a",
+            "b",
+            "--decide-on",
+            "rpm@download",
+            "--format",
+            "json",
+        ])
+        .args(["--db", db.path()])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let c: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p = items(&c["points"]).find(|p| p["decides"] == true).unwrap();
+    assert_eq!(p["unit"], "RPM", "{p}");
+    assert!(f(&p["b"]["mean"]) < f(&p["a"]["mean"]), "{p}");
+    // A figure no run has is a one-line error naming the flag.
+    let out = run(&[
+        "check",
+        "--baseline",
+        "a",
+        "--candidate",
+        "b",
+        "--decide-on",
+        "nope:p99@both",
+        "--db",
+        db.path(),
+    ]);
+    assert_eq!(out.status.code(), Some(128));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("plumb: error: --decide-on nope:p99@both: no point of a and b has")
+            && err.lines().count() == 1,
+        "{err}"
     );
 }
 

@@ -315,6 +315,25 @@ pub struct VerdictArgs {
     pub format: Format,
 }
 
+/// The figure a comparison decides on, where a point's headline is not
+/// what matters.
+#[derive(Args, Debug)]
+pub struct DecideArgs {
+    /// Judge the points of runs of parts that have it on this figure of
+    /// their probes rather than on their headline, and only those points:
+    /// PROBE:STAT@LOADS (STAT p50, p90, p99 or max, in ms, more being
+    /// worse) or rpm@LOADS (responsiveness, more being better), over the
+    /// stretches in which exactly LOADS ran: a phase of `plumb run load`
+    /// (idle, download, upload, both) or part names joined by +. For
+    /// example self:p99@both.
+    #[arg(long, value_name = "FIGURE", value_parser = figure)]
+    pub decide_on: Option<plumb_compare::decide::Figure>,
+}
+
+fn figure(s: &str) -> Result<plumb_compare::decide::Figure, String> {
+    s.parse()
+}
+
 #[derive(Args, Debug)]
 pub struct CompareArgs {
     /// The baseline: a label, or a run id.
@@ -323,6 +342,8 @@ pub struct CompareArgs {
     pub b: String,
     #[command(flatten)]
     pub verdict: VerdictArgs,
+    #[command(flatten)]
+    pub decide: DecideArgs,
     /// Per end, the functions whose CPU time per unit of work changed,
     /// of runs made with --profile on both sides.
     #[arg(long)]
@@ -388,7 +409,8 @@ pub struct CheckArgs {
     /// running the baseline's test points now.
     #[arg(long)]
     pub candidate: Option<String>,
-    /// A significant drop larger than this percent is bad.
+    /// A significant change for the worse larger than this percent is bad:
+    /// a drop of the headline, or a rise of a latency (--decide-on).
     #[arg(long, default_value = "5", value_parser = percent, value_name = "PERCENT")]
     pub threshold: f64,
     /// Label for the runs made now [default: the kernel release].
@@ -416,6 +438,8 @@ pub struct CheckArgs {
     pub boot: BootArgs,
     #[command(flatten)]
     pub verdict: VerdictArgs,
+    #[command(flatten)]
+    pub decide: DecideArgs,
     #[command(flatten)]
     pub db: DbArgs,
 }
@@ -478,6 +502,8 @@ pub struct BisectArgs {
     pub boot: BootArgs,
     #[command(flatten)]
     pub verdict: VerdictArgs,
+    #[command(flatten)]
+    pub decide: DecideArgs,
     #[command(flatten)]
     pub db: DbArgs,
 }

@@ -8,6 +8,7 @@
 #![deny(unsafe_code)]
 
 mod budget;
+pub mod decide;
 pub mod history;
 pub mod limits;
 pub mod load;
@@ -177,6 +178,10 @@ pub struct Point {
     /// stretch of the window in which the same loads ran, on both sides.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub under_load: Vec<load::LoadLine>,
+    /// Whether its verdict counts for `check` and `bisect`: every point's
+    /// does, unless the comparison decides on a figure
+    /// ([`decide::decide_on`]) that this point lacks.
+    pub decides: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -217,6 +222,10 @@ pub struct Comparison {
     /// and `bisect` answer "cannot tell" while there is one.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub suspect: Vec<String>,
+    /// The figure the points that have it were judged on instead of their
+    /// headline ([`decide::decide_on`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided_on: Option<String>,
 }
 
 /// The plumb builds that measured a side's runs, both ends', as recorded.
@@ -407,9 +416,18 @@ pub fn compare_across(
             .find(|r| r.key == k)
             .and_then(|r| accel_of(&r.record).map(str::to_string))
     };
-    if pairs.is_empty() && ka.len() == 1 && kb.len() == 1 {
-        let (ka1, sa) = ka.iter().next().expect("one key");
-        let (kb1, sb) = kb.iter().next().expect("one key");
+    // A run of parts counts as one point here, its parts following it.
+    let runs = |s: &Side| -> BTreeMap<String, String> {
+        s.runs
+            .iter()
+            .filter(|r| r.record.complete && r.record.part_name().is_none())
+            .map(|r| (r.key.clone(), point_summary(&r.record)))
+            .collect()
+    };
+    let (ra, rb) = (runs(a), runs(b));
+    if pairs.is_empty() && ra.len() == 1 && rb.len() == 1 {
+        let (ka1, sa) = ra.iter().next().expect("one key");
+        let (kb1, sb) = rb.iter().next().expect("one key");
         let crossed = !across_machines && accel(a, ka1) != accel(b, kb1);
         if crossed {
             machines = machines.map(|m| {
@@ -423,6 +441,21 @@ pub fn compare_across(
         };
         if !crossed {
             pairs.push((ka1.clone(), kb1.clone(), summary));
+            // Their parts pair by name (`RUN_KEY/NAME`).
+            for (k, sa) in &ka {
+                let Some(name) = k.strip_prefix(&format!("{ka1}/")) else {
+                    continue;
+                };
+                let kb2 = format!("{kb1}/{name}");
+                if let Some(sb) = kb.get(&kb2) {
+                    let summary = if sa == sb {
+                        sa.clone()
+                    } else {
+                        format!("{sa} vs {sb}")
+                    };
+                    pairs.push((k.clone(), kb2, summary));
+                }
+            }
             let spec = |s: &Side, k: &str| {
                 s.runs
                     .iter()
@@ -502,6 +535,7 @@ pub fn compare_across(
             profile: profile::compare(&ia, &ib, metric),
             limits: limits::lines(&ia, &ib, params.level),
             under_load: load::lines(&ia, &ib, params.level),
+            decides: true,
         });
     }
     let paired = |k: &String| pairs.iter().any(|(x, y, _)| x == k || y == k);
@@ -551,6 +585,7 @@ pub fn compare_across(
         suspect,
         kernels_a: a.env.as_ref().map(Environment::kernels),
         kernels_b: b.env.as_ref().map(Environment::kernels),
+        decided_on: None,
     }
 }
 
@@ -627,22 +662,29 @@ pub enum Change {
 /// beyond `threshold` is bad.
 pub fn bisect_for(c: &Comparison, threshold: f64, change: Change) -> Bisect {
     // A side the host disturbed cannot tell good from bad.
-    if c.points.is_empty() || !c.suspect.is_empty() {
+    if !c.points.iter().any(|p| p.decides) || !c.suspect.is_empty() {
         return Bisect::Skip;
     }
     let worse = matches!(change, Change::Worse | Change::Any);
     let better = matches!(change, Change::Better | Change::Any);
     let mut out = Bisect::Good;
-    for p in &c.points {
+    for p in c.points.iter().filter(|p| p.decides) {
+        // How far the ratio's interval reaches toward worse and toward
+        // better: down for a throughput, up for a latency.
+        let (down, up) = (1.0 - p.ratio_lo, p.ratio_hi - 1.0);
+        let (toward_worse, toward_better) = if p.metric.higher_is_better() {
+            (down, up)
+        } else {
+            (up, down)
+        };
         match p.verdict {
-            Verdict::Regression if worse && p.change < -threshold => return Bisect::Bad,
-            Verdict::Improvement if better && p.change > threshold => return Bisect::Bad,
+            Verdict::Regression if worse && p.change.abs() > threshold => return Bisect::Bad,
+            Verdict::Improvement if better && p.change.abs() > threshold => return Bisect::Bad,
             // Not significant either way (or too few iterations to say
             // so), but if the ratio's interval stays inside the threshold
             // on the side looked for, a change that large is ruled out.
             Verdict::Inconclusive | Verdict::TooFew
-                if (worse && p.ratio_lo < 1.0 - threshold)
-                    || (better && p.ratio_hi > 1.0 + threshold) =>
+                if (worse && toward_worse > threshold) || (better && toward_better > threshold) =>
             {
                 out = Bisect::Skip
             }

@@ -145,14 +145,14 @@ fn corrected(lines: &mut [LoadLine], level: f64) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use plumb_samples::IntervalSample;
 
     /// Four seconds of probes, a load in the middle two, the probes
     /// waiting `loaded_ms` while it ran (give or take `jitter_ms`) and
     /// 0.1 ms otherwise.
-    fn loaded(loaded_ms: f64, jitter_ms: f64) -> Iteration {
+    pub(crate) fn loaded(loaded_ms: f64, jitter_ms: f64) -> Iteration {
         let mut it = plumb_samples::testing::example().iterations[0].clone();
         // The run's own workload is paced transactions.
         it.derived.tps = Some(20.0);

@@ -20,6 +20,8 @@ fn pair(p: &Point) -> String {
         Metric::Throughput => {
             format!("{} vs {} Gbps", sig3(p.a.mean / 1e9), sig3(p.b.mean / 1e9))
         }
+        Metric::Latency => format!("{} vs {} ms", sig3(p.a.mean), sig3(p.b.mean)),
+        Metric::Rpm => format!("{} vs {} RPM", sig3(p.a.mean), sig3(p.b.mean)),
     }
 }
 
@@ -177,8 +179,11 @@ pub(crate) fn point_line(p: &Point) -> String {
 }
 
 pub(crate) fn method_line(c: &Comparison) -> String {
+    let decided = c.decided_on.as_ref().map_or(String::new(), |f| {
+        format!("; decided on {f}, in the points that have it (the others do not count)")
+    });
     format!(
-        "{}; alpha {}, {:.0} % intervals, noise band ±{:.1} %",
+        "{}; alpha {}, {:.0} % intervals, noise band ±{:.1} %{decided}",
         c.method.test,
         c.method.alpha,
         c.method.level * 100.0,

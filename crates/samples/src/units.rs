@@ -8,12 +8,17 @@ use plumb_spec::Spec;
 use serde::{Deserialize, Serialize};
 
 /// The headline metric of a test point: bulk workloads are measured in bits
-/// per second, request/response ones in transactions per second.
+/// per second, request/response ones in transactions per second. A
+/// comparison may judge a point on a figure of its probes instead (`check
+/// --decide-on`): a latency in ms, or the responsiveness in round trips a
+/// minute; their costs stay per transaction, the probes' unit of work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Metric {
     Throughput,
     Tps,
+    Latency,
+    Rpm,
 }
 
 impl Metric {
@@ -30,6 +35,8 @@ impl Metric {
         match self {
             Metric::Throughput => "throughput",
             Metric::Tps => "tps",
+            Metric::Latency => "latency",
+            Metric::Rpm => "rpm",
         }
     }
 
@@ -38,6 +45,8 @@ impl Metric {
         match self {
             Metric::Throughput => "bit/s",
             Metric::Tps => "tx/s",
+            Metric::Latency => "ms",
+            Metric::Rpm => "RPM",
         }
     }
 
@@ -46,6 +55,8 @@ impl Metric {
         match self {
             Metric::Throughput => "throughput",
             Metric::Tps => "transactions/s",
+            Metric::Latency => "latency",
+            Metric::Rpm => "responsiveness",
         }
     }
 
@@ -54,6 +65,8 @@ impl Metric {
         match self {
             Metric::Throughput => format_bits_per_sec(v),
             Metric::Tps => format_tx_rate(v),
+            Metric::Latency => format!("{} ms", sig3(v)),
+            Metric::Rpm => format!("{} RPM", sig3(v)),
         }
     }
 
@@ -64,14 +77,21 @@ impl Metric {
         match self {
             Metric::Throughput => format_bits_per_sec_exact(v),
             Metric::Tps => format!("{} tx/s", scale_with(v, " ", trimmed)),
+            Metric::Latency => format!("{} ms", trimmed(v)),
+            Metric::Rpm => format!("{} RPM", trimmed(v)),
         }
+    }
+
+    /// Whether more of it is better: less latency is.
+    pub fn higher_is_better(self) -> bool {
+        self != Metric::Latency
     }
 
     /// What a CPU cost of this metric counts.
     pub fn cost_unit(self) -> &'static str {
         match self {
             Metric::Throughput => "CPU seconds per GB",
-            Metric::Tps => "CPU microseconds per transaction",
+            Metric::Tps | Metric::Latency | Metric::Rpm => "CPU microseconds per transaction",
         }
     }
 
@@ -81,7 +101,7 @@ impl Metric {
     pub fn profile_unit(self) -> (&'static str, f64) {
         match self {
             Metric::Throughput => ("ms/GB", 1e3),
-            Metric::Tps => ("µs/tx", 1e6),
+            Metric::Tps | Metric::Latency | Metric::Rpm => ("µs/tx", 1e6),
         }
     }
 
@@ -90,7 +110,7 @@ impl Metric {
     pub fn work(self, it: &crate::Iteration) -> f64 {
         match self {
             Metric::Throughput => it.transfer.received_bytes as f64 / 1e9,
-            Metric::Tps => it.client.transactions as f64,
+            Metric::Tps | Metric::Latency | Metric::Rpm => it.client.transactions as f64,
         }
     }
 
@@ -98,7 +118,7 @@ impl Metric {
     pub fn events_unit(self) -> &'static str {
         match self {
             Metric::Throughput => "events per GB",
-            Metric::Tps => "events per million transactions",
+            Metric::Tps | Metric::Latency | Metric::Rpm => "events per million transactions",
         }
     }
 }

@@ -120,6 +120,7 @@ impl<'a> Bench<'a> {
             ChangeArg::Any => Change::Any,
         };
         let mut c = plumb_compare::compare(good, &side, &params(&self.a.verdict));
+        super::compare::decide(&mut c, good, &side, &self.a.decide, &self.a.verdict)?;
         c.size_needed_for(self.a.threshold);
         let answer = plumb_compare::bisect_for(&c, self.a.threshold, change);
         let more = (answer == Bisect::Skip)

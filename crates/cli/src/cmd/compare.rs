@@ -1,7 +1,7 @@
 //! `plumb compare`, `plumb check` and `plumb env`.
 
 use super::db::{open_existing, side};
-use crate::args::{CheckArgs, CompareArgs, EnvArgs, Format, VerdictArgs};
+use crate::args::{CheckArgs, CompareArgs, DecideArgs, EnvArgs, Format, VerdictArgs};
 use crate::Failure;
 use plumb_compare::{Comparison, Side};
 use plumb_report::compare::IterationsAsk;
@@ -13,6 +13,21 @@ pub(crate) fn params(v: &VerdictArgs) -> CompareParams {
         noise_band: v.noise_band,
         higher_is_better: true,
         ..CompareParams::default()
+    }
+}
+
+/// `c` judged on `--decide-on`'s figure where one was given.
+pub(crate) fn decide(
+    c: &mut Comparison,
+    a: &Side,
+    b: &Side,
+    d: &DecideArgs,
+    v: &VerdictArgs,
+) -> Result<(), Failure> {
+    match &d.decide_on {
+        Some(f) => plumb_compare::decide::decide_on(c, a, b, f, &params(v))
+            .map_err(|e| Failure::usage(format!("--decide-on {}: {e}", f.text))),
+        None => Ok(()),
     }
 }
 
@@ -31,6 +46,7 @@ pub fn compare(a: CompareArgs) -> Result<i32, Failure> {
     let sa = side(&store, &a.a)?;
     let sb = side(&store, &a.b)?;
     let mut c = plumb_compare::compare_across(&sa, &sb, &params(&a.verdict), a.across_machines);
+    decide(&mut c, &sa, &sb, &a.decide, &a.verdict)?;
     if a.profile {
         if c.points.iter().all(|p| p.profile.is_empty()) {
             return Err(Failure::usage(format!(
@@ -233,13 +249,20 @@ fn check_inner(a: CheckArgs) -> Result<i32, Failure> {
         }
     };
     let mut c = plumb_compare::compare(&baseline, &candidate, &params(&a.verdict));
+    decide(&mut c, &baseline, &candidate, &a.decide, &a.verdict)?;
     // What check looks for is a drop beyond its threshold, so that is what
     // the iterations a side it asks for are sized to tell.
     c.size_needed_for(a.threshold);
     crate::out!("{}", render(&c, a.verdict.format)?);
     let b = plumb_compare::bisect(&c, a.threshold);
+    // A regression is a drop of a throughput, a rise of a latency.
+    let (sign, on) = match &a.decide.decide_on {
+        Some(f) if !f.metric().higher_is_better() => ('+', format!(" on {}", f.text)),
+        Some(f) => ('-', format!(" on {}", f.text)),
+        None => ('-', String::new()),
+    };
     eprintln!(
-        "check: {} (threshold -{:.1} %), exit {}",
+        "check: {} (threshold {sign}{:.1} %{on}), exit {}",
         match b {
             plumb_compare::Bisect::Good => "good",
             plumb_compare::Bisect::Bad => "bad: regression",
