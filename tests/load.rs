@@ -25,33 +25,10 @@ struct Loaded {
     tc_backlog: f64,
 }
 
-/// The median of `[value_ns, count]` buckets, in ms.
-fn median_ms(buckets: &[(u64, u64)]) -> f64 {
-    let mut b = buckets.to_vec();
-    b.sort();
-    let n: u64 = b.iter().map(|x| x.1).sum();
-    assert!(n > 0, "no probe timed");
-    let mut seen = 0;
-    for (v, c) in b {
-        seen += c;
-        if 2 * seen >= n {
-            return v as f64 / 1e6;
-        }
-    }
-    unreachable!()
-}
-
 /// The probes' buckets of the seconds wholly inside phase `i`, less its
 /// first (the queue filling or draining).
 fn phase_buckets(client: &Value, i: usize) -> Vec<(u64, u64)> {
-    let (from, to) = (i as f64 * PHASE_S + 1.0, (i + 1) as f64 * PHASE_S);
-    items(&client["intervals"])
-        .filter(|s| {
-            let mid = f(&s["t_s"]) - f(&s["dt_s"]) / 2.0;
-            from <= mid && mid < to
-        })
-        .flat_map(|s| items(&s["buckets"]).map(|b| (u(&b[0]), u(&b[1]))))
-        .collect()
+    buckets_between(client, i as f64 * PHASE_S + 1.0, (i + 1) as f64 * PHASE_S)
 }
 
 fn load_through(queue: &str, limit_bytes: f64) -> Loaded {
@@ -435,13 +412,7 @@ fn compare_weighs_each_probe_in_each_stretch_and_check_decides_on_one() {
         assert_ok(&shown);
         let record: Value = serde_json::from_slice(&shown.stdout).unwrap();
         items(&record["iterations"])
-            .map(|it| {
-                let b: Vec<(u64, u64)> = items(&it["client"]["intervals"])
-                    .filter(|s| (f(&s["t_s"]) - f(&s["dt_s"]) / 2.0 - 1.5).abs() < 0.2)
-                    .flat_map(|s| items(&s["buckets"]).map(|b| (u(&b[0]), u(&b[1]))))
-                    .collect();
-                median_ms(&b)
-            })
+            .map(|it| median_ms(&buckets_between(&it["client"], 1.0, 2.0)))
             .collect()
     };
     let mean = |xs: &[f64]| xs.iter().sum::<f64>() / xs.len() as f64;

@@ -1199,3 +1199,74 @@ fn a_guest_run_on_a_busy_host_is_suspect_and_check_cannot_tell() {
     assert_eq!(out.status.code(), Some(125), "{text}");
     assert_mentions(&text, &["suspect", "other processes took", "cannot tell"]);
 }
+
+/// examples/s7-bufferbloat-in-a-guest.toml's quick profile, latency under
+/// load in a guest whose kernel has the qdiscs this host's may lack (their
+/// modules loaded at boot): through the same 20 Mbit/s bottleneck and 200
+/// KiB of buffer, the FIFO makes the probes wait about its drain time
+/// (82 ms) while the download fills it, and fq_codel, which keeps its
+/// sojourn near 5 ms, a fifth of that at most. Each rise is the test's own
+/// median of the probes' buckets in the download's second second less the
+/// idle phase's; how full the FIFO got is the kernel's answer over
+/// rtnetlink inside the guest.
+#[test]
+fn in_a_guest_a_deep_fifo_under_load_waits_five_times_what_fq_codel_does() {
+    let Some(kernels) = kernels() else { return };
+    let _alone = measuring_alone();
+    let deb = newest(&kernels, "6.12.");
+    let db = TempDb::new("vm-bufferbloat");
+    let file = format!(
+        "{}/examples/s7-bufferbloat-in-a-guest.toml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let sweep = || {
+        run(&[
+            "sweep",
+            &file,
+            "--quick",
+            "--kernel",
+            deb.to_str().unwrap(),
+            "--db",
+            db.path(),
+        ])
+    };
+    assert_ok(&once_more_if_the_guest_panicked(sweep));
+    let out = run(&["export", "--db", db.path()]);
+    assert_ok(&out);
+    let export: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let record = |kind: &str| -> &Value {
+        items(&export["runs"])
+            .map(|r| &r["record"])
+            .find(|r| r["spec"]["topology"]["veth"]["qdisc"] == kind)
+            .unwrap_or_else(|| panic!("no {kind} point: {export}"))
+    };
+    let (r, q) = (record("pfifo"), record("fq_codel"));
+    let rise = |r: &Value| -> f64 {
+        // A run the busy host disturbed says nothing of the kernel.
+        assert!(r.get("suspect").is_none(), "{}", r["suspect"]);
+        let client = &r["iterations"][0]["client"];
+        median_ms(&buckets_between(client, 3.0, 4.0))
+            - median_ms(&buckets_between(client, 1.0, 2.0))
+    };
+    let (fifo, fq_codel) = (rise(r), rise(q));
+    let modules: Vec<&str> = items(&q["vm"]["modules"])
+        .map(|m| m.as_str().unwrap())
+        .collect();
+    assert!(modules.contains(&"sch_htb"), "{modules:?}");
+    // The FIFO toward the client filled, as the kernel's counters of the
+    // router's qdisc, read in the guest, say.
+    let peak = items(&r["iterations"][0]["client"]["path_queues"])
+        .find(|q| q["toward"] == "to_client")
+        .map(|q| f(&q["peak_backlog_bytes"]))
+        .unwrap_or_else(|| panic!("no queue toward the client: {r}"));
+    assert!(peak > 100.0 * 1024.0, "the FIFO held at most {peak} bytes");
+    let drain_ms = 200.0 * 1024.0 * 8.0 / 20e6 * 1e3;
+    assert!(
+        fifo > 0.5 * drain_ms,
+        "the FIFO's rise {fifo} ms, its drain {drain_ms} ms"
+    );
+    assert!(
+        fifo >= 5.0 * fq_codel,
+        "FIFO {fifo} ms against fq_codel {fq_codel} ms"
+    );
+}

@@ -1102,3 +1102,31 @@ pub fn straced(calls: &str, decode_sockets: bool, args: &[&str]) -> (Output, Str
     let _ = std::fs::remove_file(&log);
     (out, text)
 }
+
+/// The median of `[value_ns, count]` buckets, in ms.
+pub fn median_ms(buckets: &[(u64, u64)]) -> f64 {
+    let mut b = buckets.to_vec();
+    b.sort();
+    let n: u64 = b.iter().map(|x| x.1).sum();
+    assert!(n > 0, "no probe timed");
+    let mut seen = 0;
+    for (v, c) in b {
+        seen += c;
+        if 2 * seen >= n {
+            return v as f64 / 1e6;
+        }
+    }
+    unreachable!()
+}
+
+/// An end's latency buckets of the seconds whose middle falls between
+/// `from_s` and `to_s` after the window opened.
+pub fn buckets_between(end: &Value, from_s: f64, to_s: f64) -> Vec<(u64, u64)> {
+    items(&end["intervals"])
+        .filter(|s| {
+            let mid = f(&s["t_s"]) - f(&s["dt_s"]) / 2.0;
+            from_s <= mid && mid < to_s
+        })
+        .flat_map(|s| items(&s["buckets"]).map(|b| (u(&b[0]), u(&b[1]))))
+        .collect()
+}

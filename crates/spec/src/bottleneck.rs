@@ -13,23 +13,34 @@ pub enum Limit {
     Memory,
 }
 
-/// The kinds `--qdisc` takes, with how each is limited.
-pub const KINDS: &[(&str, Limit)] = &[
-    ("pfifo", Limit::Packets),
-    ("bfifo", Limit::Bytes),
-    ("fq_codel", Limit::Packets),
-    ("fq", Limit::Packets),
-    ("codel", Limit::Packets),
-    ("sfq", Limit::Packets),
-    ("pie", Limit::Packets),
-    ("fq_pie", Limit::Packets),
-    ("cake", Limit::Memory),
+/// The kinds `--qdisc` takes, with how each is limited and the module
+/// that holds it where it may be one (the FIFOs are always built in).
+pub const KINDS: &[(&str, Limit, Option<&str>)] = &[
+    ("pfifo", Limit::Packets, None),
+    ("bfifo", Limit::Bytes, None),
+    ("fq_codel", Limit::Packets, Some("sch_fq_codel")),
+    ("fq", Limit::Packets, Some("sch_fq")),
+    ("codel", Limit::Packets, Some("sch_codel")),
+    ("sfq", Limit::Packets, Some("sch_sfq")),
+    ("pie", Limit::Packets, Some("sch_pie")),
+    ("fq_pie", Limit::Packets, Some("sch_fq_pie")),
+    ("cake", Limit::Memory, Some("sch_cake")),
 ];
+
+/// The modules of what limits the rate above any kind but cake (which
+/// shapes by itself): htb, and the u32 filter that sorts control packets
+/// into a class of their own.
+pub const SHAPER_MODULES: &[&str] = &["sch_htb", "cls_u32"];
 
 /// The kind of a `--qdisc` value and how it is limited.
 pub fn kind_of(qdisc: &str) -> Option<(&'static str, Limit)> {
+    module_of(qdisc).map(|(k, l, _)| (k, l))
+}
+
+/// The kind of a `--qdisc` value, how it is limited and its module.
+pub fn module_of(qdisc: &str) -> Option<(&'static str, Limit, Option<&'static str>)> {
     let word = qdisc.split_whitespace().next()?;
-    KINDS.iter().copied().find(|(k, _)| *k == word)
+    KINDS.iter().copied().find(|(k, _, _)| *k == word)
 }
 
 /// A `--qdisc` value, its words as tc takes them after the kind: a known
@@ -63,7 +74,11 @@ pub fn parse(value: &str) -> Result<String, String> {
 }
 
 fn names() -> String {
-    KINDS.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", ")
+    KINDS
+        .iter()
+        .map(|(k, _, _)| *k)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The limit words `kind` takes for a buffer of `queue_bytes` on a path

@@ -85,9 +85,12 @@ pub fn command(netns: Option<&str>, program: &str, args: &[&str]) -> io::Result<
 
 /// The text of a /proc or /sys file, trailing newline removed.
 pub fn read_file(netns: Option<&str>, path: &str) -> io::Result<String> {
+    let read = || {
+        std::fs::read_to_string(path).map_err(|e| io::Error::new(e.kind(), format!("{path}: {e}")))
+    };
     let text = match netns {
-        None => std::fs::read_to_string(path)
-            .map_err(|e| io::Error::new(e.kind(), format!("{path}: {e}")))?,
+        None => read()?,
+        Some(ns) if per_opener(path) => in_netns(ns, read)?,
         Some(_) => command(netns, "cat", &[path])?,
     };
     Ok(text.trim_end_matches('\n').to_string())
@@ -96,9 +99,12 @@ pub fn read_file(netns: Option<&str>, path: &str) -> io::Result<String> {
 /// Writes `value` to a /proc or /sys file in one write(2), as the kernel's
 /// handlers want.
 pub fn write_file(netns: Option<&str>, path: &str, value: &str) -> io::Result<()> {
+    let write = || {
+        std::fs::write(path, value).map_err(|e| io::Error::new(e.kind(), format!("{path}: {e}")))
+    };
     match netns {
-        None => std::fs::write(path, value)
-            .map_err(|e| io::Error::new(e.kind(), format!("{path}: {e}"))),
+        None => write(),
+        Some(ns) if per_opener(path) => in_netns(ns, write),
         Some(_) => command(
             netns,
             "sh",
@@ -106,6 +112,26 @@ pub fn write_file(netns: Option<&str>, path: &str, value: &str) -> io::Result<()
         )
         .map(|_| ()),
     }
+}
+
+/// Whether a file answers for the network namespace of whoever opens it,
+/// as /proc/sys/net does: then a thread that entered the namespace reads
+/// and writes it, with no shell or `cat` (a guest has neither). /sys shows
+/// the namespace it was mounted in, which `ip netns exec` mounts afresh.
+fn per_opener(path: &str) -> bool {
+    path.starts_with("/proc/sys/net/")
+}
+
+/// `f` on a thread of its own inside `netns`.
+fn in_netns<T: Send>(netns: &str, f: impl FnOnce() -> io::Result<T> + Send) -> io::Result<T> {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let _inside = enter_netns(netns)?;
+            f()
+        })
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other(format!("{netns}: the thread panicked"))))
+    })
 }
 
 /// The receive queues of an interface (rx-0, rx-1, ...), in number order.

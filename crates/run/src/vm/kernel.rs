@@ -348,7 +348,18 @@ pub fn config_needed(modules: &[&str]) -> Vec<String> {
     for m in modules {
         let more: Vec<String> = match *m {
             "veth" => vec!["VETH".into()],
-            "sch_netem" => vec!["NET_SCHED".into(), "NET_SCH_NETEM".into()],
+            // sch_fq_codel is NET_SCH_FQ_CODEL, cls_u32 NET_CLS_U32.
+            q if q.starts_with("sch_") => {
+                vec![
+                    "NET_SCHED".into(),
+                    format!("NET_SCH_{}", q["sch_".len()..].to_ascii_uppercase()),
+                ]
+            }
+            c if c.starts_with("cls_") => vec![
+                "NET_SCHED".into(),
+                "NET_CLS".into(),
+                format!("NET_CLS_{}", c["cls_".len()..].to_ascii_uppercase()),
+            ],
             // tcp_bbr is TCP_CONG_BBR, and so on for each congestion control.
             cc if cc.starts_with("tcp_") => {
                 vec![format!(

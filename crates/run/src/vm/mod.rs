@@ -235,8 +235,25 @@ pub fn modules_needed(spec: &Spec) -> Vec<&'static str> {
     }
     if let Some(plumb_spec::Topology::Veth(v)) = &spec.topology {
         m.push("veth");
-        if v.delay_us.is_some() || v.loss_ppm.is_some() || v.link_rate_bps.is_some() {
-            m.push("sch_netem");
+        match v
+            .qdisc
+            .as_deref()
+            .and_then(plumb_spec::bottleneck::module_of)
+        {
+            // A router's qdisc, under the shaper where a rate is asked.
+            Some((kind, _, module)) => {
+                m.extend(module);
+                if v.link_rate_bps.is_some() && kind != "cake" {
+                    m.extend(plumb_spec::bottleneck::SHAPER_MODULES);
+                }
+                if v.delay_us.is_some() || v.loss_ppm.is_some() {
+                    m.push("sch_netem");
+                }
+            }
+            None if v.delay_us.is_some() || v.loss_ppm.is_some() || v.link_rate_bps.is_some() => {
+                m.push("sch_netem")
+            }
+            None => {}
         }
     }
     m
@@ -706,5 +723,35 @@ mod tests {
         assert!(modules_needed(&s).is_empty());
         s.socket.cc = Some("bbr".into());
         assert_eq!(modules_needed(&s), ["tcp_bbr"]);
+        // A router's fq_codel under the shaper; a FIFO is built in; cake
+        // shapes by itself; a delay is netem's beside any of them.
+        let veth = |qdisc: &str, delay: Option<u64>| {
+            plumb_spec::Topology::Veth(plumb_spec::Veth {
+                link_rate_bps: Some(20_000_000),
+                qdisc: Some(qdisc.into()),
+                delay_us: delay,
+                ..Default::default()
+            })
+        };
+        s.socket.cc = None;
+        s.topology = Some(veth("fq_codel", None));
+        assert_eq!(
+            modules_needed(&s),
+            ["veth", "sch_fq_codel", "sch_htb", "cls_u32"]
+        );
+        s.topology = Some(veth("pfifo", Some(5000)));
+        assert_eq!(
+            modules_needed(&s),
+            ["veth", "sch_htb", "cls_u32", "sch_netem"]
+        );
+        s.topology = Some(veth("cake", None));
+        assert_eq!(modules_needed(&s), ["veth", "sch_cake"]);
+        let symbols = kernel::config_needed(&modules_needed(&Spec {
+            topology: Some(veth("fq_codel", None)),
+            ..Spec::stream()
+        }));
+        for want in ["NET_SCH_FQ_CODEL", "NET_SCH_HTB", "NET_CLS_U32", "NET_CLS"] {
+            assert!(symbols.iter().any(|x| x == want), "{want}: {symbols:?}");
+        }
     }
 }
