@@ -69,6 +69,11 @@ fn load_through(queue: &str, limit_bytes: f64) -> Loaded {
             .collect()
     };
     let p50_ms = by_phase(&it["client"]);
+    // Every probe is kept one by one as well, on the planned schedule.
+    each_probe_as_its_buckets_say(&it["client"], "run");
+    for p in items(&it["parts"]) {
+        each_probe_as_its_buckets_say(&p["client"], p["name"].as_str().unwrap());
+    }
     let probe = |name: &str| {
         let part = items(&it["parts"]).find(|p| p["name"] == name).unwrap();
         assert_eq!(f(&part["start_s"]), 0.0, "{name} probes throughout");
@@ -82,6 +87,53 @@ fn load_through(queue: &str, limit_bytes: f64) -> Loaded {
         record,
         ping,
         tc_backlog,
+    }
+}
+
+/// An open loop's transactions one by one (`intervals[].each`: planned
+/// time after the window opened, latency, ns) against the same interval's
+/// buckets: as many, each latency in the bucket the histogram put it in
+/// (a bucket's value its highest, within 0.1 %), each planned within its
+/// interval or before it; and for the run's own probe, whose one worker
+/// keeps one schedule (a part of two threads keeps two, apart), planned 50
+/// ms apart, 20 a second.
+fn each_probe_as_its_buckets_say(end: &Value, name: &str) {
+    let mut kept = 0;
+    let mut planned = Vec::new();
+    for s in items(&end["intervals"]) {
+        let each: Vec<(i64, u64)> = items(&s["each"])
+            .map(|x| (x[0].as_i64().unwrap(), u(&x[1])))
+            .collect();
+        let buckets: Vec<(u64, u64)> = items(&s["buckets"]).map(|b| (u(&b[0]), u(&b[1]))).collect();
+        let counted: u64 = buckets.iter().map(|b| b.1).sum();
+        assert_eq!(each.len() as u64, counted, "{name}: {s}");
+        for (_, ns) in &each {
+            assert!(
+                buckets
+                    .iter()
+                    .any(|(v, _)| v >= ns && (*v as f64) <= *ns as f64 * 1.001 + 1.0),
+                "{name}: latency {ns} in no bucket of {buckets:?}"
+            );
+        }
+        let end_ns = (f(&s["t_s"]) * 1e9) as i64;
+        assert!(each.iter().all(|(at, _)| *at <= end_ns), "{name}: {s}");
+        kept += each.len();
+        planned.extend(each.iter().map(|e| e.0));
+    }
+    // Loads carry self probes only while they run: some seconds have none.
+    assert!(kept > 0, "{name}: no probe kept");
+    if name != "run" {
+        return;
+    }
+    planned.sort_unstable();
+    for w in planned.windows(2) {
+        let off = (w[1] - w[0]).rem_euclid(50_000_000);
+        assert!(
+            !(10_000..=50_000_000 - 10_000).contains(&off),
+            "{name}: planned {} and {} are not 50 ms apart",
+            w[0],
+            w[1]
+        );
     }
 }
 

@@ -157,6 +157,9 @@ pub(crate) struct Shared {
     pub latency: Option<Arc<LatencySlot>>,
     /// Whether the hand-over carries latencies: this end times transactions.
     pub timed: bool,
+    /// Whether it carries each transaction as well (see
+    /// [`crate::EngineConfig::keeps_each`]).
+    pub each: bool,
     pub epoch: Arc<AtomicU64>,
     /// The engine's time base for latency stamps.
     pub clock: std::time::Instant,
@@ -355,15 +358,22 @@ pub(crate) struct Loop {
 pub(crate) struct Timings {
     /// None when this end does not time transactions.
     hist: Option<hdrhistogram::Histogram<u64>>,
+    /// Each transaction's planned time and latency, where this end keeps
+    /// them one by one.
+    each: Option<Vec<[u64; 2]>>,
     epoch_seen: u64,
 }
 
 impl Timings {
-    /// Records a transaction that took `ns`.
+    /// Records a transaction planned (or begun) at `planned` on the
+    /// engine's clock that took `ns`.
     #[inline]
-    pub(crate) fn record(&mut self, ns: u64) {
+    pub(crate) fn record(&mut self, planned: u64, ns: u64) {
         if let Some(h) = self.hist.as_mut() {
             h.saturating_record(ns.max(1));
+        }
+        if let Some(each) = self.each.as_mut() {
+            each.push([planned, ns]);
         }
     }
 }
@@ -380,6 +390,7 @@ impl Loop {
         )?;
         let timings = Timings {
             hist: sh.timed.then(new_histogram),
+            each: (sh.timed && sh.each).then(Vec::new),
             // Not the engine's epoch now: one it bumped before this thread
             // ran is still owed a hand-over.
             epoch_seen: 0,
@@ -491,7 +502,9 @@ impl Loop {
             for c in &self.sh.counters[self.sh.range.clone()] {
                 c.hand_over();
             }
-            slot.flush(t.hist.as_mut(), epoch, settled);
+            let mut none = Vec::new();
+            let each = t.each.as_mut().unwrap_or(&mut none);
+            slot.flush(t.hist.as_mut(), each, epoch, settled);
         }
         t.epoch_seen = epoch;
     }
@@ -629,6 +642,7 @@ pub(crate) fn test_shared(
         strays: Arc::new(AtomicU64::new(0)),
         latency: timed.then(|| Arc::new(LatencySlot::new())),
         timed,
+        each: timed,
         epoch: Arc::new(AtomicU64::new(0)),
         clock: std::time::Instant::now(),
     }

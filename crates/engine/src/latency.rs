@@ -24,6 +24,9 @@ pub(crate) struct LatencySlot {
     /// Messages the worker took off its queue just before its last
     /// hand-over (see [`crate::flow::Handler::settle`]).
     pub settled: AtomicU64,
+    /// Each transaction's planned time and latency, where the end keeps
+    /// them (see [`crate::Timed`]).
+    pub each: Mutex<Vec<[u64; 2]>>,
 }
 
 /// The epoch a worker's last flush marks its slot with: caught up with any.
@@ -35,16 +38,27 @@ impl LatencySlot {
             hist: Mutex::new(new_histogram()),
             seen: AtomicU64::new(0),
             settled: AtomicU64::new(0),
+            each: Mutex::new(Vec::new()),
         }
     }
 
     /// Called by the worker: moves its local histogram (if it times
-    /// anything) into the slot and marks the epoch handed over.
-    pub fn flush(&self, local: Option<&mut Histogram<u64>>, epoch: u64, settled: u64) {
+    /// anything) and the transactions it keeps one by one into the slot
+    /// and marks the epoch handed over.
+    pub fn flush(
+        &self,
+        local: Option<&mut Histogram<u64>>,
+        each: &mut Vec<[u64; 2]>,
+        epoch: u64,
+        settled: u64,
+    ) {
         if let Some(local) = local.filter(|l| !l.is_empty()) {
             let mut h = self.hist.lock().unwrap_or_else(|e| e.into_inner());
             let _ = h.add(&*local);
             local.reset();
+        }
+        if !each.is_empty() {
+            (self.each.lock().unwrap_or_else(|e| e.into_inner())).append(each);
         }
         self.settled.store(settled, Ordering::Relaxed);
         self.seen.store(epoch, Ordering::Release);

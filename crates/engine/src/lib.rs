@@ -207,6 +207,21 @@ impl EngineConfig {
         matches!(&self.workload, Workload::Stream(s) if s.receives && s.rx == plumb_spec::RxMode::Zerocopy)
     }
 
+    /// Whether this end keeps each transaction's planned time and latency
+    /// beside its histogram: an open loop of probes, at most
+    /// [`EACH_MOST_RATE`] a second, whose transactions are few enough to
+    /// keep one by one.
+    pub fn keeps_each(&self) -> bool {
+        let rate = match &self.workload {
+            Workload::Rr(r) => r.rate,
+            Workload::Udp(u) if u.client => u.rate,
+            Workload::Crr(c) => c.rate,
+            Workload::Stream(s) if s.timed() => s.self_probes,
+            _ => None,
+        };
+        rate.is_some_and(|r| r <= EACH_MOST_RATE)
+    }
+
     /// Whether this end sends transactions on a schedule (`--rate`).
     pub fn open_loop(&self) -> bool {
         match &self.workload {
@@ -399,6 +414,18 @@ pub fn zerocopy_warnings(
     w
 }
 
+/// The most transactions a second an open loop keeps one by one (see
+/// [`EngineConfig::keeps_each`]): the most self probes a spec takes.
+pub const EACH_MOST_RATE: f64 = 1000.0;
+
+/// What the workers timed since the last collection: the histogram, and
+/// each transaction's planned time on the engine's clock and latency, in
+/// ns, in the order planned, where the end keeps them.
+pub struct Timed {
+    pub hist: hdrhistogram::Histogram<u64>,
+    pub each: Vec<[u64; 2]>,
+}
+
 /// The longest [`Engine::collect_latency`] waits for every worker.
 const HAND_OVER_GUARD: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -421,6 +448,8 @@ pub struct Engine {
     strays: Arc<AtomicU64>,
     /// Each worker's thread as it last was, written as it returns.
     exited: Arc<std::sync::Mutex<Vec<plumb_sys::proc::TaskSnapshot>>>,
+    /// The time base of the workers' latency stamps.
+    clock: std::time::Instant,
 }
 
 impl Engine {
@@ -519,8 +548,9 @@ impl Engine {
             epoch: Arc::new(AtomicU64::new(0)),
             strays: strays.clone(),
             exited: Default::default(),
+            clock: std::time::Instant::now(),
         };
-        let clock = std::time::Instant::now();
+        let clock = engine.clock;
         let prefix = match config.role {
             Role::Client => "plumb-c",
             Role::Server => "plumb-s",
@@ -546,6 +576,7 @@ impl Engine {
                     strays: strays.clone(),
                     latency,
                     timed: config.workload.timed(),
+                    each: config.keeps_each(),
                     epoch: engine.epoch.clone(),
                     clock,
                 },
@@ -695,10 +726,7 @@ impl Engine {
     /// counts what they handed over. With a `wait`, one kept off its CPU for
     /// longer hands over at the next call instead; without, the call waits
     /// for every worker still running.
-    pub fn collect_latency(
-        &self,
-        wait: Option<std::time::Duration>,
-    ) -> Option<hdrhistogram::Histogram<u64>> {
+    pub fn collect_latency(&self, wait: Option<std::time::Duration>) -> Option<Timed> {
         if self.latency.is_empty() {
             return None;
         }
@@ -719,13 +747,24 @@ impl Engine {
         if !self.config.workload.timed() {
             return None;
         }
-        let mut out = latency::new_histogram();
+        let mut out = Timed {
+            hist: latency::new_histogram(),
+            each: Vec::new(),
+        };
         for s in &self.latency {
             let mut h = s.hist.lock().unwrap_or_else(|e| e.into_inner());
-            let _ = out.add(&*h);
+            let _ = out.hist.add(&*h);
             h.reset();
+            out.each
+                .append(&mut s.each.lock().unwrap_or_else(|e| e.into_inner()));
         }
+        out.each.sort_unstable();
         Some(out)
+    }
+
+    /// The instant `ns` on the engine's clock stands for.
+    pub fn instant_of(&self, ns: u64) -> std::time::Instant {
+        self.clock + std::time::Duration::from_nanos(ns)
     }
 
     /// Messages the workers took off their queues just before the last hand-over:

@@ -5,7 +5,7 @@
 //! one [`IntervalSample`] per tick.
 
 use crate::probe::Probe;
-use crate::{Counts, Engine};
+use crate::{Counts, Engine, Timed};
 use plumb_samples::{EndResult, FlowTotals, IntervalSample, OptionRecord, Role};
 use std::time::{Duration, Instant};
 
@@ -61,6 +61,10 @@ pub struct Meter {
     samples: Vec<IntervalSample>,
     /// Latencies of the window so far, when this end times transactions.
     latency: Option<hdrhistogram::Histogram<u64>>,
+    /// The transactions kept one by one that the first interval holds
+    /// beside its own: those of a part's start (see
+    /// [`Meter::open_from_start`]).
+    each_before: Vec<[i64; 2]>,
     /// Whether each interval keeps its latencies' buckets: an open loop's
     /// paced transactions are few.
     interval_buckets: bool,
@@ -103,12 +107,19 @@ impl Meter {
         let opened = Instant::now();
         let mut start = engine.counts();
         let mut queued_start = engine.queued_bytes();
-        let (opened, latency) = match started {
-            None => (opened, timed.map(|_| crate::latency::new_histogram())),
+        let (opened, latency, each_before) = match started {
+            None => (
+                opened,
+                timed.map(|_| crate::latency::new_histogram()),
+                Vec::new(),
+            ),
             Some(at) => {
                 start = start.zeroed();
                 queued_start = 0;
-                (at, timed)
+                let each = timed
+                    .as_ref()
+                    .map_or(Vec::new(), |t| since(engine, at, &t.each));
+                (at, timed.map(|t| t.hist), each)
             }
         };
         for p in &mut probes {
@@ -124,30 +135,37 @@ impl Meter {
             probes,
             samples: Vec::new(),
             latency,
+            each_before,
             interval_buckets: engine.config().open_loop(),
         }
     }
 
     /// Moves the latencies recorded since the last call into the window's
-    /// histogram and returns their 99th percentile in microseconds.
-    /// Also the interval's buckets, where it keeps them.
-    fn take_latency(
-        &mut self,
-        h: Option<&hdrhistogram::Histogram<u64>>,
-    ) -> (Option<f64>, Vec<[u64; 2]>) {
-        let (Some(window), Some(h)) = (self.latency.as_mut(), h) else {
-            return (None, Vec::new());
+    /// histogram and gives the interval's part of a sample: their 99th
+    /// percentile in microseconds, and its buckets and transactions one by
+    /// one where it keeps them.
+    fn take_latency(&mut self, engine: &Engine, timed: Option<Timed>) -> Taken {
+        let (Some(window), Some(t)) = (self.latency.as_mut(), timed) else {
+            return Taken::default();
         };
-        let _ = window.add(h);
-        if h.is_empty() {
-            return (None, Vec::new());
+        let _ = window.add(&t.hist);
+        let mut each = std::mem::take(&mut self.each_before);
+        each.extend(since(engine, self.opened, &t.each));
+        if t.hist.is_empty() {
+            return Taken {
+                each,
+                ..Taken::default()
+            };
         }
-        let buckets = if self.interval_buckets {
-            crate::latency::buckets(h)
-        } else {
-            Vec::new()
-        };
-        (Some(h.value_at_quantile(0.99) as f64 / 1000.0), buckets)
+        Taken {
+            p99_us: Some(t.hist.value_at_quantile(0.99) as f64 / 1000.0),
+            buckets: if self.interval_buckets {
+                crate::latency::buckets(&t.hist)
+            } else {
+                Vec::new()
+            },
+            each,
+        }
     }
 
     pub fn elapsed_s(&self) -> f64 {
@@ -161,15 +179,16 @@ impl Meter {
         let timed = engine.collect_latency(Some(TICK_WAIT));
         let now = Instant::now();
         let c = engine.counts();
-        let (p99_us, buckets) = self.take_latency(timed.as_ref());
+        let taken = self.take_latency(engine, timed);
         let s = IntervalSample {
             t_s: (now - self.opened).as_secs_f64(),
             dt_s: (now - self.last_t).as_secs_f64(),
             bytes_sent: c.sent() - self.last.sent(),
             bytes_received: c.received() - self.last.received(),
             transactions: c.transactions() - self.last.transactions(),
-            p99_us,
-            buckets,
+            p99_us: taken.p99_us,
+            buckets: taken.buckets,
+            each: taken.each,
             timeouts: c.udp.timeouts - self.last.udp.timeouts,
         };
         sink.interval(self.role, &s);
@@ -199,7 +218,7 @@ impl Meter {
         let timed = engine.collect_latency(None);
         let end_t = Instant::now();
         let end = engine.counts();
-        let (tail_p99, tail_buckets) = self.take_latency(timed.as_ref());
+        let tail_taken = self.take_latency(engine, timed);
         let queued_end = engine.queued_bytes();
         let window_s = (end_t - self.opened).as_secs_f64();
 
@@ -212,8 +231,9 @@ impl Meter {
                 bytes_sent: end.sent() - self.last.sent(),
                 bytes_received: end.received() - self.last.received(),
                 transactions: end.transactions() - self.last.transactions(),
-                p99_us: tail_p99,
-                buckets: tail_buckets,
+                p99_us: tail_taken.p99_us,
+                buckets: tail_taken.buckets,
+                each: tail_taken.each,
                 timeouts: end.udp.timeouts - self.last.udp.timeouts,
             };
             sink.interval(self.role, &s);
@@ -291,4 +311,28 @@ impl Meter {
         }
         out
     }
+}
+
+/// An interval's latencies as a sample holds them (see
+/// [`Meter::take_latency`]).
+#[derive(Default)]
+struct Taken {
+    p99_us: Option<f64>,
+    buckets: Vec<[u64; 2]>,
+    each: Vec<[i64; 2]>,
+}
+
+/// Transactions kept one by one (planned on the engine's clock), their
+/// planned times in ns after `opened`.
+fn since(engine: &Engine, opened: Instant, each: &[[u64; 2]]) -> Vec<[i64; 2]> {
+    each.iter()
+        .map(|&[planned, ns]| {
+            let at = engine.instant_of(planned);
+            let after = match at.checked_duration_since(opened) {
+                Some(d) => d.as_nanos() as i64,
+                None => -(opened.duration_since(at).as_nanos() as i64),
+            };
+            [after, ns as i64]
+        })
+        .collect()
 }

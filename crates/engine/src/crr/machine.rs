@@ -121,7 +121,7 @@ impl CrrMachine {
         n: usize,
         c: &FlowCounters,
         now_ns: impl FnOnce() -> u64,
-        timed: impl FnOnce(u64),
+        timed: impl FnOnce(u64, u64),
     ) -> Next {
         c.add_received(n as u64);
         let before = x.got;
@@ -129,7 +129,7 @@ impl CrrMachine {
         let completed = before < self.in_size && x.got >= self.in_size;
         if completed && self.client {
             c.add_transaction();
-            timed(now_ns().saturating_sub(x.t0));
+            timed(x.t0, now_ns().saturating_sub(x.t0));
             if !self.server_first {
                 return Next::Close;
             }
@@ -260,7 +260,7 @@ mod tests {
                 Next::Read | Next::Await if b.wire > 0 => {
                     let n = dice.upto(b.wire);
                     b.wire -= n;
-                    a.m.read(&mut a.x, n, ac, || now, |ns| *timed = Some(ns))
+                    a.m.read(&mut a.x, n, ac, || now, |_, ns| *timed = Some(ns))
                 }
                 Next::Read | Next::Await if b.closed => a.m.closed(&a.x),
                 other => other,
@@ -343,11 +343,14 @@ mod tests {
         assert_eq!(m.wrote(&mut x, REQ - 8, &c), Next::Read);
         let mut timed = Vec::new();
         for _ in 0..RESP - 1 {
-            assert_eq!(m.read(&mut x, 1, &c, || 5, |ns| timed.push(ns)), Next::Read);
+            assert_eq!(
+                m.read(&mut x, 1, &c, || 5, |_, ns| timed.push(ns)),
+                Next::Read
+            );
         }
         assert_eq!(load(&c.transactions), 0);
         assert_eq!(
-            m.read(&mut x, 1, &c, || 5, |ns| timed.push(ns)),
+            m.read(&mut x, 1, &c, || 5, |_, ns| timed.push(ns)),
             Next::Close
         );
         assert_eq!((load(&c.transactions), timed), (1, vec![5]));
@@ -360,7 +363,7 @@ mod tests {
         let mut x = cm.begin(0);
         cm.wrote(&mut x, 8, &c);
         cm.wrote(&mut x, REQ - 8, &c);
-        cm.read(&mut x, RESP - 1, &c, || 0, |_| {});
+        cm.read(&mut x, RESP - 1, &c, || 0, |_, _| {});
         assert_eq!(
             cm.closed(&x),
             Next::Fail("the server closed before its response".into())
@@ -378,13 +381,16 @@ mod tests {
         let c = FlowCounters::default();
         let mut x = m.begin(0);
         assert_eq!(m.next(&x), Next::Read);
-        assert_eq!(m.read(&mut x, REQ / 2, &c, || 0, |_| {}), Next::Read);
-        assert_eq!(m.read(&mut x, REQ / 2, &c, || 0, |_| {}), Next::Write(RESP));
+        assert_eq!(m.read(&mut x, REQ / 2, &c, || 0, |_, _| {}), Next::Read);
+        assert_eq!(
+            m.read(&mut x, REQ / 2, &c, || 0, |_, _| {}),
+            Next::Write(RESP)
+        );
         assert_eq!(m.wrote(&mut x, RESP - 1, &c), Next::Write(1));
         assert_eq!(m.wrote(&mut x, 1, &c), Next::Await);
         assert_eq!(load(&c.transactions), 1);
         // Whatever comes after the answer does not answer again.
-        assert_eq!(m.read(&mut x, 1, &c, || 0, |_| {}), Next::Await);
+        assert_eq!(m.read(&mut x, 1, &c, || 0, |_, _| {}), Next::Await);
         assert_eq!(load(&c.transactions), 1);
     }
 }

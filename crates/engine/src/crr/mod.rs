@@ -165,7 +165,9 @@ fn drive(
                 Ok(0) => m.closed(&conn.x),
                 Ok(got) => {
                     let (c, timings) = (&lp.sh.counters[counter], &mut lp.timings);
-                    m.read(&mut conn.x, got, c, now, |ns| timings.record(ns))
+                    m.read(&mut conn.x, got, c, now, |planned, ns| {
+                        timings.record(planned, ns)
+                    })
                 }
                 Err(e) if later(&e) => {
                     readable = false;
@@ -604,9 +606,13 @@ fn completed(
         (_, Some(e)) => m.failed(plain_io(&e)),
         (Op::Send, None) => m.wrote(&mut conn.x, c.result as usize, counters),
         (Op::Receive, None) if c.result == 0 => m.closed(&conn.x),
-        (Op::Receive, None) => m.read(&mut conn.x, c.result as usize, counters, now, |ns| {
-            timings.record(ns)
-        }),
+        (Op::Receive, None) => m.read(
+            &mut conn.x,
+            c.result as usize,
+            counters,
+            now,
+            |planned, ns| timings.record(planned, ns),
+        ),
         (Op::Connect | Op::Accept | Op::Fill | Op::Errors | Op::Copy | Op::Token, None) => {
             return None
         }

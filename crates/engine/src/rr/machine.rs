@@ -194,7 +194,7 @@ impl RrMachine {
         got: usize,
         c: &FlowCounters,
         now_ns: impl FnOnce() -> u64,
-        mut timed: impl FnMut(u64),
+        mut timed: impl FnMut(u64, u64),
     ) {
         c.add_received(got as u64);
         let done = complete(&mut self.partial[k], got, self.plan.in_size);
@@ -213,7 +213,7 @@ impl RrMachine {
                     if let Some(f) = now.take() {
                         at = f();
                     }
-                    timed(at.saturating_sub(t0));
+                    timed(t0, at.saturating_sub(t0));
                 }
             }
         }
@@ -303,7 +303,8 @@ mod tests {
                     let n = dice.upto(came);
                     came -= n;
                     let timed = &mut self.timed;
-                    self.m.read(k, n, &self.c[k], || now, |ns| timed.push(ns));
+                    self.m
+                        .read(k, n, &self.c[k], || now, |_, ns| timed.push(ns));
                 }
             }
         }
@@ -404,17 +405,17 @@ mod tests {
         assert_eq!(c.m.write_due(0, || 20), Some(8));
         let mut timed = Vec::new();
         for b in 0..RESP {
-            c.m.read(0, 1, f, || 1000 + b as u64, |ns| timed.push(ns));
+            c.m.read(0, 1, f, || 1000 + b as u64, |_, ns| timed.push(ns));
         }
         assert_eq!(f.transactions.load(Relaxed), 1);
         // Timed from the first write of the first message to the last byte.
         assert_eq!(timed, [1000 + RESP as u64 - 1 - 10]);
         // The next request is owed; the second's start stays its own.
         c.m.wrote(0, 8, f);
-        c.m.read(0, RESP, f, || 5000, |ns| timed.push(ns));
+        c.m.read(0, RESP, f, || 5000, |_, ns| timed.push(ns));
         assert_eq!(timed[1], 5000 - 20);
         // Two at once, one short of the third: two transactions.
-        c.m.read(0, 3 * RESP - 1, f, || 6000, |ns| timed.push(ns));
+        c.m.read(0, 3 * RESP - 1, f, || 6000, |_, ns| timed.push(ns));
         assert_eq!(f.transactions.load(Relaxed), 4);
     }
 
@@ -442,7 +443,7 @@ mod tests {
             m.wrote(1, REQ - 8, &f);
             assert_eq!(m.write_due(1, || 0), None);
             let mut timed = Vec::new();
-            m.read(1, RESP, &f, || 50, |ns| timed.push(ns));
+            m.read(1, RESP, &f, || 50, |_, ns| timed.push(ns));
             placed.clear();
             // Due since 3 ns: flow 1 had the only room, and its latency
             // counts from when the request was due.

@@ -150,7 +150,8 @@ impl RrFlows {
     fn took(&mut self, lp: &mut Loop, k: usize, got: usize) {
         let now = clock(&lp.sh);
         let (c, timings) = (&lp.sh.counters[self.base + k], &mut lp.timings);
-        self.m.read(k, got, c, now, |ns| timings.record(ns));
+        self.m
+            .read(k, got, c, now, |planned, ns| timings.record(planned, ns));
     }
 
     fn end(&mut self, lp: &mut Loop, k: usize, why: String) {
@@ -226,7 +227,7 @@ impl Handler for RrFlows {
             self.reads,
             || (&*stream).read(&mut buf).map(Some),
             |got| {
-                m.read(k, got, c, now, |ns| timings.record(ns));
+                m.read(k, got, c, now, |planned, ns| timings.record(planned, ns));
                 // A short read emptied the socket.
                 got == cap
             },

@@ -219,7 +219,7 @@ impl StreamMachine {
         bytes: Option<&[u8]>,
         c: &FlowCounters,
         now_ns: impl FnOnce() -> u64,
-        timed: impl FnMut(u64),
+        timed: impl FnMut(u64, u64),
     ) {
         c.add_received(n as u64);
         let at = self.in_at[k];
@@ -258,7 +258,7 @@ impl StreamMachine {
         seqs: &[u64],
         c: &FlowCounters,
         now_ns: impl FnOnce() -> u64,
-        mut timed: impl FnMut(u64),
+        mut timed: impl FnMut(u64, u64),
     ) {
         let p = self.probes.as_mut().expect("self probes");
         if !self.shape.client {
@@ -283,7 +283,7 @@ impl StreamMachine {
                 p.planned[k].pop_front();
                 if s == seq {
                     c.add_transaction();
-                    timed(now.saturating_sub(planned));
+                    timed(planned, now.saturating_sub(planned));
                 }
             }
         }
@@ -318,7 +318,7 @@ impl StreamMachine {
         bytes: &[u8],
         c: &FlowCounters,
         now_ns: impl FnOnce() -> u64,
-        timed: impl FnMut(u64),
+        timed: impl FnMut(u64, u64),
     ) {
         let Some(p) = self.probes.as_mut() else {
             return;
@@ -455,11 +455,18 @@ mod tests {
         while off < b.len() {
             let room = m.room(0).len();
             let n = dice.upto(room).min(b.len() - off);
-            m.read(0, n, Some(&b[off..off + n]), c, || now, |ns| timed.push(ns));
+            m.read(
+                0,
+                n,
+                Some(&b[off..off + n]),
+                c,
+                || now,
+                |_, ns| timed.push(ns),
+            );
             off += n;
         }
         if !t.is_empty() {
-            m.tokens_in(0, &t, c, || now, |ns| timed.push(ns));
+            m.tokens_in(0, &t, c, || now, |_, ns| timed.push(ns));
         }
     }
 
@@ -566,11 +573,11 @@ mod tests {
         };
         let mut r = StreamMachine::new(shape, 1, 1, 0);
         assert_eq!(r.room(0), 0..15);
-        r.read(0, 15, None, &c, || 0, |_| {});
+        r.read(0, 15, None, &c, || 0, |_, _| {});
         assert_eq!(r.room(0), 15..30);
-        r.read(0, 15, None, &c, || 0, |_| {});
+        r.read(0, 15, None, &c, || 0, |_, _| {});
         assert_eq!(r.room(0), 30..40);
-        r.read(0, 10, None, &c, || 0, |_| {});
+        r.read(0, 10, None, &c, || 0, |_, _| {});
         assert_eq!(r.room(0), 0..15);
     }
 }

@@ -186,7 +186,9 @@ impl StreamFlows {
             BURST,
             || {
                 let n = (&*stream).read(&mut buf)?;
-                m.tokens_in(k, &buf[..n], c, now, |ns| timings.record(ns));
+                m.tokens_in(k, &buf[..n], c, now, |planned, ns| {
+                    timings.record(planned, ns)
+                });
                 Ok(Some(n))
             },
             |_| true,
@@ -251,7 +253,9 @@ impl Handler for StreamFlows {
                 match receiver.receive(stream, c, &mut buf[..], room.clone())? {
                     Step::Moved(n) => {
                         let bytes = receiver.keeps().then(|| &buf[room.start..room.start + n]);
-                        m.read(k, n, bytes, c, now, |ns| timings.record(ns));
+                        m.read(k, n, bytes, c, now, |planned, ns| {
+                            timings.record(planned, ns)
+                        });
                         Ok(Some(n))
                     }
                     _ => Ok(None),
@@ -1016,7 +1020,7 @@ impl StreamRing {
             let room = 0..self.recv_buf.len();
             match self.mapped[k].receive(stream, c, &mut self.recv_buf, room) {
                 Ok(Step::Moved(0)) => return Some("closed by the peer".into()),
-                Ok(Step::Moved(got)) => self.m.read(k, got, None, c, || 0, |_| {}),
+                Ok(Step::Moved(got)) => self.m.read(k, got, None, c, || 0, |_, _| {}),
                 Ok(_) => return None,
                 Err(e) if later(&e) => return None,
                 Err(e) => return Some(plumb_sys::plain_io(&e)),
@@ -1211,7 +1215,7 @@ impl RingFlows for StreamRing {
                         let n = c.result as usize;
                         let now = clock(&lp.sh);
                         let timings = &mut lp.timings;
-                        let timed = |ns| timings.record(ns);
+                        let timed = |planned, ns| timings.record(planned, ns);
                         if self.plan.receives {
                             let bytes = self.plan.rx.is_copy().then(|| &done.data[..n]);
                             self.m.read(k, n, bytes, counters, now, timed);
@@ -1278,7 +1282,7 @@ mod tests {
             match receiver.receive(rx, c, &mut buf, m.room(0)).unwrap() {
                 Step::Moved(0) => return total,
                 Step::Moved(n) => {
-                    m.read(0, n, None, c, || 0, |_| {});
+                    m.read(0, n, None, c, || 0, |_, _| {});
                     total += n as u64
                 }
                 _ => std::thread::sleep(std::time::Duration::from_micros(200)),
@@ -1327,7 +1331,7 @@ mod tests {
         let r = Receiver::new(mode, rx).unwrap();
         let read = move |r: &mut Receiver| match r.receive(rx, &c, &mut buf, m.room(0)).unwrap() {
             Step::Moved(n) => {
-                m.read(0, n, None, &c, || 0, |_| {});
+                m.read(0, n, None, &c, || 0, |_, _| {});
                 n
             }
             _ => panic!("{mode}: nothing read"),

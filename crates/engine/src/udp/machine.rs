@@ -240,7 +240,7 @@ impl RrClient {
         now_ns: u64,
         c: &FlowCounters,
         strays: &AtomicU64,
-        timed: impl FnOnce(u64),
+        timed: impl FnOnce(u64, u64),
     ) -> bool {
         match header(buf, self.tag) {
             Some((flow, seq, _)) if flow as usize == self.base + k => {
@@ -255,7 +255,7 @@ impl RrClient {
                     FlowCounters::bump(&c.timeouts, 1);
                     FlowCounters::bump(&c.late, 1);
                 } else {
-                    timed(took);
+                    timed(t0, took);
                     c.add_transaction();
                 }
                 !self.open_loop()
@@ -435,7 +435,7 @@ mod tests {
                     for d in down.arrived(now) {
                         let (flow, _, _) = header(&d, TAG).unwrap();
                         let k = flow as usize;
-                        if m.answer(k, &d, now, &client[k], &strays, |ns| timed.push(ns)) {
+                        if m.answer(k, &d, now, &client[k], &strays, |_, ns| timed.push(ns)) {
                             owed.push(k);
                         }
                     }
@@ -443,7 +443,7 @@ mod tests {
                     if dice.below(1000) == 0 {
                         let mut d = [0u8; 64];
                         put_header(&mut d, 0xbad, 0, 0);
-                        assert!(!m.answer(0, &d, now, &client[0], &strays, |_| {}));
+                        assert!(!m.answer(0, &d, now, &client[0], &strays, |_, _| {}));
                     }
                     // The sweep runs less often than reads, as a loop's timer
                     // does: an answer past its deadline may be read first.

@@ -417,7 +417,7 @@ impl Handler for UdpRrClient {
                 lp.sh.now_ns(),
                 &lp.sh.counters[i],
                 &lp.sh.strays,
-                |ns| timings.record(ns),
+                |planned, ns| timings.record(planned, ns),
             );
             if owes {
                 self.send_or_end(lp, k);

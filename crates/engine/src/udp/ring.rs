@@ -275,11 +275,14 @@ impl RingFlows for UdpRrRing {
             (Op::Receive, None) => {
                 let now = lp.now_ns();
                 let timings = &mut lp.timings;
-                let owes = self
-                    .m
-                    .answer(k, data, now, &lp.sh.counters[i], &lp.sh.strays, |ns| {
-                        timings.record(ns)
-                    });
+                let owes = self.m.answer(
+                    k,
+                    data,
+                    now,
+                    &lp.sh.counters[i],
+                    &lp.sh.strays,
+                    |planned, ns| timings.record(planned, ns),
+                );
                 if owes {
                     self.request(lp, q, k)?;
                 }

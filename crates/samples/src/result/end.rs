@@ -57,6 +57,12 @@ pub struct IntervalSample {
     /// a run of parts is read from.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub buckets: Vec<[u64; 2]>,
+    /// The same transactions one by one, in the order planned: each one's
+    /// planned send time in ns after the window opened (negative for one
+    /// planned before it) and its latency in ns, on the client end of an
+    /// open loop of at most 1000 a second (the probes of a load run).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub each: Vec<[i64; 2]>,
     /// udp-rr client: requests whose response had not come within the
     /// timeout, counted in the interval their time ran out (lost, or
     /// answered late).
