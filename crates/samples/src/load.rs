@@ -119,6 +119,9 @@ pub fn probes(it: &Iteration) -> Vec<Probe<'_>> {
     own.chain(inside).collect()
 }
 
+/// How close two edges of stretches are to be one (see [`stretches`]).
+const EDGE_S: f64 = 0.5;
+
 /// The stretches of `it` in time order, cut where its loads (the parts
 /// that are not probes) start and stop; none without a probe or a load.
 pub fn stretches(it: &Iteration) -> Vec<Stretch> {
@@ -138,14 +141,16 @@ pub fn stretches(it: &Iteration) -> Vec<Stretch> {
     }
     let span = |p: &crate::PartIteration| (p.start_s, (p.start_s + p.window_s).min(window));
     // A part starts and stops on the window's seconds, give or take the
-    // moment its engine took: edges closer than a tenth of a second are one.
+    // moment its engine took to start or stop (a tenth of a second, more
+    // in an emulated guest): edges closer than half a second are one, as
+    // no second's interval could have its middle between them.
     let mut edges: Vec<f64> = vec![0.0, window];
     for p in &loads {
         let (a, b) = span(p);
         edges.extend([a, b]);
     }
     edges.sort_by(f64::total_cmp);
-    edges.dedup_by(|b, a| *b - *a < 0.1);
+    edges.dedup_by(|b, a| *b - *a < EDGE_S);
     if let Some(last) = edges.last_mut() {
         *last = last.max(window);
     }
@@ -398,6 +403,27 @@ mod tests {
             .map(|s| s.latency[0].as_ref().unwrap().p50_us)
             .collect();
         assert_eq!(p50, vec![100.0, 80_000.0, 100.0]);
+        // Two loads in turn whose engines stopped late and early (as in an
+        // emulated guest, by a tenth or two of a second): no stretch of
+        // both or of neither between them.
+        let mut late = it.clone();
+        late.parts = vec![
+            crate::testing::part(&it, "down", 1.0, 2.15),
+            crate::testing::part(&it, "up", 3.0, 1.8),
+        ];
+        let cut: Vec<(f64, Vec<String>)> = stretches(&late)
+            .iter()
+            .map(|s| (s.start_s, s.running.clone()))
+            .collect();
+        assert_eq!(
+            cut,
+            vec![
+                (0.0, vec![]),
+                (1.0, vec!["down".to_string()]),
+                (3.0, vec!["up".to_string()]),
+                (4.8, vec![]),
+            ]
+        );
         // The first second of a stretch after another is left out.
         let counts: Vec<u64> = s
             .iter()
