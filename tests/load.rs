@@ -137,6 +137,72 @@ fn each_probe_as_its_buckets_say(end: &Value, name: &str) {
     }
 }
 
+/// The record's responsiveness of each loaded phase, recomputed here from
+/// the probes kept one by one (exact, where the summary's buckets round to
+/// 3 digits): the draft's trimmed mean (the lowest 95 %) of the connect
+/// probes, halved (a handshake and an exchange), and of the self probes of
+/// every load that ran, over the phase's seconds less the first of each;
+/// 60000 over their mean.
+fn responsiveness_from_each_probe(it: &Value, seen: &str) {
+    let kept: Vec<&Value> = items(&it["responsiveness"]).collect();
+    let running: Vec<String> = kept
+        .iter()
+        .map(|r| {
+            let names: Vec<&str> = items(&r["running"]).map(|n| n.as_str().unwrap()).collect();
+            names.join(" + ")
+        })
+        .collect();
+    assert_eq!(
+        running,
+        ["download", "upload", "both-down + both-up"],
+        "{seen}"
+    );
+    let trimmed_ms = |mut xs: Vec<u64>| -> f64 {
+        assert!(!xs.is_empty(), "no probe in a loaded phase: {seen}");
+        xs.sort_unstable();
+        let keep = ((xs.len() as f64 * 0.95).floor() as usize).max(1);
+        xs[..keep].iter().sum::<u64>() as f64 / keep as f64 / 1e6
+    };
+    // A part's kept probes in its intervals whose middle falls in the
+    // stretch (on the run's axis), less the first.
+    let within = |part: &Value, from: f64, to: f64| -> Vec<u64> {
+        let offset = f(&part["start_s"]);
+        let mut seconds: Vec<Vec<u64>> = items(&part["client"]["intervals"])
+            .filter(|s| {
+                let mid = offset + f(&s["t_s"]) - f(&s["dt_s"]) / 2.0;
+                from <= mid && mid < to
+            })
+            .map(|s| items(&s["each"]).map(|x| u(&x[1])).collect())
+            .collect();
+        if seconds.len() > 1 {
+            seconds.remove(0);
+        }
+        seconds.concat()
+    };
+    for r in kept {
+        let (from, to) = (f(&r["start_s"]), f(&r["stop_s"]));
+        let part = |name: &str| items(&it["parts"]).find(|p| p["name"] == name).unwrap();
+        let foreign = trimmed_ms(within(part("connect"), from, to)) / 2.0;
+        let inside = trimmed_ms(
+            items(&r["running"])
+                .flat_map(|n| within(part(n.as_str().unwrap()), from, to))
+                .collect(),
+        );
+        let rpm = 60_000.0 / (0.5 * foreign + 0.5 * inside);
+        for (got, want) in [
+            (&r["foreign_ms"], foreign),
+            (&r["self_ms"], inside),
+            (&r["rpm"], rpm),
+        ] {
+            assert!(
+                (f(got) - want).abs() <= 0.01 * want,
+                "{got} against {want} from each probe: {r}"
+            );
+        }
+        assert_eq!(r["stability"]["rule"], "too_short", "phases of 3 s: {r}");
+    }
+}
+
 /// A deep FIFO (200 KiB, 82 ms at 20 Mbit/s) against a shallow one
 /// (25 KiB, 10 ms): under load each probe waits about the queue's depth
 /// over the rate, idle it does not, and the deep queue's rise is at least
@@ -219,6 +285,7 @@ fn probes_wait_behind_a_loaded_fifo_as_long_as_its_depth_takes_to_drain() {
             l.tc_backlog >= 0.3 * limit,
             "tc sees the download's queue: {seen}"
         );
+        responsiveness_from_each_probe(it, &seen);
         // The summary names each phase's loads and the rise over idle,
         // the probes' own share of the link, and where the queue was.
         for words in [

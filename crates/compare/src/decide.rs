@@ -8,9 +8,9 @@
 //! trips a minute better.
 
 use crate::{complete_iterations, side_stats, Comparison, Side};
-use plumb_samples::load::{probes, stretches, Stretch, SELF};
+use plumb_samples::load::{probes, stretches, Stretch};
 use plumb_samples::{rpm, Iteration, Latency, Metric};
-use plumb_spec::load::{Load, CONNECT_PROBE, PHASES};
+use plumb_spec::load::{Load, PHASES};
 use plumb_stats::{CompareParams, Verdict};
 use std::str::FromStr;
 
@@ -144,14 +144,12 @@ impl Figure {
     /// stretch where the figure's loads ran.
     pub fn of(&self, it: &Iteration) -> Option<f64> {
         let stretch = self.stretch(it)?;
-        let names: Vec<String> = probes(it).iter().map(|p| p.name().to_string()).collect();
-        let index = |name: &str| names.iter().position(|n| n == name);
         match &self.probe {
-            Some((probe, stat)) => Some(stat.of(stretch.latency.get(index(probe)?)?.as_ref()?)),
-            None => {
-                let r = rpm::responsiveness(&stretch, index(CONNECT_PROBE)?, index(SELF)?)?;
-                Some(r.rpm)
+            Some((probe, stat)) => {
+                let i = probes(it).iter().position(|p| p.name() == probe)?;
+                Some(stat.of(stretch.latency.get(i)?.as_ref()?))
             }
+            None => Some(rpm::of(it, &stretch)?.rpm),
         }
     }
 }

@@ -512,6 +512,7 @@ mod tests {
                 client,
                 server: EndResult::empty(Role::Server, 1),
                 parts: Vec::new(),
+                responsiveness: Vec::new(),
             }
         };
         let spec = |link_rate_bps| {

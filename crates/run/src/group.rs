@@ -130,6 +130,7 @@ pub(crate) fn run_iteration(
         client,
         server,
         parts: Vec::new(),
+        responsiveness: Vec::new(),
     })
 }
 

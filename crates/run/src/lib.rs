@@ -526,7 +526,7 @@ fn run_iteration_at(
     }
 
     let parts = derive::parts(spec, figures.parts, served.parts);
-    let it = Iteration {
+    let mut it = Iteration {
         index: 0,
         complete,
         warmup_s: spec.warmup_ms as f64 / 1000.0,
@@ -536,7 +536,9 @@ fn run_iteration_at(
         client,
         server,
         parts,
+        responsiveness: Vec::new(),
     };
+    it.responsiveness = plumb_samples::rpm::loaded(&it);
     Ok((
         it,
         FarEnd {

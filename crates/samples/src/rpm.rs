@@ -10,7 +10,17 @@
 //! mark answered on a loaded flow, without HTTP. The figure follows the
 //! draft's arithmetic on plumb's own probes: it is not networkQuality's.
 
-use crate::load::Stretch;
+use crate::load::{probes, stretches, Stretch, SELF};
+use crate::Iteration;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// What the record says of how its responsiveness was had.
+pub const METHOD: &str = "draft-ietf-ippm-responsiveness-06's arithmetic on plumb's probes: \
+    foreign = half a TCP connect and 1-byte exchange (a round trip), self = a mark answered \
+    on a loaded flow; no TLS, no HTTP, so not networkQuality's figure";
+/// The part whose probes are the foreign ones (`plumb run load`'s).
+const FOREIGN: &str = plumb_spec::load::CONNECT_PROBE;
 
 /// The draft's trimmed mean keeps the lowest 95 % of the values (TMP).
 pub const KEPT: f64 = 0.95;
@@ -23,7 +33,7 @@ pub const TOLERANCE: f64 = 0.05;
 pub const FOREIGN_ROUND_TRIPS: f64 = 2.0;
 
 /// One stretch's responsiveness.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Responsiveness {
     /// The foreign probes' trimmed mean per round trip, and the self
     /// probes', in ms.
@@ -34,15 +44,57 @@ pub struct Responsiveness {
 }
 
 /// Whether the draft's stability rule held over the stretch's seconds.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "rule", rename_all = "snake_case")]
 pub enum Stability {
     Stable,
     /// The last moving averages spread this much (standard deviation over
     /// mean): the figure moved while it was taken.
-    Unstable(f64),
+    Unstable {
+        moved: f64,
+    },
     /// Only this many seconds had both kinds of probe; the rule needs
-    /// `2 × SPAN - 1`.
-    TooShort(usize),
+    /// `2 × SPAN - 1` (7).
+    TooShort {
+        seconds: usize,
+    },
+}
+
+/// A loaded stretch's responsiveness as the record keeps it, one per
+/// stretch of an iteration in which loads ran and both the connect probes
+/// and the self probes timed any. How it is had: [`METHOD`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LoadedResponsiveness {
+    /// The stretch, in seconds after the window opened, and the loads
+    /// that ran in it.
+    pub start_s: f64,
+    pub stop_s: f64,
+    pub running: Vec<String>,
+    #[serde(flatten)]
+    pub figure: Responsiveness,
+}
+
+/// The responsiveness of a stretch of `it`, from its connect probes and
+/// its self probes, where it has both.
+pub fn of(it: &Iteration, stretch: &Stretch) -> Option<Responsiveness> {
+    let probes = probes(it);
+    let index = |name: &str| probes.iter().position(|p| p.name() == name);
+    responsiveness(stretch, index(FOREIGN)?, index(SELF)?)
+}
+
+/// Every loaded stretch's responsiveness in `it`, as the record keeps it.
+pub fn loaded(it: &Iteration) -> Vec<LoadedResponsiveness> {
+    (stretches(it).into_iter())
+        .filter(|s| !s.running.is_empty())
+        .filter_map(|s| {
+            Some(LoadedResponsiveness {
+                figure: of(it, &s)?,
+                start_s: s.start_s,
+                stop_s: s.stop_s,
+                running: s.running,
+            })
+        })
+        .collect()
 }
 
 impl Stability {
@@ -50,8 +102,10 @@ impl Stability {
     pub fn describe(&self) -> String {
         match self {
             Stability::Stable => "stable".into(),
-            Stability::Unstable(x) => format!("unstable, moved {:.0} %", x * 100.0),
-            Stability::TooShort(n) => format!("{n} s, needs {} to judge", 2 * SPAN - 1),
+            Stability::Unstable { moved } => format!("unstable, moved {:.0} %", moved * 100.0),
+            Stability::TooShort { seconds } => {
+                format!("{seconds} s, needs {} to judge", 2 * SPAN - 1)
+            }
         }
     }
 }
@@ -117,7 +171,9 @@ pub fn responsiveness(stretch: &Stretch, foreign: usize, inside: usize) -> Optio
 /// [`TOLERANCE`] of their mean.
 pub fn stability(each: &[f64]) -> Stability {
     if each.len() < 2 * SPAN - 1 {
-        return Stability::TooShort(each.len());
+        return Stability::TooShort {
+            seconds: each.len(),
+        };
     }
     let moving: Vec<f64> = each
         .windows(SPAN)
@@ -130,7 +186,7 @@ pub fn stability(each: &[f64]) -> Stability {
     if spread <= TOLERANCE {
         Stability::Stable
     } else {
-        Stability::Unstable(spread)
+        Stability::Unstable { moved: spread }
     }
 }
 
@@ -175,12 +231,12 @@ mod tests {
         assert_eq!(r.stability, Stability::Stable);
         // Five seconds cannot show four moving averages of four.
         let r = responsiveness(&stretch(&[100.0; 5], &[150.0; 5]), 0, 1).unwrap();
-        assert_eq!(r.stability, Stability::TooShort(5));
+        assert_eq!(r.stability, Stability::TooShort { seconds: 5 });
         // A queue still filling: the working latency climbs each second.
         let rising: Vec<f64> = (1..=8).map(|k| 50.0 * k as f64).collect();
         let r = responsiveness(&stretch(&rising, &rising), 0, 1).unwrap();
         assert!(
-            matches!(r.stability, Stability::Unstable(x) if x > TOLERANCE),
+            matches!(r.stability, Stability::Unstable { moved } if moved > TOLERANCE),
             "{r:?}"
         );
         // No self probes, no figure.

@@ -143,7 +143,7 @@ pub(super) fn under_load(o: &mut String, spec: &plumb_spec::Spec, it: &Iteration
             let _ = writeln!(o, "{line}");
         }
     }
-    responsiveness(o, it, &stretches);
+    responsiveness(o, it);
     if let Some(places) = where_queued(it) {
         let indent = " ".repeat(12);
         for (n, l) in wrap(&format!("{indent}{places}"), 80, &indent)
@@ -161,16 +161,17 @@ pub(super) fn under_load(o: &mut String, spec: &plumb_spec::Spec, it: &Iteration
 }
 
 /// Each loaded stretch's round trips a minute from the connect probes and
-/// the self probes (`plumb_samples::rpm`), where the run has both.
-fn responsiveness(o: &mut String, it: &Iteration, stretches: &[plumb_samples::load::Stretch]) {
-    let probes = plumb_samples::load::probes(it);
-    let foreign = probes
-        .iter()
-        .position(|p| p.part == Some(plumb_spec::load::CONNECT_PROBE) && !p.inside);
-    let inside = probes.iter().position(|p| p.inside);
-    let (Some(foreign), Some(inside)) = (foreign, inside) else {
-        return;
+/// the self probes (`plumb_samples::rpm`), as the record keeps them (or, for
+/// a record made before it kept them, as its probes' buckets give them).
+fn responsiveness(o: &mut String, it: &Iteration) {
+    let kept = if it.responsiveness.is_empty() {
+        plumb_samples::rpm::loaded(it)
+    } else {
+        it.responsiveness.clone()
     };
+    if kept.is_empty() {
+        return;
+    }
     let mut t = Table::new(vec![
         ("seconds", Align::Left, 11),
         ("running", Align::Left, 20),
@@ -179,30 +180,24 @@ fn responsiveness(o: &mut String, it: &Iteration, stretches: &[plumb_samples::lo
         ("RPM", Align::Right, 6),
         ("stability", Align::Left, 21),
     ]);
-    let mut any = false;
-    for s in stretches.iter().filter(|s| !s.running.is_empty()) {
-        let Some(r) = plumb_samples::rpm::responsiveness(s, foreign, inside) else {
-            continue;
-        };
-        any = true;
+    for l in &kept {
+        let r = &l.figure;
         t.row(vec![
-            format!("{:.1}-{:.1}", s.start_s, s.stop_s),
-            s.running_label(),
+            format!("{:.1}-{:.1}", l.start_s, l.stop_s),
+            l.running.join(" + "),
             sig3(r.foreign_ms),
             sig3(r.self_ms),
             format!("{:.0}", r.rpm),
             r.stability.describe(),
         ]);
     }
-    if any {
-        let _ = writeln!(
-            o,
-            "\nresponsiveness  round trips a minute, draft-ietf-ippm-responsiveness-06's\n\
-             arithmetic on plumb's probes (not networkQuality's figure): trimmed means\n\
-             in ms of a connect probe's round trip and of a self probe"
-        );
-        o.push_str(&t.terminal(""));
-    }
+    let _ = writeln!(
+        o,
+        "\nresponsiveness  round trips a minute, draft-ietf-ippm-responsiveness-06's\n\
+         arithmetic on plumb's probes (not networkQuality's figure): trimmed means\n\
+         in ms of a connect probe's round trip and of a self probe"
+    );
+    o.push_str(&t.terminal(""));
 }
 
 /// Probe `i`'s percentiles in each stretch, and its median's rise over

@@ -157,6 +157,14 @@ pub struct Iteration {
     /// taken once for every part together.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<PartIteration>,
+    /// A run of parts with connect probes and loads carrying self probes
+    /// (`plumb run load`): each loaded stretch's responsiveness in round
+    /// trips a minute, draft-ietf-ippm-responsiveness-06's arithmetic on
+    /// plumb's probes: the foreign probe is half a TCP connect and a
+    /// 1-byte exchange, the self probe a mark answered on a loaded flow; no
+    /// TLS or HTTP, so not networkQuality's figure.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub responsiveness: Vec<crate::rpm::LoadedResponsiveness>,
 }
 
 /// One part of a run of parts in an iteration: its flows' figures on each
@@ -197,6 +205,7 @@ impl PartIteration {
             client: self.client.clone(),
             server: self.server.clone(),
             parts: Vec::new(),
+            responsiveness: Vec::new(),
         }
     }
 }
