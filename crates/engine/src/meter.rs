@@ -61,10 +61,6 @@ pub struct Meter {
     samples: Vec<IntervalSample>,
     /// Latencies of the window so far, when this end times transactions.
     latency: Option<hdrhistogram::Histogram<u64>>,
-    /// The transactions kept one by one that the first interval holds
-    /// beside its own: those of a part's start (see
-    /// [`Meter::open_from_start`]).
-    each_before: Vec<[i64; 2]>,
     /// Whether each interval keeps its latencies' buckets: an open loop's
     /// paced transactions are few.
     interval_buckets: bool,
@@ -107,19 +103,15 @@ impl Meter {
         let opened = Instant::now();
         let mut start = engine.counts();
         let mut queued_start = engine.queued_bytes();
-        let (opened, latency, each_before) = match started {
-            None => (
-                opened,
-                timed.map(|_| crate::latency::new_histogram()),
-                Vec::new(),
-            ),
+        // A part's start: what it timed before this edge is the window's,
+        // in no interval's buckets, and so in no interval's transactions
+        // kept one by one either.
+        let (opened, latency) = match started {
+            None => (opened, timed.map(|_| crate::latency::new_histogram())),
             Some(at) => {
                 start = start.zeroed();
                 queued_start = 0;
-                let each = timed
-                    .as_ref()
-                    .map_or(Vec::new(), |t| since(engine, at, &t.each));
-                (at, timed.map(|t| t.hist), each)
+                (at, timed.map(|t| t.hist))
             }
         };
         for p in &mut probes {
@@ -135,7 +127,6 @@ impl Meter {
             probes,
             samples: Vec::new(),
             latency,
-            each_before,
             interval_buckets: engine.config().open_loop(),
         }
     }
@@ -149,8 +140,7 @@ impl Meter {
             return Taken::default();
         };
         let _ = window.add(&t.hist);
-        let mut each = std::mem::take(&mut self.each_before);
-        each.extend(since(engine, self.opened, &t.each));
+        let each = since(engine, self.opened, &t.each);
         if t.hist.is_empty() {
             return Taken {
                 each,
