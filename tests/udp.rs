@@ -601,9 +601,11 @@ fn an_open_loop_udp_rr_keeps_its_schedule_through_loss() {
             "{tx} answered: {seen}"
         );
         // Every answer in time is timed from its planned send, within the
-        // timeout.
+        // timeout (the histogram's highest value is its bucket's top, up
+        // to 0.1 % above an answer that came just in time).
         assert_eq!(u(&c["latency"]["count"]), tx, "{seen}");
-        assert!(f(&c["latency"]["max_us"]) <= 10_000.0, "{seen}");
+        let max_us = f(&c["latency"]["max_us"]);
+        assert!(max_us <= 10_000.0 * 1.001, "max {max_us} us: {seen}");
         // An open loop keeps each second's latencies for the stretches of
         // a run of parts, and its lost requests.
         let seconds = items(&c["intervals"]);
