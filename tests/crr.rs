@@ -146,7 +146,9 @@ fn time_waits(ns: &Netns) -> Vec<(u16, u16)> {
 fn the_time_wait_is_left_on_the_end_that_closed_first() {
     // It counts both ends' transactions against each other: beside the
     // file's other measuring tests the window edges drift apart (74 of
-    // 5802 once in CI, past the bound).
+    // 5802 once in CI, past the bound). Alone, on a loaded 2-CPU machine,
+    // each end's edge still lands a few ms from the other's: 114 of 10573
+    // (1.1 % of a 500 ms window, 5 ms) once in CI, so 2 % is the bound.
     let _alone = measuring_alone();
     // One flow takes the epoll engine's blocking path, more its
     // multiplexed one; the ring has one path.
@@ -183,7 +185,7 @@ fn the_time_wait_is_left_on_the_end_that_closed_first() {
         let (c, s) = (&it["client"], &it["server"]);
         let tx = transactions_without_resets(c, &format!("{close} {io} {flows}"));
         assert!(
-            (tx - u(&s["transactions"]) as f64).abs() <= 8.0 + 0.01 * tx,
+            (tx - u(&s["transactions"]) as f64).abs() <= 8.0 + 0.02 * tx,
             "{close} {io} {flows}: client {tx}, server {}",
             s["transactions"]
         );
