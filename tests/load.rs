@@ -62,6 +62,9 @@ fn load_through(queue: &str, limit_bytes: f64) -> Loaded {
     assert!(errs.is_empty(), "schema: {errs:?}");
     let summary = run(&["show", "1", "--db", db.path()]);
     assert_ok(&summary);
+    if let Some(dom) = drawn(&["show", "1", "--db", db.path()], "--html") {
+        load_page_as_the_record_says(&dom, &record);
+    }
     let it = &record["iterations"][0];
     let by_phase = |client: &Value| -> Vec<f64> {
         (0..5)
@@ -87,6 +90,75 @@ fn load_through(queue: &str, limit_bytes: f64) -> Loaded {
         record,
         ping,
         tc_backlog,
+    }
+}
+
+/// The run's page as Chromium lays it out, against the record it draws:
+/// each probe's latency, the goodput each way and the router's queue each
+/// way over the window with the four edges between the five phases marked
+/// on each; each probe's distribution in each kind of phase; a bar for each
+/// flow of each load. The run's own probe is drawn a dot a transaction,
+/// as many as the record keeps inside the window.
+fn load_page_as_the_record_says(dom: &str, record: &Value) {
+    let over_time = [
+        "latency of the run probes",
+        "latency of the udp probes",
+        "latency of the connect probes",
+        "latency of the self probes",
+        "goodput toward the client (download)",
+        "goodput toward the server (upload)",
+        "the bottleneck's queue toward the server",
+        "the bottleneck's queue toward the client",
+    ];
+    let distributions = [
+        "the run probes' latency in each phase",
+        "the udp probes' latency in each phase",
+        "the connect probes' latency in each phase",
+        "the self probes' latency in each phase",
+    ];
+    assert_mentions(dom, &over_time);
+    assert_mentions(dom, &distributions);
+    let section = |heading: &str| -> &str {
+        let from = dom.find(&format!("<h2>{heading}</h2>")).unwrap();
+        let rest = &dom[from + 4..];
+        &rest[..rest.find("<h2>").unwrap_or(rest.len())]
+    };
+    for heading in over_time {
+        let plot = section(heading);
+        assert_eq!(
+            plot.matches("<line class=\"mark\"").count(),
+            4,
+            "{heading}: {plot}"
+        );
+        for phase in ["download", "upload", "both-down + both-up"] {
+            assert!(
+                plot.contains(&format!(">{phase}</text>")),
+                "{heading}: {phase}"
+            );
+        }
+    }
+    let it = &record["iterations"][0];
+    let window_ns = f(&it["window_s"]) * 1e9;
+    let kept = items(&it["client"]["intervals"])
+        .flat_map(|s| items(&s["each"]))
+        .filter(|x| (0.0..=window_ns).contains(&(x[0].as_i64().unwrap() as f64)))
+        .count();
+    let run = section("latency of the run probes");
+    let dots = &run[run.find("class=\"dots\" d=\"").unwrap() + 16..];
+    let dots = &dots[..dots.find('"').unwrap()];
+    assert_eq!(dots.matches('M').count(), kept, "{dots}");
+    // Idle, each load alone and both: the self probes run only with loads.
+    for heading in distributions {
+        let curves = section(heading).matches("class=\"cdf\"").count();
+        let want = if heading.contains("self") { 3 } else { 4 };
+        assert_eq!(curves, want, "{heading}");
+    }
+    let bars = section("Each flow's goodput");
+    for load in ["download", "upload", "both-down", "both-up"] {
+        assert!(bars.contains(&format!("{load}: Jain's index")), "{bars}");
+        for flow in 0..4 {
+            assert!(bars.contains(&format!(">{load} flow {flow}<")), "{bars}");
+        }
     }
 }
 
@@ -430,6 +502,27 @@ fn compare_weighs_each_probe_in_each_stretch_and_check_decides_on_one() {
     let point = items(&c["points"])
         .find(|p| !p["under_load"].is_null())
         .unwrap_or_else(|| panic!("no point with lines under load: {c}"));
+    // The page draws both labels' median iterations in the same plots: each
+    // probe's latency over time, each phase's distribution of it (a curve a
+    // label and phase), the goodput and the router's queue each way.
+    if let Some(dom) = drawn(&["compare", "a", "b", "--db", db.path()], "--html") {
+        for side in ["A", "B"] {
+            for probe in ["run", "udp", "connect", "self"] {
+                assert!(dom.contains(&format!("<title>{side} {probe} probes, each</title>")));
+            }
+            for phase in ["download", "upload", "both-down + both-up"] {
+                let curve = format!("<title>{side} while {phase} ran</title>");
+                assert_eq!(dom.matches(&curve).count(), 4, "{curve}");
+            }
+            let idle = format!("<title>{side} while nothing ran</title>");
+            assert_eq!(dom.matches(&idle).count(), 3, "{idle}");
+            assert_eq!(
+                dom.matches(&format!("<title>{side} bytes queued</title>")).count(),
+                2,
+                "{side}: the queue each way"
+            );
+        }
+    }
     // The runs differ in their queue only; their parts pair by name.
     let parts: Vec<&str> = items(&c["points"])
         .filter_map(|p| p["summary"].as_str()?.strip_prefix("part "))

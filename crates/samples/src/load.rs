@@ -127,15 +127,7 @@ const EDGE_S: f64 = 0.5;
 pub fn stretches(it: &Iteration) -> Vec<Stretch> {
     let window = it.client.window_s;
     let probes = probes(it);
-    let loads: Vec<&crate::PartIteration> = it
-        .parts
-        .iter()
-        .filter(|p| {
-            !probes
-                .iter()
-                .any(|q| !q.inside && q.part == Some(p.name.as_str()))
-        })
-        .collect();
+    let loads = loads(it, &probes);
     if probes.is_empty() || loads.is_empty() {
         return Vec::new();
     }
@@ -269,6 +261,32 @@ pub fn alone(stretches: &[Stretch], i: usize) -> Option<Latency> {
         .flat_map(|l| l.buckets.iter().copied())
         .collect();
     Latency::from_buckets(&buckets)
+}
+
+/// The loads of `it`: its parts that are none of `probes` (which
+/// [`probes`] gave), in the spec's order. A load's self probes are a probe
+/// inside it, not a probe of its own.
+pub fn loads<'a>(it: &'a Iteration, probes: &[Probe]) -> Vec<&'a crate::PartIteration> {
+    it.parts
+        .iter()
+        .filter(|p| {
+            !probes
+                .iter()
+                .any(|q| !q.inside && q.part == Some(p.name.as_str()))
+        })
+        .collect()
+}
+
+/// What each flow of a part received, in bytes, at whichever end received
+/// it: the shares [`jain`] weighs.
+pub fn flow_shares(client: &crate::EndResult, server: &crate::EndResult) -> Vec<f64> {
+    let mut shares: Vec<f64> = vec![0.0; client.flows.len().max(server.flows.len())];
+    for f in client.flows.iter().chain(&server.flows) {
+        if let Some(s) = shares.get_mut(f.flow as usize) {
+            *s += f.bytes_received as f64;
+        }
+    }
+    shares
 }
 
 /// Jain's fairness index of the flows' shares: 1 when all are equal, 1/n

@@ -79,12 +79,7 @@ pub(super) fn traffic(o: &mut String, it: &Iteration, spec: &plumb_spec::Spec) {
 /// How evenly a part's flows shared what they moved: Jain's index over
 /// the bytes each flow received, at whichever end received them.
 fn fairness(o: &mut String, part: &Iteration) {
-    let mut shares: Vec<f64> = vec![0.0; part.client.flows.len().max(part.server.flows.len())];
-    for f in part.client.flows.iter().chain(&part.server.flows) {
-        if let Some(s) = shares.get_mut(f.flow as usize) {
-            *s += f.bytes_received as f64;
-        }
-    }
+    let shares = plumb_samples::load::flow_shares(&part.client, &part.server);
     if let Some(j) = plumb_samples::load::jain(&shares) {
         let _ = writeln!(
             o,

@@ -7,6 +7,7 @@
 //! of a comparison (`plumb compare A B --html`) draws the same per test
 //! point, A's and B's in the same plots.
 
+mod load;
 mod plot;
 
 use crate::sweep::html::limits_bars;
@@ -53,6 +54,7 @@ pub fn run_page(rec: &RunRecord, opts: PageOptions) -> String {
         name: "",
         it,
     }];
+    load::section(&mut o, &sources);
     for end in ENDS {
         end_section(&mut o, &sources, end, opts);
     }
@@ -109,6 +111,7 @@ pub fn comparison_page(c: &Comparison, a: &Side, b: &Side, opts: PageOptions) ->
         if sources.is_empty() {
             continue;
         }
+        load::section(&mut o, &sources);
         for end in ENDS {
             end_section(&mut o, &sources, end, opts);
         }
@@ -232,16 +235,17 @@ fn limits_section(o: &mut String, sources: &[Source]) {
     }
 }
 
-/// A plot under its heading; in its place a line saying why, where no
-/// source has anything to draw; above it, which sources have not.
+/// A plot under its heading of `what` in `q`, with `marks` across it; in
+/// its place a line saying why, where no source has anything to draw;
+/// above it, which sources have not.
 fn plot_or_say(
     o: &mut String,
     heading: &str,
     intro: &str,
-    q: Quantity,
-    what: &str,
+    (what, q): (&str, Quantity),
     traces: &[Trace],
     missing: &[String],
+    marks: &[plot::Mark],
 ) {
     let _ = writeln!(o, "<h2>{}</h2>", esc(heading));
     if traces.is_empty() {
@@ -254,7 +258,7 @@ fn plot_or_say(
     for m in missing {
         let _ = writeln!(o, "<p class=\"none\">{}</p>", esc(m));
     }
-    o.push_str(&plot::svg(what, q, traces));
+    o.push_str(&plot::svg(what, q, traces, marks));
     o.push('\n');
 }
 
@@ -298,10 +302,10 @@ fn end_section(
         o,
         &format!("{role}: throughput"),
         "",
-        Quantity::Rate,
-        "throughput",
+        ("throughput", Quantity::Rate),
         &traces,
         &missing,
+        &[],
     );
 
     let sampled: Vec<Option<&TcpSeries>> = sources
@@ -361,10 +365,10 @@ fn end_section(
             o,
             &format!("{role}: {}", fig.what),
             &intro,
-            fig.q,
-            fig.what,
+            (fig.what, fig.q),
             &traces,
             &missing,
+            &[],
         );
     }
 }

@@ -232,6 +232,9 @@ pub(crate) struct Trace {
     /// Flows drawn one by one, each named, thin in the side's colour.
     pub flows: Vec<(String, Vec<(f64, f64)>)>,
     pub flows_name: String,
+    /// The mean's samples as dots, not joined: events (a probe each), not
+    /// a quantity between them.
+    pub dots: bool,
 }
 
 impl Trace {
@@ -275,6 +278,16 @@ fn path(points: &[(f64, f64)], axis: &YAxis, span: f64) -> String {
     d.trim_start().to_string()
 }
 
+/// `points` as dots: a line of no length with round caps at each point
+/// the axis can draw.
+fn dots(points: &[(f64, f64)], axis: &YAxis, span: f64) -> String {
+    let mut d = String::new();
+    for &(t, v) in points.iter().filter(|p| axis.holds(p.1)) {
+        let _ = write!(d, " M{:.1},{:.1} h0", x_at(t, span), y_at(axis, v));
+    }
+    d.trim_start().to_string()
+}
+
 /// The band as polygons, one per stretch of samples the axis can draw.
 fn band_polygons(band: &[(f64, f64, f64)], axis: &YAxis, span: f64) -> Vec<String> {
     band.split(|&(_, lo, hi)| !axis.holds(lo) || !axis.holds(hi))
@@ -297,8 +310,17 @@ fn dash(side: usize) -> String {
     }
 }
 
-/// A plot of `traces` over their windows: `what` is drawn, in `q`.
-pub(crate) fn svg(what: &str, q: Quantity, traces: &[Trace]) -> String {
+/// A moment of the window marked across a plot (where a phase of a load
+/// run begins), with what follows it written at the top.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Mark {
+    pub t_s: f64,
+    pub label: String,
+}
+
+/// A plot of `traces` over their windows: `what` is drawn, in `q`, with
+/// `marks` across it.
+pub(crate) fn svg(what: &str, q: Quantity, traces: &[Trace], marks: &[Mark]) -> String {
     // Points after a trace's close are not drawn, nor do they stretch the
     // axes.
     let traces: Vec<Trace> = traces
@@ -333,7 +355,11 @@ pub(crate) fn svg(what: &str, q: Quantity, traces: &[Trace]) -> String {
         .iter()
         .flat_map(|tr| {
             [
-                (!tr.mean.is_empty()).then_some((tr.side, Key::Mean, tr.name.as_str())),
+                (!tr.mean.is_empty()).then_some((
+                    tr.side,
+                    if tr.dots { Key::Dots } else { Key::Mean },
+                    tr.name.as_str(),
+                )),
                 (!tr.band.is_empty()).then_some((tr.side, Key::Band, tr.band_name.as_str())),
                 (!tr.flows.is_empty()).then_some((tr.side, Key::Flows, tr.flows_name.as_str())),
             ]
@@ -374,6 +400,22 @@ pub(crate) fn svg(what: &str, q: Quantity, traces: &[Trace]) -> String {
         (y0 + y1) / 2.0,
         esc(&q.title(what))
     );
+    for m in marks.iter().filter(|m| (0.0..span).contains(&m.t_s)) {
+        let x = x_at(m.t_s, span);
+        if m.t_s > 0.0 {
+            let _ = write!(
+                s,
+                "<line class=\"mark\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{y0}\" y2=\"{y1}\" stroke=\"#888\" stroke-dasharray=\"3 3\"/>"
+            );
+        }
+        let _ = write!(
+            s,
+            "<text x=\"{:.1}\" y=\"{}\" class=\"t mark\">{}</text>",
+            x + 3.0,
+            y0 + 11.0,
+            esc(&m.label)
+        );
+    }
     // Bands first, then single flows, then the means over them all.
     for tr in &traces {
         let c = COLORS[tr.side % COLORS.len()];
@@ -400,6 +442,17 @@ pub(crate) fn svg(what: &str, q: Quantity, traces: &[Trace]) -> String {
     }
     for tr in &traces {
         let c = COLORS[tr.side % COLORS.len()];
+        if tr.dots {
+            let d = dots(&tr.mean, &axis, span);
+            if !d.is_empty() {
+                let _ = write!(
+                    s,
+                    "<path class=\"dots\" d=\"{d}\" fill=\"none\" stroke=\"{c}\" stroke-width=\"3\" stroke-linecap=\"round\"><title>{}</title></path>",
+                    esc(&tr.name)
+                );
+            }
+            continue;
+        }
         let d = path(&tr.mean, &axis, span);
         if !d.is_empty() {
             let _ = write!(
@@ -414,6 +467,12 @@ pub(crate) fn svg(what: &str, q: Quantity, traces: &[Trace]) -> String {
         let c = COLORS[side % COLORS.len()];
         let y = FRAME.h + LEGEND_ROW * i as f64;
         let _ = match key {
+            Key::Dots => write!(
+                s,
+                "<line x1=\"{}\" x2=\"{}\" y1=\"{y}\" y2=\"{y}\" stroke=\"{c}\" stroke-width=\"3\" stroke-linecap=\"round\"/>",
+                x0 + 16.0,
+                x0 + 16.0
+            ),
             Key::Mean => write!(
                 s,
                 "<line x1=\"{x0}\" x2=\"{}\" y1=\"{y}\" y2=\"{y}\" stroke=\"{c}\" stroke-width=\"2\"{}/>",
@@ -443,9 +502,107 @@ pub(crate) fn svg(what: &str, q: Quantity, traces: &[Trace]) -> String {
     s
 }
 
+/// One line of a plot of distributions: the share of values at or below
+/// each value, as steps.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Curve {
+    /// Its colour.
+    pub colour: usize,
+    /// Its dash: the side it draws.
+    pub side: usize,
+    pub name: String,
+    /// Each value that holds some, and the share at or below it, rising.
+    pub steps: Vec<(f64, f64)>,
+}
+
+/// A plot of distributions of `q`: its values along the x axis (on a log
+/// axis where they span a hundredfold or more), the share at or below
+/// each up the y axis, 0 to 1.
+pub(crate) fn cdf_svg(what: &str, q: Quantity, curves: &[Curve]) -> String {
+    let axis = YAxis::new(q, curves.iter().flat_map(|c| c.steps.iter().map(|p| p.0)));
+    let x = |v: f64| FRAME.x_at(axis.fraction(v));
+    let y = |f: f64| FRAME.y_at(f);
+    let legend: Vec<&Curve> = curves.iter().filter(|c| !c.steps.is_empty()).collect();
+    let mut s = FRAME.open(FRAME.h + LEGEND_ROW * legend.len() as f64, what);
+    s.push_str(&FRAME.area());
+    let (x0, x1, y0, y1) = (FRAME.left, FRAME.x1(), FRAME.top, FRAME.y1());
+    for share in [0.0, 0.25, 0.5, 0.75, 1.0] {
+        let _ = write!(
+            s,
+            "<line x1=\"{x0}\" x2=\"{x1}\" y1=\"{yv:.1}\" y2=\"{yv:.1}\" stroke=\"#e5e5e5\"/>\
+             <text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" class=\"t y\">{}</text>",
+            x0 - 6.0,
+            y(share) + 4.0,
+            trimmed(share),
+            yv = y(share),
+        );
+    }
+    for (t, label) in &axis.ticks {
+        let xv = x(*t);
+        let _ = write!(
+            s,
+            "<line x1=\"{xv:.1}\" x2=\"{xv:.1}\" y1=\"{y0}\" y2=\"{y1}\" stroke=\"#eee\"/>\
+             <text x=\"{xv:.1}\" y=\"{}\" text-anchor=\"middle\" class=\"t x\">{}</text>",
+            y1 + 15.0,
+            esc(label)
+        );
+    }
+    let _ = write!(
+        s,
+        "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\" class=\"a\">{}</text>\
+         <text x=\"14\" y=\"{:.1}\" text-anchor=\"middle\" transform=\"rotate(-90 14 {:.1})\" class=\"a\">share at or below</text>",
+        (x0 + x1) / 2.0,
+        y1 + 34.0,
+        esc(&q.title(what)),
+        (y0 + y1) / 2.0,
+        (y0 + y1) / 2.0,
+    );
+    for c in &legend {
+        let colour = COLORS[c.colour % COLORS.len()];
+        let mut d = String::new();
+        let mut below = 0.0;
+        for &(v, share) in c.steps.iter().filter(|p| axis.holds(p.0)) {
+            let op = if d.is_empty() { 'M' } else { 'L' };
+            let _ = write!(
+                d,
+                "{op}{:.1},{:.1} L{:.1},{:.1} ",
+                x(v),
+                y(below),
+                x(v),
+                y(share)
+            );
+            below = share;
+        }
+        let _ = write!(
+            s,
+            "<path class=\"cdf\" d=\"{}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\"{}><title>{}</title></path>",
+            d.trim_end(),
+            dash(c.side),
+            esc(&c.name)
+        );
+    }
+    for (i, c) in legend.iter().enumerate() {
+        let colour = COLORS[c.colour % COLORS.len()];
+        let yl = FRAME.h + LEGEND_ROW * i as f64;
+        let _ = write!(
+            s,
+            "<line x1=\"{x0}\" x2=\"{}\" y1=\"{yl}\" y2=\"{yl}\" stroke=\"{colour}\" stroke-width=\"2\"{}/>\
+             <text x=\"{}\" y=\"{}\" class=\"t\">{}</text>",
+            x0 + 32.0,
+            dash(c.side),
+            x0 + 40.0,
+            yl + 4.0,
+            esc(&c.name)
+        );
+    }
+    s.push_str("</svg>");
+    s
+}
+
 /// What a legend row shows.
 #[derive(Clone, Copy)]
 enum Key {
+    Dots,
     Mean,
     Band,
     Flows,
@@ -623,7 +780,7 @@ mod tests {
             mean: vec![(0.0, 5.0), (1.0, 6.0), (2.0, 7.0), (2.5, 700.0)],
             ..Default::default()
         };
-        let s = svg("cwnd", Quantity::Count("segments"), &[tr]);
+        let s = svg("cwnd", Quantity::Count("segments"), &[tr], &[]);
         let d = &s[s.find("class=\"mean\" d=\"").unwrap()..];
         let d = &d[..d.find("\" fill").unwrap()];
         assert_eq!(d.matches(',').count(), 3, "{d}");
