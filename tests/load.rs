@@ -517,7 +517,8 @@ fn compare_weighs_each_probe_in_each_stretch_and_check_decides_on_one() {
             let idle = format!("<title>{side} while nothing ran</title>");
             assert_eq!(dom.matches(&idle).count(), 3, "{idle}");
             assert_eq!(
-                dom.matches(&format!("<title>{side} bytes queued</title>")).count(),
+                dom.matches(&format!("<title>{side} bytes queued</title>"))
+                    .count(),
                 2,
                 "{side}: the queue each way"
             );
@@ -722,4 +723,173 @@ fn a_phase_is_whole_seconds() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--load-flows 0"));
     let out = run(&["run", "load", "--duration", "10s"]);
     assert_eq!(out.status.code(), Some(2), "the phases make the window");
+}
+
+/// An established socket as `ss -tin` shows it.
+struct Sock {
+    /// Its local address and port.
+    local: String,
+    /// Its congestion control.
+    cc: String,
+    /// The bytes its peer acknowledged.
+    acked: u64,
+}
+
+/// Each established socket in namespace `ns`.
+fn ss_acked(ns: &str) -> Vec<Sock> {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", ns, "ss", "-tinH", "state", "established"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut socks = Vec::new();
+    let mut lines = text.lines().peekable();
+    while let Some(head) = lines.next() {
+        if head.starts_with(char::is_whitespace) {
+            continue;
+        }
+        let local = head.split_whitespace().nth(2).unwrap_or("").to_string();
+        let info = match lines.peek() {
+            Some(l) if l.starts_with(char::is_whitespace) => lines.next().unwrap(),
+            _ => "",
+        };
+        let cc = ["cubic", "bbr", "reno"]
+            .into_iter()
+            .find(|c| info.split_whitespace().any(|w| w == *c))
+            .unwrap_or("")
+            .to_string();
+        let acked = info
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("bytes_acked:")?.parse().ok())
+            .unwrap_or(0);
+        socks.push(Sock { local, cc, acked });
+    }
+    socks
+}
+
+/// A run with loads as parts through a router's FIFO, with `ss -tin` read
+/// from the client's namespace every 200 ms meanwhile: the summary's
+/// Jain's index toward the server, and the same from the bytes each bulk
+/// sender's peer acknowledged as `ss` saw them, over the same seconds (from
+/// 3 s after they started moving, the warm-up and the settling, to the
+/// last sample where they moved), with each bulk flow's congestion control
+/// and bytes over those seconds.
+fn fairness_through(queue: &str, parts: &[&str]) -> (f64, f64, Vec<(String, f64)>) {
+    let mut cmd = plumb();
+    cmd.args([
+        "run",
+        "rr",
+        "--rate",
+        "20",
+        "--duration",
+        "8s",
+        "--topology",
+        "veth",
+    ])
+    .args(["--qdisc", "pfifo", "--link-rate", "20M", "--queue", queue])
+    .args(["--iterations", "1", "--no-store"]);
+    for p in parts {
+        cmd.args(["--part", p]);
+    }
+    let child = cmd
+        .env("PLUMB_JOURNAL", test_journal("load-fair"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let ns = until_router(pid).remove(0);
+    let started = std::time::Instant::now();
+    let mut seen: Vec<(f64, Vec<Sock>)> = Vec::new();
+    while veth_namespaces(pid).len() == 3 {
+        seen.push((started.elapsed().as_secs_f64(), ss_acked(&ns)));
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_ok(&out);
+    let summary = String::from_utf8_lossy(&out.stdout).into_owned();
+    // The bulk senders: every socket that had a megabyte acknowledged.
+    let bulk: Vec<(String, String)> = seen
+        .iter()
+        .flat_map(|(_, s)| s.iter())
+        .filter(|s| s.acked > 1 << 20)
+        .map(|s| (s.local.clone(), s.cc.clone()))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let acked = |sample: &[Sock], local: &str| {
+        sample
+            .iter()
+            .find(|s| s.local == local)
+            .map_or(0, |s| s.acked)
+    };
+    let total = |k: usize| bulk.iter().map(|b| acked(&seen[k].1, &b.0)).sum::<u64>();
+    let first = (0..seen.len()).find(|&k| total(k) > 0).unwrap();
+    let last = (1..seen.len())
+        .rev()
+        .find(|&k| total(k) > total(k - 1))
+        .unwrap();
+    let from = (first..=last)
+        .find(|&k| seen[k].0 >= seen[first].0 + 3.0)
+        .unwrap_or(first);
+    let shares: Vec<(String, f64)> = bulk
+        .iter()
+        .map(|b| {
+            let moved = acked(&seen[last].1, &b.0) - acked(&seen[from].1, &b.0);
+            (b.1.clone(), moved as f64)
+        })
+        .collect();
+    let bytes: Vec<f64> = shares.iter().map(|s| s.1).collect();
+    let sum: f64 = bytes.iter().sum();
+    let squares: f64 = bytes.iter().map(|x| x * x).sum();
+    let ss_jain = sum * sum / (bytes.len() as f64 * squares);
+    // The "each way" row of the stretch the loads ran in.
+    let row = summary
+        .lines()
+        .skip_while(|l| !l.starts_with("each way"))
+        .find(|l| l.starts_with("2.0-"))
+        .unwrap_or_else(|| panic!("no stretch in each way:\n{summary}"));
+    let plumb_jain: f64 = row.split_whitespace().last().unwrap().parse().unwrap();
+    assert!(row.contains(" 4 "), "4 flows toward the server: {row}");
+    (plumb_jain, ss_jain, shares)
+}
+
+/// Four CUBIC flows through a deep FIFO share it evenly, once settled
+/// (through a shallow one, 50 KiB, drop-tail's losses hit the flows
+/// unevenly: 0.83 seen); one BBR flow beside three CUBIC flows through the
+/// same FIFO does not. The summary's index and the one `ss` gives agree.
+#[test]
+fn jains_index_tells_equal_flows_from_a_mix_known_to_be_unfair() {
+    if skip_unless_router() || !require_tool("ss", "iproute2") {
+        return;
+    }
+    let _alone = measuring_alone();
+    let (plumb_jain, ss_jain, shares) = fairness_through("400K", &["up=stream:flows=4:cc=cubic"]);
+    let seen = format!("equal: plumb {plumb_jain}, ss {ss_jain}, {shares:?}");
+    eprintln!("{seen}");
+    assert!(plumb_jain >= 0.95, "{seen}");
+    assert!((plumb_jain - ss_jain).abs() <= 0.05, "{seen}");
+    assert_eq!(shares.len(), 4, "{seen}");
+    let (plumb_jain, ss_jain, shares) = fairness_through(
+        "400K",
+        &["bbr=stream:flows=1:cc=bbr", "cubic=stream:flows=3:cc=cubic"],
+    );
+    let seen = format!("mixed: plumb {plumb_jain}, ss {ss_jain}, {shares:?}");
+    eprintln!("{seen}");
+    assert!(plumb_jain <= 0.9, "{seen}");
+    assert!((plumb_jain - ss_jain).abs() <= 0.05, "{seen}");
+    // The odd one out is the BBR flow.
+    let bbr: Vec<f64> = shares
+        .iter()
+        .filter(|s| s.0 == "bbr")
+        .map(|s| s.1)
+        .collect();
+    let cubic: Vec<f64> = shares
+        .iter()
+        .filter(|s| s.0 == "cubic")
+        .map(|s| s.1)
+        .collect();
+    assert_eq!((bbr.len(), cubic.len()), (1, 3), "{seen}");
+    let mean = cubic.iter().sum::<f64>() / 3.0;
+    assert!((bbr[0] - mean).abs() > 0.3 * mean, "{seen}");
 }

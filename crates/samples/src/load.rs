@@ -289,6 +289,106 @@ pub fn flow_shares(client: &crate::EndResult, server: &crate::EndResult) -> Vec<
     shares
 }
 
+/// Seconds of a stretch left out when weighing how its flows shared the
+/// path: slow start and its first losses deal the link out by chance. A
+/// stretch of less than twice this leaves out its first half instead.
+pub const SETTLE_S: f64 = 2.0;
+
+/// What the loads' flows moving one way received over part of a stretch,
+/// from the TCP state sampled at the receiving end (bytes received since
+/// the window opened, every 100 ms).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Way {
+    /// Each flow's bytes, the loads' in the spec's order.
+    pub bytes: Vec<f64>,
+    /// The seconds they were received over.
+    pub seconds: f64,
+}
+
+impl Way {
+    /// The flows' goodput together, bits a second.
+    pub fn goodput_bps(&self) -> f64 {
+        self.bytes.iter().sum::<f64>() * 8.0 / self.seconds.max(f64::EPSILON)
+    }
+
+    /// Jain's index over the flows.
+    pub fn jain(&self) -> Option<f64> {
+        jain(&self.bytes)
+    }
+}
+
+/// How the loads of a stretch shared the path each way, after it settled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shared {
+    /// Seconds after the window opened: the stretch less its settling.
+    pub from_s: f64,
+    pub to_s: f64,
+    /// The flows the client received, and those the server received; None
+    /// where no load's flows moved that way, or where an end sampled only
+    /// some of its flows (over [`crate::TCP_SERIES_FLOWS`]) or none.
+    pub to_client: Option<Way>,
+    pub to_server: Option<Way>,
+}
+
+/// How the loads running through `st` shared the path each way, from
+/// [`SETTLE_S`] into it to its end: each receiving flow's bytes over that
+/// time, read from its end's TCP series at the samples nearest the two
+/// moments. A flow counts at the end it moved data toward over its part's
+/// window, so a flow starved in the stretch still counts, as none.
+pub fn shared(it: &Iteration, st: &Stretch) -> Shared {
+    let settle = SETTLE_S.min((st.stop_s - st.start_s) / 2.0);
+    let (from_s, to_s) = (st.start_s + settle, st.stop_s);
+    let probes = probes(it);
+    let running: Vec<&crate::PartIteration> = loads(it, &probes)
+        .into_iter()
+        .filter(|p| st.running.contains(&p.name))
+        .collect();
+    let way = |end: fn(&crate::PartIteration) -> &crate::EndResult| -> Option<Way> {
+        let mut bytes = Vec::new();
+        for p in &running {
+            let series = end(p).tcp_series.as_ref()?;
+            if series.sampled.len() != series.flows as usize {
+                return None;
+            }
+            // The sample nearest `t_s`, seconds after the run's window opened.
+            let at = |t_s: f64| -> usize {
+                let ms = (t_s - p.start_s) * 1000.0;
+                let off = |t: &u32| (f64::from(*t) - ms).abs();
+                (0..series.t_ms.len())
+                    .min_by(|&x, &y| off(&series.t_ms[x]).total_cmp(&off(&series.t_ms[y])))
+                    .unwrap_or(0)
+            };
+            let (a, b) = (at(from_s), at(to_s));
+            // A flow moves data toward the end that received more of it
+            // than it sent (the other way go only the self probes' marks).
+            let toward = |flow: u32| {
+                end(p)
+                    .flows
+                    .iter()
+                    .find(|t| t.flow == flow)
+                    .is_some_and(|t| t.bytes_received > t.bytes_sent)
+            };
+            for f in &series.sampled {
+                let got = f.bytes_received.as_deref()?;
+                if toward(f.flow) {
+                    let moved = got.get(b).zip(got.get(a)).map_or(0, |(b, a)| b - a.min(b));
+                    bytes.push(moved as f64);
+                }
+            }
+        }
+        (!bytes.is_empty()).then_some(Way {
+            bytes,
+            seconds: to_s - from_s,
+        })
+    };
+    Shared {
+        from_s,
+        to_s,
+        to_client: way(|p| &p.client),
+        to_server: way(|p| &p.server),
+    }
+}
+
 /// Jain's fairness index of the flows' shares: 1 when all are equal, 1/n
 /// when one has everything; None for fewer than two flows or none moved.
 pub fn jain(shares: &[f64]) -> Option<f64> {

@@ -70,6 +70,8 @@ pub struct TcpState {
     pub busy_us: Option<u64>,
     pub rwnd_limited_us: Option<u64>,
     pub sndbuf_limited_us: Option<u64>,
+    /// Bytes received over the flow's life (tcpi_bytes_received, 4.1).
+    pub bytes_received: Option<u64>,
 }
 
 impl TcpState {
@@ -122,6 +124,10 @@ pub struct FlowSeries {
     /// Of those, µs its own send buffer held it back.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub sndbuf_limited_us: Option<Vec<u64>>,
+    /// Bytes received since the window opened (4.1): what the flow
+    /// delivered to this end, its goodput sample to sample.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub bytes_received: Option<Vec<u64>>,
 }
 
 /// Sums over every flow of the end at each sample (the mean srtt is
@@ -148,6 +154,10 @@ pub struct AllSeries {
     pub rwnd_limited_us: Vec<u64>,
     /// µs held back by the send buffer since the window opened.
     pub sndbuf_limited_us: Vec<u64>,
+    /// Bytes received since the window opened: the end's goodput sample
+    /// to sample. Absent in records from before it was kept.
+    #[serde(default)]
+    pub bytes_received: Vec<u64>,
     /// Flows that were busy since the sample before, limited by neither
     /// window nor buffer for part of it.
     pub busy_other: Vec<u32>,
@@ -159,8 +169,9 @@ pub struct AllSeries {
 impl AllSeries {
     /// The sums, in the order the builder adds them up: cwnd, in flight,
     /// bytes in flight, not sent, delivery rate, srtt, then the counters
-    /// from the opening (retransmits, busy, rwnd-limited, sndbuf-limited).
-    fn sums_mut(&mut self) -> [&mut Vec<u64>; 10] {
+    /// from the opening (retransmits, busy, rwnd-limited, sndbuf-limited,
+    /// bytes received).
+    fn sums_mut(&mut self) -> [&mut Vec<u64>; 11] {
         [
             &mut self.cwnd,
             &mut self.in_flight,
@@ -172,6 +183,7 @@ impl AllSeries {
             &mut self.busy_us,
             &mut self.rwnd_limited_us,
             &mut self.sndbuf_limited_us,
+            &mut self.bytes_received,
         ]
     }
 }
@@ -276,20 +288,21 @@ pub fn shares(busy: f64, rwnd: f64, sndbuf: f64) -> Option<Shares> {
 pub struct SeriesBuilder {
     series: TcpSeries,
     /// Each flow's lifetime counters at the opening: (retransmits, busy,
-    /// rwnd-limited, sndbuf-limited).
-    opening: Vec<Option<[u64; 4]>>,
+    /// rwnd-limited, sndbuf-limited, bytes received).
+    opening: Vec<Option<[u64; 5]>>,
     /// Each flow's state as read at the sample before, repeated where its
     /// socket stops answering.
     last: Vec<Option<TcpState>>,
     sampled: Vec<usize>,
 }
 
-fn counters(s: &TcpState) -> [u64; 4] {
+fn counters(s: &TcpState) -> [u64; 5] {
     [
         u64::from(s.total_retrans),
         s.busy_us.unwrap_or(0),
         s.rwnd_limited_us.unwrap_or(0),
         s.sndbuf_limited_us.unwrap_or(0),
+        s.bytes_received.unwrap_or(0),
     ]
 }
 
@@ -321,7 +334,7 @@ impl SeriesBuilder {
         let first = self.series.t_ms.is_empty();
         self.series.t_ms.push(t_ms);
         let all = &mut self.series.all;
-        let mut sum = [0u64; 10];
+        let mut sum = [0u64; 11];
         let (mut busy_other, mut at_cwnd) = (0u32, 0u32);
         for (i, s) in states.iter().enumerate().take(self.opening.len()) {
             let Some(s) = s.or(self.last[i]) else {
@@ -349,6 +362,7 @@ impl SeriesBuilder {
                 since(1),
                 since(2),
                 since(3),
+                since(4),
             ]
             .into_iter()
             .enumerate()
@@ -430,6 +444,7 @@ impl SeriesBuilder {
                 &mut f.busy_us,
                 &mut f.rwnd_limited_us,
                 &mut f.sndbuf_limited_us,
+                &mut f.bytes_received,
             ]
             .into_iter()
             .flatten()
@@ -441,7 +456,7 @@ impl SeriesBuilder {
     }
 }
 
-fn push_flow(f: &mut FlowSeries, s: &TcpState, open: [u64; 4], first: bool) {
+fn push_flow(f: &mut FlowSeries, s: &TcpState, open: [u64; 5], first: bool) {
     let since = |v: u64, k: usize| v.saturating_sub(open[k]);
     f.cwnd.push(s.cwnd);
     f.ssthresh.push(s.ssthresh);
@@ -475,6 +490,12 @@ fn push_flow(f: &mut FlowSeries, s: &TcpState, open: [u64; 4], first: bool) {
         first,
         0,
     );
+    opt(
+        &mut f.bytes_received,
+        s.bytes_received.map(|v| since(v, 4)),
+        first,
+        0,
+    );
 }
 
 #[cfg(test)]
@@ -492,6 +513,8 @@ mod tests {
             rwnd_limited_us: Some(rwnd),
             sndbuf_limited_us: Some(0),
             snd_wnd: Some(65535),
+            // Whatever it delivered: twice its busy µs in bytes.
+            bytes_received: Some(2 * busy),
             ..TcpState::default()
         }
     }
@@ -532,6 +555,11 @@ mod tests {
         assert_eq!(s.all.in_flight_bytes, [15_000, 17_000, 8000]);
         assert_eq!(s.all.retrans, [0, 3, 3]);
         assert_eq!(s.all.busy_us, [0, 150_000, 250_000]);
+        assert_eq!(
+            f.bytes_received.as_deref(),
+            Some(&[0, 200_000, 400_000][..])
+        );
+        assert_eq!(s.all.bytes_received, [0, 300_000, 500_000]);
         // Busy and limited by neither: both flows at 100 ms, flow 0 at its
         // cwnd; at 200 ms flow 0, not at its cwnd, and the quiet flow not
         // at all.

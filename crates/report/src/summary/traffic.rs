@@ -139,6 +139,7 @@ pub(super) fn under_load(o: &mut String, spec: &plumb_spec::Spec, it: &Iteration
         }
     }
     responsiveness(o, it);
+    each_way(o, it, &stretches);
     if let Some(places) = where_queued(it) {
         let indent = " ".repeat(12);
         for (n, l) in wrap(&format!("{indent}{places}"), 80, &indent)
@@ -191,6 +192,56 @@ fn responsiveness(o: &mut String, it: &Iteration) {
         "\nresponsiveness  round trips a minute, draft-ietf-ippm-responsiveness-06's\n\
          arithmetic on plumb's probes (not networkQuality's figure): trimmed means\n\
          in ms of a connect probe's round trip and of a self probe"
+    );
+    o.push_str(&t.terminal(""));
+}
+
+/// Each loaded stretch's goodput each way and how evenly the flows moving
+/// that way shared it (`plumb_samples::load::shared`), once settled.
+fn each_way(o: &mut String, it: &Iteration, stretches: &[plumb_samples::load::Stretch]) {
+    let mut t = Table::new(vec![
+        ("seconds", Align::Left, 11),
+        ("running", Align::Left, 20),
+        ("to client", Align::Right, 12),
+        ("flows", Align::Right, 5),
+        ("Jain", Align::Right, 6),
+        ("to server", Align::Right, 12),
+        ("flows", Align::Right, 5),
+        ("Jain", Align::Right, 6),
+    ]);
+    let mut rows = 0;
+    for st in stretches.iter().filter(|s| !s.running.is_empty()) {
+        let sh = plumb_samples::load::shared(it, st);
+        if sh.to_client.is_none() && sh.to_server.is_none() {
+            continue;
+        }
+        let mut row = vec![
+            format!("{:.1}-{:.1}", sh.from_s, sh.to_s),
+            st.running_label(),
+        ];
+        for way in [&sh.to_client, &sh.to_server] {
+            match way {
+                Some(w) => row.extend([
+                    format_bits_per_sec(w.goodput_bps()),
+                    w.bytes.len().to_string(),
+                    w.jain().map_or("-".to_string(), |j| format!("{j:.3}")),
+                ]),
+                None => row.extend(["-", "", ""].map(String::from)),
+            }
+        }
+        t.row(row);
+        rows += 1;
+    }
+    if rows == 0 {
+        return;
+    }
+    let settle = plumb_samples::units::trimmed(plumb_samples::load::SETTLE_S);
+    let twice = plumb_samples::units::trimmed(2.0 * plumb_samples::load::SETTLE_S);
+    let _ = writeln!(
+        o,
+        "\neach way    the loads' goodput and Jain's index over their flows, from the\n            \
+         TCP state each receiving end sampled, leaving out the first {settle} s of\n            \
+         each stretch (its first half where it is shorter than {twice} s)"
     );
     o.push_str(&t.terminal(""));
 }

@@ -77,12 +77,18 @@ pub(super) fn section(o: &mut String, sources: &[Source]) {
     ] {
         let traces: Vec<Trace> = sources
             .iter()
-            .map(|s| Trace {
-                side: s.side,
-                window_s: s.it.window_s,
-                name: named(s.name, "the loads' goodput, each second"),
-                mean: goodput(s.it, end),
-                ..Default::default()
+            .map(|s| {
+                let (mean, step_s) = goodput(s.it, end);
+                Trace {
+                    side: s.side,
+                    window_s: s.it.window_s,
+                    name: named(
+                        s.name,
+                        &format!("the loads' goodput, every {} ms", (step_s * 1000.0).round()),
+                    ),
+                    mean,
+                    ..Default::default()
+                }
             })
             .collect();
         plot_or_say(
@@ -213,30 +219,77 @@ fn probe_points(it: &Iteration, probe: &Probe) -> (Vec<(f64, f64)>, bool) {
     (medians, false)
 }
 
-/// The loads' goodput one way, bits a second, second by second over the
-/// window as steps (each second's rate at its start and its end): what
-/// `end` of each load received in the second its interval's middle falls
-/// in, summed over the loads, and none in a second no load ran in.
+/// The loads' goodput one way, bits a second, as steps over the window
+/// (each step's rate at its start and its end), and each step's length in
+/// seconds: what `end` of each load received, summed over the loads, none
+/// where no load ran. Every 100 ms (the TCP state's period) from the bytes
+/// received each flow's end sampled, where every load's end kept them;
+/// else second by second, from the intervals.
 fn goodput(
     it: &Iteration,
     end: fn(&plumb_samples::PartIteration) -> &plumb_samples::EndResult,
-) -> Vec<(f64, f64)> {
+) -> (Vec<(f64, f64)>, f64) {
     let probes = load::probes(it);
-    let seconds = it.window_s.ceil().max(0.0) as usize;
-    let mut bps = vec![0.0; seconds];
-    for p in load::loads(it, &probes) {
-        for s in end(p).intervals.iter().filter(|s| s.dt_s > 0.0) {
-            let mid = p.start_s + s.t_s - s.dt_s / 2.0;
-            if let Some(b) = bps.get_mut(mid.floor().max(0.0) as usize) {
-                *b += s.bytes_received as f64 * 8.0 / s.dt_s;
+    let loads = load::loads(it, &probes);
+    let sampled: Option<Vec<(f64, &plumb_samples::TcpSeries)>> = loads
+        .iter()
+        .map(|p| {
+            let s = end(p).tcp_series.as_ref()?;
+            (!s.all.bytes_received.is_empty()).then_some((p.start_s, s))
+        })
+        .collect();
+    let step_s = match &sampled {
+        Some(series) if !series.is_empty() => {
+            f64::from(series.iter().map(|s| s.1.period_ms).max().unwrap_or(1000)) / 1000.0
+        }
+        _ => 1.0,
+    };
+    let steps = (it.window_s / step_s).ceil().max(0.0) as usize;
+    let mut bytes = vec![0.0; steps];
+    // Spreads `n` bytes received between `t0` and `t1` over the steps
+    // they overlap, in proportion.
+    let mut spread = |t0: f64, t1: f64, n: f64| {
+        if t1 <= t0 {
+            return;
+        }
+        let first = (t0 / step_s).floor().max(0.0) as usize;
+        for (k, b) in bytes.iter_mut().enumerate().skip(first) {
+            let (a, z) = (k as f64 * step_s, (k + 1) as f64 * step_s);
+            if a >= t1 {
+                break;
+            }
+            *b += n * ((t1.min(z) - t0.max(a)).max(0.0) / (t1 - t0));
+        }
+    };
+    match &sampled {
+        Some(series) if !series.is_empty() => {
+            for &(offset, s) in series {
+                let at = |i: usize| offset + f64::from(s.t_ms[i]) / 1000.0;
+                for (i, w) in s.all.bytes_received.windows(2).enumerate() {
+                    spread(at(i), at(i + 1), w[1].saturating_sub(w[0]) as f64);
+                }
+            }
+        }
+        _ => {
+            for p in &loads {
+                for s in end(p).intervals.iter().filter(|s| s.dt_s > 0.0) {
+                    let t1 = p.start_s + s.t_s;
+                    spread(t1 - s.dt_s, t1, s.bytes_received as f64);
+                }
             }
         }
     }
     let window = it.window_s;
-    bps.into_iter()
+    let points = bytes
+        .into_iter()
         .enumerate()
-        .flat_map(|(i, b)| [(i as f64, b), ((i as f64 + 1.0).min(window), b)])
-        .collect()
+        .flat_map(|(k, b)| {
+            let (a, z) = (k as f64 * step_s, ((k + 1) as f64 * step_s).min(window));
+            let bps = b * 8.0 / (z - a).max(f64::EPSILON);
+            [(a, bps), (z, bps)]
+        })
+        .collect();
+    (points, step_s)
 }
 
 /// Each probe's latency in each kind of phase as a distribution, read

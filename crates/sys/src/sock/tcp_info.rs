@@ -111,6 +111,7 @@ pub(super) fn decode_state(b: &[u8]) -> TcpState {
         busy_us: f.u64_at(BUSY_TIME),
         rwnd_limited_us: f.u64_at(RWND_LIMITED),
         sndbuf_limited_us: f.u64_at(SNDBUF_LIMITED),
+        bytes_received: f.u64_at(BYTES_RECEIVED),
     }
 }
 
