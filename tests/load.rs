@@ -733,6 +733,8 @@ struct Sock {
     cc: String,
     /// The bytes its peer acknowledged.
     acked: u64,
+    /// The bytes written to it and not sent yet.
+    notsent: u64,
 }
 
 /// Each established socket in namespace `ns`.
@@ -762,19 +764,26 @@ fn ss_acked(ns: &str) -> Vec<Sock> {
             .split_whitespace()
             .find_map(|w| w.strip_prefix("bytes_acked:")?.parse().ok())
             .unwrap_or(0);
-        socks.push(Sock { local, cc, acked });
+        let notsent = info
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("notsent:")?.parse().ok())
+            .unwrap_or(0);
+        socks.push(Sock {
+            local,
+            cc,
+            acked,
+            notsent,
+        });
     }
     socks
 }
 
-/// A run with loads as parts through a router's FIFO, with `ss -tin` read
-/// from the client's namespace every 200 ms meanwhile: the summary's
-/// Jain's index toward the server, and the same from the bytes each bulk
-/// sender's peer acknowledged as `ss` saw them, over the same seconds (from
-/// 3 s after they started moving, the warm-up and the settling, to the
-/// last sample where they moved), with each bulk flow's congestion control
-/// and bytes over those seconds.
-fn fairness_through(queue: &str, parts: &[&str]) -> (f64, f64, Vec<(String, f64)>) {
+/// A run of 20 paced probes a second with `parts` as loads through a
+/// router's 20 Mbit/s FIFO of `queue`, its window 8 s, with `ss -tin` read
+/// from the client's namespace every 200 ms meanwhile: what the run wrote
+/// (its record, with `json`) and what `ss` saw, at seconds from the first
+/// reading.
+fn watched(queue: &str, parts: &[&str], json: bool) -> (String, Vec<(f64, Vec<Sock>)>) {
     let mut cmd = plumb();
     cmd.args([
         "run",
@@ -788,11 +797,14 @@ fn fairness_through(queue: &str, parts: &[&str]) -> (f64, f64, Vec<(String, f64)
     ])
     .args(["--qdisc", "pfifo", "--link-rate", "20M", "--queue", queue])
     .args(["--iterations", "1", "--no-store"]);
+    if json {
+        cmd.arg("--json");
+    }
     for p in parts {
         cmd.args(["--part", p]);
     }
     let child = cmd
-        .env("PLUMB_JOURNAL", test_journal("load-fair"))
+        .env("PLUMB_JOURNAL", test_journal("load-watched"))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -807,7 +819,17 @@ fn fairness_through(queue: &str, parts: &[&str]) -> (f64, f64, Vec<(String, f64)
     }
     let out = child.wait_with_output().unwrap();
     assert_ok(&out);
-    let summary = String::from_utf8_lossy(&out.stdout).into_owned();
+    (String::from_utf8_lossy(&out.stdout).into_owned(), seen)
+}
+
+/// [`watched`] through `queue`: the summary's Jain's index toward the
+/// server, and the same from the bytes each bulk sender's peer
+/// acknowledged as `ss` saw them, over the same seconds (from 3 s after
+/// they started moving, the warm-up and the settling, to the last reading
+/// where they moved), with each bulk flow's congestion control and bytes
+/// over those seconds.
+fn fairness_through(queue: &str, parts: &[&str]) -> (f64, f64, Vec<(String, f64)>) {
+    let (summary, seen) = watched(queue, parts, false);
     // The bulk senders: every socket that had a megabyte acknowledged.
     let bulk: Vec<(String, String)> = seen
         .iter()
@@ -892,4 +914,41 @@ fn jains_index_tells_equal_flows_from_a_mix_known_to_be_unfair() {
     assert_eq!((bbr.len(), cubic.len()), (1, 3), "{seen}");
     let mean = cubic.iter().sum::<f64>() / 3.0;
     assert!((bbr[0] - mean).abs() > 0.3 * mean, "{seen}");
+}
+
+/// The self probes inside an upload wait behind what each sender holds
+/// unsent in its socket: with TCP_NOTSENT_LOWAT at 16 KiB (and 16 KiB
+/// messages) a sender holds a few tens of KiB, as `ss -tin` shows, and its
+/// probes wait less than with none, where it holds hundreds.
+#[test]
+fn the_self_probes_wait_less_behind_a_notsent_lowat() {
+    if skip_unless_router() || !require_tool("ss", "iproute2") {
+        return;
+    }
+    let _alone = measuring_alone();
+    let mut p50 = Vec::new();
+    let mut held = Vec::new();
+    for lowat in ["", ":notsent_lowat=16K"] {
+        let part = format!("up=stream:flows=4:cc=cubic:self_probes=20:msg_size=16K{lowat}");
+        let (out, seen) = watched("200K", &[&part], true);
+        let rec: Value = serde_json::from_str(&out).unwrap();
+        let up = &rec["iterations"][0]["parts"][0];
+        assert_eq!(up["name"], "up");
+        // Every second but the first, as the summary's stretches do.
+        p50.push(median_ms(&buckets_between(&up["client"], 1.0, 8.0)));
+        held.push(
+            seen.iter()
+                .flat_map(|(_, s)| s.iter())
+                .filter(|s| s.acked > 1 << 20)
+                .map(|s| s.notsent)
+                .max()
+                .unwrap(),
+        );
+    }
+    let seen = format!("self probes' p50 {p50:?} ms, most unsent in one socket {held:?} bytes");
+    eprintln!("{seen}");
+    // The mark and one message past it, and a segment's slack.
+    assert!(held[1] <= 16 * 1024 + 16 * 1024 + 1448, "{seen}");
+    assert!(held[0] >= 3 * held[1], "{seen}");
+    assert!(p50[0] >= 1.4 * p50[1], "{seen}");
 }
