@@ -435,7 +435,7 @@ fn retransmits_are_the_windows_and_the_namespaces_kernel_counts_them_too() {
     };
     // A lossy loopback of the test's own: every retransmission in this
     // namespace is the run's.
-    if !drop_every(&ns, "tcp", 500) {
+    if !drop_every(&ns.0, "tcp", 500) {
         return;
     }
     let before = snmp_in(&ns, "Tcp", "RetransSegs");
@@ -469,7 +469,7 @@ fn retransmits_are_the_windows_and_the_namespaces_kernel_counts_them_too() {
     let t = &it["client"]["tracepoints"];
     assert!(t["unavailable"].is_null(), "{t}");
     assert!(u(&t["counts"]["tcp:tcp_retransmit_skb"]) > 0, "{t}");
-    let dropped = dropped_by_filter(&ns);
+    let dropped = dropped_by_filter(&ns.0);
     assert!(dropped > 0);
     assert!(
         u(&t["counts"]["skb:kfree_skb"]) * 2 >= dropped,

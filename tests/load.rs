@@ -952,3 +952,76 @@ fn the_self_probes_wait_less_behind_a_notsent_lowat() {
     assert!(held[0] >= 3 * held[1], "{seen}");
     assert!(p50[0] >= 1.4 * p50[1], "{seen}");
 }
+
+/// UDP probes dropped on purpose on their way to the server (every fifth
+/// that arrives there, by a packet filter rule the test adds in the run's
+/// server namespace) are counted lost, and the series goes on: every one
+/// the schedule planned is sent, and every second has its answers. What
+/// the server never received, the client counted lost (less those whose
+/// second ran past the window's close), and the rule's own counter saw at
+/// least as many.
+#[test]
+fn udp_probes_dropped_on_the_path_are_counted_and_the_series_goes_on() {
+    if skip_unless_router() {
+        return;
+    }
+    let _alone = measuring_alone();
+    let child = plumb()
+        .env("PLUMB_JOURNAL", test_journal("load-drop"))
+        .args(["run", "load", "--phase", "2s", "--topology", "veth"])
+        .args(["--qdisc", "pfifo", "--link-rate", "20M", "--queue", "200K"])
+        .args(["--cc", "cubic", "--iterations", "1", "--json", "--no-store"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let server = until_router(pid).remove(2);
+    if !drop_every(&server, "udp", 5) {
+        let _ = child.wait_with_output();
+        return;
+    }
+    // The rule's count just before the run takes its namespace away.
+    let mut dropped = 0;
+    while let Some(n) = filter_drops(&server) {
+        dropped = dropped.max(n);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_ok(&out);
+    let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let udp = items(&rec["iterations"][0]["parts"])
+        .find(|p| p["name"] == "udp")
+        .unwrap();
+    let (c, s) = (&udp["client"], &udp["server"]);
+    let window = f(&c["window_s"]);
+    let sent = u(&c["udp"]["packets_sent"]);
+    let reached = u(&s["udp"]["packets_received"]);
+    let lost: u64 = items(&c["intervals"]).map(|i| u(&i["timeouts"])).sum();
+    let seconds: Vec<(u64, u64)> = items(&c["intervals"])
+        .map(|i| (u(&i["transactions"]), u(&i["timeouts"])))
+        .collect();
+    let seen = format!(
+        "sent {sent} in {window} s, the server received {reached}, lost {lost}, \
+         the rule dropped {dropped}; answered and timed out each second {seconds:?}"
+    );
+    eprintln!("{seen}");
+    assert!(
+        (sent as f64 - 20.0 * window).abs() <= 0.05 * 20.0 * window,
+        "{seen}"
+    );
+    for i in items(&c["intervals"]) {
+        assert!(
+            u(&i["transactions"]) >= 10,
+            "a second went unanswered: {seen}"
+        );
+    }
+    let never = sent - reached;
+    assert!(never as f64 >= 0.2 * sent as f64 - 2.0, "{seen}");
+    // Those sent in the window's last second time out after it closes.
+    assert!(
+        lost + 5 >= never && lost <= sent - u(&c["udp"]["packets_received"]),
+        "{seen}"
+    );
+    assert!(dropped as f64 >= 0.2 * sent as f64 - 2.0, "{seen}");
+}

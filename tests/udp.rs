@@ -506,7 +506,7 @@ fn udp_rr_counts_dropped_datagrams_and_goes_on() {
     };
     // Every 40th UDP datagram that arrives in the namespace is dropped
     // before any socket sees it, as if lost on the wire.
-    if !drop_every(&ns, "udp", 40) {
+    if !drop_every(&ns.0, "udp", 40) {
         return;
     }
     // On epoll one flow takes the blocking path, four share an epoll loop
@@ -559,11 +559,11 @@ fn an_open_loop_udp_rr_keeps_its_schedule_through_loss() {
     let Some(ns) = Netns::new("udpol") else {
         return;
     };
-    if !drop_every(&ns, "udp", 40) {
+    if !drop_every(&ns.0, "udp", 40) {
         return;
     }
     for io in engines() {
-        let before = dropped_by_filter(&ns);
+        let before = dropped_by_filter(&ns.0);
         let out = ns
             .plumb()
             .args(["run", "udp-rr", "--json", "--no-store"])
@@ -573,7 +573,7 @@ fn an_open_loop_udp_rr_keeps_its_schedule_through_loss() {
             .output()
             .unwrap();
         assert_ok(&out);
-        let dropped = dropped_by_filter(&ns) - before;
+        let dropped = dropped_by_filter(&ns.0) - before;
         let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(rec["spec"]["io"].as_str().unwrap_or("epoll"), io);
         assert_eq!(rec["spec"]["rr"]["rate"], 4000);

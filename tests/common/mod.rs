@@ -385,9 +385,7 @@ impl Netns {
 
     /// A command that runs `program` inside the namespace.
     pub fn exec(&self, program: &str) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.0, program]);
-        c
+        in_ns(&self.0, program)
     }
 
     /// [`plumb`] inside the namespace.
@@ -412,10 +410,17 @@ impl Drop for Netns {
     }
 }
 
-/// Drops every `nth` packet of `proto` (tcp, udp) that arrives in `ns`
-/// before any socket sees it, as if lost on the wire: false, after `skip`
-/// said why, where no iptables here takes the rule.
-pub fn drop_every(ns: &Netns, proto: &str, nth: u32) -> bool {
+/// `program` run in the network namespace named `ns`.
+pub fn in_ns(ns: &str, program: &str) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns, program]);
+    c
+}
+
+/// Drops every `nth` packet of `proto` (tcp, udp) that arrives in the
+/// namespace named `ns` before any socket sees it, as if lost on the wire:
+/// false, after `skip` said why, where no iptables here takes the rule.
+pub fn drop_every(ns: &str, proto: &str, nth: u32) -> bool {
     let Some(iptables) = iptables() else {
         skip("no iptables to drop packets with (apt-get install iptables)");
         return false;
@@ -436,7 +441,7 @@ pub fn drop_every(ns: &Netns, proto: &str, nth: u32) -> bool {
         "-j",
         "DROP",
     ];
-    if !ok(ns.exec(iptables).arg("-A").args(rule)) {
+    if !ok(in_ns(ns, iptables).arg("-A").args(rule)) {
         skip(&format!(
             "this kernel's packet filter does not take the rule ({iptables} -A {})",
             rule.join(" ")
@@ -458,18 +463,24 @@ fn iptables() -> Option<&'static str> {
 
 /// Packets the rules of [`drop_every`] in `ns` have dropped so far, as
 /// the packet filter counts them.
-pub fn dropped_by_filter(ns: &Netns) -> u64 {
-    let out = ns
-        .exec(iptables().expect("drop_every found one"))
+pub fn dropped_by_filter(ns: &str) -> u64 {
+    filter_drops(ns).unwrap_or_else(|| panic!("no packet filter counters in {ns}"))
+}
+
+/// The same, or None where the namespace is gone (a run's, at its end).
+pub fn filter_drops(ns: &str) -> Option<u64> {
+    let out = in_ns(ns, iptables().expect("drop_every found one"))
         .args(["-L", "INPUT", "-v", "-x", "-n"])
         .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.split_whitespace().nth(2) == Some("DROP"))
-        .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
-        .sum()
+        .ok()
+        .filter(|o| o.status.success())?;
+    Some(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.split_whitespace().nth(2) == Some("DROP"))
+            .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
+            .sum(),
+    )
 }
 
 /// A counter of `/proc/net/snmp` (`group` Tcp, Udp, Ip...) as seen from
