@@ -11,7 +11,7 @@ use crate::{complete_iterations, side_stats, Comparison, Side};
 use plumb_samples::load::{probes, stretches, Stretch};
 use plumb_samples::{rpm, Iteration, Latency, Metric};
 use plumb_spec::load::{Load, PHASES};
-use plumb_stats::{CompareParams, Verdict};
+use plumb_stats::CompareParams;
 use std::str::FromStr;
 
 /// What is taken of a probe's latency over the stretches chosen.
@@ -191,25 +191,10 @@ pub fn decide_on(
         p.a = side_stats(&xa, params.level, runs.0);
         p.b = side_stats(&xb, params.level, runs.1);
         p.bimodal.clear();
-        match plumb_stats::compare(&xa, &xb, &params) {
-            Some(v) => {
-                p.change = v.change;
-                p.p_value = v.welch.p;
-                (p.ratio_lo, p.ratio_hi) = (v.ratio.lo, v.ratio.hi);
-                p.verdict = v.verdict;
-                p.needed = v.needed;
-                p.needed_for = (v.verdict == Verdict::TooFew).then_some(params.noise_band);
-            }
-            // One iteration a side, or a mean of 0: nothing to tell.
-            None => {
-                p.change = p.b.mean / p.a.mean - 1.0;
-                p.p_value = 1.0;
-                (p.ratio_lo, p.ratio_hi) = (0.0, f64::INFINITY);
-                p.verdict = Verdict::TooFew;
-                p.needed = None;
-                p.needed_for = Some(params.noise_band);
-            }
-        }
+        p.judge(
+            plumb_stats::compare(&xa, &xb, &params).as_ref(),
+            params.noise_band,
+        );
     }
     if !c.points.iter().any(|p| p.decides) {
         return Err(format!(
@@ -236,6 +221,7 @@ mod tests {
     use super::*;
     use crate::load::tests::loaded;
     use crate::{bisect_for, compare, Bisect, Change};
+    use plumb_stats::Verdict;
 
     /// A side of four runs' iterations whose probes waited `loaded_ms`
     /// while the download ran.

@@ -266,6 +266,30 @@ fn different_builds(a: &Side, b: &Side) -> Option<String> {
 }
 
 impl Point {
+    /// Its change, p, ratio interval, verdict and the iterations a
+    /// verdict needs, as `plumb_stats::compare` judged its sides' values;
+    /// None (one iteration a side, or a mean of 0) tells nothing.
+    pub(crate) fn judge(&mut self, c: Option<&plumb_stats::Comparison>, noise_band: f64) {
+        match c {
+            Some(v) => {
+                self.change = v.change;
+                self.p_value = v.welch.p;
+                (self.ratio_lo, self.ratio_hi) = (v.ratio.lo, v.ratio.hi);
+                self.verdict = v.verdict;
+                self.needed = v.needed;
+                self.needed_for = (v.verdict == Verdict::TooFew).then_some(noise_band);
+            }
+            None => {
+                self.change = self.b.mean / self.a.mean - 1.0;
+                self.p_value = 1.0;
+                (self.ratio_lo, self.ratio_hi) = (0.0, f64::INFINITY);
+                self.verdict = Verdict::TooFew;
+                self.needed = None;
+                self.needed_for = Some(noise_band);
+            }
+        }
+    }
+
     /// Each side's spread over A's mean, as `needed` is sized from it.
     pub fn spread(&self) -> (f64, f64) {
         let over = self.a.mean.abs();
@@ -425,6 +449,14 @@ pub fn compare_across(
             .collect()
     };
     let (ra, rb) = (runs(a), runs(b));
+    // Two points paired though they differ: each side's summary, or one.
+    let pair_summary = |sa: &String, sb: &String| -> String {
+        if sa == sb {
+            sa.clone()
+        } else {
+            format!("{sa} vs {sb}")
+        }
+    };
     if pairs.is_empty() && ra.len() == 1 && rb.len() == 1 {
         let (ka1, sa) = ra.iter().next().expect("one key");
         let (kb1, sb) = rb.iter().next().expect("one key");
@@ -434,13 +466,8 @@ pub fn compare_across(
                 format!("{m}; no verdict across them (--across-machines compares them anyway)")
             });
         }
-        let summary = if sa == sb {
-            sa.clone()
-        } else {
-            format!("{sa} vs {sb}")
-        };
         if !crossed {
-            pairs.push((ka1.clone(), kb1.clone(), summary));
+            pairs.push((ka1.clone(), kb1.clone(), pair_summary(sa, sb)));
             // Their parts pair by name (`RUN_KEY/NAME`).
             for (k, sa) in &ka {
                 let Some(name) = k.strip_prefix(&format!("{ka1}/")) else {
@@ -448,12 +475,7 @@ pub fn compare_across(
                 };
                 let kb2 = format!("{kb1}/{name}");
                 if let Some(sb) = kb.get(&kb2) {
-                    let summary = if sa == sb {
-                        sa.clone()
-                    } else {
-                        format!("{sa} vs {sb}")
-                    };
-                    pairs.push((k.clone(), kb2, summary));
+                    pairs.push((k.clone(), kb2, pair_summary(sa, sb)));
                 }
             }
             let spec = |s: &Side, k: &str| {
@@ -505,13 +527,14 @@ pub fn compare_across(
             budget_unit: metric.cost_unit(),
             a: side_stats(&xa, params.level, runs(a, key_a)),
             b: side_stats(&xb, params.level, runs(b, key_b)),
-            change: c.change,
-            p_value: c.welch.p,
-            ratio_lo: c.ratio.lo,
-            ratio_hi: c.ratio.hi,
-            verdict: c.verdict,
-            needed: c.needed,
-            needed_for: (c.verdict == Verdict::TooFew).then_some(params.noise_band),
+            // Judged below, from `c`.
+            change: 0.0,
+            p_value: 1.0,
+            ratio_lo: 0.0,
+            ratio_hi: f64::INFINITY,
+            verdict: Verdict::TooFew,
+            needed: None,
+            needed_for: None,
             bimodal: c
                 .bimodal
                 .iter()
@@ -537,6 +560,9 @@ pub fn compare_across(
             under_load: load::lines(&ia, &ib, params.level),
             decides: true,
         });
+        if let Some(p) = points.last_mut() {
+            p.judge(Some(&c), params.noise_band);
+        }
     }
     let paired = |k: &String| pairs.iter().any(|(x, y, _)| x == k || y == k);
     let only = |x: &BTreeMap<String, String>, _y: &BTreeMap<String, String>| {

@@ -235,25 +235,30 @@ pub fn modules_needed(spec: &Spec) -> Vec<&'static str> {
     }
     if let Some(plumb_spec::Topology::Veth(v)) = &spec.topology {
         m.push("veth");
-        match v
+        let router = v
             .qdisc
             .as_deref()
-            .and_then(plumb_spec::bottleneck::module_of)
-        {
-            // A router's qdisc, under the shaper where a rate is asked.
-            Some((kind, _, module)) => {
-                m.extend(module);
-                if v.link_rate_bps.is_some() && kind != "cake" {
-                    m.extend(plumb_spec::bottleneck::SHAPER_MODULES);
-                }
-                if v.delay_us.is_some() || v.loss_ppm.is_some() {
-                    m.push("sch_netem");
-                }
+            .and_then(plumb_spec::bottleneck::module_of);
+        // A router's qdisc, under the shaper where a rate is asked.
+        if let Some((kind, _, module)) = router {
+            m.extend(module);
+            if v.link_rate_bps.is_some() && kind != "cake" {
+                m.extend(plumb_spec::bottleneck::SHAPER_MODULES);
             }
-            None if v.delay_us.is_some() || v.loss_ppm.is_some() || v.link_rate_bps.is_some() => {
-                m.push("sch_netem")
+        }
+        // netem where a delay or loss is asked, or a rate with no router's
+        // qdisc to shape it.
+        let rate_alone = router.is_none() && v.link_rate_bps.is_some();
+        if v.delay_us.is_some() || v.loss_ppm.is_some() || rate_alone {
+            m.push("sch_netem");
+        }
+    }
+    // A part's own congestion control (a BBR flow among CUBIC ones).
+    for p in &spec.parts {
+        for module in modules_needed(&spec.part_spec(p)) {
+            if !m.contains(&module) {
+                m.push(module);
             }
-            None => {}
         }
     }
     m
@@ -746,6 +751,19 @@ mod tests {
         );
         s.topology = Some(veth("cake", None));
         assert_eq!(modules_needed(&s), ["veth", "sch_cake"]);
+        // A part's own congestion control, once.
+        let mut bbr = Spec::stream();
+        bbr.socket.cc = Some("bbr".into());
+        for name in ["one", "two"] {
+            s.parts.push(plumb_spec::Part {
+                name: name.into(),
+                start_ms: 0,
+                stop_ms: None,
+                spec: bbr.clone(),
+            });
+        }
+        assert_eq!(modules_needed(&s), ["veth", "sch_cake", "tcp_bbr"]);
+        s.parts.clear();
         let symbols = kernel::config_needed(&modules_needed(&Spec {
             topology: Some(veth("fq_codel", None)),
             ..Spec::stream()
