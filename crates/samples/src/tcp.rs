@@ -156,7 +156,7 @@ pub struct AllSeries {
     pub sndbuf_limited_us: Vec<u64>,
     /// Bytes received since the window opened: the end's goodput sample
     /// to sample. Absent in records from before it was kept.
-    #[serde(default)]
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub bytes_received: Vec<u64>,
     /// Flows that were busy since the sample before, limited by neither
     /// window nor buffer for part of it.
