@@ -735,6 +735,8 @@ struct Sock {
     acked: u64,
     /// The bytes written to it and not sent yet.
     notsent: u64,
+    /// Its smoothed RTT, ms.
+    rtt_ms: Option<f64>,
 }
 
 /// Each established socket in namespace `ns`.
@@ -768,11 +770,15 @@ fn ss_acked(ns: &str) -> Vec<Sock> {
             .split_whitespace()
             .find_map(|w| w.strip_prefix("notsent:")?.parse().ok())
             .unwrap_or(0);
+        let rtt_ms = info
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("rtt:")?.split('/').next()?.parse().ok());
         socks.push(Sock {
             local,
             cc,
             acked,
             notsent,
+            rtt_ms,
         });
     }
     socks
@@ -822,13 +828,24 @@ fn watched(queue: &str, parts: &[&str], json: bool) -> (String, Vec<(f64, Vec<So
     (String::from_utf8_lossy(&out.stdout).into_owned(), seen)
 }
 
-/// [`watched`] through `queue`: the summary's Jain's index toward the
-/// server, and the same from the bytes each bulk sender's peer
-/// acknowledged as `ss` saw them, over the same seconds (from 3 s after
-/// they started moving, the warm-up and the settling, to the last reading
-/// where they moved), with each bulk flow's congestion control and bytes
-/// over those seconds.
-fn fairness_through(queue: &str, parts: &[&str]) -> (f64, f64, Vec<(String, f64)>) {
+/// What the summary's `each way` row said of a stretch, beside what `ss`
+/// saw of the same flows over the same seconds.
+struct Shared {
+    plumb_jain: f64,
+    ss_jain: f64,
+    /// The senders' smoothed RTT, ms.
+    plumb_srtt: f64,
+    ss_srtt: f64,
+    /// Each bulk flow's congestion control and bytes over those seconds.
+    shares: Vec<(String, f64)>,
+}
+
+/// [`watched`] through `queue`: the summary's row toward the server, and
+/// the same from each bulk sender as `ss` saw it (the bytes its peer
+/// acknowledged, its smoothed RTT) over the same seconds: from 3 s after
+/// they started moving (the warm-up and the settling) to the last reading
+/// where they moved.
+fn fairness_through(queue: &str, parts: &[&str]) -> Shared {
     let (summary, seen) = watched(queue, parts, false);
     // The bulk senders: every socket that had a megabyte acknowledged.
     let bulk: Vec<(String, String)> = seen
@@ -865,55 +882,80 @@ fn fairness_through(queue: &str, parts: &[&str]) -> (f64, f64, Vec<(String, f64)
     let sum: f64 = bytes.iter().sum();
     let squares: f64 = bytes.iter().map(|x| x * x).sum();
     let ss_jain = sum * sum / (bytes.len() as f64 * squares);
-    // The "each way" row of the stretch the loads ran in.
+    let rtts: Vec<f64> = seen[from..=last]
+        .iter()
+        .flat_map(|(_, sample)| sample.iter())
+        .filter(|s| bulk.iter().any(|b| b.0 == s.local))
+        .filter_map(|s| s.rtt_ms)
+        .collect();
+    let ss_srtt = rtts.iter().sum::<f64>() / rtts.len() as f64;
+    // The "each way" row of the stretch the loads ran in: toward the
+    // server, its goodput, flows, Jain's index and the senders' srtt.
     let row = summary
         .lines()
         .skip_while(|l| !l.starts_with("each way"))
         .find(|l| l.starts_with("2.0-"))
         .unwrap_or_else(|| panic!("no stretch in each way:\n{summary}"));
-    let plumb_jain: f64 = row.split_whitespace().last().unwrap().parse().unwrap();
-    assert!(row.contains(" 4 "), "4 flows toward the server: {row}");
-    (plumb_jain, ss_jain, shares)
+    let words: Vec<&str> = row.split_whitespace().collect();
+    assert!(words.contains(&"server"), "{row}");
+    assert_eq!(
+        words[words.len() - 3],
+        "4",
+        "4 flows toward the server: {row}"
+    );
+    Shared {
+        plumb_jain: words[words.len() - 2].parse().unwrap(),
+        ss_jain,
+        plumb_srtt: words[words.len() - 1].parse().unwrap(),
+        ss_srtt,
+        shares,
+    }
 }
 
 /// Four CUBIC flows through a deep FIFO share it evenly, once settled
 /// (through a shallow one, 50 KiB, drop-tail's losses hit the flows
 /// unevenly: 0.83 seen); one BBR flow beside three CUBIC flows through the
-/// same FIFO does not. The summary's index and the one `ss` gives agree.
+/// same FIFO does not. The summary's index and the one `ss` gives agree,
+/// and so do the senders' smoothed RTT, the FIFO's wait.
 #[test]
 fn jains_index_tells_equal_flows_from_a_mix_known_to_be_unfair() {
     if skip_unless_router() || !require_tool("ss", "iproute2") {
         return;
     }
     let _alone = measuring_alone();
-    let (plumb_jain, ss_jain, shares) = fairness_through("400K", &["up=stream:flows=4:cc=cubic"]);
-    let seen = format!("equal: plumb {plumb_jain}, ss {ss_jain}, {shares:?}");
-    eprintln!("{seen}");
-    assert!(plumb_jain >= 0.95, "{seen}");
-    assert!((plumb_jain - ss_jain).abs() <= 0.05, "{seen}");
-    assert_eq!(shares.len(), 4, "{seen}");
-    let (plumb_jain, ss_jain, shares) = fairness_through(
+    let equal = fairness_through("400K", &["up=stream:flows=4:cc=cubic"]);
+    let mixed = fairness_through(
         "400K",
         &["bbr=stream:flows=1:cc=bbr", "cubic=stream:flows=3:cc=cubic"],
     );
-    let seen = format!("mixed: plumb {plumb_jain}, ss {ss_jain}, {shares:?}");
-    eprintln!("{seen}");
-    assert!(plumb_jain <= 0.9, "{seen}");
-    assert!((plumb_jain - ss_jain).abs() <= 0.05, "{seen}");
+    for (what, s) in [("equal", &equal), ("mixed", &mixed)] {
+        let seen = format!(
+            "{what}: Jain plumb {} ss {}, srtt plumb {} ms ss {} ms, {:?}",
+            s.plumb_jain, s.ss_jain, s.plumb_srtt, s.ss_srtt, s.shares
+        );
+        eprintln!("{seen}");
+        assert_eq!(s.shares.len(), 4, "{seen}");
+        assert!((s.plumb_jain - s.ss_jain).abs() <= 0.05, "{seen}");
+        // The senders' round trip is the FIFO's wait: the same to both.
+        assert!((s.plumb_srtt / s.ss_srtt - 1.0).abs() <= 0.25, "{seen}");
+        match what {
+            "equal" => assert!(s.plumb_jain >= 0.95, "{seen}"),
+            _ => assert!(s.plumb_jain <= 0.9, "{seen}"),
+        }
+    }
     // The odd one out is the BBR flow.
-    let bbr: Vec<f64> = shares
-        .iter()
-        .filter(|s| s.0 == "bbr")
-        .map(|s| s.1)
-        .collect();
-    let cubic: Vec<f64> = shares
-        .iter()
-        .filter(|s| s.0 == "cubic")
-        .map(|s| s.1)
-        .collect();
-    assert_eq!((bbr.len(), cubic.len()), (1, 3), "{seen}");
+    let of = |cc: &str| -> Vec<f64> {
+        mixed
+            .shares
+            .iter()
+            .filter(|s| s.0 == cc)
+            .map(|s| s.1)
+            .collect()
+    };
+    let (bbr, cubic) = (of("bbr"), of("cubic"));
+    assert_eq!((bbr.len(), cubic.len()), (1, 3), "{:?}", mixed.shares);
     let mean = cubic.iter().sum::<f64>() / 3.0;
-    assert!((bbr[0] - mean).abs() > 0.3 * mean, "{seen}");
+    assert!((bbr[0] - mean).abs() > 0.3 * mean, "{:?}", mixed.shares);
 }
 
 /// The self probes inside an upload wait behind what each sender holds

@@ -296,13 +296,16 @@ pub const SETTLE_S: f64 = 2.0;
 
 /// What the loads' flows moving one way received over part of a stretch,
 /// from the TCP state sampled at the receiving end (bytes received since
-/// the window opened, every 100 ms).
+/// the window opened, every 100 ms), and the round trip their senders saw.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Way {
     /// Each flow's bytes, the loads' in the spec's order.
     pub bytes: Vec<f64>,
     /// The seconds they were received over.
     pub seconds: f64,
+    /// The senders' smoothed RTT over those seconds, µs: the mean of their
+    /// flows' samples; None where the sending end sampled none.
+    pub srtt_us: Option<f64>,
 }
 
 impl Way {
@@ -330,11 +333,16 @@ pub struct Shared {
     pub to_server: Option<Way>,
 }
 
+/// An end of a part: its client or its server.
+type EndOf = fn(&crate::PartIteration) -> &crate::EndResult;
+
 /// How the loads running through `st` shared the path each way, from
 /// [`SETTLE_S`] into it to its end: each receiving flow's bytes over that
 /// time, read from its end's TCP series at the samples nearest the two
-/// moments. A flow counts at the end it moved data toward over its part's
-/// window, so a flow starved in the stretch still counts, as none.
+/// moments, and the sending flows' smoothed RTT at the samples between. A
+/// flow counts at the end it moved data toward over its part's window (it
+/// received more of it than it sent: the other way go only the self
+/// probes' marks), so a flow starved in the stretch still counts, as none.
 pub fn shared(it: &Iteration, st: &Stretch) -> Shared {
     let settle = SETTLE_S.min((st.stop_s - st.start_s) / 2.0);
     let (from_s, to_s) = (st.start_s + settle, st.stop_s);
@@ -343,49 +351,62 @@ pub fn shared(it: &Iteration, st: &Stretch) -> Shared {
         .into_iter()
         .filter(|p| st.running.contains(&p.name))
         .collect();
-    let way = |end: fn(&crate::PartIteration) -> &crate::EndResult| -> Option<Way> {
+    // Part `p`'s end's samples nearest `from_s` and `to_s` (seconds after
+    // the run's window opened).
+    let span = |p: &crate::PartIteration, series: &crate::TcpSeries| -> (usize, usize) {
+        let at = |t_s: f64| -> usize {
+            let ms = (t_s - p.start_s) * 1000.0;
+            let off = |i: usize| (f64::from(series.t_ms[i]) - ms).abs();
+            (0..series.t_ms.len())
+                .min_by(|&x, &y| off(x).total_cmp(&off(y)))
+                .unwrap_or(0)
+        };
+        (at(from_s), at(to_s))
+    };
+    let toward = |e: &crate::EndResult, flow: u32| {
+        e.flows
+            .iter()
+            .find(|t| t.flow == flow)
+            .is_some_and(|t| t.bytes_received > t.bytes_sent)
+    };
+    let way = |receiver: EndOf, sender: EndOf| -> Option<Way> {
         let mut bytes = Vec::new();
+        let (mut rtt_sum, mut rtt_n) = (0.0, 0usize);
         for p in &running {
-            let series = end(p).tcp_series.as_ref()?;
+            let series = receiver(p).tcp_series.as_ref()?;
             if series.sampled.len() != series.flows as usize {
                 return None;
             }
-            // The sample nearest `t_s`, seconds after the run's window opened.
-            let at = |t_s: f64| -> usize {
-                let ms = (t_s - p.start_s) * 1000.0;
-                let off = |t: &u32| (f64::from(*t) - ms).abs();
-                (0..series.t_ms.len())
-                    .min_by(|&x, &y| off(&series.t_ms[x]).total_cmp(&off(&series.t_ms[y])))
-                    .unwrap_or(0)
-            };
-            let (a, b) = (at(from_s), at(to_s));
-            // A flow moves data toward the end that received more of it
-            // than it sent (the other way go only the self probes' marks).
-            let toward = |flow: u32| {
-                end(p)
-                    .flows
-                    .iter()
-                    .find(|t| t.flow == flow)
-                    .is_some_and(|t| t.bytes_received > t.bytes_sent)
-            };
+            let (a, b) = span(p, series);
             for f in &series.sampled {
                 let got = f.bytes_received.as_deref()?;
-                if toward(f.flow) {
+                if toward(receiver(p), f.flow) {
                     let moved = got.get(b).zip(got.get(a)).map_or(0, |(b, a)| b - a.min(b));
                     bytes.push(moved as f64);
+                }
+            }
+            let Some(sent) = sender(p).tcp_series.as_ref() else {
+                continue;
+            };
+            let (a, b) = span(p, sent);
+            for f in sent.sampled.iter().filter(|f| toward(receiver(p), f.flow)) {
+                for &us in f.srtt_us.get(a..=b).unwrap_or_default() {
+                    rtt_sum += f64::from(us);
+                    rtt_n += 1;
                 }
             }
         }
         (!bytes.is_empty()).then_some(Way {
             bytes,
             seconds: to_s - from_s,
+            srtt_us: (rtt_n > 0).then(|| rtt_sum / rtt_n as f64),
         })
     };
     Shared {
         from_s,
         to_s,
-        to_client: way(|p| &p.client),
-        to_server: way(|p| &p.server),
+        to_client: way(|p| &p.client, |p| &p.server),
+        to_server: way(|p| &p.server, |p| &p.client),
     }
 }
 

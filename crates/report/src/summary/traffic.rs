@@ -196,41 +196,46 @@ fn responsiveness(o: &mut String, it: &Iteration) {
     o.push_str(&t.terminal(""));
 }
 
-/// Each loaded stretch's goodput each way and how evenly the flows moving
-/// that way shared it (`plumb_samples::load::shared`), once settled.
+/// Each loaded stretch's goodput each way, how evenly the flows moving
+/// that way shared it and the round trip their senders saw
+/// (`plumb_samples::load::shared`), once settled: a row a way.
 fn each_way(o: &mut String, it: &Iteration, stretches: &[plumb_samples::load::Stretch]) {
     let mut t = Table::new(vec![
         ("seconds", Align::Left, 11),
         ("running", Align::Left, 20),
-        ("to client", Align::Right, 12),
+        ("toward", Align::Left, 6),
+        ("goodput", Align::Right, 12),
         ("flows", Align::Right, 5),
         ("Jain", Align::Right, 6),
-        ("to server", Align::Right, 12),
-        ("flows", Align::Right, 5),
-        ("Jain", Align::Right, 6),
+        ("srtt ms", Align::Right, 8),
     ]);
     let mut rows = 0;
     for st in stretches.iter().filter(|s| !s.running.is_empty()) {
         let sh = plumb_samples::load::shared(it, st);
-        if sh.to_client.is_none() && sh.to_server.is_none() {
-            continue;
+        let ways = [("client", &sh.to_client), ("server", &sh.to_server)];
+        for (n, (toward, w)) in ways
+            .into_iter()
+            .filter_map(|(t, w)| Some((t, w.as_ref()?)))
+            .enumerate()
+        {
+            let (seconds, running) = match n {
+                0 => (
+                    format!("{:.1}-{:.1}", sh.from_s, sh.to_s),
+                    st.running_label(),
+                ),
+                _ => (String::new(), String::new()),
+            };
+            t.row(vec![
+                seconds,
+                running,
+                toward.to_string(),
+                format_bits_per_sec(w.goodput_bps()),
+                w.bytes.len().to_string(),
+                w.jain().map_or("-".to_string(), |j| format!("{j:.3}")),
+                w.srtt_us.map_or("-".to_string(), |us| sig3(us / 1000.0)),
+            ]);
+            rows += 1;
         }
-        let mut row = vec![
-            format!("{:.1}-{:.1}", sh.from_s, sh.to_s),
-            st.running_label(),
-        ];
-        for way in [&sh.to_client, &sh.to_server] {
-            match way {
-                Some(w) => row.extend([
-                    format_bits_per_sec(w.goodput_bps()),
-                    w.bytes.len().to_string(),
-                    w.jain().map_or("-".to_string(), |j| format!("{j:.3}")),
-                ]),
-                None => row.extend(["-", "", ""].map(String::from)),
-            }
-        }
-        t.row(row);
-        rows += 1;
     }
     if rows == 0 {
         return;
@@ -239,9 +244,10 @@ fn each_way(o: &mut String, it: &Iteration, stretches: &[plumb_samples::load::St
     let twice = plumb_samples::units::trimmed(2.0 * plumb_samples::load::SETTLE_S);
     let _ = writeln!(
         o,
-        "\neach way    the loads' goodput and Jain's index over their flows, from the\n            \
-         TCP state each receiving end sampled, leaving out the first {settle} s of\n            \
-         each stretch (its first half where it is shorter than {twice} s)"
+        "\neach way    the loads' goodput, Jain's index over their flows and their\n            \
+         senders' smoothed RTT, from the TCP state both ends sampled,\n            \
+         leaving out the first {settle} s of each stretch (its first half where\n            \
+         it is shorter than {twice} s)"
     );
     o.push_str(&t.terminal(""));
 }

@@ -368,38 +368,23 @@ pub(crate) fn svg(what: &str, q: Quantity, traces: &[Trace], marks: &[Mark]) -> 
         .collect();
     let mut s = FRAME.open(FRAME.h + LEGEND_ROW * legend.len() as f64, what);
     s.push_str(&FRAME.area());
-    let (x0, x1, y0, y1) = (FRAME.left, FRAME.x1(), FRAME.top, FRAME.y1());
-    for (t, label) in &axis.ticks {
-        let y = y_at(&axis, *t);
-        let _ = write!(
-            s,
-            "<line x1=\"{x0}\" x2=\"{x1}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#e5e5e5\"/>\
-             <text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" class=\"t y\">{}</text>",
-            x0 - 6.0,
-            y + 4.0,
-            esc(label)
-        );
-    }
-    for t in time_ticks(span) {
-        let x = x_at(t, span);
-        let _ = write!(
-            s,
-            "<line x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{y0}\" y2=\"{y1}\" stroke=\"#eee\"/>\
-             <text x=\"{x:.1}\" y=\"{}\" text-anchor=\"middle\" class=\"t x\">{}</text>",
-            y1 + 15.0,
-            trimmed(t)
-        );
-    }
-    let _ = write!(
-        s,
-        "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\" class=\"a\">seconds into the window</text>\
-         <text x=\"14\" y=\"{:.1}\" text-anchor=\"middle\" transform=\"rotate(-90 14 {:.1})\" class=\"a\">{}</text>",
-        (x0 + x1) / 2.0,
-        y1 + 34.0,
-        (y0 + y1) / 2.0,
-        (y0 + y1) / 2.0,
-        esc(&q.title(what))
+    let y_ticks: Vec<(f64, String)> = axis
+        .ticks
+        .iter()
+        .map(|(t, label)| (y_at(&axis, *t), label.clone()))
+        .collect();
+    let x_ticks: Vec<(f64, String)> = time_ticks(span)
+        .into_iter()
+        .map(|t| (x_at(t, span), trimmed(t)))
+        .collect();
+    grid(
+        &mut s,
+        &x_ticks,
+        &y_ticks,
+        "seconds into the window",
+        &q.title(what),
     );
+    let (x0, y0, y1) = (FRAME.left, FRAME.top, FRAME.y1());
     for m in marks.iter().filter(|m| (0.0..span).contains(&m.t_s)) {
         let x = x_at(m.t_s, span);
         if m.t_s > 0.0 {
@@ -525,38 +510,23 @@ pub(crate) fn cdf_svg(what: &str, q: Quantity, curves: &[Curve]) -> String {
     let legend: Vec<&Curve> = curves.iter().filter(|c| !c.steps.is_empty()).collect();
     let mut s = FRAME.open(FRAME.h + LEGEND_ROW * legend.len() as f64, what);
     s.push_str(&FRAME.area());
-    let (x0, x1, y0, y1) = (FRAME.left, FRAME.x1(), FRAME.top, FRAME.y1());
-    for share in [0.0, 0.25, 0.5, 0.75, 1.0] {
-        let _ = write!(
-            s,
-            "<line x1=\"{x0}\" x2=\"{x1}\" y1=\"{yv:.1}\" y2=\"{yv:.1}\" stroke=\"#e5e5e5\"/>\
-             <text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" class=\"t y\">{}</text>",
-            x0 - 6.0,
-            y(share) + 4.0,
-            trimmed(share),
-            yv = y(share),
-        );
-    }
-    for (t, label) in &axis.ticks {
-        let xv = x(*t);
-        let _ = write!(
-            s,
-            "<line x1=\"{xv:.1}\" x2=\"{xv:.1}\" y1=\"{y0}\" y2=\"{y1}\" stroke=\"#eee\"/>\
-             <text x=\"{xv:.1}\" y=\"{}\" text-anchor=\"middle\" class=\"t x\">{}</text>",
-            y1 + 15.0,
-            esc(label)
-        );
-    }
-    let _ = write!(
-        s,
-        "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\" class=\"a\">{}</text>\
-         <text x=\"14\" y=\"{:.1}\" text-anchor=\"middle\" transform=\"rotate(-90 14 {:.1})\" class=\"a\">share at or below</text>",
-        (x0 + x1) / 2.0,
-        y1 + 34.0,
-        esc(&q.title(what)),
-        (y0 + y1) / 2.0,
-        (y0 + y1) / 2.0,
+    let y_ticks: Vec<(f64, String)> = [0.0, 0.25, 0.5, 0.75, 1.0]
+        .into_iter()
+        .map(|share| (y(share), trimmed(share)))
+        .collect();
+    let x_ticks: Vec<(f64, String)> = axis
+        .ticks
+        .iter()
+        .map(|(v, label)| (x(*v), label.clone()))
+        .collect();
+    grid(
+        &mut s,
+        &x_ticks,
+        &y_ticks,
+        &q.title(what),
+        "share at or below",
     );
+    let x0 = FRAME.left;
     for c in &legend {
         let colour = COLORS[c.colour % COLORS.len()];
         let mut d = String::new();
@@ -597,6 +567,48 @@ pub(crate) fn cdf_svg(what: &str, q: Quantity, curves: &[Curve]) -> String {
     }
     s.push_str("</svg>");
     s
+}
+
+/// A plot's grid lines and their labels at each tick (a pixel along its
+/// axis and its label), and the two axes' titles.
+fn grid(
+    s: &mut String,
+    x_ticks: &[(f64, String)],
+    y_ticks: &[(f64, String)],
+    x_title: &str,
+    y_title: &str,
+) {
+    let (x0, x1, y0, y1) = (FRAME.left, FRAME.x1(), FRAME.top, FRAME.y1());
+    for (y, label) in y_ticks {
+        let _ = write!(
+            s,
+            "<line x1=\"{x0}\" x2=\"{x1}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#e5e5e5\"/>\
+             <text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" class=\"t y\">{}</text>",
+            x0 - 6.0,
+            y + 4.0,
+            esc(label)
+        );
+    }
+    for (x, label) in x_ticks {
+        let _ = write!(
+            s,
+            "<line x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{y0}\" y2=\"{y1}\" stroke=\"#eee\"/>\
+             <text x=\"{x:.1}\" y=\"{}\" text-anchor=\"middle\" class=\"t x\">{}</text>",
+            y1 + 15.0,
+            esc(label)
+        );
+    }
+    let _ = write!(
+        s,
+        "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\" class=\"a\">{}</text>\
+         <text x=\"14\" y=\"{:.1}\" text-anchor=\"middle\" transform=\"rotate(-90 14 {:.1})\" class=\"a\">{}</text>",
+        (x0 + x1) / 2.0,
+        y1 + 34.0,
+        esc(x_title),
+        (y0 + y1) / 2.0,
+        (y0 + y1) / 2.0,
+        esc(y_title)
+    );
 }
 
 /// What a legend row shows.
