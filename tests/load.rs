@@ -1052,12 +1052,12 @@ fn udp_probes_dropped_on_the_path_are_counted_and_the_series_goes_on() {
         (sent as f64 - 20.0 * window).abs() <= 0.05 * 20.0 * window,
         "{seen}"
     );
-    for i in items(&c["intervals"]) {
-        assert!(
-            u(&i["transactions"]) >= 10,
-            "a second went unanswered: {seen}"
-        );
-    }
+    // Of the 20 planned each second the rule takes 4, and a full FIFO may
+    // take a few more: every second still has answers.
+    assert!(
+        seconds.iter().all(|s| s.0 >= 5),
+        "a second went unanswered: {seen}"
+    );
     let never = sent - reached;
     assert!(never as f64 >= 0.2 * sent as f64 - 2.0, "{seen}");
     // Those sent in the window's last second time out after it closes.
