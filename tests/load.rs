@@ -20,6 +20,8 @@ struct Loaded {
     p50_ms: Vec<f64>,
     /// The UDP probes' likewise, and the probes on new connections'.
     udp_p50_ms: Vec<f64>,
+    /// Their two ways' medians, toward the server and toward the client.
+    udp_ways_p50_ms: [Vec<f64>; 2],
     connect_p50_ms: Vec<f64>,
     ping: Vec<f64>,
     tc_backlog: f64,
@@ -28,7 +30,17 @@ struct Loaded {
 /// The probes' buckets of the seconds wholly inside phase `i`, less its
 /// first (the queue filling or draining).
 fn phase_buckets(client: &Value, i: usize) -> Vec<(u64, u64)> {
-    buckets_between(client, i as f64 * PHASE_S + 1.0, (i + 1) as f64 * PHASE_S)
+    phase_kept(client, "buckets", i)
+}
+
+/// The same of the buckets kept under `key`.
+fn phase_kept(client: &Value, key: &str, i: usize) -> Vec<(u64, u64)> {
+    kept_between(
+        client,
+        key,
+        i as f64 * PHASE_S + 1.0,
+        (i + 1) as f64 * PHASE_S,
+    )
 }
 
 fn load_through(queue: &str, limit_bytes: f64) -> Loaded {
@@ -82,9 +94,16 @@ fn load_through(queue: &str, limit_bytes: f64) -> Loaded {
         assert_eq!(f(&part["start_s"]), 0.0, "{name} probes throughout");
         by_phase(&part["client"])
     };
+    let udp = &items(&it["parts"]).find(|p| p["name"] == "udp").unwrap()["client"];
+    let way = |key: &str| -> Vec<f64> {
+        (0..5)
+            .map(|i| median_ms(&phase_kept(udp, key, i)))
+            .collect()
+    };
     Loaded {
         p50_ms,
         udp_p50_ms: probe("udp"),
+        udp_ways_p50_ms: [way("to_server_buckets"), way("to_client_buckets")],
         connect_p50_ms: probe("connect"),
         summary: String::from_utf8_lossy(&summary.stdout).into_owned(),
         record,
@@ -103,6 +122,8 @@ fn load_page_as_the_record_says(dom: &str, record: &Value) {
     let over_time = [
         "latency of the run probes",
         "latency of the udp probes",
+        "latency of the udp-up probes",
+        "latency of the udp-down probes",
         "latency of the connect probes",
         "latency of the self probes",
         "goodput toward the client (download)",
@@ -113,6 +134,8 @@ fn load_page_as_the_record_says(dom: &str, record: &Value) {
     let distributions = [
         "the run probes' latency in each phase",
         "the udp probes' latency in each phase",
+        "the udp-up probes' latency in each phase",
+        "the udp-down probes' latency in each phase",
         "the connect probes' latency in each phase",
         "the self probes' latency in each phase",
     ];
@@ -179,6 +202,14 @@ fn each_probe_as_its_buckets_say(end: &Value, name: &str) {
         let buckets: Vec<(u64, u64)> = items(&s["buckets"]).map(|b| (u(&b[0]), u(&b[1]))).collect();
         let counted: u64 = buckets.iter().map(|b| b.1).sum();
         assert_eq!(each.len() as u64, counted, "{name}: {s}");
+        // The ends share one kernel's clock: every UDP probe's answer is
+        // split into its two ways, in the same interval, and no other
+        // probe's is.
+        for key in ["to_server_buckets", "to_client_buckets"] {
+            let ways: u64 = kept_items(&s[key]).map(|b| u(&b[1])).sum();
+            let want = if name == "udp" { counted } else { 0 };
+            assert_eq!(ways, want, "{name}: {key}: {s}");
+        }
         for (_, ns) in &each {
             assert!(
                 buckets
@@ -294,8 +325,15 @@ fn probes_wait_behind_a_loaded_fifo_as_long_as_its_depth_takes_to_drain() {
         let l = load_through(queue, limit);
         let seen = format!(
             "queue {queue}: expected {expected_ms:.1} ms; probes' p50 by phase {:?}; \
-             UDP probes' {:?}; connect probes' {:?}; ping {:?}; tc backlog {}",
-            l.p50_ms, l.udp_p50_ms, l.connect_p50_ms, l.ping, l.tc_backlog
+             UDP probes' {:?}, up {:?}, down {:?}; connect probes' {:?}; ping {:?}; \
+             tc backlog {}",
+            l.p50_ms,
+            l.udp_p50_ms,
+            l.udp_ways_p50_ms[0],
+            l.udp_ways_p50_ms[1],
+            l.connect_p50_ms,
+            l.ping,
+            l.tc_backlog
         );
         eprintln!("{seen}");
         let (idle, down) = (l.p50_ms[0], l.p50_ms[1]);
@@ -307,6 +345,22 @@ fn probes_wait_behind_a_loaded_fifo_as_long_as_its_depth_takes_to_drain() {
                     "{seen}"
                 );
             }
+        }
+        // The UDP probes' two ways, by the server's stamps: the loaded
+        // direction's way waits the queue's drain as the round trip does,
+        // the other way almost nothing.
+        let [up_way, down_way] = &l.udp_ways_p50_ms;
+        let waits = |ms: f64| ms >= 0.5 * expected_ms && ms <= 1.3 * expected_ms + 5.0;
+        assert!(
+            waits(down_way[1]) && up_way[1] < 0.4 * expected_ms,
+            "download: {seen}"
+        );
+        assert!(
+            waits(up_way[2]) && down_way[2] < 0.4 * expected_ms,
+            "upload: {seen}"
+        );
+        for i in [0, 4] {
+            assert!(up_way[i] < 5.0 && down_way[i] < 5.0, "idle: {seen}");
         }
         // A probe on a new connection crosses the loaded direction twice
         // (the handshake's SYN or SYN-ACK, then the request or the
@@ -368,6 +422,8 @@ fn probes_wait_behind_a_loaded_fifo_as_long_as_its_depth_takes_to_drain() {
             "p50 rise",
             "probes      ",
             "part udp's transactions",
+            "part udp's transactions one way, toward the server (udp-up)",
+            "part udp's transactions one way, toward the client (udp-down)",
             "part connect's transactions",
             "timed  lost",
             "queued in   the router's qdisc",

@@ -617,3 +617,58 @@ fn an_open_loop_udp_rr_keeps_its_schedule_through_loss() {
         );
     }
 }
+
+/// On one kernel the server stamps each answer with room for it when it
+/// read the request, and the client splits each latency at that stamp:
+/// every answered probe has both ways, in the interval it was timed in,
+/// and per interval the ways' sums come to the latencies' sum (each from
+/// the record's buckets, whose values are their bucket's top, 0.1 % at
+/// most above). An answer of the header alone has no room: no ways.
+#[test]
+fn a_udp_rr_on_one_kernel_splits_each_latency_into_its_two_ways() {
+    let _alone = measuring_alone();
+    let sum = |s: &Value, key: &str| -> (u64, f64) {
+        kept_items(&s[key]).fold((0, 0.0), |(n, t), b| {
+            (n + u(&b[1]), t + f(&b[0]) * f(&b[1]))
+        })
+    };
+    for io in engines() {
+        for resp in ["24", "16"] {
+            let rec = workload_json(
+                "udp-rr",
+                &[
+                    "--rate",
+                    "500",
+                    "--duration",
+                    "1s",
+                    "--resp-size",
+                    resp,
+                    "--io",
+                    io,
+                ],
+            );
+            let c = &rec["iterations"][0]["client"];
+            let seen = format!("{io} answers of {resp} bytes: {}", c["intervals"]);
+            let (mut timed, mut split) = (0, 0);
+            for s in items(&c["intervals"]) {
+                let (n, total) = sum(s, "buckets");
+                let (up_n, up) = sum(s, "to_server_buckets");
+                let (down_n, down) = sum(s, "to_client_buckets");
+                timed += n;
+                split += up_n;
+                assert_eq!(up_n, down_n, "{seen}");
+                if resp == "24" {
+                    assert_eq!(up_n, n, "{seen}");
+                    let slack = 0.002 * total + 2.0 * n as f64;
+                    assert!(
+                        (up + down - total).abs() <= slack,
+                        "{up} + {down} vs {total}: {seen}"
+                    );
+                }
+            }
+            assert!(timed >= 400, "{seen}");
+            let want = if resp == "24" { timed } else { 0 };
+            assert_eq!(split, want, "{seen}");
+        }
+    }
+}

@@ -212,6 +212,16 @@ pub fn items(v: &Value) -> std::slice::Iter<'_, Value> {
         .iter()
 }
 
+/// The elements of a JSON array the record leaves out where it is empty:
+/// none where `v` is absent.
+#[track_caller]
+pub fn kept_items(v: &Value) -> std::slice::Iter<'_, Value> {
+    match v {
+        Value::Null => [].iter(),
+        v => items(v),
+    }
+}
+
 pub fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
@@ -1133,11 +1143,18 @@ pub fn median_ms(buckets: &[(u64, u64)]) -> f64 {
 /// An end's latency buckets of the seconds whose middle falls between
 /// `from_s` and `to_s` after the window opened.
 pub fn buckets_between(end: &Value, from_s: f64, to_s: f64) -> Vec<(u64, u64)> {
+    kept_between(end, "buckets", from_s, to_s)
+}
+
+/// The buckets an end's intervals keep under `key` (`buckets`, or a way's
+/// `to_server_buckets` or `to_client_buckets`), of the intervals whose
+/// middle is between `from_s` and `to_s` into its window.
+pub fn kept_between(end: &Value, key: &str, from_s: f64, to_s: f64) -> Vec<(u64, u64)> {
     items(&end["intervals"])
         .filter(|s| {
             let mid = f(&s["t_s"]) - f(&s["dt_s"]) / 2.0;
             from_s <= mid && mid < to_s
         })
-        .flat_map(|s| items(&s["buckets"]).map(|b| (u(&b[0]), u(&b[1]))))
+        .flat_map(|s| kept_items(&s[key]).map(|b| (u(&b[0]), u(&b[1]))))
         .collect()
 }

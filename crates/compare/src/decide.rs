@@ -48,8 +48,8 @@ impl Stat {
 pub struct Figure {
     /// How it was asked for, as the verdict names it.
     pub text: String,
-    /// A probe's latency (its name: `run`, `udp`, `connect`, `self` or a
-    /// part's) or, with None, the responsiveness.
+    /// A probe's latency (its name: `run`, `udp`, its ways `udp-up` and
+    /// `udp-down`, `connect`, `self` or a part's) or, with None, the responsiveness.
     pub probe: Option<(String, Stat)>,
     /// The loads that ran, by part name, sorted; empty for none.
     pub loads: Vec<String>,
@@ -146,7 +146,7 @@ impl Figure {
         let stretch = self.stretch(it)?;
         match &self.probe {
             Some((probe, stat)) => {
-                let i = probes(it).iter().position(|p| p.name() == probe)?;
+                let i = probes(it).iter().position(|p| p.name() == *probe)?;
                 Some(stat.of(stretch.latency.get(i)?.as_ref()?))
             }
             None => Some(rpm::of(it, &stretch)?.rpm),

@@ -44,6 +44,8 @@ pub struct Ready {
     pub knobs: Vec<String>,
     /// Where each part's flows connect, in the spec's order.
     pub part_ports: Vec<u16>,
+    /// The server's kernel boot, where it said.
+    pub boot_id: Option<String>,
 }
 
 /// What the server's end sent as the window closed.
@@ -214,6 +216,7 @@ impl Session {
             threads,
             knobs,
             part_ports,
+            boot_id,
         } = self.expect(HANDSHAKE)?
         else {
             unreachable!("{IN_ORDER}")
@@ -233,6 +236,7 @@ impl Session {
             threads,
             knobs,
             part_ports,
+            boot_id,
         })
     }
 

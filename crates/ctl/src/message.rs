@@ -81,6 +81,11 @@ pub enum Message {
         /// out serves no parts, and the client says so.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         part_ports: Vec<u16>,
+        /// The server's kernel boot: a client on the same one shares its
+        /// clock, and splits its udp-rr latencies into their two ways from
+        /// the server's stamps. An older server leaves it out.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        boot_id: Option<String>,
     },
     /// Client → server, once every flow is connected: start the traffic.
     Start,

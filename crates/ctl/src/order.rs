@@ -131,6 +131,7 @@ mod tests {
             threads: 1,
             knobs: Vec::new(),
             part_ports: Vec::new(),
+            boot_id: None,
         }
     }
     fn results() -> Message {

@@ -269,6 +269,7 @@ fn message() -> impl Strategy<Value = Message> {
                 threads,
                 knobs: Vec::new(),
                 part_ports: Vec::new(),
+                boot_id: None,
             }
         }),
         Just(Message::Start),

@@ -247,6 +247,7 @@ mod tests {
         let link = Link {
             cookie: Cookie([7; 16]),
             peer,
+            same_clock: true,
         };
         let sockets = Sockets {
             flows,

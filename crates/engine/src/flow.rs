@@ -181,6 +181,13 @@ pub(crate) fn clock(sh: &Shared) -> impl Fn() -> u64 + Copy {
     move || clock.elapsed().as_nanos() as u64
 }
 
+/// CLOCK_MONOTONIC in ns: the clock every process on one kernel reads, as
+/// the engine's own clock does from its start.
+pub(crate) fn monotonic_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
 /// How the engine gets a worker to look at its flags (stop, the epoch):
 /// the worker's eventfd ends its epoll or ring wait, and a worker blocked
 /// on its one socket (see [`Loop::blocking`]) is signalled out of the call
@@ -361,8 +368,14 @@ pub(crate) struct Timings {
     /// Each transaction's planned time and latency, where this end keeps
     /// them one by one.
     each: Option<Vec<[u64; 2]>>,
+    /// The two ways of the latencies that have them, to the server and
+    /// back (udp-rr on one kernel), made with the first.
+    ways: Option<Box<Ways>>,
     epoch_seen: u64,
 }
+
+/// Histograms of one-way delay: to the server, then back to the client.
+pub(crate) type Ways = [hdrhistogram::Histogram<u64>; 2];
 
 impl Timings {
     /// Records a transaction planned (or begun) at `planned` on the
@@ -374,6 +387,21 @@ impl Timings {
         }
         if let Some(each) = self.each.as_mut() {
             each.push([planned, ns]);
+        }
+    }
+
+    /// Records a transaction as [`Timings::record`] does, and where the
+    /// answer gave them, the latency's two ways.
+    #[inline]
+    pub(crate) fn record_answer(&mut self, planned: u64, ns: u64, ways: Option<[u64; 2]>) {
+        self.record(planned, ns);
+        if let (Some(w), true) = (ways, self.hist.is_some()) {
+            let h = self
+                .ways
+                .get_or_insert_with(|| Box::new([new_histogram(), new_histogram()]));
+            for (h, ns) in h.iter_mut().zip(w) {
+                h.saturating_record(ns.max(1));
+            }
         }
     }
 }
@@ -391,6 +419,7 @@ impl Loop {
         let timings = Timings {
             hist: sh.timed.then(new_histogram),
             each: (sh.timed && sh.each).then(Vec::new),
+            ways: None,
             // Not the engine's epoch now: one it bumped before this thread
             // ran is still owed a hand-over.
             epoch_seen: 0,
@@ -504,7 +533,7 @@ impl Loop {
             }
             let mut none = Vec::new();
             let each = t.each.as_mut().unwrap_or(&mut none);
-            slot.flush(t.hist.as_mut(), each, epoch, settled);
+            slot.flush(t.hist.as_mut(), each, t.ways.as_deref_mut(), epoch, settled);
         }
         t.epoch_seen = epoch;
     }

@@ -27,6 +27,9 @@ pub(crate) struct LatencySlot {
     /// Each transaction's planned time and latency, where the end keeps
     /// them (see [`crate::Timed`]).
     pub each: Mutex<Vec<[u64; 2]>>,
+    /// The two ways of the latencies that have them (see
+    /// [`crate::flow::Ways`]), made with the first handed over.
+    pub ways: Mutex<Option<Box<crate::flow::Ways>>>,
 }
 
 /// The epoch a worker's last flush marks its slot with: caught up with any.
@@ -39,6 +42,7 @@ impl LatencySlot {
             seen: AtomicU64::new(0),
             settled: AtomicU64::new(0),
             each: Mutex::new(Vec::new()),
+            ways: Mutex::new(None),
         }
     }
 
@@ -49,6 +53,7 @@ impl LatencySlot {
         &self,
         local: Option<&mut Histogram<u64>>,
         each: &mut Vec<[u64; 2]>,
+        ways: Option<&mut crate::flow::Ways>,
         epoch: u64,
         settled: u64,
     ) {
@@ -59,6 +64,14 @@ impl LatencySlot {
         }
         if !each.is_empty() {
             (self.each.lock().unwrap_or_else(|e| e.into_inner())).append(each);
+        }
+        if let Some(local) = ways.filter(|w| !w[0].is_empty()) {
+            let mut mine = self.ways.lock().unwrap_or_else(|e| e.into_inner());
+            let mine = mine.get_or_insert_with(|| Box::new([new_histogram(), new_histogram()]));
+            for (h, l) in mine.iter_mut().zip(local.iter_mut()) {
+                let _ = h.add(&*l);
+                l.reset();
+            }
         }
         self.settled.store(settled, Ordering::Relaxed);
         self.seen.store(epoch, Ordering::Release);

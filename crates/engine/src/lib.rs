@@ -70,6 +70,10 @@ pub struct Link {
     /// server the client's address, the only one crr connections are served
     /// from.
     pub peer: std::net::SocketAddr,
+    /// The ends run on one kernel (one host, its namespaces, one guest)
+    /// and so read one CLOCK_MONOTONIC: the client splits each udp-rr
+    /// latency into its two ways from the server's stamps.
+    pub same_clock: bool,
 }
 
 impl EngineConfig {
@@ -114,6 +118,7 @@ impl EngineConfig {
                 * 1_000_000,
             depth: spec.rr.as_ref().map_or(1, |r| r.pipeline),
             rate: spec.rr.as_ref().and_then(|r| r.rate).map(|x| x as f64),
+            same_clock: !server && link.same_clock,
         };
         // Every workload is named, so that a new one gets its plan on
         // purpose rather than running as a stream.
@@ -424,6 +429,9 @@ pub const EACH_MOST_RATE: f64 = 1000.0;
 pub struct Timed {
     pub hist: hdrhistogram::Histogram<u64>,
     pub each: Vec<[u64; 2]>,
+    /// The two ways of the latencies that have them, to the server and
+    /// back (udp-rr where the ends share a clock); None where none did.
+    pub ways: Option<Box<[hdrhistogram::Histogram<u64>; 2]>>,
 }
 
 /// The longest [`Engine::collect_latency`] waits for every worker.
@@ -750,6 +758,7 @@ impl Engine {
         let mut out = Timed {
             hist: latency::new_histogram(),
             each: Vec::new(),
+            ways: None,
         };
         for s in &self.latency {
             let mut h = s.hist.lock().unwrap_or_else(|e| e.into_inner());
@@ -757,6 +766,16 @@ impl Engine {
             h.reset();
             out.each
                 .append(&mut s.each.lock().unwrap_or_else(|e| e.into_inner()));
+            if let Some(w) = s.ways.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                match out.ways.as_mut() {
+                    Some(o) => {
+                        for (o, h) in o.iter_mut().zip(w.iter()) {
+                            let _ = o.add(h);
+                        }
+                    }
+                    None => out.ways = Some(w),
+                }
+            }
         }
         out.each.sort_unstable();
         Some(out)

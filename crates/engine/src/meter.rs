@@ -147,14 +147,38 @@ impl Meter {
                 ..Taken::default()
             };
         }
+        let keep = |h: &hdrhistogram::Histogram<u64>| match self.interval_buckets {
+            true => crate::latency::buckets(h),
+            false => Vec::new(),
+        };
+        let [to_server, to_client] = match t.ways.as_deref() {
+            Some([up, down]) => [keep(up), keep(down)],
+            None => [Vec::new(), Vec::new()],
+        };
         Taken {
             p99_us: Some(t.hist.value_at_quantile(0.99) as f64 / 1000.0),
-            buckets: if self.interval_buckets {
-                crate::latency::buckets(&t.hist)
-            } else {
-                Vec::new()
-            },
+            buckets: keep(&t.hist),
             each,
+            to_server,
+            to_client,
+        }
+    }
+
+    /// The interval from the last sample to `now`, in which the counts
+    /// went from the last sample's to `c` and the workers timed `taken`.
+    fn interval(&self, now: Instant, c: &Counts, taken: Taken) -> IntervalSample {
+        IntervalSample {
+            t_s: (now - self.opened).as_secs_f64(),
+            dt_s: (now - self.last_t).as_secs_f64(),
+            bytes_sent: c.sent() - self.last.sent(),
+            bytes_received: c.received() - self.last.received(),
+            transactions: c.transactions() - self.last.transactions(),
+            p99_us: taken.p99_us,
+            buckets: taken.buckets,
+            each: taken.each,
+            to_server_buckets: taken.to_server,
+            to_client_buckets: taken.to_client,
+            timeouts: c.udp.timeouts - self.last.udp.timeouts,
         }
     }
 
@@ -170,17 +194,7 @@ impl Meter {
         let now = Instant::now();
         let c = engine.counts();
         let taken = self.take_latency(engine, timed);
-        let s = IntervalSample {
-            t_s: (now - self.opened).as_secs_f64(),
-            dt_s: (now - self.last_t).as_secs_f64(),
-            bytes_sent: c.sent() - self.last.sent(),
-            bytes_received: c.received() - self.last.received(),
-            transactions: c.transactions() - self.last.transactions(),
-            p99_us: taken.p99_us,
-            buckets: taken.buckets,
-            each: taken.each,
-            timeouts: c.udp.timeouts - self.last.udp.timeouts,
-        };
+        let s = self.interval(now, &c, taken);
         sink.interval(self.role, &s);
         self.samples.push(s);
         self.last = c;
@@ -215,17 +229,7 @@ impl Meter {
         // The last partial interval, when it holds anything worth a sample.
         let tail = (end_t - self.last_t).as_secs_f64();
         if tail > 0.05 || self.samples.is_empty() {
-            let s = IntervalSample {
-                t_s: window_s,
-                dt_s: tail,
-                bytes_sent: end.sent() - self.last.sent(),
-                bytes_received: end.received() - self.last.received(),
-                transactions: end.transactions() - self.last.transactions(),
-                p99_us: tail_taken.p99_us,
-                buckets: tail_taken.buckets,
-                each: tail_taken.each,
-                timeouts: end.udp.timeouts - self.last.udp.timeouts,
-            };
+            let s = self.interval(end_t, &end, tail_taken);
             sink.interval(self.role, &s);
             self.samples.push(s);
         }
@@ -310,6 +314,9 @@ struct Taken {
     p99_us: Option<f64>,
     buckets: Vec<[u64; 2]>,
     each: Vec<[i64; 2]>,
+    /// The latencies' ways that have them: to the server, and back.
+    to_server: Vec<[u64; 2]>,
+    to_client: Vec<[u64; 2]>,
 }
 
 /// Transactions kept one by one (planned on the engine's clock), their

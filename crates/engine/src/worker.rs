@@ -451,6 +451,7 @@ mod tests {
             timeout_ns: 0,
             depth: 1,
             rate: None,
+            same_clock: false,
         };
         for (sh, workload) in [
             (rr, Workload::Rr(rr_plan(true))),

@@ -460,6 +460,7 @@ fn run_iteration_at(
     let cookie = Cookie::from_hex(&ready.cookie)
         .ok_or_else(|| CtlError::Protocol(format!("malformed cookie '{}'", ready.cookie)))?;
     let data = SocketAddr::new(server_addr.ip(), ready.data_port);
+    let same_clock = ready.boot_id.is_some() && ready.boot_id == plumb_sys::proc::boot_id();
     let mut announcers = Vec::new();
     let sockets = connect_sockets(data, spec, &cookie, &mut announcers)?;
     let mut parts = Vec::with_capacity(spec.parts.len());
@@ -472,10 +473,18 @@ fn run_iteration_at(
             spec: part_spec,
             start_ms: p.start_ms,
             stop_ms: p.stop_ms,
-            link: Link { cookie, peer: data },
+            link: Link {
+                cookie,
+                peer: data,
+                same_clock,
+            },
         });
     }
-    let link = Link { cookie, peer: data };
+    let link = Link {
+        cookie,
+        peer: data,
+        same_clock,
+    };
     let plan = EndPlan {
         spec,
         role: Role::Client,

@@ -595,6 +595,7 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
         threads: spec.threads,
         knobs: knob_lines,
         part_ports: bound[1..].iter().map(|(l, _)| l.port()).collect(),
+        boot_id: plumb_sys::proc::boot_id(),
     })?;
     let mut sockets = Vec::with_capacity(bound.len());
     for (s, (listener, udp)) in std::iter::once(&spec).chain(&part_specs).zip(bound) {
@@ -602,7 +603,12 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
     }
     let mut sockets = sockets.into_iter();
     let main_sockets = sockets.next().expect("the main part's sockets come first");
-    let link = Link { cookie, peer };
+    // Only the client times, so only it needs to know.
+    let link = Link {
+        cookie,
+        peer,
+        same_clock: false,
+    };
     let parts = spec
         .parts
         .iter()

@@ -63,20 +63,61 @@ pub struct Probe<'a> {
     pub offset_s: f64,
     /// The self probes inside the loads: timed over every load running.
     pub inside: bool,
+    /// Which of its transactions' figures: the latency, or one way of it.
+    pub leg: Leg,
+}
+
+/// A probe's latency, or one of the two ways it splits into where the
+/// server stamped its answers on a clock the client shares (the UDP
+/// probes on one kernel): toward the server (`up`, as an upload goes) and
+/// back toward the client (`down`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Leg {
+    Round,
+    Up,
+    Down,
 }
 
 /// The name of the probe inside the loads.
 pub const SELF: &str = "self";
 
-impl Probe<'_> {
+impl<'a> Probe<'a> {
     /// `run` for the main part, `self` for the probes inside the loads,
-    /// else the part's name.
-    pub fn name(&self) -> &str {
-        if self.inside {
+    /// else the part's name; a way of it with `-up` or `-down` after.
+    pub fn name(&self) -> String {
+        let name = if self.inside {
             SELF
         } else {
             self.part.unwrap_or("run")
+        };
+        match self.leg {
+            Leg::Round => name.to_string(),
+            Leg::Up => format!("{name}-up"),
+            Leg::Down => format!("{name}-down"),
         }
+    }
+
+    /// What the probe timed in interval `s`, as [`Latency::buckets`] holds
+    /// it.
+    pub fn buckets<'s>(&self, s: &'s crate::IntervalSample) -> &'s [[u64; 2]] {
+        match self.leg {
+            Leg::Round => &s.buckets,
+            Leg::Up => &s.to_server_buckets,
+            Leg::Down => &s.to_client_buckets,
+        }
+    }
+
+    /// The probe's two ways, where its seconds keep them.
+    fn ways(self) -> impl Iterator<Item = Probe<'a>> {
+        let split = self
+            .client
+            .intervals
+            .iter()
+            .any(|s| !s.to_server_buckets.is_empty());
+        [Leg::Up, Leg::Down]
+            .into_iter()
+            .filter(move |_| split)
+            .map(move |leg| Probe { leg, ..self })
     }
 }
 
@@ -86,13 +127,15 @@ fn keeps(e: &crate::EndResult) -> bool {
 }
 
 /// The probes of `it`: the main part, then the parts, of paced
-/// transactions; then `self` where a load kept its self probes.
+/// transactions, each followed by its two ways where it has them; then
+/// `self` where a load kept its self probes.
 pub fn probes(it: &Iteration) -> Vec<Probe<'_>> {
     let main = Probe {
         part: None,
         client: &it.client,
         offset_s: 0.0,
         inside: false,
+        leg: Leg::Round,
     };
     let own = std::iter::once((main, it.derived.tps.is_some()))
         .chain(it.parts.iter().map(|p| {
@@ -101,11 +144,12 @@ pub fn probes(it: &Iteration) -> Vec<Probe<'_>> {
                 client: &p.client,
                 offset_s: p.start_s,
                 inside: false,
+                leg: Leg::Round,
             };
             (probe, p.derived.tps.is_some())
         }))
         .filter(|(p, paced)| *paced && keeps(p.client))
-        .map(|(p, _)| p);
+        .flat_map(|(p, _)| std::iter::once(p).chain(p.ways()));
     let inside = it
         .parts
         .iter()
@@ -115,6 +159,7 @@ pub fn probes(it: &Iteration) -> Vec<Probe<'_>> {
             client: &p.client,
             offset_s: p.start_s,
             inside: true,
+            leg: Leg::Round,
         });
     own.chain(inside).collect()
 }
@@ -166,7 +211,7 @@ pub fn stretches(it: &Iteration) -> Vec<Stretch> {
                 let settling = usize::from(start_s > 0.0 && inside.len() > 1);
                 inside[settling..]
                     .iter()
-                    .map(|s| s.buckets.clone())
+                    .map(|s| probe.buckets(s).to_vec())
                     .collect()
             };
             let seconds: Vec<Vec<Vec<[u64; 2]>>> = probes
@@ -187,6 +232,7 @@ pub fn stretches(it: &Iteration) -> Vec<Stretch> {
                             client: &p.client,
                             offset_s: p.start_s,
                             inside: true,
+                            leg: Leg::Round,
                         });
                         for (k, b) in own.into_iter().enumerate() {
                             if merged.len() <= k {
@@ -596,7 +642,7 @@ mod tests {
         let mut inside = it.clone();
         inside.parts[0].derived.tps = None;
         inside.parts[0].client.intervals = (1..=2).map(|s| second(s as f64, 5_000_000)).collect();
-        let names: Vec<String> = probes(&inside).iter().map(|p| p.name().into()).collect();
+        let names: Vec<String> = probes(&inside).iter().map(|p| p.name()).collect();
         assert_eq!(names, vec!["run", SELF]);
         let s = stretches(&inside);
         let cut: Vec<Vec<String>> = s.iter().map(|s| s.running.clone()).collect();
@@ -606,6 +652,21 @@ mod tests {
             .map(|s| s.latency[1].as_ref().map(|l| (l.count, l.p50_us)))
             .collect();
         assert_eq!(own, vec![None, Some((10, 5000.0)), None]);
+        // A probe whose seconds keep its two ways is followed by them, each
+        // a probe of its own, cut into the same stretches.
+        let mut split = it.clone();
+        for i in &mut split.client.intervals {
+            let [[ns, n]] = i.buckets[..] else { panic!() };
+            i.to_server_buckets = vec![[ns / 4, n]];
+            i.to_client_buckets = vec![[ns - ns / 4, n]];
+        }
+        let names: Vec<String> = probes(&split).iter().map(|p| p.name()).collect();
+        assert_eq!(names, vec!["run", "run-up", "run-down"]);
+        let p50: Vec<Vec<f64>> = stretches(&split)
+            .iter()
+            .map(|s| s.latency.iter().map(|l| l.as_ref().unwrap().p50_us).collect())
+            .collect();
+        assert_eq!(p50[1], vec![80_000.0, 20_000.0, 60_000.0]);
         // Without the buckets of an open loop there is nothing to cut.
         for i in &mut it.client.intervals {
             i.buckets.clear();

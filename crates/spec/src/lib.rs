@@ -65,6 +65,10 @@ impl Workload {
 /// from the test's cookie, the flow index and a sequence number. A datagram
 /// cannot be smaller.
 pub const UDP_HEADER: u64 = 16;
+/// Bytes of a udp-rr answer with room for the server's stamp after the
+/// header (when it read the request, in ns on its CLOCK_MONOTONIC), from
+/// which a client on the same kernel splits each latency into its two ways.
+pub const UDP_STAMPED: u64 = UDP_HEADER + 8;
 /// The largest UDP payload over IPv4.
 pub const UDP_MAX: u64 = 65507;
 /// How long a udp-rr client waits for a response by default.

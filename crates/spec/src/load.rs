@@ -43,7 +43,9 @@ pub const SELF_PROBE_RATE: u64 = 20;
 /// Probes each flow may have outstanding: a probe rate's worth of 1.6 s,
 /// so that the schedule holds through a deep queue.
 pub const PROBE_PIPELINE: u32 = 32;
-/// The UDP probe's part, for the whole run.
+/// The UDP probe's part, for the whole run. Its answers have room for the
+/// server's stamp, so that where the ends share a clock each probe's
+/// latency splits into its two ways.
 pub const UDP_PROBE: &str = "udp";
 /// The part of probes on new connections (the responsiveness method's
 /// "foreign" probes: a TCP connect and a small exchange), for the whole
@@ -151,7 +153,8 @@ pub fn settings(phase_s: u64, flows: u32, part_keys: &str) -> Vec<(Field, String
         (
             Field::Part,
             format!(
-                "{UDP_PROBE}=udp-rr:rate={PROBE_RATE}:pipeline={PROBE_PIPELINE}:timeout={UDP_PROBE_TIMEOUT}"
+                "{UDP_PROBE}=udp-rr:rate={PROBE_RATE}:pipeline={PROBE_PIPELINE}:timeout={UDP_PROBE_TIMEOUT}:resp_size={}",
+                crate::UDP_STAMPED
             ),
         ),
         (
@@ -222,8 +225,13 @@ mod tests {
         assert_eq!(udp.spec.workload, Workload::UdpRr);
         let rr = udp.spec.rr.as_ref().unwrap();
         assert_eq!(
-            (rr.rate, rr.pipeline, rr.timeout_ms),
-            (Some(PROBE_RATE), PROBE_PIPELINE, Some(1000))
+            (rr.rate, rr.pipeline, rr.timeout_ms, rr.resp_size),
+            (
+                Some(PROBE_RATE),
+                PROBE_PIPELINE,
+                Some(1000),
+                crate::UDP_STAMPED
+            )
         );
     }
 

@@ -784,6 +784,7 @@ mod tests {
         let link = crate::Link {
             cookie: plumb_sys::Cookie([0; 16]),
             peer: std::net::SocketAddr::new(accept_from.parse().unwrap(), 0),
+            same_clock: false,
         };
         let config = EngineConfig::for_spec(&spec, Role::Server, &link);
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();

@@ -39,6 +39,25 @@ pub(super) fn hello_from(buf: &[u8], tag: u32) -> Option<u32> {
         .map(|(flow, _, _)| flow)
 }
 
+/// Bytes of an answer that has room for the server's stamp after the
+/// header: when it read the request, in ns on its CLOCK_MONOTONIC.
+pub(super) const STAMPED: usize = plumb_spec::UDP_STAMPED as usize;
+
+/// Stamps an answer with the time its request was read (`mono_ns`), where
+/// it has room; a shorter answer goes without.
+pub(super) fn put_stamp(buf: &mut [u8], mono_ns: u64) {
+    if let Some(b) = buf.get_mut(HEADER..STAMPED) {
+        b.copy_from_slice(&mono_ns.to_le_bytes());
+    }
+}
+
+/// The server's stamp of an answer, where it has room for one.
+fn stamp(buf: &[u8]) -> Option<u64> {
+    Some(u64::from_le_bytes(
+        buf.get(HEADER..STAMPED)?.try_into().ok()?,
+    ))
+}
+
 pub(super) fn put_header(buf: &mut [u8], tag: u32, flow: u32, seq: u64) {
     buf[0..4].copy_from_slice(&tag.to_le_bytes());
     buf[4..8].copy_from_slice(&flow.to_le_bytes());
@@ -140,6 +159,10 @@ pub(crate) struct RrClient {
     /// Deadlines, soonest first: a request sent later may have been planned
     /// earlier than one already out.
     deadlines: BinaryHeap<Reverse<(u64, u32, u64)>>,
+    /// Where the server reads the client's clock (one kernel): the
+    /// server's clock less the engine's, which places its stamps on the
+    /// engine's clock.
+    clock_offset: Option<u64>,
 }
 
 impl RrClient {
@@ -157,7 +180,15 @@ impl RrClient {
             placed: (0..n).map(|_| VecDeque::with_capacity(depth)).collect(),
             dead: vec![false; n],
             deadlines: BinaryHeap::with_capacity(n * depth),
+            clock_offset: None,
         }
+    }
+
+    /// The server reads the same clock, `offset` ahead of the engine's:
+    /// each stamped answer splits its latency into the way to the server
+    /// and the way back.
+    pub(crate) fn share_clock(&mut self, offset: u64) {
+        self.clock_offset = Some(offset);
     }
 
     pub(crate) fn open_loop(&self) -> bool {
@@ -233,6 +264,10 @@ impl RrClient {
     /// if the sweep had run first, so no latency exceeds the timeout; an
     /// answer to a request already timed out late; another test's datagram
     /// a stray. Whether the flow owes its next request (a closed loop).
+    /// Where the server shares the clock and stamped the answer, `timed`
+    /// also gets the latency's two ways, to the server and back, which add
+    /// up to it; a stamp outside the request's time (a clock not shared
+    /// after all) gives none.
     pub(crate) fn answer(
         &mut self,
         k: usize,
@@ -240,7 +275,7 @@ impl RrClient {
         now_ns: u64,
         c: &FlowCounters,
         strays: &AtomicU64,
-        timed: impl FnOnce(u64, u64),
+        timed: impl FnOnce(u64, u64, Option<[u64; 2]>),
     ) -> bool {
         match header(buf, self.tag) {
             Some((flow, seq, _)) if flow as usize == self.base + k => {
@@ -255,7 +290,13 @@ impl RrClient {
                     FlowCounters::bump(&c.timeouts, 1);
                     FlowCounters::bump(&c.late, 1);
                 } else {
-                    timed(t0, took);
+                    let ways = self.clock_offset.and_then(|offset| {
+                        let read = stamp(buf)?.checked_sub(offset)?;
+                        (t0..=now_ns)
+                            .contains(&read)
+                            .then(|| [read - t0, now_ns - read])
+                    });
+                    timed(t0, took, ways);
                     c.add_transaction();
                 }
                 !self.open_loop()
@@ -356,6 +397,52 @@ mod tests {
         assert_eq!(header(&b, 0xdead_beef), Some((7, 1 << 40, true)));
     }
 
+    /// A stamped answer splits its latency at the server's read: the way
+    /// there from the planned time, the way back to the answer's arrival;
+    /// the two add up to the latency. An unshared clock, an answer too
+    /// short for a stamp, or a stamp outside the request's time splits
+    /// nothing.
+    #[test]
+    fn a_stamped_answer_splits_its_latency_into_its_two_ways() {
+        let (c, strays) = (counters(1), AtomicU64::new(0));
+        // The server's clock reads 5 s where the engine's reads 0.
+        const OFFSET: u64 = 5_000_000_000;
+        let answered = |m: &mut RrClient, len: usize, read: u64| {
+            let mut req = vec![0u8; len];
+            m.request(0, &mut req, 1_000_000, &c[0]);
+            put_stamp(&mut req, OFFSET + read);
+            let mut ways = None;
+            m.answer(0, &req, 4_000_000, &c[0], &strays, |t0, ns, w| {
+                assert_eq!((t0, ns), (1_000_000, 3_000_000));
+                ways = w;
+            });
+            ways
+        };
+        let mut m = RrClient::new(&rr_plan(1, 1 << 40, 1, None), 0, 1, 0);
+        assert_eq!(
+            answered(&mut m, STAMPED, 3_500_000),
+            None,
+            "no clock shared"
+        );
+        m.share_clock(OFFSET);
+        assert_eq!(
+            answered(&mut m, STAMPED, 3_500_000),
+            Some([2_500_000, 500_000])
+        );
+        assert_eq!(answered(&mut m, HEADER, 3_500_000), None, "no room");
+        assert_eq!(
+            answered(&mut m, STAMPED, 4_000_001),
+            None,
+            "after the answer"
+        );
+        assert_eq!(
+            answered(&mut m, STAMPED, 999_999),
+            None,
+            "before the request"
+        );
+        assert_eq!(sum(&c, |c| &c.transactions), 5);
+    }
+
     fn rr_plan(
         flows: usize,
         timeout_ns: u64,
@@ -373,6 +460,7 @@ mod tests {
             timeout_ns,
             depth,
             rate,
+            same_clock: false,
         }
     }
 
@@ -435,7 +523,7 @@ mod tests {
                     for d in down.arrived(now) {
                         let (flow, _, _) = header(&d, TAG).unwrap();
                         let k = flow as usize;
-                        if m.answer(k, &d, now, &client[k], &strays, |_, ns| timed.push(ns)) {
+                        if m.answer(k, &d, now, &client[k], &strays, |_, ns, _| timed.push(ns)) {
                             owed.push(k);
                         }
                     }
@@ -443,7 +531,7 @@ mod tests {
                     if dice.below(1000) == 0 {
                         let mut d = [0u8; 64];
                         put_header(&mut d, 0xbad, 0, 0);
-                        assert!(!m.answer(0, &d, now, &client[0], &strays, |_, _| {}));
+                        assert!(!m.answer(0, &d, now, &client[0], &strays, |_, _, _| {}));
                     }
                     // The sweep runs less often than reads, as a loop's timer
                     // does: an answer past its deadline may be read first.

@@ -31,7 +31,7 @@ mod ring;
 
 pub(crate) use ring::{UdpRrRing, UdpServerRing, UdpStreamRing};
 
-use machine::{count_received, datagram_sent, next_datagram, put_header, RrClient};
+use machine::{count_received, datagram_sent, next_datagram, put_header, put_stamp, RrClient};
 
 /// What one end of a UDP test does.
 #[derive(Debug, Clone)]
@@ -58,6 +58,9 @@ pub struct UdpPlan {
     pub depth: u32,
     /// udp-rr client, open loop: requests a second over every flow.
     pub rate: Option<f64>,
+    /// udp-rr client: the server runs on this kernel, so its answers'
+    /// stamps are on this end's clock (see [`crate::Link::same_clock`]).
+    pub same_clock: bool,
 }
 
 impl UdpPlan {
@@ -308,11 +311,21 @@ pub(crate) struct UdpRrClient {
     timeout_ns: u64,
 }
 
+/// The udp-rr machine of this worker's client flows, starting now; where
+/// the server runs on this kernel, told how far its stamps' clock is ahead
+/// of the engine's.
+pub(super) fn rr_client(plan: &UdpPlan, sh: &Shared) -> RrClient {
+    let mut m = RrClient::new(plan, sh.range.start, sh.range.len(), sh.now_ns());
+    if plan.same_clock {
+        m.share_clock(crate::flow::monotonic_ns().saturating_sub(sh.now_ns()));
+    }
+    m
+}
+
 impl UdpRrClient {
     pub(crate) fn new(plan: UdpPlan, sh: &Shared) -> UdpRrClient {
-        let now = sh.now_ns();
         UdpRrClient {
-            m: RrClient::new(&plan, sh.range.start, sh.range.len(), now),
+            m: rr_client(&plan, sh),
             base: sh.range.start,
             out: pattern(plan.out_size),
             inbuf: vec![0u8; 65536],
@@ -417,7 +430,7 @@ impl Handler for UdpRrClient {
                 lp.sh.now_ns(),
                 &lp.sh.counters[i],
                 &lp.sh.strays,
-                |planned, ns| timings.record(planned, ns),
+                |planned, ns, ways| timings.record_answer(planned, ns, ways),
             );
             if owes {
                 self.send_or_end(lp, k);
@@ -531,6 +544,7 @@ impl UdpServer {
             let c = &lp.sh.counters[flow as usize];
             c.add_transaction();
             put_header(&mut self.out, udp.tag, flow, seq);
+            put_stamp(&mut self.out, crate::flow::monotonic_ns());
             // A response that cannot be sent is lost, as on the wire; the
             // client's timeout covers it.
             if let Ok(w) = send_to(sock, &self.out, &from) {
@@ -606,6 +620,7 @@ mod flow_tests {
             timeout_ns: 20_000_000,
             depth: 1,
             rate: None,
+            same_clock: false,
         }
     }
 

@@ -5,7 +5,9 @@
 //! receives the same way; a udp-rr server takes each request into a letter
 //! that keeps its sender's address, and answers from it.
 
-use super::machine::{count_received, datagram_sent, next_datagram, put_header, RrClient};
+use super::machine::{
+    count_received, datagram_sent, next_datagram, put_header, put_stamp, RrClient,
+};
 use super::{blocked, filtered, UdpPlan};
 use crate::flow::{FlowCounters, Loop, Shared};
 use crate::ring::{self, receive_buffers, Done, Op, RingFlows, Shape};
@@ -174,9 +176,8 @@ pub(crate) struct UdpRrRing {
 impl UdpRrRing {
     pub(crate) fn new(plan: UdpPlan, sh: &Shared) -> UdpRrRing {
         let n = sh.range.len();
-        let now = sh.now_ns();
         UdpRrRing {
-            m: RrClient::new(&plan, sh.range.start, n, now),
+            m: super::rr_client(&plan, sh),
             plan,
             base: sh.range.start,
             sending: vec![false; n],
@@ -281,7 +282,7 @@ impl RingFlows for UdpRrRing {
                     now,
                     &lp.sh.counters[i],
                     &lp.sh.strays,
-                    |planned, ns| timings.record(planned, ns),
+                    |planned, ns, ways| timings.record_answer(planned, ns, ways),
                 );
                 if owes {
                     self.request(lp, q, k)?;
@@ -389,6 +390,7 @@ impl RingFlows for UdpServerRing {
                     Some((flow, seq)) if ring::going(lp, false) => {
                         lp.sh.counters[flow as usize].add_transaction();
                         put_header(q.letter(slot), udp.tag, flow, seq);
+                        put_stamp(q.letter(slot), crate::flow::monotonic_ns());
                         self.answering[slot] = flow;
                         q.answer_letter(sock, slot, udp.out_size, ring::tag(slot, Op::Send))?;
                     }

@@ -89,6 +89,8 @@ fn fairness(o: &mut String, part: &Iteration) {
     }
 }
 
+use plumb_samples::load::Leg;
+
 /// The main part's paced transactions (`--rate`) in each stretch of the
 /// window in which the same parts ran, and how much the median rose over
 /// the stretches in which none did: the latency under load.
@@ -116,11 +118,28 @@ pub(super) fn under_load(o: &mut String, spec: &plumb_spec::Spec, it: &Iteration
             Some(p) => (format!("part {}'s", p.name), spec.part_spec(p)),
             None => ("the run's own".to_string(), spec.clone()),
         };
-        let _ = writeln!(
-            o,
-            "\nunder load  {whose} transactions, in ms, while the loads ran"
-        );
+        let way = match probe.leg {
+            Leg::Round => {
+                let _ = writeln!(
+                    o,
+                    "\nunder load  {whose} transactions, in ms, while the loads ran"
+                );
+                false
+            }
+            leg => {
+                let toward = if leg == Leg::Up { "server" } else { "client" };
+                let _ = writeln!(
+                    o,
+                    "\nunder load  {whose} transactions one way, toward the {toward} ({}), in ms,\n            \
+                     by the server's stamps on the clock both ends read",
+                    probe.name()
+                );
+                true
+            }
+        };
         let lost = match (spec.workload, &spec.rr) {
+            // A way cannot tell whether a request or its answer was lost.
+            _ if way => None,
             (plumb_spec::Workload::UdpRr, Some(rr)) => {
                 let timeout_ms = rr.timeout_ms.unwrap_or(plumb_spec::UDP_RR_TIMEOUT_MS);
                 Some(plumb_samples::load::timed_out(
@@ -134,6 +153,9 @@ pub(super) fn under_load(o: &mut String, spec: &plumb_spec::Spec, it: &Iteration
         };
         let alone = plumb_samples::load::alone(&stretches, i);
         stretch_table(o, &stretches, i, lost.as_deref(), alone);
+        if way {
+            continue;
+        }
         if let Some(line) = probe_traffic(&spec, probe.client) {
             let _ = writeln!(o, "{line}");
         }
@@ -636,6 +658,38 @@ pub(super) fn per_second(
         .collect()
 }
 
+/// The latency's two ways over the window, where the client split it by
+/// the server's stamps on the clock both read.
+fn one_way(o: &mut String, client: &plumb_samples::EndResult) {
+    let way = |buckets: fn(&plumb_samples::IntervalSample) -> &[[u64; 2]]| {
+        let all: Vec<[u64; 2]> = client
+            .intervals
+            .iter()
+            .flat_map(|s| buckets(s).iter().copied())
+            .collect();
+        plumb_samples::Latency::from_buckets(&all)
+    };
+    let (Some(up), Some(down)) = (way(|s| &s.to_server_buckets), way(|s| &s.to_client_buckets))
+    else {
+        return;
+    };
+    for (what, l) in [("to server", up), ("to client", down)] {
+        let _ = writeln!(
+            o,
+            "{:<13}{what}: p50 {}  p90 {}  p99 {}  max {}",
+            if what == "to server" {
+                "one way us"
+            } else {
+                ""
+            },
+            sig3(l.p50_us),
+            sig3(l.p90_us),
+            sig3(l.p99_us),
+            sig3(l.max_us)
+        );
+    }
+}
+
 /// Transactions, their rate interval by interval, latency percentiles and
 /// fairness over flows.
 pub(super) fn transactions(o: &mut String, it: &Iteration) {
@@ -681,6 +735,7 @@ pub(super) fn transactions(o: &mut String, it: &Iteration) {
             sig3(l.max_us)
         );
     }
+    one_way(o, &it.client);
     if let Some(f) = d.fairness {
         let _ = writeln!(
             o,

@@ -157,8 +157,8 @@ fn probe_names(sources: &[Source]) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     for s in sources {
         for p in load::probes(s.it) {
-            if !names.iter().any(|n| n == p.name()) {
-                names.push(p.name().to_string());
+            if !names.iter().any(|n| *n == p.name()) {
+                names.push(p.name());
             }
         }
     }
@@ -202,7 +202,8 @@ fn probe_points(it: &Iteration, probe: &Probe) -> (Vec<(f64, f64)>, bool) {
             })
         })
         .collect();
-    if !each.is_empty() {
+    // The ways of a probe are kept second by second only.
+    if !each.is_empty() && probe.leg == load::Leg::Round {
         each.sort_by(|a, b| a.0.total_cmp(&b.0));
         return (each, true);
     }
@@ -210,7 +211,7 @@ fn probe_points(it: &Iteration, probe: &Probe) -> (Vec<(f64, f64)>, bool) {
         .iter()
         .flat_map(|&(e, offset)| {
             e.intervals.iter().filter_map(move |s| {
-                let l = Latency::from_buckets(&s.buckets)?;
+                let l = Latency::from_buckets(probe.buckets(s))?;
                 Some((offset + s.t_s - s.dt_s / 2.0, l.p50_us))
             })
         })

@@ -63,6 +63,18 @@ pub struct IntervalSample {
     /// open loop of at most 1000 a second (the probes of a load run).
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub each: Vec<[i64; 2]>,
+    /// The same transactions' one-way delay toward the server (request
+    /// sent, or planned, to the server's read) as [`Latency::buckets`]
+    /// holds them, where the server stamped its answers on a clock this
+    /// end shares (udp-rr with both ends on one kernel: one host, its
+    /// namespaces, one guest). The two ways of a transaction add up to its
+    /// latency.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub to_server_buckets: Vec<[u64; 2]>,
+    /// Their one-way delay toward the client (the server's read to the
+    /// answer's), as `to_server_buckets`.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub to_client_buckets: Vec<[u64; 2]>,
     /// udp-rr client: requests whose response had not come within the
     /// timeout, counted in the interval their time ran out (lost, or
     /// answered late).

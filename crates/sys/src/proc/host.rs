@@ -19,6 +19,14 @@ pub fn kernel_release() -> String {
         .into_owned()
 }
 
+/// This boot of the kernel: the same in every process and namespace on
+/// it, so two ends with the same one read one CLOCK_MONOTONIC (a time
+/// namespace, which no plumb end makes, would offset it).
+pub fn boot_id() -> Option<String> {
+    let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    Some(id.trim().to_string()).filter(|id| !id.is_empty())
+}
+
 /// The node name of the UTS namespace this process is in.
 pub fn hostname() -> String {
     rustix::system::uname()
