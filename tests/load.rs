@@ -78,6 +78,7 @@ fn load_through(queue: &str, limit_bytes: f64) -> Loaded {
         load_page_as_the_record_says(&dom, &record);
     }
     let it = &record["iterations"][0];
+    drops_second_by_second(it);
     let by_phase = |client: &Value| -> Vec<f64> {
         (0..5)
             .map(|i| median_ms(&phase_buckets(client, i)))
@@ -110,6 +111,56 @@ fn load_through(queue: &str, limit_bytes: f64) -> Loaded {
         ping,
         tc_backlog,
     }
+}
+
+/// The kernel's drops by reason, second by second on the client's end:
+/// together the window's reasons as read; the router's FIFO drops (the
+/// kernel's QDISC_DROP) fall while the loads run, hardly before the first
+/// (the reasons are host-wide, and a load's sender may start a little
+/// before its second); and no more are read than the router's qdiscs
+/// counted themselves (rtnetlink's counters, not the tracepoint: a reason
+/// read is of a drop counted, but not every one is read).
+fn drops_second_by_second(it: &Value) {
+    let c = &it["client"];
+    let t = &c["tracepoints"];
+    let mut seconds = std::collections::BTreeMap::<String, u64>::new();
+    let (mut before_load, mut loaded) = (0, 0);
+    for s in items(&c["intervals"]) {
+        let Some(by) = s["drop_reasons"].as_object() else {
+            continue;
+        };
+        for (reason, n) in by {
+            *seconds.entry(reason.clone()).or_default() += u(n);
+        }
+        let fifo = by.get("QDISC_DROP").map_or(0, u);
+        let middle = f(&s["t_s"]) - f(&s["dt_s"]) / 2.0;
+        if middle < PHASE_S {
+            before_load += fifo;
+        } else if middle < 4.0 * PHASE_S {
+            loaded += fifo;
+        }
+    }
+    let as_read = match t["drop_reasons_as_read"].as_object() {
+        Some(r) => r,
+        None => t["drop_reasons"].as_object().unwrap(),
+    };
+    let window: std::collections::BTreeMap<String, u64> =
+        as_read.iter().map(|(r, n)| (r.clone(), u(n))).collect();
+    assert_eq!(seconds, window, "{t}");
+    assert_eq!(
+        u(&t["drop_reasons_read"]),
+        window.values().sum::<u64>(),
+        "{t}"
+    );
+    let router: u64 = items(&c["path_queues"]).map(|q| u(&q["drops"])).sum();
+    let qdisc = seconds.get("QDISC_DROP").copied().unwrap_or(0);
+    let seen = format!(
+        "QDISC_DROP read {qdisc}: {before_load} before the loads, {loaded} while they ran; \
+         the router's qdiscs dropped {router}"
+    );
+    eprintln!("{seen}");
+    assert!(loaded > 0 && 5 * before_load <= loaded, "{seen}");
+    assert!(qdisc <= router, "{seen}");
 }
 
 /// The run's page as Chromium lays it out, against the record it draws:
@@ -427,6 +478,7 @@ fn probes_wait_behind_a_loaded_fifo_as_long_as_its_depth_takes_to_drain() {
             "part connect's transactions",
             "timed  lost",
             "queued in   the router's qdisc",
+            "dropped     packets the kernel freed as dropped",
             "self probes in the loads",
             "responsiveness",
             "needs 7 to judge",
@@ -791,6 +843,9 @@ struct Sock {
     acked: u64,
     /// The bytes written to it and not sent yet.
     notsent: u64,
+    /// The bytes it has in flight: segments not yet acknowledged, of its
+    /// MSS each.
+    in_flight: u64,
     /// Its smoothed RTT, ms.
     rtt_ms: Option<f64>,
 }
@@ -829,11 +884,17 @@ fn ss_acked(ns: &str) -> Vec<Sock> {
         let rtt_ms = info
             .split_whitespace()
             .find_map(|w| w.strip_prefix("rtt:")?.split('/').next()?.parse().ok());
+        let field = |name: &str| -> u64 {
+            info.split_whitespace()
+                .find_map(|w| w.strip_prefix(name)?.parse().ok())
+                .unwrap_or(0)
+        };
         socks.push(Sock {
             local,
             cc,
             acked,
             notsent,
+            in_flight: field("unacked:") * field("mss:"),
             rtt_ms,
         });
     }
@@ -892,6 +953,9 @@ struct Shared {
     /// The senders' smoothed RTT, ms.
     plumb_srtt: f64,
     ss_srtt: f64,
+    /// The bytes they had in flight together, KiB.
+    plumb_in_flight: f64,
+    ss_in_flight: f64,
     /// Each bulk flow's congestion control and bytes over those seconds.
     shares: Vec<(String, f64)>,
 }
@@ -945,6 +1009,19 @@ fn fairness_through(queue: &str, parts: &[&str]) -> Shared {
         .filter_map(|s| s.rtt_ms)
         .collect();
     let ss_srtt = rtts.iter().sum::<f64>() / rtts.len() as f64;
+    // Each sender's mean in flight over the readings, summed.
+    let ss_in_flight = bulk
+        .iter()
+        .map(|b| {
+            let each: Vec<u64> = seen[from..=last]
+                .iter()
+                .filter_map(|(_, sample)| sample.iter().find(|s| s.local == b.0))
+                .map(|s| s.in_flight)
+                .collect();
+            each.iter().sum::<u64>() as f64 / each.len().max(1) as f64
+        })
+        .sum::<f64>()
+        / 1024.0;
     // The "each way" row of the stretch the loads ran in: toward the
     // server, its goodput, flows, Jain's index and the senders' srtt.
     let row = summary
@@ -954,16 +1031,15 @@ fn fairness_through(queue: &str, parts: &[&str]) -> Shared {
         .unwrap_or_else(|| panic!("no stretch in each way:\n{summary}"));
     let words: Vec<&str> = row.split_whitespace().collect();
     assert!(words.contains(&"server"), "{row}");
-    assert_eq!(
-        words[words.len() - 3],
-        "4",
-        "4 flows toward the server: {row}"
-    );
+    let from_end = |k: usize| words[words.len() - k];
+    assert_eq!(from_end(5), "4", "4 flows toward the server: {row}");
     Shared {
-        plumb_jain: words[words.len() - 2].parse().unwrap(),
+        plumb_jain: from_end(4).parse().unwrap(),
         ss_jain,
-        plumb_srtt: words[words.len() - 1].parse().unwrap(),
+        plumb_srtt: from_end(3).parse().unwrap(),
         ss_srtt,
+        plumb_in_flight: from_end(2).parse().unwrap(),
+        ss_in_flight,
         shares,
     }
 }
@@ -986,14 +1062,27 @@ fn jains_index_tells_equal_flows_from_a_mix_known_to_be_unfair() {
     );
     for (what, s) in [("equal", &equal), ("mixed", &mixed)] {
         let seen = format!(
-            "{what}: Jain plumb {} ss {}, srtt plumb {} ms ss {} ms, {:?}",
-            s.plumb_jain, s.ss_jain, s.plumb_srtt, s.ss_srtt, s.shares
+            "{what}: Jain plumb {} ss {}, srtt plumb {} ms ss {} ms, in flight plumb {} KiB \
+             ss {} KiB, {:?}",
+            s.plumb_jain,
+            s.ss_jain,
+            s.plumb_srtt,
+            s.ss_srtt,
+            s.plumb_in_flight,
+            s.ss_in_flight,
+            s.shares
         );
         eprintln!("{seen}");
         assert_eq!(s.shares.len(), 4, "{seen}");
         assert!((s.plumb_jain - s.ss_jain).abs() <= 0.05, "{seen}");
         // The senders' round trip is the FIFO's wait: the same to both.
         assert!((s.plumb_srtt / s.ss_srtt - 1.0).abs() <= 0.25, "{seen}");
+        // What they had in flight is the FIFO's fill and the link's: the
+        // same to both.
+        assert!(
+            (s.plumb_in_flight / s.ss_in_flight - 1.0).abs() <= 0.25,
+            "{seen}"
+        );
         match what {
             "equal" => assert!(s.plumb_jain >= 0.95, "{seen}"),
             _ => assert!(s.plumb_jain <= 0.9, "{seen}"),

@@ -180,6 +180,7 @@ fn end() -> impl Strategy<Value = EndResult> {
                     drop_reasons: [("SOCKET_RCVBUFF".to_string(), received % 83)].into(),
                     drop_reasons_read: Some(received % 83),
                     drop_reasons_as_read: [("SOCKET_RCVBUFF".to_string(), received % 79)].into(),
+                    drop_reasons_throttled: sent % 7,
                 }),
                 acks: Some(plumb_samples::AckSamples {
                     filter: format!("sport == {}", received % 65536),

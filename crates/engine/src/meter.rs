@@ -165,9 +165,16 @@ impl Meter {
     }
 
     /// The interval from the last sample to `now`, in which the counts
-    /// went from the last sample's to `c` and the workers timed `taken`.
-    fn interval(&self, now: Instant, c: &Counts, taken: Taken) -> IntervalSample {
-        IntervalSample {
+    /// went from the last sample's to `c` and the workers timed `taken`,
+    /// with what the probes keep interval by interval.
+    fn interval(
+        &mut self,
+        engine: &Engine,
+        now: Instant,
+        c: &Counts,
+        taken: Taken,
+    ) -> IntervalSample {
+        let mut s = IntervalSample {
             t_s: (now - self.opened).as_secs_f64(),
             dt_s: (now - self.last_t).as_secs_f64(),
             bytes_sent: c.sent() - self.last.sent(),
@@ -179,7 +186,12 @@ impl Meter {
             to_server_buckets: taken.to_server,
             to_client_buckets: taken.to_client,
             timeouts: c.udp.timeouts - self.last.udp.timeouts,
+            ..Default::default()
+        };
+        for p in &mut self.probes {
+            p.interval(engine, &mut s);
         }
+        s
     }
 
     pub fn elapsed_s(&self) -> f64 {
@@ -194,7 +206,7 @@ impl Meter {
         let now = Instant::now();
         let c = engine.counts();
         let taken = self.take_latency(engine, timed);
-        let s = self.interval(now, &c, taken);
+        let s = self.interval(engine, now, &c, taken);
         sink.interval(self.role, &s);
         self.samples.push(s);
         self.last = c;
@@ -229,7 +241,7 @@ impl Meter {
         // The last partial interval, when it holds anything worth a sample.
         let tail = (end_t - self.last_t).as_secs_f64();
         if tail > 0.05 || self.samples.is_empty() {
-            let s = self.interval(end_t, &end, tail_taken);
+            let s = self.interval(engine, end_t, &end, tail_taken);
             sink.interval(self.role, &s);
             self.samples.push(s);
         }

@@ -11,8 +11,8 @@ use crate::Engine;
 use plumb_samples::figure::Probe as Id;
 use plumb_samples::TcpSeries;
 use plumb_samples::{
-    CpuTimes, EndResult, InterfaceCounts, IrqCounts, IrqCpu, PathQueue, ProcessCpu, QdiscCounts,
-    SchedTimes, SoftirqCounts, SoftnetCounts, ThreadCpu, PATH_THREAD,
+    CpuTimes, EndResult, InterfaceCounts, IntervalSample, IrqCounts, IrqCpu, PathQueue, ProcessCpu,
+    QdiscCounts, SchedTimes, SoftirqCounts, SoftnetCounts, ThreadCpu, PATH_THREAD,
 };
 use plumb_sys::proc::{Interrupts, NetDevRow, SoftirqRow, StatCpu, TaskSnapshot};
 use plumb_sys::process::Rusage;
@@ -32,6 +32,9 @@ pub trait Probe {
     /// hears of it, what the peer's teardown would change before
     /// [`Probe::close`]: most sources have nothing to read here.
     fn closing(&mut self, _: &Engine) {}
+    /// Reads, as each interval of the window ends, what the source keeps
+    /// interval by interval into its sample: most keep nothing.
+    fn interval(&mut self, _: &Engine, _: &mut IntervalSample) {}
 }
 
 /// A source whose figures are what changed between two readings.
@@ -230,6 +233,8 @@ struct TracepointProbe {
     unavailable: BTreeMap<String, String>,
     open: Vec<u64>,
     reasons: Option<(plumb_sys::trace::RawSampler, plumb_sys::trace::RawField)>,
+    /// The drops' reasons read since the window opened, and how many.
+    reasons_read: (BTreeMap<String, u64>, u64),
     own: Option<OwnFlows>,
 }
 
@@ -430,13 +435,14 @@ impl TracepointProbe {
             unavailable,
             open: Vec::new(),
             reasons,
+            reasons_read: Default::default(),
             own,
         }
     }
 
-    /// The reasons of the drops sampled since the last call, and how many
-    /// were read.
-    fn drop_reasons(&mut self) -> (BTreeMap<String, u64>, u64) {
+    /// The reasons of the drops sampled since the last call, added to the
+    /// window's (`reasons_read`).
+    fn drop_reasons(&mut self) -> BTreeMap<String, u64> {
         let mut by = BTreeMap::new();
         let mut read = 0;
         if let Some((sampler, field)) = &mut self.reasons {
@@ -451,7 +457,11 @@ impl TracepointProbe {
                 by.insert(field.name(v), n);
             }
         }
-        (by, read)
+        for (reason, n) in &by {
+            *self.reasons_read.0.entry(reason.clone()).or_default() += n;
+        }
+        self.reasons_read.1 += read;
+        by
     }
 
     fn read(&self) -> Vec<u64> {
@@ -491,22 +501,30 @@ impl Probe for TracepointProbe {
         // the close, so that every reason read is of a drop counted.
         self.open = self.read();
         self.drop_reasons();
+        self.reasons_read = Default::default();
         if let Some(own) = &mut self.own {
             own.open();
         }
     }
 
+    fn interval(&mut self, _: &Engine, s: &mut IntervalSample) {
+        s.drop_reasons = self.drop_reasons();
+    }
+
     fn close(&mut self, _: &Engine, out: &mut EndResult) {
-        let (reasons, read) = self.drop_reasons();
+        self.drop_reasons();
+        let (reasons, read) = std::mem::take(&mut self.reasons_read);
         let close = self.read();
         let counts = counted(&self.counters, &close, &self.open);
         out.flow_events = self.own.as_mut().map(OwnFlows::close);
         let dropped = counts.get(DROPS.0).copied().unwrap_or(0);
         let (drop_reasons, drop_reasons_as_read) =
             plumb_samples::Tracepoints::reasons(reasons, dropped);
+        let throttled = self.reasons.as_ref().map_or(0, |(s, _)| s.throttled());
         out.tracepoints = Some(plumb_samples::Tracepoints {
             drop_reasons,
             drop_reasons_read: self.reasons.is_some().then_some(read),
+            drop_reasons_throttled: throttled,
             drop_reasons_as_read,
             counts,
             unavailable: self.unavailable.clone(),

@@ -298,6 +298,31 @@ pub fn timed_out(it: &Iteration, stretches: &[Stretch], i: usize, timeout_s: f64
         .collect()
 }
 
+/// The packets the kernel dropped in each stretch, by reason: the client
+/// end's intervals (the main part's, over the whole window) whose middle
+/// falls in it. The reasons are host-wide, as read; an interval that
+/// straddles a stretch's edge counts wholly in the stretch its middle is in.
+pub fn drops(
+    it: &Iteration,
+    stretches: &[Stretch],
+) -> Vec<std::collections::BTreeMap<String, u64>> {
+    stretches
+        .iter()
+        .map(|st| {
+            let mut by = std::collections::BTreeMap::new();
+            for s in it.client.intervals.iter().filter(|s| {
+                let m = s.t_s - s.dt_s / 2.0;
+                st.start_s <= m && m < st.stop_s
+            }) {
+                for (reason, n) in &s.drop_reasons {
+                    *by.entry(reason.clone()).or_default() += n;
+                }
+            }
+            by
+        })
+        .collect()
+}
+
 /// Probe `i`'s latency over the stretches in which no load ran, together.
 pub fn alone(stretches: &[Stretch], i: usize) -> Option<Latency> {
     let buckets: Vec<[u64; 2]> = stretches
@@ -352,6 +377,13 @@ pub struct Way {
     /// The senders' smoothed RTT over those seconds, µs: the mean of their
     /// flows' samples; None where the sending end sampled none.
     pub srtt_us: Option<f64>,
+    /// The bytes the senders had in flight together (sent, not yet
+    /// acknowledged: on the path and in its queues), each flow's mean over
+    /// its samples in those seconds, summed; None as `srtt_us`.
+    pub in_flight_bytes: Option<f64>,
+    /// The bytes they held written but not yet sent, likewise (in their
+    /// sockets); None where the kernel does not say (before 4.6).
+    pub unsent_bytes: Option<f64>,
 }
 
 impl Way {
@@ -415,9 +447,13 @@ pub fn shared(it: &Iteration, st: &Stretch) -> Shared {
             .find(|t| t.flow == flow)
             .is_some_and(|t| t.bytes_received > t.bytes_sent)
     };
+    let mean = |v: &[u32]| -> Option<f64> {
+        (!v.is_empty()).then(|| v.iter().map(|&x| f64::from(x)).sum::<f64>() / v.len() as f64)
+    };
     let way = |receiver: EndOf, sender: EndOf| -> Option<Way> {
         let mut bytes = Vec::new();
         let (mut rtt_sum, mut rtt_n) = (0.0, 0usize);
+        let (mut in_flight, mut unsent) = (None::<f64>, Some(0.0));
         for p in &running {
             let series = receiver(p).tcp_series.as_ref()?;
             if series.sampled.len() != series.flows as usize {
@@ -440,12 +476,19 @@ pub fn shared(it: &Iteration, st: &Stretch) -> Shared {
                     rtt_sum += f64::from(us);
                     rtt_n += 1;
                 }
+                if let Some(segs) = f.in_flight.get(a..=b).and_then(mean) {
+                    *in_flight.get_or_insert(0.0) += segs * f64::from(f.mss);
+                }
+                let held = f.notsent_bytes.as_deref().and_then(|v| mean(v.get(a..=b)?));
+                unsent = unsent.zip(held).map(|(u, h)| u + h);
             }
         }
         (!bytes.is_empty()).then_some(Way {
             bytes,
             seconds: to_s - from_s,
             srtt_us: (rtt_n > 0).then(|| rtt_sum / rtt_n as f64),
+            unsent_bytes: unsent.filter(|_| in_flight.is_some()),
+            in_flight_bytes: in_flight,
         })
     };
     Shared {
@@ -664,9 +707,24 @@ mod tests {
         assert_eq!(names, vec!["run", "run-up", "run-down"]);
         let p50: Vec<Vec<f64>> = stretches(&split)
             .iter()
-            .map(|s| s.latency.iter().map(|l| l.as_ref().unwrap().p50_us).collect())
+            .map(|s| {
+                s.latency
+                    .iter()
+                    .map(|l| l.as_ref().unwrap().p50_us)
+                    .collect()
+            })
             .collect();
         assert_eq!(p50[1], vec![80_000.0, 20_000.0, 60_000.0]);
+        // The kernel's drops fall in the stretch each second's middle is in.
+        let mut dropped = it.clone();
+        for (k, i) in dropped.client.intervals.iter_mut().enumerate() {
+            i.drop_reasons = [("QDISC_DROP".to_string(), k as u64 * 10)].into();
+        }
+        let by: Vec<u64> = drops(&dropped, &stretches(&dropped))
+            .iter()
+            .map(|d| d.get("QDISC_DROP").copied().unwrap_or(0))
+            .collect();
+        assert_eq!(by, vec![10, 20 + 30, 40 + 50]);
         // Without the buckets of an open loop there is nothing to cut.
         for i in &mut it.client.intervals {
             i.buckets.clear();

@@ -30,6 +30,9 @@ const IOC_DISABLE: libc::c_ulong = 0x2401;
 /// PERF_EVENT_IOC_SET_FILTER: _IOW('$', 6, char *).
 const IOC_SET_FILTER: libc::c_ulong = 0x4008_2406;
 const RECORD_LOST: u32 = 2;
+/// PERF_RECORD_THROTTLE: the kernel stopped the event for the rest of a
+/// tick, its samples over kernel.perf_event_max_sample_rate.
+const RECORD_THROTTLE: u32 = 5;
 const RECORD_SAMPLE: u32 = 9;
 /// Call-chain entries at or above this are context markers
 /// (PERF_CONTEXT_KERNEL, PERF_CONTEXT_USER, ...), not addresses.
@@ -136,6 +139,9 @@ pub(crate) struct Ring {
     page: usize,
     /// Samples the kernel could not write because the ring was full.
     pub lost: u64,
+    /// Times the kernel throttled the event: the events of the rest of
+    /// that tick were not sampled, nor counted as lost.
+    pub throttled: u64,
 }
 
 // SAFETY: the mapping is owned by the ring and only touched through
@@ -214,6 +220,7 @@ impl Ring {
             data_size: page * pages,
             page,
             lost: 0,
+            throttled: 0,
         })
     }
 
@@ -263,6 +270,7 @@ impl Ring {
             match kind {
                 RECORD_SAMPLE => each(&record[8..]),
                 RECORD_LOST => self.lost += read_u64(&record, 16).unwrap_or(0),
+                RECORD_THROTTLE => self.throttled += 1,
                 _ => {}
             }
             tail += size as u64;

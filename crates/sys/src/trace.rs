@@ -200,6 +200,12 @@ impl RawSampler {
     pub fn lost(&self) -> u64 {
         self.rings.iter().map(|r| r.lost).sum()
     }
+
+    /// Times the kernel throttled the event on any CPU, each losing the
+    /// rest of a tick's events unsaid.
+    pub fn throttled(&self) -> u64 {
+        self.rings.iter().map(|r| r.throttled).sum()
+    }
 }
 
 fn id_in(root: &Path, name: &str) -> Result<u64, String> {

@@ -380,6 +380,12 @@ pub(super) fn drop_reason_words(t: &plumb_samples::Tracepoints) -> Vec<String> {
         count(t.drop_reasons_read.unwrap_or(0)),
         count(counted)
     ));
+    if t.drop_reasons_throttled > 0 {
+        words.push(format!(
+            "(the kernel throttled their sampling {} times)",
+            count(t.drop_reasons_throttled)
+        ));
+    }
     words
 }
 

@@ -2,6 +2,7 @@
 //! iteration, what TCP said of them and what limited the senders.
 
 use super::*;
+use plumb_samples::load::Leg;
 
 /// What an iteration (or a part of it) moved: its transactions and
 /// latency, throughput, transfer, datagrams and zero-copy sends.
@@ -89,8 +90,6 @@ fn fairness(o: &mut String, part: &Iteration) {
     }
 }
 
-use plumb_samples::load::Leg;
-
 /// The main part's paced transactions (`--rate`) in each stretch of the
 /// window in which the same parts ran, and how much the median rose over
 /// the stretches in which none did: the latency under load.
@@ -162,6 +161,7 @@ pub(super) fn under_load(o: &mut String, spec: &plumb_spec::Spec, it: &Iteration
     }
     responsiveness(o, it);
     each_way(o, it, &stretches);
+    dropped(o, it, &stretches);
     if let Some(places) = where_queued(it) {
         let indent = " ".repeat(12);
         for (n, l) in wrap(&format!("{indent}{places}"), 80, &indent)
@@ -230,6 +230,8 @@ fn each_way(o: &mut String, it: &Iteration, stretches: &[plumb_samples::load::St
         ("flows", Align::Right, 5),
         ("Jain", Align::Right, 6),
         ("srtt ms", Align::Right, 8),
+        ("in flight KiB", Align::Right, 13),
+        ("unsent KiB", Align::Right, 10),
     ]);
     let mut rows = 0;
     for st in stretches.iter().filter(|s| !s.running.is_empty()) {
@@ -255,6 +257,9 @@ fn each_way(o: &mut String, it: &Iteration, stretches: &[plumb_samples::load::St
                 w.bytes.len().to_string(),
                 w.jain().map_or("-".to_string(), |j| format!("{j:.3}")),
                 w.srtt_us.map_or("-".to_string(), |us| sig3(us / 1000.0)),
+                w.in_flight_bytes
+                    .map_or("-".to_string(), |b| sig3(b / 1024.0)),
+                w.unsent_bytes.map_or("-".to_string(), |b| sig3(b / 1024.0)),
             ]);
             rows += 1;
         }
@@ -266,11 +271,66 @@ fn each_way(o: &mut String, it: &Iteration, stretches: &[plumb_samples::load::St
     let twice = plumb_samples::units::trimmed(2.0 * plumb_samples::load::SETTLE_S);
     let _ = writeln!(
         o,
-        "\neach way    the loads' goodput, Jain's index over their flows and their\n            \
-         senders' smoothed RTT, from the TCP state both ends sampled,\n            \
+        "\neach way    the loads' goodput, Jain's index over their flows, and their\n            \
+         senders' smoothed RTT, bytes in flight and bytes written but not sent\n            \
+         (each flow's mean, summed), from the TCP state both ends sampled,\n            \
          leaving out the first {settle} s of each stretch (its first half where\n            \
          it is shorter than {twice} s)"
     );
+    o.push_str(&t.terminal(""));
+}
+
+/// The packets the kernel dropped in each stretch, by reason, where the
+/// client's end read them interval by interval: where in the run the
+/// window's drops fell (a full FIFO's QDISC_DROP while the loads ran).
+fn dropped(o: &mut String, it: &Iteration, stretches: &[plumb_samples::load::Stretch]) {
+    let drops = plumb_samples::load::drops(it, stretches);
+    if drops.iter().all(|d| d.is_empty()) {
+        return;
+    }
+    let mut t = Table::new(vec![
+        ("seconds", Align::Left, 11),
+        ("running", Align::Left, 20),
+        ("dropped", Align::Right, 8),
+        ("by reason, most first", Align::Left, 21),
+    ]);
+    for (st, by) in stretches.iter().zip(&drops) {
+        let mut reasons: Vec<(&String, &u64)> = by.iter().collect();
+        reasons.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        t.row(vec![
+            format!("{:.1}-{:.1}", st.start_s, st.stop_s),
+            st.running_label(),
+            count(by.values().sum()),
+            reasons
+                .iter()
+                .map(|(r, n)| format!("{r} {}", count(**n)))
+                .collect::<Vec<_>>()
+                .join(", "),
+        ]);
+    }
+    let _ = writeln!(
+        o,
+        "\ndropped     packets the kernel freed as dropped (skb:kfree_skb) in each\n            \
+         stretch, by its reason, on the client's host, as read second by second"
+    );
+    let tp = it.client.tracepoints.as_ref();
+    let counted = tp.and_then(|t| t.counts.get("skb:kfree_skb").copied());
+    let read: u64 = drops.iter().flat_map(|d| d.values()).sum();
+    if let Some(counted) = counted.filter(|&c| c > read) {
+        let why = match tp.map_or(0, |t| t.drop_reasons_throttled) {
+            0 => String::new(),
+            n => format!(
+                ":\n            the kernel throttled their sampling {} times (kernel.perf_event_max_sample_rate)",
+                count(n)
+            ),
+        };
+        let _ = writeln!(
+            o,
+            "            ({} of the window's {} drops read{why})",
+            count(read),
+            count(counted)
+        );
+    }
     o.push_str(&t.terminal(""));
 }
 

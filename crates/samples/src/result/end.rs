@@ -80,9 +80,16 @@ pub struct IntervalSample {
     /// answered late).
     #[serde(skip_serializing_if = "is_zero", default)]
     pub timeouts: u64,
+    /// Packets the kernel dropped in the interval, host-wide, by reason as
+    /// read from skb:kfree_skb's records (as `tracepoints.drop_reasons_as_read`;
+    /// not scaled), on the main part's ends where the tracepoint could be
+    /// sampled: where in the window, and so in which phase of a load run,
+    /// the drops of the window's `tracepoints.drop_reasons` fell.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub drop_reasons: BTreeMap<String, u64>,
 }
 
-fn is_zero(n: &u64) -> bool {
+pub(super) fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 

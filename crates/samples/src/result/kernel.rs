@@ -86,6 +86,12 @@ pub struct Tracepoints {
     /// estimate.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub drop_reasons_read: Option<u64>,
+    /// Times the kernel throttled the sampling of the drops' records
+    /// (over kernel.perf_event_max_sample_rate, through a burst): each lost
+    /// the rest of a tick's reasons, which is then why fewer were read
+    /// than counted. Absent where never.
+    #[serde(skip_serializing_if = "super::end::is_zero", default)]
+    pub drop_reasons_throttled: u64,
     /// Where `drop_reasons` is an estimate, the reasons as read, which it
     /// was scaled from. Absent in older records and where every drop's
     /// reason was read.
