@@ -322,3 +322,86 @@ fn a_window_of_too_few_round_trips_for_its_path_says_so() {
         it["client"]["warnings"]
     );
 }
+
+/// The delay line's own queue behind its link rate is sampled each way as
+/// a router's qdisc would be (`path_queues`, kind `delay line`), through a
+/// load run's download: the queue toward the client fills to near its
+/// limit and drops at its tail; what it says it released toward the client
+/// is what the client's device received (the kernel's counters of
+/// `plumb-c`); and the probes wait as long as the bytes it held take to
+/// leave at the link rate.
+#[test]
+fn the_delay_lines_queue_is_sampled_as_a_routers_qdisc_would_be() {
+    let Some(_alone) = veth_alone() else {
+        return;
+    };
+    const QUEUE: f64 = 100.0 * 1024.0;
+    const RATE_BPS: f64 = 20e6;
+    let rec = path_run(
+        "queue",
+        &[
+            "load",
+            "--phase",
+            "2s",
+            "--link-rate",
+            "20M",
+            "--queue",
+            "100K",
+            "--cc",
+            "cubic",
+        ],
+    );
+    let it = &rec["iterations"][0];
+    let client = &it["client"];
+    let queues: Vec<&Value> = items(&client["path_queues"]).collect();
+    let ways: Vec<(&str, &str, &str)> = queues
+        .iter()
+        .map(|q| {
+            (
+                q["toward"].as_str().unwrap(),
+                q["interface"].as_str().unwrap(),
+                q["kind"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ways,
+        [
+            ("to_server", "plumb-s", "delay line"),
+            ("to_client", "plumb-c", "delay line")
+        ]
+    );
+    let down = queues[1];
+    let seen = format!("{down}");
+    let series: Vec<f64> = items(&down["backlog_series"]).map(f).collect();
+    let window = f(&client["window_s"]);
+    assert_eq!(u(&down["period_ms"]), 100);
+    assert!(
+        (series.len() as f64 - window * 10.0).abs() <= 3.0,
+        "{} samples over {window} s: {seen}",
+        series.len()
+    );
+    let peak = f(&down["peak_backlog_bytes"]);
+    assert!((0.5 * QUEUE..=QUEUE).contains(&peak), "{seen}");
+    assert!(
+        u(&down["drops"]) > 0,
+        "a full FIFO drops at its tail: {seen}"
+    );
+    // What the line released toward the client, the client's device took
+    // in, within the window's edges.
+    let released = f(&down["packets"]);
+    let received = u(&interface(client, "plumb-c")["rx_packets"]) as f64;
+    assert!(
+        (released - received).abs() <= 0.02 * received + 50.0,
+        "released {released}, the device received {received}: {seen}"
+    );
+    // The download's second second (3 s to 4 s into the window): the run
+    // probe waits behind what the queue held, at the link rate.
+    let held: Vec<f64> = series[30..40].to_vec();
+    let drain_ms = held.iter().sum::<f64>() / held.len() as f64 * 8.0 / RATE_BPS * 1000.0;
+    let probe_ms = median_ms(&buckets_between(client, 3.0, 4.0));
+    assert!(
+        probe_ms >= 0.6 * drain_ms && probe_ms <= 1.6 * drain_ms + 3.0,
+        "probes {probe_ms} ms behind a queue that takes {drain_ms} ms: {seen}"
+    );
+}

@@ -130,10 +130,10 @@ impl RunningEnd {
         Ok(())
     }
 
-    /// Samples the path's bottleneck each way over the window, on the
-    /// router in namespace `netns` (`--qdisc`).
-    pub fn watch_path(&mut self, netns: String, ways: Vec<probe::PathWay>) {
-        self.probes.push(probe::path_queues(netns, ways));
+    /// Samples the path's bottleneck each way over the window, from
+    /// `source`: the router's qdiscs (`--qdisc`) or a path's own queues.
+    pub fn watch_path(&mut self, source: probe::PathSource, ways: Vec<probe::PathWay>) {
+        self.probes.push(probe::path_queues(source, ways));
     }
 
     /// Reads every ACK of this end's flows over the window

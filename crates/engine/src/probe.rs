@@ -883,19 +883,34 @@ pub struct PathWay {
     pub toward: &'static str,
 }
 
-/// The path's bottleneck each way (`--qdisc`): the root qdiscs of the
-/// router's namespace `netns`, read from a thread of its own there as the
-/// window opens, every [`PATH_QUEUE_PERIOD_MS`], and as it closes.
-pub fn path_queues(netns: String, ways: Vec<PathWay>) -> Box<dyn Probe> {
+/// A reader of a path's own queues, each way in the order of its
+/// [`PathWay`]s, as the root qdiscs they stand for would be read: plumb's
+/// delay line, whose queues are its own.
+pub type PathReader = std::sync::Arc<dyn Fn() -> Vec<Option<QdiscRow>> + Send + Sync>;
+
+/// Where the path's bottleneck is read.
+#[derive(Clone)]
+pub enum PathSource {
+    /// The root qdiscs of the router's namespace (`--qdisc`), by its
+    /// interfaces' names.
+    Router(String),
+    /// A path's own queues.
+    Own(PathReader),
+}
+
+/// The path's bottleneck each way, from `source`: read from a thread of
+/// its own as the window opens, every [`PATH_QUEUE_PERIOD_MS`], and as it
+/// closes.
+pub fn path_queues(source: PathSource, ways: Vec<PathWay>) -> Box<dyn Probe> {
     Box::new(PathQueueProbe {
-        netns,
+        source,
         ways: std::sync::Arc::new(ways),
         sampler: None,
     })
 }
 
 struct PathQueueProbe {
-    netns: String,
+    source: PathSource,
     ways: std::sync::Arc<Vec<PathWay>>,
     sampler: Option<(mpsc::Sender<()>, JoinHandle<Vec<PathQueue>>)>,
 }
@@ -903,10 +918,10 @@ struct PathQueueProbe {
 impl Probe for PathQueueProbe {
     fn open(&mut self, _: &Engine) {
         let (stop, stopped) = mpsc::channel();
-        let (netns, ways) = (self.netns.clone(), self.ways.clone());
+        let (source, ways) = (self.source.clone(), self.ways.clone());
         let sampler = std::thread::Builder::new()
             .name("plumb-path".into())
-            .spawn(move || sample_path(&netns, &ways, &stopped));
+            .spawn(move || sample_path(&source, &ways, &stopped));
         self.sampler = sampler.ok().map(|h| (stop, h));
     }
 
@@ -918,25 +933,37 @@ impl Probe for PathQueueProbe {
     }
 }
 
-fn sample_path(netns: &str, ways: &[PathWay], stop: &mpsc::Receiver<()>) -> Vec<PathQueue> {
-    let Ok(_inside) = plumb_sys::knob::enter_netns(netns) else {
-        return Vec::new();
+fn sample_path(source: &PathSource, ways: &[PathWay], stop: &mpsc::Receiver<()>) -> Vec<PathQueue> {
+    let _inside = match source {
+        PathSource::Router(netns) => match plumb_sys::knob::enter_netns(netns) {
+            Ok(inside) => Some(inside),
+            Err(_) => return Vec::new(),
+        },
+        PathSource::Own(_) => None,
+    };
+    let read = || -> Vec<Option<QdiscRow>> {
+        match source {
+            PathSource::Router(_) => {
+                let roots = plumb_sys::qdisc::read_roots().unwrap_or_default();
+                ways.iter()
+                    .map(|w| {
+                        roots
+                            .iter()
+                            .find(|(name, _)| *name == w.interface)
+                            .map(|(_, r)| r.clone())
+                    })
+                    .collect()
+            }
+            PathSource::Own(reader) => reader(),
+        }
     };
     let mut first: Option<Vec<Option<QdiscRow>>> = None;
     let mut last: Vec<Option<QdiscRow>> = vec![None; ways.len()];
     let mut series: Vec<Vec<u64>> = vec![Vec::new(); ways.len()];
     let mut peak_qlen = vec![0u64; ways.len()];
     every_period(stop, || {
-        let roots = plumb_sys::qdisc::read_roots().unwrap_or_default();
-        let now: Vec<Option<QdiscRow>> = ways
-            .iter()
-            .map(|w| {
-                roots
-                    .iter()
-                    .find(|(name, _)| *name == w.interface)
-                    .map(|(_, r)| r.clone())
-            })
-            .collect();
+        let mut now = read();
+        now.resize(ways.len(), None);
         for (i, row) in now.iter().enumerate() {
             let s = row.as_ref().map(|r| r.stats).unwrap_or_default();
             series[i].push(s.backlog_bytes);

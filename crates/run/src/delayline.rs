@@ -25,7 +25,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 /// The name of the delay line's thread: the meter sets its CPU apart from
@@ -201,12 +201,40 @@ fn monotonic_ns() -> u64 {
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
+/// What one direction's link has taken and not yet finished sending, as
+/// a qdisc's backlog: each packet's departure (when the link is done with
+/// it, ns) and bytes, oldest first. The path's thread adds to it; it and
+/// a reader take off what has left.
+#[derive(Debug, Default)]
+struct LinkQueue(Mutex<VecDeque<(u64, u64)>>);
+
+impl LinkQueue {
+    /// What is still to send at `now`: (bytes, packets).
+    fn at(&self, now: u64) -> (u64, u64) {
+        let mut q = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        while q.front().is_some_and(|&(departs, _)| departs <= now) {
+            q.pop_front();
+        }
+        (q.iter().map(|&(_, len)| len).sum(), q.len() as u64)
+    }
+
+    /// The link took a packet of `len` bytes at `now`, to send by `departs`.
+    fn took(&self, now: u64, departs: u64, len: u64) {
+        let mut q = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        while q.front().is_some_and(|&(d, _)| d <= now) {
+            q.pop_front();
+        }
+        q.push_back((departs, len));
+    }
+}
+
 /// The running delay line: its thread, the devices it joins, and how to
 /// stop it.
 pub struct DelayLine {
     stop: Arc<OwnedFd>,
     thread: Option<JoinHandle<io::Result<f64>>>,
     counts: Arc<[Counters; 2]>,
+    queues: Arc<[LinkQueue; 2]>,
     law: PathLaw,
 }
 
@@ -222,21 +250,53 @@ impl DelayLine {
     ) -> io::Result<DelayLine> {
         let stop = Arc::new(eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?);
         let counts: Arc<[Counters; 2]> = Arc::default();
-        let (s, c) = (stop.clone(), counts.clone());
+        let queues: Arc<[LinkQueue; 2]> = Arc::default();
+        let (s, c, q) = (stop.clone(), counts.clone(), queues.clone());
         let thread = std::thread::Builder::new()
             .name(PATH_THREAD.to_string())
             .spawn(move || {
                 if let Some(cpus) = cpus {
                     plumb_sys::affinity::pin_current_thread_to(&cpus)?;
                 }
-                forward([client, server], law, &s, &c)
+                forward([client, server], law, &s, &c, &q)
             })?;
         Ok(DelayLine {
             stop,
             thread: Some(thread),
             counts,
+            queues,
             law,
         })
+    }
+
+    /// The line's link each way as a qdisc would report it, client to
+    /// server first: what it sent (as it released it), dropped with its
+    /// queue full, and holds to send now. None without a link rate: then
+    /// nothing queues.
+    pub fn queue_reader(&self) -> Option<plumb_engine::probe::PathReader> {
+        self.law.rate_bps?;
+        let (counts, queues) = (self.counts.clone(), self.queues.clone());
+        Some(Arc::new(move || {
+            let now = monotonic_ns();
+            (0..2)
+                .map(|k| {
+                    let c = counts[k].read();
+                    let (backlog_bytes, qlen) = queues[k].at(now);
+                    Some(plumb_sys::qdisc::QdiscRow {
+                        kind: plumb_samples::DELAY_LINE.to_string(),
+                        stats: plumb_samples::QdiscStats {
+                            bytes: c.bytes,
+                            packets: c.packets,
+                            drops: c.queue_drops,
+                            qlen,
+                            backlog_bytes,
+                            ..Default::default()
+                        },
+                        ..Default::default()
+                    })
+                })
+                .collect()
+        }))
     }
 
     /// The counts so far, client to server first.
@@ -286,6 +346,7 @@ fn forward(
     law: PathLaw,
     stop: &OwnedFd,
     counts: &[Counters; 2],
+    queues: &[LinkQueue; 2],
 ) -> io::Result<f64> {
     const STOP: u64 = 2;
     const TIMER: u64 = 3;
@@ -360,7 +421,8 @@ fn forward(
                 };
                 let wire = n.saturating_sub(VNET_HDR_LEN) as u64;
                 let c = &counts[k];
-                match dirs[k].fate(monotonic_ns(), wire) {
+                let now = monotonic_ns();
+                match dirs[k].fate(now, wire) {
                     Fate::Lost => {
                         c.lost.fetch_add(1, Relaxed);
                     }
@@ -368,6 +430,9 @@ fn forward(
                         c.queue_drops.fetch_add(1, Relaxed);
                     }
                     Fate::Release(at) => {
+                        if law.rate_bps.is_some() {
+                            queues[k].took(now, at - law.delay_ns, wire);
+                        }
                         let mut p = pool.pop().unwrap_or_default();
                         p.clear();
                         p.extend_from_slice(&scratch[..n]);
@@ -539,6 +604,21 @@ mod tests {
             busy_warning(&spec(None), &iteration(0.5, 0), CLIENT_IF),
             None
         );
+    }
+
+    /// The link's queue as a qdisc's backlog: a packet counts from when
+    /// the link takes it until it has left, whoever reads.
+    #[test]
+    fn the_links_queue_holds_each_packet_until_it_has_left() {
+        let q = LinkQueue::default();
+        assert_eq!(q.at(0), (0, 0));
+        q.took(0, 100, 1500);
+        q.took(10, 200, 1000);
+        assert_eq!(q.at(50), (2500, 2));
+        assert_eq!(q.at(100), (1000, 1), "the first has left at 100");
+        q.took(150, 300, 500);
+        assert_eq!(q.at(199), (1500, 2));
+        assert_eq!(q.at(300), (0, 0));
     }
 
     #[test]

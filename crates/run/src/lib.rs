@@ -493,7 +493,7 @@ fn run_iteration_at(
         observe: opts.observe,
         profile_peer,
         parts,
-        router_ns: veth.and_then(|v| v.router_ns.clone()),
+        path: veth.and_then(topology::VethPair::path_watch),
     };
     let mut cues = ClientCues {
         spec,

@@ -631,7 +631,7 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
         observe,
         profile_peer: None,
         parts,
-        router_ns: None,
+        path: None,
     };
     let mut cues = ServerCues {
         ctrl: &ctrl,

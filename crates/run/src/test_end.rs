@@ -69,9 +69,12 @@ pub struct EndPlan<'a> {
     /// A run of parts: each other part's flows at this end, in the spec's
     /// order.
     pub parts: Vec<PartPlan>,
-    /// The namespace of the router between the ends (`--qdisc`), whose
-    /// bottleneck the client samples.
-    pub router_ns: Option<String>,
+    /// The path's bottleneck, which the client samples each way: the
+    /// router's qdiscs (`--qdisc`) or the delay line's own queues.
+    pub path: Option<(
+        plumb_engine::probe::PathSource,
+        Vec<plumb_engine::probe::PathWay>,
+    )>,
 }
 
 /// A part of a run beside the main one, at one end.
@@ -257,8 +260,8 @@ pub fn run_end<C: Cues>(
         end.profile(ask, plan.profile_peer)
             .map_err(|e| cues.failed(Step::Observe { flag: "--profile" }, e))?;
     }
-    if let Some(ns) = &plan.router_ns {
-        end.watch_path(ns.clone(), crate::topology::router_ways());
+    if let Some((source, ways)) = plan.path {
+        end.watch_path(source, ways);
     }
     if plan.observe.tcp_probe {
         end.sample_acks().map_err(|e| {
@@ -446,7 +449,7 @@ mod tests {
                     sockets: sockets(flows),
                 })
                 .collect(),
-            router_ns: None,
+            path: None,
         };
         let figures = run_end(plan, &mut cues, &mut NoSink).unwrap();
         (figures, cues)

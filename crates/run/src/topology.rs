@@ -18,6 +18,7 @@
 use crate::delayline::{DelayLine, PathLaw};
 use crate::knob::{self, Applied, Journal, Knob, Setting, Target};
 use crate::RunError;
+use plumb_engine::probe::{PathSource, PathWay};
 use plumb_samples::PathResult;
 use plumb_spec::{bottleneck, Emulator, Family, Field, Spec, Topology, Veth};
 use plumb_sys::knob as raw;
@@ -36,8 +37,7 @@ pub const ROUTER_CLIENT_IF: &str = "plumb-rc";
 pub const ROUTER_SERVER_IF: &str = "plumb-rs";
 
 /// The router's egress each way, where the bottleneck's queue is.
-pub fn router_ways() -> Vec<plumb_engine::probe::PathWay> {
-    use plumb_engine::probe::PathWay;
+fn router_ways() -> Vec<PathWay> {
     vec![
         PathWay {
             interface: ROUTER_SERVER_IF.into(),
@@ -262,6 +262,24 @@ impl VethPair {
             pair.knobs = Some(applied);
         }
         Ok(pair)
+    }
+
+    /// The path's bottleneck each way, to sample: the router's root
+    /// qdiscs, or the delay line's queues where it has a link rate (each
+    /// named by the device it writes to); None where nothing queues.
+    pub fn path_watch(&self) -> Option<(PathSource, Vec<PathWay>)> {
+        if let Some(ns) = &self.router_ns {
+            return Some((PathSource::Router(ns.clone()), router_ways()));
+        }
+        let reader = self.delay_line.as_ref()?.queue_reader()?;
+        let ways = [(SERVER_IF, "to_server"), (CLIENT_IF, "to_client")]
+            .into_iter()
+            .map(|(interface, toward)| PathWay {
+                interface: interface.into(),
+                toward,
+            })
+            .collect();
+        Some((PathSource::Own(reader), ways))
     }
 
     /// `spec` as this path runs it: with the emulator that was chosen.

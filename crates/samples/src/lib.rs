@@ -31,7 +31,7 @@ pub use result::{
     spread, AckSamples, FlowEvents, InterfaceCounts, IrqCounts, IrqCpu, NetDevCounters, Observe,
     PathCounts, PathQueue, PathResult, Peer, QdiscCounts, QdiscStats, RcvbufGrowth,
     RxZeroCopyTotals, SenderLimits, ServerStart, Sockstat, Tracepoints, ZeroCopyTotals,
-    ACK_SAMPLES_KEPT, PATH_THREAD,
+    ACK_SAMPLES_KEPT, DELAY_LINE, PATH_THREAD,
 };
 pub use result::{
     Bimodal, Confidence, Derived, EndResult, FlowTotals, IntervalSample, Iteration, KernelCounters,

@@ -40,18 +40,30 @@ pub(super) fn router(o: &mut String, spec: &plumb_spec::Spec, it: &Iteration) {
     let Some(plumb_spec::Topology::Veth(v)) = &spec.topology else {
         return;
     };
-    let (Some(qdisc), false) = (&v.qdisc, queues.is_empty()) else {
+    if queues.is_empty() {
         return;
+    }
+    let queue = format_bytes(v.queue_or_default());
+    // The delay line's packets and drops stand under it already (the
+    // path's own lines): here only what its queue held.
+    let delay_line = v.qdisc.is_none();
+    let _ = match (&v.qdisc, v.link_rate_bps) {
+        (Some(qdisc), Some(r)) => writeln!(
+            o,
+            "\npath        router, qdisc {qdisc} under htb at {}, queue {queue} each way",
+            format_bits_per_sec(r as f64)
+        ),
+        (Some(qdisc), None) => writeln!(
+            o,
+            "\npath        router, qdisc {qdisc}, no shaper, queue {queue} each way"
+        ),
+        (None, Some(r)) => writeln!(
+            o,
+            "            its link at {}, queue {queue} each way",
+            format_bits_per_sec(r as f64)
+        ),
+        (None, None) => return,
     };
-    let shaper = match v.link_rate_bps {
-        Some(r) => format!(" under htb at {}", format_bits_per_sec(r as f64)),
-        None => ", no shaper".into(),
-    };
-    let _ = writeln!(
-        o,
-        "\npath        router, qdisc {qdisc}{shaper}, queue {} each way",
-        format_bytes(v.queue_or_default())
-    );
     for q in queues {
         let way = q.toward.replace('_', " ");
         let mut words = vec![format!(
@@ -77,9 +89,15 @@ pub(super) fn router(o: &mut String, spec: &plumb_spec::Spec, it: &Iteration) {
                     sig3(q.peak_backlog_bytes as f64 * 8.0 / r as f64 * 1000.0)
                 ));
             }
+            if delay_line {
+                let _ = writeln!(o, "{:<12}{way} {peak}", "");
+                continue;
+            }
             words.push(peak);
         }
-        let _ = writeln!(o, "{}", fit_80(&words));
+        if !delay_line {
+            let _ = writeln!(o, "{}", fit_80(&words));
+        }
     }
 }
 

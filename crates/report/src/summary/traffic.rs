@@ -445,7 +445,8 @@ fn where_queued(it: &Iteration) -> Option<String> {
     {
         let way = q.toward.replace('_', " ");
         held.push(format!(
-            "the router's qdisc {way} ({} at most)",
+            "{} {way} ({} at most)",
+            q.holder(),
             format_bytes(q.peak_backlog_bytes)
         ));
     }

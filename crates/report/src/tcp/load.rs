@@ -112,18 +112,25 @@ pub(super) fn section(o: &mut String, sources: &[Source]) {
             let Some(q) = s.it.client.path_queues.iter().find(|q| q.toward == toward) else {
                 missing.push(said(
                     s.name,
-                    "no queue at the path's bottleneck was sampled (a router's qdisc, \
-                     --topology veth with --qdisc or --link-rate, puts one there)",
+                    "no queue at the path's bottleneck was sampled (--topology veth with \
+                     --qdisc puts a router's qdisc there, --link-rate under --emulator plumb \
+                     the delay line's queue)",
                 ));
                 continue;
             };
             let period_s = f64::from(q.period_ms) / 1000.0;
             intro.push(named(
                 s.name,
-                &format!(
-                    "the router's {} on {}, sampled every {} ms",
-                    q.kind, q.interface, q.period_ms
-                ),
+                &match q.kind == plumb_samples::DELAY_LINE {
+                    true => format!(
+                        "plumb's delay line's queue toward {}, sampled every {} ms",
+                        q.interface, q.period_ms
+                    ),
+                    false => format!(
+                        "the router's {} on {}, sampled every {} ms",
+                        q.kind, q.interface, q.period_ms
+                    ),
+                },
             ));
             traces.push(Trace {
                 side: s.side,

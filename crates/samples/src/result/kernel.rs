@@ -309,15 +309,34 @@ impl QdiscStats {
     }
 }
 
+/// The kind a [`PathQueue`] of plumb's delay line has where a qdisc's
+/// stands: its queue is the line's own, reported as a qdisc's would be
+/// (sent as it releases a packet, dropped at the tail of a full queue,
+/// held behind the link rate).
+pub const DELAY_LINE: &str = "delay line";
+
+impl PathQueue {
+    /// What holds the queue, as the summary names it.
+    pub fn holder(&self) -> &'static str {
+        if self.kind == DELAY_LINE {
+            "plumb's delay line"
+        } else {
+            "the router's qdisc"
+        }
+    }
+}
+
 /// One way of a path's bottleneck over a window: the root qdisc of the
-/// router's egress that way (`--qdisc`), as its counters and its queue
-/// sampled at a fixed period say.
+/// router's egress that way (`--qdisc`), or plumb's delay line's queue
+/// behind its link rate (`--emulator plumb`, kind [`DELAY_LINE`]), as its
+/// counters and its queue sampled at a fixed period say.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct PathQueue {
     /// The way its packets go: toward the server or toward the client.
     #[schemars(extend("enum" = ["to_server", "to_client"]))]
     pub toward: String,
-    /// The router's interface it is the root of.
+    /// The router's interface it is the root of; for the delay line, the
+    /// device it writes that way's packets to.
     pub interface: String,
     /// The root's kind, as tc names it (htb over the asked qdisc where the
     /// path has a rate, else the asked one).
