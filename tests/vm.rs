@@ -921,6 +921,51 @@ fn with_vm_link_each_end_has_a_guest_and_the_bytes_cross_a_virtio_nic() {
     assert!(r["peer"].get("same_host").is_none(), "{}", r["peer"]);
 }
 
+/// A guest's virtio-net NIC (6.12's driver keeps byte queue limits) is
+/// sampled every 100 ms of the window: the sender's transmit queue holds
+/// segments of the stream in flight, and the receiver's, which sends only
+/// ACKs, a small fraction of that.
+#[test]
+fn with_vm_link_the_guests_nics_byte_queue_limits_are_sampled() {
+    let Some(kernels) = kernels() else { return };
+    let _alone = measuring_alone();
+    let deb = newest(&kernels, "6.12.");
+    let r = guest_record_of("stream", &deb, &[&["--vm-link"][..], &ONE_SECOND].concat());
+    let it = &r["iterations"][0];
+    let (client, server) = (&it["client"], &it["server"]);
+    let queues = |end: &Value| -> Vec<Value> { kept_items(&end["nic_queues"]).cloned().collect() };
+    let sent = queues(client);
+    let nic = items(&client["interfaces"])
+        .find(|i| i["virtual_device"] == false)
+        .unwrap_or_else(|| panic!("no NIC: {}", client["interfaces"]));
+    assert!(
+        sent.iter().all(|q| q["interface"] == nic["name"]),
+        "{sent:?} beside {nic}"
+    );
+    let q = sent
+        .iter()
+        .max_by_key(|q| u(&q["peak_inflight_bytes"]))
+        .unwrap_or_else(|| panic!("no NIC queue: {client}"));
+    let peak = u(&q["peak_inflight_bytes"]);
+    let series: Vec<u64> = items(&q["inflight_series"]).map(u).collect();
+    let window = f(&client["window_s"]);
+    assert_eq!(u(&q["period_ms"]), 100);
+    assert!(
+        (series.len() as f64 - window * 10.0).abs() <= 3.0,
+        "{} samples over {window} s: {q}",
+        series.len()
+    );
+    assert_eq!(series.iter().copied().max(), Some(peak), "{q}");
+    assert!(peak > 1500 && u(&q["limit_bytes"]) > 0, "{q}");
+    assert!(peak <= u(&nic["tx_bytes"]), "{q} beside {nic}");
+    let acks = queues(server)
+        .iter()
+        .map(|q| u(&q["peak_inflight_bytes"]))
+        .max()
+        .unwrap_or(0);
+    assert!(acks * 10 <= peak, "ACKs {acks} against the stream's {peak}");
+}
+
 #[test]
 fn two_guests_at_once_share_nothing() {
     let Some(kernels) = kernels() else { return };

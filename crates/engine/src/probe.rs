@@ -92,6 +92,7 @@ pub fn reader(id: Id, engine: &Engine) -> Option<Box<dyn Probe>> {
         Id::Tracepoints => Box::new(TracepointProbe::new(engine)),
         Id::TcpInfo => Box::new(TcpInfoProbe::default()),
         Id::TcpSeries => Box::new(TcpSeriesProbe::default()),
+        Id::NicQueues => Box::new(NicQueueProbe::default()),
         Id::Acks | Id::Profile | Id::PathQueues => return None,
     })
 }
@@ -990,6 +991,68 @@ fn sample_path(source: &PathSource, ways: &[PathWay], stop: &mpsc::Receiver<()>)
             })
         })
         .collect()
+}
+
+/// The byte queue limits of the NICs of this end's namespace, read from
+/// a thread of its own (made on the end's thread, so in its namespace) as
+/// the window opens, every [`PATH_QUEUE_PERIOD_MS`], and as it closes.
+#[derive(Default)]
+struct NicQueueProbe {
+    sampler: Option<(mpsc::Sender<()>, JoinHandle<Vec<plumb_samples::NicQueue>>)>,
+}
+
+impl Probe for NicQueueProbe {
+    fn open(&mut self, _: &Engine) {
+        // The namespace's own devices: sysfs may show another's.
+        let names: Vec<String> = plumb_sys::proc::read_net_dev()
+            .map(|rows| rows.into_iter().map(|r| r.name).collect())
+            .unwrap_or_default();
+        if plumb_sys::bql::read(&names).is_empty() {
+            return;
+        }
+        let (stop, stopped) = mpsc::channel();
+        let sampler = std::thread::Builder::new()
+            .name("plumb-bql".into())
+            .spawn(move || sample_nic_queues(&names, &stopped));
+        self.sampler = sampler.ok().map(|h| (stop, h));
+    }
+
+    fn close(&mut self, _: &Engine, out: &mut EndResult) {
+        if let Some((stop, sampler)) = self.sampler.take() {
+            let _ = stop.send(());
+            out.nic_queues = sampler.join().unwrap_or_default();
+        }
+    }
+}
+
+fn sample_nic_queues(names: &[String], stop: &mpsc::Receiver<()>) -> Vec<plumb_samples::NicQueue> {
+    let mut queues: Vec<plumb_samples::NicQueue> = Vec::new();
+    every_period(stop, || {
+        for q in plumb_sys::bql::read(names) {
+            let at = match queues
+                .iter()
+                .position(|n| n.interface == q.interface && n.queue == q.queue)
+            {
+                Some(at) => at,
+                None => {
+                    queues.push(plumb_samples::NicQueue {
+                        interface: q.interface.clone(),
+                        queue: q.queue,
+                        period_ms: PATH_QUEUE_PERIOD_MS,
+                        ..Default::default()
+                    });
+                    queues.len() - 1
+                }
+            };
+            let n = &mut queues[at];
+            n.inflight_series.push(q.inflight);
+            n.peak_inflight_bytes = n.peak_inflight_bytes.max(q.inflight);
+            n.limit_bytes = q.limit;
+        }
+        Duration::from_millis(u64::from(PATH_QUEUE_PERIOD_MS))
+    });
+    queues.retain(|q| q.peak_inflight_bytes > 0);
+    queues
 }
 
 struct InterruptsProbe;

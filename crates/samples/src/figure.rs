@@ -32,6 +32,9 @@ pub enum Probe {
     /// The path's bottleneck each way, on the router between the ends
     /// (`--qdisc`), sampled over the window by the client.
     PathQueues,
+    /// The byte queue limits of the end's NICs' transmit queues
+    /// (/sys/class/net), sampled over the window.
+    NicQueues,
     /// The process's and its threads' CPU, context switches and the
     /// scheduler's accounting (getrusage, /proc/self/task).
     Process,
@@ -136,10 +139,11 @@ impl Probe {
     /// Every probe, in the order an end reads them at each edge: the
     /// interfaces' bytes first, nearest the flows' own counts, which a slow
     /// guest would otherwise let drift apart by what passes meanwhile.
-    pub const ALL: [Probe; 15] = [
+    pub const ALL: [Probe; 16] = [
         Probe::Interfaces,
         Probe::Qdiscs,
         Probe::PathQueues,
+        Probe::NicQueues,
         Probe::Process,
         Probe::Cpu,
         Probe::Interrupts,
@@ -164,6 +168,7 @@ impl Probe {
             Probe::Interfaces => "interfaces",
             Probe::Qdiscs => "qdiscs",
             Probe::PathQueues => "path_queues",
+            Probe::NicQueues => "nic_queues",
             Probe::Interrupts => "interrupts",
             Probe::Process => "process",
             Probe::TcpInfo => "tcp_info",
@@ -284,6 +289,18 @@ impl Probe {
                             kind: Kind::Detail,
                         },
                     ],
+                )];
+                PARTS
+            }
+            Probe::NicQueues => {
+                const PARTS: &[Part] = &[part(
+                    "nic_queues",
+                    OncePerNamespace,
+                    &[Figure {
+                        path: "[].peak_inflight_bytes",
+                        unit: "bytes",
+                        kind: Kind::Detail,
+                    }],
                 )];
                 PARTS
             }

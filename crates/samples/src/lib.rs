@@ -28,8 +28,8 @@ pub use profile::{
     FunctionTime, Profile, ProfileAsk, ProfileStack, PROFILE_STACKS_MAX, REST_FRAME,
 };
 pub use result::{
-    spread, AckSamples, FlowEvents, InterfaceCounts, IrqCounts, IrqCpu, NetDevCounters, Observe,
-    PathCounts, PathQueue, PathResult, Peer, QdiscCounts, QdiscStats, RcvbufGrowth,
+    spread, AckSamples, FlowEvents, InterfaceCounts, IrqCounts, IrqCpu, NetDevCounters, NicQueue,
+    Observe, PathCounts, PathQueue, PathResult, Peer, QdiscCounts, QdiscStats, RcvbufGrowth,
     RxZeroCopyTotals, SenderLimits, ServerStart, Sockstat, Tracepoints, ZeroCopyTotals,
     ACK_SAMPLES_KEPT, DELAY_LINE, PATH_THREAD,
 };

@@ -14,6 +14,7 @@
 #![deny(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
 pub mod affinity;
+pub mod bql;
 pub mod cookie;
 pub mod elf;
 mod error;

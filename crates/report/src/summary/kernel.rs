@@ -407,6 +407,31 @@ pub(super) fn drop_reason_words(t: &plumb_samples::Tracepoints) -> Vec<String> {
     words
 }
 
+/// Each end's NICs' transmit queues that held bytes in the window, by
+/// their byte queue limits: the most in flight at a sample against the
+/// limit the kernel had tuned, and its mean over the samples.
+pub(super) fn nic_queues(o: &mut String, it: &Iteration) {
+    end_lines(o, "bql", it, |end| {
+        let words = end
+            .nic_queues
+            .iter()
+            .map(|q| {
+                let mean = q.inflight_series.iter().sum::<u64>() as f64
+                    / q.inflight_series.len().max(1) as f64;
+                format!(
+                    "{} tx-{} in flight at most {}, {} on average, limit {}",
+                    q.interface,
+                    q.queue,
+                    format_bytes(q.peak_inflight_bytes),
+                    format_bytes(mean as u64),
+                    format_bytes(q.limit_bytes)
+                )
+            })
+            .collect();
+        Some(words)
+    });
+}
+
 /// Each end's receive buffers as the kernel tuned them, as means over the
 /// tunings read: the story of a window that a scaling ratio keeps small.
 pub(super) fn rcvbuf_growth(o: &mut String, it: &Iteration) {

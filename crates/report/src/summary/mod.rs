@@ -297,6 +297,7 @@ fn iteration(o: &mut String, it: &Iteration, spec: &plumb_spec::Spec) {
     network(o, it);
     levels(o, it);
     drop_reasons(o, it);
+    nic_queues(o, it);
     rcvbuf_growth(o, it);
     acks(o, it);
     let rss = |e: &EndResult| format_bytes(e.process.rss_bytes);

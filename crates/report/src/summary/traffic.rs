@@ -450,6 +450,18 @@ fn where_queued(it: &Iteration) -> Option<String> {
             format_bytes(q.peak_backlog_bytes)
         ));
     }
+    for end in [&it.client, &it.server] {
+        if let Some(q) = end.nic_queues.iter().max_by_key(|q| q.peak_inflight_bytes) {
+            if q.peak_inflight_bytes > PACKET {
+                held.push(format!(
+                    "the {}'s NIC ({} {} in flight at most)",
+                    end.role,
+                    q.interface,
+                    format_bytes(q.peak_inflight_bytes)
+                ));
+            }
+        }
+    }
     let unsent = it
         .parts
         .iter()

@@ -472,6 +472,13 @@ pub struct EndResult {
     /// between the ends holds it (`--qdisc`): read by the client end.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub path_queues: Vec<PathQueue>,
+    /// The byte queue limits of this end's NICs' transmit queues over the
+    /// window, sampled at a fixed period: the bytes each driver had handed
+    /// its device and not seen sent. Only queues that held any; absent
+    /// where the end has no NIC (a veth, lo) or its driver keeps no such
+    /// limits.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub nic_queues: Vec<NicQueue>,
     /// The architecture's own interrupts on this end's host over the
     /// window, by their /proc/interrupts name (x86: `LOC` local timer,
     /// `RES` rescheduling and `CAL` function-call IPIs, `TLB` shootdowns),

@@ -309,6 +309,26 @@ impl QdiscStats {
     }
 }
 
+/// One transmit queue of a NIC over a window, by its byte queue limits
+/// (`/sys/class/net/DEV/queues/tx-N/byte_queue_limits`), sampled at a
+/// fixed period.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct NicQueue {
+    /// The interface, and N of its `tx-N`.
+    pub interface: String,
+    pub queue: u32,
+    /// The limit the kernel had tuned as the window closed, bytes.
+    pub limit_bytes: u64,
+    /// The most bytes in flight at any sample.
+    pub peak_inflight_bytes: u64,
+    /// The period of the samples, in milliseconds.
+    #[schemars(range(min = 1))]
+    pub period_ms: u32,
+    /// Bytes in flight at each sample, the first as the window opened and
+    /// one a period after another, the last as it closed.
+    pub inflight_series: Vec<u64>,
+}
+
 /// The kind a [`PathQueue`] of plumb's delay line has where a qdisc's
 /// stands: its queue is the line's own, reported as a qdisc's would be
 /// (sent as it releases a packet, dropped at the tail of a full queue,
