@@ -4,7 +4,7 @@
 
 use crate::auth;
 use crate::frame::{frames_from, write_frame, FrameError, MAX_RESULT_FRAME};
-use crate::message::{software, Frame, Message};
+use crate::message::{software, Frame, Message, Ready};
 use crate::order::{Order, IN_ORDER};
 use plumb_samples::{EndResult, Environment, Observe};
 use plumb_spec::Spec;
@@ -32,20 +32,6 @@ pub enum CtlError {
     /// The server refused or failed; its message is shown as it is.
     #[error("server: {message}")]
     Server { code: String, message: String },
-}
-
-/// Where the server wants the data flows.
-#[derive(Debug, Clone)]
-pub struct Ready {
-    pub data_port: u16,
-    pub cookie: String,
-    pub threads: u32,
-    /// What the server's knobs did on its host, one line each.
-    pub knobs: Vec<String>,
-    /// Where each part's flows connect, in the spec's order.
-    pub part_ports: Vec<u16>,
-    /// The server's kernel boot, where it said.
-    pub boot_id: Option<String>,
 }
 
 /// What the server's end sent as the window closed.
@@ -210,34 +196,19 @@ impl Session {
             knobs: knobs.to_vec(),
             observe,
         })?;
-        let Message::Ready {
-            data_port,
-            cookie,
-            threads,
-            knobs,
-            part_ports,
-            boot_id,
-        } = self.expect(HANDSHAKE)?
-        else {
+        let Message::Ready(ready) = self.expect(HANDSHAKE)? else {
             unreachable!("{IN_ORDER}")
         };
-        if part_ports.len() != spec.parts.len() {
+        if ready.part_ports.len() != spec.parts.len() {
             return Err(CtlError::Protocol(format!(
                 "the server ({}) gave {} ports for the run's {} parts: it serves no runs of \
                  parts; run a plumb that does on it",
                 self.server_software,
-                part_ports.len(),
+                ready.part_ports.len(),
                 spec.parts.len()
             )));
         }
-        Ok(Ready {
-            data_port,
-            cookie,
-            threads,
-            knobs,
-            part_ports,
-            boot_id,
-        })
+        Ok(ready)
     }
 
     /// Tells the server every flow is connected; returns once its workers run.

@@ -16,11 +16,11 @@ pub mod order;
 /// The control port `plumb serve` listens on when none is given.
 pub const DEFAULT_PORT: u16 = 12867;
 
-pub use client::{CtlError, Ready, ServerResults, Session};
+pub use client::{CtlError, ServerResults, Session};
 pub use frame::{
     decode_frame, read_frame, read_frame_until, write_frame, FrameError, MAX_FRAME,
     MAX_RESULT_FRAME,
 };
 pub use limits::{Cidr, Limits};
-pub use message::{Frame, Message, PROTOCOL_VERSION};
+pub use message::{Frame, Message, Ready, PROTOCOL_VERSION};
 pub use order::Order;

@@ -33,6 +33,28 @@ impl Frame {
     }
 }
 
+/// Where the server wants the data flows (the `ready` message).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ready {
+    pub data_port: u16,
+    /// The cookie each data flow must open with.
+    pub cookie: String,
+    pub threads: u32,
+    /// What each asked knob did on the server's host: `sysctl:x: a -> b`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub knobs: Vec<String>,
+    /// A run of parts: where each part's flows connect, in the spec's
+    /// order (the cookie is the session's). A server that leaves it out
+    /// serves no parts, and the client says so.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub part_ports: Vec<u16>,
+    /// The server's kernel boot: a client on the same one shares its
+    /// clock, and splits its udp-rr latencies into their two ways from
+    /// the server's stamps. An older server leaves it out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Message {
@@ -69,24 +91,7 @@ pub enum Message {
     },
     /// Server → client: where to connect the data flows and the cookie each
     /// must open with.
-    Ready {
-        data_port: u16,
-        cookie: String,
-        threads: u32,
-        /// What each asked knob did on the server's host: `sysctl:x: a -> b`.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        knobs: Vec<String>,
-        /// A run of parts: where each part's flows connect, in the spec's
-        /// order (the cookie is the session's). A server that leaves it
-        /// out serves no parts, and the client says so.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        part_ports: Vec<u16>,
-        /// The server's kernel boot: a client on the same one shares its
-        /// clock, and splits its udp-rr latencies into their two ways from
-        /// the server's stamps. An older server leaves it out.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        boot_id: Option<String>,
-    },
+    Ready(Ready),
     /// Client → server, once every flow is connected: start the traffic.
     Start,
     /// Server → client: its workers are running.
@@ -140,7 +145,7 @@ impl Message {
             Message::Auth { .. } => "auth",
             Message::AuthOk { .. } => "auth_ok",
             Message::Setup { .. } => "setup",
-            Message::Ready { .. } => "ready",
+            Message::Ready(_) => "ready",
             Message::Start => "start",
             Message::Started => "started",
             Message::Mark => "mark",

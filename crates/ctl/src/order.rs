@@ -86,7 +86,7 @@ impl Order {
             (D::Auth, Message::Auth { .. }) => D::AuthOk,
             (D::AuthOk, Message::AuthOk { .. }) => D::Setup,
             (D::Setup, Message::Setup { .. }) => D::Ready,
-            (D::Ready, Message::Ready { .. }) => D::Start,
+            (D::Ready, Message::Ready(_)) => D::Start,
             (D::Start, Message::Start) => D::Started,
             (D::Started, Message::Started) => D::Mark,
             (D::Mark, Message::Mark) => D::Stop,
@@ -125,14 +125,14 @@ mod tests {
         }
     }
     fn ready() -> Message {
-        Message::Ready {
+        Message::Ready(crate::Ready {
             data_port: 1,
             cookie: String::new(),
             threads: 1,
             knobs: Vec::new(),
             part_ports: Vec::new(),
             boot_id: None,
-        }
+        })
     }
     fn results() -> Message {
         Message::Results {

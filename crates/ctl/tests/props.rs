@@ -264,14 +264,14 @@ fn message() -> impl Strategy<Value = Message> {
                 },
             }),
         (any::<u16>(), text, any::<u32>()).prop_map(|(data_port, cookie, threads)| {
-            Message::Ready {
+            Message::Ready(plumb_ctl::Ready {
                 data_port,
                 cookie,
                 threads,
                 knobs: Vec::new(),
                 part_ports: Vec::new(),
                 boot_id: None,
-            }
+            })
         }),
         Just(Message::Start),
         Just(Message::Started),

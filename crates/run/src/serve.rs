@@ -589,14 +589,14 @@ fn session(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> Result<(), 
         bound.push(data_sockets(&sh.cfg, local_ip, s).map_err(|e| ctrl.fail("setup", e))?);
     }
     let cookie = Cookie::random().map_err(|e| plain_io(&e))?;
-    ctrl.send(Message::Ready {
+    ctrl.send(Message::Ready(plumb_ctl::Ready {
         data_port: bound[0].0.port(),
         cookie: cookie.to_hex(),
         threads: spec.threads,
         knobs: knob_lines,
         part_ports: bound[1..].iter().map(|(l, _)| l.port()).collect(),
         boot_id: plumb_sys::proc::boot_id(),
-    })?;
+    }))?;
     let mut sockets = Vec::with_capacity(bound.len());
     for (s, (listener, udp)) in std::iter::once(&spec).chain(&part_specs).zip(bound) {
         sockets.push(accept_sockets(&ctrl, s, listener, udp, &cookie)?);

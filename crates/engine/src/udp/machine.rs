@@ -258,6 +258,21 @@ impl RrClient {
         self.deadlines.peek().map(|&Reverse((due, _, _))| due)
     }
 
+    /// The timer fired at `now_ns`: the requests whose time is up are
+    /// forgotten ([`RrClient::expire`]) and those due are placed
+    /// ([`RrClient::schedule`]), each flow owed a send pushed on `owed`.
+    /// When to look again, if ever.
+    pub(crate) fn timer(
+        &mut self,
+        now_ns: u64,
+        counters: &[FlowCounters],
+        owed: &mut Vec<usize>,
+    ) -> Option<u64> {
+        let deadline = self.expire(now_ns, counters, owed);
+        let due = self.schedule(now_ns, owed);
+        deadline.into_iter().chain(due).min()
+    }
+
     /// Flow `k` read datagram `buf` at `now_ns`: the answer to an
     /// outstanding request is a transaction, timed into `timed`; one read
     /// after its deadline (before the sweep saw it) a timeout and late, as

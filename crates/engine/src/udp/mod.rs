@@ -389,16 +389,12 @@ impl Handler for UdpRrClient {
     }
 
     fn on_timer(&mut self, lp: &mut Loop) -> io::Result<Option<u64>> {
-        let mut owed = std::mem::take(&mut self.owed);
-        let range = lp.sh.range.clone();
-        let now = lp.now_ns();
-        let deadline = self.m.expire(now, &lp.sh.counters[range], &mut owed);
-        let due = self.m.schedule(now, &mut owed);
-        for k in owed.drain(..) {
-            self.send_or_end(lp, k);
+        let counters = &lp.sh.counters[lp.sh.range.clone()];
+        let next = self.m.timer(lp.now_ns(), counters, &mut self.owed);
+        for i in 0..self.owed.len() {
+            self.send_or_end(lp, self.owed[i]);
         }
-        self.owed = owed;
-        let next = deadline.into_iter().chain(due).min();
+        self.owed.clear();
         Ok(next.map(|t| t.saturating_sub(lp.now_ns())))
     }
 

@@ -247,16 +247,12 @@ impl RingFlows for UdpRrRing {
     }
 
     fn on_timer(&mut self, lp: &mut Loop, q: &mut Queue) -> io::Result<Option<u64>> {
-        let mut owed = std::mem::take(&mut self.owed);
-        let range = lp.sh.range.clone();
-        let now = lp.now_ns();
-        let deadline = self.m.expire(now, &lp.sh.counters[range], &mut owed);
-        let due = self.m.schedule(now, &mut owed);
-        for k in owed.drain(..) {
-            self.request(lp, q, k)?;
+        let counters = &lp.sh.counters[lp.sh.range.clone()];
+        let next = self.m.timer(lp.now_ns(), counters, &mut self.owed);
+        for i in 0..self.owed.len() {
+            self.request(lp, q, self.owed[i])?;
         }
-        self.owed = owed;
-        let next = deadline.into_iter().chain(due).min();
+        self.owed.clear();
         Ok(next.map(|t| t.saturating_sub(lp.now_ns())))
     }
 

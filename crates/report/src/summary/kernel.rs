@@ -3,25 +3,30 @@
 
 use super::*;
 
-/// A root qdisc under its interface's line: what it sent, and what it
-/// dropped, held back and held at the close where it did.
-fn qdisc_words(q: &plumb_samples::QdiscCounts) -> Vec<String> {
+/// What a qdisc counted, after `lead` (what it is): what it sent, and
+/// what it dropped, held back and had requeued where it did.
+fn sent_words(lead: String, stats: &plumb_samples::QdiscStats) -> Vec<String> {
     let mut words = vec![format!(
-        "{:<19}qdisc {} {} sent {} {} pkts",
-        "",
-        q.kind,
-        q.handle,
-        format_bytes(q.stats.bytes),
-        count(q.stats.packets)
+        "{lead} sent {} {} pkts",
+        format_bytes(stats.bytes),
+        count(stats.packets)
     )];
     let said = [
-        ("dropped", q.stats.drops, ""),
-        ("over limit", q.stats.overlimits, " times"),
-        ("requeued", q.stats.requeues, ""),
+        ("dropped", stats.drops, ""),
+        ("over limit", stats.overlimits, " times"),
+        ("requeued", stats.requeues, ""),
     ];
     for (what, n, unit) in said.into_iter().filter(|(_, n, _)| *n > 0) {
         words.push(format!("{what} {}{unit}", count(n)));
     }
+    words
+}
+
+/// A root qdisc under its interface's line: what it sent, and what it
+/// dropped, held back and held at the close where it did.
+fn qdisc_words(q: &plumb_samples::QdiscCounts) -> Vec<String> {
+    let lead = format!("{:<19}qdisc {} {}", "", q.kind, q.handle);
+    let mut words = sent_words(lead, &q.stats);
     if q.stats.qlen > 0 {
         words.push(format!(
             "held {} in {} pkts at close",
@@ -66,17 +71,8 @@ pub(super) fn router(o: &mut String, spec: &plumb_spec::Spec, it: &Iteration) {
     };
     for q in queues {
         let way = q.toward.replace('_', " ");
-        let mut words = vec![format!(
-            "{:<12}{way} {} {} sent {} {} pkts",
-            "",
-            q.interface,
-            q.kind,
-            format_bytes(q.stats.bytes),
-            count(q.stats.packets)
-        )];
-        if q.stats.drops > 0 {
-            words.push(format!("dropped {}", count(q.stats.drops)));
-        }
+        let lead = format!("{:<12}{way} {} {}", "", q.interface, q.kind);
+        let mut words = sent_words(lead, &q.stats);
         if q.peak_backlog_bytes > 0 {
             let mut peak = format!(
                 "held at most {} in {} pkts",

@@ -417,6 +417,7 @@ fn cpu(o: &mut String, r: &SweepReport) {
         "<h2>CPU per end</h2><p>CPU-seconds per second of window: the process's user and system time, and softirq time over the whole host.</p>"
     );
     let rows: Vec<(String, Vec<f64>)> = r
+        .tables
         .cpu
         .iter()
         .map(|c| {
@@ -440,10 +441,11 @@ fn cpu(o: &mut String, r: &SweepReport) {
 
 /// The latency percentiles of each point, when any were timed.
 fn latency(o: &mut String, r: &SweepReport) {
-    if !r.latency.is_empty() {
+    if !r.tables.latency.is_empty() {
         let _ = writeln!(o, "<h2>Latency percentiles</h2>");
         let xs: Vec<String> = PERCENTILES.iter().map(|s| s.to_string()).collect();
         let lines: Vec<PlotLine> = r
+            .tables
             .latency
             .iter()
             .map(|l| {
@@ -475,12 +477,13 @@ fn under_load(o: &mut String, r: &SweepReport) {
         return;
     };
     write_section(o, &section);
-    let xs: Vec<String> = r.under_load[0]
+    let xs: Vec<String> = r.tables.under_load[0]
         .stretches
         .iter()
         .map(|(running, _)| running.clone())
         .collect();
     let lines: Vec<PlotLine> = r
+        .tables
         .under_load
         .iter()
         .map(|u| {
@@ -519,6 +522,7 @@ fn limits(o: &mut String, r: &SweepReport) {
     };
     write_section(o, &section);
     let rows: Vec<(String, (f64, f64, f64))> = r
+        .tables
         .limits
         .iter()
         .map(|l| (format!("{} [{}]", l.name, l.end), l.shares))
@@ -561,6 +565,7 @@ fn softirq(o: &mut String, r: &SweepReport) {
     };
     write_section(o, &section);
     let rows: Vec<(String, Vec<f64>)> = r
+        .tables
         .softirq
         .iter()
         .flat_map(|s| {

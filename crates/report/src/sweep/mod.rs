@@ -134,16 +134,7 @@ pub struct SweepReport {
     pub metric: Metric,
     pub plots: Vec<AxisPlot>,
     pub cliffs: Vec<CliffNote>,
-    pub cpu: Vec<CpuRow>,
-    pub latency: Vec<LatencyRow>,
-    pub softirq: Vec<SoftirqRow>,
-    /// TCP's retransmissions at each point; empty when there were none.
-    pub retransmits: Vec<RetransRow>,
-    /// What limited the senders at each point; empty without TCP senders.
-    pub limits: Vec<LimitsRow>,
-    /// Each probe's latency under load per stretch, at the points that
-    /// are runs of probes and loads.
-    pub under_load: Vec<UnderLoadRow>,
+    pub tables: Tables,
     /// Every line against the first, each with its environment diff.
     pub comparisons: Vec<Comparison>,
 }
@@ -260,25 +251,12 @@ pub fn build(
     let axes = axes_of(entries);
     let cells = cells_of(entries, &axes);
     let (plots, cliffs) = plots_of(entries, &axes, &cells, metric, cliff_factor);
-    let Tables {
-        cpu,
-        latency,
-        softirq,
-        retransmits,
-        limits,
-        under_load,
-    } = tables_of(&cells);
     SweepReport {
         title: title.to_string(),
         metric,
         plots,
         cliffs,
-        cpu,
-        latency,
-        softirq,
-        retransmits,
-        limits,
-        under_load,
+        tables: tables_of(&cells),
         comparisons,
     }
 }
@@ -483,13 +461,18 @@ fn plots_of(
 }
 
 /// The per-point tables: CPU, latency, softirq share and retransmissions.
-struct Tables {
-    cpu: Vec<CpuRow>,
-    latency: Vec<LatencyRow>,
-    softirq: Vec<SoftirqRow>,
-    retransmits: Vec<RetransRow>,
-    limits: Vec<LimitsRow>,
-    under_load: Vec<UnderLoadRow>,
+#[derive(Debug, Clone)]
+pub struct Tables {
+    pub cpu: Vec<CpuRow>,
+    pub latency: Vec<LatencyRow>,
+    pub softirq: Vec<SoftirqRow>,
+    /// TCP's retransmissions at each point; empty when there were none.
+    pub retransmits: Vec<RetransRow>,
+    /// What limited the senders at each point; empty without TCP senders.
+    pub limits: Vec<LimitsRow>,
+    /// Each probe's latency under load per stretch, at the points that
+    /// are runs of probes and loads.
+    pub under_load: Vec<UnderLoadRow>,
 }
 
 /// Each probe's median per stretch at one point, over its iterations.
@@ -697,7 +680,7 @@ impl SweepReport {
             ("system", Align::Right, 7),
             ("softirq", Align::Right, 8),
         ]);
-        for c in &self.cpu {
+        for c in &self.tables.cpu {
             table.row([
                 c.name.clone(),
                 c.end.to_string(),
@@ -717,7 +700,7 @@ impl SweepReport {
     /// probes and loads: the columns are the first such point's stretches,
     /// named by what ran.
     pub(crate) fn under_load_section(&self) -> Option<Section> {
-        let first = self.under_load.first()?;
+        let first = self.tables.under_load.first()?;
         let columns = first
             .stretches
             .iter()
@@ -730,7 +713,7 @@ impl SweepReport {
             .into_iter()
             .chain(columns),
         );
-        for r in &self.under_load {
+        for r in &self.tables.under_load {
             table.row(
                 [r.name.clone(), r.probe.clone()].into_iter().chain(
                     r.stretches
@@ -750,91 +733,81 @@ impl SweepReport {
     }
 
     fn latency_section(&self) -> Option<Section> {
-        if self.latency.is_empty() {
-            return None;
-        }
         let columns = PERCENTILES.iter().map(|p| (*p, Align::Right, 8));
-        let mut table = Table::new([("point", Align::Left, NAME_W)].into_iter().chain(columns));
-        for l in &self.latency {
-            table.row(
-                [l.name.clone()]
-                    .into_iter()
-                    .chain(l.us.iter().map(|v| format_latency_us(*v))),
-            );
-        }
-        Some(Section {
-            title: "Latency percentiles (us)",
-            note: None,
-            table,
-        })
+        section(
+            ("Latency percentiles (us)", None),
+            [("point", Align::Left, NAME_W)].into_iter().chain(columns),
+            &self.tables.latency,
+            |l| {
+                let mut row = vec![l.name.clone()];
+                row.extend(l.us.iter().map(|v| format_latency_us(*v)));
+                row
+            },
+        )
     }
 
     /// TCP's retransmissions, when there were any.
     pub(crate) fn retransmit_section(&self) -> Option<Section> {
-        if self.retransmits.is_empty() {
-            return None;
-        }
-        let mut table = Table::new([
-            ("point", Align::Left, NAME_W),
-            ("per iteration", Align::Right, 13),
-            ("per GB", Align::Right, 10),
-        ]);
-        for t in &self.retransmits {
-            table.row([
-                t.name.clone(),
-                format!("{:.0}", t.per_iteration),
-                format!("{:.1}", t.per_gb),
-            ]);
-        }
-        Some(Section {
-            title: "TCP retransmissions",
-            note: Some("sender's segments"),
-            table,
-        })
+        section(
+            ("TCP retransmissions", Some("sender's segments")),
+            [
+                ("point", Align::Left, NAME_W),
+                ("per iteration", Align::Right, 13),
+                ("per GB", Align::Right, 10),
+            ],
+            &self.tables.retransmits,
+            |t| {
+                [
+                    t.name.clone(),
+                    format!("{:.0}", t.per_iteration),
+                    format!("{:.1}", t.per_gb),
+                ]
+            },
+        )
     }
 
     /// What limited the senders at each point, where any sent.
     pub(crate) fn limits_section(&self) -> Option<Section> {
-        if self.limits.is_empty() {
-            return None;
-        }
-        let mut table = Table::new([
-            ("point", Align::Left, NAME_W),
-            ("end", Align::Left, 7),
-            ("receive window", Align::Right, 14),
-            ("send buffer", Align::Right, 11),
-            ("other", Align::Right, 7),
-            ("in flight at cwnd", Align::Right, 17),
-        ]);
-        for l in &self.limits {
-            let (r, s, o) = l.shares;
-            table.row([
-                l.name.clone(),
-                l.end.to_string(),
-                format_share(r),
-                format_share(s),
-                format_share(o),
-                l.at_cwnd.map_or_else(|| "-".into(), format_share),
-            ]);
-        }
-        Some(Section {
-            title: "Sender limited by",
-            note: Some(
-                "shares of the senders' busy time over the point's windows; of the samples of \
-                 the other time, those with the data in flight at the congestion window",
+        section(
+            (
+                "Sender limited by",
+                Some(
+                    "shares of the senders' busy time over the point's windows; of the samples \
+                     of the other time, those with the data in flight at the congestion window",
+                ),
             ),
-            table,
-        })
+            [
+                ("point", Align::Left, NAME_W),
+                ("end", Align::Left, 7),
+                ("receive window", Align::Right, 14),
+                ("send buffer", Align::Right, 11),
+                ("other", Align::Right, 7),
+                ("in flight at cwnd", Align::Right, 17),
+            ],
+            &self.tables.limits,
+            |l| {
+                let (r, s, o) = l.shares;
+                [
+                    l.name.clone(),
+                    l.end.to_string(),
+                    format_share(r),
+                    format_share(s),
+                    format_share(o),
+                    l.at_cwnd.map_or_else(|| "-".into(), format_share),
+                ]
+            },
+        )
     }
 
     /// The softirq share of each CPU of the client's host, a column per CPU
     /// that any point used: points pinned to different CPUs leave the
     /// others' cells empty rather than shifting under the wrong heading.
     pub(crate) fn softirq_section(&self) -> Option<Section> {
-        if self.softirq.is_empty() {
+        if self.tables.softirq.is_empty() {
             return None;
         }
         let mut cpus: Vec<u32> = self
+            .tables
             .softirq
             .iter()
             .flat_map(|s| s.per_cpu.iter().map(|(c, _)| *c))
@@ -847,7 +820,7 @@ impl SweepReport {
                 .into_iter()
                 .chain(columns),
         );
-        for s in &self.softirq {
+        for s in &self.tables.softirq {
             let share = |cpu: &u32| {
                 s.per_cpu
                     .iter()
@@ -862,6 +835,24 @@ impl SweepReport {
             table,
         })
     }
+}
+
+/// A section (its title and note) of a row per item, with `columns`;
+/// none where there are no items.
+fn section<T, S: Into<String>, R: IntoIterator<Item = String>>(
+    (title, note): (&'static str, Option<&'static str>),
+    columns: impl IntoIterator<Item = (S, Align, usize)>,
+    items: &[T],
+    row: impl Fn(&T) -> R,
+) -> Option<Section> {
+    if items.is_empty() {
+        return None;
+    }
+    let mut table = Table::new(columns);
+    for i in items {
+        table.row(row(i));
+    }
+    Some(Section { title, note, table })
 }
 
 /// The terminal width of a point's name, so that sections line up.
@@ -1127,7 +1118,7 @@ mod tests {
         assert!(bars.contains(">27.4%</text>"), "{bars}");
         assert!(bars.contains(": softirq share 27.4%</title>"), "{bars}");
         assert!(!bars.contains("27.363"), "{bars}");
-        let c = &r.cpu[0];
+        let c = &r.tables.cpu[0];
         let total = format_cpu_load(c.user + c.system + c.softirq);
         assert!(page.contains(&format!(">{total}</text>")), "{page}");
     }
@@ -1176,7 +1167,7 @@ mod tests {
         );
         // The legend draws each line's sample, dashed as the line is, beside
         // its name.
-        for (l, line) in r.latency.iter().zip(&polylines) {
+        for (l, line) in r.tables.latency.iter().zip(&polylines) {
             let name = format!(">{}</text>", crate::table::esc(&l.name));
             let at = chart
                 .find(&name)
