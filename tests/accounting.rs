@@ -176,10 +176,13 @@ fn two_ends_sharing_one_cpu_wait_on_its_run_queue() {
     // all that holds is that together they wait.
     // Read here from /proc, not from plumb: half a CPU-second of ticks
     // (USER_HZ 100) in other processes over the 1.2 s apart run.
+    // Apart waits some 5 to 15 ms here, together 190 to 330 ms; a busy
+    // host's scheduler once made it 64 ms apart against 188 together,
+    // with under 50 ticks in other processes: twice is the bound.
     let contended = others >= 50;
     for (end, (a, t)) in ["client", "server"].iter().zip(apart.iter().zip(&together)) {
         assert!(
-            t.1 >= 0.1 && (contended || t.1 >= 4.0 * a.1),
+            t.1 >= 0.1 && (contended || t.1 >= 2.0 * a.1),
             "{end}: run-queue wait {} s pinned together, {} s pinned apart",
             t.1,
             a.1

@@ -443,7 +443,7 @@ pub struct Engine {
     flows: Arc<Vec<TcpStream>>,
     /// The UDP sockets and a crr server's listener, held here as well as
     /// by the workers, so that a halted engine's stay open with its flows.
-    _udp_socks: Arc<Vec<std::net::UdpSocket>>,
+    udp_socks: Arc<Vec<std::net::UdpSocket>>,
     _listener: Option<Arc<std::net::TcpListener>>,
     counters: Arc<Vec<FlowCounters>>,
     stop: Arc<AtomicBool>,
@@ -544,7 +544,7 @@ impl Engine {
         let mut engine = Engine {
             config: config.clone(),
             flows: flows.clone(),
-            _udp_socks: udp_socks.clone(),
+            udp_socks: udp_socks.clone(),
             _listener: listener.clone(),
             counters: counters.clone(),
             stop: stop.clone(),
@@ -830,6 +830,15 @@ impl Engine {
         }
         .ok()
         .map(|a| a.port())
+    }
+
+    /// Whether this end's flows are on a loopback address, where no
+    /// packet of theirs crosses a device of its own; None where it has
+    /// no long-lived socket to tell by (crr).
+    pub fn on_loopback(&self) -> Option<bool> {
+        let tcp = self.flows.first().and_then(|f| f.local_addr().ok());
+        let udp = self.udp_socks.first().and_then(|s| s.local_addr().ok());
+        tcp.or(udp).map(|a| a.ip().is_loopback())
     }
 
     /// TCP_INFO of every flow, in flow order; a flow whose socket no longer

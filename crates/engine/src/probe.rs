@@ -1002,7 +1002,12 @@ struct NicQueueProbe {
 }
 
 impl Probe for NicQueueProbe {
-    fn open(&mut self, _: &Engine) {
+    fn open(&mut self, engine: &Engine) {
+        // Loopback traffic crosses no NIC: another's traffic on one would
+        // be no part of the run's.
+        if engine.on_loopback() == Some(true) {
+            return;
+        }
         // The namespace's own devices: sysfs may show another's.
         let names: Vec<String> = plumb_sys::proc::read_net_dev()
             .map(|rows| rows.into_iter().map(|r| r.name).collect())
