@@ -5,7 +5,7 @@
 //! crr, udp) depend on this module and the loop depends on them; nothing
 //! here knows a workload.
 
-use crate::latency::{new_histogram, LatencySlot};
+use crate::latency::{new_histogram, LatencySlot, Ways};
 use rustix::event::epoll;
 use std::io;
 use std::net::{TcpListener, TcpStream, UdpSocket};
@@ -373,9 +373,6 @@ pub(crate) struct Timings {
     ways: Option<Box<Ways>>,
     epoch_seen: u64,
 }
-
-/// Histograms of one-way delay: to the server, then back to the client.
-pub(crate) type Ways = [hdrhistogram::Histogram<u64>; 2];
 
 impl Timings {
     /// Records a transaction planned (or begun) at `planned` on the

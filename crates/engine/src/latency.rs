@@ -14,6 +14,9 @@ pub fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds")
 }
 
+/// Histograms of one-way delay: to the server, then back to the client.
+pub(crate) type Ways = [Histogram<u64>; 2];
+
 /// One worker's hand-over: its latencies, when its end times transactions,
 /// and the epoch it last handed its counts over in.
 pub(crate) struct LatencySlot {
@@ -28,8 +31,8 @@ pub(crate) struct LatencySlot {
     /// them (see [`crate::Timed`]).
     pub each: Mutex<Vec<[u64; 2]>>,
     /// The two ways of the latencies that have them (see
-    /// [`crate::flow::Ways`]), made with the first handed over.
-    pub ways: Mutex<Option<Box<crate::flow::Ways>>>,
+    /// [`Ways`]), made with the first handed over.
+    pub ways: Mutex<Option<Box<Ways>>>,
 }
 
 /// The epoch a worker's last flush marks its slot with: caught up with any.
@@ -53,7 +56,7 @@ impl LatencySlot {
         &self,
         local: Option<&mut Histogram<u64>>,
         each: &mut Vec<[u64; 2]>,
-        ways: Option<&mut crate::flow::Ways>,
+        ways: Option<&mut Ways>,
         epoch: u64,
         settled: u64,
     ) {
