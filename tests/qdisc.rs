@@ -149,7 +149,11 @@ fn a_routers_fifo_delays_a_transaction_by_its_depth_over_the_link_rate() {
         assert!(errs.is_empty(), "schema: {errs:?}");
         let it = &rec["iterations"][0];
         let lat = &it["client"]["latency"];
-        let (median_ms, p99_ms) = (f(&lat["p50_us"]) / 1e3, f(&lat["p99_us"]) / 1e3);
+        let (median_ms, p90_ms, p99_ms) = (
+            f(&lat["p50_us"]) / 1e3,
+            f(&lat["p90_us"]) / 1e3,
+            f(&lat["p99_us"]) / 1e3,
+        );
         // A full FIFO drops at its tail, pings too (a 17-packet one lost
         // 3 of 8 once).
         assert!(ping.len() >= 3, "{ping:?}");
@@ -160,8 +164,9 @@ fn a_routers_fifo_delays_a_transaction_by_its_depth_over_the_link_rate() {
         let to_client = queues.iter().find(|q| q["toward"] == "to_client").unwrap();
         let peak = f(&to_server["peak_backlog_bytes"]);
         let seen = format!(
-            "queue {queue}: expected {expected_ms:.1} ms; rr p50 {median_ms:.1} p99 \
-             {p99_ms:.1} ms; ping {ping_ms:.1} ms; tc held {held} B; path {to_server}"
+            "queue {queue}: expected {expected_ms:.1} ms; rr p50 {median_ms:.1} p90 \
+             {p90_ms:.1} p99 {p99_ms:.1} ms; ping {ping_ms:.1} ms; tc held {held} B; path \
+             {to_server}"
         );
         eprintln!("{seen}");
         // The stream keeps the queue full but for CUBIC's back-off after
@@ -179,8 +184,11 @@ fn a_routers_fifo_delays_a_transaction_by_its_depth_over_the_link_rate() {
             f(&to_client["peak_backlog_bytes"]) < 0.2 * limit_bytes,
             "the answers' way is idle: {seen}"
         );
+        // The slowest wait the full queue; a request the full FIFO drops
+        // waits out TCP's retransmission timeout (221 ms at the p99 seen
+        // through 25 KiB), so the bound above is on the p90.
         assert!(
-            p99_ms >= 0.8 * expected_ms && p99_ms <= 1.3 * expected_ms + 5.0,
+            p99_ms >= 0.8 * expected_ms && p90_ms <= 1.3 * expected_ms + 5.0,
             "{seen}"
         );
         assert!(median_ms <= 1.3 * expected_ms + 5.0, "{seen}");
