@@ -513,7 +513,14 @@ impl Probe for TracepointProbe {
     }
 
     fn close(&mut self, _: &Engine, out: &mut EndResult) {
-        self.drop_reasons();
+        // Read after the last interval's sample, as the window closes: the
+        // last interval's, so that the intervals hold every reason read.
+        let last = self.drop_reasons();
+        if let Some(s) = out.intervals.last_mut() {
+            for (reason, n) in last {
+                *s.drop_reasons.entry(reason).or_default() += n;
+            }
+        }
         let (reasons, read) = std::mem::take(&mut self.reasons_read);
         let close = self.read();
         let counts = counted(&self.counters, &close, &self.open);
