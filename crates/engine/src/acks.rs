@@ -4,12 +4,11 @@
 //! so its CPU shows among the end's threads) often enough that the rings
 //! do not fill between two reads.
 
-use crate::probe::{own_filter, Probe};
+use crate::probe::{own_filter, Probe, Sampler};
 use crate::Engine;
 use plumb_samples::{AckSamples, EndResult, ACK_SAMPLES_KEPT};
 use plumb_sys::trace::{Counter, RawField, RawSampler};
 use std::sync::mpsc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 const TCP_PROBE: &str = "tcp:tcp_probe";
@@ -75,8 +74,7 @@ pub fn probe(opened: Opened) -> Box<dyn Probe> {
 enum AckProbe {
     Ready(Opened),
     Reading {
-        stop: mpsc::Sender<()>,
-        reader: JoinHandle<(Opened, Kept, f64)>,
+        reader: Sampler<(Opened, Kept, f64)>,
         counted_at_open: u64,
     },
     Done,
@@ -90,13 +88,9 @@ impl Probe for AckProbe {
         // What came before the window is not the window's.
         opened.sampler.drain(&mut |_| {});
         let counted_at_open = opened.counter.read().unwrap_or(0);
-        let (stop, stopped) = mpsc::channel();
-        let reader = std::thread::Builder::new()
-            .name("plumb-acks".into())
-            .spawn(move || read_until_stopped(opened, &stopped));
-        if let Ok(reader) = reader {
+        let reader = Sampler::start("plumb-acks", move |stop| read_until_stopped(opened, stop));
+        if let Some(reader) = reader {
             *self = AckProbe::Reading {
-                stop,
                 reader,
                 counted_at_open,
             };
@@ -105,15 +99,13 @@ impl Probe for AckProbe {
 
     fn close(&mut self, _: &Engine, out: &mut EndResult) {
         let AckProbe::Reading {
-            stop,
             reader,
             counted_at_open,
         } = std::mem::replace(self, AckProbe::Done)
         else {
             return;
         };
-        let _ = stop.send(());
-        let Ok((opened, kept, sampler_cpu_s)) = reader.join() else {
+        let Some((opened, kept, sampler_cpu_s)) = reader.stop() else {
             return;
         };
         let counted = opened

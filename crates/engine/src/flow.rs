@@ -5,7 +5,7 @@
 //! crr, udp) depend on this module and the loop depends on them; nothing
 //! here knows a workload.
 
-use crate::latency::{new_histogram, LatencySlot, Ways};
+use crate::latency::{new_histogram, new_ways, LatencySlot, Ways};
 use rustix::event::epoll;
 use std::io;
 use std::net::{TcpListener, TcpStream, UdpSocket};
@@ -179,13 +179,6 @@ impl Shared {
 pub(crate) fn clock(sh: &Shared) -> impl Fn() -> u64 + Copy {
     let clock = sh.clock;
     move || clock.elapsed().as_nanos() as u64
-}
-
-/// CLOCK_MONOTONIC in ns: the clock every process on one kernel reads, as
-/// the engine's own clock does from its start.
-pub(crate) fn monotonic_ns() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
 /// How the engine gets a worker to look at its flags (stop, the epoch):
@@ -393,9 +386,7 @@ impl Timings {
     pub(crate) fn record_answer(&mut self, planned: u64, ns: u64, ways: Option<[u64; 2]>) {
         self.record(planned, ns);
         if let (Some(w), true) = (ways, self.hist.is_some()) {
-            let h = self
-                .ways
-                .get_or_insert_with(|| Box::new([new_histogram(), new_histogram()]));
+            let h = self.ways.get_or_insert_with(new_ways);
             for (h, ns) in h.iter_mut().zip(w) {
                 h.saturating_record(ns.max(1));
             }

@@ -15,7 +15,20 @@ pub fn new_histogram() -> Histogram<u64> {
 }
 
 /// Histograms of one-way delay: to the server, then back to the client.
-pub(crate) type Ways = [Histogram<u64>; 2];
+pub type Ways = [Histogram<u64>; 2];
+
+/// Empty [`Ways`].
+pub(crate) fn new_ways() -> Box<Ways> {
+    Box::new([new_histogram(), new_histogram()])
+}
+
+/// Adds `from` into `into`, made where there is none yet.
+pub(crate) fn add_ways(into: &mut Option<Box<Ways>>, from: &Ways) {
+    let into = into.get_or_insert_with(new_ways);
+    for (h, f) in into.iter_mut().zip(from) {
+        let _ = h.add(f);
+    }
+}
 
 /// One worker's hand-over: its latencies, when its end times transactions,
 /// and the epoch it last handed its counts over in.
@@ -69,12 +82,11 @@ impl LatencySlot {
             (self.each.lock().unwrap_or_else(|e| e.into_inner())).append(each);
         }
         if let Some(local) = ways.filter(|w| !w[0].is_empty()) {
-            let mut mine = self.ways.lock().unwrap_or_else(|e| e.into_inner());
-            let mine = mine.get_or_insert_with(|| Box::new([new_histogram(), new_histogram()]));
-            for (h, l) in mine.iter_mut().zip(local.iter_mut()) {
-                let _ = h.add(&*l);
-                l.reset();
-            }
+            add_ways(
+                &mut self.ways.lock().unwrap_or_else(|e| e.into_inner()),
+                local,
+            );
+            local.iter_mut().for_each(Histogram::reset);
         }
         self.settled.store(settled, Ordering::Relaxed);
         self.seen.store(epoch, Ordering::Release);

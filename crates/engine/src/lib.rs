@@ -431,7 +431,7 @@ pub struct Timed {
     pub each: Vec<[u64; 2]>,
     /// The two ways of the latencies that have them, to the server and
     /// back (udp-rr where the ends share a clock); None where none did.
-    pub ways: Option<Box<[hdrhistogram::Histogram<u64>; 2]>>,
+    pub ways: Option<Box<latency::Ways>>,
 }
 
 /// The longest [`Engine::collect_latency`] waits for every worker.
@@ -767,14 +767,7 @@ impl Engine {
             out.each
                 .append(&mut s.each.lock().unwrap_or_else(|e| e.into_inner()));
             if let Some(w) = s.ways.lock().unwrap_or_else(|e| e.into_inner()).take() {
-                match out.ways.as_mut() {
-                    Some(o) => {
-                        for (o, h) in o.iter_mut().zip(w.iter()) {
-                            let _ = o.add(h);
-                        }
-                    }
-                    None => out.ways = Some(w),
-                }
+                latency::add_ways(&mut out.ways, &w);
             }
         }
         out.each.sort_unstable();

@@ -643,7 +643,7 @@ impl Probe for TcpInfoProbe {
 /// opening to the close.
 #[derive(Default)]
 struct TcpSeriesProbe {
-    sampler: Option<(mpsc::Sender<()>, JoinHandle<TcpSeries>)>,
+    sampler: Option<Sampler<TcpSeries>>,
 }
 
 impl Probe for TcpSeriesProbe {
@@ -651,18 +651,11 @@ impl Probe for TcpSeriesProbe {
         let Some(flows) = engine.tcp_flows().filter(|f| !f.is_empty()) else {
             return;
         };
-        let (stop, stopped) = mpsc::channel();
-        let sampler = std::thread::Builder::new()
-            .name("plumb-tcp".into())
-            .spawn(move || sample_tcp(&flows, &stopped));
-        self.sampler = sampler.ok().map(|h| (stop, h));
+        self.sampler = Sampler::start("plumb-tcp", move |stop| sample_tcp(&flows, stop));
     }
 
     fn close(&mut self, _: &Engine, out: &mut EndResult) {
-        if let Some((stop, sampler)) = self.sampler.take() {
-            let _ = stop.send(());
-            out.tcp_series = sampler.join().ok();
-        }
+        out.tcp_series = self.sampler.take().and_then(Sampler::stop);
     }
 }
 
@@ -690,6 +683,31 @@ fn sample_tcp(flows: &[std::net::TcpStream], stop: &mpsc::Receiver<()>) -> TcpSe
 /// `stop`, then once more: the first call reads the window's opening, the
 /// last its close. A sampler that fell behind starts its period again, not
 /// a burst.
+/// A thread of its own that samples over the window until told to stop,
+/// and then hands over what it made.
+pub(crate) struct Sampler<T>(mpsc::Sender<()>, JoinHandle<T>);
+
+impl<T: Send + 'static> Sampler<T> {
+    /// Starts `sample` on a thread named `name` (so that its CPU shows
+    /// among the end's threads); None where no thread can be had.
+    pub(crate) fn start(
+        name: &str,
+        sample: impl FnOnce(&mpsc::Receiver<()>) -> T + Send + 'static,
+    ) -> Option<Sampler<T>> {
+        let (stop, stopped) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || sample(&stopped));
+        thread.ok().map(|t| Sampler(stop, t))
+    }
+
+    /// Tells it to stop and waits for what it made; None where it panicked.
+    pub(crate) fn stop(self) -> Option<T> {
+        let _ = self.0.send(());
+        self.1.join().ok()
+    }
+}
+
 fn every_period(stop: &mpsc::Receiver<()>, mut sample: impl FnMut() -> Duration) {
     let mut next = Instant::now();
     loop {
@@ -920,23 +938,18 @@ pub fn path_queues(source: PathSource, ways: Vec<PathWay>) -> Box<dyn Probe> {
 struct PathQueueProbe {
     source: PathSource,
     ways: std::sync::Arc<Vec<PathWay>>,
-    sampler: Option<(mpsc::Sender<()>, JoinHandle<Vec<PathQueue>>)>,
+    sampler: Option<Sampler<Vec<PathQueue>>>,
 }
 
 impl Probe for PathQueueProbe {
     fn open(&mut self, _: &Engine) {
-        let (stop, stopped) = mpsc::channel();
         let (source, ways) = (self.source.clone(), self.ways.clone());
-        let sampler = std::thread::Builder::new()
-            .name("plumb-path".into())
-            .spawn(move || sample_path(&source, &ways, &stopped));
-        self.sampler = sampler.ok().map(|h| (stop, h));
+        self.sampler = Sampler::start("plumb-path", move |stop| sample_path(&source, &ways, stop));
     }
 
     fn close(&mut self, _: &Engine, out: &mut EndResult) {
-        if let Some((stop, sampler)) = self.sampler.take() {
-            let _ = stop.send(());
-            out.path_queues = sampler.join().unwrap_or_default();
+        if let Some(sampler) = self.sampler.take() {
+            out.path_queues = sampler.stop().unwrap_or_default();
         }
     }
 }
@@ -1005,7 +1018,7 @@ fn sample_path(source: &PathSource, ways: &[PathWay], stop: &mpsc::Receiver<()>)
 /// the window opens, every [`PATH_QUEUE_PERIOD_MS`], and as it closes.
 #[derive(Default)]
 struct NicQueueProbe {
-    sampler: Option<(mpsc::Sender<()>, JoinHandle<Vec<plumb_samples::NicQueue>>)>,
+    sampler: Option<Sampler<Vec<plumb_samples::NicQueue>>>,
 }
 
 impl Probe for NicQueueProbe {
@@ -1022,17 +1035,12 @@ impl Probe for NicQueueProbe {
         if plumb_sys::bql::read(&names).is_empty() {
             return;
         }
-        let (stop, stopped) = mpsc::channel();
-        let sampler = std::thread::Builder::new()
-            .name("plumb-bql".into())
-            .spawn(move || sample_nic_queues(&names, &stopped));
-        self.sampler = sampler.ok().map(|h| (stop, h));
+        self.sampler = Sampler::start("plumb-bql", move |stop| sample_nic_queues(&names, stop));
     }
 
     fn close(&mut self, _: &Engine, out: &mut EndResult) {
-        if let Some((stop, sampler)) = self.sampler.take() {
-            let _ = stop.send(());
-            out.nic_queues = sampler.join().unwrap_or_default();
+        if let Some(sampler) = self.sampler.take() {
+            out.nic_queues = sampler.stop().unwrap_or_default();
         }
     }
 }

@@ -15,6 +15,7 @@
 use plumb_samples::{Iteration, PathCounts, PathResult};
 use plumb_spec::{Spec, Topology};
 use plumb_stats::Rng;
+use plumb_sys::proc::monotonic_ns;
 use plumb_sys::tun::{Tun, MAX_PACKET, VNET_HDR_LEN};
 use rustix::event::{epoll, eventfd, EventfdFlags};
 use rustix::time::{
@@ -196,11 +197,6 @@ impl Counters {
     }
 }
 
-fn monotonic_ns() -> u64 {
-    let t = rustix::time::clock_gettime(ClockId::Monotonic);
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
-}
-
 /// What one direction's link has taken and not yet finished sending, as
 /// a qdisc's backlog: each packet's departure (when the link is done with
 /// it, ns) and bytes, oldest first. The path's thread adds to it; it and
@@ -209,22 +205,24 @@ fn monotonic_ns() -> u64 {
 struct LinkQueue(Mutex<VecDeque<(u64, u64)>>);
 
 impl LinkQueue {
-    /// What is still to send at `now`: (bytes, packets).
-    fn at(&self, now: u64) -> (u64, u64) {
+    /// The queue at `now`, what has left by then taken off.
+    fn left_by(&self, now: u64) -> std::sync::MutexGuard<'_, VecDeque<(u64, u64)>> {
         let mut q = self.0.lock().unwrap_or_else(|e| e.into_inner());
         while q.front().is_some_and(|&(departs, _)| departs <= now) {
             q.pop_front();
         }
+        q
+    }
+
+    /// What is still to send at `now`: (bytes, packets).
+    fn at(&self, now: u64) -> (u64, u64) {
+        let q = self.left_by(now);
         (q.iter().map(|&(_, len)| len).sum(), q.len() as u64)
     }
 
     /// The link took a packet of `len` bytes at `now`, to send by `departs`.
     fn took(&self, now: u64, departs: u64, len: u64) {
-        let mut q = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        while q.front().is_some_and(|&(d, _)| d <= now) {
-            q.pop_front();
-        }
-        q.push_back((departs, len));
+        self.left_by(now).push_back((departs, len));
     }
 }
 

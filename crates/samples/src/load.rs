@@ -107,6 +107,17 @@ impl<'a> Probe<'a> {
         }
     }
 
+    /// The main part of `it`, over its whole window.
+    fn main(it: &'a Iteration) -> Probe<'a> {
+        Probe {
+            part: None,
+            client: &it.client,
+            offset_s: 0.0,
+            inside: false,
+            leg: Leg::Round,
+        }
+    }
+
     /// The probe's two ways, where its seconds keep them.
     fn ways(self) -> impl Iterator<Item = Probe<'a>> {
         let split = self
@@ -130,13 +141,7 @@ fn keeps(e: &crate::EndResult) -> bool {
 /// transactions, each followed by its two ways where it has them; then
 /// `self` where a load kept its self probes.
 pub fn probes(it: &Iteration) -> Vec<Probe<'_>> {
-    let main = Probe {
-        part: None,
-        client: &it.client,
-        offset_s: 0.0,
-        inside: false,
-        leg: Leg::Round,
-    };
+    let main = Probe::main(it);
     let own = std::iter::once((main, it.derived.tps.is_some()))
         .chain(it.parts.iter().map(|p| {
             let probe = Probe {
@@ -306,14 +311,12 @@ pub fn drops(
     it: &Iteration,
     stretches: &[Stretch],
 ) -> Vec<std::collections::BTreeMap<String, u64>> {
+    let main = Probe::main(it);
     stretches
         .iter()
         .map(|st| {
             let mut by = std::collections::BTreeMap::new();
-            for s in it.client.intervals.iter().filter(|s| {
-                let m = s.t_s - s.dt_s / 2.0;
-                st.start_s <= m && m < st.stop_s
-            }) {
+            for s in within(&main, st.start_s, st.stop_s) {
                 for (reason, n) in &s.drop_reasons {
                     *by.entry(reason.clone()).or_default() += n;
                 }

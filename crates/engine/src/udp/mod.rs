@@ -317,7 +317,7 @@ pub(crate) struct UdpRrClient {
 pub(super) fn rr_client(plan: &UdpPlan, sh: &Shared) -> RrClient {
     let mut m = RrClient::new(plan, sh.range.start, sh.range.len(), sh.now_ns());
     if plan.same_clock {
-        m.share_clock(crate::flow::monotonic_ns().saturating_sub(sh.now_ns()));
+        m.share_clock(plumb_sys::proc::monotonic_ns().saturating_sub(sh.now_ns()));
     }
     m
 }
@@ -540,7 +540,7 @@ impl UdpServer {
             let c = &lp.sh.counters[flow as usize];
             c.add_transaction();
             put_header(&mut self.out, udp.tag, flow, seq);
-            put_stamp(&mut self.out, crate::flow::monotonic_ns());
+            put_stamp(&mut self.out, plumb_sys::proc::monotonic_ns());
             // A response that cannot be sent is lost, as on the wire; the
             // client's timeout covers it.
             if let Ok(w) = send_to(sock, &self.out, &from) {

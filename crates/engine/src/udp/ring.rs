@@ -386,7 +386,7 @@ impl RingFlows for UdpServerRing {
                     Some((flow, seq)) if ring::going(lp, false) => {
                         lp.sh.counters[flow as usize].add_transaction();
                         put_header(q.letter(slot), udp.tag, flow, seq);
-                        put_stamp(q.letter(slot), crate::flow::monotonic_ns());
+                        put_stamp(q.letter(slot), plumb_sys::proc::monotonic_ns());
                         self.answering[slot] = flow;
                         q.answer_letter(sock, slot, udp.out_size, ring::tag(slot, Op::Send))?;
                     }

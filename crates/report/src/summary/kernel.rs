@@ -71,9 +71,7 @@ pub(super) fn router(o: &mut String, spec: &plumb_spec::Spec, it: &Iteration) {
     };
     for q in queues {
         let way = q.toward.replace('_', " ");
-        let lead = format!("{:<12}{way} {} {}", "", q.interface, q.kind);
-        let mut words = sent_words(lead, &q.stats);
-        if q.peak_backlog_bytes > 0 {
+        let peak = (q.peak_backlog_bytes > 0).then(|| {
             let mut peak = format!(
                 "held at most {} in {} pkts",
                 format_bytes(q.peak_backlog_bytes),
@@ -85,15 +83,18 @@ pub(super) fn router(o: &mut String, spec: &plumb_spec::Spec, it: &Iteration) {
                     sig3(q.peak_backlog_bytes as f64 * 8.0 / r as f64 * 1000.0)
                 ));
             }
-            if delay_line {
+            peak
+        });
+        if delay_line {
+            if let Some(peak) = peak {
                 let _ = writeln!(o, "{:<12}{way} {peak}", "");
-                continue;
             }
-            words.push(peak);
+            continue;
         }
-        if !delay_line {
-            let _ = writeln!(o, "{}", fit_80(&words));
-        }
+        let lead = format!("{:<12}{way} {} {}", "", q.interface, q.kind);
+        let mut words = sent_words(lead, &q.stats);
+        words.extend(peak);
+        let _ = writeln!(o, "{}", fit_80(&words));
     }
 }
 

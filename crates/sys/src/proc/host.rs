@@ -19,6 +19,13 @@ pub fn kernel_release() -> String {
         .into_owned()
 }
 
+/// CLOCK_MONOTONIC in ns: one clock for every process of one boot of the
+/// kernel (see [`boot_id`]), in any namespace.
+pub fn monotonic_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
 /// This boot of the kernel: the same in every process and namespace on
 /// it, so two ends with the same one read one CLOCK_MONOTONIC (a time
 /// namespace, which no plumb end makes, would offset it).

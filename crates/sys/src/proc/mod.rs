@@ -13,7 +13,9 @@ mod softnet;
 mod stat;
 mod task;
 
-pub use host::{boot_id, clock_ticks_per_sec, hostname, kernel_release, online_cpus, rss_bytes};
+pub use host::{
+    boot_id, clock_ticks_per_sec, hostname, kernel_release, monotonic_ns, online_cpus, rss_bytes,
+};
 pub use interrupts::{
     irqs_of, net_device, parse_interrupts, read_interrupts, Interrupts, IrqLine, NamedLine,
     NetDevice,
