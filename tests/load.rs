@@ -153,6 +153,16 @@ fn drops_second_by_second(it: &Value) {
         "{t}"
     );
     let router: u64 = items(&c["path_queues"]).map(|q| u(&q["drops"])).sum();
+    // The queue's own samples, a period apart: as many as its backlog's,
+    // counting up to the window's drops, and no ECN mark from a FIFO.
+    for q in items(&c["path_queues"]) {
+        let samples: Vec<&Value> = items(&q["samples"]).collect();
+        assert_eq!(samples.len(), items(&q["backlog_series"]).count(), "{q}");
+        let drops: Vec<u64> = samples.iter().map(|s| u(&s["drops"])).collect();
+        assert!(drops.windows(2).all(|w| w[0] <= w[1]), "{drops:?}");
+        assert_eq!(drops.last().copied(), Some(u(&q["drops"])), "{q}");
+        assert!(samples.iter().all(|s| u(&s["ecn_marks"]) == 0), "{q}");
+    }
     let qdisc = seconds.get("QDISC_DROP").copied().unwrap_or(0);
     let seen = format!(
         "QDISC_DROP read {qdisc}: {before_load} before the loads, {loaded} while they ran; \
@@ -463,6 +473,17 @@ fn probes_wait_behind_a_loaded_fifo_as_long_as_its_depth_takes_to_drain() {
             "tc sees the download's queue: {seen}"
         );
         responsiveness_from_each_probe(it, &seen);
+        // Where the router's queue dropped, the summary gives its drops by
+        // stretch, each way.
+        if items(&it["client"]["path_queues"]).any(|q| u(&q["drops"]) > 0) {
+            assert!(
+                l.summary
+                    .contains("bottleneck  packets the path's queue dropped")
+                    && l.summary.contains("dropped down"),
+                "{}",
+                l.summary
+            );
+        }
         // The summary names each phase's loads and the rise over idle,
         // the probes' own share of the link, and where the queue was.
         for words in [

@@ -161,3 +161,50 @@ fn veth_options_need_the_veth_topology() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// `KNOB@client` acts in the client's own namespace, which starts from the
+/// kernel's defaults (ECN accepted, never asked for): with
+/// net.ipv4.tcp_ecn=1 there the client's data leaves ECN-capable, as the
+/// server's kernel counts it arriving (IpExt.InECT0Pkts), and without it
+/// none does; this host's own setting is never touched. Without a veth
+/// topology `@client` names nothing and is refused by name.
+#[test]
+fn a_client_knob_acts_in_the_clients_namespace_only() {
+    if skip_unless_veth() {
+        return;
+    }
+    let host = || std::fs::read_to_string("/proc/sys/net/ipv4/tcp_ecn").unwrap();
+    let before = host();
+    let j = test_journal("client-knob");
+    let ect = |args: &[&str]| -> u64 {
+        let (_, out) = veth_run(&j, &[&["stream"][..], args].concat());
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let server = &rec["iterations"][0]["server"];
+        assert!(u(&server["counters"]["Tcp.InSegs"]) > 0, "{server}");
+        server["counters"]["IpExt.InECT0Pkts"].as_u64().unwrap_or(0)
+    };
+    let asked = ect(&["--knob", "sysctl:net.ipv4.tcp_ecn@client=1"]);
+    assert_eq!(host(), before, "the host's own tcp_ecn changed");
+    let not = ect(&[]);
+    assert!(asked > 100, "{asked} ECT(0) packets with ECN asked for");
+    assert_eq!(not, 0, "ECT(0) packets without the client knob");
+    assert_eq!(std::fs::read_to_string(&j).unwrap_or_default().trim(), "");
+    let _ = std::fs::remove_file(&j);
+    let out = plumb()
+        .args(["run", "rr", "--knob", "sysctl:net.ipv4.tcp_ecn@client=1"])
+        .args(ONE_SHORT)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("--knob") && err.contains("@client") && err.contains("--topology veth"),
+        "{err}"
+    );
+    assert_eq!(host(), before);
+}

@@ -381,6 +381,17 @@ fn outrun(io: &str) {
         assert_eq!(top, "SOCKET_RCVBUFF", "the reason most drops had: {t}");
         assert!(n >= 1);
         assert!(u(&t["drop_reasons_read"]) > 0, "{t}");
+        // What was not read, the rings lost and said so: read and lost
+        // together are the drops the event counted over the window.
+        let counted = u(&t["counts"]["skb:kfree_skb"]) as f64;
+        let (read, lost) = (
+            u(&t["drop_reasons_read"]) as f64,
+            t["drop_reasons_lost"].as_u64().unwrap_or(0) as f64,
+        );
+        assert!(
+            ((read + lost) - counted).abs() <= 0.05 * counted + 64.0,
+            "{io}: {read} read and {lost} lost of {counted} counted: {t}"
+        );
     }
 }
 

@@ -1315,3 +1315,85 @@ fn in_a_guest_a_deep_fifo_under_load_waits_five_times_what_fq_codel_does() {
         "FIFO {fifo} ms against fq_codel {fq_codel} ms"
     );
 }
+
+/// In a guest whose kernel has fq_codel, a client whose namespace asks for
+/// ECN (`--knob sysctl:net.ipv4.tcp_ecn@client=1`; a new namespace only
+/// accepts it) gets the download's packets marked instead of dropped at
+/// the router's fq_codel: the marks the router's qdisc counted toward the
+/// client, read over rtnetlink from its child under htb, are the CE
+/// packets the client's kernel counted arriving (IpExt.InCEPkts), and the
+/// summary says so per stretch. A `--server-knob` is set in the guest's
+/// server namespace, as the run's record says.
+#[test]
+fn in_a_guest_fq_codel_marks_an_ecn_clients_download_and_its_kernel_counts_the_marks() {
+    let Some(kernels) = kernels() else { return };
+    let _alone = measuring_alone();
+    let deb = newest(&kernels, "6.12.");
+    let args = [
+        "--phase",
+        "2s",
+        "--load-flows",
+        "2",
+        "--topology",
+        "veth",
+        "--link-rate",
+        "20M",
+        "--queue",
+        "200K",
+        "--qdisc",
+        "fq_codel",
+        "--cc",
+        "cubic",
+        "--iterations",
+        "1",
+        "--knob",
+        "sysctl:net.ipv4.tcp_ecn@client=1",
+        // The server's namespace takes its own knob, as on a host.
+        "--server-knob",
+        "sysctl:net.ipv4.tcp_ecn=1",
+    ];
+    let db = TempDb::new("vm-ecn");
+    let kernel = deb.to_str().unwrap();
+    let all = [
+        &["run", "load", "--kernel", kernel, "--db", db.path()][..],
+        &args,
+    ]
+    .concat();
+    let out = once_more_if_the_guest_panicked(|| run(&all));
+    assert_ok(&out);
+    assert_mentions(
+        &String::from_utf8_lossy(&out.stdout),
+        &["marked down", "ECN marked"],
+    );
+    let out = run(&["export", "--db", db.path()]);
+    assert_ok(&out);
+    let export: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &items(&export["runs"]).next().expect("no run stored")["record"];
+    let said: Vec<&str> = items(&r["server_knobs"])
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        said.iter()
+            .any(|l| l.contains("net.ipv4.tcp_ecn@plumb-") && l.contains("-server")),
+        "the server's knob, as the guest's run said it: {said:?}"
+    );
+    let client = &r["iterations"][0]["client"];
+    let down = items(&client["path_queues"])
+        .find(|q| q["toward"] == "to_client")
+        .unwrap_or_else(|| panic!("no queue toward the client: {client}"));
+    assert_eq!(down["kind"], "htb", "{down}");
+    let marks = u(&down["ecn_marks"]);
+    let ce = u(&client["counters"]["IpExt.InCEPkts"]);
+    assert!(marks >= 10, "fq_codel marked {marks} packets: {down}");
+    assert!(
+        (ce as f64) >= 0.8 * marks as f64 && (ce as f64) <= 1.25 * marks as f64,
+        "the router marked {marks}, the client's kernel counted {ce} CE packets"
+    );
+    // The samples end where the window's count does.
+    let samples: Vec<&Value> = items(&down["samples"]).collect();
+    assert_eq!(
+        samples.last().map(|s| u(&s["ecn_marks"])),
+        Some(marks),
+        "{down}"
+    );
+}

@@ -181,6 +181,7 @@ fn end() -> impl Strategy<Value = EndResult> {
                     drop_reasons_read: Some(received % 83),
                     drop_reasons_as_read: [("SOCKET_RCVBUFF".to_string(), received % 79)].into(),
                     drop_reasons_throttled: sent % 7,
+                    drop_reasons_lost: sent % 5,
                 }),
                 acks: Some(plumb_samples::AckSamples {
                     filter: format!("sport == {}", received % 65536),

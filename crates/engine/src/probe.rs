@@ -236,6 +236,9 @@ struct TracepointProbe {
     reasons: Option<(plumb_sys::trace::RawSampler, plumb_sys::trace::RawField)>,
     /// The drops' reasons read since the window opened, and how many.
     reasons_read: (BTreeMap<String, u64>, u64),
+    /// The sampler's throttles and lost records as the window opened: the
+    /// warm-up's are not the window's.
+    reasons_missed_open: (u64, u64),
     own: Option<OwnFlows>,
 }
 
@@ -408,9 +411,12 @@ impl TracepointProbe {
                 Ok((id, c)) => {
                     counters.push((*name, c));
                     if *name == DROPS.0 {
+                        // Paused until the window opens: the warm-up's
+                        // records, and those its floods lose, are not the
+                        // window's.
                         let sampled = plumb_sys::trace::raw_field(DROPS.0, DROPS.1).and_then(|f| {
                             plumb_sys::trace::RawSampler::open(id, &cpus, DROP_RING_PAGES)
-                                .map(|s| (s, f))
+                                .and_then(|s| s.pause().map(|()| (s, f)))
                                 .map_err(refused)
                         });
                         match sampled {
@@ -437,6 +443,7 @@ impl TracepointProbe {
             open: Vec::new(),
             reasons,
             reasons_read: Default::default(),
+            reasons_missed_open: (0, 0),
             own,
         }
     }
@@ -495,6 +502,15 @@ pub(crate) fn close_later<T: Send + 'static>(events: T) {
     drop(closing);
 }
 
+impl TracepointProbe {
+    /// The drops' sampler's throttles and lost records so far.
+    fn reasons_missed(&self) -> (u64, u64) {
+        self.reasons
+            .as_ref()
+            .map_or((0, 0), |(s, _)| (s.throttled(), s.lost()))
+    }
+}
+
 impl Probe for TracepointProbe {
     fn open(&mut self, _: &Engine) {
         // What was dropped before the window is not the window's. The
@@ -503,6 +519,10 @@ impl Probe for TracepointProbe {
         self.open = self.read();
         self.drop_reasons();
         self.reasons_read = Default::default();
+        self.reasons_missed_open = self.reasons_missed();
+        if let Some((s, _)) = &self.reasons {
+            let _ = s.resume();
+        }
         if let Some(own) = &mut self.own {
             own.open();
         }
@@ -528,11 +548,16 @@ impl Probe for TracepointProbe {
         let dropped = counts.get(DROPS.0).copied().unwrap_or(0);
         let (drop_reasons, drop_reasons_as_read) =
             plumb_samples::Tracepoints::reasons(reasons, dropped);
-        let throttled = self.reasons.as_ref().map_or(0, |(s, _)| s.throttled());
+        let (throttled, lost) = self.reasons_missed();
+        let (throttled, lost) = (
+            throttled.saturating_sub(self.reasons_missed_open.0),
+            lost.saturating_sub(self.reasons_missed_open.1),
+        );
         out.tracepoints = Some(plumb_samples::Tracepoints {
             drop_reasons,
             drop_reasons_read: self.reasons.is_some().then_some(read),
             drop_reasons_throttled: throttled,
+            drop_reasons_lost: lost,
             drop_reasons_as_read,
             counts,
             unavailable: self.unavailable.clone(),
@@ -981,16 +1006,21 @@ fn sample_path(source: &PathSource, ways: &[PathWay], stop: &mpsc::Receiver<()>)
     let mut first: Option<Vec<Option<QdiscRow>>> = None;
     let mut last: Vec<Option<QdiscRow>> = vec![None; ways.len()];
     let mut series: Vec<Vec<u64>> = vec![Vec::new(); ways.len()];
+    let mut samples: Vec<Vec<plumb_samples::QueueSample>> = vec![Vec::new(); ways.len()];
     let mut peak_qlen = vec![0u64; ways.len()];
     every_period(stop, || {
         let mut now = read();
         now.resize(ways.len(), None);
+        let open = first.get_or_insert_with(|| now.clone());
         for (i, row) in now.iter().enumerate() {
-            let s = row.as_ref().map(|r| r.stats).unwrap_or_default();
+            let s = row
+                .as_ref()
+                .map(|r| r.since(open.get(i).and_then(Option::as_ref)))
+                .unwrap_or_default();
             series[i].push(s.backlog_bytes);
+            samples[i].push(s.into());
             peak_qlen[i] = peak_qlen[i].max(s.qlen);
         }
-        first.get_or_insert_with(|| now.clone());
         last = now;
         Duration::from_millis(u64::from(PATH_QUEUE_PERIOD_MS))
     });
@@ -1008,6 +1038,7 @@ fn sample_path(source: &PathSource, ways: &[PathWay], stop: &mpsc::Receiver<()>)
                 peak_qlen: peak_qlen[i],
                 period_ms: PATH_QUEUE_PERIOD_MS,
                 backlog_series: std::mem::take(&mut series[i]),
+                samples: std::mem::take(&mut samples[i]),
             })
         })
         .collect()

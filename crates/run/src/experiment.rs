@@ -199,11 +199,22 @@ impl Plan {
         repeat: Repeat,
         observe: plumb_samples::Observe,
     ) -> vm::GuestRun {
-        let knobs = self.knobs_of(p).iter().chain(self.server_knobs_of(p));
+        let strings = |k: &[Setting]| k.iter().map(ToString::to_string).collect::<Vec<_>>();
+        // The server's own namespace under a veth topology; else the
+        // embedded server shares the guest's.
+        let (mut knobs, server_knobs) =
+            (strings(self.knobs_of(p)), strings(self.server_knobs_of(p)));
+        let server_knobs = if p.spec.topology.is_some() {
+            server_knobs
+        } else {
+            knobs.extend(server_knobs);
+            Vec::new()
+        };
         vm::GuestRun {
             spec: p.spec.clone(),
             repeat,
-            knobs: knobs.map(ToString::to_string).collect(),
+            knobs,
+            server_knobs,
             observe: self.observe(p, observe),
         }
     }
@@ -279,6 +290,7 @@ pub fn run(
         // namespace under a veth topology) gets them through the run.
         let mut own = plan.knobs_of(p).to_vec();
         let mut with_server = opts.clone();
+        with_server.client_knobs = knob::take_client(&mut own);
         with_server.observe = plan.observe(p, opts.observe);
         if p.spec.topology.is_some() || opts.server.is_some() {
             with_server.server_knobs = plan.server_knobs_of(p).to_vec();

@@ -53,7 +53,23 @@ pub struct Knob {
 
 pub const KNOB_FORMS: &str = "sysctl:NAME, rps:IFACE, mtu:IFACE, offload:IFACE:FEATURE, \
                               gso_max_size:IFACE, gro_max_size:IFACE or qdisc:IFACE, \
-                              each optionally @NETNS";
+                              each optionally @NETNS (@client: the client's namespace \
+                              under --topology veth)";
+
+/// The `@NETNS` that names the client's own namespace under `--topology
+/// veth`, made for the run and gone with it: a per-namespace setting
+/// (`net.ipv4.tcp_ecn`) set on this host does not reach it.
+pub const CLIENT_NS: &str = "client";
+
+/// Takes the settings for the client's namespace (`KNOB@client`) out of
+/// `settings`.
+pub fn take_client(settings: &mut Vec<Setting>) -> Vec<Setting> {
+    let (client, rest) = std::mem::take(settings)
+        .into_iter()
+        .partition(|s| s.knob.netns.as_deref() == Some(CLIENT_NS));
+    *settings = rest;
+    client
+}
 
 impl FromStr for Knob {
     type Err = KnobError;
@@ -693,26 +709,36 @@ pub fn check(settings: &[Setting]) -> Result<(), KnobError> {
     Ok(())
 }
 
+/// Settings as `KNOB=VALUE` texts give them, each as it came (a named
+/// namespace kept).
+pub fn parse_all(knobs: &[String]) -> Result<Vec<Setting>, String> {
+    knobs
+        .iter()
+        .map(|k| k.parse().map_err(|e: KnobError| e.0))
+        .collect()
+}
+
 /// The knobs a client asks of `plumb serve` (`KNOB=VALUE` each), set in
 /// the server's own namespace through the default journal, all or none;
 /// one line per knob saying what it did, and what puts them back when
 /// dropped.
 pub fn apply_server(knobs: &[String]) -> Result<(Vec<String>, Applied), String> {
+    apply_here(parse_all(knobs)?)
+}
+
+/// `settings` set in this process's own namespace, as [`apply_server`]
+/// sets them (one naming another namespace is refused).
+pub fn apply_here(mut settings: Vec<Setting>) -> Result<(Vec<String>, Applied), String> {
     let here = raw::own_netns_name();
-    let settings = knobs
-        .iter()
-        .map(|k| {
-            let mut s: Setting = k.parse().map_err(|e: KnobError| e.0)?;
-            if let Some(ns) = &s.knob.netns {
-                return Err(format!(
-                    "'{k}' names namespace {ns}: a server knob acts in the server's own \
-                     namespace; leave out @{ns}"
-                ));
-            }
-            s.knob.netns = here.clone();
-            Ok(s)
-        })
-        .collect::<Result<Vec<_>, String>>()?;
+    for s in &mut settings {
+        if let Some(ns) = &s.knob.netns {
+            return Err(format!(
+                "'{s}' names namespace {ns}: a server knob acts in the server's own \
+                 namespace; leave out @{ns}"
+            ));
+        }
+        s.knob.netns = here.clone();
+    }
     let (applied, changes) = apply(&Journal::open_default(), &settings).map_err(|e| e.0)?;
     Ok((changes.iter().map(Change::line).collect(), applied))
 }

@@ -79,6 +79,9 @@ pub struct RunOptions {
     /// embedded server on this host and namespace shares the client's
     /// knobs; the caller sets them as its own.)
     pub server_knobs: Vec<knob::Setting>,
+    /// Knobs for the client's namespace under `--topology veth`
+    /// (`KNOB@client`), set there once it is made.
+    pub client_knobs: Vec<knob::Setting>,
     /// What both ends read beyond the defaults over each window
     /// (`--profile`, `--tcp-probe`).
     pub observe: plumb_samples::Observe,
@@ -254,6 +257,17 @@ pub fn run(
             });
         }
     }
+    if let (Some(k), None) = (opts.client_knobs.first(), &spec.topology) {
+        return Err(RunError::Setup {
+            flag: Some("--knob"),
+            message: format!(
+                "--knob {k}: @{} names the client's namespace of --topology veth; this run's \
+                 client is in this host's namespace, so leave out @{}",
+                knob::CLIENT_NS,
+                knob::CLIENT_NS
+            ),
+        });
+    }
     // Declared before the namespace guard so that the thread is home again
     // before the namespaces go.
     let mut veth =
@@ -261,6 +275,7 @@ pub fn run(
             (Some(plumb_spec::Topology::Veth(v)), None) => Some(topology::VethPair::up(
                 v,
                 &knob::Journal::open_default(),
+                &opts.client_knobs,
                 &opts.server_knobs,
             )?),
             (Some(_), Some(_)) => return Err(RunError::Setup {

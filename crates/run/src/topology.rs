@@ -100,9 +100,15 @@ pub struct VethPair {
 }
 
 impl VethPair {
-    /// Builds the pair and sets `server_knobs` inside the server's
-    /// namespace (a knob naming another namespace is refused).
-    pub fn up(v: &Veth, journal: &Journal, server_knobs: &[Setting]) -> Result<VethPair, RunError> {
+    /// Builds the pair and sets `client_knobs` inside the client's
+    /// namespace and `server_knobs` inside the server's (a knob naming
+    /// another namespace is refused).
+    pub fn up(
+        v: &Veth,
+        journal: &Journal,
+        client_knobs: &[Setting],
+        server_knobs: &[Setting],
+    ) -> Result<VethPair, RunError> {
         if !plumb_sys::process::is_root() {
             return Err(setup(
                 "--topology veth: needs root (it creates two network namespaces and a veth pair); \
@@ -245,20 +251,32 @@ impl VethPair {
             })?;
             pair.netem = Some(applied);
         }
-        if !server_knobs.is_empty() {
-            let mut settings = server_knobs.to_vec();
-            for st in &mut settings {
-                if st.knob.netns.is_some() {
+        // Each end's knobs in its own namespace, all or none: the client's
+        // named by `@client`, the server's by `--server-knob`.
+        let mut settings = Vec::new();
+        for (flag, ns, own, named) in [
+            ("--knob", c, client_knobs, Some(knob::CLIENT_NS)),
+            ("--server-knob", s, server_knobs, None),
+        ] {
+            for st in own {
+                let mut st = st.clone();
+                if st.knob.netns.as_deref() != named {
                     return Err(setup(format!(
-                        "--server-knob {st}: a server knob acts in the server's namespace; \
+                        "{flag} {st}: an end's knob acts in that end's namespace; \
                          leave out @NETNS"
                     )));
                 }
-                st.knob.netns = Some(s.to_string());
+                st.knob.netns = Some(ns.to_string());
+                settings.push(st);
             }
+        }
+        if !settings.is_empty() {
             let (applied, changes) = knob::apply(journal, &settings)
-                .map_err(|e| setup(format!("--server-knob: {}", e.0)))?;
-            pair.server_knobs = changes.iter().map(knob::Change::line).collect();
+                .map_err(|e| setup(format!("--knob/--server-knob: {}", e.0)))?;
+            pair.server_knobs = changes[client_knobs.len()..]
+                .iter()
+                .map(knob::Change::line)
+                .collect();
             pair.knobs = Some(applied);
         }
         Ok(pair)

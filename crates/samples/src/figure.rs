@@ -264,6 +264,11 @@ impl Probe {
                             kind: Kind::Event("qdisc requeues"),
                         },
                         Figure {
+                            path: "[].ecn_marks",
+                            unit: "packets",
+                            kind: Kind::Event("qdisc ECN marks"),
+                        },
+                        Figure {
                             path: "[].backlog_bytes",
                             unit: "bytes",
                             kind: Kind::Detail,
@@ -282,6 +287,11 @@ impl Probe {
                             path: "[].drops",
                             unit: "packets",
                             kind: Kind::Event("bottleneck drops"),
+                        },
+                        Figure {
+                            path: "[].ecn_marks",
+                            unit: "packets",
+                            kind: Kind::Event("bottleneck ECN marks"),
                         },
                         Figure {
                             path: "[].peak_backlog_bytes",

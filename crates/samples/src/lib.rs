@@ -29,9 +29,9 @@ pub use profile::{
 };
 pub use result::{
     spread, AckSamples, FlowEvents, InterfaceCounts, IrqCounts, IrqCpu, NetDevCounters, NicQueue,
-    Observe, PathCounts, PathQueue, PathResult, Peer, QdiscCounts, QdiscStats, RcvbufGrowth,
-    RxZeroCopyTotals, SenderLimits, ServerStart, Sockstat, Tracepoints, ZeroCopyTotals,
-    ACK_SAMPLES_KEPT, DELAY_LINE, PATH_THREAD,
+    Observe, PathCounts, PathQueue, PathResult, Peer, QdiscCounts, QdiscStats, QueueSample,
+    RcvbufGrowth, RxZeroCopyTotals, SenderLimits, ServerStart, Sockstat, Tracepoints,
+    ZeroCopyTotals, ACK_SAMPLES_KEPT, DELAY_LINE, PATH_THREAD,
 };
 pub use result::{
     Bimodal, Confidence, Derived, EndResult, FlowTotals, IntervalSample, Iteration, KernelCounters,

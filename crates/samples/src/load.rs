@@ -326,6 +326,54 @@ pub fn drops(
         .collect()
 }
 
+/// What the path's bottleneck counted in each stretch, each way (in the
+/// client's `path_queues` order): its samples at the stretch's edges, a
+/// period apart from the window's open, told apart; what it held is the
+/// later one's. A load starts and stops on its second give or take the
+/// few milliseconds its flows take, so an edge inside the window is read a
+/// sample to the side of the stretch with fewer loads: what a load's first
+/// and last moments dropped is its own. The stretches' counts add up to
+/// the window's.
+pub fn bottleneck(it: &Iteration, stretches: &[Stretch]) -> Vec<Vec<crate::QueueSample>> {
+    // Each edge's sample index, given a queue's period and samples.
+    let edge = |i: usize, period_ms: u32, last: usize| -> usize {
+        if i == 0 {
+            return 0;
+        }
+        let Some(after) = stretches.get(i) else {
+            return last;
+        };
+        let before = &stretches[i - 1];
+        let k = (after.start_s * 1000.0 / f64::from(period_ms.max(1))).round() as usize;
+        let k = if after.running.len() >= before.running.len() {
+            k.saturating_sub(1)
+        } else {
+            k + 1
+        };
+        k.min(last)
+    };
+    (0..stretches.len())
+        .map(|i| {
+            it.client
+                .path_queues
+                .iter()
+                .filter_map(|q| {
+                    let last = q.samples.len().checked_sub(1)?;
+                    let a = q.samples[edge(i, q.period_ms, last)];
+                    let b = q.samples[edge(i + 1, q.period_ms, last)];
+                    Some(crate::QueueSample {
+                        qlen: b.qlen,
+                        drops: b.drops.saturating_sub(a.drops),
+                        overlimits: b.overlimits.saturating_sub(a.overlimits),
+                        requeues: b.requeues.saturating_sub(a.requeues),
+                        ecn_marks: b.ecn_marks.saturating_sub(a.ecn_marks),
+                    })
+                })
+                .collect()
+        })
+        .collect()
+}
+
 /// Probe `i`'s latency over the stretches in which no load ran, together.
 pub fn alone(stretches: &[Stretch], i: usize) -> Option<Latency> {
     let buckets: Vec<[u64; 2]> = stretches

@@ -2,7 +2,9 @@
 //! and what each has counted, as `tc -s qdisc show` prints them: one
 //! RTM_GETQDISC dump over rtnetlink, each reply's kind (TCA_KIND) and
 //! statistics (TCA_STATS2's basic and queue blocks, or the older TCA_STATS
-//! where a kernel gives only that). A root's figures cover its children's.
+//! where a kernel gives only that). A root's figures cover its children's;
+//! its ECN marks, which an AQM keeps in its own statistics (TCA_STATS_APP),
+//! are its own and its children's, summed here.
 
 use crate::netlink::{self, u32_at, u64_at, NLMSG_DONE, NLMSG_ERROR, NLMSG_HDR};
 use plumb_samples::QdiscStats;
@@ -14,11 +16,15 @@ const RTM_GETQDISC: u16 = libc::RTM_GETQDISC;
 const RTM_NEWQDISC: u16 = libc::RTM_NEWQDISC;
 /// The parent of a root qdisc (TC_H_ROOT).
 const TC_H_ROOT: u32 = 0xffff_ffff;
+/// The parent of an ingress or clsact qdisc (TC_H_INGRESS): not under the
+/// root of the egress.
+const TC_H_INGRESS: u32 = 0xffff_fff1;
 const TCA_KIND: u16 = 1;
 const TCA_STATS: u16 = 3;
 const TCA_STATS2: u16 = 7;
 const TCA_STATS_BASIC: u16 = 1;
 const TCA_STATS_QUEUE: u16 = 3;
+const TCA_STATS_APP: u16 = 4;
 const TCA_STATS_PKT64: u16 = 8;
 
 /// One root qdisc as the kernel reports it: counters since it was made,
@@ -52,7 +58,7 @@ pub fn read_roots() -> io::Result<Vec<(String, QdiscRow)>> {
     let body = [0u8; TCMSG]; // any family, every interface
     let flags = netlink::NLM_F_REQUEST | netlink::NLM_F_DUMP;
     let fd = netlink::ask(&netlink::request(RTM_GETQDISC, flags, &body))?;
-    let mut rows = Vec::new();
+    let mut all = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
     'dump: loop {
         let (_, n) = recv(&fd, &mut buf[..], RecvFlags::empty())?;
@@ -67,11 +73,12 @@ pub fn read_roots() -> io::Result<Vec<(String, QdiscRow)>> {
                         return Err(e);
                     }
                 }
-                RTM_NEWQDISC => rows.extend(parse_root(msg)),
+                RTM_NEWQDISC => all.extend(parse(msg)),
                 _ => {}
             }
         }
     }
+    let rows = roots_of(all);
     // One socket names them all: an index means an interface of the
     // socket's namespace.
     let sock = rustix::net::socket(
@@ -90,13 +97,35 @@ pub fn read_roots() -> io::Result<Vec<(String, QdiscRow)>> {
         .collect())
 }
 
-/// One RTM_NEWQDISC message's qdisc, where it is a root.
+/// One RTM_NEWQDISC message's qdisc, where it is a root (its ECN marks
+/// its own alone).
 pub fn parse_root(msg: &[u8]) -> Option<QdiscRow> {
+    parse(msg)
+        .filter(|(parent, _)| *parent == TC_H_ROOT)
+        .map(|(_, r)| r)
+}
+
+/// The roots among a dump's qdiscs (each with its parent), each with the
+/// ECN marks of the qdiscs under it on its interface added to its own.
+fn roots_of(all: Vec<(u32, QdiscRow)>) -> Vec<QdiscRow> {
+    let (roots, children): (Vec<_>, Vec<_>) = all
+        .into_iter()
+        .partition(|(parent, _)| *parent == TC_H_ROOT);
+    let mut roots: Vec<QdiscRow> = roots.into_iter().map(|(_, r)| r).collect();
+    for (_, child) in children.iter().filter(|(p, _)| *p != TC_H_INGRESS) {
+        if let Some(root) = roots.iter_mut().find(|r| r.ifindex == child.ifindex) {
+            root.stats.ecn_marks += child.stats.ecn_marks;
+        }
+    }
+    roots
+}
+
+/// One RTM_NEWQDISC message's qdisc and its parent's handle.
+fn parse(msg: &[u8]) -> Option<(u32, QdiscRow)> {
     let ifindex = u32_at(msg, NLMSG_HDR + 4)?;
     let handle = u32_at(msg, NLMSG_HDR + 8)?;
-    if u32_at(msg, NLMSG_HDR + 12)? != TC_H_ROOT {
-        return None;
-    }
+    let parent = u32_at(msg, NLMSG_HDR + 12)?;
+    let mut app: Option<&[u8]> = None;
     let mut row = QdiscRow {
         ifindex,
         major: handle >> 16,
@@ -128,6 +157,7 @@ pub fn parse_root(msg: &[u8]) -> Option<QdiscRow> {
                             row.stats.requeues = u32_at(s, 12)? as u64;
                             row.stats.overlimits = u32_at(s, 16)? as u64;
                         }
+                        TCA_STATS_APP => app = Some(s),
                         _ => {}
                     }
                 }
@@ -145,7 +175,52 @@ pub fn parse_root(msg: &[u8]) -> Option<QdiscRow> {
             _ => {}
         }
     }
-    Some(row)
+    row.stats.ecn_marks = app.map_or(0, |a| ecn_marks(&row.kind, a));
+    Some((parent, row))
+}
+
+/// The packets a qdisc of `kind` marked Congestion Experienced, from its
+/// own statistics (its `tc_*_xstats`, or cake's nested attributes): AQM
+/// marks and, where it has a `ce_threshold`, those over it. A kind that
+/// does not mark, or a block too short, gives 0.
+pub fn ecn_marks(kind: &str, app: &[u8]) -> u64 {
+    let at = |offsets: &[usize]| -> u64 {
+        offsets
+            .iter()
+            .filter_map(|o| u32_at(app, *o))
+            .map(u64::from)
+            .sum()
+    };
+    match kind {
+        // struct tc_fq_codel_xstats: a type (0, the qdisc's), then
+        // tc_fq_codel_qd_stats' ecn_mark and ce_mark.
+        "fq_codel" if u32_at(app, 0) == Some(0) => at(&[12, 28]),
+        // struct tc_codel_xstats: ecn_mark, ce_mark.
+        "codel" => at(&[24, 32]),
+        // struct tc_red_xstats and tc_choke_xstats: marked.
+        "red" | "choke" => at(&[12]),
+        // struct tc_sfb_xstats: marked.
+        "sfb" => at(&[20]),
+        // struct tc_pie_xstats ends with ecn_mark; its prob grew from
+        // 32 to 64 bits (Linux 5.7).
+        "pie" if app.len() >= 40 => at(&[36]),
+        "pie" => at(&[32]),
+        // struct tc_fq_pie_xstats: ecn_mark.
+        "fq_pie" => at(&[16]),
+        // struct tc_fq_qd_stats: ce_mark, 64 bits.
+        "fq" => u64_at(app, 80).unwrap_or(0),
+        // TCA_CAKE_STATS_TIN_STATS (10), a nest per tin, each with its
+        // TCA_CAKE_TIN_STATS_ECN_MARKED_PACKETS (8).
+        "cake" => netlink::attributes(app)
+            .filter(|(k, _)| *k == 10)
+            .flat_map(|(_, tins)| netlink::attributes(tins))
+            .flat_map(|(_, tin)| netlink::attributes(tin))
+            .filter(|(k, _)| *k == 8)
+            .filter_map(|(_, v)| u32_at(v, 0))
+            .map(u64::from)
+            .sum(),
+        _ => 0,
+    }
 }
 
 #[cfg(test)]
@@ -197,6 +272,7 @@ mod tests {
                 requeues: 2,
                 qlen: 3,
                 backlog_bytes: 4500,
+                ecn_marks: 0,
             },
         };
         assert_eq!(row, want);
@@ -219,6 +295,69 @@ mod tests {
             ),
             (1000, 10, 1, 2, 5, 600)
         );
+    }
+
+    #[test]
+    fn an_aqms_ecn_marks_are_read_by_its_kind_and_count_in_its_root() {
+        // fq_codel under htb: its type word, then maxpacket,
+        // drop_overlimit, ecn_mark, new_flow_count, new_flows_len,
+        // old_flows_len, ce_mark.
+        let fq_codel = words(&[0, 1514, 0, 40, 9, 1, 2, 2, 0, 0]);
+        let mut stats = attr(TCA_STATS_APP, &fq_codel);
+        stats.extend(attr(TCA_STATS_QUEUE, &words(&[0, 0, 3, 0, 0])));
+        let mut attrs = attr(TCA_KIND, b"fq_codel\0");
+        attrs.extend(attr(TCA_STATS2 | 0x8000, &stats));
+        let (parent, leaf) = parse(&message(0x0001_0001, &attrs)).unwrap();
+        assert_eq!(
+            (parent, leaf.stats.ecn_marks, leaf.stats.drops),
+            (0x0001_0001, 42, 3)
+        );
+        // A class's statistics (type 1) are no qdisc's marks.
+        assert_eq!(ecn_marks("fq_codel", &words(&[1, 0, 0, 40, 0, 0, 0, 2])), 0);
+        let mut htb = attr(TCA_KIND, b"htb\0");
+        htb.extend(attr(TCA_STATS2, &attr(TCA_STATS_QUEUE, &words(&[0; 5]))));
+        let root = parse(&message(TC_H_ROOT, &htb)).unwrap();
+        assert_eq!(root.1.stats.ecn_marks, 0);
+        // An ingress qdisc's are not the egress root's; another
+        // interface's are its own.
+        let mut other = leaf.clone();
+        other.ifindex = 8;
+        let roots = roots_of(vec![
+            root,
+            (parent, leaf.clone()),
+            (TC_H_INGRESS, leaf),
+            (0x10000, other),
+        ]);
+        assert_eq!(roots.len(), 1);
+        assert_eq!(
+            (roots[0].kind.as_str(), roots[0].stats.ecn_marks),
+            ("htb", 42)
+        );
+        // Each kind's own block.
+        assert_eq!(ecn_marks("codel", &words(&[0, 0, 0, 0, 0, 0, 5, 0, 1])), 6);
+        assert_eq!(ecn_marks("red", &words(&[1, 2, 3, 4])), 4);
+        assert_eq!(ecn_marks("fq_pie", &words(&[0, 0, 0, 0, 7, 0, 0, 0, 0])), 7);
+        let mut pie = 0u64.to_ne_bytes().to_vec();
+        pie.extend(words(&[0, 0, 0, 0, 0, 0, 0, 11]));
+        assert_eq!(ecn_marks("pie", &pie), 11);
+        assert_eq!(
+            ecn_marks("pie", &words(&[0, 0, 0, 0, 0, 0, 0, 0, 12])[..36]),
+            12
+        );
+        let mut fq = vec![0u8; 80];
+        fq.extend(13u64.to_ne_bytes());
+        fq.extend([0u8; 16]);
+        assert_eq!(ecn_marks("fq", &fq), 13);
+        // cake: two tins, each its marks.
+        let tin = |n: u32| attr(8, &words(&[n]));
+        let mut tins = attr(1, &tin(3));
+        tins.extend(attr(2, &tin(4)));
+        let mut cake = attr(2, &0u64.to_ne_bytes());
+        cake.extend(attr(10, &tins));
+        assert_eq!(ecn_marks("cake", &cake), 7);
+        // Short blocks and kinds that do not mark.
+        assert_eq!(ecn_marks("fq_codel", &words(&[0, 1])), 0);
+        assert_eq!(ecn_marks("pfifo", &words(&[9; 10])), 0);
     }
 
     #[test]

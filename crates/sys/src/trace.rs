@@ -178,6 +178,17 @@ impl RawSampler {
         Ok(sampler)
     }
 
+    /// Stops sampling until [`RawSampler::resume`]: nothing is written,
+    /// and so nothing lost, meanwhile (a record lost is told with the next
+    /// one written, which would be after the resume).
+    pub fn pause(&self) -> io::Result<()> {
+        self.rings.iter().try_for_each(|r| r.disable())
+    }
+
+    pub fn resume(&self) -> io::Result<()> {
+        self.rings.iter().try_for_each(|r| r.enable())
+    }
+
     /// Hands each event's raw data the rings hold to `each`.
     pub fn drain(&mut self, each: &mut dyn FnMut(&[u8])) {
         for r in &mut self.rings {

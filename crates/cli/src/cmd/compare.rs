@@ -143,6 +143,7 @@ fn check_in_guest(
             spec: (*s).clone(),
             repeat,
             knobs: Vec::new(),
+            server_knobs: Vec::new(),
             observe: Default::default(),
         })
         .collect();

@@ -123,6 +123,8 @@ pub(crate) struct RunContext {
     pub observe: plumb_samples::Observe,
     /// --server-knob, for a server end other than this host's.
     pub server_knobs: Vec<plumb_run::knob::Setting>,
+    /// --knob KNOB@client, for the client's namespace under --topology veth.
+    pub client_knobs: Vec<plumb_run::knob::Setting>,
     /// --kernel: the guest every run is made in.
     pub guest: Option<Guest>,
 }
@@ -131,7 +133,9 @@ pub(crate) struct RunContext {
 pub(crate) struct Guest {
     pub kernel: std::path::PathBuf,
     pub vm: plumb_run::vm::VmOptions,
-    /// Every knob of the run, both ends': all are set inside the guest.
+    /// The run's knobs, set inside the guest (the server's too, but for
+    /// those of a veth topology's server namespace, which the run's
+    /// options carry).
     pub knobs: Vec<String>,
     /// The runs' label, where given; else the guest's kernel release.
     pub label: Option<String>,
@@ -149,6 +153,7 @@ impl RunContext {
             psk: self.psk.clone(),
             exclusive: self.exclusive,
             server_knobs: self.server_knobs.clone(),
+            client_knobs: self.client_knobs.clone(),
             observe: self.observe,
         })
     }
@@ -213,6 +218,7 @@ pub fn flow_group_member() -> Result<i32, Failure> {
         psk: None,
         exclusive: false,
         server_knobs: Vec::new(),
+        client_knobs: Vec::new(),
         observe: Default::default(),
     };
     let it = plumb_run::group::member(&opts).map_err(|e| Failure::usage(e.to_string()))?;
@@ -329,6 +335,7 @@ impl Reached {
             exclusive,
             observe,
             server_knobs: Vec::new(),
+            client_knobs: Vec::new(),
             guest: None,
         }
     }
@@ -433,17 +440,16 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
     if server.is_none() && ssh.is_none() && spec.topology.is_none() {
         knobs.append(&mut server_knobs);
     }
-    // Under --kernel every knob is the guest's: the host is left as it is.
+    // Under --kernel every knob is the guest's: the host is left as it is
+    // (a veth topology's server knobs go to the server's namespace there).
     let guest = guest.map(|(vm, (label, kernel))| Guest {
         kernel,
         label: label.or_else(|| a.label.clone()),
         vm,
-        knobs: knobs
-            .drain(..)
-            .chain(server_knobs.drain(..))
-            .map(|k| k.to_string())
-            .collect(),
+        knobs: knobs.drain(..).map(|k| k.to_string()).collect(),
     });
+    // Set in the client's namespace once the run has made it.
+    let client_knobs = plumb_run::knob::take_client(&mut knobs);
     // Restored when this goes out of scope: after the run, on its error, or
     // after an interrupted run has been reported.
     let _knobs = super::knob::apply(&knobs)?;
@@ -469,6 +475,7 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
         exclusive: a.exclusive,
         observe,
         server_knobs,
+        client_knobs,
         guest,
     };
     let (record, _env) = match run_and_store(&spec, &label, &ctx, &repeat, store.as_mut(), a.json) {

@@ -15,6 +15,7 @@ fn sent_words(lead: String, stats: &plumb_samples::QdiscStats) -> Vec<String> {
         ("dropped", stats.drops, ""),
         ("over limit", stats.overlimits, " times"),
         ("requeued", stats.requeues, ""),
+        ("ECN marked", stats.ecn_marks, ""),
     ];
     for (what, n, unit) in said.into_iter().filter(|(_, n, _)| *n > 0) {
         words.push(format!("{what} {}{unit}", count(n)));
@@ -399,6 +400,12 @@ pub(super) fn drop_reason_words(t: &plumb_samples::Tracepoints) -> Vec<String> {
         words.push(format!(
             "(the kernel throttled their sampling {} times)",
             count(t.drop_reasons_throttled)
+        ));
+    }
+    if t.drop_reasons_lost > 0 {
+        words.push(format!(
+            "({} of their records lost to full rings)",
+            count(t.drop_reasons_lost)
         ));
     }
     words

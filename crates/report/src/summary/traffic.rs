@@ -162,6 +162,7 @@ pub(super) fn under_load(o: &mut String, spec: &plumb_spec::Spec, it: &Iteration
     responsiveness(o, it);
     each_way(o, it, &stretches);
     dropped(o, it, &stretches);
+    bottleneck(o, it, &stretches);
     if let Some(places) = where_queued(it) {
         let indent = " ".repeat(12);
         for (n, l) in wrap(&format!("{indent}{places}"), 80, &indent)
@@ -317,13 +318,20 @@ fn dropped(o: &mut String, it: &Iteration, stretches: &[plumb_samples::load::Str
     let counted = tp.and_then(|t| t.counts.get("skb:kfree_skb").copied());
     let read: u64 = drops.iter().flat_map(|d| d.values()).sum();
     if let Some(counted) = counted.filter(|&c| c > read) {
-        let why = match tp.map_or(0, |t| t.drop_reasons_throttled) {
+        let mut why = match tp.map_or(0, |t| t.drop_reasons_throttled) {
             0 => String::new(),
             n => format!(
                 ":\n            the kernel throttled their sampling {} times (kernel.perf_event_max_sample_rate)",
                 count(n)
             ),
         };
+        if let Some(n) = tp.map(|t| t.drop_reasons_lost).filter(|&n| n > 0) {
+            why.push_str(&format!(
+                "{}\n            {} of their records were lost to full rings",
+                if why.is_empty() { ":" } else { ";" },
+                count(n)
+            ));
+        }
         let _ = writeln!(
             o,
             "            ({} of the window's {} drops read{why})",
@@ -331,6 +339,66 @@ fn dropped(o: &mut String, it: &Iteration, stretches: &[plumb_samples::load::Str
             count(counted)
         );
     }
+    o.push_str(&t.terminal(""));
+}
+
+/// What the path's bottleneck dropped and ECN-marked in each stretch, each
+/// way, as its queue's samples say; nothing where it did neither.
+fn bottleneck(o: &mut String, it: &Iteration, stretches: &[plumb_samples::load::Stretch]) {
+    let counted = plumb_samples::load::bottleneck(it, stretches);
+    if counted
+        .iter()
+        .flatten()
+        .all(|q| q.drops == 0 && q.ecn_marks == 0)
+    {
+        return;
+    }
+    let mut columns = vec![("seconds", Align::Left, 11), ("running", Align::Left, 20)];
+    let ways: Vec<String> = it
+        .client
+        .path_queues
+        .iter()
+        .map(|q| q.toward.replace("to_", ""))
+        .collect();
+    for way in &ways {
+        columns.push((
+            if way == "server" {
+                "dropped up"
+            } else {
+                "dropped down"
+            },
+            Align::Right,
+            12,
+        ));
+        columns.push((
+            if way == "server" {
+                "marked up"
+            } else {
+                "marked down"
+            },
+            Align::Right,
+            11,
+        ));
+    }
+    let mut t = Table::new(columns);
+    for (st, ways) in stretches.iter().zip(&counted) {
+        let mut row = vec![
+            format!("{:.1}-{:.1}", st.start_s, st.stop_s),
+            st.running_label(),
+        ];
+        for q in ways {
+            row.extend([count(q.drops), count(q.ecn_marks)]);
+        }
+        t.row(row);
+    }
+    let _ = writeln!(
+        o,
+        "
+bottleneck  packets the path's queue dropped and marked Congestion\n            \
+         Experienced (ECN) in each stretch, up toward the server and down\n            \
+         toward the client, as its counters sampled every {} ms say",
+        it.client.path_queues.first().map_or(0, |q| q.period_ms)
+    );
     o.push_str(&t.terminal(""));
 }
 

@@ -96,7 +96,10 @@ fn job(send: &dyn Fn(Message) -> bool) -> Result<(), String> {
     };
     for (k, run) in job.runs.iter().enumerate() {
         // Put back when the run is over, before the next one's.
-        let (said, _applied) = crate::knob::apply_server(&run.knobs)?;
+        let mut knobs = crate::knob::parse_all(&run.knobs)?;
+        // The client's namespace under a veth topology is made by the run.
+        let client_knobs = crate::knob::take_client(&mut knobs);
+        let (said, _applied) = crate::knob::apply_here(knobs)?;
         for line in said {
             eprintln!("{line}");
         }
@@ -107,7 +110,8 @@ fn job(send: &dyn Fn(Message) -> bool) -> Result<(), String> {
             server_exe: "/init".into(),
             psk: None,
             exclusive: false,
-            server_knobs: Vec::new(),
+            server_knobs: crate::knob::parse_all(&run.server_knobs)?,
+            client_knobs,
             observe: run.observe,
         };
         let vcpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);

@@ -154,6 +154,11 @@ pub struct GuestRun {
     pub repeat: Repeat,
     #[serde(default)]
     pub knobs: Vec<String>,
+    /// The server end's knobs where it has a namespace of its own in the
+    /// guest (`--topology veth`): set there, as on a host. Without one
+    /// they are among `knobs`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server_knobs: Vec<String>,
     #[serde(default, flatten)]
     pub observe: plumb_samples::Observe,
 }
@@ -603,7 +608,8 @@ impl GuestLink {
     }
 }
 
-/// Runs `spec` in a guest booted from `kernel` with `knobs` set inside:
+/// Runs `spec` in a guest booted from `kernel` with `knobs` set inside
+/// (and `opts.server_knobs` in the server's namespace of a veth topology):
 /// `plumb run --kernel`.
 pub fn run(
     spec: &Spec,
@@ -619,6 +625,7 @@ pub fn run(
         spec: spec.clone(),
         repeat: *repeat,
         knobs: knobs.to_vec(),
+        server_knobs: opts.server_knobs.iter().map(ToString::to_string).collect(),
         observe: opts.observe,
     }];
     let mut out = None;

@@ -92,6 +92,12 @@ pub struct Tracepoints {
     /// than counted. Absent where never.
     #[serde(skip_serializing_if = "super::end::is_zero", default)]
     pub drop_reasons_throttled: u64,
+    /// Drops' records the kernel could not write because the sampler's
+    /// ring on their CPU was full (its PERF_RECORD_LOST), between two reads
+    /// of the rings: why fewer were read than counted, through a flood.
+    /// Absent where none, and in older records.
+    #[serde(skip_serializing_if = "super::end::is_zero", default)]
+    pub drop_reasons_lost: u64,
     /// Where `drop_reasons` is an estimate, the reasons as read, which it
     /// was scaled from. Absent in older records and where every drop's
     /// reason was read.
@@ -285,6 +291,11 @@ pub struct QdiscStats {
     pub overlimits: u64,
     /// Packets the device gave back to it to send again.
     pub requeues: u64,
+    /// Packets it marked Congestion Experienced instead of dropping them
+    /// (an AQM's ECN marks, and those over a `ce_threshold`), its
+    /// children's included; 0 for a kind that never marks.
+    #[serde(default)]
+    pub ecn_marks: u64,
     /// Packets and bytes it held (as the window closed).
     pub qlen: u64,
     pub backlog_bytes: u64,
@@ -299,6 +310,7 @@ impl QdiscStats {
             drops: self.drops.saturating_sub(earlier.drops),
             overlimits: self.overlimits.saturating_sub(earlier.overlimits),
             requeues: self.requeues.saturating_sub(earlier.requeues),
+            ecn_marks: self.ecn_marks.saturating_sub(earlier.ecn_marks),
             ..*self
         }
     }
@@ -373,6 +385,35 @@ pub struct PathQueue {
     /// Bytes it held at each sample, the first as the window opened and
     /// one a period after another, the last as it closed.
     pub backlog_series: Vec<u64>,
+    /// At the same samples: the packets it held, and what it counted since
+    /// the window opened.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub samples: Vec<QueueSample>,
+}
+
+/// A bottleneck's queue at one sample of a [`PathQueue`]'s period.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct QueueSample {
+    /// Packets it held.
+    pub qlen: u64,
+    /// Packets it dropped, times it held one back over its limit, packets
+    /// requeued and packets ECN-marked, since the window opened.
+    pub drops: u64,
+    pub overlimits: u64,
+    pub requeues: u64,
+    pub ecn_marks: u64,
+}
+
+impl From<QdiscStats> for QueueSample {
+    fn from(s: QdiscStats) -> QueueSample {
+        QueueSample {
+            qlen: s.qlen,
+            drops: s.drops,
+            overlimits: s.overlimits,
+            requeues: s.requeues,
+            ecn_marks: s.ecn_marks,
+        }
+    }
 }
 
 /// One interface over a window, in the end's network namespace.
