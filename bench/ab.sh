@@ -31,22 +31,24 @@ ulimit -n "$(ulimit -Hn)"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# name|workload and flags; the same threads and flows for both builds.
+# name|workload and flags; the same threads, flows and engine for both builds
+# (the engine named: `--io auto` chooses by the host, and older builds have
+# no auto).
 CASES=(
-  "stream-a|stream --msg-size 128K"
-  "stream-b|stream --flows 32 --threads 2 --msg-size 256 --sndbuf 8K --rcvbuf 8K --nodelay --direction recv"
-  "rr|rr"
-  "udp-rr|udp-rr"
-  "udp-stream|udp-stream --msg-size 1472"
-  "rr-1000|rr --flows 1000 --threads 2"
-  "crr-1000|crr --flows 1000 --threads 2"
-  "rr-10000|rr --flows 10000 --threads 2"
-  "stream-pinned|stream --msg-size 128K --client-cpus 0 --server-cpus 1"
-  "rr-pinned|rr --client-cpus 0 --server-cpus 1"
+  "stream-a|stream --msg-size 128K --io epoll"
+  "stream-b|stream --flows 32 --threads 2 --msg-size 256 --sndbuf 8K --rcvbuf 8K --nodelay --direction recv --io epoll"
+  "rr|rr --io epoll"
+  "udp-rr|udp-rr --io epoll"
+  "udp-stream|udp-stream --msg-size 1472 --io epoll"
+  "rr-1000|rr --flows 1000 --threads 2 --io epoll"
+  "crr-1000|crr --flows 1000 --threads 2 --io epoll"
+  "rr-10000|rr --flows 10000 --threads 2 --io epoll"
+  "stream-pinned|stream --msg-size 128K --client-cpus 0 --server-cpus 1 --io epoll"
+  "rr-pinned|rr --client-cpus 0 --server-cpus 1 --io epoll"
   "rr-uring-pinned|rr --io uring --client-cpus 0 --server-cpus 1"
-  "crr-pinned|crr --client-cpus 0 --server-cpus 1"
+  "crr-pinned|crr --client-cpus 0 --server-cpus 1 --io epoll"
   "crr-uring-pinned|crr --io uring --client-cpus 0 --server-cpus 1"
-  "crr-server-fin-pinned|crr --close server-fin --client-cpus 0 --server-cpus 1"
+  "crr-server-fin-pinned|crr --close server-fin --client-cpus 0 --server-cpus 1 --io epoll"
 )
 if [[ -n ${ONLY:-} ]]; then
   picked=()

@@ -113,7 +113,7 @@ def many_rr(flows, note):
     return dict(
         desc=f"rr, {flows} TCP flows, 2 threads an end, 1 byte", unit="tx", note=note,
         tools={
-            "plumb": plumb("rr", "--flows", str(flows), "--threads", "2"),
+            "plumb": plumb("rr", "--flows", str(flows), "--threads", "2", "--io", "epoll"),
             "plumb-uring": plumb("rr", "--flows", str(flows), "--threads", "2", "--io", "uring"),
             "neper": neper("tcp_rr", "-F", str(flows), "-T", "2", "-Q", "1", "-R", "1"),
         })
@@ -127,7 +127,7 @@ def one_crr(close, first, note, **peers):
         desc=f"crr, 1 flow, a TCP connection per 1-byte transaction, the {first} closing first with FIN",
         unit="tx", note=note,
         tools={
-            "plumb": plumb("crr", "--close", close),
+            "plumb": plumb("crr", "--close", close, "--io", "epoll"),
             "plumb-uring": plumb("crr", "--close", close, "--io", "uring"),
             **peers,
         })
@@ -148,7 +148,7 @@ CASES = {
              "on loopback a reader that empties the queue at every read reorders segments and costs the "
              "sender spurious retransmits.",
         tools={
-            "plumb": plumb("stream", "--msg-size", "128K"),
+            "plumb": plumb("stream", "--msg-size", "128K", "--io", "epoll"),
             "plumb-uring": plumb("stream", "--msg-size", "128K", "--io", "uring"),
             "iperf3": iperf3("-l", "128K"),
             "netperf": netperf("TCP_STREAM", "-m", "128K"),
@@ -163,7 +163,8 @@ CASES = {
         unlike={"neper"},
         tools={
             "plumb": plumb("stream", "--flows", "32", "--threads", "1", "--msg-size", "256",
-                           "--sndbuf", "8K", "--rcvbuf", "8K", "--nodelay", "--direction", "recv"),
+                           "--sndbuf", "8K", "--rcvbuf", "8K", "--nodelay", "--direction", "recv",
+                           "--io", "epoll"),
             "plumb-uring": plumb("stream", "--flows", "32", "--threads", "1", "--msg-size", "256",
                                  "--sndbuf", "8K", "--rcvbuf", "8K", "--nodelay", "--direction", "recv",
                                  "--io", "uring"),
@@ -175,7 +176,7 @@ CASES = {
         unit="tx",
         note="sockperf's smallest TCP message is 14 bytes.",
         tools={
-            "plumb": plumb("rr"),
+            "plumb": plumb("rr", "--io", "epoll"),
             "plumb-uring": plumb("rr", "--io", "uring"),
             "netperf": netperf("TCP_RR", "-r", "1,1"),
             "neper": neper("tcp_rr", "-Q", "1", "-R", "1"),
@@ -194,7 +195,7 @@ CASES = {
         desc=f"udp-stream, 1 flow, {UDP_SIZE}-byte datagrams, as fast as the sender can",
         unit="dgram", note="",
         tools={
-            "plumb": plumb("udp-stream", "--msg-size", str(UDP_SIZE)),
+            "plumb": plumb("udp-stream", "--msg-size", str(UDP_SIZE), "--io", "epoll"),
             "iperf3": iperf3("-u", "-b", "0", "-l", str(UDP_SIZE)),
             "netperf": netperf("UDP_STREAM", "-m", str(UDP_SIZE)),
             "neper": neper("udp_stream", "-B", str(UDP_SIZE)),
@@ -204,7 +205,7 @@ CASES = {
         desc="udp-rr, 1 flow, 16-byte request and response",
         unit="tx", note="",
         tools={
-            "plumb": plumb("udp-rr", "--req-size", "16", "--resp-size", "16"),
+            "plumb": plumb("udp-rr", "--req-size", "16", "--resp-size", "16", "--io", "epoll"),
             "netperf": netperf("UDP_RR", "-r", "16,16"),
             "neper": neper("udp_rr", "-Q", "16", "-R", "16"),
             "sockperf": sockperf("ping-pong", "-m", "16", "--pps", "max"),

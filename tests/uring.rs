@@ -367,7 +367,7 @@ fn the_ring_receives_into_buffers_of_the_read_size_asked() {
 fn what_the_ring_does_not_run_is_refused_by_flag() {
     for (args, needle) in [
         (
-            &["run", "stream", "--zerocopy", "uring"][..],
+            &["run", "stream", "--io", "epoll", "--zerocopy", "uring"][..],
             "--zerocopy: uring sends through the io_uring engine",
         ),
         (&["run", "stream", "--io", "epol"][..], "--io"),
@@ -414,6 +414,56 @@ impl Drop for Disabled {
     }
 }
 
+/// `--io auto`, the default, runs a stream with its ends pinned apart on
+/// the ring and an unpinned one on epoll where the host has fewer than 4
+/// CPUs, as strace sees the data move; `--io epoll` forces epoll whatever
+/// the rule says. The record states the engine and that the rule chose
+/// it, and the summary names the rule's row.
+#[test]
+fn the_default_engine_is_the_rules_and_a_flag_still_forces_one() {
+    let _alone = measuring_alone();
+    if online_cpus() < 2 {
+        skip("needs 2 CPUs to pin the ends apart");
+        return;
+    }
+    let pinned = ["--client-cpus", "0", "--server-cpus", "1"];
+    let (rec, calls) = traced("stream", &pinned);
+    assert_eq!(rec["spec"]["io"], "uring", "{}", rec["spec"]);
+    assert_eq!(rec["spec"]["io_auto"], true);
+    // At most the flow's set-up (its cookie) by system calls.
+    assert!(calls.enters > 0 && calls.data_calls() <= 2, "{calls:?}");
+    let (rec, calls) = traced("stream", &[]);
+    assert_eq!(rec["spec"]["io_auto"], true);
+    if online_cpus() < 4 {
+        assert!(rec["spec"].get("io").is_none(), "{}", rec["spec"]);
+        assert_eq!(calls.enters, 0, "{calls:?}");
+        assert!(calls.data_calls() > 0, "{calls:?}");
+    } else {
+        assert_eq!(rec["spec"]["io"], "uring", "{}", rec["spec"]);
+        assert!(calls.enters > 0, "{calls:?}");
+    }
+    let (rec, calls) = traced("stream", &[&pinned[..], &["--io", "epoll"]].concat());
+    assert!(rec["spec"].get("io").is_none(), "{}", rec["spec"]);
+    assert!(rec["spec"].get("io_auto").is_none(), "{}", rec["spec"]);
+    assert_eq!(calls.enters, 0, "{calls:?}");
+    // The engine chosen is the one an asked run has: one test point.
+    let (asked, _) = traced("stream", &[&pinned[..], &["--io", "uring"]].concat());
+    let key = |r: &Value| r["spec_key"].as_str().unwrap().to_string();
+    let (auto, _) = traced("stream", &pinned);
+    assert_eq!(key(&asked), key(&auto));
+    let out = plumb()
+        .args(["run", "stream", "--no-store", "--iterations", "1"])
+        .args(["--duration", "300ms", "--warmup", "100ms"])
+        .args(pinned)
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    assert_mentions(
+        &String::from_utf8_lossy(&out.stdout),
+        &["engine uring, as --io auto chooses for a stream with its ends pinned apart"],
+    );
+}
+
 #[test]
 fn a_host_without_io_uring_is_named_before_any_traffic() {
     let knob = "/proc/sys/kernel/io_uring_disabled";
@@ -435,8 +485,22 @@ fn a_host_without_io_uring_is_named_before_any_traffic() {
     // Refused before the server started: the stream would have put
     // gigabytes on lo.
     assert!(lo_rx().0 - lo < 1 << 20);
-    // An epoll run does not need io_uring.
+    // An epoll run does not need io_uring, and where the rule would
+    // choose the ring (the ends pinned apart) the default takes epoll and
+    // says why.
     workload_json("rr", &["--duration", "200ms"]);
+    if online_cpus() >= 2 {
+        let out = plumb()
+            .args(["run", "stream", "--no-store", "--iterations", "1"])
+            .args(["--duration", "300ms", "--warmup", "100ms", "--json"])
+            .args(["--client-cpus", "0", "--server-cpus", "1"])
+            .output()
+            .unwrap();
+        assert_ok(&out);
+        let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(rec["spec"].get("io").is_none(), "{}", rec["spec"]);
+        assert_eq!(rec["spec"]["io_auto"], true);
+    }
     assert_eq!(
         doctor_uring(),
         (

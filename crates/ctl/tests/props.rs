@@ -126,6 +126,7 @@ fn spec() -> impl Strategy<Value = Spec> {
                 read_size: None,
                 self_probes: None,
                 io: if uring { Io::Uring } else { Io::Epoll },
+                io_auto: uring,
             },
         )
 }

@@ -30,7 +30,7 @@ pub use meter::{Meter, SampleSink};
 pub use rr::RrPlan;
 pub use setup::{
     check_io, check_rx_mode, connect_flows, local_port_count, read_back, read_back_flows,
-    read_back_udp, udp_client_sockets, udp_server_sockets, DataListener, SetupError,
+    read_back_udp, ring_works, udp_client_sockets, udp_server_sockets, DataListener, SetupError,
 };
 pub use stream::StreamPlan;
 pub use udp::{senders_to_announced, Announcer, UdpPlan};

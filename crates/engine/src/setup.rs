@@ -527,6 +527,11 @@ pub fn check_rx_mode(flows: &[TcpStream], rx: plumb_spec::RxMode) -> Result<(), 
     }
 }
 
+/// Whether this kernel's ring has what the ring loop needs.
+pub fn ring_works() -> bool {
+    plumb_sys::uring::missing(plumb_sys::uring::Needs { send_zc: false }).is_none()
+}
+
 /// Refuses `--io uring` where this kernel lacks what the ring loop needs,
 /// and `--zerocopy uring` where it lacks IORING_OP_SEND_ZC's reports, in
 /// one line that names the missing feature; both ends check before any

@@ -196,6 +196,15 @@ pub fn run(
     sink: &mut dyn SampleSink,
     progress: &mut dyn FnMut(&Iteration, &Confidence),
 ) -> Result<RunRecord, RunError> {
+    // `--io auto` decides on the host that runs the client (a guest's own
+    // CPUs and ring), not where the spec was written.
+    let mut here = spec.clone();
+    plumb_spec::auto::resolve(
+        &mut here,
+        plumb_spec::auto::host_cpus(),
+        plumb_engine::ring_works(),
+    );
+    let spec = &here;
     spec.validate()?;
     plumb_engine::check_io(spec)?;
     // Another plumb measuring on this host spoils this run's figures and

@@ -114,6 +114,7 @@ pub fn build(settings: &[(Field, &str)], names: Names) -> Result<Spec, BuildErro
         })?;
     }
     let mut threads = None;
+    let mut io = None;
     let mut req_writes = None;
     let mut resp_writes = None;
     let mut veth: Option<Veth> = None;
@@ -186,7 +187,8 @@ pub fn build(settings: &[(Field, &str)], names: Names) -> Result<Spec, BuildErro
                             .map_err(|_| format!("{v:?} is not a number of probes a second"))?,
                     )
                 }
-                Field::Io => spec.io = choice(v, Io::NAMES)?,
+                Field::Io if v.eq_ignore_ascii_case("auto") => io = None,
+                Field::Io => io = Some(choice(v, Io::NAMES).map_err(|e| format!("{e}, or auto"))?),
                 Field::Family => spec.family = choice(v, Family::NAMES)?,
                 Field::Duration => {
                     spec.duration_ms = parse_duration(v).map_err(|e| e.to_string())?
@@ -273,6 +275,13 @@ pub fn build(settings: &[(Field, &str)], names: Names) -> Result<Spec, BuildErro
     for at in parts {
         let part = crate::Part::parse(settings[at].1).map_err(|m| fail(at, m))?;
         spec.parts.push(part);
+    }
+    match io {
+        Some(io) => (spec.io, spec.io_auto) = (io, false),
+        None => {
+            spec.io_auto = true;
+            crate::auto::resolve(&mut spec, crate::auto::host_cpus(), true);
+        }
     }
     spec.validate().map_err(|e| BuildError {
         at: None,

@@ -5,6 +5,7 @@
 //! labels. No I/O happens here.
 #![deny(unsafe_code)]
 
+pub mod auto;
 pub mod bottleneck;
 pub mod build;
 pub mod cpulist;
@@ -168,6 +169,10 @@ impl ZeroCopy {
     pub fn is_none(&self) -> bool {
         *self == ZeroCopy::None
     }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// How the engine's workers move the flows' data: readiness from epoll and
@@ -434,6 +439,11 @@ pub struct Spec {
     /// what they were.
     #[serde(skip_serializing_if = "Io::is_epoll", default)]
     pub io: Io,
+    /// Whether `io` was chosen by `--io auto`'s rule ([`auto`]) rather
+    /// than asked for; absent where it was asked, and in records made
+    /// before the rule. Not part of the key: the engine is.
+    #[serde(skip_serializing_if = "is_false", default)]
+    pub io_auto: bool,
     /// Where the two ends run: absent for this host's loopback (so the keys
     /// of loopback specs stay what they were).
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -641,6 +651,7 @@ impl Spec {
             read_size: None,
             self_probes: None,
             io: Io::Epoll,
+            io_auto: false,
         }
     }
 
@@ -712,12 +723,28 @@ impl Spec {
         self.rr.is_some()
     }
 
+    /// The spec of a stored run, to run again as it ran: its engine kept,
+    /// whatever `--io auto`'s rule would choose on this host, so that a
+    /// comparison with it never sets one engine against the other.
+    pub fn as_it_ran(&self) -> Spec {
+        let mut spec = Spec {
+            io_auto: false,
+            ..self.clone()
+        };
+        for p in &mut spec.parts {
+            p.spec.io_auto = false;
+        }
+        spec
+    }
+
     /// A stable hash of the canonical form of the spec. The label is not part of
     /// a spec, so the same point measured under two labels has the same key.
     pub fn key(&self) -> String {
         // serde_json writes struct fields in declaration order and this type
-        // holds no maps, so the encoding is canonical.
-        let canon = serde_json::to_vec(self).expect("a spec always serialises");
+        // holds no maps, so the encoding is canonical. How the engine was
+        // chosen is not the test point; the engine is.
+        let keyed = self.as_it_ran();
+        let canon = serde_json::to_vec(&keyed).expect("a spec always serialises");
         let digest = Sha256::digest(&canon);
         digest[..8].iter().map(|b| format!("{b:02x}")).collect()
     }

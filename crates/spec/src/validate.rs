@@ -62,7 +62,7 @@ impl Spec {
         if self.io == Io::Epoll && self.zerocopy == ZeroCopy::Uring {
             return Err(SpecError::new(
                 Field::ZeroCopy,
-                "uring sends through the io_uring engine; set io to uring as well",
+                "uring sends through the io_uring engine; set io to uring or auto",
             ));
         }
         Ok(())

@@ -72,12 +72,19 @@ const THREADS: Flag = value(
     "N",
     "Worker threads on each end [default: min(flows, CPUs)]",
 );
-const IO: Flag = choice::<Io>(
-    Field::Io,
-    "IO",
-    "How the workers move data: epoll (readiness, a system call per read or write) or \
-     uring (io_uring: batched submissions, multishot receives into a provided buffer ring)",
-);
+const IO: Flag = Flag {
+    field: Field::Io,
+    takes: Takes::Choice("IO", || {
+        let mut all = vec!["auto"];
+        all.extend(names::<Io>());
+        all
+    }),
+    help: "How the workers move data: epoll (readiness, a system call per read or write), \
+           uring (io_uring: batched submissions, multishot receives into a provided buffer \
+           ring), or auto, the better of the two for the workload, its flows, this host's \
+           CPUs and the ends' pinning, as measured (README, \"The io_uring engine\") \
+           [default: auto]",
+};
 const REQ_WRITES: Flag = value(
     Field::ReqWrites,
     "LIST",

@@ -140,7 +140,7 @@ fn check_in_guest(
     let runs: Vec<plumb_run::vm::GuestRun> = points
         .iter()
         .map(|s| plumb_run::vm::GuestRun {
-            spec: (*s).clone(),
+            spec: s.as_it_ran(),
             repeat,
             knobs: Vec::new(),
             server_knobs: Vec::new(),
@@ -229,7 +229,7 @@ fn check_inner(a: CheckArgs) -> Result<i32, Failure> {
             let mut runs = Vec::new();
             let mut env = None;
             for r in specs {
-                let mut spec = r.spec.clone();
+                let mut spec = r.spec.as_it_ran();
                 end.aim(&mut spec);
                 eprintln!("running {} under label {label}", spec.summary());
                 let (rec, e) = super::run::run_and_store(

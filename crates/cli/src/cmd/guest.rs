@@ -114,6 +114,8 @@ impl GuestPlan {
     /// `spec` as the guest's record will carry it.
     pub(crate) fn aim(&self, spec: &mut Spec) {
         spec.machine = Some(plumb_run::vm::machine_of(&self.vm, self.accel));
+        // --io auto decides by the guest's vCPUs, as it will inside it.
+        plumb_spec::auto::resolve(spec, 0, true);
     }
 
     /// The machine, in words.

@@ -39,6 +39,11 @@ pub fn run_summary(rec: &RunRecord) -> String {
         }
     }
     let _ = writeln!(o, "label {}  spec key {}", rec.label, rec.spec_key);
+    if let Some(line) = engine_line(rec) {
+        for line in wrap(&line, 80, "  ") {
+            let _ = writeln!(o, "{line}");
+        }
+    }
     if let Some(vm) = &rec.vm {
         let _ = writeln!(
             o,
@@ -83,6 +88,25 @@ pub fn run_summary(rec: &RunRecord) -> String {
         }
     }
     o
+}
+
+/// The engine `--io auto` chose, and the row of its rule that chose it,
+/// for the CPUs the client's host had; None where the engine was asked.
+fn engine_line(rec: &RunRecord) -> Option<String> {
+    let spec = &rec.spec;
+    if !spec.io_auto {
+        return None;
+    }
+    let cpus = rec.iterations.first().map_or(1, |it| it.client.online_cpus) as usize;
+    let row = plumb_spec::auto::row(spec, cpus);
+    Some(if row.io == spec.io {
+        format!("engine {}, as --io auto chooses for {}", spec.io, row.fits)
+    } else {
+        format!(
+            "engine {}: --io auto chooses {} for {}, which this kernel's ring cannot run",
+            spec.io, row.io, row.fits
+        )
+    })
 }
 
 /// What emulated the path, and what plumb's delay line did: its CPU over
