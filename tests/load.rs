@@ -1253,3 +1253,96 @@ fn udp_probes_dropped_on_the_path_are_counted_and_the_series_goes_on() {
     );
     assert!(dropped as f64 >= 0.2 * sent as f64 - 2.0, "{seen}");
 }
+
+/// `plumb run load --server`: the client in one namespace the test makes,
+/// a `plumb serve` in another, the path between them shaped by a tbf the
+/// test sets on the server's side (20 Mbit/s toward the client). Every
+/// part runs against that server, each probe answers in every phase, and
+/// what the download moved is what the shaper let through: at most its
+/// rate, and no more than the tbf's own count of bytes sent. The tbf sits
+/// on the sender's own egress, where TCP small queues keeps its queue
+/// short, so the test holds the rate, not the queue's delay (which the
+/// router's tests above hold).
+#[test]
+fn between_two_hosts_the_load_runs_against_a_plumb_serve_over_the_real_path() {
+    if skip_unless_router() {
+        return;
+    }
+    let _alone = measuring_alone();
+    let Some(pair) = NetnsPair::new("loadsrv", 11) else {
+        return;
+    };
+    let tbf = |args: &[&str]| -> String {
+        let out = pair.server.exec("tc").args(args).output().unwrap();
+        assert!(out.status.success(), "tc {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    tbf(&[
+        "qdisc",
+        "add",
+        "dev",
+        &pair.server_dev,
+        "root",
+        "tbf",
+        "rate",
+        "20mbit",
+        "burst",
+        "32k",
+        "limit",
+        "200k",
+    ]);
+    let journal = test_journal("load-two-hosts");
+    let (mut serve, addr) = pair.serve(&journal, &[], Stdio::null());
+    let out = pair
+        .client
+        .plumb()
+        .env("PLUMB_JOURNAL", &journal)
+        .args(["run", "load", "--server", &addr, "--phase", "2s"])
+        .args(["--load-flows", "2", "--cc", "cubic", "--iterations", "1"])
+        .args(["--json", "--no-store"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rec["peer"]["started"], "manual", "{}", rec["peer"]);
+    let it = &rec["iterations"][0];
+    // Each probe kind answered in each phase, less its first second.
+    for name in ["udp", "connect"] {
+        let part = items(&it["parts"]).find(|p| p["name"] == name).unwrap();
+        for i in 0..5 {
+            let from = 2.0 * i as f64 + 1.0;
+            let answered: u64 = kept_between(&part["client"], "buckets", from, from + 1.0)
+                .iter()
+                .map(|b| b.1)
+                .sum();
+            assert!(answered >= 5, "{name}, phase {i}: {answered} answered");
+        }
+    }
+    let down = items(&it["parts"])
+        .find(|p| p["name"] == "download")
+        .unwrap();
+    let received = u(&down["client"]["bytes_received"]) as f64;
+    let sent_by_tbf: f64 = tbf(&["-s", "qdisc", "show", "dev", &pair.server_dev])
+        .split_whitespace()
+        .skip_while(|w| *w != "Sent")
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .expect("tbf's Sent bytes");
+    let mbit = received * 8.0 / f(&down["client"]["window_s"]) / 1e6;
+    let seen = format!("download {received} bytes, {mbit:.1} Mbit/s; tbf sent {sent_by_tbf}");
+    eprintln!("{seen}");
+    assert!(received <= sent_by_tbf, "{seen}");
+    // The shaper's rate, and its burst at the most; CUBIC fills most of it.
+    assert!((12.0..=21.0).contains(&mbit), "{seen}");
+    // The server serves the next client as it did this one.
+    assert!(serve.0.try_wait().unwrap().is_none(), "plumb serve ended");
+    let again = pair
+        .client
+        .plumb()
+        .args(["run", "rr", "--server", &addr, "--duration", "300ms"])
+        .args(["--warmup", "100ms", "--iterations", "1", "--no-store"])
+        .output()
+        .unwrap();
+    assert_ok(&again);
+    let _ = std::fs::remove_file(&journal);
+}

@@ -361,13 +361,7 @@ pub fn bottleneck(it: &Iteration, stretches: &[Stretch]) -> Vec<Vec<crate::Queue
                     let last = q.samples.len().checked_sub(1)?;
                     let a = q.samples[edge(i, q.period_ms, last)];
                     let b = q.samples[edge(i + 1, q.period_ms, last)];
-                    Some(crate::QueueSample {
-                        qlen: b.qlen,
-                        drops: b.drops.saturating_sub(a.drops),
-                        overlimits: b.overlimits.saturating_sub(a.overlimits),
-                        requeues: b.requeues.saturating_sub(a.requeues),
-                        ecn_marks: b.ecn_marks.saturating_sub(a.ecn_marks),
-                    })
+                    Some(b.since(&a))
                 })
                 .collect()
         })

@@ -404,6 +404,19 @@ pub struct QueueSample {
     pub ecn_marks: u64,
 }
 
+impl QueueSample {
+    /// What was counted since `earlier`, and what it held at this sample.
+    pub fn since(&self, earlier: &QueueSample) -> QueueSample {
+        QueueSample {
+            qlen: self.qlen,
+            drops: self.drops.saturating_sub(earlier.drops),
+            overlimits: self.overlimits.saturating_sub(earlier.overlimits),
+            requeues: self.requeues.saturating_sub(earlier.requeues),
+            ecn_marks: self.ecn_marks.saturating_sub(earlier.ecn_marks),
+        }
+    }
+}
+
 impl From<QdiscStats> for QueueSample {
     fn from(s: QdiscStats) -> QueueSample {
         QueueSample {
