@@ -249,8 +249,9 @@ fn rx_skip_against_copy_shows_the_copy_to_user_gone_on_the_receiver_only() {
         return;
     };
     let db = TempDb::new("profile-rx");
-    // The epoll engine's receiver; the ring's has its own test below
-    // (`--io auto` would choose the ring for these pinned ends).
+    // The epoll engine's receiver, named so that a change of `--io
+    // auto`'s rule leaves this test as it is; the ring's has its own test
+    // below.
     profiled_runs(
         &db,
         &[

@@ -414,11 +414,12 @@ impl Drop for Disabled {
     }
 }
 
-/// `--io auto`, the default, runs a stream with its ends pinned apart on
-/// the ring and an unpinned one on epoll where the host has fewer than 4
-/// CPUs, as strace sees the data move; `--io epoll` forces epoll whatever
-/// the rule says. The record states the engine and that the rule chose
-/// it, and the summary names the rule's row.
+/// `--io auto`, the default, runs a stream of several flows with its ends
+/// pinned apart on the ring, and one flow pinned apart or an unpinned
+/// stream on epoll where the host has fewer than 4 CPUs, as strace sees
+/// the data move; `--io epoll` forces epoll whatever the rule says. The
+/// record states the engine and that the rule chose it, and the summary
+/// names the rule's row.
 #[test]
 fn the_default_engine_is_the_rules_and_a_flag_still_forces_one() {
     let _alone = measuring_alone();
@@ -426,21 +427,23 @@ fn the_default_engine_is_the_rules_and_a_flag_still_forces_one() {
         skip("needs 2 CPUs to pin the ends apart");
         return;
     }
-    let pinned = ["--client-cpus", "0", "--server-cpus", "1"];
+    let pinned = ["--client-cpus", "0", "--server-cpus", "1", "--flows", "2"];
     let (rec, calls) = traced("stream", &pinned);
     assert_eq!(rec["spec"]["io"], "uring", "{}", rec["spec"]);
     assert_eq!(rec["spec"]["io_auto"], true);
-    // At most the flow's set-up (its cookie) by system calls.
-    assert!(calls.enters > 0 && calls.data_calls() <= 2, "{calls:?}");
-    let (rec, calls) = traced("stream", &[]);
-    assert_eq!(rec["spec"]["io_auto"], true);
-    if online_cpus() < 4 {
+    // At most the flows' set-up (a cookie each) by system calls.
+    assert!(calls.enters > 0 && calls.data_calls() <= 4, "{calls:?}");
+    let one = traced("stream", &pinned[..4]);
+    for (rec, calls) in [traced("stream", &[]), one] {
+        assert_eq!(rec["spec"]["io_auto"], true);
+        if online_cpus() >= 4 {
+            assert_eq!(rec["spec"]["io"], "uring", "{}", rec["spec"]);
+            assert!(calls.enters > 0, "{calls:?}");
+            continue;
+        }
         assert!(rec["spec"].get("io").is_none(), "{}", rec["spec"]);
         assert_eq!(calls.enters, 0, "{calls:?}");
         assert!(calls.data_calls() > 0, "{calls:?}");
-    } else {
-        assert_eq!(rec["spec"]["io"], "uring", "{}", rec["spec"]);
-        assert!(calls.enters > 0, "{calls:?}");
     }
     let (rec, calls) = traced("stream", &[&pinned[..], &["--io", "epoll"]].concat());
     assert!(rec["spec"].get("io").is_none(), "{}", rec["spec"]);
@@ -460,7 +463,7 @@ fn the_default_engine_is_the_rules_and_a_flag_still_forces_one() {
     assert_ok(&out);
     assert_mentions(
         &String::from_utf8_lossy(&out.stdout),
-        &["engine uring, as --io auto chooses for a stream with its ends pinned apart"],
+        &["engine uring, as --io auto chooses for a stream of several flows with its ends"],
     );
 }
 
@@ -493,7 +496,7 @@ fn a_host_without_io_uring_is_named_before_any_traffic() {
         let out = plumb()
             .args(["run", "stream", "--no-store", "--iterations", "1"])
             .args(["--duration", "300ms", "--warmup", "100ms", "--json"])
-            .args(["--client-cpus", "0", "--server-cpus", "1"])
+            .args(["--client-cpus", "0", "--server-cpus", "1", "--flows", "2"])
             .output()
             .unwrap();
         assert_ok(&out);
