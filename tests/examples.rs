@@ -123,14 +123,15 @@ fn s1_throughput_per_cpu_second_rises_with_the_buffer_size() {
     // so each segment's trip through the stack, its ACK and its wakeup are
     // paid once for four messages. Over the quick profile's 4 x 1 s the
     // rate per CPU-second of both ends rose 1.7 to 2.0 times on that host,
-    // and two points of equal buffers landed 0.91 to 1.11 apart: 1.4 is
-    // near the geometric middle.
+    // 1.35 and 1.38 on another (one run in several each), and two points
+    // of equal buffers landed 0.91 to 1.11 apart: 1.25 stays clear of the
+    // equal points' spread.
     let per_cpu = |buffers: &str| {
         bits(&md_mean(&md, &label, buffers)) / md_ends_cpu(&md, &format!("buffers={buffers}"))
     };
     let (small, large) = (per_cpu("8K"), per_cpu("64K"));
     assert!(
-        large > small * 1.4,
+        large > small * 1.25,
         "bits per CPU-second of both ends: 8K {small:.3e}, 64K {large:.3e}"
     );
     assert!(html.contains("throughput by buffers"));
