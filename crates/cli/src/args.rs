@@ -78,6 +78,13 @@ pub enum Command {
     /// Report an experiment, or labels and runs: the metric against each
     /// swept axis, cliffs, CPU, latency, verdicts; --html for a page.
     Report(ReportArgs),
+    /// A lab of many hosts on one PostgreSQL: submit an experiment's points
+    /// as jobs, see their progress, wait for them (docs/lab.md).
+    #[command(subcommand)]
+    Lab(LabCommand),
+    /// Claim a lab's jobs and run them on this host, one at a time, until
+    /// stopped (docs/lab.md).
+    Agent(AgentArgs),
     /// The namespaces and veth pairs of --topology veth.
     #[command(subcommand)]
     Topology(TopologyCommand),
@@ -166,6 +173,101 @@ pub struct SweepArgs {
     pub vm: VmArgs,
     #[command(flatten)]
     pub verdict: VerdictArgs,
+    #[command(flatten)]
+    pub db: DbArgs,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum LabCommand {
+    /// Queue every point of an experiment file as jobs for the agents of a
+    /// class: each cell's variants one job, run on one host, interleaved.
+    Submit(LabSubmitArgs),
+    /// Each job set's progress and each agent's last word.
+    Status(LabStatusArgs),
+    /// Wait until a job set is done; exit 0, or as `plumb check` against
+    /// --baseline, or 128 when a job failed.
+    Wait(LabWaitArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct LabSubmitArgs {
+    /// The experiment file (TOML), as `plumb sweep` takes it.
+    pub file: std::path::PathBuf,
+    /// Use the file's [quick] profile.
+    #[arg(long)]
+    pub quick: bool,
+    /// Store the runs under this label [default: the file's, else `lab`].
+    #[arg(long, value_parser = label)]
+    pub label: Option<String>,
+    /// Seed of the random order within each job [default: the file's, else drawn].
+    #[arg(long, value_name = "SEED")]
+    pub order_seed: Option<u64>,
+    /// The class of host the jobs need: only agents of this class claim them.
+    #[arg(long, default_value = "default", value_parser = label)]
+    pub class: String,
+    /// How many times a job is tried (a failure, or an agent that stopped
+    /// answering) before it is failed for good.
+    #[arg(long, default_value = "3", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub attempts: u32,
+    #[command(flatten)]
+    pub db: DbArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct LabStatusArgs {
+    /// One job set [default: the ten newest].
+    pub set: Option<i64>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub db: DbArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct LabWaitArgs {
+    /// The job set.
+    pub set: i64,
+    /// Give up (exit 124) after this long [default: wait for ever].
+    #[arg(long, value_parser = duration, value_name = "TIME")]
+    pub timeout: Option<u64>,
+    /// Then compare the set's label against this one as `plumb check` does,
+    /// and exit as it would (0 good, 1 regression, 125 cannot tell).
+    #[arg(long, value_name = "LABEL")]
+    pub baseline: Option<String>,
+    /// The drop that --baseline calls a regression.
+    #[arg(long, default_value = "5", value_parser = percent, value_name = "PERCENT")]
+    pub threshold: f64,
+    #[command(flatten)]
+    pub db: DbArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct AgentArgs {
+    /// The class of jobs this host runs.
+    #[arg(long, default_value = "default", value_parser = label)]
+    pub class: String,
+    /// This agent's name in the lab [default: the host's name].
+    #[arg(long, value_parser = label)]
+    pub name: Option<String>,
+    /// How long a claimed job stays this agent's without a renewal; renewed
+    /// every third of it. An agent that stops answering loses its job after
+    /// this long.
+    #[arg(long, default_value = "30s", value_parser = duration, value_name = "TIME")]
+    pub lease: u64,
+    /// How often to look for a job when the queue is empty.
+    #[arg(long, default_value = "2s", value_parser = duration, value_name = "TIME")]
+    pub poll: u64,
+    /// A knob a job may set on this host (`sysctl:net.core.rmem_max`), or
+    /// every knob under a prefix (`sysctl:net.ipv4.*`); repeat it. A job
+    /// whose points set any other knob fails on this host with the knob
+    /// named.
+    #[arg(long, value_name = "KNOB")]
+    pub allow_knob: Vec<String>,
+    /// Exit once no job of this agent's class is queued or running
+    /// anywhere (a running one may yet come back to the queue).
+    #[arg(long)]
+    pub until_empty: bool,
     #[command(flatten)]
     pub db: DbArgs,
 }

@@ -185,7 +185,7 @@ impl Plan {
             .position(|v| &v.name == name)
     }
 
-    fn knobs_of(&self, p: &Point) -> &[Setting] {
+    pub fn knobs_of(&self, p: &Point) -> &[Setting] {
         self.variant_of(p)
             .map(|i| self.knobs[i].as_slice())
             .unwrap_or_default()
@@ -236,7 +236,7 @@ impl Plan {
             .unwrap_or(self.experiment.profile)
     }
 
-    fn server_knobs_of(&self, p: &Point) -> &[Setting] {
+    pub fn server_knobs_of(&self, p: &Point) -> &[Setting] {
         self.variant_of(p)
             .map(|i| self.server_knobs[i].as_slice())
             .unwrap_or_default()

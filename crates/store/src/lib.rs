@@ -67,6 +67,7 @@ pub enum StoreError {
 }
 
 mod backend;
+pub mod lab;
 mod pgconn;
 mod pgtls;
 mod postgres;

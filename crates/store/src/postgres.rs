@@ -82,7 +82,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
 
 /// The advisory lock that serialises migrations: two first writers on a new
 /// database would otherwise both create the tables and one would fail.
-const MIGRATION_LOCK: i64 = 0x706c_756d_6200; // "plumb\0"
+pub(crate) const MIGRATION_LOCK: i64 = 0x706c_756d_6200; // "plumb\0"
 
 /// Taken shared by every write of runs and alone by a delete: a delete
 /// drops the environments no run refers to, and must not drop one that a
@@ -101,7 +101,7 @@ pub(crate) struct Postgres {
     path: String,
 }
 
-fn err(shown: &str) -> impl Fn(::postgres::Error) -> StoreError + '_ {
+pub(crate) fn err(shown: &str) -> impl Fn(::postgres::Error) -> StoreError + '_ {
     move |e| StoreError::Postgres {
         path: shown.to_string(),
         message: match e.as_db_error() {
@@ -174,7 +174,7 @@ impl Postgres {
 
 /// Brings the database to the current schema, refusing one from a newer
 /// plumb.
-fn setup(c: &mut Client, shown: &str) -> Result<()> {
+pub(crate) fn setup(c: &mut Client, shown: &str) -> Result<()> {
     let too_new = |found| StoreError::TooNew {
         path: shown.to_string(),
         found,
@@ -225,6 +225,20 @@ fn insert_runs(
 ) -> Result<Vec<RunId>> {
     let e = err(shown);
     let mut tx = c.transaction().map_err(&e)?;
+    let ids = insert_runs_in(&mut tx, shown, runs, skip_known)?;
+    tx.commit().map_err(&e)?;
+    Ok(ids)
+}
+
+/// [`insert_runs`] inside a transaction of the caller's, which commits it
+/// with whatever else it must change at once (a lab's job, lab.rs).
+pub(crate) fn insert_runs_in(
+    tx: &mut Transaction<'_>,
+    shown: &str,
+    runs: &[NewRun<'_>],
+    skip_known: bool,
+) -> Result<Vec<RunId>> {
+    let e = err(shown);
     tx.execute(
         "SELECT pg_advisory_xact_lock_shared($1)",
         &[&ENVIRONMENTS_LOCK],
@@ -251,7 +265,7 @@ fn insert_runs(
                 continue;
             }
         }
-        let id = insert_in(&mut tx, shown, record, run.env)?;
+        let id = insert_in(tx, shown, record, run.env)?;
         if let Some(tag) = run.tag {
             tx.execute(
                 "INSERT INTO run_tags (run_id, experiment, point, variant, seed, variant_rank)
@@ -269,7 +283,6 @@ fn insert_runs(
         }
         ids.push(id);
     }
-    tx.commit().map_err(&e)?;
     Ok(ids)
 }
 

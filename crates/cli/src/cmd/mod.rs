@@ -8,6 +8,7 @@ mod far;
 pub(crate) mod guest;
 pub mod history;
 pub mod knob;
+pub mod lab;
 pub mod report;
 pub mod run;
 pub mod serve;

@@ -78,16 +78,64 @@ fn resume_command(a: &SweepArgs, seed: Option<u64>) -> String {
     words.join(" ")
 }
 
-/// Shows the sweep on a progress bar and stores each finished point.
-struct Keeper<'a> {
-    store: &'a mut Store,
-    /// The runs' context: how a record names the server end.
-    ctx: &'a super::run::RunContext,
+/// What a finished point's run is stored with, beside its record.
+pub(crate) struct Tags {
     experiment: String,
     /// The experiment's variants in the file's order: a point's rank among
     /// them is stored with it, for `plumb report` to take the same baseline.
     variants: Vec<String>,
     seed: u64,
+}
+
+impl Tags {
+    pub(crate) fn of(plan: &Plan, seed: u64) -> Tags {
+        Tags {
+            experiment: plan.experiment.name.clone(),
+            variants: plan
+                .experiment
+                .variants
+                .iter()
+                .map(|v| v.name.clone())
+                .collect(),
+            seed,
+        }
+    }
+}
+
+/// A finished point's record as it is stored, naming both ends' builds and
+/// where the server was, with its tag: the sweep's and a lab agent's alike.
+pub(crate) fn tagged(
+    ctx: &super::run::RunContext,
+    tags: &Tags,
+    point: &Point,
+    record: &RunRecord,
+) -> (RunRecord, RunTag) {
+    let mut record = record.clone();
+    let server_build = record
+        .iterations
+        .iter()
+        .find_map(|i| i.server.build.clone());
+    record.build = Some(env!("PLUMB_BUILD").to_string());
+    record.peer = Some(ctx.peer(&record.spec, server_build));
+    let tag = RunTag {
+        experiment: tags.experiment.clone(),
+        point: point.id.to_string(),
+        variant: point.id.variant.clone(),
+        seed: Some(tags.seed),
+        variant_rank: point.id.variant.as_ref().and_then(|v| {
+            let rank = tags.variants.iter().position(|n| n == v)?;
+            u32::try_from(rank).ok()
+        }),
+    };
+    (record, tag)
+}
+
+/// Shows the sweep on a progress bar and stores each finished point.
+struct Keeper<'a> {
+    store: &'a mut Store,
+    /// The runs' context: how a record names the server end.
+    ctx: &'a super::run::RunContext,
+    tags: Tags,
     points: usize,
     bar: ProgressBar,
 }
@@ -111,25 +159,8 @@ impl Observer for Keeper<'_> {
     }
 
     fn finished(&mut self, point: &Point, record: &RunRecord) -> Result<(), String> {
-        // The record names both ends' builds and where the server was.
-        let mut record = record.clone();
-        let server_build = record
-            .iterations
-            .iter()
-            .find_map(|i| i.server.build.clone());
-        record.build = Some(env!("PLUMB_BUILD").to_string());
-        record.peer = Some(self.ctx.peer(&record.spec, server_build));
+        let (record, tag) = tagged(self.ctx, &self.tags, point, record);
         let record = &record;
-        let tag = RunTag {
-            experiment: self.experiment.clone(),
-            point: point.id.to_string(),
-            variant: point.id.variant.clone(),
-            seed: Some(self.seed),
-            variant_rank: point.id.variant.as_ref().and_then(|v| {
-                let rank = self.variants.iter().position(|n| n == v)?;
-                u32::try_from(rank).ok()
-            }),
-        };
         let id = self
             .store
             .insert_tagged_run(record, record.environment.as_ref(), &tag)
@@ -254,9 +285,7 @@ pub fn exec(a: SweepArgs) -> Result<i32, Failure> {
     let mut keeper = Keeper {
         store: &mut store,
         ctx: &ctx,
-        experiment: exp.name.clone(),
-        variants: exp.variants.iter().map(|v| v.name.clone()).collect(),
-        seed,
+        tags: Tags::of(&plan, seed),
         points,
         bar: bar.clone(),
     };

@@ -1,0 +1,398 @@
+//! A lab of many hosts on one PostgreSQL (docs/lab.md): agents as separate
+//! processes claim an experiment's jobs over TLS, each job's runs are
+//! stored once whatever happens to the agents, and a job an agent cannot
+//! run fails with the reason.
+
+mod common;
+#[path = "../crates/store/tests/shared/pgserver.rs"]
+mod pgserver;
+
+#[allow(unused_imports)]
+use common::skip;
+use common::{assert_ok, plumb, ExperimentFile};
+use pgserver::PgServer;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The lab's database on a server of the test's own, reached over TLS with
+/// the server's certificate checked.
+struct LabDb {
+    server: PgServer,
+    url: String,
+}
+
+impl LabDb {
+    fn start(name: &str) -> Option<LabDb> {
+        let server = PgServer::start_with(name, false, true)?;
+        server.database("lab");
+        let url = format!(
+            "postgres://plumb@localhost:{}/lab?sslmode=verify-full&sslrootcert={}",
+            server.port,
+            server.dir.join("ca.pem").display()
+        );
+        Some(LabDb { server, url })
+    }
+
+    fn plumb(&self, args: &[&str]) -> Command {
+        let mut c = plumb();
+        c.args(args).args(["--db", &self.url]);
+        c
+    }
+
+    fn submit(&self, file: &ExperimentFile, more: &[&str]) -> i64 {
+        let out = self
+            .plumb(&["lab", "submit", file.path()])
+            .args(more)
+            .output()
+            .unwrap();
+        assert_ok(&out);
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    }
+
+    /// An agent, its log kept in a file of the test's.
+    fn agent(&self, name: &str, more: &[&str]) -> Agent {
+        let log = self.server.dir.join(format!("agent-{name}.log"));
+        let child = self
+            .plumb(&["agent", "--name", name, "--poll", "200ms"])
+            .args(more)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Agent { child, log }
+    }
+
+    fn status(&self, set: i64) -> Value {
+        let out = self
+            .plumb(&["lab", "status", &set.to_string(), "--json"])
+            .output()
+            .unwrap();
+        assert_ok(&out);
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// The set's jobs, once `until` holds for them (or the test fails).
+    fn jobs_once(&self, set: i64, what: &str, until: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let status = self.status(set);
+            let jobs = status["sets"][0]["jobs"].as_array().unwrap().clone();
+            if until(&jobs) {
+                return jobs;
+            }
+            assert!(Instant::now() < deadline, "never {what}: {status:#}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn wait(&self, set: i64) -> std::process::Output {
+        self.plumb(&["lab", "wait", &set.to_string(), "--timeout", "120s"])
+            .output()
+            .unwrap()
+    }
+
+    /// The stored runs of `experiment`: (point, spec key, record).
+    fn runs(&self, experiment: &str) -> Vec<(String, String, Value)> {
+        let out = self.plumb(&["export"]).output().unwrap();
+        assert_ok(&out);
+        let export: Value = serde_json::from_slice(&out.stdout).unwrap();
+        export["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["tag"]["experiment"] == experiment)
+            .map(|r| {
+                (
+                    r["tag"]["point"].as_str().unwrap().to_string(),
+                    r["record"]["spec_key"].as_str().unwrap().to_string(),
+                    r["record"].clone(),
+                )
+            })
+            .collect()
+    }
+}
+
+struct Agent {
+    child: Child,
+    log: std::path::PathBuf,
+}
+
+impl Agent {
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill {sig}");
+    }
+
+    /// Waits for the agent to exit; its status code.
+    fn exit(&mut self) -> Option<i32> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s.code();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "agent never exited: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        // Only the agent this test started, by its pid.
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+#[test]
+fn a_sweep_spread_over_three_agents_comes_back_whole_each_cells_variants_on_one_agent() {
+    let Some(db) = LabDb::start("lab-spread") else {
+        return;
+    };
+    let file = ExperimentFile::new(
+        "lab-spread",
+        r#"name = "lab-spread"
+label = "spread"
+iterations = 2
+order = "random"
+seed = 7
+[base]
+workload = "rr"
+duration = "300ms"
+warmup = "100ms"
+[matrix]
+req_size = [1, 64, 512]
+[[variant]]
+name = "plain"
+[[variant]]
+name = "nodelay"
+set = { nodelay = true }
+"#,
+    );
+    let set = db.submit(&file, &[]);
+    let mut agents: Vec<Agent> = ["a", "b", "c"]
+        .iter()
+        .map(|n| db.agent(n, &["--until-empty"]))
+        .collect();
+    let out = db.wait(set);
+    let logs: Vec<String> = agents.iter().map(Agent::log).collect();
+    assert_eq!(out.status.code(), Some(0), "{out:?}\n{logs:#?}");
+    for a in &mut agents {
+        assert_eq!(a.exit(), Some(0), "{}", a.log());
+    }
+
+    // Every point stored once, with the spec key `plumb sweep` gives it.
+    let dry = plumb()
+        .args(["sweep", "--dry-run", "--format", "json", file.path()])
+        .output()
+        .unwrap();
+    assert_ok(&dry);
+    let dry: Value = serde_json::from_slice(&dry.stdout).unwrap();
+    let planned: BTreeMap<String, String> = dry["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["point"].as_str().unwrap().to_string(),
+                p["spec_key"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(planned.len(), 6);
+    let runs = db.runs("lab-spread");
+    let stored: BTreeMap<String, String> = runs
+        .iter()
+        .map(|(p, k, _)| (p.clone(), k.clone()))
+        .collect();
+    assert_eq!(runs.len(), 6, "one run per point: {stored:?}");
+    assert_eq!(stored, planned);
+    for (point, _, record) in &runs {
+        assert_eq!(record["label"], "spread", "{point}");
+        assert_eq!(record["iterations"].as_array().unwrap().len(), 2, "{point}");
+    }
+
+    // A job per cell, its two variants run by one agent, round by round.
+    let jobs = db.status(set)["sets"][0]["jobs"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(jobs.len(), 3);
+    for job in &jobs {
+        assert_eq!(job["state"], "done", "{job}");
+        assert_eq!(job["runs"].as_array().unwrap().len(), 2, "{job}");
+        let agent = job["agent"].as_str().unwrap();
+        let log = &logs[["a", "b", "c"].iter().position(|n| *n == agent).unwrap()];
+        let prefix = format!("agent {agent}: job {}: point ", job["id"]);
+        let started: Vec<(String, String)> = log
+            .lines()
+            .filter_map(|l| l.strip_prefix(&prefix))
+            .map(|l| {
+                let (point, iteration) = l.split_once(" iteration ").unwrap();
+                (point.to_string(), iteration.to_string())
+            })
+            .collect();
+        assert_eq!(started.len(), 4, "{log}");
+        let rounds: Vec<&str> = started.iter().map(|(_, i)| i.as_str()).collect();
+        assert_eq!(rounds, ["1", "1", "2", "2"], "interleaved: {log}");
+        let variants: BTreeSet<&str> = started[..2]
+            .iter()
+            .map(|(p, _)| p.rsplit_once("variant=").unwrap().1)
+            .collect();
+        assert_eq!(variants.len(), 2, "both variants in a round: {log}");
+    }
+}
+
+#[test]
+fn a_job_outlives_its_agents_a_stop_hands_it_back_a_kill_loses_it_one_run_is_stored() {
+    let Some(db) = LabDb::start("lab-faults") else {
+        return;
+    };
+    let file = ExperimentFile::new(
+        "lab-faults",
+        r#"name = "lab-faults"
+label = "faults"
+iterations = 1
+[base]
+workload = "stream"
+duration = "3s"
+warmup = "200ms"
+"#,
+    );
+    let set = db.submit(&file, &[]);
+    let running_on = |agent: &str| {
+        let agent = agent.to_string();
+        move |jobs: &[Value]| jobs[0]["state"] == "running" && jobs[0]["agent"] == agent.as_str()
+    };
+
+    // Stopped politely mid-job: handed back, the attempt not counted.
+    let mut first = db.agent("first", &["--lease", "2s"]);
+    db.jobs_once(set, "running on first", running_on("first"));
+    first.signal("-TERM");
+    assert_eq!(first.exit(), Some(0), "{}", first.log());
+    let jobs = db.jobs_once(set, "queued", |j| j[0]["state"] == "queued");
+    assert_eq!(jobs[0]["attempts"], 0, "{jobs:?}");
+    assert!(first.log().contains("handed it back"), "{}", first.log());
+
+    // Killed mid-job: its lease runs out and another agent runs it.
+    let mut second = db.agent("second", &["--lease", "2s"]);
+    db.jobs_once(set, "running on second", running_on("second"));
+    second.signal("-KILL");
+    second.exit();
+    let mut third = db.agent("third", &["--lease", "2s", "--until-empty"]);
+    let out = db.wait(set);
+    assert_eq!(out.status.code(), Some(0), "{out:?}\n{}", third.log());
+    assert_eq!(third.exit(), Some(0), "{}", third.log());
+    let jobs = db.status(set)["sets"][0]["jobs"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(jobs[0]["agent"], "third", "{jobs:?}");
+    assert_eq!(jobs[0]["attempts"], 2, "{jobs:?}");
+    assert_eq!(db.runs("lab-faults").len(), 1);
+}
+
+#[test]
+fn an_agent_stopped_past_its_lease_stores_nothing_when_it_wakes() {
+    let Some(db) = LabDb::start("lab-stopped") else {
+        return;
+    };
+    let file = ExperimentFile::new(
+        "lab-stopped",
+        r#"name = "lab-stopped"
+label = "stopped"
+iterations = 1
+[base]
+workload = "stream"
+duration = "3s"
+warmup = "200ms"
+"#,
+    );
+    let set = db.submit(&file, &[]);
+    let mut sleeper = db.agent("sleeper", &["--lease", "1s"]);
+    db.jobs_once(set, "running on sleeper", |j| j[0]["agent"] == "sleeper");
+    sleeper.signal("-STOP");
+    // Past the lease, another agent takes the job and stores its run.
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut other = db.agent("other", &["--lease", "1s", "--until-empty"]);
+    let out = db.wait(set);
+    assert_eq!(out.status.code(), Some(0), "{out:?}\n{}", other.log());
+    assert_eq!(other.exit(), Some(0), "{}", other.log());
+    sleeper.signal("-CONT");
+    let said = Instant::now();
+    while !sleeper.log().contains("lost the lease") {
+        assert!(
+            said.elapsed() < Duration::from_secs(30),
+            "{}",
+            sleeper.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    sleeper.signal("-TERM");
+    assert_eq!(sleeper.exit(), Some(0), "{}", sleeper.log());
+    assert_eq!(db.runs("lab-stopped").len(), 1, "{}", sleeper.log());
+    let jobs = db.status(set)["sets"][0]["jobs"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(jobs[0]["agent"], "other", "{jobs:?}");
+}
+
+#[test]
+fn a_job_that_sets_a_knob_the_agent_does_not_allow_fails_with_the_knob_named() {
+    let Some(db) = LabDb::start("lab-refused") else {
+        return;
+    };
+    let file = ExperimentFile::new(
+        "lab-refused",
+        r#"name = "lab-refused"
+label = "refused"
+iterations = 1
+[base]
+workload = "rr"
+duration = "200ms"
+[[variant]]
+name = "big"
+knobs = { "sysctl:net.core.rmem_max" = "8388608" }
+"#,
+    );
+    let set = db.submit(&file, &["--attempts", "2"]);
+    let mut agent = db.agent(
+        "strict",
+        &["--until-empty", "--allow-knob", "sysctl:net.ipv4.*"],
+    );
+    assert_eq!(agent.exit(), Some(0), "{}", agent.log());
+    let out = db.wait(set);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(128), "{err}");
+    assert!(
+        err.contains("sysctl:net.core.rmem_max") && err.contains("--allow-knob"),
+        "{err}"
+    );
+    let jobs = db.status(set)["sets"][0]["jobs"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(jobs[0]["state"], "failed", "{jobs:?}");
+    assert_eq!(jobs[0]["attempts"], 2, "{jobs:?}");
+    assert!(db.runs("lab-refused").is_empty());
+    let log = agent.log();
+    assert_eq!(log.matches("failed (queued again)").count(), 1, "{log}");
+    assert_eq!(log.matches("failed (failed for good)").count(), 1, "{log}");
+}
