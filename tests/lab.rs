@@ -396,3 +396,136 @@ knobs = { "sysctl:net.core.rmem_max" = "8388608" }
     assert_eq!(log.matches("failed (queued again)").count(), 1, "{log}");
     assert_eq!(log.matches("failed (failed for good)").count(), 1, "{log}");
 }
+
+#[test]
+fn an_agents_role_claims_and_stores_runs_and_is_refused_everything_else() {
+    let Some(db) = LabDb::start("lab-trust") else {
+        return;
+    };
+    // The server's own socket, where its owner is trusted without TLS.
+    let connect = |user: &str| {
+        postgres::Client::connect(
+            &format!(
+                "host={} port={} user={user} dbname=lab",
+                db.server.dir.display(),
+                db.server.port
+            ),
+            postgres::NoTls,
+        )
+        .unwrap()
+    };
+    connect("plumb")
+        .batch_execute("CREATE ROLE lab_agent LOGIN")
+        .unwrap();
+    let out = db.plumb(&["lab", "grant", "lab_agent"]).output().unwrap();
+    assert_ok(&out);
+    let file = ExperimentFile::new(
+        "lab-trust",
+        r#"name = "lab-trust"
+label = "trust"
+iterations = 1
+[base]
+workload = "rr"
+duration = "300ms"
+"#,
+    );
+    let set = db.submit(&file, &[]);
+    let as_agent = db.url.replace("plumb@", "lab_agent@");
+    let log = db.server.dir.join("agent-restricted.log");
+    let agent = plumb()
+        .args([
+            "agent",
+            "--name",
+            "restricted",
+            "--until-empty",
+            "--db",
+            &as_agent,
+        ])
+        .stderr(std::fs::File::create(&log).unwrap())
+        .status()
+        .unwrap();
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(agent.success(), "{said}");
+    assert_eq!(db.wait(set).status.code(), Some(0), "{said}");
+    assert_eq!(db.runs("lab-trust").len(), 1, "{said}");
+
+    let mut c = connect("lab_agent");
+    let job: i64 = db.status(set)["sets"][0]["jobs"][0]["id"].as_i64().unwrap();
+    for sql in [
+        "DELETE FROM runs",
+        "UPDATE runs SET label = 'forged'",
+        "UPDATE lab_jobs SET state = 'queued', agent = 'restricted'",
+        "SELECT token FROM lab_jobs",
+        "INSERT INTO lab_jobs (set_id, points, state, max_attempts) VALUES (1, 'x', 'queued', 1)",
+        "DELETE FROM lab_sets",
+        "CREATE TABLE mine (x INTEGER)",
+        "SELECT rolpassword FROM pg_authid",
+    ] {
+        match c.batch_execute(sql) {
+            Err(e) => {
+                let said = e.as_db_error().map(|d| d.message().to_string());
+                assert!(
+                    said.as_deref()
+                        .is_some_and(|m| m.contains("permission denied")),
+                    "{sql}: {e:?}"
+                );
+            }
+            Ok(()) => panic!("{sql}: allowed"),
+        }
+    }
+    // Another agent's lease cannot be taken over without its token, which
+    // the role cannot read.
+    let renewed: bool = c
+        .query_one("SELECT plumb_lab_renew($1, 'a guess', 60)", &[&job])
+        .unwrap()
+        .get(0);
+    assert!(!renewed);
+    assert_eq!(db.runs("lab-trust").len(), 1);
+}
+
+#[test]
+fn the_agents_systemd_unit_verifies_and_starts_plumb_agent() {
+    if !common::require_tool("systemd-analyze", "systemd") {
+        return;
+    }
+    let unit = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("contrib/systemd/plumb-agent.service"),
+    )
+    .unwrap();
+    let exec = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .expect("an ExecStart line");
+    let (exe, args) = exec.split_once(' ').unwrap();
+    assert_eq!(exe, "/usr/local/bin/plumb");
+    // The flags it passes are the agent's: they parse, with values in the
+    // place of the environment file's.
+    let words: Vec<String> = args
+        .split_whitespace()
+        .map(|w| match w {
+            "${PLUMB_LAB_DB}" => "postgres://lab_agent@localhost/lab".to_string(),
+            "${PLUMB_LAB_CLASS}" => "default".into(),
+            "$PLUMB_AGENT_ARGS" => "--until-empty".into(),
+            w => w.into(),
+        })
+        .collect();
+    let out = plumb().args(&words).arg("--help").output().unwrap();
+    assert_ok(&out);
+    // Checked as systemd reads it, with the binary where this test has it.
+    let dir = std::env::temp_dir().join(format!("plumb-unit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("plumb-agent.service");
+    std::fs::write(&path, unit.replace(exe, env!("CARGO_BIN_EXE_plumb"))).unwrap();
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

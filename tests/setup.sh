@@ -33,6 +33,7 @@ tools=(
   "xz xz-utils"             # 6.12's modules are xz-compressed
   "dpkg-deb dpkg"           # a kernel package is unpacked with it
   "git git"                 # bisect --tree drives git bisect in a tree of its test's
+  "systemd-analyze systemd" # the lab agent's unit file is checked with it
 )
 
 missing=()

@@ -187,6 +187,21 @@ pub enum LabCommand {
     /// Wait until a job set is done; exit 0, or as `plumb check` against
     /// --baseline, or 128 when a job failed.
     Wait(LabWaitArgs),
+    /// Give a database role what an agent needs and nothing more: claim
+    /// jobs through the lab's functions, write runs (run by the lab's
+    /// owner, who makes the tables first).
+    Grant(LabGrantArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct LabGrantArgs {
+    /// The agents' role (made beforehand: CREATE ROLE ... LOGIN).
+    pub role: String,
+    /// Print the statements instead of running them.
+    #[arg(long)]
+    pub print: bool,
+    #[command(flatten)]
+    pub db: DbArgs,
 }
 
 #[derive(Args, Debug)]

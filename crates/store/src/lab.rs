@@ -22,6 +22,12 @@ use serde::Serialize;
 
 /// The lab's own versioned steps, apart from the runs' schema (which
 /// SQLite shares): a lab lives on PostgreSQL alone.
+///
+/// An agent changes the queue only through the functions below, which run
+/// with their owner's rights (SECURITY DEFINER) and check the token
+/// themselves; its role is granted nothing else on the queue (see
+/// [`GRANTS`]), and it cannot read the tokens, so it cannot take over
+/// another agent's lease.
 const MIGRATIONS: &[(i64, &str)] = &[(
     1,
     r#"CREATE TABLE lab_sets (
@@ -63,8 +69,118 @@ const MIGRATIONS: &[(i64, &str)] = &[(
         seen_at TIMESTAMPTZ NOT NULL,
         word TEXT NOT NULL
     );
-    CREATE TABLE plumb_lab_schema (version BIGINT NOT NULL);"#,
+    CREATE TABLE plumb_lab_schema (version BIGINT NOT NULL);
+
+    -- Claims the oldest job of a class that is queued or whose lease ran
+    -- out; a job whose lease ran out on its last attempt is failed first.
+    CREATE FUNCTION plumb_lab_claim(p_agent TEXT, p_class TEXT, p_lease FLOAT8, p_token TEXT)
+    RETURNS TABLE (r_job BIGINT, r_set BIGINT, r_points TEXT, r_attempt INTEGER)
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $f$
+    BEGIN
+        UPDATE lab_jobs SET state = 'failed', finished_at = now(), token = NULL,
+          error = format('its agent %s stopped answering (lease ran out) on the last of %s attempts',
+                         agent, attempts)
+        WHERE state = 'running' AND lease_until < now() AND attempts >= max_attempts;
+        RETURN QUERY
+        UPDATE lab_jobs AS j SET state = 'running', agent = p_agent, token = p_token,
+          attempts = j.attempts + 1, started_at = now(),
+          lease_until = now() + make_interval(secs => p_lease)
+        WHERE j.id = (
+          SELECT c.id FROM lab_jobs c JOIN lab_sets s ON s.id = c.set_id
+          WHERE s.class = p_class
+            AND (c.state = 'queued' OR (c.state = 'running' AND c.lease_until < now()))
+          ORDER BY c.id
+          FOR UPDATE OF c SKIP LOCKED
+          LIMIT 1)
+        RETURNING j.id, j.set_id, j.points, j.attempts;
+    END $f$;
+
+    -- Extends a lease still held under its token; its agent is seen.
+    CREATE FUNCTION plumb_lab_renew(p_job BIGINT, p_token TEXT, p_lease FLOAT8)
+    RETURNS BOOLEAN LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $f$
+    DECLARE v_agent TEXT;
+    BEGIN
+        UPDATE lab_jobs SET lease_until = now() + make_interval(secs => p_lease)
+        WHERE id = p_job AND token = p_token AND state = 'running' AND lease_until > now()
+        RETURNING agent INTO v_agent;
+        IF NOT FOUND THEN
+            RETURN FALSE;
+        END IF;
+        UPDATE lab_agents SET seen_at = now() WHERE name = v_agent;
+        RETURN TRUE;
+    END $f$;
+
+    -- Locks a job held under its token with its lease unexpired, for the
+    -- rest of the caller's transaction.
+    CREATE FUNCTION plumb_lab_hold(p_job BIGINT, p_token TEXT)
+    RETURNS BOOLEAN LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $f$
+    BEGIN
+        PERFORM 1 FROM lab_jobs
+        WHERE id = p_job AND token = p_token AND state = 'running' AND lease_until > now()
+        FOR UPDATE;
+        RETURN FOUND;
+    END $f$;
+
+    -- Marks a held job done with the ids of its stored runs.
+    CREATE FUNCTION plumb_lab_done(p_job BIGINT, p_token TEXT, p_runs BIGINT[])
+    RETURNS BOOLEAN LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $f$
+    BEGIN
+        UPDATE lab_jobs SET state = 'done', finished_at = now(), token = NULL,
+          lease_until = NULL, error = NULL, runs = p_runs
+        WHERE id = p_job AND token = p_token AND state = 'running' AND lease_until > now();
+        RETURN FOUND;
+    END $f$;
+
+    -- Gives up a held job: with an error, back to the queue while attempts
+    -- are left, else failed; without one, back to the queue uncounted.
+    CREATE FUNCTION plumb_lab_release(p_job BIGINT, p_token TEXT, p_error TEXT)
+    RETURNS TEXT LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $f$
+    DECLARE v_state TEXT;
+    BEGIN
+        UPDATE lab_jobs SET
+          state = CASE WHEN p_error IS NOT NULL AND attempts >= max_attempts
+                       THEN 'failed' ELSE 'queued' END,
+          attempts = CASE WHEN p_error IS NULL THEN attempts - 1 ELSE attempts END,
+          error = COALESCE(p_error, error),
+          finished_at = CASE WHEN p_error IS NOT NULL AND attempts >= max_attempts
+                             THEN now() END,
+          token = NULL, lease_until = NULL
+        WHERE id = p_job AND token = p_token AND state = 'running'
+        RETURNING state INTO v_state;
+        RETURN v_state;
+    END $f$;
+
+    -- An agent's last word.
+    CREATE FUNCTION plumb_lab_say(p_name TEXT, p_class TEXT, p_host TEXT, p_pid INTEGER, p_word TEXT)
+    RETURNS VOID LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $f$
+    BEGIN
+        INSERT INTO lab_agents (name, class, host, pid, seen_at, word)
+        VALUES (p_name, p_class, p_host, p_pid, now(), p_word)
+        ON CONFLICT (name) DO UPDATE SET class = p_class, host = p_host, pid = p_pid,
+          seen_at = now(), word = p_word;
+    END $f$;
+
+    REVOKE ALL ON FUNCTION plumb_lab_claim(TEXT, TEXT, FLOAT8, TEXT),
+      plumb_lab_renew(BIGINT, TEXT, FLOAT8), plumb_lab_hold(BIGINT, TEXT),
+      plumb_lab_done(BIGINT, TEXT, BIGINT[]), plumb_lab_release(BIGINT, TEXT, TEXT),
+      plumb_lab_say(TEXT, TEXT, TEXT, INTEGER, TEXT) FROM PUBLIC;"#,
 )];
+
+/// What an agent's role is granted (`plumb lab grant ROLE`): to read the
+/// schema's versions, the sets and the jobs (not their tokens), to write
+/// runs (never to change or delete one), and the queue's functions.
+pub const GRANTS: &[&str] = &[
+    "GRANT SELECT ON plumb_schema, plumb_lab_schema, lab_sets, lab_agents TO {role}",
+    "GRANT SELECT (id, set_id, points, state, attempts, max_attempts, agent, lease_until,
+       started_at, finished_at, error, runs) ON lab_jobs TO {role}",
+    "GRANT SELECT, INSERT ON runs, iterations, interval_samples, tcp_samples, run_tags,
+       environments TO {role}",
+    "GRANT USAGE ON SEQUENCE runs_id_seq TO {role}",
+    "GRANT EXECUTE ON FUNCTION plumb_lab_claim(TEXT, TEXT, FLOAT8, TEXT),
+       plumb_lab_renew(BIGINT, TEXT, FLOAT8), plumb_lab_hold(BIGINT, TEXT),
+       plumb_lab_done(BIGINT, TEXT, BIGINT[]), plumb_lab_release(BIGINT, TEXT, TEXT),
+       plumb_lab_say(TEXT, TEXT, TEXT, INTEGER, TEXT) TO {role}",
+];
 
 /// A job set as submitted: an experiment file's points, grouped into jobs.
 pub struct NewSet<'a> {
@@ -270,38 +386,20 @@ impl Lab {
     /// lease ran out on its last attempt is failed instead, with why.
     pub fn claim(&mut self, agent: &str, class: &str, lease_ms: u64) -> Result<Option<Claim>> {
         let e = err(&self.shown);
-        let mut tx = self.client.transaction().map_err(&e)?;
-        tx.execute(
-            "UPDATE lab_jobs SET state = 'failed', finished_at = now(), token = NULL,
-               error = format('its agent %s stopped answering (lease ran out) on the last of %s attempts', agent, attempts)
-             WHERE state = 'running' AND lease_until < now() AND attempts >= max_attempts",
-            &[],
-        )
-        .map_err(&e)?;
         let token = new_token(agent);
         let lease = lease_ms as f64 / 1000.0;
+        let mut tx = self.client.transaction().map_err(&e)?;
         let row = tx
             .query_opt(
-                "UPDATE lab_jobs SET state = 'running', agent = $1, token = $2,
-                   attempts = attempts + 1, started_at = now(),
-                   lease_until = now() + make_interval(secs => $3)
-                 WHERE id = (
-                   SELECT j.id FROM lab_jobs j JOIN lab_sets s ON s.id = j.set_id
-                   WHERE s.class = $4
-                     AND (j.state = 'queued' OR (j.state = 'running' AND j.lease_until < now()))
-                   ORDER BY j.id
-                   FOR UPDATE OF j SKIP LOCKED
-                   LIMIT 1)
-                 RETURNING id, set_id, points, attempts",
-                &[&agent, &token, &lease, &class],
+                "SELECT r_job, r_set, r_points, r_attempt FROM plumb_lab_claim($1, $2, $3, $4)",
+                &[&agent, &class, &lease, &token],
             )
             .map_err(&e)?;
         let Some(row) = row else {
             tx.commit().map_err(&e)?;
             return Ok(None);
         };
-        let set_id: i64 = row.get(1);
-        let set = set_in(&mut tx, set_id).map_err(&e)?;
+        let set = set_in(&mut tx, row.get(1)).map_err(&e)?;
         tx.commit().map_err(&e)?;
         Ok(Some(Claim {
             job: row.get(0),
@@ -334,13 +432,13 @@ impl Lab {
         let lease = lease_ms as f64 / 1000.0;
         let n = self
             .client
-            .execute(
-                "UPDATE lab_jobs SET lease_until = now() + make_interval(secs => $3)
-                 WHERE id = $1 AND token = $2 AND state = 'running' AND lease_until > now()",
+            .query_one(
+                "SELECT plumb_lab_renew($1, $2, $3)",
                 &[&job, &token, &lease],
             )
-            .map_err(self.e())?;
-        Ok(n == 1)
+            .map_err(self.e())?
+            .get(0);
+        Ok(n)
     }
 
     /// Stores the job's runs and marks it done, in one transaction, if the
@@ -354,15 +452,10 @@ impl Lab {
     ) -> Result<Option<Vec<RunId>>> {
         let e = err(&self.shown);
         let mut tx = self.client.transaction().map_err(&e)?;
-        let held = tx
-            .query_opt(
-                "SELECT 1 FROM lab_jobs
-                 WHERE id = $1 AND token = $2 AND state = 'running' AND lease_until > now()
-                 FOR UPDATE",
-                &[&job, &token],
-            )
+        let held: bool = tx
+            .query_one("SELECT plumb_lab_hold($1, $2)", &[&job, &token])
             .map_err(&e)?
-            .is_some();
+            .get(0);
         if !held {
             tx.rollback().map_err(&e)?;
             return Ok(None);
@@ -377,13 +470,9 @@ impl Lab {
             .collect();
         let ids = insert_runs_in(&mut tx, &self.shown, &new, false)?;
         let raw: Vec<i64> = ids.iter().map(|i| i.0).collect();
-        tx.execute(
-            "UPDATE lab_jobs SET state = 'done', finished_at = now(), token = NULL,
-               lease_until = NULL, error = NULL, runs = $2
-             WHERE id = $1",
-            &[&job, &raw],
-        )
-        .map_err(&e)?;
+        // Held under the lock taken above, so it cannot be refused now.
+        tx.execute("SELECT plumb_lab_done($1, $2, $3)", &[&job, &token, &raw])
+            .map_err(&e)?;
         tx.commit().map_err(&e)?;
         Ok(Some(ids))
     }
@@ -393,23 +482,15 @@ impl Lab {
     /// Without one (the agent was asked to stop) it goes back to the queue
     /// and the attempt is not counted.
     pub fn release(&mut self, job: i64, token: &str, error: Option<&str>) -> Result<Released> {
-        let row = self
+        let state: Option<String> = self
             .client
-            .query_opt(
-                "UPDATE lab_jobs SET
-                   state = CASE WHEN $3::TEXT IS NOT NULL AND attempts >= max_attempts
-                                THEN 'failed' ELSE 'queued' END,
-                   attempts = CASE WHEN $3::TEXT IS NULL THEN attempts - 1 ELSE attempts END,
-                   error = COALESCE($3, error),
-                   finished_at = CASE WHEN $3::TEXT IS NOT NULL AND attempts >= max_attempts
-                                      THEN now() END,
-                   token = NULL, lease_until = NULL
-                 WHERE id = $1 AND token = $2 AND state = 'running'
-                 RETURNING state",
+            .query_one(
+                "SELECT plumb_lab_release($1, $2, $3)",
                 &[&job, &token, &error],
             )
-            .map_err(self.e())?;
-        Ok(match row.map(|r| r.get::<_, String>(0)) {
+            .map_err(self.e())?
+            .get(0);
+        Ok(match state {
             None => Released::NotHeld,
             Some(s) if s == "failed" => Released::Failed,
             Some(_) => Released::Queued,
@@ -420,14 +501,24 @@ impl Lab {
     pub fn say(&mut self, agent: &str, class: &str, host: &str, word: &str) -> Result<()> {
         self.client
             .execute(
-                "INSERT INTO lab_agents (name, class, host, pid, seen_at, word)
-                 VALUES ($1, $2, $3, $4, now(), $5)
-                 ON CONFLICT (name) DO UPDATE SET class = $2, host = $3, pid = $4,
-                   seen_at = now(), word = $5",
+                "SELECT plumb_lab_say($1, $2, $3, $4, $5)",
                 &[&agent, &class, &host, &(std::process::id() as i32), &word],
             )
             .map_err(self.e())?;
         Ok(())
+    }
+
+    /// Grants `role` what an agent needs and nothing more ([`GRANTS`]);
+    /// run by the lab's owner, whose rights the queue's functions have.
+    pub fn grant(&mut self, role: &str) -> Result<()> {
+        let e = err(&self.shown);
+        let quoted = format!("\"{}\"", role.replace('"', "\"\""));
+        let mut tx = self.client.transaction().map_err(&e)?;
+        for g in GRANTS {
+            tx.batch_execute(&g.replace("{role}", &quoted))
+                .map_err(&e)?;
+        }
+        tx.commit().map_err(&e)
     }
 
     /// A set by its id.

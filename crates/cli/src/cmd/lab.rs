@@ -4,7 +4,9 @@
 //! status` and `wait` follow them. The queue's guarantees are the
 //! database's (plumb_store::lab); this is what runs a job.
 
-use crate::args::{AgentArgs, DbArgs, LabStatusArgs, LabSubmitArgs, LabWaitArgs, ServerArgs};
+use crate::args::{
+    AgentArgs, DbArgs, LabGrantArgs, LabStatusArgs, LabSubmitArgs, LabWaitArgs, ServerArgs,
+};
 use crate::Failure;
 use plumb_run::experiment::{self as runner, Observer, Plan};
 use plumb_samples::RunRecord;
@@ -440,6 +442,30 @@ fn estimate(set: &SetStatus, agents: usize) -> Option<f64> {
     Some((running + queued) / agents.max(1) as f64)
 }
 
+/// A job's state with where and how long, and why for a failure.
+fn job_state(j: &plumb_store::lab::JobStatus) -> String {
+    let at = j.agent.as_deref().unwrap_or("?");
+    let took = j.seconds.map(minutes).unwrap_or_default();
+    let runs = j
+        .runs
+        .iter()
+        .map(i64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let why = j.error.as_deref().unwrap_or("no reason recorded");
+    match j.state.as_str() {
+        "queued" if j.error.is_some() => format!("queued again (last try: {why})"),
+        "running" => format!("running on {at}, attempt {}, {took}", j.attempts),
+        "done" => format!("done on {at} in {took}, run{} {runs}", plural(j.runs.len())),
+        "failed" => format!(
+            "failed after {} attempt{} ({why})",
+            j.attempts,
+            plural(j.attempts as usize)
+        ),
+        other => other.to_string(),
+    }
+}
+
 /// How recently an agent must have spoken to count as working.
 const ALIVE_S: f64 = 120.0;
 
@@ -480,23 +506,7 @@ pub fn status(a: LabStatusArgs) -> Result<i32, Failure> {
             set.jobs.len(),
         );
         for j in &set.jobs {
-            let at = j.agent.as_deref().unwrap_or("-");
-            let why = match (&j.state[..], &j.error) {
-                ("failed", Some(e)) => format!(": {e}"),
-                ("queued", Some(e)) => format!(" (last try: {e})"),
-                _ => String::new(),
-            };
-            let took = j
-                .seconds
-                .map(|s| format!(" {}", minutes(s)))
-                .unwrap_or_default();
-            crate::outln!(
-                "  job {} {} on {at}, attempt {}{took}: {}{why}",
-                j.id,
-                j.state,
-                j.attempts,
-                j.points.join("; "),
-            );
+            crate::outln!("  job {} {}: {}", j.id, job_state(j), j.points.join("; "));
         }
     }
     for g in &agents {
@@ -580,6 +590,22 @@ pub fn wait(a: LabWaitArgs) -> Result<i32, Failure> {
         unreachable!("parsed as check")
     };
     super::compare::check(c)
+}
+
+pub fn grant(a: LabGrantArgs) -> Result<i32, Failure> {
+    if a.print {
+        for g in plumb_store::lab::GRANTS {
+            crate::outln!("{};", g.replace("{role}", &a.role));
+        }
+        return Ok(0);
+    }
+    let mut lab = open(&a.db)?;
+    lab.grant(&a.role).map_err(super::db::store_err)?;
+    eprintln!(
+        "role {}: may claim the lab's jobs and write runs; `plumb agent --db` as {} on each host",
+        a.role, a.role
+    );
+    Ok(0)
 }
 
 #[cfg(test)]
