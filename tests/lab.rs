@@ -529,3 +529,54 @@ fn the_agents_systemd_unit_verifies_and_starts_plumb_agent() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn a_set_with_kernels_is_run_inside_guests_each_kernel_under_its_label() {
+    let Some(kernels) = common::kernels() else {
+        return;
+    };
+    let Some(db) = LabDb::start("lab-kernels") else {
+        return;
+    };
+    let (old, new) = (
+        common::newest(&kernels, "6.1."),
+        common::newest(&kernels, "6.12."),
+    );
+    let file = ExperimentFile::new(
+        "lab-kernels",
+        r#"name = "lab-kernels"
+label = "unused-with-two-kernels"
+iterations = 1
+[base]
+workload = "rr"
+duration = "500ms"
+warmup = "100ms"
+"#,
+    );
+    let set = db.submit(
+        &file,
+        &[
+            "--kernel",
+            &format!("old={}", old.display()),
+            "--kernel",
+            &format!("new={}", new.display()),
+        ],
+    );
+    let mut agent = db.agent("booter", &["--until-empty"]);
+    assert_eq!(agent.exit(), Some(0), "{}", agent.log());
+    let out = db.wait(set);
+    assert_eq!(out.status.code(), Some(0), "{out:?}\n{}", agent.log());
+    let runs = db.runs("lab-kernels");
+    assert_eq!(runs.len(), 2, "{}", agent.log());
+    for (label, deb) in [("old", &old), ("new", &new)] {
+        let (_, _, record) = runs
+            .iter()
+            .find(|(_, _, r)| r["label"] == label)
+            .unwrap_or_else(|| panic!("no run labelled {label}: {}", agent.log()));
+        assert_eq!(
+            record["vm"]["release"],
+            common::release_of(deb).as_str(),
+            "{label}"
+        );
+    }
+}

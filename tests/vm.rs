@@ -9,66 +9,6 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// The kernel packages tests/setup.sh fetched, oldest first: at least one
-/// 6.1 and one 6.12. None (after `skip`) where there are none, or no QEMU.
-fn kernels() -> Option<Vec<PathBuf>> {
-    if !require_tool("qemu-system-x86_64", "qemu-system-x86") {
-        return None;
-    }
-    let dir = std::env::var("PLUMB_TEST_KERNELS")
-        .unwrap_or_else(|_| "/var/cache/plumb-test-kernels".to_string());
-    let mut found: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            let n = p.file_name().unwrap().to_string_lossy().to_string();
-            n.starts_with("linux-image-6.") && n.ends_with(".deb")
-        })
-        .collect();
-    found.sort_by_key(|p| version_of(p));
-    let series = |s: &str| found.iter().any(|p| release_of(p).starts_with(s));
-    if !series("6.1.") || !series("6.12.") {
-        skip(&format!(
-            "no 6.1 and 6.12 kernel packages in {dir} (tests/setup.sh fetches them as root)"
-        ));
-        return None;
-    }
-    Some(found)
-}
-
-/// The package's version as numbers (`6.12.117-1~deb12u1` as 6 12 117 1 12 1),
-/// which orders Debian's kernel packages as dpkg would.
-fn version_of(deb: &Path) -> Vec<u64> {
-    let name = deb.file_name().unwrap().to_string_lossy().to_string();
-    let version = name.split('_').nth(1).unwrap_or("");
-    version
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|n| n.parse().ok())
-        .collect()
-}
-
-/// The release a package installs, from its name:
-/// linux-image-RELEASE_VERSION_amd64.deb.
-fn release_of(deb: &Path) -> String {
-    let name = deb.file_name().unwrap().to_string_lossy().to_string();
-    name.split('_')
-        .next()
-        .unwrap()
-        .trim_start_matches("linux-image-")
-        .to_string()
-}
-
-fn newest(kernels: &[PathBuf], series: &str) -> PathBuf {
-    kernels
-        .iter()
-        .rev()
-        .find(|p| release_of(p).starts_with(series))
-        .unwrap()
-        .clone()
-}
-
 /// SHA-256 of the image inside a package, read with dpkg-deb and tar.
 fn image_sha256(deb: &Path) -> String {
     let script = format!(

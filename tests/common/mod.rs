@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 use serde_json::Value;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 /// The binary, with its result database in a file of this test process so
@@ -1157,4 +1158,64 @@ pub fn kept_between(end: &Value, key: &str, from_s: f64, to_s: f64) -> Vec<(u64,
         })
         .flat_map(|s| kept_items(&s[key]).map(|b| (u(&b[0]), u(&b[1]))))
         .collect()
+}
+
+/// The kernel packages tests/setup.sh fetched, oldest first: at least one
+/// 6.1 and one 6.12. None (after `skip`) where there are none, or no QEMU.
+pub fn kernels() -> Option<Vec<PathBuf>> {
+    if !require_tool("qemu-system-x86_64", "qemu-system-x86") {
+        return None;
+    }
+    let dir = std::env::var("PLUMB_TEST_KERNELS")
+        .unwrap_or_else(|_| "/var/cache/plumb-test-kernels".to_string());
+    let mut found: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy().to_string();
+            n.starts_with("linux-image-6.") && n.ends_with(".deb")
+        })
+        .collect();
+    found.sort_by_key(|p| version_of(p));
+    let series = |s: &str| found.iter().any(|p| release_of(p).starts_with(s));
+    if !series("6.1.") || !series("6.12.") {
+        skip(&format!(
+            "no 6.1 and 6.12 kernel packages in {dir} (tests/setup.sh fetches them as root)"
+        ));
+        return None;
+    }
+    Some(found)
+}
+
+/// The package's version as numbers (`6.12.117-1~deb12u1` as 6 12 117 1 12 1),
+/// which orders Debian's kernel packages as dpkg would.
+pub fn version_of(deb: &Path) -> Vec<u64> {
+    let name = deb.file_name().unwrap().to_string_lossy().to_string();
+    let version = name.split('_').nth(1).unwrap_or("");
+    version
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect()
+}
+
+/// The release a package installs, from its name:
+/// linux-image-RELEASE_VERSION_amd64.deb.
+pub fn release_of(deb: &Path) -> String {
+    let name = deb.file_name().unwrap().to_string_lossy().to_string();
+    name.split('_')
+        .next()
+        .unwrap()
+        .trim_start_matches("linux-image-")
+        .to_string()
+}
+
+pub fn newest(kernels: &[PathBuf], series: &str) -> PathBuf {
+    kernels
+        .iter()
+        .rev()
+        .find(|p| release_of(p).starts_with(series))
+        .unwrap()
+        .clone()
 }

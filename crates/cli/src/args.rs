@@ -220,6 +220,14 @@ pub struct LabSubmitArgs {
     /// The class of host the jobs need: only agents of this class claim them.
     #[arg(long, default_value = "default", value_parser = label)]
     pub class: String,
+    /// Boot this kernel in a guest on the agent's host for every job, as
+    /// `plumb sweep --kernel` does (an image, a linux-image .deb or a build
+    /// directory, at this path on the agents' hosts); repeat it to compare
+    /// kernels, each job booting every one in turn. Runs are labelled by
+    /// LABEL in LABEL=IMAGE, else --label when there is one kernel, else
+    /// the guest's release.
+    #[arg(long, value_parser = kernel, value_name = "[LABEL=]IMAGE")]
+    pub kernel: Vec<String>,
     /// How many times a job is tried (a failure, or an agent that stopped
     /// answering) before it is failed for good.
     #[arg(long, default_value = "3", value_parser = clap::value_parser!(u32).range(1..=100))]
@@ -283,6 +291,9 @@ pub struct AgentArgs {
     /// anywhere (a running one may yet come back to the queue).
     #[arg(long)]
     pub until_empty: bool,
+    /// How this host boots the guests of a set with kernels.
+    #[command(flatten)]
+    pub boot: BootArgs,
     #[command(flatten)]
     pub db: DbArgs,
 }
@@ -686,6 +697,19 @@ pub struct ServerArgs {
     /// not a static build (the far host has the same C library).
     #[arg(long)]
     pub ssh_copy_dynamic: bool,
+}
+
+impl ServerArgs {
+    /// No server flag given: the embedded server.
+    pub fn none() -> ServerArgs {
+        ServerArgs {
+            server: None,
+            psk_file: None,
+            ssh_command: None,
+            server_address: None,
+            ssh_copy_dynamic: false,
+        }
+    }
 }
 
 #[derive(Args, Debug)]

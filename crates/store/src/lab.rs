@@ -40,6 +40,9 @@ const MIGRATIONS: &[(i64, &str)] = &[(
         file TEXT NOT NULL,
         quick BOOLEAN NOT NULL,
         seed BIGINT NOT NULL,
+        -- the kernels each job boots, one [LABEL=]IMAGE a line (an image's
+        -- path on the agents' hosts); none: the agent's own kernel
+        kernels TEXT NOT NULL DEFAULT '',
         submitted_at TIMESTAMPTZ NOT NULL DEFAULT now(),
         submitted_by TEXT NOT NULL
     );
@@ -190,6 +193,8 @@ pub struct NewSet<'a> {
     pub file: &'a str,
     pub quick: bool,
     pub seed: u64,
+    /// `[LABEL=]IMAGE` of each kernel every job boots; empty: none.
+    pub kernels: &'a [String],
     pub submitted_by: &'a str,
     /// Each job's point ids: the points to be compared with each other
     /// (one cell's variants) run in one job, so on one host, interleaved.
@@ -208,6 +213,7 @@ pub struct SetRow {
     pub file: String,
     pub quick: bool,
     pub seed: u64,
+    pub kernels: Vec<String>,
 }
 
 /// A job an agent has claimed, held while `token` is its own.
@@ -329,6 +335,7 @@ fn migrate(client: &mut Client, shown: &str) -> Result<()> {
     Ok(())
 }
 
+/// The lines of a list column (points, kernels).
 fn points_of(text: &str) -> Vec<String> {
     text.lines().map(str::to_string).collect()
 }
@@ -354,8 +361,8 @@ impl Lab {
         let mut tx = self.client.transaction().map_err(&e)?;
         let id: i64 = tx
             .query_one(
-                "INSERT INTO lab_sets (experiment, label, class, file, quick, seed, submitted_by)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+                "INSERT INTO lab_sets (experiment, label, class, file, quick, seed, submitted_by, kernels)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
                 &[
                     &set.experiment,
                     &set.label,
@@ -364,6 +371,7 @@ impl Lab {
                     &set.quick,
                     &(set.seed as i64),
                     &set.submitted_by,
+                    &set.kernels.join("\n"),
                 ],
             )
             .map_err(&e)?
@@ -616,7 +624,7 @@ fn job_status(r: &Row) -> JobStatus {
 
 fn set_in(c: &mut impl GenericClient, id: i64) -> std::result::Result<SetRow, ::postgres::Error> {
     let r = c.query_one(
-        "SELECT id, experiment, label, class, file, quick, seed FROM lab_sets WHERE id = $1",
+        "SELECT id, experiment, label, class, file, quick, seed, kernels FROM lab_sets WHERE id = $1",
         &[&id],
     )?;
     Ok(SetRow {
@@ -627,6 +635,7 @@ fn set_in(c: &mut impl GenericClient, id: i64) -> std::result::Result<SetRow, ::
         file: r.get(4),
         quick: r.get(5),
         seed: r.get::<_, i64>(6) as u64,
+        kernels: points_of(r.get(7)),
     })
 }
 

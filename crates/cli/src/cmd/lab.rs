@@ -99,6 +99,7 @@ pub fn submit(a: LabSubmitArgs) -> Result<i32, Failure> {
             file: &file,
             quick: a.quick,
             seed: plan.seed(a.order_seed),
+            kernels: &a.kernel,
             submitted_by: &by,
             jobs: jobs.clone(),
             max_attempts: a.attempts,
@@ -346,6 +347,9 @@ fn run_points(
             .ok_or_else(|| fail(format!("point {id} is not in the set's experiment file")))?;
         todo.push(i);
     }
+    if !claim.set.kernels.is_empty() {
+        return run_in_guests(a, me, claim, &plan, &todo, end, lost);
+    }
     for &i in &todo {
         let p = &plan.points[i];
         for s in plan.knobs_of(p).iter().chain(plan.server_knobs_of(p)) {
@@ -362,10 +366,7 @@ fn run_points(
     plan.check_host().map_err(|e| fail(e.to_string()))?;
     let far = ServerArgs {
         server: plan.experiment.server.clone(),
-        psk_file: None,
-        ssh_command: None,
-        server_address: None,
-        ssh_copy_dynamic: false,
+        ..ServerArgs::none()
     };
     let family = plan
         .points
@@ -384,21 +385,69 @@ fn run_points(
         tags: super::sweep::Tags::of(&plan, claim.set.seed),
         runs: Vec::new(),
     };
-    let outcome = runner::run(&plan, &todo, claim.set.seed, &opts, &mut keep).map_err(|e| {
-        if end.load(Relaxed) {
-            stopped(lost)
-        } else {
-            fail(e.to_string())
-        }
-    })?;
-    if outcome.interrupted {
-        return Err(if end.load(Relaxed) {
-            stopped(lost)
-        } else {
-            fail("a run ended incomplete".into())
-        });
+    let outcome = runner::run(&plan, &todo, claim.set.seed, &opts, &mut keep);
+    ended(outcome, keep.runs, end, lost)
+}
+
+/// The job's runs, or why it has none: a stop or a lost lease when the
+/// runs were ended, else the runner's error.
+fn ended(
+    outcome: Result<runner::Outcome, runner::SweepError>,
+    runs: Vec<(RunRecord, RunTag)>,
+    end: &AtomicBool,
+    lost: &AtomicBool,
+) -> Result<Vec<(RunRecord, RunTag)>, Unfinished> {
+    match outcome {
+        _ if end.load(Relaxed) => Err(stopped(lost)),
+        Err(e) => Err(Unfinished::Failed(e.to_string())),
+        Ok(o) if o.interrupted => Err(Unfinished::Failed("a run ended incomplete".into())),
+        Ok(_) => Ok(runs),
     }
-    Ok(keep.runs)
+}
+
+/// [`run_points`] for a set with kernels: every kernel booted on this host
+/// for each round, as `plumb sweep --kernel` boots them. The knobs are the
+/// guests' and touch nothing of this host's, so no allow list applies.
+fn run_in_guests(
+    a: &AgentArgs,
+    me: &Me,
+    claim: &Claim,
+    plan: &Plan,
+    todo: &[usize],
+    end: &Arc<AtomicBool>,
+    lost: &Arc<AtomicBool>,
+) -> Result<Vec<(RunRecord, RunTag)>, Unfinished> {
+    let fail = |why: String| Unfinished::Failed(why);
+    if plan.experiment.server.is_some() {
+        return Err(fail(
+            "the set boots kernels, which run both ends inside each guest; its file names a server"
+                .into(),
+        ));
+    }
+    let mut vm = a.boot.options().map_err(fail)?;
+    vm.interrupted = end.clone();
+    let kernels: Vec<crate::args::KernelArg> = claim
+        .set
+        .kernels
+        .iter()
+        .map(|k| crate::args::kernel_arg(k))
+        .collect();
+    let guests = super::sweep::open_guests(&kernels, Some(&claim.set.label), &vm, plan)
+        .map_err(|f| fail(f.message))?;
+    let ctx = super::run::reach(&ServerArgs::none(), plumb_spec::Family::V4)
+        .map_err(|f| fail(f.message))?
+        .context(false, Default::default());
+    let mut opts = ctx.options(&claim.set.label).map_err(|f| fail(f.message))?;
+    opts.interrupted = end.clone();
+    let mut keep = Collect {
+        who: format!("agent {}: job {}", me.name, claim.job),
+        ctx: &ctx,
+        tags: super::sweep::Tags::of(plan, claim.set.seed),
+        runs: Vec::new(),
+    };
+    let todos = vec![todo.to_vec(); guests.len()];
+    let outcome = runner::run_in_guests(plan, &todos, claim.set.seed, &opts, &guests, &mut keep);
+    ended(outcome, keep.runs, end, lost)
 }
 
 fn stopped(lost: &AtomicBool) -> Unfinished {

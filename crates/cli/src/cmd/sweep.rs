@@ -331,12 +331,28 @@ fn guests(a: &SweepArgs, plan: &Plan) -> Result<Vec<plumb_run::vm::Guest>, Failu
             "--kernel runs both ends inside each guest; it cannot be used with a server",
         ));
     }
+    open_guests(&a.vm.kernels(), a.label.as_deref(), &vm, plan)
+}
+
+/// Opens a guest of each kernel for `plan`'s points: a kernel's runs take
+/// its LABEL=, else `label` when it is the only kernel, else the guest's
+/// release; two under one label are refused.
+pub(crate) fn open_guests(
+    kernels: &[crate::args::KernelArg],
+    label: Option<&str>,
+    vm: &plumb_run::vm::VmOptions,
+    plan: &Plan,
+) -> Result<Vec<plumb_run::vm::Guest>, Failure> {
     let specs: Vec<&plumb_spec::Spec> = plan.points.iter().map(|p| &p.spec).collect();
     let mut guests = Vec::new();
-    for (label, image) in a.vm.kernels() {
-        let label = label.or_else(|| (a.vm.kernel.len() == 1).then(|| a.label.clone()).flatten());
+    for (own, image) in kernels {
+        let label = own.clone().or_else(|| {
+            (kernels.len() == 1)
+                .then(|| label.map(str::to_string))
+                .flatten()
+        });
         guests.push(
-            plumb_run::vm::Guest::open(&image, label, &vm, &specs)
+            plumb_run::vm::Guest::open(image, label, vm, &specs)
                 .map_err(super::run::guest_failure)?,
         );
     }
