@@ -1,7 +1,8 @@
 //! A lab of many hosts on one PostgreSQL (docs/lab.md): agents as separate
 //! processes claim an experiment's jobs over TLS, each job's runs are
 //! stored once whatever happens to the agents, and a job an agent cannot
-//! run fails with the reason.
+//! run fails with the reason. The tests take turns (`measuring_alone`):
+//! the watch's judges kernels by their figures.
 
 mod common;
 #[path = "../crates/store/tests/shared/pgserver.rs"]
@@ -165,6 +166,7 @@ fn a_sweep_spread_over_three_agents_comes_back_whole_each_cells_variants_on_one_
     let Some(db) = LabDb::start("lab-spread") else {
         return;
     };
+    let _alone = common::measuring_alone();
     let file = ExperimentFile::new(
         "lab-spread",
         r#"name = "lab-spread"
@@ -264,6 +266,7 @@ fn a_job_outlives_its_agents_a_stop_hands_it_back_a_kill_loses_it_one_run_is_sto
     let Some(db) = LabDb::start("lab-faults") else {
         return;
     };
+    let _alone = common::measuring_alone();
     let file = ExperimentFile::new(
         "lab-faults",
         r#"name = "lab-faults"
@@ -313,6 +316,7 @@ fn an_agent_stopped_past_its_lease_stores_nothing_when_it_wakes() {
     let Some(db) = LabDb::start("lab-stopped") else {
         return;
     };
+    let _alone = common::measuring_alone();
     let file = ExperimentFile::new(
         "lab-stopped",
         r#"name = "lab-stopped"
@@ -359,6 +363,7 @@ fn a_job_that_sets_a_knob_the_agent_does_not_allow_fails_with_the_knob_named() {
     let Some(db) = LabDb::start("lab-refused") else {
         return;
     };
+    let _alone = common::measuring_alone();
     let file = ExperimentFile::new(
         "lab-refused",
         r#"name = "lab-refused"
@@ -402,6 +407,7 @@ fn an_agents_role_claims_and_stores_runs_and_is_refused_everything_else() {
     let Some(db) = LabDb::start("lab-trust") else {
         return;
     };
+    let _alone = common::measuring_alone();
     // The server's own socket, where its owner is trusted without TLS.
     let connect = |user: &str| {
         postgres::Client::connect(
@@ -538,6 +544,7 @@ fn a_set_with_kernels_is_run_inside_guests_each_kernel_under_its_label() {
     let Some(db) = LabDb::start("lab-kernels") else {
         return;
     };
+    let _alone = common::measuring_alone();
     let (old, new) = (
         common::newest(&kernels, "6.1."),
         common::newest(&kernels, "6.12."),
@@ -579,4 +586,173 @@ warmup = "100ms"
             "{label}"
         );
     }
+}
+
+/// A mail server of the test's on loopback that takes any message and
+/// hands each over, whole, on the channel.
+fn mail_sink() -> (u16, std::sync::mpsc::Receiver<String>) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let mut w = conn.try_clone().unwrap();
+            let mut r = BufReader::new(conn);
+            let _ = w.write_all(b"220 sink\r\n");
+            let (mut data, mut message) = (false, String::new());
+            let mut line = String::new();
+            while r.read_line(&mut line).unwrap_or(0) > 0 {
+                let l = line.trim_end().to_string();
+                line.clear();
+                if data {
+                    if l == "." {
+                        data = false;
+                        let _ = tx.send(std::mem::take(&mut message));
+                        let _ = w.write_all(b"250 kept\r\n");
+                    } else {
+                        message += &l;
+                        message.push('\n');
+                    }
+                    continue;
+                }
+                let reply: &[u8] = match l.get(..4).unwrap_or("") {
+                    "DATA" => {
+                        data = true;
+                        b"354 go on\r\n"
+                    }
+                    "QUIT" => b"221 bye\r\n",
+                    _ => b"250 ok\r\n",
+                };
+                let _ = w.write_all(reply);
+            }
+        }
+    });
+    (port, rx)
+}
+
+/// A webhook of the test's on loopback: each POST's body on the channel.
+fn webhook_sink() -> (u16, std::sync::mpsc::Receiver<String>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let mut w = conn.try_clone().unwrap();
+            let mut r = BufReader::new(conn);
+            let mut length = 0;
+            let mut line = String::new();
+            while r.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+                line.clear();
+            }
+            let mut body = vec![0; length];
+            let _ = r.read_exact(&mut body);
+            let _ = w.write_all(b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n");
+            let _ = tx.send(String::from_utf8_lossy(&body).into_owned());
+        }
+    });
+    (port, rx)
+}
+
+#[test]
+fn a_watched_directory_measures_each_new_kernel_and_reports_the_change_between_two_once() {
+    let Some(kernels) = common::kernels() else {
+        return;
+    };
+    let Some(db) = LabDb::start("lab-watch") else {
+        return;
+    };
+    let _alone = common::measuring_alone();
+    let series = |s: &str| -> Vec<std::path::PathBuf> {
+        kernels
+            .iter()
+            .filter(|p| common::release_of(p).starts_with(s))
+            .cloned()
+            .collect()
+    };
+    let (old, new) = (series("6.1."), series("6.12."));
+    // The receive window of docs/kernels.md: a 16K buffer over 10 ms a side
+    // moves about half as much again under 6.12 as under 6.1.
+    let file = ExperimentFile::new(
+        "lab-watch",
+        "name = \"watched\"\niterations = 3\n[base]\nworkload = \"stream\"\n\
+         topology = \"veth\"\ndelay = \"10ms\"\nrcvbuf = \"16K\"\nduration = \"2s\"\n\
+         warmup = \"500ms\"\n",
+    );
+    let dir = db.server.dir.join("kernels");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (smtp, mails) = mail_sink();
+    let (hook, posts) = webhook_sink();
+    let mut agent = db.agent("measurer", &[]);
+    let watch = || {
+        let smtp = format!("127.0.0.1:{smtp}");
+        let hook = format!("http://127.0.0.1:{hook}/plumb");
+        let out = db
+            .plumb(&[
+                "lab",
+                "watch",
+                dir.to_str().unwrap(),
+                "--points",
+                file.path(),
+            ])
+            .args(["--once", "--smtp", &smtp, "--mail-to", "netdev@lab.test"])
+            .args(["--webhook", &hook])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}\n{}", agent.log());
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // Copied one after the other, so each appears after the one before.
+    let drop_in = |debs: &[std::path::PathBuf]| {
+        for deb in debs {
+            std::fs::copy(deb, dir.join(deb.file_name().unwrap())).unwrap();
+        }
+    };
+
+    drop_in(&new);
+    let said = watch();
+    assert!(said.is_empty(), "no change among the 6.12 kernels: {said}");
+    assert!(mails.try_recv().is_err() && posts.try_recv().is_err());
+
+    drop_in(&old);
+    let said = watch();
+    let (before, after) = (
+        common::release_of(new.last().unwrap()),
+        common::release_of(&old[0]),
+    );
+    let between = format!("between {before} and {after}");
+    let mail = mails.recv_timeout(Duration::from_secs(10)).expect("a mail");
+    for text in [&said, &mail] {
+        assert!(
+            text.contains(&between) && text.contains("regression") && text.contains("neighbours"),
+            "{text}\n{}",
+            agent.log()
+        );
+    }
+    assert!(
+        mail.contains("Subject: plumb watch watched: 1 change"),
+        "{mail}"
+    );
+    let post: Value =
+        serde_json::from_str(&posts.recv_timeout(Duration::from_secs(10)).unwrap()).unwrap();
+    let change = &post["changes"][0];
+    assert_eq!(change["before_label"], before.as_str(), "{post:#}");
+    assert_eq!(change["after_label"], after.as_str(), "{post:#}");
+    assert!(change["change"].as_f64().unwrap() < -0.1, "{post:#}");
+    // Every kernel was measured once, in guests of its own release.
+    let runs = db.runs("watched");
+    assert_eq!(runs.len(), 4, "{}", agent.log());
+    for (_, _, r) in &runs {
+        assert_eq!(r["vm"]["release"], r["label"], "{r:#}");
+    }
+
+    // Told once: a look with nothing new sends nothing.
+    assert!(watch().is_empty());
+    assert!(mails.recv_timeout(Duration::from_secs(1)).is_err());
+    agent.signal("-TERM");
+    assert_eq!(agent.exit(), Some(0), "{}", agent.log());
 }

@@ -187,10 +187,59 @@ pub enum LabCommand {
     /// Wait until a job set is done; exit 0, or as `plumb check` against
     /// --baseline, or 128 when a job failed.
     Wait(LabWaitArgs),
+    /// Watch a directory for new kernel packages or images: submit the
+    /// points file for each as it appears, find changes between kernels
+    /// once their runs are in, and mail and post each change once.
+    Watch(LabWatchArgs),
     /// Give a database role what an agent needs and nothing more: claim
     /// jobs through the lab's functions, write runs (run by the lab's
     /// owner, who makes the tables first).
     Grant(LabGrantArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct LabWatchArgs {
+    /// The directory new kernels appear in: linux-image-*.deb packages,
+    /// vmlinuz-* or bzImage* images (at this path on the agents' hosts
+    /// too).
+    pub dir: std::path::PathBuf,
+    /// The experiment file each new kernel is measured with.
+    #[arg(long, value_name = "FILE")]
+    pub points: std::path::PathBuf,
+    /// The class of agents that measure them.
+    #[arg(long, default_value = "default", value_parser = label)]
+    pub class: String,
+    /// How many times a job is tried before it is failed for good.
+    #[arg(long, default_value = "3", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub attempts: u32,
+    /// How often to look in the directory and at the runs.
+    #[arg(long, default_value = "60s", value_parser = duration, value_name = "TIME")]
+    pub every: u64,
+    /// Look once: submit what is new, wait until every kernel's runs are
+    /// in, report what changed, and exit.
+    #[arg(long)]
+    pub once: bool,
+    /// The largest p-value of a change reported.
+    #[arg(long, default_value = "0.05", value_name = "P")]
+    pub max_p: f64,
+    /// Mail each change to this address; repeat it for more.
+    #[arg(long, value_name = "ADDR")]
+    pub mail_to: Vec<String>,
+    /// The mail's sender [default: plumb@HOSTNAME].
+    #[arg(long, value_name = "ADDR")]
+    pub mail_from: Option<String>,
+    /// Send the mail through this SMTP server (HOST[:PORT], port 25)
+    /// [default: the host's sendmail].
+    #[arg(long, value_name = "HOST[:PORT]")]
+    pub smtp: Option<String>,
+    /// The sendmail program, when no --smtp is given.
+    #[arg(long, default_value = "/usr/sbin/sendmail", value_name = "PATH")]
+    pub sendmail: String,
+    /// POST each report as JSON to this URL (http://HOST[:PORT]/PATH).
+    #[arg(long, value_name = "URL")]
+    pub webhook: Option<String>,
+    #[command(flatten)]
+    pub db: DbArgs,
 }
 
 #[derive(Args, Debug)]

@@ -140,6 +140,7 @@ pub fn main() -> i32 {
         args::Command::Lab(args::LabCommand::Status(a)) => cmd::lab::status(a),
         args::Command::Lab(args::LabCommand::Wait(a)) => cmd::lab::wait(a),
         args::Command::Lab(args::LabCommand::Grant(a)) => cmd::lab::grant(a),
+        args::Command::Lab(args::LabCommand::Watch(a)) => cmd::watch::exec(a),
         args::Command::Agent(a) => cmd::lab::agent(a),
         args::Command::Topology(args::TopologyCommand::Down(a)) => cmd::knob::topology_down(a),
         args::Command::Completions(a) => cmd::docs::completions(a),

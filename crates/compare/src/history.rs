@@ -108,6 +108,63 @@ pub fn history(runs: &[(i64, &RunRecord)], params: &ChangeParams) -> Option<Hist
     })
 }
 
+/// A change between two neighbouring kernels of a series measured kernel
+/// after kernel (`plumb lab watch`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KernelChange {
+    pub before_label: String,
+    pub after_label: String,
+    /// Means of every iteration between the neighbouring changes.
+    pub mean_before: f64,
+    pub mean_after: f64,
+    /// (after - before) / before.
+    pub change: f64,
+    pub p: f64,
+    pub regression: bool,
+}
+
+/// The changes of a series of kernels, each with every iteration it was
+/// measured over, in the order they were measured: E-divisive means over
+/// all the iterations, so that two kernels a side with a few iterations
+/// each can show a change (over one value a kernel, p of at most 0.05 needs
+/// four a side). A change that falls between two iterations of one kernel
+/// (its own drift) is not a kernel's: it is counted in the second value.
+pub fn kernel_changes(
+    kernels: &[(String, Vec<f64>)],
+    higher_is_better: bool,
+    params: &ChangeParams,
+) -> (Vec<KernelChange>, usize) {
+    let values: Vec<f64> = kernels
+        .iter()
+        .flat_map(|(_, xs)| xs.iter().copied())
+        .collect();
+    // The index of each kernel's first value: where a kernel's change falls.
+    let mut starts = Vec::new();
+    let mut at = 0;
+    for (_, xs) in kernels {
+        starts.push(at);
+        at += xs.len();
+    }
+    let mut within = 0;
+    let mut changes = Vec::new();
+    for c in plumb_stats::change_points(&values, params) {
+        let Some(k) = starts.iter().position(|&s| s == c.index).filter(|&k| k > 0) else {
+            within += 1;
+            continue;
+        };
+        changes.push(KernelChange {
+            before_label: kernels[k - 1].0.clone(),
+            after_label: kernels[k].0.clone(),
+            mean_before: c.mean_before,
+            mean_after: c.mean_after,
+            change: c.change,
+            p: c.p,
+            regression: (c.mean_after < c.mean_before) == higher_is_better,
+        });
+    }
+    (changes, within)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,5 +202,35 @@ mod tests {
         assert!(c.regression && (c.change + 0.12).abs() < 0.01, "{c:?}");
         assert!(c.p <= 0.05);
         assert!(h.method.contains("E-divisive"), "{}", h.method);
+    }
+
+    #[test]
+    fn two_kernels_a_side_of_three_iterations_show_their_change_at_the_boundary() {
+        let k = |name: &str, base: f64| (name.to_string(), vec![base * 0.97, base, base * 1.04]);
+        let series = [
+            k("6.12.115", 6.2e6),
+            k("6.12.117", 6.0e6),
+            k("6.1.0-56", 4.2e6),
+            k("6.1.0-57", 4.3e6),
+        ];
+        let (changes, within) = kernel_changes(&series, true, &ChangeParams::default());
+        assert_eq!(within, 0);
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        let c = &changes[0];
+        assert_eq!(
+            (c.before_label.as_str(), c.after_label.as_str()),
+            ("6.12.117", "6.1.0-56")
+        );
+        assert!(c.regression && c.p <= 0.05 && c.change < -0.25, "{c:?}");
+        // One value a kernel: too few for the test to call it.
+        let means: Vec<(String, Vec<f64>)> = series
+            .iter()
+            .map(|(n, xs)| (n.clone(), vec![xs[1]]))
+            .collect();
+        assert!(kernel_changes(&means, true, &ChangeParams::default())
+            .0
+            .is_empty());
+        // Lower is better: the same drop is an improvement.
+        assert!(!kernel_changes(&series, false, &ChangeParams::default()).0[0].regression);
     }
 }

@@ -13,6 +13,7 @@ pub mod env;
 pub mod experiment;
 pub mod group;
 pub mod knob;
+pub mod notify;
 pub mod serve;
 pub mod ssh;
 pub mod test_end;

@@ -74,6 +74,28 @@ const MIGRATIONS: &[(i64, &str)] = &[(
     );
     CREATE TABLE plumb_lab_schema (version BIGINT NOT NULL);
 
+    -- The kernels `plumb lab watch` found in a source, in the order it
+    -- found them, each with the set it submitted for it.
+    CREATE TABLE lab_watch (
+        source TEXT NOT NULL,
+        image TEXT NOT NULL,
+        label TEXT NOT NULL,
+        seq BIGSERIAL,
+        set_id BIGINT NOT NULL REFERENCES lab_sets(id),
+        seen_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+        PRIMARY KEY (source, image)
+    );
+    -- The changes it reported, so that each is sent once.
+    CREATE TABLE lab_watch_reports (
+        source TEXT NOT NULL,
+        experiment TEXT NOT NULL,
+        point TEXT NOT NULL,
+        before_label TEXT NOT NULL,
+        after_label TEXT NOT NULL,
+        reported_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+        PRIMARY KEY (source, experiment, point, before_label, after_label)
+    );
+
     -- Claims the oldest job of a class that is queued or whose lease ran
     -- out; a job whose lease ran out on its last attempt is failed first.
     CREATE FUNCTION plumb_lab_claim(p_agent TEXT, p_class TEXT, p_lease FLOAT8, p_token TEXT)
@@ -201,6 +223,26 @@ pub struct NewSet<'a> {
     pub jobs: Vec<Vec<String>>,
     /// How many times a job is claimed before it is failed.
     pub max_attempts: u32,
+}
+
+/// A kernel a watch found, with its set.
+#[derive(Debug, Clone)]
+pub struct Watched {
+    pub image: String,
+    pub label: String,
+    pub set_id: i64,
+    /// Its set has nothing queued or running.
+    pub settled: bool,
+}
+
+/// A change a watch reports: a point of an experiment, between two
+/// kernels.
+#[derive(Debug, Clone)]
+pub struct ReportedChange<'a> {
+    pub experiment: &'a str,
+    pub point: &'a str,
+    pub before_label: &'a str,
+    pub after_label: &'a str,
 }
 
 /// A stored set, as an agent needs it to run one of its jobs.
@@ -359,34 +401,92 @@ impl Lab {
     pub fn submit(&mut self, set: &NewSet<'_>) -> Result<i64> {
         let e = err(&self.shown);
         let mut tx = self.client.transaction().map_err(&e)?;
-        let id: i64 = tx
-            .query_one(
-                "INSERT INTO lab_sets (experiment, label, class, file, quick, seed, submitted_by, kernels)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
-                &[
-                    &set.experiment,
-                    &set.label,
-                    &set.class,
-                    &set.file,
-                    &set.quick,
-                    &(set.seed as i64),
-                    &set.submitted_by,
-                    &set.kernels.join("\n"),
-                ],
-            )
-            .map_err(&e)?
-            .get(0);
-        let attempts = set.max_attempts.max(1) as i32;
-        for points in &set.jobs {
-            tx.execute(
-                "INSERT INTO lab_jobs (set_id, points, state, max_attempts)
-                 VALUES ($1, $2, 'queued', $3)",
-                &[&id, &points.join("\n"), &attempts],
-            )
-            .map_err(&e)?;
-        }
+        let id = submit_in(&mut tx, set).map_err(&e)?;
         tx.commit().map_err(&e)?;
         Ok(id)
+    }
+
+    /// Submits `set` for a kernel `plumb lab watch` found at `image` in
+    /// `source`, and notes the kernel as found, in one transaction: a watch
+    /// that dies between the two neither loses the kernel nor submits it
+    /// twice.
+    pub fn watch_submit(
+        &mut self,
+        source: &str,
+        image: &str,
+        label: &str,
+        set: &NewSet<'_>,
+    ) -> Result<i64> {
+        let e = err(&self.shown);
+        let mut tx = self.client.transaction().map_err(&e)?;
+        let id = submit_in(&mut tx, set).map_err(&e)?;
+        tx.execute(
+            "INSERT INTO lab_watch (source, image, label, set_id) VALUES ($1, $2, $3, $4)",
+            &[&source, &image, &label, &id],
+        )
+        .map_err(&e)?;
+        tx.commit().map_err(&e)?;
+        Ok(id)
+    }
+
+    /// The kernels found in `source`, in the order they were found.
+    pub fn watched(&mut self, source: &str) -> Result<Vec<Watched>> {
+        let rows = self
+            .client
+            .query(
+                "SELECT w.image, w.label, w.set_id,
+                   NOT EXISTS (SELECT 1 FROM lab_jobs j WHERE j.set_id = w.set_id
+                               AND j.state IN ('queued', 'running'))
+                 FROM lab_watch w WHERE w.source = $1 ORDER BY w.seq",
+                &[&source],
+            )
+            .map_err(self.e())?;
+        Ok(rows
+            .iter()
+            .map(|r| Watched {
+                image: r.get(0),
+                label: r.get(1),
+                set_id: r.get(2),
+                settled: r.get(3),
+            })
+            .collect())
+    }
+
+    /// Whether a change of a watch was reported already.
+    pub fn reported(&mut self, source: &str, change: &ReportedChange<'_>) -> Result<bool> {
+        let row = self
+            .client
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM lab_watch_reports WHERE source = $1
+                   AND experiment = $2 AND point = $3 AND before_label = $4 AND after_label = $5)",
+                &[
+                    &source,
+                    &change.experiment,
+                    &change.point,
+                    &change.before_label,
+                    &change.after_label,
+                ],
+            )
+            .map_err(self.e())?;
+        Ok(row.get(0))
+    }
+
+    /// Notes a change of a watch as reported, once it was sent.
+    pub fn note_reported(&mut self, source: &str, change: &ReportedChange<'_>) -> Result<()> {
+        self.client
+            .execute(
+                "INSERT INTO lab_watch_reports (source, experiment, point, before_label, after_label)
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+                &[
+                    &source,
+                    &change.experiment,
+                    &change.point,
+                    &change.before_label,
+                    &change.after_label,
+                ],
+            )
+            .map_err(self.e())?;
+        Ok(())
     }
 
     /// Claims the oldest job of `class` that is queued or whose holder's
@@ -620,6 +720,37 @@ fn job_status(r: &Row) -> JobStatus {
         runs: r.get(7),
         state,
     }
+}
+
+fn submit_in(
+    c: &mut impl GenericClient,
+    set: &NewSet<'_>,
+) -> std::result::Result<i64, ::postgres::Error> {
+    let id: i64 = c
+        .query_one(
+            "INSERT INTO lab_sets (experiment, label, class, file, quick, seed, submitted_by, kernels)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+            &[
+                &set.experiment,
+                &set.label,
+                &set.class,
+                &set.file,
+                &set.quick,
+                &(set.seed as i64),
+                &set.submitted_by,
+                &set.kernels.join("\n"),
+            ],
+        )?
+        .get(0);
+    let attempts = set.max_attempts.max(1) as i32;
+    for points in &set.jobs {
+        c.execute(
+            "INSERT INTO lab_jobs (set_id, points, state, max_attempts)
+             VALUES ($1, $2, 'queued', $3)",
+            &[&id, &points.join("\n"), &attempts],
+        )?;
+    }
+    Ok(id)
 }
 
 fn set_in(c: &mut impl GenericClient, id: i64) -> std::result::Result<SetRow, ::postgres::Error> {

@@ -24,7 +24,7 @@ const FAILED: i32 = 128;
 const TIMED_OUT: i32 = 124;
 
 /// The lab's database: a PostgreSQL URL from --db or $PLUMB_DB.
-fn lab_url(db: &DbArgs) -> Result<String, Failure> {
+pub(crate) fn lab_url(db: &DbArgs) -> Result<String, Failure> {
     let given = db
         .db
         .clone()
@@ -41,20 +41,29 @@ fn lab_url(db: &DbArgs) -> Result<String, Failure> {
     }
 }
 
-fn open(db: &DbArgs) -> Result<Lab, Failure> {
+pub(crate) fn open(db: &DbArgs) -> Result<Lab, Failure> {
     Lab::open(&lab_url(db)?).map_err(super::db::store_err)
 }
 
 /// This host's name, as the kernel has it.
-fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_else(|_| "localhost".to_string())
 }
 
+/// Who submits a set: USER@HOST.
+pub(crate) fn submitter() -> String {
+    format!(
+        "{}@{}",
+        std::env::var("USER").unwrap_or_else(|_| "unknown".into()),
+        hostname()
+    )
+}
+
 /// The points of one job: a cell of the matrix with all its variants, so
 /// that what is compared runs on one host, interleaved as a sweep runs it.
-fn jobs_of(plan: &Plan) -> Vec<Vec<String>> {
+pub(crate) fn jobs_of(plan: &Plan) -> Vec<Vec<String>> {
     let mut cells: BTreeMap<String, (usize, Vec<String>)> = BTreeMap::new();
     for p in &plan.points {
         let cell = p.id.without_variant().to_string();
@@ -85,11 +94,7 @@ pub fn submit(a: LabSubmitArgs) -> Result<i32, Failure> {
     let file = std::fs::read_to_string(&a.file)
         .map_err(|e| Failure::usage(format!("{}: {e}", a.file.display())))?;
     let jobs = jobs_of(&plan);
-    let by = format!(
-        "{}@{}",
-        std::env::var("USER").unwrap_or_else(|_| "unknown".into()),
-        hostname()
-    );
+    let by = submitter();
     let mut lab = open(&a.db)?;
     let id = lab
         .submit(&NewSet {
@@ -119,7 +124,7 @@ pub fn submit(a: LabSubmitArgs) -> Result<i32, Failure> {
     Ok(0)
 }
 
-fn plural(n: usize) -> &'static str {
+pub(crate) fn plural(n: usize) -> &'static str {
     if n == 1 {
         ""
     } else {

@@ -13,6 +13,7 @@ pub mod report;
 pub mod run;
 pub mod serve;
 pub mod sweep;
+pub mod watch;
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 
