@@ -553,6 +553,15 @@ impl Probe for TracepointProbe {
             throttled.saturating_sub(self.reasons_missed_open.0),
             lost.saturating_sub(self.reasons_missed_open.1),
         );
+        // The kernel tells of the records a full ring could not take only
+        // in the next record it writes, so the window's last losses are not
+        // told yet when it closes: with no throttling (which stops the
+        // sampler, not the count), every drop counted and not read was lost.
+        let lost = if throttled == 0 && self.reasons.is_some() {
+            lost.max(dropped.saturating_sub(read))
+        } else {
+            lost
+        };
         out.tracepoints = Some(plumb_samples::Tracepoints {
             drop_reasons,
             drop_reasons_read: self.reasons.is_some().then_some(read),

@@ -95,7 +95,9 @@ pub struct Tracepoints {
     /// Drops' records the kernel could not write because the sampler's
     /// ring on their CPU was full (its PERF_RECORD_LOST), between two reads
     /// of the rings: why fewer were read than counted, through a flood.
-    /// Absent where none, and in older records.
+    /// Where the sampler was not throttled, every drop counted and not
+    /// read, since the kernel tells of its last losses only in a later
+    /// record. Absent where none, and in older records.
     #[serde(skip_serializing_if = "super::end::is_zero", default)]
     pub drop_reasons_lost: u64,
     /// Where `drop_reasons` is an estimate, the reasons as read, which it
