@@ -756,3 +756,84 @@ fn a_watched_directory_measures_each_new_kernel_and_reports_the_change_between_t
     agent.signal("-TERM");
     assert_eq!(agent.exit(), Some(0), "{}", agent.log());
 }
+
+#[test]
+fn a_bisect_over_a_lab_tests_two_images_at_once_and_names_the_first_that_changed() {
+    let Some(kernels) = common::kernels() else {
+        return;
+    };
+    let Some(db) = LabDb::start("lab-bisect") else {
+        return;
+    };
+    let _alone = common::measuring_alone();
+    let series = |s: &str| -> Vec<String> {
+        kernels
+            .iter()
+            .filter(|p| common::release_of(p).starts_with(s))
+            .map(|p| p.display().to_string())
+            .collect()
+    };
+    let (old, new) = (series("6.1."), series("6.12."));
+    // The receive window of docs/bisect.md, which 6.12 opened wider; in
+    // sequential order each kernel boots once a job, as a bisect on one
+    // host boots it (interleaved rounds boot both kernels every round).
+    let file = ExperimentFile::new(
+        "lab-bisect",
+        "name = \"lab-window\"\niterations = \"5..5\"\norder = \"sequential\"\n\
+         [base]\nworkload = \"stream\"\n\
+         topology = \"veth\"\ndelay = \"10ms\"\nrcvbuf = \"16K\"\nduration = \"2s\"\n\
+         warmup = \"500ms\"\n",
+    );
+    // One agent: two on this test's host would each load the other's
+    // guests, whose runs are then suspect and skipped. The bisect still
+    // submits two images at once; the queue hands them out as agents come
+    // free (the spread over several is the sweep test's).
+    let mut agents = [db.agent("bisect-a", &[])];
+    let out = db
+        .plumb(&["bisect", "--points", file.path(), "--lab-class", "default"])
+        .args(["--parallel", "2", "--good", &old[0], "--bad", &new[1]])
+        .args([&old[1], &new[0]])
+        .args(["--change", "better", "--threshold", "20"])
+        .output()
+        .unwrap();
+    let (text, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    let logs: Vec<String> = agents.iter().map(Agent::log).collect();
+    assert_eq!(out.status.code(), Some(0), "{text}\n{err}\n{logs:#?}");
+    let name = |p: &str| {
+        std::path::Path::new(p)
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .to_string()
+    };
+    assert!(
+        text.contains(&format!("first bad: {} ", name(&new[0])))
+            && text.contains(&format!("after {} ", name(&old[1]))),
+        "{text}\n{err}"
+    );
+    // Two images at once: the bad one and one of the range, then the last.
+    assert_eq!(err.matches("beside the good image").count(), 3, "{err}");
+    // Each was measured beside the good image on one agent: its set's job
+    // stored the good image's runs and its own.
+    let status: Value = serde_json::from_slice(
+        &db.plumb(&["lab", "status", "--json"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let sets = status["sets"].as_array().unwrap();
+    assert_eq!(sets.len(), 3, "{status:#}");
+    for set in sets {
+        let job = &set["jobs"][0];
+        assert_eq!(job["state"], "done", "{set:#}");
+        assert_eq!(job["runs"].as_array().unwrap().len(), 2, "{set:#}");
+    }
+    for a in &mut agents {
+        a.signal("-TERM");
+        assert_eq!(a.exit(), Some(0), "{}", a.log());
+    }
+}

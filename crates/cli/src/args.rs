@@ -222,6 +222,9 @@ pub struct LabWatchArgs {
     /// The largest p-value of a change reported.
     #[arg(long, default_value = "0.05", value_name = "P")]
     pub max_p: f64,
+    /// The least change of a point's mean that is reported.
+    #[arg(long, default_value = "5", value_parser = percent, value_name = "PERCENT")]
+    pub min_change: f64,
     /// Mail each change to this address; repeat it for more.
     #[arg(long, value_name = "ADDR")]
     pub mail_to: Vec<String>,
@@ -675,6 +678,16 @@ pub struct BisectArgs {
     /// Do not keep the steps' runs.
     #[arg(long)]
     pub no_store: bool,
+    /// Spread each step's images over the lab's agents of this class (--db
+    /// the lab's PostgreSQL, docs/lab.md): several images of the range at
+    /// once, each booted beside the good one by its agent, so that every
+    /// comparison stays on one machine. Every run is stored in the lab.
+    #[arg(long, value_name = "CLASS", value_parser = label, conflicts_with_all = ["tree", "no_store"])]
+    pub lab_class: Option<String>,
+    /// Images tested at once with --lab-class [default: the class's agents
+    /// seen in the last two minutes].
+    #[arg(long, value_name = "N", requires = "lab_class", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub parallel: Option<u32>,
     #[command(flatten)]
     pub boot: BootArgs,
     #[command(flatten)]

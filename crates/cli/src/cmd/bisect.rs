@@ -6,6 +6,7 @@
 //! kernel's runs: good, bad, or skip (the kernel did not build or boot, or
 //! the figures cannot tell).
 
+mod lab;
 mod tree;
 
 use super::compare::{guest_side, params, SKIP};
@@ -80,6 +81,26 @@ impl<'a> Bench<'a> {
             runs,
             store,
         })
+    }
+
+    /// The series' guests, --good first and --bad last, each opened (and
+    /// refused, before anything boots, where it lacks what a point needs)
+    /// and labelled apart where two share a release.
+    fn guests(&self) -> Result<Vec<Guest>, Failure> {
+        let a = self.a;
+        let series = std::iter::once(&a.good)
+            .chain(&a.between)
+            .chain(std::iter::once(&a.bad));
+        let mut guests = Vec::new();
+        for s in series {
+            let (label, image) = kernel_arg(s);
+            guests.push(
+                Guest::open(&image, label, &self.vm, &self.specs())
+                    .map_err(|e| Failure::usage(format!("{s}: {}", e.message)))?,
+            );
+        }
+        Guest::distinguish(&mut guests);
+        Ok(guests)
     }
 
     fn specs(&self) -> Vec<&plumb_spec::Spec> {
@@ -162,28 +183,17 @@ fn no_reference(good: String, f: Failure) -> Failure {
 
 pub fn exec(a: BisectArgs) -> Result<i32, Failure> {
     let bench = Bench::new(&a)?;
-    match &a.tree {
-        Some(dir) => tree::exec(bench, dir),
-        None => images(bench),
+    match (&a.tree, &a.lab_class) {
+        (Some(dir), _) => tree::exec(bench, dir),
+        (None, Some(class)) => lab::images(bench, class),
+        (None, None) => images(bench),
     }
 }
 
 /// The series of images given on the command line.
 fn images(mut bench: Bench) -> Result<i32, Failure> {
     let a = bench.a;
-    let series: Vec<String> = std::iter::once(a.good.clone())
-        .chain(a.between.iter().cloned())
-        .chain(std::iter::once(a.bad.clone()))
-        .collect();
-    let mut guests = Vec::new();
-    for s in &series {
-        let (label, image) = kernel_arg(s);
-        guests.push(
-            Guest::open(&image, label, &bench.vm, &bench.specs())
-                .map_err(|e| Failure::usage(format!("{s}: {}", e.message)))?,
-        );
-    }
-    Guest::distinguish(&mut guests);
+    let guests = bench.guests()?;
     let n = guests.len();
     let mut steps: Vec<Option<Step>> = (0..n).map(|_| None).collect();
     let boot = |i: usize, order: usize, bench: &mut Bench| {
@@ -195,17 +205,11 @@ fn images(mut bench: Bench) -> Result<i32, Failure> {
     steps[0] = Some(Step::reference());
     let measured = boot(n - 1, 2, &mut bench);
     let last = bench.judge(&good, measured, 2)?;
-    if last.answer != Bisect::Bad {
-        let word = answer_word(Some(last.answer));
-        let more = last.more_line();
-        steps[n - 1] = Some(last);
-        return Err(Failure::usage(format!(
-            "--bad {}: {word} against --good, not bad: nothing to bisect{more}\n{}",
-            a.bad,
-            image_table(&guests, &steps).trim_end()
-        )));
-    }
+    let bad = last.answer;
     steps[n - 1] = Some(last);
+    if bad != Bisect::Bad {
+        return Err(not_bad(a, &guests, &steps));
+    }
     let (mut lo, mut hi, mut order) = (0, n - 1, 2);
     loop {
         let middle = (lo + hi) / 2;
@@ -223,7 +227,14 @@ fn images(mut bench: Bench) -> Result<i32, Failure> {
         }
         steps[i] = Some(s);
     }
-    crate::out!("{}", image_table(&guests, &steps));
+    Ok(first_bad(&guests, &steps, lo, hi))
+}
+
+/// The end of a bisection over images: the table, then the first bad image
+/// after the last good one (0), or the candidates skips left between them
+/// (125).
+fn first_bad(guests: &[Guest], steps: &[Option<Step>], lo: usize, hi: usize) -> i32 {
+    crate::out!("{}", image_table(guests, steps));
     let first = &guests[hi];
     let skipped: Vec<usize> = (lo + 1..hi).collect();
     if skipped.is_empty() {
@@ -234,7 +245,7 @@ fn images(mut bench: Bench) -> Result<i32, Failure> {
             guests[lo].source,
             guests[lo].label()
         );
-        Ok(0)
+        0
     } else {
         let names: Vec<String> = std::iter::once(hi)
             .chain(skipped)
@@ -244,8 +255,20 @@ fn images(mut bench: Bench) -> Result<i32, Failure> {
             "cannot tell which is first bad, skipped images between: {}",
             names.join(", ")
         );
-        Ok(SKIP)
+        SKIP
     }
+}
+
+/// --bad did not answer bad against --good (its step is the last).
+fn not_bad(a: &BisectArgs, guests: &[Guest], steps: &[Option<Step>]) -> Failure {
+    let last = steps.last().and_then(Option::as_ref);
+    let word = answer_word(last.map(|s| s.answer));
+    let more = last.map(Step::more_line).unwrap_or_default();
+    Failure::usage(format!(
+        "--bad {}: {word} against --good, not bad: nothing to bisect{more}\n{}",
+        a.bad,
+        image_table(guests, steps).trim_end()
+    ))
 }
 
 /// Each point's change against the good image.

@@ -162,7 +162,12 @@ pub fn exec(a: LabWatchArgs) -> Result<i32, Failure> {
         }
         let known = lab.watched(&source).map_err(super::db::store_err)?;
         let settled = known.iter().take_while(|k| k.settled).count();
-        let changes = changes(&store, &plan, &known[..settled], a.max_p)?;
+        let params = ChangeParams {
+            max_p: a.max_p,
+            min_magnitude: a.min_change,
+            ..ChangeParams::default()
+        };
+        let changes = changes(&store, &plan, &known[..settled], &params)?;
         report(&a, &mut lab, &source, &plan, &known[..settled], changes)?;
         if a.once && settled == known.len() {
             return Ok(0);
@@ -212,12 +217,8 @@ fn changes(
     store: &Store,
     plan: &Plan,
     kernels: &[Watched],
-    max_p: f64,
+    params: &ChangeParams,
 ) -> Result<Vec<Change>, Failure> {
-    let params = ChangeParams {
-        max_p,
-        ..ChangeParams::default()
-    };
     let mut out = Vec::new();
     for (p, runs) in plan.points.iter().zip(series(store, plan, kernels)?) {
         // A kernel whose set failed has no runs: the series goes on without
@@ -231,7 +232,7 @@ fn changes(
         let Some(metric) = runs.iter().flatten().next().map(RunRecord::metric) else {
             continue;
         };
-        let (found, _) = kernel_changes(&measured, metric.higher_is_better(), &params);
+        let (found, _) = kernel_changes(&measured, metric.higher_is_better(), params);
         out.extend(found.into_iter().map(|change| Change {
             point: p.id.to_string(),
             summary: p.spec.summary(),
