@@ -93,10 +93,7 @@ pub fn smtp(addr: &str, mail: &Mail) -> Result<(), String> {
             .map_err(|e| format!("--smtp {addr}: {e}"))
     };
     expect("220", "connecting")?;
-    let me = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "localhost".into());
-    say(&mut w, &format!("EHLO {me}"))?;
+    say(&mut w, &format!("EHLO {}", plumb_sys::proc::hostname()))?;
     expect("250", "EHLO")?;
     say(&mut w, &format!("MAIL FROM:<{}>", bare(&mail.from)))?;
     expect("250", "MAIL FROM")?;

@@ -13,7 +13,7 @@
 
 use crate::backend::NewRun;
 use crate::pgconn;
-use crate::postgres::{err, insert_runs_in, setup, MIGRATION_LOCK};
+use crate::postgres::{err, insert_runs_in, setup, version_of, MIGRATION_LOCK};
 use crate::tags::RunTag;
 use crate::{Result, RunId, StoreError};
 use ::postgres::{Client, GenericClient, Row};
@@ -334,20 +334,7 @@ pub struct Lab {
 }
 
 fn lab_version(c: &mut impl GenericClient) -> std::result::Result<i64, ::postgres::Error> {
-    let exists: bool = c
-        .query_one(
-            "SELECT EXISTS(SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-             WHERE c.relname = 'plumb_lab_schema' AND n.nspname = current_schema())",
-            &[],
-        )?
-        .get(0);
-    if !exists {
-        return Ok(0);
-    }
-    let v: Option<i64> = c
-        .query_opt("SELECT version FROM plumb_lab_schema", &[])?
-        .map(|r| r.get(0));
-    Ok(v.unwrap_or(0))
+    version_of(c, "plumb_lab_schema")
 }
 
 /// Brings the lab's tables to the latest version, under the runs'

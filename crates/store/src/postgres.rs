@@ -112,21 +112,30 @@ pub(crate) fn err(shown: &str) -> impl Fn(::postgres::Error) -> StoreError + '_ 
 }
 
 fn version_in(c: &mut impl GenericClient) -> std::result::Result<i64, ::postgres::Error> {
+    version_of(c, "plumb_schema")
+}
+
+/// The version a schema table (`plumb_schema`, the lab's
+/// `plumb_lab_schema`) holds; 0 where it does not exist yet.
+pub(crate) fn version_of(
+    c: &mut impl GenericClient,
+    table: &'static str,
+) -> std::result::Result<i64, ::postgres::Error> {
     // Read from pg_class itself, not through to_regclass: the catalog cache
     // is not refreshed by an advisory lock, so after waiting for another
     // plumb's migration it can still say the table is missing.
     let exists: bool = c
         .query_one(
             "SELECT EXISTS(SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-             WHERE c.relname = 'plumb_schema' AND n.nspname = current_schema())",
-            &[],
+             WHERE c.relname = $1 AND n.nspname = current_schema())",
+            &[&table],
         )?
         .get(0);
     if !exists {
         return Ok(0);
     }
     let v: Option<i64> = c
-        .query_one("SELECT max(version) FROM plumb_schema", &[])?
+        .query_one(&format!("SELECT max(version) FROM {table}"), &[])?
         .get(0);
     Ok(v.unwrap_or(0))
 }

@@ -45,19 +45,12 @@ pub(crate) fn open(db: &DbArgs) -> Result<Lab, Failure> {
     Lab::open(&lab_url(db)?).map_err(super::db::store_err)
 }
 
-/// This host's name, as the kernel has it.
-pub(crate) fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "localhost".to_string())
-}
-
 /// Who submits a set: USER@HOST.
 pub(crate) fn submitter() -> String {
     format!(
         "{}@{}",
         std::env::var("USER").unwrap_or_else(|_| "unknown".into()),
-        hostname()
+        plumb_sys::proc::hostname()
     )
 }
 
@@ -183,7 +176,7 @@ impl Me {
 
 pub fn agent(a: AgentArgs) -> Result<i32, Failure> {
     let url = lab_url(&a.db)?;
-    let host = hostname();
+    let host = plumb_sys::proc::hostname();
     let me = Me {
         name: a.name.clone().unwrap_or_else(|| host.clone()),
         class: a.class.clone(),
@@ -523,6 +516,15 @@ fn job_state(j: &plumb_store::lab::JobStatus) -> String {
 /// How recently an agent must have spoken to count as working.
 const ALIVE_S: f64 = 120.0;
 
+/// The agents of `class` seen lately: those the time left is spread over,
+/// and the images a lab bisect tests at once.
+pub(crate) fn live(agents: &[plumb_store::lab::AgentStatus], class: &str) -> usize {
+    agents
+        .iter()
+        .filter(|g| g.class == class && g.seen_s_ago < ALIVE_S)
+        .count()
+}
+
 pub fn status(a: LabStatusArgs) -> Result<i32, Failure> {
     let mut lab = open(&a.db)?;
     let sets = lab.status(a.set, 10).map_err(super::db::store_err)?;
@@ -539,10 +541,7 @@ pub fn status(a: LabStatusArgs) -> Result<i32, Failure> {
         return Ok(0);
     }
     for set in &sets {
-        let alive = agents
-            .iter()
-            .filter(|g| g.class == set.class && g.seen_s_ago < ALIVE_S)
-            .count();
+        let alive = live(&agents, &set.class);
         let left = match estimate(set, alive) {
             Some(s) if !set.settled() => format!(", about {} left", minutes(s)),
             _ => String::new(),

@@ -282,7 +282,7 @@ fn report(
             from: a
                 .mail_from
                 .clone()
-                .unwrap_or_else(|| format!("plumb@{}", super::lab::hostname())),
+                .unwrap_or_else(|| format!("plumb@{}", plumb_sys::proc::hostname())),
             to: a.mail_to.clone(),
             subject: subject.clone(),
             body: text.clone(),

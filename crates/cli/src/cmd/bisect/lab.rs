@@ -14,10 +14,6 @@ use plumb_store::lab::{Lab, NewSet};
 use plumb_store::{Location, RunId, Store};
 use std::time::Duration;
 
-/// How recently an agent must have spoken to be counted for --parallel's
-/// default.
-const ALIVE_S: f64 = 120.0;
-
 pub(super) fn images(bench: Bench, class: &str) -> Result<i32, Failure> {
     let a = bench.a;
     let url = super::super::lab::lab_url(&a.db)?;
@@ -32,12 +28,7 @@ pub(super) fn images(bench: Bench, class: &str) -> Result<i32, Failure> {
         .collect();
     let parallel = match a.parallel {
         Some(n) => n as usize,
-        None => lab
-            .agents()
-            .map_err(super::super::db::store_err)?
-            .iter()
-            .filter(|g| g.class == class && g.seen_s_ago < ALIVE_S)
-            .count()
+        None => super::super::lab::live(&lab.agents().map_err(super::super::db::store_err)?, class)
             .max(1),
     };
     let file = std::fs::read_to_string(&a.points)
