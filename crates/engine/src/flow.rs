@@ -89,10 +89,8 @@ impl FlowCounters {
             (&self.gaps, &h.gaps),
             (&self.late, &h.late),
             (&self.window_received, &h.window_received),
-            // At the window's edges every worker has handed over before the
-            // engine reads; only a worker late for a per-second sample may
-            // hand over while that sample is read, which then may mix two
-            // hand-overs of its flows.
+            // The engine reads under the slot's lock that the worker holds
+            // as it copies (see LatencySlot::flush).
             (&self.sent, &h.sent),
             (&self.received, &h.received),
         ] {
@@ -516,12 +514,12 @@ impl Loop {
     pub(crate) fn hand_over(&mut self, epoch: u64, settled: u64) {
         let t = &mut self.timings;
         if let Some(slot) = &self.sh.latency {
-            for c in &self.sh.counters[self.sh.range.clone()] {
-                c.hand_over();
-            }
+            let counters = &self.sh.counters[self.sh.range.clone()];
+            let counts = || counters.iter().for_each(FlowCounters::hand_over);
             let mut none = Vec::new();
             let each = t.each.as_mut().unwrap_or(&mut none);
-            slot.flush(t.hist.as_mut(), each, t.ways.as_deref_mut(), epoch, settled);
+            let ways = t.ways.as_deref_mut();
+            slot.flush(counts, t.hist.as_mut(), each, ways, epoch, settled);
         }
         t.epoch_seen = epoch;
     }

@@ -62,19 +62,23 @@ impl LatencySlot {
         }
     }
 
-    /// Called by the worker: moves its local histogram (if it times
-    /// anything) and the transactions it keeps one by one into the slot
+    /// Called by the worker: hands its counts over (`counts`) and moves
+    /// its local histogram (if it times anything) and the transactions it
+    /// keeps one by one into the slot, all under the slot's lock, which the
+    /// engine holds as it reads them (see [`crate::Engine::hand_over`]),
     /// and marks the epoch handed over.
     pub fn flush(
         &self,
+        counts: impl FnOnce(),
         local: Option<&mut Histogram<u64>>,
         each: &mut Vec<[u64; 2]>,
         ways: Option<&mut Ways>,
         epoch: u64,
         settled: u64,
     ) {
+        let mut h = self.hist.lock().unwrap_or_else(|e| e.into_inner());
+        counts();
         if let Some(local) = local.filter(|l| !l.is_empty()) {
-            let mut h = self.hist.lock().unwrap_or_else(|e| e.into_inner());
             let _ = h.add(&*local);
             local.reset();
         }
@@ -89,6 +93,7 @@ impl LatencySlot {
             local.iter_mut().for_each(Histogram::reset);
         }
         self.settled.store(settled, Ordering::Relaxed);
+        drop(h);
         self.seen.store(epoch, Ordering::Release);
     }
 }

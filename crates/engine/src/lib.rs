@@ -434,7 +434,15 @@ pub struct Timed {
     pub ways: Option<Box<latency::Ways>>,
 }
 
-/// The longest [`Engine::collect_latency`] waits for every worker.
+/// What one [`Engine::hand_over`] read: the latencies, the counts that go
+/// with them, and when the workers had handed over.
+pub struct HandOver {
+    pub timed: Option<Timed>,
+    pub counts: Counts,
+    pub at: std::time::Instant,
+}
+
+/// The longest [`Engine::hand_over`] waits for every worker.
 const HAND_OVER_GUARD: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A running engine: flows moving data until [`Engine::stop`].
@@ -651,8 +659,8 @@ impl Engine {
     /// sampler preempted half-way through cannot pair the bytes of one
     /// moment with the datagrams of a later one. Where this end's workers
     /// hand over (see [`Workload::hands_over`]), the counts are those handed
-    /// over at the last [`Engine::collect_latency`]: for a timed end, the
-    /// transactions are exactly those whose latencies it holds.
+    /// over at the last hand-over, which [`Engine::hand_over`] reads them
+    /// with.
     pub fn counts(&self) -> Counts {
         let udp = self.config.udp();
         let mut flows = Vec::with_capacity(self.counters.len());
@@ -728,15 +736,24 @@ impl Engine {
     }
 
     /// Asks the workers to hand their counts over (where this end's do) and
-    /// returns the latencies handed over since the last call, merged over
-    /// the workers (None when this end does not time transactions). Workers
-    /// hand over when they see the new epoch, and [`Engine::counts`] then
-    /// counts what they handed over. With a `wait`, one kept off its CPU for
-    /// longer hands over at the next call instead; without, the call waits
-    /// for every worker still running.
-    pub fn collect_latency(&self, wait: Option<std::time::Duration>) -> Option<Timed> {
+    /// returns what they handed over: the latencies timed since the last
+    /// call, merged over the workers (None when this end does not time
+    /// transactions), and the counts ([`Engine::counts`]), for a timed end
+    /// exactly those of the transactions whose latencies it has handed over
+    /// by now. Workers hand over when they see the new epoch, and also as
+    /// they end (a flow the peer's teardown failed ends its worker at any
+    /// moment), so the latencies and the counts are read under the slots'
+    /// locks, which a worker holds through its hand-over. With a `wait`,
+    /// one kept off its CPU for longer hands over at the next call instead;
+    /// without, the call waits for every worker still running. `at` is
+    /// when they had handed over.
+    pub fn hand_over(&self, wait: Option<std::time::Duration>) -> HandOver {
         if self.latency.is_empty() {
-            return None;
+            return HandOver {
+                timed: None,
+                at: std::time::Instant::now(),
+                counts: self.counts(),
+            };
         }
         let epoch = self.epoch.fetch_add(1, AcqRel) + 1;
         for (n, w) in self.nudges.iter().zip(&self.workers) {
@@ -752,16 +769,24 @@ impl Engine {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             n.until(w, left, || latency::caught_up(s, epoch) || w.is_finished());
         }
+        let at = std::time::Instant::now();
+        let held: Vec<_> = (self.latency.iter())
+            .map(|s| s.hist.lock().unwrap_or_else(|e| e.into_inner()))
+            .collect();
+        let counts = self.counts();
         if !self.config.workload.timed() {
-            return None;
+            return HandOver {
+                timed: None,
+                at,
+                counts,
+            };
         }
         let mut out = Timed {
             hist: latency::new_histogram(),
             each: Vec::new(),
             ways: None,
         };
-        for s in &self.latency {
-            let mut h = s.hist.lock().unwrap_or_else(|e| e.into_inner());
+        for (s, mut h) in self.latency.iter().zip(held) {
             let _ = out.hist.add(&*h);
             h.reset();
             out.each
@@ -771,7 +796,11 @@ impl Engine {
             }
         }
         out.each.sort_unstable();
-        Some(out)
+        HandOver {
+            timed: Some(out),
+            at,
+            counts,
+        }
     }
 
     /// The instant `ns` on the engine's clock stands for.

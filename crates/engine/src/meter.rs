@@ -99,9 +99,11 @@ impl Meter {
         // include that time (a worker that is slow to answer otherwise moves
         // no data meanwhile, save the batch it is in).
         engine.mark_window_open();
-        let timed = engine.collect_latency(None);
-        let opened = Instant::now();
-        let mut start = engine.counts();
+        let crate::HandOver {
+            timed,
+            counts: mut start,
+            at: opened,
+        } = engine.hand_over(None);
         let mut queued_start = engine.queued_bytes();
         // A part's start: what it timed before this edge is the window's,
         // in no interval's buckets, and so in no interval's transactions
@@ -202,9 +204,11 @@ impl Meter {
     pub fn tick(&mut self, engine: &Engine, sink: &mut dyn SampleSink) {
         // Latencies first: the transactions counted are those handed over,
         // and the clock is read once they are, as at the opening.
-        let timed = engine.collect_latency(Some(TICK_WAIT));
-        let now = Instant::now();
-        let c = engine.counts();
+        let crate::HandOver {
+            timed,
+            counts: c,
+            at: now,
+        } = engine.hand_over(Some(TICK_WAIT));
         let taken = self.take_latency(engine, timed);
         let s = self.interval(engine, now, &c, taken);
         sink.interval(self.role, &s);
@@ -231,9 +235,11 @@ impl Meter {
         // As at the opening: the counts are those handed over with the
         // latencies, so the transactions are exactly those timed, and the
         // clock is read once they are handed over.
-        let timed = engine.collect_latency(None);
-        let end_t = Instant::now();
-        let end = engine.counts();
+        let crate::HandOver {
+            timed,
+            counts: end,
+            at: end_t,
+        } = engine.hand_over(None);
         let tail_taken = self.take_latency(engine, timed);
         let queued_end = engine.queued_bytes();
         let window_s = (end_t - self.opened).as_secs_f64();

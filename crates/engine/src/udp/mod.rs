@@ -841,4 +841,75 @@ mod flow_tests {
             "0, 1, and 2 after the answer"
         );
     }
+
+    /// What a hand-over reads is whole: the transactions counted are those
+    /// whose latencies it took, also while the workers end on their own
+    /// and hand over for the last time (the peer went away, as a server
+    /// tearing its flows down at the window's close), which they do at any
+    /// moment, not when the engine asks.
+    #[test]
+    fn the_transactions_handed_over_are_those_timed_even_as_workers_end() {
+        use crate::{Engine, EngineConfig, Link};
+        use std::sync::atomic::AtomicBool;
+        use std::sync::Arc;
+        use std::time::Duration;
+        for round in 0..30 {
+            let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+            let at = server.local_addr().unwrap();
+            server
+                .set_read_timeout(Some(Duration::from_millis(5)))
+                .unwrap();
+            let going = Arc::new(AtomicBool::new(true));
+            let echo = {
+                let going = going.clone();
+                std::thread::spawn(move || {
+                    let mut b = [0u8; 2048];
+                    while going.load(Relaxed) {
+                        if let Ok((n, from)) = server.recv_from(&mut b) {
+                            let _ = server.send_to(&b[..n], from);
+                        }
+                    }
+                })
+            };
+            let mut spec = plumb_spec::Spec::udp_rr();
+            (spec.flows, spec.threads) = (4, 2);
+            if let Some(rr) = spec.rr.as_mut() {
+                rr.pipeline = 8;
+            }
+            let link = Link {
+                cookie: plumb_sys::Cookie([round; 16]),
+                peer: at,
+                same_clock: false,
+            };
+            let config = EngineConfig::for_spec(&spec, plumb_samples::Role::Client, &link);
+            let socks: Vec<UdpSocket> = (0..4)
+                .map(|_| {
+                    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+                    s.connect(at).unwrap();
+                    s
+                })
+                .collect();
+            let engine = Engine::start_udp(config, Vec::new(), socks).unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+            let start = engine.hand_over(None).counts.transactions();
+            std::thread::sleep(Duration::from_millis(20));
+            // The server goes away: each flow's next read fails, and its
+            // worker ends, while the engine keeps asking.
+            going.store(false, Relaxed);
+            echo.join().unwrap();
+            let mut timed = 0;
+            let mut last = start;
+            for _ in 0..200 {
+                let h = engine.hand_over(Some(Duration::from_micros(200)));
+                timed += h.timed.map_or(0, |t| t.hist.len());
+                last = h.counts.transactions();
+                assert_eq!(timed, last - start, "round {round}");
+            }
+            let h = engine.hand_over(None);
+            timed += h.timed.map_or(0, |t| t.hist.len());
+            assert_eq!(timed, h.counts.transactions() - start, "round {round}");
+            assert!(last > start, "round {round}: nothing answered");
+            let _ = engine.stop();
+        }
+    }
 }
