@@ -1088,7 +1088,7 @@ fn fairness_through(queue: &str, parts: &[&str]) -> Shared {
 /// Four CUBIC flows through a deep FIFO share it evenly, once settled
 /// (through a shallow one, 50 KiB, drop-tail's losses hit the flows
 /// unevenly: 0.83 seen); one BBR flow beside three CUBIC flows through the
-/// same FIFO does not. The summary's index and the one `ss` gives agree,
+/// same FIFO does not, and less evenly than those four. The summary's index and the one `ss` gives agree,
 /// and so do the senders' smoothed RTT, the FIFO's wait.
 #[test]
 fn jains_index_tells_equal_flows_from_a_mix_known_to_be_unfair() {
@@ -1124,11 +1124,19 @@ fn jains_index_tells_equal_flows_from_a_mix_known_to_be_unfair() {
             (s.plumb_in_flight / s.ss_in_flight - 1.0).abs() <= 0.25,
             "{seen}"
         );
+        // Nine seconds of CUBIC through a deep FIFO still swap shares: a
+        // loaded host saw 0.93 (one flow at 1.9 times another).
         match what {
-            "equal" => assert!(s.plumb_jain >= 0.95, "{seen}"),
+            "equal" => assert!(s.plumb_jain >= 0.9, "{seen}"),
             _ => assert!(s.plumb_jain <= 0.9, "{seen}"),
         }
     }
+    assert!(
+        mixed.plumb_jain <= equal.plumb_jain - 0.05,
+        "mixed {} against equal {}",
+        mixed.plumb_jain,
+        equal.plumb_jain
+    );
     // The odd one out is the BBR flow.
     let of = |cc: &str| -> Vec<f64> {
         mixed
