@@ -163,6 +163,10 @@ impl Drop for Agent {
 
 #[test]
 fn a_sweep_spread_over_three_agents_comes_back_whole_each_cells_variants_on_one_agent() {
+    // Each agent's runs put their ends in namespaces of its own.
+    if common::skip_unless_veth() {
+        return;
+    }
     let Some(db) = LabDb::start("lab-spread") else {
         return;
     };
@@ -178,6 +182,7 @@ seed = 7
 workload = "rr"
 duration = "300ms"
 warmup = "100ms"
+topology = "veth"
 [matrix]
 req_size = [1, 64, 512]
 [[variant]]
@@ -197,6 +202,13 @@ set = { nodelay = true }
     assert_eq!(out.status.code(), Some(0), "{out:?}\n{logs:#?}");
     for a in &mut agents {
         assert_eq!(a.exit(), Some(0), "{}", a.log());
+    }
+    // The namespaces of each agent's runs (named after its pid) are gone.
+    let netns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let netns = String::from_utf8_lossy(&netns.stdout);
+    for a in &agents {
+        let theirs = format!("plumb-{}-", a.child.id());
+        assert!(!netns.contains(&theirs), "{theirs}: {netns}");
     }
 
     // Every point stored once, with the spec key `plumb sweep` gives it.
@@ -836,4 +848,77 @@ fn a_bisect_over_a_lab_tests_two_images_at_once_and_names_the_first_that_changed
         a.signal("-TERM");
         assert_eq!(a.exit(), Some(0), "{}", a.log());
     }
+}
+
+/// One run's flags go to a lab as they are (`plumb run ... --lab CLASS`):
+/// an agent of that class stores the run `plumb run` would have made here,
+/// its spec key the one `plumb run --dry-run` names for the same flags and
+/// its iterations as many as asked; a flag only this host could honour is
+/// refused by its name, and nothing is queued for it.
+#[test]
+fn one_runs_flags_submitted_to_a_lab_are_made_by_an_agent_as_that_run() {
+    let Some(db) = LabDb::start("lab-run") else {
+        return;
+    };
+    let _alone = common::measuring_alone();
+    let flags = [
+        "run",
+        "rr",
+        "--flows",
+        "2",
+        "--req-size",
+        "64",
+        "--resp-size",
+        "2K",
+        "--duration",
+        "300ms",
+        "--warmup",
+        "100ms",
+        "--iterations",
+        "2",
+        "--label",
+        "one-run",
+    ];
+    let dry = plumb()
+        .args(flags)
+        .args(["--dry-run", "--json"])
+        .output()
+        .unwrap();
+    assert_ok(&dry);
+    let dry: Value = serde_json::from_slice(&dry.stdout).unwrap();
+    let key = dry["points"][0]["spec_key"].as_str().unwrap().to_string();
+
+    let refused = db
+        .plumb(&flags)
+        .args(["--lab", "small", "--json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with("plumb: error: --json: not with --lab"),
+        "{err}"
+    );
+
+    let out = db.plumb(&flags).args(["--lab", "small"]).output().unwrap();
+    assert_ok(&out);
+    let set: i64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    // Only an agent of the set's class claims it.
+    let status = db.status(set);
+    assert_eq!(
+        status["sets"][0]["jobs"].as_array().unwrap().len(),
+        1,
+        "{status:#}"
+    );
+    assert_eq!(status["sets"][0]["class"], "small", "{status:#}");
+    let mut agent = db.agent("small-1", &["--until-empty", "--class", "small"]);
+    assert_eq!(agent.exit(), Some(0), "{}", agent.log());
+    assert_ok(&db.wait(set));
+    let runs = db.runs("run");
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let (_, stored_key, record) = &runs[0];
+    assert_eq!(stored_key, &key);
+    assert_eq!(record["label"], "one-run");
+    assert_eq!(record["iterations"].as_array().unwrap().len(), 2);
+    assert_eq!(record["spec"]["flows"], 2);
 }

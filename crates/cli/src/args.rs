@@ -823,6 +823,11 @@ pub struct CommonArgs {
     pub server_knobs: Vec<plumb_run::knob::Setting>,
     #[command(flatten)]
     pub vm: VmArgs,
+    /// Do not run here: submit this run to the lab in the PostgreSQL
+    /// database of --db, for an agent of CLASS to make (see `plumb lab`),
+    /// and print the job set's id.
+    #[arg(long, value_name = "CLASS", value_parser = label)]
+    pub lab: Option<String>,
 }
 
 /// A kernel to boot in a virtual machine and run the test in.

@@ -118,7 +118,10 @@ pub fn main() -> i32 {
         cmd::knob::recover_at_start();
     }
     let result = match cli.command {
-        args::Command::Run(r) => cmd::run::exec(r),
+        args::Command::Run(r) => match r.common.lab.clone() {
+            Some(class) => cmd::lab::submit_run(r, &class),
+            None => cmd::run::exec(r),
+        },
         args::Command::Serve(s) => cmd::serve::exec(s),
         args::Command::List(a) => cmd::db::list(a),
         args::Command::Show(a) => cmd::db::show(a),

@@ -633,6 +633,94 @@ impl Experiment {
     }
 }
 
+/// One `plumb run` as an experiment file of one point, for a lab's agents
+/// to make (`plumb run --lab`): its fields as typed, in the order given,
+/// its repetition policy, label and far server, and its knobs, which make
+/// the one variant `run` (a point with none has no variant).
+pub struct RunFile<'a> {
+    /// The workload first, as `plumb run` builds a spec.
+    pub settings: &'a [(Field, String)],
+    pub iterations: (u32, u32),
+    /// Level and relative width, as fractions.
+    pub confidence: (f64, f64),
+    pub label: Option<&'a str>,
+    pub server: Option<&'a str>,
+    pub profile: bool,
+    /// `KNOB`, `VALUE` as `--knob KNOB=VALUE` gives them.
+    pub knobs: &'a [(String, String)],
+    pub server_knobs: &'a [(String, String)],
+}
+
+impl RunFile<'_> {
+    /// The file's text; [`Experiment::parse`] reads it back as this run.
+    pub fn text(&self) -> String {
+        let percent = |f: f64| {
+            let t = format!("{:.6}", f * 100.0);
+            t.trim_end_matches('0').trim_end_matches('.').to_string()
+        };
+        let (min, max) = self.iterations;
+        let mut t = String::from("name = \"run\"\n");
+        t += &format!("iterations = \"{min}..{max}\"\n");
+        let (level, width) = self.confidence;
+        t += &format!("confidence = \"{}:{}\"\n", percent(level), percent(width));
+        if let Some(l) = self.label {
+            t += &format!("label = {}\n", quoted(l));
+        }
+        if let Some(s) = self.server {
+            t += &format!("server = {}\n", quoted(s));
+        }
+        if self.profile {
+            t += "profile = true\n";
+        }
+        let (parts, own): (Vec<_>, Vec<_>) =
+            (self.settings.iter()).partition(|(f, _)| *f == Field::Part);
+        t += "\n[base]\n";
+        for (f, v) in own {
+            t += &format!("{} = {}\n", f.key(), quoted(v));
+        }
+        for (_, part) in parts {
+            // NAME=WORKLOAD[:KEY=VALUE]..., as a [[part]] block reads back.
+            let (name, rest) = part.split_once('=').unwrap_or((part, ""));
+            let mut items = rest.split(':');
+            t += &format!("\n[[part]]\nname = {}\n", quoted(name));
+            t += &format!("workload = {}\n", quoted(items.next().unwrap_or("")));
+            for kv in items {
+                let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+                t += &format!("{} = {}\n", quoted(k), quoted(v));
+            }
+        }
+        if !self.knobs.is_empty() || !self.server_knobs.is_empty() {
+            t += "\n[[variant]]\nname = \"run\"\n";
+            for (table, knobs) in [("knobs", self.knobs), ("server_knobs", self.server_knobs)] {
+                if knobs.is_empty() {
+                    continue;
+                }
+                let each: Vec<String> = (knobs.iter())
+                    .map(|(k, v)| format!("{} = {}", quoted(k), quoted(v)))
+                    .collect();
+                t += &format!("{table} = {{ {} }}\n", each.join(", "));
+            }
+        }
+        t
+    }
+}
+
+/// `s` as a TOML basic string.
+fn quoted(s: &str) -> String {
+    let mut q = String::with_capacity(s.len() + 2);
+    q.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => q.push_str("\\\""),
+            '\\' => q.push_str("\\\\"),
+            c if c.is_control() => q.push_str(&format!("\\u{:04X}", c as u32)),
+            c => q.push(c),
+        }
+    }
+    q.push('"');
+    q
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -813,6 +901,71 @@ nodelay = [false, true]
             assert_eq!((bad.line, bad.key.as_str()), (line, key), "{bad:?}");
             assert!(bad.message.contains(words), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_run_file_reads_back_as_the_run_it_was_written_from() {
+        let settings: Vec<(Field, String)> = [
+            (Field::Workload, "rr"),
+            (Field::Flows, "4"),
+            (Field::ReqSize, "1K"),
+            (Field::Duration, "2s"),
+            (Field::Part, "load=stream:flows=2:direction=both:start=1s"),
+            (Field::Part, "bulk=udp-stream:flows=1"),
+        ]
+        .iter()
+        .map(|(f, v)| (*f, v.to_string()))
+        .collect();
+        let knobs = [(
+            "sysctl:net.core.rmem_max".to_string(),
+            "8388608".to_string(),
+        )];
+        let qdisc = [(
+            "qdisc:lo".to_string(),
+            "tbf rate 1gbit \"x\\y\"".to_string(),
+        )];
+        let run = RunFile {
+            settings: &settings,
+            iterations: (2, 7),
+            confidence: (0.95, 0.025),
+            label: Some("one-run@x:1"),
+            server: Some("198.18.0.2:9000"),
+            profile: true,
+            knobs: &knobs,
+            server_knobs: &qdisc,
+        };
+        let text = run.text();
+        let e = Experiment::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let pairs: Vec<(Field, &str)> = settings.iter().map(|(f, v)| (*f, v.as_str())).collect();
+        let spec = crate::build(&pairs, Names::Flags).unwrap();
+        let points = e.points().unwrap();
+        assert_eq!(points.len(), 1, "{text}");
+        assert_eq!(points[0].spec, spec, "{text}");
+        assert_eq!(points[0].spec.parts.len(), 2);
+        assert_eq!(e.iterations, (2, 7));
+        assert!((e.confidence.0 - 0.95).abs() < 1e-12 && (e.confidence.1 - 0.025).abs() < 1e-12);
+        assert_eq!(
+            (e.label.as_deref(), e.server.as_deref(), e.profile),
+            (Some("one-run@x:1"), Some("198.18.0.2:9000"), true)
+        );
+        let v = &e.variants[0];
+        let kv = |l: &[Located]| -> Vec<(String, String)> {
+            l.iter().map(|l| (l.key.clone(), l.value.clone())).collect()
+        };
+        assert_eq!(
+            (kv(&v.knobs), kv(&v.server_knobs)),
+            (knobs.to_vec(), qdisc.to_vec())
+        );
+        // No knobs: no variant.
+        let plain = RunFile {
+            knobs: &[],
+            server_knobs: &[],
+            ..run
+        };
+        assert!(Experiment::parse(&plain.text())
+            .unwrap()
+            .variants
+            .is_empty());
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! database's (plumb_store::lab); this is what runs a job.
 
 use crate::args::{
-    AgentArgs, DbArgs, LabGrantArgs, LabStatusArgs, LabSubmitArgs, LabWaitArgs, ServerArgs,
+    AgentArgs, DbArgs, LabGrantArgs, LabStatusArgs, LabSubmitArgs, LabWaitArgs, RunCommand,
+    ServerArgs,
 };
 use crate::Failure;
 use plumb_run::experiment::{self as runner, Observer, Plan};
@@ -86,11 +87,9 @@ pub fn submit(a: LabSubmitArgs) -> Result<i32, Failure> {
         })?;
     let file = std::fs::read_to_string(&a.file)
         .map_err(|e| Failure::usage(format!("{}: {e}", a.file.display())))?;
-    let jobs = jobs_of(&plan);
-    let by = submitter();
-    let mut lab = open(&a.db)?;
-    let id = lab
-        .submit(&NewSet {
+    put(
+        &a.db,
+        &NewSet {
             experiment: &plan.experiment.name,
             label: &label,
             class: &a.class,
@@ -98,24 +97,115 @@ pub fn submit(a: LabSubmitArgs) -> Result<i32, Failure> {
             quick: a.quick,
             seed: plan.seed(a.order_seed),
             kernels: &a.kernel,
-            submitted_by: &by,
-            jobs: jobs.clone(),
+            submitted_by: &submitter(),
+            jobs: jobs_of(&plan),
             max_attempts: a.attempts,
-        })
-        .map_err(super::db::store_err)?;
+        },
+    )
+}
+
+/// Stores a set and says what it holds: its id on stdout.
+fn put(db: &DbArgs, set: &NewSet) -> Result<i32, Failure> {
+    let mut lab = open(db)?;
+    let id = lab.submit(set).map_err(super::db::store_err)?;
     crate::outln!("{id}");
+    let (jobs, points) = (set.jobs.len(), set.jobs.iter().map(Vec::len).sum());
     eprintln!(
-        "set {id}: experiment {}, {} job{} ({} point{}), class {}, label {label}; \
+        "set {id}: experiment {}, {jobs} job{} ({points} point{}), class {}, label {}; \
          `plumb lab wait {id}` returns when it is done",
-        plan.experiment.name,
-        jobs.len(),
-        plural(jobs.len()),
-        plan.points.len(),
-        plural(plan.points.len()),
-        a.class,
+        set.experiment,
+        plural(jobs),
+        plural(points),
+        set.class,
+        set.label,
     );
     Ok(0)
 }
+
+/// `plumb run ... --lab CLASS`: the run as an experiment file of one
+/// point (its fields as typed, its repetition, label, far server and
+/// knobs), submitted as a set of one job, so that an agent makes exactly
+/// what `plumb run` would have made here. What only this host could do or
+/// what an agent decides for itself is refused by its flag.
+pub fn submit_run(cmd: RunCommand, class: &str) -> Result<i32, Failure> {
+    let RunCommand {
+        workload,
+        settings,
+        common: a,
+    } = cmd;
+    let b = &a.vm.boot;
+    let refused = [
+        (a.dry_run, "--dry-run", "it would submit nothing"),
+        (a.json, "--json", "the agent stores the run; read it with `plumb report`"),
+        (a.no_store, "--no-store", "the agent stores the run"),
+        (a.exclusive, "--exclusive", "an agent measures alone on its host"),
+        (a.profile.trace, "--trace", "a lab run profiles with --profile only"),
+        (a.profile.tcp_probe, "--tcp-probe", "a lab run profiles with --profile only"),
+        (a.far.psk_file.is_some(), "--psk-file", "the key file is this host's"),
+        (a.far.ssh_command.is_some(), "--ssh-command", "the agent reaches far hosts its own way"),
+        (a.far.server_address.is_some(), "--server-address", "the agent reaches far hosts its own way"),
+        (a.far.ssh_copy_dynamic, "--ssh-copy-dynamic", "the agent reaches far hosts its own way"),
+        (a.vm.kernel.len() > 1, "--kernel", "a run boots one kernel; submit an experiment file with `plumb lab submit` to compare several"),
+        (!matches!(b.accel, plumb_run::vm::Accel::Auto), "--accel", BOOTS),
+        (b.vcpus != plumb_run::vm::DEFAULT_VCPUS, "--vcpus", BOOTS),
+        (b.vm_memory != plumb_run::vm::DEFAULT_MEMORY_MIB, "--vm-memory", BOOTS),
+        (b.kernel_append.is_some(), "--kernel-append", BOOTS),
+        (b.vm_link, "--vm-link", BOOTS),
+    ];
+    if let Some((_, flag, why)) = refused.iter().find(|(set, _, _)| *set) {
+        return Err(Failure::usage(format!("{flag}: not with --lab: {why}")));
+    }
+    let fields = super::run::run_fields(&workload, settings, a.ipv6);
+    // The run's own checks, as `plumb run` makes them, with its flags'
+    // names, before anything else.
+    let spec = super::run::build_run(&fields)?;
+    let pairs = |s: &[plumb_run::knob::Setting]| -> Vec<(String, String)> {
+        s.iter()
+            .map(|k| (k.knob.to_string(), k.value.clone()))
+            .collect()
+    };
+    let (knobs, server_knobs) = (pairs(&a.knobs), pairs(&a.server_knobs));
+    let label = a.label.clone().ok_or_else(|| {
+        Failure::usage("--label: a run submitted to a lab needs one: this host's kernel release would not be the agent's")
+    })?;
+    let file = plumb_spec::experiment::RunFile {
+        settings: &fields,
+        iterations: a.repeat.iterations,
+        confidence: a.repeat.confidence,
+        label: Some(&label),
+        server: a.far.server.as_deref(),
+        profile: a.profile.profile,
+        knobs: &knobs,
+        server_knobs: &server_knobs,
+    }
+    .text();
+    // A file that reads back as another run is never submitted.
+    let plan = Plan::parse(&file, false)
+        .map_err(|e| Failure::usage(format!("--lab: this run does not make a lab job: {e}")))?;
+    if plan.points.len() != 1 || plan.points[0].spec != spec {
+        return Err(Failure::usage(
+            "--lab: this run does not read back as itself from a lab job; submit it as an experiment file",
+        ));
+    }
+    put(
+        &a.db,
+        &NewSet {
+            experiment: &plan.experiment.name,
+            label: &label,
+            class,
+            file: &file,
+            quick: false,
+            seed: plan.seed(None),
+            kernels: &a.vm.kernel,
+            submitted_by: &submitter(),
+            jobs: jobs_of(&plan),
+            max_attempts: 3,
+        },
+    )
+}
+
+/// Why a run for a lab takes no boot flags.
+const BOOTS: &str = "an agent boots guests with its own flags (`plumb agent --vcpus ...`)";
 
 pub(crate) fn plural(n: usize) -> &'static str {
     if n == 1 {
@@ -244,12 +334,11 @@ fn run_job(
         let (url, job, token, lease) = (url.to_string(), claim.job, claim.token.clone(), a.lease);
         // Its own connection: the runs hold the main one's thread.
         std::thread::spawn(move || {
-            let Ok(mut lab) = Lab::open(&url) else {
-                lost.store(true, Relaxed);
-                end.store(true, Relaxed);
-                return;
-            };
             let every = Duration::from_millis((lease / 3).max(100));
+            // The claim was made a moment ago: the lease holds at least
+            // this long, renewed or not.
+            let mut held_until = Instant::now() + Duration::from_millis(lease) - every / 2;
+            let mut lab = Lab::open(&url).ok();
             let mut last = Instant::now();
             while !done.load(Relaxed) {
                 if stop.load(Relaxed) {
@@ -257,10 +346,25 @@ fn run_job(
                 }
                 if last.elapsed() >= every {
                     last = Instant::now();
-                    if !lab.renew(job, &token, lease).unwrap_or(false) {
-                        lost.store(true, Relaxed);
-                        end.store(true, Relaxed);
-                        return;
+                    match lab.as_mut().map(|l| l.renew(job, &token, lease)) {
+                        Some(Ok(true)) => held_until = last + Duration::from_millis(lease),
+                        Some(Ok(false)) => {
+                            lost.store(true, Relaxed);
+                            end.store(true, Relaxed);
+                            return;
+                        }
+                        // The database out of reach for a moment (a
+                        // restart, a network blip): the lease holds until
+                        // it runs out, so the job goes on and the renewal
+                        // is tried again on a new connection.
+                        _ if Instant::now() < held_until => {
+                            lab = Lab::open(&url).ok();
+                        }
+                        _ => {
+                            lost.store(true, Relaxed);
+                            end.store(true, Relaxed);
+                            return;
+                        }
                     }
                 }
                 std::thread::sleep(Duration::from_millis(50));

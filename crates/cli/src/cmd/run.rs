@@ -85,17 +85,7 @@ fn spec_of(cmd: RunCommand) -> Result<(Spec, CommonArgs), Failure> {
         settings,
         common,
     } = cmd;
-    // The order plumb_spec::build takes them in: the workload first, since
-    // it picks the defaults the others change.
-    let workload = workload.to_string();
-    let family = Family::V6.to_string();
-    let mut fields: Vec<(Field, &str)> = vec![(Field::Workload, &workload)];
-    fields.extend(settings.iter().map(|(f, v)| (*f, v.as_str())));
-    if common.ipv6 {
-        fields.push((Field::Family, &family));
-    }
-    let spec = plumb_spec::build(&fields, Names::Flags)
-        .map_err(|e| Failure::usage(format!("{}: {}", e.field.flag(), e.message)))?;
+    let spec = build_run(&run_fields(&workload, settings, common.ipv6))?;
     if spec.topology.is_some() && common.far.server.is_some() {
         return Err(Failure::usage(format!(
             "{} veth runs both ends on this host; it cannot be used with --server",
@@ -103,6 +93,29 @@ fn spec_of(cmd: RunCommand) -> Result<(Spec, CommonArgs), Failure> {
         )));
     }
     Ok((spec, common))
+}
+
+/// The fields a `plumb run` command line sets, in the order
+/// plumb_spec::build takes them: the workload first, since it picks the
+/// defaults the others change, then the flags as typed, and --ipv6.
+pub(crate) fn run_fields(
+    workload: &impl std::fmt::Display,
+    settings: Vec<(Field, String)>,
+    ipv6: bool,
+) -> Vec<(Field, String)> {
+    let mut fields = vec![(Field::Workload, workload.to_string())];
+    fields.extend(settings);
+    if ipv6 {
+        fields.push((Field::Family, Family::V6.to_string()));
+    }
+    fields
+}
+
+/// The spec of [`run_fields`], an error naming the flag at fault.
+pub(crate) fn build_run(fields: &[(Field, String)]) -> Result<Spec, Failure> {
+    let pairs: Vec<(Field, &str)> = fields.iter().map(|(f, v)| (*f, v.as_str())).collect();
+    plumb_spec::build(&pairs, Names::Flags)
+        .map_err(|e| Failure::usage(format!("{}: {}", e.field.flag(), e.message)))
 }
 
 /// What every run of one command shares, built once from its flags and

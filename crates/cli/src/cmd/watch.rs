@@ -128,6 +128,7 @@ pub fn exec(a: LabWatchArgs) -> Result<i32, Failure> {
     let mut lab = Lab::open(&url).map_err(super::db::store_err)?;
     let store = Store::open_location(&Location::Postgres(url)).map_err(super::db::store_err)?;
     let stop = crate::interrupt_flag();
+    let mut told = false;
     eprintln!(
         "watching {source} for kernels: experiment {} ({} point{}), class {}",
         plan.experiment.name,
@@ -171,6 +172,15 @@ pub fn exec(a: LabWatchArgs) -> Result<i32, Failure> {
         report(&a, &mut lab, &source, &plan, &known[..settled], changes)?;
         if a.once && settled == known.len() {
             return Ok(0);
+        }
+        // Nothing is measured without an agent: say so once, not wait mute.
+        let agents = lab.agents().map_err(super::db::store_err)?;
+        if settled < known.len() && super::lab::live(&agents, &a.class) == 0 && !told {
+            eprintln!(
+                "waiting for runs: no agent of class {} is alive; start `plumb agent --class {}` on a test host",
+                a.class, a.class
+            );
+            told = true;
         }
         let wait = if a.once {
             Duration::from_millis(500)
