@@ -922,3 +922,65 @@ fn one_runs_flags_submitted_to_a_lab_are_made_by_an_agent_as_that_run() {
     assert_eq!(record["iterations"].as_array().unwrap().len(), 2);
     assert_eq!(record["spec"]["flows"], 2);
 }
+
+/// A run against a far host's `plumb serve` (its `--server`) goes to the
+/// lab as it is: the agent reaches that server and stores the run as made
+/// against a server started by hand there. With that server gone, the same
+/// run fails on the agent with the address it could not reach, never
+/// silently and never on an embedded server instead.
+#[test]
+fn a_lab_run_against_a_far_server_is_made_there_and_fails_by_name_without_it() {
+    let Some(db) = LabDb::start("lab-far") else {
+        return;
+    };
+    let _alone = common::measuring_alone();
+    let mut serve = plumb()
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr = common::listening_addr(&mut serve);
+    let serve = common::Started(serve);
+    let submit = |label: &str| -> i64 {
+        let out = db
+            .plumb(&["run", "rr", "--server", &addr, "--label", label])
+            .args([
+                "--duration",
+                "300ms",
+                "--warmup",
+                "100ms",
+                "--iterations",
+                "2",
+            ])
+            .args(["--lab", "far"])
+            .output()
+            .unwrap();
+        assert_ok(&out);
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    };
+    let set = submit("far");
+    let mut agent = db.agent("far-1", &["--until-empty", "--class", "far"]);
+    assert_eq!(agent.exit(), Some(0), "{}", agent.log());
+    assert_ok(&db.wait(set));
+    let runs = db.runs("run");
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let record = &runs[0].2;
+    assert_eq!(record["peer"]["started"], "manual", "{}", record["peer"]);
+    let host = record["spec"]["server_host"].as_str().unwrap_or_default();
+    assert!(host.starts_with("127.0.0.1"), "{}", record["spec"]);
+
+    drop(serve);
+    let set = submit("far-gone");
+    let mut agent = db.agent(
+        "far-2",
+        &["--until-empty", "--class", "far", "--lease", "5s"],
+    );
+    assert_eq!(agent.exit(), Some(0), "{}", agent.log());
+    let out = db.wait(set);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(128), "{err}");
+    assert!(err.contains(&addr), "{err}");
+    assert_eq!(db.runs("run").len(), 1);
+}
