@@ -984,3 +984,144 @@ fn a_lab_run_against_a_far_server_is_made_there_and_fails_by_name_without_it() {
     assert!(err.contains(&addr), "{err}");
     assert_eq!(db.runs("run").len(), 1);
 }
+
+/// `lab watch --git`: each new head of a tree is built by the user's
+/// command in plumb's work tree, its image put in the watched directory
+/// under `git describe`'s name and submitted as a set under that label; a
+/// head already built, or whose build failed, is not built again, and a
+/// failed build's log is kept. The images hold what the build wrote (the
+/// commit it was run at, as git says), so each is its own commit's.
+#[test]
+fn a_watched_git_tree_builds_each_new_head_once_into_the_directory() {
+    if !common::require_tool("git", "git") {
+        return;
+    }
+    let Some(db) = LabDb::start("lab-tree") else {
+        return;
+    };
+    let repo = db.server.dir.join("linux");
+    let dir = db.server.dir.join("kernels");
+    std::fs::create_dir_all(&repo).unwrap();
+    std::fs::create_dir_all(&dir).unwrap();
+    let builds = db.server.dir.join("builds");
+    let git = |args: &[&str]| -> String {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(&repo)
+            .args(["-c", "user.name=t", "-c", "user.email=t@lab.test"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_ok(&out);
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    git(&["init", "--quiet"]);
+    // A build that fails where the tree says so, and counts itself.
+    let build = format!(
+        "echo built >> {}; test ! -e broken && mkdir -p out && git rev-parse HEAD > out/bzImage",
+        builds.display()
+    );
+    let commit = |what: &str, broken: bool| -> (String, String) {
+        std::fs::write(repo.join("what"), what).unwrap();
+        let flag = repo.join("broken");
+        if broken {
+            std::fs::write(&flag, "").unwrap();
+            git(&["add", "broken"]);
+        } else if flag.exists() {
+            git(&["rm", "--quiet", "broken"]);
+        }
+        git(&["add", "what"]);
+        git(&["commit", "--quiet", "-m", what]);
+        let sha = git(&["rev-parse", "HEAD"]);
+        let name = git(&["describe", "--tags", "--always", "--abbrev=12", &sha]);
+        (sha, name)
+    };
+    let file = ExperimentFile::new(
+        "lab-tree",
+        "name = \"tree\"\niterations = 1\n[base]\nworkload = \"rr\"\nduration = \"200ms\"\n",
+    );
+    let (first, first_name) = commit("one", false);
+    let log = db.server.dir.join("watch.log");
+    let mut watch = db
+        .plumb(&[
+            "lab",
+            "watch",
+            dir.to_str().unwrap(),
+            "--points",
+            file.path(),
+        ])
+        .args(["--git", repo.to_str().unwrap(), "--build", &build])
+        .args([
+            "--image",
+            "out/bzImage",
+            "--every",
+            "200ms",
+            "--class",
+            "nobody",
+        ])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let watch_pid = watch.id().to_string();
+    let said = || std::fs::read_to_string(&log).unwrap_or_default();
+    let labels = || -> Vec<String> {
+        let out = db.plumb(&["lab", "status", "--json"]).output().unwrap();
+        assert_ok(&out);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mut l: Vec<String> = (v["sets"].as_array().unwrap().iter())
+            .map(|s| s["label"].as_str().unwrap().to_string())
+            .collect();
+        l.sort();
+        l
+    };
+    let until = |what: &str, done: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !done() {
+            assert!(Instant::now() < deadline, "never {what}: {}", said());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let image = |name: &str| dir.join(format!("vmlinuz-{name}"));
+    until("built the first head", &|| labels() == [first_name.clone()]);
+    assert_eq!(
+        std::fs::read_to_string(image(&first_name)).unwrap().trim(),
+        first
+    );
+
+    let (_, broken_name) = commit("two", true);
+    let failed = dir.join(format!(".plumb-build-failed-{broken_name}.log"));
+    until("failed the broken head", &|| failed.exists());
+    assert!(!image(&broken_name).exists());
+
+    let (third, _) = commit("three", false);
+    git(&["tag", "v7.0"]);
+    until("built the tagged head", &|| {
+        labels().len() == 2 && image("v7.0").exists()
+    });
+    assert_eq!(
+        std::fs::read_to_string(image("v7.0")).unwrap().trim(),
+        third
+    );
+    assert_eq!(labels(), {
+        let mut l = vec![first_name.clone(), "v7.0".to_string()];
+        l.sort();
+        l
+    });
+    // A few more looks build nothing again: three builds, one a head each.
+    std::thread::sleep(Duration::from_millis(800));
+    let ran = std::fs::read_to_string(&builds).unwrap();
+    assert_eq!(ran.lines().count(), 3, "{}", said());
+    let s = said();
+    assert!(s.contains(&format!("build of {broken_name} failed")), "{s}");
+    assert!(s.contains("no agent of class nobody is alive"), "{s}");
+
+    let ok = Command::new("kill")
+        .args(["-INT", &watch_pid])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    // Interrupted, it says so by its status, as every plumb command does.
+    assert_eq!(watch.wait().unwrap().code(), Some(130), "{}", said());
+}

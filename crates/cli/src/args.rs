@@ -242,7 +242,31 @@ pub struct LabWatchArgs {
     #[arg(long, value_name = "URL")]
     pub webhook: Option<String>,
     #[command(flatten)]
+    pub tree: WatchTreeArgs,
+    #[command(flatten)]
     pub db: DbArgs,
+}
+
+/// A git tree whose new commits a watch builds into its directory.
+#[derive(Args, Debug)]
+pub struct WatchTreeArgs {
+    /// Follow this git tree as well: at each look the commit --branch
+    /// names, when it is new, is checked out in a work tree of plumb's
+    /// (DIR/.plumb-build, kept between builds) and built by --build; the
+    /// image it leaves is put in DIR as vmlinuz-DESCRIBE (`git describe
+    /// --tags --always`), to be measured as any kernel found there.
+    #[arg(long, value_name = "TREE", requires = "build")]
+    pub git: Option<std::path::PathBuf>,
+    /// With --git: the commit to follow (fetch the tree to move it).
+    #[arg(long, value_name = "REF", default_value = "HEAD")]
+    pub branch: String,
+    /// With --git: the command that builds the kernel, run by sh in the
+    /// work tree (`make olddefconfig && make -j8 bzImage`).
+    #[arg(long, value_name = "COMMAND", requires = "git")]
+    pub build: Option<String>,
+    /// With --git: where the build leaves the image, in the work tree.
+    #[arg(long, value_name = "PATH", default_value = "arch/x86/boot/bzImage")]
+    pub image: std::path::PathBuf,
 }
 
 #[derive(Args, Debug)]

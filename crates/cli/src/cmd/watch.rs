@@ -5,7 +5,9 @@
 //! every iteration, `compare::history::kernel_changes`) are mailed and
 //! posted, each once. In a directory every kernel is measured, so the two
 //! kernels around a change are neighbours in it and are named; there is
-//! nothing between them to bisect.
+//! nothing between them to bisect. With `--git`, the heads of a git tree
+//! are built into the directory as they come (`tree.rs`); the commits
+//! between two heads are not built, and the report names the two.
 
 use super::lab::{jobs_of, lab_url, plural, submitter};
 use crate::args::LabWatchArgs;
@@ -20,6 +22,8 @@ use plumb_store::{Location, Store};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant, SystemTime};
+
+mod tree;
 
 /// A kernel file of the directory, with the label its runs take.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,9 +44,13 @@ fn release_of(name: &str) -> Option<String> {
     } else {
         return None;
     };
-    // A label keeps to the label rule: anything else becomes '-'.
-    let label: String = release
-        .chars()
+    let label = label_of(&release);
+    (!label.is_empty()).then_some(label)
+}
+
+/// `name` kept to the label rule: anything else becomes '-'.
+fn label_of(name: &str) -> String {
+    name.chars()
         .map(|c| {
             if plumb_spec::check_label(&c.to_string()).is_ok() {
                 c
@@ -50,8 +58,7 @@ fn release_of(name: &str) -> Option<String> {
                 '-'
             }
         })
-        .collect();
-    (!label.is_empty()).then_some(label)
+        .collect()
 }
 
 /// The numbers of a name, to order files that appeared together as dpkg
@@ -124,6 +131,7 @@ pub fn exec(a: LabWatchArgs) -> Result<i32, Failure> {
             a.sendmail
         )));
     }
+    tree::check(&a.tree)?;
     let source = dir.display().to_string();
     let mut lab = Lab::open(&url).map_err(super::db::store_err)?;
     let store = Store::open_location(&Location::Postgres(url)).map_err(super::db::store_err)?;
@@ -137,6 +145,9 @@ pub fn exec(a: LabWatchArgs) -> Result<i32, Failure> {
         a.class
     );
     loop {
+        if let Err(e) = tree::build_new(&a.tree, &dir) {
+            eprintln!("--git: {e}; tried again at the next look");
+        }
         let known = lab.watched(&source).map_err(super::db::store_err)?;
         for k in new_kernels(&dir, &known)? {
             let kernel = format!("{}={}", k.label, k.path.display());
@@ -274,7 +285,7 @@ fn report(
     if new.is_empty() {
         return Ok(());
     }
-    let text = body(source, plan, kernels, &new);
+    let text = body(source, a.tree.git.as_deref(), plan, kernels, &new);
     crate::out!("{text}");
     let first = &new[0];
     let subject = format!(
@@ -357,7 +368,15 @@ fn signed(change: f64) -> String {
 
 /// The report as plain text, for a mailing list: the kernels in the order
 /// they appeared, then each change with the two kernels around it.
-fn body(source: &str, plan: &Plan, kernels: &[Watched], changes: &[Change]) -> String {
+/// With `tree`, the kernels were built from its heads as they came, and
+/// the commits between two of them were not.
+fn body(
+    source: &str,
+    tree: Option<&Path>,
+    plan: &Plan,
+    kernels: &[Watched],
+    changes: &[Change],
+) -> String {
     let mut t = format!(
         "plumb lab watch of {source}, experiment {}: {} kernel{} measured, in the order they appeared:\n",
         plan.experiment.name,
@@ -390,11 +409,22 @@ fn body(source: &str, plan: &Plan, kernels: &[Watched], changes: &[Change]) -> S
                 "improvement"
             }
         );
-        t += &format!(
-            "  {} and {} are neighbours in {source}: every kernel that appeared there was measured, \
-             so there is none between them to bisect.\n",
-            k.before_label, k.after_label
-        );
+        t += &match tree {
+            Some(tree) => format!(
+                "  {} and {} were heads of {} one look apart: the commits between them \
+                 (git log {}..{}) were not built; bisect them there.\n",
+                k.before_label,
+                k.after_label,
+                tree.display(),
+                k.before_label,
+                k.after_label
+            ),
+            None => format!(
+                "  {} and {} are neighbours in {source}: every kernel that appeared there was \
+                 measured, so there is none between them to bisect.\n",
+                k.before_label, k.after_label
+            ),
+        };
     }
     t
 }
