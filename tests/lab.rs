@@ -1125,3 +1125,56 @@ fn a_watched_git_tree_builds_each_new_head_once_into_the_directory() {
     // Interrupted, it says so by its status, as every plumb command does.
     assert_eq!(watch.wait().unwrap().code(), Some(130), "{}", said());
 }
+
+/// The lab's database restarted under a running job (a fast shutdown ends
+/// every connection): the agent's renewals and its finish ask again on new
+/// connections, so the job keeps its first attempt and its run is stored
+/// once, by the same agent.
+#[test]
+fn an_agent_rides_out_a_restart_of_the_database_mid_job() {
+    let Some(db) = LabDb::start("lab-restart") else {
+        return;
+    };
+    let _alone = common::measuring_alone();
+    let file = ExperimentFile::new(
+        "lab-restart",
+        "name = \"lab-restart\"\nlabel = \"restart\"\niterations = 1\n[base]\n\
+         workload = \"stream\"\nduration = \"4s\"\nwarmup = \"200ms\"\n",
+    );
+    let set = db.submit(&file, &[]);
+    let mut agent = db.agent("steady", &["--lease", "6s", "--until-empty"]);
+    db.jobs_once(set, "running", |j| j[0]["state"] == "running");
+    let restarted = db
+        .server
+        .command("pg_ctl")
+        .arg("-D")
+        .arg(db.server.dir.join("data"))
+        .arg("-l")
+        .arg(db.server.dir.join("log"))
+        .args(["-m", "fast", "-w", "restart"])
+        // The server it starts keeps what it inherits open: no pipes.
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(restarted.success(), "pg_ctl restart");
+    assert_eq!(agent.exit(), Some(0), "{}", agent.log());
+    let log = agent.log();
+    assert!(
+        log.contains("did not answer"),
+        "no connection was lost: {log}"
+    );
+    assert!(log.contains("finished job"), "{log}");
+    assert_ok(&db.wait(set));
+    let jobs = db.status(set)["sets"][0]["jobs"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (&jobs[0]["agent"], &jobs[0]["attempts"]),
+        (&Value::from("steady"), &Value::from(1)),
+        "{jobs:?}"
+    );
+    assert_eq!(db.runs("lab-restart").len(), 1);
+}

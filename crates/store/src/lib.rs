@@ -64,6 +64,18 @@ pub enum StoreError {
     BadDate { flag: &'static str, value: String },
     #[error("import: run {index} of the file: {message}")]
     Import { index: usize, message: String },
+    /// The PostgreSQL server went away under a connection (a restart, the
+    /// network): a new connection may well work.
+    #[error("result database {path}: {message}")]
+    Lost { path: String, message: String },
+}
+
+impl StoreError {
+    /// The database could not be reached or went away, rather than said no:
+    /// asking again on a new connection may succeed.
+    pub fn transient(&self) -> bool {
+        matches!(self, StoreError::Connect { .. } | StoreError::Lost { .. })
+    }
 }
 
 mod backend;

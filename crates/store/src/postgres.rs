@@ -102,12 +102,32 @@ pub(crate) struct Postgres {
 }
 
 pub(crate) fn err(shown: &str) -> impl Fn(::postgres::Error) -> StoreError + '_ {
-    move |e| StoreError::Postgres {
-        path: shown.to_string(),
-        message: match e.as_db_error() {
-            Some(db) => db.message().to_string(),
-            None => chain(&e),
-        },
+    move |e| {
+        let path = shown.to_string();
+        match e.as_db_error() {
+            // Classes 08 (connection exception) and 57 (operator
+            // intervention: a shutdown, a restart) end the connection.
+            Some(db) if ["08", "57"].contains(&&db.code().code()[..2]) => StoreError::Lost {
+                path,
+                message: db.message().to_string(),
+            },
+            Some(db) => StoreError::Postgres {
+                path,
+                message: db.message().to_string(),
+            },
+            None if e.is_closed()
+                || std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>()) =>
+            {
+                StoreError::Lost {
+                    path,
+                    message: chain(&e),
+                }
+            }
+            None => StoreError::Postgres {
+                path,
+                message: chain(&e),
+            },
+        }
     }
 }
 

@@ -280,11 +280,11 @@ pub fn agent(a: AgentArgs) -> Result<i32, Failure> {
             me.say(&mut lab, "stopped");
             return Ok(0);
         }
-        let claim = lab
-            .claim(&me.name, &me.class, a.lease)
-            .map_err(super::db::store_err)?;
+        let claim = persist(&mut lab, &url, OUTAGE, |l| {
+            l.claim(&me.name, &me.class, a.lease)
+        })?;
         let Some(claim) = claim else {
-            if a.until_empty && lab.unsettled(&me.class).map_err(super::db::store_err)? == 0 {
+            if a.until_empty && persist(&mut lab, &url, OUTAGE, |l| l.unsettled(&me.class))? == 0 {
                 me.say(&mut lab, "nothing left to claim; exited");
                 return Ok(0);
             }
@@ -346,25 +346,27 @@ fn run_job(
                 }
                 if last.elapsed() >= every {
                     last = Instant::now();
-                    match lab.as_mut().map(|l| l.renew(job, &token, lease)) {
-                        Some(Ok(true)) => held_until = last + Duration::from_millis(lease),
-                        Some(Ok(false)) => {
-                            lost.store(true, Relaxed);
-                            end.store(true, Relaxed);
-                            return;
+                    let gone = match lab.as_mut().map(|l| l.renew(job, &token, lease)) {
+                        Some(Ok(true)) => {
+                            held_until = last + Duration::from_millis(lease);
+                            false
                         }
+                        Some(Ok(false)) => true,
+                        Some(Err(e)) if !e.transient() => true,
                         // The database out of reach for a moment (a
                         // restart, a network blip): the lease holds until
                         // it runs out, so the job goes on and the renewal
                         // is tried again on a new connection.
                         _ if Instant::now() < held_until => {
                             lab = Lab::open(&url).ok();
+                            false
                         }
-                        _ => {
-                            lost.store(true, Relaxed);
-                            end.store(true, Relaxed);
-                            return;
-                        }
+                        _ => true,
+                    };
+                    if gone {
+                        lost.store(true, Relaxed);
+                        end.store(true, Relaxed);
+                        return;
                     }
                 }
                 std::thread::sleep(Duration::from_millis(50));
@@ -376,11 +378,12 @@ fn run_job(
     let _ = renewer.join();
     // Complete runs are offered even when the renewer saw the lease lost:
     // finishing checks the lease itself, under the job's lock.
+    // However long the job ran, its lease was renewed to last this long.
+    let lease = Duration::from_millis(a.lease);
     match outcome {
-        Ok(runs) => match lab
-            .finish(claim.job, &claim.token, &runs)
-            .map_err(super::db::store_err)?
-        {
+        Ok(runs) => match persist(lab, url, lease, |l| {
+            l.finish(claim.job, &claim.token, &runs)
+        })? {
             Some(ids) => me.say(
                 lab,
                 &format!(
@@ -403,9 +406,9 @@ fn run_job(
             &format!("lost the lease of {what} (stopped past it?); nothing stored"),
         ),
         Err(Unfinished::Stopped) => {
-            let r = lab
-                .release(claim.job, &claim.token, None)
-                .map_err(super::db::store_err)?;
+            let r = persist(lab, url, lease, |l| {
+                l.release(claim.job, &claim.token, None)
+            })?;
             let said = if r == Released::NotHeld {
                 "its lease was already lost"
             } else {
@@ -414,9 +417,9 @@ fn run_job(
             me.say(lab, &format!("stopped during {what}; {said}"));
         }
         Err(Unfinished::Failed(why)) => {
-            let r = lab
-                .release(claim.job, &claim.token, Some(&why))
-                .map_err(super::db::store_err)?;
+            let r = persist(lab, url, lease, |l| {
+                l.release(claim.job, &claim.token, Some(&why))
+            })?;
             let then = match r {
                 Released::Queued => "queued again",
                 Released::Failed => "failed for good",
@@ -426,6 +429,40 @@ fn run_job(
         }
     }
     Ok(())
+}
+
+/// How long an agent waits for its database to come back between jobs.
+const OUTAGE: Duration = Duration::from_secs(300);
+
+/// `ask` of the lab, again on a new connection while the database does not
+/// answer, for at most `within`: a restart of the database or a blip of
+/// the network costs a wait, not the job's runs. Asking again is safe: what
+/// changes a job checks its token and lease in one transaction.
+fn persist<T>(
+    lab: &mut Lab,
+    url: &str,
+    within: Duration,
+    mut ask: impl FnMut(&mut Lab) -> Result<T, plumb_store::StoreError>,
+) -> Result<T, Failure> {
+    let deadline = Instant::now() + within;
+    let mut told = false;
+    loop {
+        match ask(lab) {
+            Ok(v) => return Ok(v),
+            Err(e) if !e.transient() || Instant::now() >= deadline => {
+                return Err(super::db::store_err(e))
+            }
+            Err(e) => {
+                if !std::mem::replace(&mut told, true) {
+                    eprintln!("the lab's database did not answer ({e}); asking again");
+                }
+                std::thread::sleep(Duration::from_millis(500));
+                if let Ok(fresh) = Lab::open(url) {
+                    *lab = fresh;
+                }
+            }
+        }
+    }
 }
 
 /// Makes the job's points as `plumb sweep` makes them, in the set's order
