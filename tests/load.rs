@@ -224,7 +224,7 @@ fn load_page_as_the_record_says(dom: &str, record: &Value) {
     let it = &record["iterations"][0];
     let window_ns = f(&it["window_s"]) * 1e9;
     let kept = items(&it["client"]["intervals"])
-        .flat_map(|s| items(&s["each"]))
+        .flat_map(|s| kept_items(&s["each"]))
         .filter(|x| (0.0..=window_ns).contains(&(x[0].as_i64().unwrap() as f64)))
         .count();
     let run = section("latency of the run probes");
@@ -257,10 +257,12 @@ fn each_probe_as_its_buckets_say(end: &Value, name: &str) {
     let mut kept = 0;
     let mut planned = Vec::new();
     for s in items(&end["intervals"]) {
-        let each: Vec<(i64, u64)> = items(&s["each"])
+        let each: Vec<(i64, u64)> = kept_items(&s["each"])
             .map(|x| (x[0].as_i64().unwrap(), u(&x[1])))
             .collect();
-        let buckets: Vec<(u64, u64)> = items(&s["buckets"]).map(|b| (u(&b[0]), u(&b[1]))).collect();
+        let buckets: Vec<(u64, u64)> = kept_items(&s["buckets"])
+            .map(|b| (u(&b[0]), u(&b[1])))
+            .collect();
         let counted: u64 = buckets.iter().map(|b| b.1).sum();
         assert_eq!(each.len() as u64, counted, "{name}: {s}");
         // The ends share one kernel's clock: every UDP probe's answer is
@@ -336,7 +338,7 @@ fn responsiveness_from_each_probe(it: &Value, seen: &str) {
                 let mid = offset + f(&s["t_s"]) - f(&s["dt_s"]) / 2.0;
                 from <= mid && mid < to
             })
-            .map(|s| items(&s["each"]).map(|x| u(&x[1])).collect())
+            .map(|s| kept_items(&s["each"]).map(|x| u(&x[1])).collect())
             .collect();
         if seconds.len() > 1 {
             seconds.remove(0);

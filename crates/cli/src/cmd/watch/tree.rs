@@ -71,6 +71,8 @@ pub(super) fn build_new(t: &WatchTreeArgs, dir: &Path) -> Result<Option<PathBuf>
     if work.exists() {
         git(&work, &["checkout", "--quiet", "--force", "--detach", &sha])?;
     } else {
+        // A work tree removed by hand is still registered until pruned.
+        git(tree, &["worktree", "prune"])?;
         let at = work.to_string_lossy();
         git(tree, &["worktree", "add", "--quiet", "--detach", &at, &sha])?;
     }
