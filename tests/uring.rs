@@ -244,11 +244,13 @@ fn both_engines_move_what_lo_counts_and_count_it_alike() {
                     );
                     // The same transactions, up to what the gap between the
                     // ends' windows (each edge told over the control
-                    // connection) holds: 1 % on a quiet host, 1.2 % once
-                    // under CI on a host whose hypervisor stole time; 2 %,
-                    // at least 2.
+                    // connection) holds: 1 % on a quiet host, 1.2 % and
+                    // once 2.9 % (crr on the ring, 2217 against 2282) under
+                    // CI on a host whose hypervisor stole time; 5 %, at
+                    // least 2. A transaction counted twice or never at one
+                    // end shows as far more.
                     assert!(
-                        c.abs_diff(s) <= (c / 50).max(2),
+                        c.abs_diff(s) <= (c / 20).max(2),
                         "{what}: client {c}, server {s}"
                     );
                     (c as f64, c)
