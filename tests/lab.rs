@@ -1126,6 +1126,129 @@ fn a_watched_git_tree_builds_each_new_head_once_into_the_directory() {
     assert_eq!(watch.wait().unwrap().code(), Some(130), "{}", said());
 }
 
+/// A change between two heads of a git tree that are commits apart: the
+/// watch bisects the commits between them on the lab's agents, building
+/// each one git picks in its work tree, and names the first that changed.
+/// The tree's commits name Debian's packages; its build copies the one
+/// named, so that 6.12 turns into 6.1 at the third commit.
+#[test]
+fn a_change_between_two_heads_of_a_git_tree_is_bisected_on_the_lab() {
+    let Some(kernels) = common::kernels().filter(|_| common::require_tool("git", "git")) else {
+        return;
+    };
+    let Some(db) = LabDb::start("lab-tree-bisect") else {
+        return;
+    };
+    let _alone = common::measuring_alone();
+    let (old, new) = (
+        common::newest(&kernels, "6.1."),
+        common::newest(&kernels, "6.12."),
+    );
+    let repo = db.server.dir.join("linux");
+    let dir = db.server.dir.join("kernels");
+    std::fs::create_dir_all(&repo).unwrap();
+    std::fs::create_dir_all(&dir).unwrap();
+    let git = |args: &[&str]| -> String {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(&repo)
+            .args(["-c", "user.name=t", "-c", "user.email=t@lab.test"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_ok(&out);
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    git(&["init", "--quiet"]);
+    let commit = |package: &std::path::Path| -> String {
+        std::fs::write(repo.join("kernel"), package.display().to_string()).unwrap();
+        git(&["add", "kernel"]);
+        git(&["commit", "--quiet", "--allow-empty", "-m", "kernel"]);
+        git(&["rev-parse", "HEAD"])
+    };
+    // The window of docs/bisect.md, one boot a kernel and set; 20 % of
+    // change is what the bisection calls bad.
+    let file = ExperimentFile::new(
+        "lab-tree-bisect",
+        "name = \"tree-window\"\niterations = \"5..5\"\norder = \"sequential\"\n\
+         [base]\nworkload = \"stream\"\ntopology = \"veth\"\ndelay = \"10ms\"\n\
+         rcvbuf = \"16K\"\nduration = \"1s\"\nwarmup = \"500ms\"\n",
+    );
+    let mut agent = db.agent("measurer", &[]);
+    let watch = || {
+        let out = db
+            .plumb(&[
+                "lab",
+                "watch",
+                dir.to_str().unwrap(),
+                "--points",
+                file.path(),
+            ])
+            .args(["--git", repo.to_str().unwrap(), "--build"])
+            .arg("mkdir -p out && cp \"$(cat kernel)\" out/kernel.deb")
+            .args(["--image", "out/kernel.deb", "--once", "--min-change", "20"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{err}\n{}", agent.log());
+        (String::from_utf8_lossy(&out.stdout).into_owned(), err)
+    };
+    let first = commit(&new);
+    let (said, _) = watch();
+    assert!(said.is_empty(), "one head, no change: {said}");
+    let _good = commit(&new);
+    let first_bad = commit(&old);
+    let head = commit(&old);
+    let (said, err) = watch();
+    let short = |sha: &str| git(&["rev-parse", "--short", sha]);
+    assert!(
+        said.contains("2 commits of") && said.contains(&format!("git log {first}..{head}")),
+        "{said}\n{err}"
+    );
+    assert!(
+        said.contains(&format!(
+            "first bad: {first_bad} (bisect-{})",
+            short(&first_bad)
+        )),
+        "{said}\n{err}\n{}",
+        agent.log()
+    );
+    // Each commit tested was booted beside the good head by the agent: a
+    // set each, the good head's runs and its own in its one job.
+    let status: Value = serde_json::from_slice(
+        &db.plumb(&["lab", "status", "--json"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let bisected: Vec<&Value> = (status["sets"].as_array().unwrap().iter())
+        .filter(|s| s["label"].as_str().unwrap().starts_with("bisect-"))
+        .collect();
+    assert!((2..=3).contains(&bisected.len()), "{status:#}");
+    for set in &bisected {
+        let job = &set["jobs"][0];
+        assert_eq!(job["state"], "done", "{set:#}");
+        assert_eq!(job["runs"].as_array().unwrap().len(), 2, "{set:#}");
+    }
+    // The work tree is back where the watch left it, and the kernels put
+    // out for the agents are gone.
+    let work = dir.join(".plumb-build");
+    let refs = Command::new("git")
+        .arg("-C")
+        .arg(&work)
+        .args(["for-each-ref", "refs/bisect"])
+        .output()
+        .unwrap();
+    assert!(refs.stdout.is_empty(), "{refs:?}");
+    let left: Vec<_> = std::fs::read_dir(dir.join(".plumb-bisect"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+    agent.signal("-TERM");
+    assert_eq!(agent.exit(), Some(0), "{}", agent.log());
+}
+
 /// The lab's database restarted under a running job (a fast shutdown ends
 /// every connection): the agent's renewals and its finish ask again on new
 /// connections, so the job keeps its first attempt and its run is stored

@@ -693,6 +693,16 @@ pub struct BisectArgs {
     /// $PLUMB_BUILD_OUT].
     #[arg(long, value_name = "CMD", requires = "tree")]
     pub build: Option<String>,
+    /// With --tree: the kernel --build leaves in the tree (a bzImage, or a
+    /// .deb package), booted instead of a build directory in
+    /// $PLUMB_BUILD_OUT.
+    #[arg(long, value_name = "PATH", requires = "build")]
+    pub image: Option<std::path::PathBuf>,
+    /// With --tree and --lab-class: the directory each commit's kernel is
+    /// put in for the agents to boot, a path they see as this host does
+    /// (a shared file system); emptied of them at the end.
+    #[arg(long, value_name = "DIR", requires_all = ["tree", "lab_class"])]
+    pub builds: Option<std::path::PathBuf>,
     /// A significant change larger than this percent is bad.
     #[arg(long, default_value = "5", value_parser = percent, value_name = "PERCENT")]
     pub threshold: f64,
@@ -706,11 +716,14 @@ pub struct BisectArgs {
     /// the lab's PostgreSQL, docs/lab.md): several images of the range at
     /// once, each booted beside the good one by its agent, so that every
     /// comparison stays on one machine. Every run is stored in the lab.
-    #[arg(long, value_name = "CLASS", value_parser = label, conflicts_with_all = ["tree", "no_store"])]
+    /// With --tree, each commit git picks is built here and booted beside
+    /// the good commit by an agent (with --builds).
+    #[arg(long, value_name = "CLASS", value_parser = label, conflicts_with = "no_store")]
     pub lab_class: Option<String>,
     /// Images tested at once with --lab-class [default: the class's agents
-    /// seen in the last two minutes].
-    #[arg(long, value_name = "N", requires = "lab_class", value_parser = clap::value_parser!(u32).range(1..=64))]
+    /// seen in the last two minutes]; a tree's commits are one at a time,
+    /// as git bisect picks them.
+    #[arg(long, value_name = "N", requires = "lab_class", conflicts_with = "tree", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub parallel: Option<u32>,
     #[command(flatten)]
     pub boot: BootArgs,

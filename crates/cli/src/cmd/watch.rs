@@ -6,8 +6,8 @@
 //! posted, each once. In a directory every kernel is measured, so the two
 //! kernels around a change are neighbours in it and are named; there is
 //! nothing between them to bisect. With `--git`, the heads of a git tree
-//! are built into the directory as they come (`tree.rs`); the commits
-//! between two heads are not built, and the report names the two.
+//! are built into the directory as they come (`tree.rs`), and the commits
+//! between two heads around a change are bisected on the lab's agents.
 
 use super::lab::{jobs_of, lab_url, plural, submitter};
 use crate::args::LabWatchArgs;
@@ -19,6 +19,7 @@ use plumb_samples::RunRecord;
 use plumb_stats::ChangeParams;
 use plumb_store::lab::{Lab, NewSet, ReportedChange, Watched};
 use plumb_store::{Location, Store};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant, SystemTime};
@@ -104,6 +105,8 @@ struct Change {
     summary: String,
     metric: plumb_samples::Metric,
     change: KernelChange,
+    /// With --git: what lies between the two heads (`tree::between`).
+    between: Option<String>,
 }
 
 pub fn exec(a: LabWatchArgs) -> Result<i32, Failure> {
@@ -259,6 +262,7 @@ fn changes(
             summary: p.spec.summary(),
             metric,
             change,
+            between: None,
         }));
     }
     Ok(out)
@@ -285,7 +289,23 @@ fn report(
     if new.is_empty() {
         return Ok(());
     }
-    let text = body(source, a.tree.git.as_deref(), plan, kernels, &new);
+    if a.tree.git.is_some() {
+        let url = lab_url(&a.db)?;
+        // One bisection a pair of heads and direction, whichever points
+        // changed between them.
+        let mut done: BTreeMap<(String, String, bool), String> = BTreeMap::new();
+        for c in &mut new {
+            let k = &c.change;
+            let key = (k.before_label.clone(), k.after_label.clone(), k.regression);
+            let text = done
+                .entry(key)
+                .or_insert_with_key(|(before, after, regression)| {
+                    tree::between(a, &url, Path::new(source), before, after, *regression)
+                });
+            c.between = Some(text.clone());
+        }
+    }
+    let text = body(source, plan, kernels, &new);
     crate::out!("{text}");
     let first = &new[0];
     let subject = format!(
@@ -367,16 +387,9 @@ fn signed(change: f64) -> String {
 }
 
 /// The report as plain text, for a mailing list: the kernels in the order
-/// they appeared, then each change with the two kernels around it.
-/// With `tree`, the kernels were built from its heads as they came, and
-/// the commits between two of them were not.
-fn body(
-    source: &str,
-    tree: Option<&Path>,
-    plan: &Plan,
-    kernels: &[Watched],
-    changes: &[Change],
-) -> String {
+/// they appeared, then each change with the two kernels around it, and,
+/// where they were built from a git tree's heads, what lies between them.
+fn body(source: &str, plan: &Plan, kernels: &[Watched], changes: &[Change]) -> String {
     let mut t = format!(
         "plumb lab watch of {source}, experiment {}: {} kernel{} measured, in the order they appeared:\n",
         plan.experiment.name,
@@ -409,16 +422,8 @@ fn body(
                 "improvement"
             }
         );
-        t += &match tree {
-            Some(tree) => format!(
-                "  {} and {} were heads of {} one look apart: the commits between them \
-                 (git log {}..{}) were not built; bisect them there.\n",
-                k.before_label,
-                k.after_label,
-                tree.display(),
-                k.before_label,
-                k.after_label
-            ),
+        t += &match &c.between {
+            Some(text) => text.clone(),
             None => format!(
                 "  {} and {} are neighbours in {source}: every kernel that appeared there was \
                  measured, so there is none between them to bisect.\n",

@@ -14,12 +14,48 @@ use plumb_store::lab::{Lab, NewSet};
 use plumb_store::{Location, RunId, Store};
 use std::time::Duration;
 
-pub(super) fn images(bench: Bench, class: &str) -> Result<i32, Failure> {
-    let a = bench.a;
+/// The lab's queue and its store of runs, on --db.
+pub(super) fn open(a: &crate::args::BisectArgs) -> Result<(Lab, Store), Failure> {
     let url = super::super::lab::lab_url(&a.db)?;
-    let mut lab = Lab::open(&url).map_err(super::super::db::store_err)?;
+    let lab = Lab::open(&url).map_err(super::super::db::store_err)?;
     let store =
         Store::open_location(&Location::Postgres(url)).map_err(super::super::db::store_err)?;
+    Ok((lab, store))
+}
+
+/// Submits a set of one job of every point that boots the good kernel and
+/// then `candidate` on one agent, round by round: the set's id.
+pub(super) fn submit_beside(
+    lab: &mut Lab,
+    bench: &Bench,
+    class: &str,
+    file: &str,
+    good: (&str, &str),
+    candidate: (&str, &str),
+) -> Result<i64, Failure> {
+    let plan = &bench.plan;
+    let kernels = [
+        format!("{}={}", good.0, good.1),
+        format!("{}={}", candidate.0, candidate.1),
+    ];
+    lab.submit(&NewSet {
+        experiment: &plan.experiment.name,
+        label: candidate.0,
+        class,
+        file,
+        quick: bench.a.quick,
+        seed: plan.seed(None),
+        kernels: &kernels,
+        submitted_by: &super::super::lab::submitter(),
+        jobs: vec![plan.points.iter().map(|p| p.id.to_string()).collect()],
+        max_attempts: 2,
+    })
+    .map_err(super::super::db::store_err)
+}
+
+pub(super) fn images(bench: Bench, class: &str) -> Result<i32, Failure> {
+    let a = bench.a;
+    let (mut lab, store) = open(a)?;
     let guests = bench.guests()?;
     let paths: Vec<String> = std::iter::once(&a.good)
         .chain(&a.between)
@@ -31,12 +67,7 @@ pub(super) fn images(bench: Bench, class: &str) -> Result<i32, Failure> {
         None => super::super::lab::live(&lab.agents().map_err(super::super::db::store_err)?, class)
             .max(1),
     };
-    let file = std::fs::read_to_string(&a.points)
-        .map_err(|e| Failure::usage(format!("--points {}: {e}", a.points.display())))?;
-    let plan = &bench.plan;
-    // One job for all the points: the good image and the candidate are
-    // booted in turn on one agent, round by round.
-    let job: Vec<String> = plan.points.iter().map(|p| p.id.to_string()).collect();
+    let file = points_file(a)?;
     let good_label = guests[0].label();
     let n = guests.len();
     let mut steps: Vec<Option<Step>> = (0..n).map(|_| None).collect();
@@ -47,24 +78,14 @@ pub(super) fn images(bench: Bench, class: &str) -> Result<i32, Failure> {
         let mut sets = Vec::new();
         for &i in at {
             order += 1;
-            let kernels = [
-                format!("{good_label}={}", paths[0]),
-                format!("{}={}", guests[i].label(), paths[i]),
-            ];
-            let id = lab
-                .submit(&NewSet {
-                    experiment: &plan.experiment.name,
-                    label: &guests[i].label(),
-                    class,
-                    file: &file,
-                    quick: a.quick,
-                    seed: plan.seed(None),
-                    kernels: &kernels,
-                    submitted_by: &super::super::lab::submitter(),
-                    jobs: vec![job.clone()],
-                    max_attempts: 2,
-                })
-                .map_err(super::super::db::store_err)?;
+            let id = submit_beside(
+                lab,
+                &bench,
+                class,
+                &file,
+                (&good_label, &paths[0]),
+                (&guests[i].label(), &paths[i]),
+            )?;
             eprintln!(
                 "step {order}: {} ({}), beside the good image: set {id}",
                 guests[i].source,
@@ -117,6 +138,12 @@ pub(super) fn images(bench: Bench, class: &str) -> Result<i32, Failure> {
     Ok(first_bad(&guests, &steps, lo, hi))
 }
 
+/// The experiment file as the sets hold it.
+pub(super) fn points_file(a: &crate::args::BisectArgs) -> Result<String, Failure> {
+    std::fs::read_to_string(&a.points)
+        .map_err(|e| Failure::usage(format!("--points {}: {e}", a.points.display())))
+}
+
 /// Up to `k` untested images strictly between `lo` and `hi`, spread evenly
 /// over the range: those nearest its k-sections.
 fn spread(steps: &[Option<Step>], lo: usize, hi: usize, k: usize) -> Vec<usize> {
@@ -150,7 +177,7 @@ fn narrowed(steps: &[Option<Step>], lo: usize, hi: usize) -> (usize, usize) {
 
 /// Waits for set `id`, then its job's runs as the good side and the
 /// candidate's; why not, where the job failed.
-fn measured(
+pub(super) fn measured(
     lab: &mut Lab,
     store: &Store,
     id: i64,

@@ -319,9 +319,44 @@ struct Bisection<'a> {
     bench: Bench<'a>,
     git: &'a Git,
     build: String,
+    /// `--image`: the kernel the build leaves in the tree, else a build
+    /// directory in `$PLUMB_BUILD_OUT`.
+    image: Option<PathBuf>,
     /// `$PLUMB_CONFIG_ENABLE`: the Kconfig symbols the points need.
     enable: String,
     scratch: Scratch,
+    /// With --lab-class: the commits are measured by the lab's agents.
+    lab: Option<OnLab>,
+}
+
+/// A tree's bisection whose kernels the lab's agents boot: each commit is
+/// built here, put where they see it (--builds), and booted beside the good
+/// commit by one agent, as `--lab-class` does for images.
+struct OnLab {
+    lab: plumb_store::lab::Lab,
+    store: plumb_store::Store,
+    class: String,
+    /// The experiment file, as the sets hold it.
+    file: String,
+    builds: PathBuf,
+    /// The kernels put in `builds`, taken out again at the end.
+    made: Vec<PathBuf>,
+}
+
+impl Drop for OnLab {
+    fn drop(&mut self) {
+        for m in &self.made {
+            let _ = std::fs::remove_dir_all(m);
+        }
+    }
+}
+
+/// What every commit is measured against.
+enum Reference {
+    /// The good commit's runs, made here.
+    Here(Side),
+    /// The good commit's kernel, booted by an agent beside each commit.
+    Lab { label: String, kernel: PathBuf },
 }
 
 impl Bisection<'_> {
@@ -329,39 +364,117 @@ impl Bisection<'_> {
         self.bench.vm.interrupted.load(Ordering::Relaxed)
     }
 
+    /// The good commit, checked out, as every other is measured against:
+    /// its runs here, or its kernel for the agents.
+    fn reference(&mut self, c: &Commit) -> Result<Reference, Failure> {
+        if self.lab.is_none() {
+            return self.measure(c, 1).map(Reference::Here);
+        }
+        eprintln!("step 1: building {}", c.shown());
+        let kernel = self.put(c)?;
+        Ok(Reference::Lab {
+            label: c.label(),
+            kernel,
+        })
+    }
+
+    /// What commit `c`, checked out, answers against the good one.
+    fn step(&mut self, c: &Commit, order: usize, reference: &Reference) -> Result<Step, Failure> {
+        let (label, good) = match reference {
+            Reference::Here(side) => {
+                let measured = self.measure(c, order);
+                return self.bench.judge(side, measured, order);
+            }
+            Reference::Lab { label, kernel } => (label, kernel),
+        };
+        eprintln!("step {order}: building {}", c.shown());
+        let kernel = match self.put(c) {
+            Ok(k) => k,
+            Err(f) => {
+                return self
+                    .bench
+                    .judge(&Side::new(label, vec![], None), Err(f), order)
+            }
+        };
+        let Bisection { bench, lab, .. } = self;
+        let on = lab.as_mut().expect("a lab's bisection");
+        let candidate = c.label();
+        let id = super::lab::submit_beside(
+            &mut on.lab,
+            bench,
+            &on.class,
+            &on.file,
+            (label, &good.display().to_string()),
+            (&candidate, &kernel.display().to_string()),
+        )?;
+        eprintln!(
+            "step {order}: {} beside the good commit: set {id}",
+            c.shown()
+        );
+        match super::lab::measured(&mut on.lab, &on.store, id, label, &candidate)? {
+            Ok((good, measured)) => bench.judge(&good, Ok(measured), order),
+            Err(why) => Ok(Step {
+                order,
+                answer: Bisect::Skip,
+                said: why,
+                emulated: false,
+                more: None,
+            }),
+        }
+    }
+
+    /// Builds the commit checked out into --builds for the agents: its
+    /// kernel's path there, refused as a skip where it is none.
+    fn put(&mut self, c: &Commit) -> Result<PathBuf, Failure> {
+        let on = self.lab.as_mut().expect("a lab's bisection");
+        let out = on.builds.join(c.label());
+        on.made.push(out.clone());
+        let kernel = self.build(c, &out)?;
+        self.open(c, &kernel)?;
+        Ok(kernel)
+    }
+
     /// Builds the commit checked out and measures it: a failure with
     /// [`SKIP`] when it does not build, leaves no kernel, or does not boot.
     fn measure(&mut self, c: &Commit, order: usize) -> Result<Side, Failure> {
         eprintln!("step {order}: building {}", c.shown());
-        let out = self.build(c)?;
-        let opened = Guest::open(&out, Some(c.label()), &self.bench.vm, &self.bench.specs());
+        let out = self.scratch.0.join(&c.short);
+        let kernel = self.build(c, &out);
+        let opened = kernel.and_then(|k| self.open(c, &k));
         // The guest holds the image and modules it needs in memory.
         let _ = std::fs::remove_dir_all(&out);
-        let guest = opened.map_err(|e| match e.fault {
-            plumb_run::vm::Fault::Interrupted => super::super::run::guest_failure(e),
-            _ => Failure {
-                code: SKIP,
-                message: format!("no kernel to boot: {}", e.message),
-            },
-        })?;
+        let guest = opened?;
         eprintln!("step {order}: {} ({}) boots", c.short, guest.label());
         self.bench.measure(&guest)
     }
 
-    /// Runs the build command for `c` and returns where it left the
-    /// kernel; its output goes to a log, whose end is shown when it fails.
-    fn build(&self, c: &Commit) -> Result<PathBuf, Failure> {
+    /// The guest of the kernel built for `c`; one that is none is a skip.
+    fn open(&self, c: &Commit, kernel: &Path) -> Result<Guest, Failure> {
+        Guest::open(kernel, Some(c.label()), &self.bench.vm, &self.bench.specs()).map_err(|e| {
+            match e.fault {
+                plumb_run::vm::Fault::Interrupted => super::super::run::guest_failure(e),
+                _ => Failure {
+                    code: SKIP,
+                    message: format!("no kernel to boot: {}", e.message),
+                },
+            }
+        })
+    }
+
+    /// Runs the build command for `c` with `out` as its $PLUMB_BUILD_OUT
+    /// and returns the kernel it left: `out` itself, or --image copied
+    /// there. Its output goes to a log, whose end is shown when it fails.
+    fn build(&self, c: &Commit, out: &Path) -> Result<PathBuf, Failure> {
         use std::os::unix::process::CommandExt;
-        let out = self.scratch.0.join(&c.short);
         let log_path = self.scratch.0.join(format!("build-{}.log", c.short));
-        let _ = std::fs::remove_dir_all(&out);
-        let log = std::fs::create_dir_all(&out)
+        let _ = std::fs::remove_dir_all(out);
+        let log = std::fs::create_dir_all(out)
             .and_then(|_| std::fs::File::create(&log_path))
             .map_err(|e| Failure::usage(format!("{}: {e}", out.display())))?;
         let err = log
             .try_clone()
             .map_err(|e| Failure::usage(format!("{}: {e}", log_path.display())))?;
-        let mut child = build_command(&self.build, &self.git.dir, &out, &c.sha, &self.enable)
+        let mut child = build_command(&self.build, &self.git.dir, out, &c.sha, &self.enable)
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(err)
@@ -399,7 +512,16 @@ impl Bisection<'_> {
                 message: format!("build failed ({why})"),
             });
         }
-        Ok(out)
+        let Some(image) = &self.image else {
+            return Ok(out.to_path_buf());
+        };
+        // The tree's file is the next commit's build's to overwrite.
+        let kernel = out.join("kernel");
+        std::fs::copy(self.git.dir.join(image), &kernel).map_err(|e| Failure {
+            code: SKIP,
+            message: format!("the build left no {} ({e})", image.display()),
+        })?;
+        Ok(kernel)
     }
 
     fn checkout(&self, c: &Commit) -> Result<(), Failure> {
@@ -482,12 +604,18 @@ pub(super) fn exec(bench: Bench, dir: &Path) -> Result<i32, Failure> {
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(&scratch)
         .map_err(|e| Failure::usage(format!("cannot make {}: {e}", scratch.display())))?;
+    let lab = match &a.lab_class {
+        Some(class) => Some(on_lab(a, class)?),
+        None => None,
+    };
     let mut b = Bisection {
         bench,
         git: &git,
         build: a.build.clone().unwrap_or_else(|| DEFAULT_BUILD.to_string()),
+        image: a.image.clone(),
         enable,
         scratch: Scratch(scratch),
+        lab,
     };
 
     // What git checks out first is told once good and bad are measured.
@@ -497,13 +625,12 @@ pub(super) fn exec(bench: Bench, dir: &Path) -> Result<i32, Failure> {
     // boot.
     b.checkout(&good)?;
     let reference = b
-        .measure(&good, 1)
+        .reference(&good)
         .map_err(|f| super::no_reference(format!("--good {} ({})", a.good, good.short), f))?;
     tested.push((good.clone(), Step::reference()));
     b.go_on()?;
     b.checkout(&bad)?;
-    let measured = b.measure(&bad, 2);
-    let last = b.bench.judge(&reference, measured, 2)?;
+    let last = b.step(&bad, 2, &reference)?;
     let answer = last.answer;
     let more = last.more_line();
     tested.push((bad.clone(), last));
@@ -528,8 +655,7 @@ pub(super) fn exec(bench: Bench, dir: &Path) -> Result<i32, Failure> {
                 }
                 order += 1;
                 let c = git.describe(&sha)?;
-                let measured = b.measure(&c, order);
-                let step = b.bench.judge(&reference, measured, order)?;
+                let step = b.step(&c, order, &reference)?;
                 let word = super::answer_word(Some(step.answer));
                 tested.push((c, step));
                 b.go_on()?;
@@ -574,6 +700,28 @@ pub(super) fn exec(bench: Bench, dir: &Path) -> Result<i32, Failure> {
             Ok(SKIP)
         }
     }
+}
+
+/// The lab a bisection's commits go to, and where their kernels are put
+/// for its agents.
+fn on_lab(a: &crate::args::BisectArgs, class: &str) -> Result<OnLab, Failure> {
+    let Some(builds) = &a.builds else {
+        return Err(Failure::usage(
+            "--lab-class: with --tree, give --builds DIR, a directory the agents see at the same path, for the commits' kernels",
+        ));
+    };
+    let builds = std::fs::create_dir_all(builds)
+        .and_then(|_| std::fs::canonicalize(builds))
+        .map_err(|e| Failure::usage(format!("--builds {}: {e}", builds.display())))?;
+    let (lab, store) = super::lab::open(a)?;
+    Ok(OnLab {
+        lab,
+        store,
+        class: class.to_string(),
+        file: super::lab::points_file(a)?,
+        builds,
+        made: Vec::new(),
+    })
 }
 
 /// The commits tested, oldest first.

@@ -103,6 +103,97 @@ pub(super) fn build_new(t: &WatchTreeArgs, dir: &Path) -> Result<Option<PathBuf>
     std::fs::copy(&built, &part)
         .and_then(|_| std::fs::rename(&part, &image))
         .map_err(|e| format!("{}: {e}", image.display()))?;
+    // Which commit a kernel is, for the bisection between two heads.
+    std::fs::write(commit_file(dir, &name), format!("{sha}\n"))
+        .map_err(|e| format!("{}: {e}", commit_file(dir, &name).display()))?;
     eprintln!("built {name}: {}", image.display());
     Ok(Some(image))
+}
+
+/// Where the commit a head's kernel was built from is written.
+fn commit_file(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!(".plumb-build-{name}.commit"))
+}
+
+/// What the report says of the commits between two heads around a change,
+/// `before` and `after` by their labels: the commit itself where they are
+/// adjacent, else the end of a bisection of the commits between them on
+/// the lab's agents (`plumb bisect --tree --lab-class`, which builds each
+/// commit git picks in the watch's work tree).
+pub(super) fn between(
+    a: &crate::args::LabWatchArgs,
+    url: &str,
+    dir: &Path,
+    before: &str,
+    after: &str,
+    regression: bool,
+) -> String {
+    let (Some(tree), Some(build)) = (&a.tree.git, &a.tree.build) else {
+        return String::new();
+    };
+    let read = |name: &str| {
+        std::fs::read_to_string(commit_file(dir, name))
+            .ok()
+            .map(|s| s.trim().to_string())
+    };
+    let (Some(good), Some(bad)) = (read(before), read(after)) else {
+        return format!(
+            "  {before} and {after} were not both built from heads of {}: nothing to bisect.\n",
+            tree.display()
+        );
+    };
+    let range = format!("{good}..{bad}");
+    let count = match git(tree, &["rev-list", "--count", &range]) {
+        Ok(n) => n.parse::<u64>().unwrap_or(0),
+        Err(e) => return format!("  the commits between them cannot be listed: {e}\n"),
+    };
+    if count <= 1 {
+        return format!(
+            "  {after} ({bad}) is the commit right after {before} in {}: it is the one.\n",
+            tree.display()
+        );
+    }
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("plumb"));
+    let mut cmd = Command::new(exe);
+    cmd.arg("bisect")
+        .arg("--tree")
+        .arg(dir.join(WORK_TREE))
+        .args(["--good", &good, "--bad", &bad, "--build", build])
+        .arg("--image")
+        .arg(&a.tree.image)
+        .arg("--points")
+        .arg(&a.points)
+        .args(["--lab-class", &a.class])
+        .arg("--builds")
+        .arg(dir.join(".plumb-bisect"))
+        .args(["--change", if regression { "worse" } else { "better" }])
+        .args(["--threshold", &format!("{}", a.min_change * 100.0)])
+        .args(["--db", url])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit());
+    eprintln!(
+        "bisecting the {} commits of {} between {before} and {after} on the lab",
+        count - 1,
+        tree.display()
+    );
+    let said = match cmd.output() {
+        Ok(out) => {
+            let text = String::from_utf8_lossy(&out.stdout).trim_end().to_string();
+            match out.status.code() {
+                Some(0) | Some(125) => text,
+                _ => format!(
+                    "{text}\nthe bisection ended with {} (its reasons are in the watch's log)",
+                    out.status
+                ),
+            }
+        }
+        Err(e) => format!("the bisection could not start: {e}"),
+    };
+    let said: String = said.lines().map(|l| format!("    {l}\n")).collect();
+    format!(
+        "  {} commits of {} lie between them (git log {range}); bisected on the lab's agents of class {}:\n{said}",
+        count - 1,
+        tree.display(),
+        a.class
+    )
 }
