@@ -991,6 +991,30 @@ fn a_lab_run_against_a_far_server_is_made_there_and_fails_by_name_without_it() {
 /// head already built, or whose build failed, is not built again, and a
 /// failed build's log is kept. The images hold what the build wrote (the
 /// commit it was run at, as git says), so each is its own commit's.
+/// A git tree made with `git init` and the directory a watch of it
+/// builds into, both in the test's server directory.
+fn watched_tree(db: &LabDb) -> (std::path::PathBuf, std::path::PathBuf) {
+    let repo = db.server.dir.join("linux");
+    let dir = db.server.dir.join("kernels");
+    std::fs::create_dir_all(&repo).unwrap();
+    std::fs::create_dir_all(&dir).unwrap();
+    git_in(&repo, &["init", "--quiet"]);
+    (repo, dir)
+}
+
+/// What git prints in `repo`, trimmed; git must succeed.
+fn git_in(repo: &std::path::Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["-c", "user.name=t", "-c", "user.email=t@lab.test"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
 #[test]
 fn a_watched_git_tree_builds_each_new_head_once_into_the_directory() {
     if !common::require_tool("git", "git") {
@@ -999,23 +1023,9 @@ fn a_watched_git_tree_builds_each_new_head_once_into_the_directory() {
     let Some(db) = LabDb::start("lab-tree") else {
         return;
     };
-    let repo = db.server.dir.join("linux");
-    let dir = db.server.dir.join("kernels");
-    std::fs::create_dir_all(&repo).unwrap();
-    std::fs::create_dir_all(&dir).unwrap();
+    let (repo, dir) = watched_tree(&db);
     let builds = db.server.dir.join("builds");
-    let git = |args: &[&str]| -> String {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(&repo)
-            .args(["-c", "user.name=t", "-c", "user.email=t@lab.test"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert_ok(&out);
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    };
-    git(&["init", "--quiet"]);
+    let git = |args: &[&str]| git_in(&repo, args);
     // A build that fails where the tree says so, and counts itself.
     let build = format!(
         "echo built >> {}; test ! -e broken && mkdir -p out && git rev-parse HEAD > out/bzImage",
@@ -1144,22 +1154,8 @@ fn a_change_between_two_heads_of_a_git_tree_is_bisected_on_the_lab() {
         common::newest(&kernels, "6.1."),
         common::newest(&kernels, "6.12."),
     );
-    let repo = db.server.dir.join("linux");
-    let dir = db.server.dir.join("kernels");
-    std::fs::create_dir_all(&repo).unwrap();
-    std::fs::create_dir_all(&dir).unwrap();
-    let git = |args: &[&str]| -> String {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(&repo)
-            .args(["-c", "user.name=t", "-c", "user.email=t@lab.test"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert_ok(&out);
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    };
-    git(&["init", "--quiet"]);
+    let (repo, dir) = watched_tree(&db);
+    let git = |args: &[&str]| git_in(&repo, args);
     let commit = |package: &std::path::Path| -> String {
         std::fs::write(repo.join("kernel"), package.display().to_string()).unwrap();
         git(&["add", "kernel"]);
