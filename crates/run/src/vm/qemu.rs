@@ -149,15 +149,8 @@ fn boot_kvm(
     b: &Boot,
     each: &mut dyn FnMut(Accel, Arrived) -> Result<(), VmError>,
 ) -> Result<(), BootFailure> {
-    let mut tries = KVM_TRIES;
-    loop {
-        match boot(b, Accel::Kvm, KVM_PROBE, None, each) {
-            Err(f) if f.before_first_word && f.exited && f.fatal.is_none() && tries > 1 => {
-                tries -= 1
-            }
-            r => return r,
-        }
-    }
+    let again = |f: &BootFailure| f.before_first_word && f.exited && f.fatal.is_none();
+    boot_again(b, Accel::Kvm, KVM_PROBE, None, KVM_TRIES, &again, each)
 }
 
 /// Boots under KVM before TCG is taken instead.
@@ -170,24 +163,43 @@ fn boot_tcg(
     note: Option<String>,
     each: &mut dyn FnMut(Accel, Arrived) -> Result<(), VmError>,
 ) -> Result<(), BootFailure> {
-    let mut tries = TCG_TRIES;
-    loop {
-        match boot(b, Accel::Tcg, b.vm.boot_timeout, note.clone(), each) {
-            Err(f) if f.tcg_again() && tries > 1 => {
-                tries -= 1;
-                eprintln!(
-                    "plumb: kernel {} (tcg) stopped on a stray int3 before plumb started in it; \
-                     booting it again",
-                    b.release
-                );
-            }
-            r => return r,
+    let again = |f: &BootFailure| {
+        let again = f.tcg_again();
+        if again {
+            eprintln!(
+                "plumb: kernel {} (tcg) stopped on a stray int3 before plumb started in it; \
+                 booting it again",
+                b.release
+            );
         }
-    }
+        again
+    };
+    let timeout = b.vm.boot_timeout;
+    boot_again(b, Accel::Tcg, timeout, note, TCG_TRIES, &again, each)
 }
 
 /// Boots under TCG before a stray breakpoint is taken for the kernel's.
 const TCG_TRIES: u32 = 2;
+
+/// Boots up to `tries` times while `again` says a failure is worth another
+/// start (it may say why, once, where it does).
+fn boot_again(
+    b: &Boot,
+    accel: Accel,
+    timeout: Duration,
+    note: Option<String>,
+    tries: u32,
+    again: &dyn Fn(&BootFailure) -> bool,
+    each: &mut dyn FnMut(Accel, Arrived) -> Result<(), VmError>,
+) -> Result<(), BootFailure> {
+    let mut left = tries;
+    loop {
+        match boot(b, accel, timeout, note.clone(), each) {
+            Err(f) if left > 1 && again(&f) => left -= 1,
+            r => return r,
+        }
+    }
+}
 
 /// The guest kernel's command line: the console on the first serial port,
 /// plumb as init, and a panic that ends QEMU (with -no-reboot) rather than
