@@ -5,6 +5,6 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = plumb_sys::qdisc::parse_root(data);
+    let _ = plumb_sys::qdisc::parse(data);
     let _ = plumb_sys::host::parse_link_limits(data);
 });

@@ -97,14 +97,6 @@ pub fn read_roots() -> io::Result<Vec<(String, QdiscRow)>> {
         .collect())
 }
 
-/// One RTM_NEWQDISC message's qdisc, where it is a root (its ECN marks
-/// its own alone).
-pub fn parse_root(msg: &[u8]) -> Option<QdiscRow> {
-    parse(msg)
-        .filter(|(parent, _)| *parent == TC_H_ROOT)
-        .map(|(_, r)| r)
-}
-
 /// The roots among a dump's qdiscs (each with its parent), each with the
 /// ECN marks of the qdiscs under it on its interface added to its own.
 fn roots_of(all: Vec<(u32, QdiscRow)>) -> Vec<QdiscRow> {
@@ -120,8 +112,9 @@ fn roots_of(all: Vec<(u32, QdiscRow)>) -> Vec<QdiscRow> {
     roots
 }
 
-/// One RTM_NEWQDISC message's qdisc and its parent's handle.
-fn parse(msg: &[u8]) -> Option<(u32, QdiscRow)> {
+/// One RTM_NEWQDISC message's qdisc and its parent's handle (public for
+/// the netlink fuzz target, which feeds it every kind of qdisc).
+pub fn parse(msg: &[u8]) -> Option<(u32, QdiscRow)> {
     let ifindex = u32_at(msg, NLMSG_HDR + 4)?;
     let handle = u32_at(msg, NLMSG_HDR + 8)?;
     let parent = u32_at(msg, NLMSG_HDR + 12)?;
@@ -259,7 +252,8 @@ mod tests {
         stats.extend(attr(TCA_STATS_QUEUE, &queue));
         let mut attrs = attr(TCA_KIND, b"tbf\0");
         attrs.extend(attr(TCA_STATS2 | 0x8000, &stats));
-        let row = parse_root(&message(TC_H_ROOT, &attrs)).unwrap();
+        let (parent, row) = parse(&message(TC_H_ROOT, &attrs)).unwrap();
+        assert_eq!(parent, TC_H_ROOT);
         let want = QdiscRow {
             ifindex: 7,
             major: 0x8001,
@@ -277,13 +271,14 @@ mod tests {
         };
         assert_eq!(row, want);
         // A child is not a root: its root's figures hold its own.
-        assert_eq!(parse_root(&message(0x0001_0001, &attrs)), None);
+        let child = parse(&message(0x0001_0001, &attrs)).unwrap();
+        assert_eq!(roots_of(vec![child]), vec![]);
         // A kernel that sends only the old block.
         let mut old = 1000u64.to_ne_bytes().to_vec();
         old.extend(words(&[10, 1, 2, 0, 0, 5, 600]));
         let mut attrs = attr(TCA_KIND, b"pfifo\0");
         attrs.extend(attr(TCA_STATS, &old));
-        let row = parse_root(&message(TC_H_ROOT, &attrs)).unwrap().stats;
+        let row = parse(&message(TC_H_ROOT, &attrs)).unwrap().1.stats;
         assert_eq!(
             (
                 row.bytes,
