@@ -202,14 +202,9 @@ impl Plan {
         let strings = |k: &[Setting]| k.iter().map(ToString::to_string).collect::<Vec<_>>();
         // The server's own namespace under a veth topology; else the
         // embedded server shares the guest's.
-        let (mut knobs, server_knobs) =
-            (strings(self.knobs_of(p)), strings(self.server_knobs_of(p)));
-        let server_knobs = if p.spec.topology.is_some() {
-            server_knobs
-        } else {
-            knobs.extend(server_knobs);
-            Vec::new()
-        };
+        let mut knobs = strings(self.knobs_of(p));
+        let apart = p.spec.topology.is_some();
+        let server_knobs = knob::server_knobs(&mut knobs, strings(self.server_knobs_of(p)), apart);
         vm::GuestRun {
             spec: p.spec.clone(),
             repeat,
@@ -285,18 +280,13 @@ pub fn run(
      -> Result<RunRecord, SweepError> {
         let p = &points[i];
         observer.starting(i, p, &iteration);
-        // The embedded server on this host and namespace is this host: its
-        // knobs are this process's. A server of its own (or the server's
-        // namespace under a veth topology) gets them through the run.
         let mut own = plan.knobs_of(p).to_vec();
         let mut with_server = opts.clone();
         with_server.client_knobs = knob::take_client(&mut own);
         with_server.observe = plan.observe(p, opts.observe);
-        if p.spec.topology.is_some() || opts.server.is_some() {
-            with_server.server_knobs = plan.server_knobs_of(p).to_vec();
-        } else {
-            own.extend_from_slice(plan.server_knobs_of(p));
-        }
+        let apart = p.spec.topology.is_some() || opts.server.is_some();
+        with_server.server_knobs =
+            knob::server_knobs(&mut own, plan.server_knobs_of(p).to_vec(), apart);
         // Held until the iteration is over, then undone.
         let (_applied, _) = knob::apply(&journal, &own).map_err(|source| SweepError::Knob {
             point: p.id.clone(),

@@ -71,6 +71,19 @@ pub fn take_client(settings: &mut Vec<Setting>) -> Vec<Setting> {
     client
 }
 
+/// Where the server's knobs go: the embedded server on this host and
+/// namespace is this host, so with no server `apart` from it (a far host,
+/// the server's namespace under a veth topology) they join `knobs`;
+/// otherwise they are the server end's, returned to be sent with the run.
+pub fn server_knobs<T>(knobs: &mut Vec<T>, server: Vec<T>, apart: bool) -> Vec<T> {
+    if apart {
+        server
+    } else {
+        knobs.extend(server);
+        Vec::new()
+    }
+}
+
 impl FromStr for Knob {
     type Err = KnobError;
     fn from_str(s: &str) -> Result<Knob, KnobError> {

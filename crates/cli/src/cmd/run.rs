@@ -446,13 +446,9 @@ pub fn exec(cmd: RunCommand) -> Result<i32, Failure> {
     // before any knob does, or a Ctrl-C just after the knobs went in would
     // kill plumb with them still set (restored only at its next start).
     let _ = crate::interrupt_flag();
-    // The embedded server on this host and namespace is this host: its
-    // knobs are the client's.
     let mut knobs = a.knobs.clone();
-    let mut server_knobs = a.server_knobs.clone();
-    if server.is_none() && ssh.is_none() && spec.topology.is_none() {
-        knobs.append(&mut server_knobs);
-    }
+    let apart = server.is_some() || ssh.is_some() || spec.topology.is_some();
+    let server_knobs = plumb_run::knob::server_knobs(&mut knobs, a.server_knobs.clone(), apart);
     // Under --kernel every knob is the guest's: the host is left as it is
     // (a veth topology's server knobs go to the server's namespace there).
     let guest = guest.map(|(vm, (label, kernel))| Guest {
