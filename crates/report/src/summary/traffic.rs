@@ -354,31 +354,13 @@ fn bottleneck(o: &mut String, it: &Iteration, stretches: &[plumb_samples::load::
         return;
     }
     let mut columns = vec![("seconds", Align::Left, 11), ("running", Align::Left, 20)];
-    let ways: Vec<String> = it
-        .client
-        .path_queues
-        .iter()
-        .map(|q| q.toward.replace("to_", ""))
-        .collect();
-    for way in &ways {
-        columns.push((
-            if way == "server" {
-                "dropped up"
-            } else {
-                "dropped down"
-            },
-            Align::Right,
-            12,
-        ));
-        columns.push((
-            if way == "server" {
-                "marked up"
-            } else {
-                "marked down"
-            },
-            Align::Right,
-            11,
-        ));
+    for q in &it.client.path_queues {
+        let (dropped, marked) = if q.toward == "to_server" {
+            ("dropped up", "marked up")
+        } else {
+            ("dropped down", "marked down")
+        };
+        columns.extend([(dropped, Align::Right, 12), (marked, Align::Right, 11)]);
     }
     let mut t = Table::new(columns);
     for (st, ways) in stretches.iter().zip(&counted) {
