@@ -16,6 +16,7 @@ use crate::pgconn;
 use crate::postgres::{err, insert_runs_in, setup, version_of, MIGRATION_LOCK};
 use crate::tags::RunTag;
 use crate::{Result, RunId, StoreError};
+use ::postgres::types::ToSql;
 use ::postgres::{Client, GenericClient, Row};
 use plumb_samples::RunRecord;
 use serde::Serialize;
@@ -245,6 +246,19 @@ pub struct ReportedChange<'a> {
     pub after_label: &'a str,
 }
 
+impl ReportedChange<'_> {
+    /// Its row of `lab_watch_reports` under `source`, in the table's order.
+    fn row<'a>(&'a self, source: &'a &'a str) -> [&'a (dyn ToSql + Sync); 5] {
+        [
+            source,
+            &self.experiment,
+            &self.point,
+            &self.before_label,
+            &self.after_label,
+        ]
+    }
+}
+
 /// A stored set, as an agent needs it to run one of its jobs.
 #[derive(Debug, Clone)]
 pub struct SetRow {
@@ -446,13 +460,7 @@ impl Lab {
             .query_one(
                 "SELECT EXISTS (SELECT 1 FROM lab_watch_reports WHERE source = $1
                    AND experiment = $2 AND point = $3 AND before_label = $4 AND after_label = $5)",
-                &[
-                    &source,
-                    &change.experiment,
-                    &change.point,
-                    &change.before_label,
-                    &change.after_label,
-                ],
+                &change.row(&source),
             )
             .map_err(self.e())?;
         Ok(row.get(0))
@@ -464,13 +472,7 @@ impl Lab {
             .execute(
                 "INSERT INTO lab_watch_reports (source, experiment, point, before_label, after_label)
                  VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
-                &[
-                    &source,
-                    &change.experiment,
-                    &change.point,
-                    &change.before_label,
-                    &change.after_label,
-                ],
+                &change.row(&source),
             )
             .map_err(self.e())?;
         Ok(())
