@@ -66,8 +66,20 @@ impl LabDb {
     }
 
     fn status(&self, set: i64) -> Value {
+        self.status_of(&[&set.to_string()])
+    }
+
+    /// Every set's status, as `plumb lab status --json` gives it.
+    fn sets(&self) -> Vec<Value> {
+        let status = self.status_of(&[]);
+        status["sets"].as_array().unwrap().clone()
+    }
+
+    fn status_of(&self, sets: &[&str]) -> Value {
         let out = self
-            .plumb(&["lab", "status", &set.to_string(), "--json"])
+            .plumb(&["lab", "status"])
+            .args(sets)
+            .arg("--json")
             .output()
             .unwrap();
         assert_ok(&out);
@@ -132,6 +144,12 @@ impl Agent {
             .unwrap()
             .success();
         assert!(ok, "kill {sig}");
+    }
+
+    /// Stops the agent as systemd does (SIGTERM); it must exit cleanly.
+    fn stop(&mut self) {
+        self.signal("-TERM");
+        assert_eq!(self.exit(), Some(0), "{}", self.log());
     }
 
     /// Waits for the agent to exit; its status code.
@@ -299,8 +317,7 @@ warmup = "200ms"
     // Stopped politely mid-job: handed back, the attempt not counted.
     let mut first = db.agent("first", &["--lease", "2s"]);
     db.jobs_once(set, "running on first", running_on("first"));
-    first.signal("-TERM");
-    assert_eq!(first.exit(), Some(0), "{}", first.log());
+    first.stop();
     let jobs = db.jobs_once(set, "queued", |j| j[0]["state"] == "queued");
     assert_eq!(jobs[0]["attempts"], 0, "{jobs:?}");
     assert!(first.log().contains("handed it back"), "{}", first.log());
@@ -360,8 +377,7 @@ warmup = "200ms"
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    sleeper.signal("-TERM");
-    assert_eq!(sleeper.exit(), Some(0), "{}", sleeper.log());
+    sleeper.stop();
     assert_eq!(db.runs("lab-stopped").len(), 1, "{}", sleeper.log());
     let jobs = db.status(set)["sets"][0]["jobs"]
         .as_array()
@@ -692,7 +708,7 @@ fn a_watched_directory_measures_each_new_kernel_and_reports_the_change_between_t
     let file = ExperimentFile::new(
         "lab-watch",
         "name = \"watched\"\niterations = 3\n[base]\nworkload = \"stream\"\n\
-         topology = \"veth\"\ndelay = \"10ms\"\nrcvbuf = \"16K\"\nduration = \"2s\"\n\
+         topology = \"veth\"\ndelay = \"10ms\"\nrcvbuf = \"16K\"\nduration = \"1s\"\n\
          warmup = \"500ms\"\n",
     );
     let dir = db.server.dir.join("kernels");
@@ -765,8 +781,7 @@ fn a_watched_directory_measures_each_new_kernel_and_reports_the_change_between_t
     // Told once: a look with nothing new sends nothing.
     assert!(watch().is_empty());
     assert!(mails.recv_timeout(Duration::from_secs(1)).is_err());
-    agent.signal("-TERM");
-    assert_eq!(agent.exit(), Some(0), "{}", agent.log());
+    agent.stop();
 }
 
 #[test]
@@ -791,9 +806,9 @@ fn a_bisect_over_a_lab_tests_two_images_at_once_and_names_the_first_that_changed
     // host boots it (interleaved rounds boot both kernels every round).
     let file = ExperimentFile::new(
         "lab-bisect",
-        "name = \"lab-window\"\niterations = \"5..5\"\norder = \"sequential\"\n\
+        "name = \"lab-window\"\niterations = \"4..4\"\norder = \"sequential\"\n\
          [base]\nworkload = \"stream\"\n\
-         topology = \"veth\"\ndelay = \"10ms\"\nrcvbuf = \"16K\"\nduration = \"2s\"\n\
+         topology = \"veth\"\ndelay = \"10ms\"\nrcvbuf = \"16K\"\nduration = \"1s\"\n\
          warmup = \"500ms\"\n",
     );
     // One agent: two on this test's host would each load the other's
@@ -830,23 +845,22 @@ fn a_bisect_over_a_lab_tests_two_images_at_once_and_names_the_first_that_changed
     assert_eq!(err.matches("beside the good image").count(), 3, "{err}");
     // Each was measured beside the good image on one agent: its set's job
     // stored the good image's runs and its own.
-    let status: Value = serde_json::from_slice(
-        &db.plumb(&["lab", "status", "--json"])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
-    let sets = status["sets"].as_array().unwrap();
-    assert_eq!(sets.len(), 3, "{status:#}");
+    let sets = db.sets();
+    assert_eq!(sets.len(), 3, "{sets:#?}");
+    each_beside_the_good_one(&sets);
+    for a in &mut agents {
+        a.stop();
+    }
+}
+
+/// A bisection's sets: one job each, done, that stored the good kernel's
+/// runs and its candidate's, so each comparison was made on one agent.
+#[track_caller]
+fn each_beside_the_good_one(sets: &[Value]) {
     for set in sets {
         let job = &set["jobs"][0];
         assert_eq!(job["state"], "done", "{set:#}");
         assert_eq!(job["runs"].as_array().unwrap().len(), 2, "{set:#}");
-    }
-    for a in &mut agents {
-        a.signal("-TERM");
-        assert_eq!(a.exit(), Some(0), "{}", a.log());
     }
 }
 
@@ -934,15 +948,7 @@ fn a_lab_run_against_a_far_server_is_made_there_and_fails_by_name_without_it() {
         return;
     };
     let _alone = common::measuring_alone();
-    let mut serve = plumb()
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let addr = common::listening_addr(&mut serve);
-    let serve = common::Started(serve);
+    let (addr, serve) = common::serve_on_loopback();
     let submit = |label: &str| -> i64 {
         let out = db
             .plumb(&["run", "rr", "--server", &addr, "--label", label])
@@ -1076,10 +1082,7 @@ fn a_watched_git_tree_builds_each_new_head_once_into_the_directory() {
     let watch_pid = watch.id().to_string();
     let said = || std::fs::read_to_string(&log).unwrap_or_default();
     let labels = || -> Vec<String> {
-        let out = db.plumb(&["lab", "status", "--json"]).output().unwrap();
-        assert_ok(&out);
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        let mut l: Vec<String> = (v["sets"].as_array().unwrap().iter())
+        let mut l: Vec<String> = (db.sets().iter())
             .map(|s| s["label"].as_str().unwrap().to_string())
             .collect();
         l.sort();
@@ -1166,7 +1169,7 @@ fn a_change_between_two_heads_of_a_git_tree_is_bisected_on_the_lab() {
     // change is what the bisection calls bad.
     let file = ExperimentFile::new(
         "lab-tree-bisect",
-        "name = \"tree-window\"\niterations = \"5..5\"\norder = \"sequential\"\n\
+        "name = \"tree-window\"\niterations = \"4..4\"\norder = \"sequential\"\n\
          [base]\nworkload = \"stream\"\ntopology = \"veth\"\ndelay = \"10ms\"\n\
          rcvbuf = \"16K\"\nduration = \"1s\"\nwarmup = \"500ms\"\n",
     );
@@ -1211,22 +1214,11 @@ fn a_change_between_two_heads_of_a_git_tree_is_bisected_on_the_lab() {
     );
     // Each commit tested was booted beside the good head by the agent: a
     // set each, the good head's runs and its own in its one job.
-    let status: Value = serde_json::from_slice(
-        &db.plumb(&["lab", "status", "--json"])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
-    let bisected: Vec<&Value> = (status["sets"].as_array().unwrap().iter())
+    let bisected: Vec<Value> = (db.sets().into_iter())
         .filter(|s| s["label"].as_str().unwrap().starts_with("bisect-"))
         .collect();
-    assert!((2..=3).contains(&bisected.len()), "{status:#}");
-    for set in &bisected {
-        let job = &set["jobs"][0];
-        assert_eq!(job["state"], "done", "{set:#}");
-        assert_eq!(job["runs"].as_array().unwrap().len(), 2, "{set:#}");
-    }
+    assert!((2..=3).contains(&bisected.len()), "{bisected:#?}");
+    each_beside_the_good_one(&bisected);
     // The work tree is back where the watch left it, and the kernels put
     // out for the agents are gone.
     let work = dir.join(".plumb-build");
@@ -1241,8 +1233,7 @@ fn a_change_between_two_heads_of_a_git_tree_is_bisected_on_the_lab() {
         .map(|d| d.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
     assert!(left.is_empty(), "{left:?}");
-    agent.signal("-TERM");
-    assert_eq!(agent.exit(), Some(0), "{}", agent.log());
+    agent.stop();
 }
 
 /// The lab's database restarted under a running job (a fast shutdown ends

@@ -5,7 +5,7 @@
 mod common;
 use common::{
     assert_mentions, assert_ok, assert_ok_for, drawn, f, items, online_cpus, plumb, require_root,
-    require_tool, ring_here, skip, u, ExperimentFile, Started, TempDb,
+    require_tool, ring_here, skip, u, ExperimentFile, TempDb,
 };
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -437,15 +437,7 @@ fn a_plumb_serve_profiles_its_own_end_and_returns_it() {
     let Some(_alone) = profiling_alone() else {
         return;
     };
-    let mut child = plumb()
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let addr = common::listening_addr(&mut child);
-    let server = Started(child);
+    let (addr, server) = common::serve_on_loopback();
     let out = plumb()
         .args(["run", "rr", "--profile", "--server", &addr])
         .args(["--duration", "1s"])

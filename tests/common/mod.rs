@@ -631,6 +631,20 @@ pub fn listening_addr(child: &mut std::process::Child) -> String {
         .to_string()
 }
 
+/// A `plumb serve` of the test's on a loopback port: its address, and the
+/// server, ended when dropped.
+pub fn serve_on_loopback() -> (String, Started) {
+    let mut child = plumb()
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr = listening_addr(&mut child);
+    (addr, Started(child))
+}
+
 /// A shell spinning on a CPU (any, or the CPUs of `cpus` through taskset),
 /// started here and ended by its PID on drop.
 pub struct Spinner(pub std::process::Child);
