@@ -207,7 +207,11 @@ impl Handler for StreamFlows {
         // receiver stays in epoll: a blocking read waits inside
         // tcp_recvmsg, taking and leaving the socket's lock against the
         // softirq that fills it, which moved the receiver's time into that
-        // lock's spin by different amounts run to run.
+        // lock's spin by different amounts run to run. With the ends pinned
+        // apart (2 CPUs, one flow of 128K messages, 10 x 5 s alternating)
+        // a blocking receiver made no epoll_wait and no EAGAIN read (4900
+        // and 3900 in 2 s before) yet moved 0.907 [0.790, 1.041] of the
+        // bytes, 0.940 [0.832, 1.063] per busy CPU-second: no gain to take.
         let sends_only = self.plan.sends && !self.plan.receives && !self.m.probes();
         if n == 1 && sends_only && self.plan.zerocopy == ZeroCopy::None {
             lp.sh.flows[self.base].set_nonblocking(false)?;
