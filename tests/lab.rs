@@ -86,16 +86,46 @@ impl LabDb {
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
+    /// A set of one point and one iteration of the `base` spec (TOML
+    /// lines), submitted; the experiment is `name`, its label `name`
+    /// without `lab-`.
+    fn submit_one(&self, name: &str, base: &str, more: &[&str]) -> i64 {
+        let label = name.trim_start_matches("lab-");
+        let file = ExperimentFile::new(
+            name,
+            &format!("name = \"{name}\"\nlabel = \"{label}\"\niterations = 1\n[base]\n{base}"),
+        );
+        self.submit(&file, more)
+    }
+
+    /// The set's jobs as `plumb lab status` gives them.
+    fn jobs(&self, set: i64) -> Vec<Value> {
+        self.status(set)["sets"][0]["jobs"]
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+
+    /// Waits for the set, which must end done, and for its agents, which
+    /// must exit cleanly once the queue is empty (`--until-empty`).
+    fn done(&self, set: i64, agents: &mut [Agent]) {
+        let out = self.wait(set);
+        let logs: Vec<String> = agents.iter().map(Agent::log).collect();
+        assert_eq!(out.status.code(), Some(0), "{out:?}\n{logs:#?}");
+        for a in agents {
+            assert_eq!(a.exit(), Some(0), "{}", a.log());
+        }
+    }
+
     /// The set's jobs, once `until` holds for them (or the test fails).
     fn jobs_once(&self, set: i64, what: &str, until: impl Fn(&[Value]) -> bool) -> Vec<Value> {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let status = self.status(set);
-            let jobs = status["sets"][0]["jobs"].as_array().unwrap().clone();
+            let jobs = self.jobs(set);
             if until(&jobs) {
                 return jobs;
             }
-            assert!(Instant::now() < deadline, "never {what}: {status:#}");
+            assert!(Instant::now() < deadline, "never {what}: {jobs:#?}");
             std::thread::sleep(Duration::from_millis(100));
         }
     }
@@ -215,12 +245,7 @@ set = { nodelay = true }
         .iter()
         .map(|n| db.agent(n, &["--until-empty"]))
         .collect();
-    let out = db.wait(set);
-    let logs: Vec<String> = agents.iter().map(Agent::log).collect();
-    assert_eq!(out.status.code(), Some(0), "{out:?}\n{logs:#?}");
-    for a in &mut agents {
-        assert_eq!(a.exit(), Some(0), "{}", a.log());
-    }
+    db.done(set, &mut agents);
     // The namespaces of each agent's runs (named after its pid) are gone.
     let netns = Command::new("ip").args(["netns", "list"]).output().unwrap();
     let netns = String::from_utf8_lossy(&netns.stdout);
@@ -261,16 +286,13 @@ set = { nodelay = true }
     }
 
     // A job per cell, its two variants run by one agent, round by round.
-    let jobs = db.status(set)["sets"][0]["jobs"]
-        .as_array()
-        .unwrap()
-        .clone();
+    let jobs = db.jobs(set);
     assert_eq!(jobs.len(), 3);
     for job in &jobs {
         assert_eq!(job["state"], "done", "{job}");
         assert_eq!(job["runs"].as_array().unwrap().len(), 2, "{job}");
         let agent = job["agent"].as_str().unwrap();
-        let log = &logs[["a", "b", "c"].iter().position(|n| *n == agent).unwrap()];
+        let log = agents[["a", "b", "c"].iter().position(|n| *n == agent).unwrap()].log();
         let prefix = format!("agent {agent}: job {}: point ", job["id"]);
         let started: Vec<(String, String)> = log
             .lines()
@@ -291,24 +313,16 @@ set = { nodelay = true }
     }
 }
 
+/// A job long enough for an agent to be stopped, killed or left behind in.
+const STREAM_3S: &str = "workload = \"stream\"\nduration = \"3s\"\nwarmup = \"200ms\"\n";
+
 #[test]
 fn a_job_outlives_its_agents_a_stop_hands_it_back_a_kill_loses_it_one_run_is_stored() {
     let Some(db) = LabDb::start("lab-faults") else {
         return;
     };
     let _alone = common::measuring_alone();
-    let file = ExperimentFile::new(
-        "lab-faults",
-        r#"name = "lab-faults"
-label = "faults"
-iterations = 1
-[base]
-workload = "stream"
-duration = "3s"
-warmup = "200ms"
-"#,
-    );
-    let set = db.submit(&file, &[]);
+    let set = db.submit_one("lab-faults", STREAM_3S, &[]);
     let running_on = |agent: &str| {
         let agent = agent.to_string();
         move |jobs: &[Value]| jobs[0]["state"] == "running" && jobs[0]["agent"] == agent.as_str()
@@ -327,14 +341,11 @@ warmup = "200ms"
     db.jobs_once(set, "running on second", running_on("second"));
     second.signal("-KILL");
     second.exit();
-    let mut third = db.agent("third", &["--lease", "2s", "--until-empty"]);
-    let out = db.wait(set);
-    assert_eq!(out.status.code(), Some(0), "{out:?}\n{}", third.log());
-    assert_eq!(third.exit(), Some(0), "{}", third.log());
-    let jobs = db.status(set)["sets"][0]["jobs"]
-        .as_array()
-        .unwrap()
-        .clone();
+    db.done(
+        set,
+        &mut [db.agent("third", &["--lease", "2s", "--until-empty"])],
+    );
+    let jobs = db.jobs(set);
     assert_eq!(jobs[0]["agent"], "third", "{jobs:?}");
     assert_eq!(jobs[0]["attempts"], 2, "{jobs:?}");
     assert_eq!(db.runs("lab-faults").len(), 1);
@@ -346,27 +357,16 @@ fn an_agent_stopped_past_its_lease_stores_nothing_when_it_wakes() {
         return;
     };
     let _alone = common::measuring_alone();
-    let file = ExperimentFile::new(
-        "lab-stopped",
-        r#"name = "lab-stopped"
-label = "stopped"
-iterations = 1
-[base]
-workload = "stream"
-duration = "3s"
-warmup = "200ms"
-"#,
-    );
-    let set = db.submit(&file, &[]);
+    let set = db.submit_one("lab-stopped", STREAM_3S, &[]);
     let mut sleeper = db.agent("sleeper", &["--lease", "1s"]);
     db.jobs_once(set, "running on sleeper", |j| j[0]["agent"] == "sleeper");
     sleeper.signal("-STOP");
     // Past the lease, another agent takes the job and stores its run.
     std::thread::sleep(Duration::from_millis(1500));
-    let mut other = db.agent("other", &["--lease", "1s", "--until-empty"]);
-    let out = db.wait(set);
-    assert_eq!(out.status.code(), Some(0), "{out:?}\n{}", other.log());
-    assert_eq!(other.exit(), Some(0), "{}", other.log());
+    db.done(
+        set,
+        &mut [db.agent("other", &["--lease", "1s", "--until-empty"])],
+    );
     sleeper.signal("-CONT");
     let said = Instant::now();
     while !sleeper.log().contains("lost the lease") {
@@ -379,10 +379,7 @@ warmup = "200ms"
     }
     sleeper.stop();
     assert_eq!(db.runs("lab-stopped").len(), 1, "{}", sleeper.log());
-    let jobs = db.status(set)["sets"][0]["jobs"]
-        .as_array()
-        .unwrap()
-        .clone();
+    let jobs = db.jobs(set);
     assert_eq!(jobs[0]["agent"], "other", "{jobs:?}");
 }
 
@@ -392,20 +389,12 @@ fn a_job_that_sets_a_knob_the_agent_does_not_allow_fails_with_the_knob_named() {
         return;
     };
     let _alone = common::measuring_alone();
-    let file = ExperimentFile::new(
+    let set = db.submit_one(
         "lab-refused",
-        r#"name = "lab-refused"
-label = "refused"
-iterations = 1
-[base]
-workload = "rr"
-duration = "200ms"
-[[variant]]
-name = "big"
-knobs = { "sysctl:net.core.rmem_max" = "8388608" }
-"#,
+        "workload = \"rr\"\nduration = \"200ms\"\n[[variant]]\nname = \"big\"\n\
+         knobs = { \"sysctl:net.core.rmem_max\" = \"8388608\" }\n",
+        &["--attempts", "2"],
     );
-    let set = db.submit(&file, &["--attempts", "2"]);
     let mut agent = db.agent(
         "strict",
         &["--until-empty", "--allow-knob", "sysctl:net.ipv4.*"],
@@ -418,10 +407,7 @@ knobs = { "sysctl:net.core.rmem_max" = "8388608" }
         err.contains("sysctl:net.core.rmem_max") && err.contains("--allow-knob"),
         "{err}"
     );
-    let jobs = db.status(set)["sets"][0]["jobs"]
-        .as_array()
-        .unwrap()
-        .clone();
+    let jobs = db.jobs(set);
     assert_eq!(jobs[0]["state"], "failed", "{jobs:?}");
     assert_eq!(jobs[0]["attempts"], 2, "{jobs:?}");
     assert!(db.runs("lab-refused").is_empty());
@@ -453,17 +439,11 @@ fn an_agents_role_claims_and_stores_runs_and_is_refused_everything_else() {
         .unwrap();
     let out = db.plumb(&["lab", "grant", "lab_agent"]).output().unwrap();
     assert_ok(&out);
-    let file = ExperimentFile::new(
+    let set = db.submit_one(
         "lab-trust",
-        r#"name = "lab-trust"
-label = "trust"
-iterations = 1
-[base]
-workload = "rr"
-duration = "300ms"
-"#,
+        "workload = \"rr\"\nduration = \"300ms\"\n",
+        &[],
     );
-    let set = db.submit(&file, &[]);
     let as_agent = db.url.replace("plumb@", "lab_agent@");
     let log = db.server.dir.join("agent-restricted.log");
     let agent = plumb()
@@ -484,7 +464,7 @@ duration = "300ms"
     assert_eq!(db.runs("lab-trust").len(), 1, "{said}");
 
     let mut c = connect("lab_agent");
-    let job: i64 = db.status(set)["sets"][0]["jobs"][0]["id"].as_i64().unwrap();
+    let job: i64 = db.jobs(set)[0]["id"].as_i64().unwrap();
     for sql in [
         "DELETE FROM runs",
         "UPDATE runs SET label = 'forged'",
@@ -1246,12 +1226,11 @@ fn an_agent_rides_out_a_restart_of_the_database_mid_job() {
         return;
     };
     let _alone = common::measuring_alone();
-    let file = ExperimentFile::new(
+    let set = db.submit_one(
         "lab-restart",
-        "name = \"lab-restart\"\nlabel = \"restart\"\niterations = 1\n[base]\n\
-         workload = \"stream\"\nduration = \"4s\"\nwarmup = \"200ms\"\n",
+        "workload = \"stream\"\nduration = \"4s\"\nwarmup = \"200ms\"\n",
+        &[],
     );
-    let set = db.submit(&file, &[]);
     let mut agent = db.agent("steady", &["--lease", "6s", "--until-empty"]);
     db.jobs_once(set, "running", |j| j[0]["state"] == "running");
     let restarted = db
@@ -1277,10 +1256,7 @@ fn an_agent_rides_out_a_restart_of_the_database_mid_job() {
     );
     assert!(log.contains("finished job"), "{log}");
     assert_ok(&db.wait(set));
-    let jobs = db.status(set)["sets"][0]["jobs"]
-        .as_array()
-        .unwrap()
-        .clone();
+    let jobs = db.jobs(set);
     assert_eq!(
         (&jobs[0]["agent"], &jobs[0]["attempts"]),
         (&Value::from("steady"), &Value::from(1)),
