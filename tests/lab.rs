@@ -554,13 +554,11 @@ fn the_agents_systemd_unit_verifies_and_starts_plumb_agent() {
 fn guest_lab(name: &str) -> Option<(LabDb, Vec<PathBuf>, Vec<PathBuf>)> {
     let kernels = common::kernels()?;
     let db = LabDb::start(name)?;
-    let series = |s: &str| -> Vec<PathBuf> {
-        (kernels.iter())
-            .filter(|p| common::release_of(p).starts_with(s))
-            .cloned()
-            .collect()
-    };
-    Some((db, series("6.1."), series("6.12.")))
+    Some((
+        db,
+        common::series(&kernels, "6.1."),
+        common::series(&kernels, "6.12."),
+    ))
 }
 
 #[test]
@@ -970,12 +968,6 @@ fn a_lab_run_against_a_far_server_is_made_there_and_fails_by_name_without_it() {
     assert_eq!(db.runs("run").len(), 1);
 }
 
-/// `lab watch --git`: each new head of a tree is built by the user's
-/// command in plumb's work tree, its image put in the watched directory
-/// under `git describe`'s name and submitted as a set under that label; a
-/// head already built, or whose build failed, is not built again, and a
-/// failed build's log is kept. The images hold what the build wrote (the
-/// commit it was run at, as git says), so each is its own commit's.
 /// A git tree made with `git init` and the directory a watch of it
 /// builds into, both in the test's server directory.
 fn watched_tree(db: &LabDb) -> (PathBuf, PathBuf) {
@@ -1000,6 +992,12 @@ fn git_in(repo: &std::path::Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// `lab watch --git`: each new head of a tree is built by the user's
+/// command in plumb's work tree, its image put in the watched directory
+/// under `git describe`'s name and submitted as a set under that label; a
+/// head already built, or whose build failed, is not built again, and a
+/// failed build's log is kept. The images hold what the build wrote (the
+/// commit it was run at, as git says), so each is its own commit's.
 #[test]
 fn a_watched_git_tree_builds_each_new_head_once_into_the_directory() {
     if !common::require_tool("git", "git") {

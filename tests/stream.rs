@@ -364,22 +364,15 @@ fn human_summary_fits_80_columns_and_says_what_it_measured() {
 #[test]
 fn a_server_started_by_hand_serves_several_runs() {
     let _alone = measuring_alone();
-    let mut server = plumb()
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let addr = listening_addr(&mut server);
+    let (addr, server) = common::serve_on_loopback();
     for _ in 0..2 {
         let rec = stream_json(&["--server", &addr, "--duration", "1s", "--warmup", "200ms"]);
         assert!(u(&rec["iterations"][0]["transfer"]["received_bytes"]) > 0);
         assert_eq!(
             u(&rec["iterations"][0]["server"]["process"]["pid"]),
-            server.id() as u64
+            server.0.id() as u64
         );
     }
-    server.kill().unwrap();
-    server.wait().unwrap();
 }
 
 /// Worker threads are named PREFIX followed by their index (plumb-c0, plumb-s3);

@@ -1225,11 +1225,15 @@ pub fn release_of(deb: &Path) -> String {
         .to_string()
 }
 
-pub fn newest(kernels: &[PathBuf], series: &str) -> PathBuf {
-    kernels
-        .iter()
-        .rev()
-        .find(|p| release_of(p).starts_with(series))
-        .unwrap()
-        .clone()
+/// The kernels of one series ("6.1."), oldest first as `kernels` are.
+pub fn series(kernels: &[PathBuf], series: &str) -> Vec<PathBuf> {
+    (kernels.iter())
+        .filter(|p| release_of(p).starts_with(series))
+        .cloned()
+        .collect()
+}
+
+/// The newest kernel of one series.
+pub fn newest(kernels: &[PathBuf], of: &str) -> PathBuf {
+    series(kernels, of).pop().unwrap()
 }
