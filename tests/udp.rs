@@ -294,13 +294,18 @@ fn queued_as_the_window_closes(io: &str) {
         // (both ends are on this host, and a datagram is dropped as the
         // client sends it), agrees but for those the client sent unmarked
         // between its last mark and its count.
+        // So the kernel's count lies between the marked ones missing and
+        // those plus every unmarked one (with the receiver a ninth of a CPU,
+        // thousands can be sent, and dropped, in that gap).
         let missing = (marked - arrived) as f64;
+        let unmarked = sent.saturating_sub(marked) as f64;
         let dropped = counter(c, "Udp.RcvbufErrors");
         let allowed = 64.0 + 0.02 * dropped.max(missing);
         assert!(
-            (missing - dropped).abs() <= allowed,
+            dropped >= missing - allowed && dropped <= missing + unmarked + allowed,
             "{io}: {missing} marked datagrams did not arrive, the kernel dropped {dropped} \
-             (allowed {allowed}); received {got} + lost {lost} of {sent}, {q} queued"
+             ({unmarked} sent unmarked, allowed {allowed}); received {got} + lost {lost} of \
+             {sent}, {q} queued"
         );
         let loss = f(&it["derived"]["loss"]);
         assert!((loss - missing / marked as f64).abs() < 1e-12, "{loss}");
