@@ -21,7 +21,39 @@ pub struct HistoryRun {
     pub iterations: usize,
 }
 
-/// A change of the series, between two neighbouring runs.
+/// A change of a series, between two neighbouring points of it (runs, or
+/// kernels measured one after another): what `plumb history` and `plumb lab
+/// watch` report alike.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Change {
+    pub before_label: String,
+    pub after_label: String,
+    /// Means of the values between the neighbouring changes.
+    pub mean_before: f64,
+    pub mean_after: f64,
+    /// (after - before) / before.
+    pub change: f64,
+    pub p: f64,
+    /// Whether the change is for the worse: a lower rate, or a higher
+    /// latency.
+    pub regression: bool,
+}
+
+impl Change {
+    fn at(c: &ChangePoint, before_label: &str, after_label: &str, higher_is_better: bool) -> Self {
+        Change {
+            before_label: before_label.to_string(),
+            after_label: after_label.to_string(),
+            mean_before: c.mean_before,
+            mean_after: c.mean_after,
+            change: c.change,
+            p: c.p,
+            regression: (c.mean_after < c.mean_before) == higher_is_better,
+        }
+    }
+}
+
+/// A change of a test point's series, between two neighbouring runs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HistoryChange {
     /// The position in `runs` of the first run after the change.
@@ -29,16 +61,8 @@ pub struct HistoryChange {
     /// The run before the change and the first after it (local numbers).
     pub before_run: i64,
     pub after_run: i64,
-    pub before_label: String,
-    pub after_label: String,
-    /// Means of the runs between the neighbouring changes.
-    pub mean_before: f64,
-    pub mean_after: f64,
-    /// (after - before) / before.
-    pub change: f64,
-    pub p: f64,
-    /// Whether the change is for the worse (a lower rate).
-    pub regression: bool,
+    #[serde(flatten)]
+    pub between: Change,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -87,13 +111,7 @@ pub fn history(runs: &[(i64, &RunRecord)], params: &ChangeParams) -> Option<Hist
                 index: c.index,
                 before_run: before.run,
                 after_run: after.run,
-                before_label: before.label.clone(),
-                after_label: after.label.clone(),
-                mean_before: c.mean_before,
-                mean_after: c.mean_after,
-                change: c.change,
-                p: c.p,
-                regression: c.mean_after < c.mean_before,
+                between: Change::at(&c, &before.label, &after.label, metric.higher_is_better()),
             }
         })
         .collect();
@@ -108,21 +126,6 @@ pub fn history(runs: &[(i64, &RunRecord)], params: &ChangeParams) -> Option<Hist
     })
 }
 
-/// A change between two neighbouring kernels of a series measured kernel
-/// after kernel (`plumb lab watch`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct KernelChange {
-    pub before_label: String,
-    pub after_label: String,
-    /// Means of every iteration between the neighbouring changes.
-    pub mean_before: f64,
-    pub mean_after: f64,
-    /// (after - before) / before.
-    pub change: f64,
-    pub p: f64,
-    pub regression: bool,
-}
-
 /// The changes of a series of kernels, each with every iteration it was
 /// measured over, in the order they were measured: E-divisive means over
 /// all the iterations, so that two kernels a side with a few iterations
@@ -133,7 +136,7 @@ pub fn kernel_changes(
     kernels: &[(String, Vec<f64>)],
     higher_is_better: bool,
     params: &ChangeParams,
-) -> (Vec<KernelChange>, usize) {
+) -> (Vec<Change>, usize) {
     let values: Vec<f64> = kernels
         .iter()
         .flat_map(|(_, xs)| xs.iter().copied())
@@ -152,15 +155,12 @@ pub fn kernel_changes(
             within += 1;
             continue;
         };
-        changes.push(KernelChange {
-            before_label: kernels[k - 1].0.clone(),
-            after_label: kernels[k].0.clone(),
-            mean_before: c.mean_before,
-            mean_after: c.mean_after,
-            change: c.change,
-            p: c.p,
-            regression: (c.mean_after < c.mean_before) == higher_is_better,
-        });
+        changes.push(Change::at(
+            &c,
+            &kernels[k - 1].0,
+            &kernels[k].0,
+            higher_is_better,
+        ));
     }
     (changes, within)
 }
@@ -193,8 +193,8 @@ mod tests {
         assert_eq!(h.runs.len(), 12);
         assert!(h.runs[0].lo < h.runs[0].mean && h.runs[0].mean < h.runs[0].hi);
         assert_eq!(h.changes.len(), 1, "{:?}", h.changes);
-        let c = &h.changes[0];
-        assert_eq!((c.before_run, c.after_run), (6, 7));
+        assert_eq!((h.changes[0].before_run, h.changes[0].after_run), (6, 7));
+        let c = &h.changes[0].between;
         assert_eq!(
             (c.before_label.as_str(), c.after_label.as_str()),
             ("k5", "k6")

@@ -17,14 +17,14 @@ pub fn change_line(h: &History, c: &HistoryChange) -> String {
     format!(
         "between run {} ({}) and run {} ({}): {} -> {}, {}, p {:.3}{}",
         c.before_run,
-        c.before_label,
+        c.between.before_label,
         c.after_run,
-        c.after_label,
-        value(h, c.mean_before),
-        value(h, c.mean_after),
-        pct(c.change),
-        c.p,
-        if c.regression {
+        c.between.after_label,
+        value(h, c.between.mean_before),
+        value(h, c.between.mean_after),
+        pct(c.between.change),
+        c.between.p,
+        if c.between.regression {
             "  => regression"
         } else {
             "  => improvement"
@@ -175,26 +175,26 @@ pub fn mail(h: &History, c: &HistoryChange, detail: &str) -> String {
     let _ = writeln!(
         o,
         "plumb: {} {} {} of {} between {} and {}\n",
-        pct(c.change),
+        pct(c.between.change),
         h.metric.unit(),
-        if c.regression {
+        if c.between.regression {
             "regression"
         } else {
             "improvement"
         },
         h.summary,
-        c.before_label,
-        c.after_label
+        c.between.before_label,
+        c.between.after_label
     );
     let _ = writeln!(o, "test point: {} [{}]", h.summary, h.spec_key);
     let _ = writeln!(
         o,
         "{}: {} (runs before) -> {} (runs after), {} change, p {:.3}",
         h.metric.title(),
-        value(h, c.mean_before),
-        value(h, c.mean_after),
-        pct(c.change),
-        c.p
+        value(h, c.between.mean_before),
+        value(h, c.between.mean_after),
+        pct(c.between.change),
+        c.between.p
     );
     let _ = writeln!(o, "found by {}\n", h.method);
     let _ = writeln!(
@@ -244,8 +244,8 @@ pub fn html(h: &History) -> String {
             ht - pad,
             cx + 4.0,
             pad + 12.0,
-            esc(&pct(c.change)),
-            esc(&c.after_label)
+            esc(&pct(c.between.change)),
+            esc(&c.between.after_label)
         );
     }
     for (i, r) in h.runs.iter().enumerate() {

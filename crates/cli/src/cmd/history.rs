@@ -173,7 +173,7 @@ pub fn history(a: HistoryArgs) -> Result<i32, Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use plumb_compare::history::{History, HistoryChange};
+    use plumb_compare::history::{Change, History, HistoryChange};
 
     #[test]
     fn more_matching_points_than_are_named_are_counted() {
@@ -198,13 +198,15 @@ mod tests {
             index: 4,
             before_run: 4,
             after_run: 5,
-            before_label: "nightly-04".into(),
-            after_label: "nightly-05".into(),
-            mean_before: 10e9,
-            mean_after: 2.83e9,
-            change: -0.717,
-            p: 0.015,
-            regression: true,
+            between: Change {
+                before_label: "nightly-04".into(),
+                after_label: "nightly-05".into(),
+                mean_before: 10e9,
+                mean_after: 2.83e9,
+                change: -0.717,
+                p: 0.015,
+                regression: true,
+            },
         };
         let h = History {
             spec_key: "7307bc2dbea14553".into(),

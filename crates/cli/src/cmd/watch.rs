@@ -12,7 +12,7 @@
 use super::lab::{jobs_of, lab_url, plural, submitter};
 use crate::args::LabWatchArgs;
 use crate::Failure;
-use plumb_compare::history::{kernel_changes, KernelChange};
+use plumb_compare::history::{self, kernel_changes};
 use plumb_run::experiment::Plan;
 use plumb_run::notify::{self, Mail};
 use plumb_samples::RunRecord;
@@ -104,7 +104,7 @@ struct Change {
     point: String,
     summary: String,
     metric: plumb_samples::Metric,
-    change: KernelChange,
+    change: history::Change,
     /// With --git: what lies between the two heads (`tree::between`).
     between: Option<String>,
 }
