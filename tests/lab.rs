@@ -225,24 +225,11 @@ fn a_sweep_spread_over_three_agents_comes_back_whole_each_cells_variants_on_one_
     let _alone = common::measuring_alone();
     let file = ExperimentFile::new(
         "lab-spread",
-        r#"name = "lab-spread"
-label = "spread"
-iterations = 2
-order = "random"
-seed = 7
-[base]
-workload = "rr"
-duration = "300ms"
-warmup = "100ms"
-topology = "veth"
-[matrix]
-req_size = [1, 64, 512]
-[[variant]]
-name = "plain"
-[[variant]]
-name = "nodelay"
-set = { nodelay = true }
-"#,
+        &(common::quick_rr(
+            "lab-spread",
+            "label = \"spread\"\niterations = 2\norder = \"random\"\nseed = 7",
+        ) + "topology = \"veth\"\n[matrix]\nreq_size = [1, 64, 512]\n"
+            + common::PLAIN_AND_NODELAY),
     );
     let set = db.submit(&file, &[]);
     let mut agents: Vec<Agent> = ["a", "b", "c"]

@@ -4,7 +4,10 @@
 //! series, axis labels, the cliff sentences) is read back from the page.
 
 mod common;
-use common::{assert_ok, assert_says, chromium, items, plumb, quick_rr, render, skip, TempDb};
+use common::{
+    assert_ok, assert_says, chromium, items, plumb, quick_rr, render, skip, TempDb,
+    PLAIN_AND_NODELAY,
+};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -215,12 +218,7 @@ fn an_experiment_report_renders_everywhere_and_in_chromium() {
 # loopback (a 1 MB one only about twice, under the cliff factor): a cliff
 # between 100 and 16000000 whatever the machine's noise.
 req_size = [1, 100, 16000000]
-[[variant]]
-name = "plain"
-[[variant]]
-name = "nodelay"
-set = { nodelay = true }
-"#,
+"# + PLAIN_AND_NODELAY,
     )
     .unwrap();
     let db = TempDb::new("report");

@@ -166,6 +166,14 @@ pub fn quick_rr(name: &str, top: &str) -> String {
     )
 }
 
+/// Two variants of an experiment file, the second with Nagle off.
+pub const PLAIN_AND_NODELAY: &str = "[[variant]]
+name = \"plain\"
+[[variant]]
+name = \"nodelay\"
+set = { nodelay = true }
+";
+
 /// `plumb run stream ARGS --json`, which must succeed; returns the record.
 pub fn stream_json(args: &[&str]) -> Value {
     record_of(&[&["run", "stream", "--json"], args].concat())
