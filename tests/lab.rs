@@ -16,7 +16,7 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, Sender};
 use std::time::{Duration, Instant};
@@ -26,6 +26,8 @@ use std::time::{Duration, Instant};
 struct LabDb {
     server: PgServer,
     url: String,
+    /// The test's name (`lab-NAME`): its server's, and its one-point sets'.
+    name: String,
 }
 
 impl LabDb {
@@ -37,13 +39,42 @@ impl LabDb {
             server.port,
             server.dir.join("ca.pem").display()
         );
-        Some(LabDb { server, url })
+        Some(LabDb {
+            server,
+            url,
+            name: name.to_string(),
+        })
+    }
+
+    /// A lab with one set of one point submitted ([`LabDb::submit_one`]),
+    /// and the host held for the test ([`common::measuring_alone`]).
+    fn with_one(
+        name: &str,
+        base: &str,
+        more: &[&str],
+    ) -> Option<(LabDb, i64, std::sync::MutexGuard<'static, ()>)> {
+        let db = LabDb::start(name)?;
+        let alone = common::measuring_alone();
+        let set = db.submit_one(base, more);
+        Some((db, set, alone))
     }
 
     fn plumb(&self, args: &[&str]) -> Command {
         let mut c = plumb();
         c.args(args).args(["--db", &self.url]);
         c
+    }
+
+    /// `plumb lab watch DIR --points FILE` on this lab; the caller adds the
+    /// rest.
+    fn watch(&self, dir: &Path, points: &ExperimentFile) -> Command {
+        self.plumb(&[
+            "lab",
+            "watch",
+            dir.to_str().unwrap(),
+            "--points",
+            points.path(),
+        ])
     }
 
     fn submit(&self, file: &ExperimentFile, more: &[&str]) -> i64 {
@@ -91,9 +122,10 @@ impl LabDb {
     }
 
     /// A set of one point and one iteration of the `base` spec (TOML
-    /// lines), submitted; the experiment is `name`, its label `name`
-    /// without `lab-`.
-    fn submit_one(&self, name: &str, base: &str, more: &[&str]) -> i64 {
+    /// lines), submitted; the experiment is the test's name, its label
+    /// that name without `lab-`.
+    fn submit_one(&self, base: &str, more: &[&str]) -> i64 {
+        let name = &self.name;
         let label = name.trim_start_matches("lab-");
         let file = ExperimentFile::new(
             name,
@@ -309,11 +341,9 @@ const STREAM_3S: &str = "workload = \"stream\"\nduration = \"3s\"\nwarmup = \"20
 
 #[test]
 fn a_job_outlives_its_agents_a_stop_hands_it_back_a_kill_loses_it_one_run_is_stored() {
-    let Some(db) = LabDb::start("lab-faults") else {
+    let Some((db, set, _alone)) = LabDb::with_one("lab-faults", STREAM_3S, &[]) else {
         return;
     };
-    let _alone = common::measuring_alone();
-    let set = db.submit_one("lab-faults", STREAM_3S, &[]);
     let running_on = |agent: &str| {
         let agent = agent.to_string();
         move |jobs: &[Value]| jobs[0]["state"] == "running" && jobs[0]["agent"] == agent.as_str()
@@ -344,11 +374,9 @@ fn a_job_outlives_its_agents_a_stop_hands_it_back_a_kill_loses_it_one_run_is_sto
 
 #[test]
 fn an_agent_stopped_past_its_lease_stores_nothing_when_it_wakes() {
-    let Some(db) = LabDb::start("lab-stopped") else {
+    let Some((db, set, _alone)) = LabDb::with_one("lab-stopped", STREAM_3S, &[]) else {
         return;
     };
-    let _alone = common::measuring_alone();
-    let set = db.submit_one("lab-stopped", STREAM_3S, &[]);
     let mut sleeper = db.agent("sleeper", &["--lease", "1s"]);
     db.jobs_once(set, "running on sleeper", |j| j[0]["agent"] == "sleeper");
     sleeper.signal("-STOP");
@@ -376,16 +404,14 @@ fn an_agent_stopped_past_its_lease_stores_nothing_when_it_wakes() {
 
 #[test]
 fn a_job_that_sets_a_knob_the_agent_does_not_allow_fails_with_the_knob_named() {
-    let Some(db) = LabDb::start("lab-refused") else {
-        return;
-    };
-    let _alone = common::measuring_alone();
-    let set = db.submit_one(
+    let Some((db, set, _alone)) = LabDb::with_one(
         "lab-refused",
         "workload = \"rr\"\nduration = \"200ms\"\n[[variant]]\nname = \"big\"\n\
          knobs = { \"sysctl:net.core.rmem_max\" = \"8388608\" }\n",
         &["--attempts", "2"],
-    );
+    ) else {
+        return;
+    };
     let mut agent = db.agent(
         "strict",
         &["--until-empty", "--allow-knob", "sysctl:net.ipv4.*"],
@@ -430,11 +456,7 @@ fn an_agents_role_claims_and_stores_runs_and_is_refused_everything_else() {
         .unwrap();
     let out = db.plumb(&["lab", "grant", "lab_agent"]).output().unwrap();
     assert_ok(&out);
-    let set = db.submit_one(
-        "lab-trust",
-        "workload = \"rr\"\nduration = \"300ms\"\n",
-        &[],
-    );
+    let set = db.submit_one("workload = \"rr\"\nduration = \"300ms\"\n", &[]);
     let as_agent = db.url.replace("plumb@", "lab_agent@");
     let log = db.server.dir.join("agent-restricted.log");
     let agent = plumb()
@@ -690,13 +712,7 @@ fn a_watched_directory_measures_each_new_kernel_and_reports_the_change_between_t
         let smtp = format!("127.0.0.1:{smtp}");
         let hook = format!("http://127.0.0.1:{hook}/plumb");
         let out = db
-            .plumb(&[
-                "lab",
-                "watch",
-                dir.to_str().unwrap(),
-                "--points",
-                file.path(),
-            ])
+            .watch(&dir, &file)
             .args(["--once", "--smtp", &smtp, "--mail-to", "netdev@lab.test"])
             .args(["--webhook", &hook])
             .output()
@@ -1023,13 +1039,7 @@ fn a_watched_git_tree_builds_each_new_head_once_into_the_directory() {
     let (first, first_name) = commit("one", false);
     let log = db.server.dir.join("watch.log");
     let mut watch = db
-        .plumb(&[
-            "lab",
-            "watch",
-            dir.to_str().unwrap(),
-            "--points",
-            file.path(),
-        ])
+        .watch(&dir, &file)
         .args(["--git", repo.to_str().unwrap(), "--build", &build])
         .args([
             "--image",
@@ -1137,13 +1147,7 @@ fn a_change_between_two_heads_of_a_git_tree_is_bisected_on_the_lab() {
     let mut agent = db.agent("measurer", &[]);
     let watch = || {
         let out = db
-            .plumb(&[
-                "lab",
-                "watch",
-                dir.to_str().unwrap(),
-                "--points",
-                file.path(),
-            ])
+            .watch(&dir, &file)
             .args(["--git", repo.to_str().unwrap(), "--build"])
             .arg("mkdir -p out && cp \"$(cat kernel)\" out/kernel.deb")
             .args(["--image", "out/kernel.deb", "--once", "--min-change", "20"])
@@ -1203,15 +1207,13 @@ fn a_change_between_two_heads_of_a_git_tree_is_bisected_on_the_lab() {
 /// once, by the same agent.
 #[test]
 fn an_agent_rides_out_a_restart_of_the_database_mid_job() {
-    let Some(db) = LabDb::start("lab-restart") else {
-        return;
-    };
-    let _alone = common::measuring_alone();
-    let set = db.submit_one(
+    let Some((db, set, _alone)) = LabDb::with_one(
         "lab-restart",
         "workload = \"stream\"\nduration = \"4s\"\nwarmup = \"200ms\"\n",
         &[],
-    );
+    ) else {
+        return;
+    };
     let mut agent = db.agent("steady", &["--lease", "6s", "--until-empty"]);
     db.jobs_once(set, "running", |j| j[0]["state"] == "running");
     let restarted = db
