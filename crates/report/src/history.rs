@@ -14,17 +14,18 @@ fn value(h: &History, v: f64) -> String {
 
 /// `between run 7 (6.6-rc1) and run 8 (6.6-rc2): 10.2 -> 9.0 Gbit/s ...`
 pub fn change_line(h: &History, c: &HistoryChange) -> String {
+    let b = &c.between;
     format!(
         "between run {} ({}) and run {} ({}): {} -> {}, {}, p {:.3}{}",
         c.before_run,
-        c.between.before_label,
+        b.before_label,
         c.after_run,
-        c.between.after_label,
-        value(h, c.between.mean_before),
-        value(h, c.between.mean_after),
-        pct(c.between.change),
-        c.between.p,
-        if c.between.regression {
+        b.after_label,
+        value(h, b.mean_before),
+        value(h, b.mean_after),
+        pct(b.change),
+        b.p,
+        if b.regression {
             "  => regression"
         } else {
             "  => improvement"
@@ -171,30 +172,31 @@ pub fn markdown(h: &History) -> String {
 /// compared (their before/after table with the CPU budget, hosts, kernels
 /// and environment differences), as the caller renders it.
 pub fn mail(h: &History, c: &HistoryChange, detail: &str) -> String {
+    let b = &c.between;
     let mut o = String::new();
     let _ = writeln!(
         o,
         "plumb: {} {} {} of {} between {} and {}\n",
-        pct(c.between.change),
+        pct(b.change),
         h.metric.unit(),
-        if c.between.regression {
+        if b.regression {
             "regression"
         } else {
             "improvement"
         },
         h.summary,
-        c.between.before_label,
-        c.between.after_label
+        b.before_label,
+        b.after_label
     );
     let _ = writeln!(o, "test point: {} [{}]", h.summary, h.spec_key);
     let _ = writeln!(
         o,
         "{}: {} (runs before) -> {} (runs after), {} change, p {:.3}",
         h.metric.title(),
-        value(h, c.between.mean_before),
-        value(h, c.between.mean_after),
-        pct(c.between.change),
-        c.between.p
+        value(h, b.mean_before),
+        value(h, b.mean_after),
+        pct(b.change),
+        b.p
     );
     let _ = writeln!(o, "found by {}\n", h.method);
     let _ = writeln!(

@@ -219,7 +219,8 @@ impl Handler for StreamFlows {
         // 1.249] unpinned (0.934 and 1.044 per busy CPU-second, 10 x 5 s).
         // The sending CPU is the one that is full in either case (profiled
         // beside qperf, whose sender costs the same per byte; its blocking
-        // receiver spends about a sixth less a byte, epoll's share).
+        // receiver spends about a sixth less a byte: epoll's own calls, the
+        // EAGAIN read a wake-up and this loop's code, in that order).
         let sends_only = self.plan.sends && !self.plan.receives && !self.m.probes();
         if n == 1 && sends_only && self.plan.zerocopy == ZeroCopy::None {
             lp.sh.flows[self.base].set_nonblocking(false)?;
