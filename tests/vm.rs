@@ -1190,10 +1190,20 @@ fn a_guest_run_on_a_busy_host_is_suspect_and_check_cannot_tell() {
 /// modules loaded at boot): through the same 20 Mbit/s bottleneck and 200
 /// KiB of buffer, the FIFO makes the probes wait about its drain time
 /// (82 ms) while the download fills it, and fq_codel, which keeps its
-/// sojourn near 5 ms, a fifth of that at most. Each rise is the test's own
-/// median of the probes' buckets in the download's second second less the
-/// idle phase's; how full the FIFO got is the kernel's answer over
-/// rtnetlink inside the guest.
+/// sojourn near 5 ms and serves the probes' sparse flows first, a fifth of
+/// that at most on the way through it. Each rise is the test's own median
+/// of the probes' buckets in the download's second second less the idle
+/// phase's; how full the FIFO got is the kernel's answer over rtnetlink
+/// inside the guest.
+///
+/// The fifth is weighed on the UDP probes' way toward the client, the way
+/// the router's queue lies on (the guest's ends share one clock, so each
+/// answer splits into its two ways). A round trip also holds the server's
+/// wait for a vCPU beside the download's sender, which no qdisc changes
+/// and which under TCG follows the host's speed: on one slow day it added
+/// 17 ms to fq_codel's round trip (against 3 ms on another) while the way
+/// through the router rose by under 1 ms. The round trip is still held to
+/// the FIFO's drain, and to well under it with fq_codel.
 #[test]
 fn in_a_guest_a_deep_fifo_under_load_waits_five_times_what_fq_codel_does() {
     let Some(kernels) = kernels() else { return };
@@ -1226,14 +1236,24 @@ fn in_a_guest_a_deep_fifo_under_load_waits_five_times_what_fq_codel_does() {
             .unwrap_or_else(|| panic!("no {kind} point: {export}"))
     };
     let (r, q) = (record("pfifo"), record("fq_codel"));
-    let rise = |r: &Value| -> f64 {
+    let rise = |end: &Value, key: &str| -> f64 {
+        median_ms(&kept_between(end, key, 3.0, 4.0)) - median_ms(&kept_between(end, key, 1.0, 2.0))
+    };
+    // The round trip of the run's own probes, and the UDP probes' way
+    // toward the client.
+    let rises = |r: &Value| -> (f64, f64) {
         // A run the busy host disturbed says nothing of the kernel.
         assert!(r.get("suspect").is_none(), "{}", r["suspect"]);
-        let client = &r["iterations"][0]["client"];
-        median_ms(&buckets_between(client, 3.0, 4.0))
-            - median_ms(&buckets_between(client, 1.0, 2.0))
+        let it = &r["iterations"][0];
+        let udp = items(&it["parts"])
+            .find(|p| p["name"] == "udp")
+            .unwrap_or_else(|| panic!("no udp probes: {it}"));
+        (
+            rise(&it["client"], "buckets"),
+            rise(&udp["client"], "to_client_buckets"),
+        )
     };
-    let (fifo, fq_codel) = (rise(r), rise(q));
+    let ((fifo, fifo_way), (fq_codel, fq_codel_way)) = (rises(r), rises(q));
     let modules: Vec<&str> = items(&q["vm"]["modules"])
         .map(|m| m.as_str().unwrap())
         .collect();
@@ -1246,13 +1266,19 @@ fn in_a_guest_a_deep_fifo_under_load_waits_five_times_what_fq_codel_does() {
         .unwrap_or_else(|| panic!("no queue toward the client: {r}"));
     assert!(peak > 100.0 * 1024.0, "the FIFO held at most {peak} bytes");
     let drain_ms = 200.0 * 1024.0 * 8.0 / 20e6 * 1e3;
+    for (what, rise) in [("round trip", fifo), ("way toward the client", fifo_way)] {
+        assert!(
+            rise > 0.5 * drain_ms,
+            "the FIFO's rise of the {what} {rise} ms, its drain {drain_ms} ms"
+        );
+    }
     assert!(
-        fifo > 0.5 * drain_ms,
-        "the FIFO's rise {fifo} ms, its drain {drain_ms} ms"
+        fifo_way >= 5.0 * fq_codel_way,
+        "toward the client FIFO {fifo_way} ms against fq_codel {fq_codel_way} ms"
     );
     assert!(
-        fifo >= 5.0 * fq_codel,
-        "FIFO {fifo} ms against fq_codel {fq_codel} ms"
+        fifo >= 2.0 * fq_codel,
+        "round trip FIFO {fifo} ms against fq_codel {fq_codel} ms"
     );
 }
 
