@@ -18,7 +18,6 @@
 # OLD_NAME and NEW_NAME name the builds in the section (default: their
 # --version, which names no commit in builds older than that flag's).
 # Writes the "## ab:" section of $OUT (BENCHMARKS.md).
-set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 OLD=${1:?usage: bench/ab.sh OLD_PLUMB NEW_PLUMB [REPS [SECS]]}
 NEW=${2:?usage: bench/ab.sh OLD_PLUMB NEW_PLUMB [REPS [SECS]]}

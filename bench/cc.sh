@@ -18,7 +18,6 @@
 # interval, called only where the interval leaves 1 out. --cc sets the
 # flows' sockets only; the host's default is left alone. bbr is a module:
 # root loads it on first use (tests/setup.sh does too).
-set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 REPS=${1:-6}
 SECS=${2:-4}

@@ -15,7 +15,6 @@
 #      and their spread (p99 - p50) as the jitter the line adds.
 # A run whose throughput approaches the ceiling of case a) or b) says so in
 # its output (the delay line busy 90 % of the window or more).
-set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 REPS=${1:-5}
 SECS=${2:-10}

@@ -7,7 +7,6 @@
 # of BENCHMARKS.md.
 #
 #   bench/lab.sh [AGENTS] [SECS] [REPS]      (defaults: 50 agents, 20 s, 3 repetitions)
-set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 AGENTS=${1:-50}
 SECS=${2:-20}

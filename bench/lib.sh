@@ -6,6 +6,8 @@
 # The scripts' environment, as each documents it: PLUMB=path/to/plumb uses a
 # binary built elsewhere, PEERS=DIR a directory holding netperf and neper,
 # OUT=FILE another file than BENCHMARKS.md.
+# Every benchmark stops at its first failure, as each used to say itself.
+set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-BENCHMARKS.md}
 

@@ -21,7 +21,6 @@
 # (net.ipv4.tcp_congestion_control, which every tool's sockets take: qperf
 # has no option for it) for the run and putting it back on exit. Its many
 # repetitions are no test: CI does not run it.
-set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 REPS=${1:-5}
 SECS=${2:-5}

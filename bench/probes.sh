@@ -16,7 +16,6 @@
 # per GB (inverted: above 1, the probes cost nothing), with 95 % Student-t
 # intervals, called only where an interval leaves 1 out. Needs root (the
 # veth pair's namespaces).
-set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 REPS=${1:-8}
 SECS=${2:-5}

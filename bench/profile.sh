@@ -10,7 +10,6 @@
 # Both sides run the same flows (1) and threads (1) on the same CPUs, each
 # case unpinned and, where there are two CPUs, pinned (client on CPU 0,
 # server on CPU 1).
-set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 REPS=${1:-7}
 SECS=${2:-5}

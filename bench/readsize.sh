@@ -13,7 +13,6 @@
 # medians with min-max, and each read size against whole messages on the
 # same engine and flows as a ratio with its 95 % interval over the
 # repetitions, called only where the interval leaves 1 out.
-set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 REPS=${1:-6}
 SECS=${2:-4}

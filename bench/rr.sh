@@ -27,7 +27,6 @@
 # round trip as "latency"; the figures here are whole round trips throughout,
 # and for qperf, which gives only a mean, transactions per second are
 # 1e6 / round-trip microseconds.
-set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 REPS=${1:-5}
 SECS=${2:-10}

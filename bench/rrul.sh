@@ -15,7 +15,6 @@
 # which flent needs), DATA=DIR keeps flent's data files and plumb's records
 # there (default: a new directory under /tmp, printed at the end), and
 # RENDER_ONLY=1 with DATA=DIR writes the section again from them.
-set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 REPS=${REPS:-5}
 LENGTH=30

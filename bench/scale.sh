@@ -28,7 +28,6 @@
 # interval leaves 1 out: the two tools' runs of one repetition follow each
 # other closely, so drift between repetitions hits both sides of a pair
 # alike and does not pass for a difference.
-set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 REPS=${1:-5}
 SECS=${2:-10}

@@ -8,7 +8,6 @@
 #   bench/store.sh [RUNS] [REPS]      (defaults: 10000 runs, 7 repetitions)
 #
 # DBS="sqlite postgres://..." picks the stores (default: a SQLite file).
-set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 RUNS=${1:-10000}
 REPS=${2:-7}

@@ -13,7 +13,6 @@
 #
 # Every case runs the same flow (1) and threads (1 a side), the client on
 # CPU 0 and the server on CPU 1 where there are two.
-set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 REPS=${1:-7}
 SECS=${2:-5}

@@ -10,7 +10,6 @@
 # 6.1 and 6.12 are used. ACCEL=tcg|kvm|auto picks the accelerator (default
 # tcg). PLUMB=path/to/plumb uses a binary built elsewhere. Writes the
 # "## Kernels in a VM" section of $OUT (BENCHMARKS.md).
-set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 REPS=${1:-3}
 SECS=${2:-5}

@@ -12,7 +12,6 @@
 # CPU seconds per GB (10^9 bytes received) of the sending and of the
 # receiving process, and throughput; medians with min-max. For msg also the
 # share of completions the kernel flagged as copied. Needs root (namespaces).
-set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 REPS=${1:-5}
 SECS=${2:-5}
