@@ -336,6 +336,16 @@ fn a_sweep_spread_over_three_agents_comes_back_whole_each_cells_variants_on_one_
     }
 }
 
+/// The timing of a run a lab test submits as flags: two short iterations.
+const SHORT_RUN: [&str; 6] = [
+    "--duration",
+    "300ms",
+    "--warmup",
+    "100ms",
+    "--iterations",
+    "2",
+];
+
 /// A job long enough for an agent to be stopped, killed or left behind in.
 const STREAM_3S: &str = "workload = \"stream\"\nduration = \"3s\"\nwarmup = \"200ms\"\n";
 
@@ -864,17 +874,12 @@ fn one_runs_flags_submitted_to_a_lab_are_made_by_an_agent_as_that_run() {
         "64",
         "--resp-size",
         "2K",
-        "--duration",
-        "300ms",
-        "--warmup",
-        "100ms",
-        "--iterations",
-        "2",
         "--label",
         "one-run",
     ];
+    let flags = [&flags[..], &SHORT_RUN].concat();
     let dry = plumb()
-        .args(flags)
+        .args(&flags)
         .args(["--dry-run", "--json"])
         .output()
         .unwrap();
@@ -932,14 +937,7 @@ fn a_lab_run_against_a_far_server_is_made_there_and_fails_by_name_without_it() {
     let submit = |label: &str| -> i64 {
         let out = db
             .plumb(&["run", "rr", "--server", &addr, "--label", label])
-            .args([
-                "--duration",
-                "300ms",
-                "--warmup",
-                "100ms",
-                "--iterations",
-                "2",
-            ])
+            .args(SHORT_RUN)
             .args(["--lab", "far"])
             .output()
             .unwrap();

@@ -813,11 +813,8 @@ fn self_probes_are_timed_inside_the_loaded_flows_each_way_on_both_engines() {
             "50",
             "--direction",
             direction,
-            "--duration",
-            "1s",
-            "--warmup",
-            "200ms",
         ];
+        let args = [&args[..], &ONE_SECOND].concat();
         let (out, text) = straced("sendto,write", false, &args);
         let rec = record_from(&["stream"], out);
         let answered = u(&rec["iterations"][0]["client"]["transactions"]);

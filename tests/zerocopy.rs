@@ -239,16 +239,7 @@ fn odd_message_sizes_keep_message_boundaries_in_every_mode() {
 fn rx_skip_receives_the_bytes_without_copying_them_out() {
     for direction in ["send", "recv", "both"] {
         let rec = agreeing(&format!("rx skip {direction}"), || {
-            stream_json(&[
-                "--rx",
-                "skip",
-                "--direction",
-                direction,
-                "--duration",
-                "1s",
-                "--warmup",
-                "200ms",
-            ])
+            stream_json(&[&["--rx", "skip", "--direction", direction][..], &ONE_SECOND].concat())
         });
         assert_eq!(rec["spec"]["rx"], "skip");
     }
@@ -256,16 +247,7 @@ fn rx_skip_receives_the_bytes_without_copying_them_out() {
 
 #[test]
 fn zerocopy_receive_is_refused_with_the_reason_on_loopback() {
-    let out = run(&[
-        "run",
-        "stream",
-        "--rx",
-        "zerocopy",
-        "--duration",
-        "1s",
-        "--warmup",
-        "200ms",
-    ]);
+    let out = run(&[&["run", "stream", "--rx", "zerocopy"][..], &ONE_SECOND].concat());
     assert_exit(
         &out,
         2,
@@ -576,16 +558,7 @@ fn congestion_control_is_read_back_from_every_flow_and_refused_when_missing() {
 
 #[test]
 fn the_summary_shows_the_zerocopy_accounting_within_80_columns() {
-    let out = run(&[
-        "run",
-        "stream",
-        "--zerocopy",
-        "msg",
-        "--duration",
-        "1s",
-        "--warmup",
-        "200ms",
-    ]);
+    let out = run(&[&["run", "stream", "--zerocopy", "msg"][..], &ONE_SECOND].concat());
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("zerocopy msg"), "{text}");

@@ -55,6 +55,10 @@ pub const ONE_SHORT: [&str; 7] = [
     "--no-store",
 ];
 
+/// A 1 s window after 200 ms of warm-up: long enough for a kernel's
+/// counters, read by the test, to show a stream's mode.
+pub const ONE_SECOND: [&str; 4] = ["--duration", "1s", "--warmup", "200ms"];
+
 /// Fails the test, showing `text`, unless it holds every one of `needles`.
 #[track_caller]
 pub fn assert_mentions(text: &str, needles: &[&str]) {
