@@ -865,6 +865,12 @@ fn with_vm_link_each_end_has_a_guest_and_the_bytes_cross_a_virtio_nic() {
 /// sampled every 100 ms of the window: the sender's transmit queue holds
 /// segments of the stream in flight, and the receiver's, which sends only
 /// ACKs, a small fraction of that.
+///
+/// A sampler that falls behind starts its period again rather than
+/// catching up (no sample is made up), and under TCG a guest whose two
+/// vCPUs the stream keeps busy may hold it back: on a slow day 14 samples
+/// came over a window of 2.1 s. So the count is held to at most one a
+/// period and at least one every two.
 #[test]
 fn with_vm_link_the_guests_nics_byte_queue_limits_are_sampled() {
     let Some(kernels) = kernels() else { return };
@@ -890,10 +896,10 @@ fn with_vm_link_the_guests_nics_byte_queue_limits_are_sampled() {
     let series: Vec<u64> = items(&q["inflight_series"]).map(u).collect();
     let window = f(&client["window_s"]);
     assert_eq!(u(&q["period_ms"]), 100);
+    let n = series.len() as f64;
     assert!(
-        (series.len() as f64 - window * 10.0).abs() <= 3.0,
-        "{} samples over {window} s: {q}",
-        series.len()
+        n <= window * 10.0 + 3.0 && n >= window * 5.0 - 3.0,
+        "{n} samples over {window} s: {q}"
     );
     assert_eq!(series.iter().copied().max(), Some(peak), "{q}");
     assert!(peak > 1500 && u(&q["limit_bytes"]) > 0, "{q}");
