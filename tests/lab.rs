@@ -172,6 +172,12 @@ impl LabDb {
             .unwrap()
     }
 
+    /// The stored runs of the test's own one-point sets
+    /// ([`LabDb::submit_one`]).
+    fn own_runs(&self) -> Vec<(String, String, Value)> {
+        self.runs(&self.name)
+    }
+
     /// The stored runs of `experiment`: (point, spec key, record).
     fn runs(&self, experiment: &str) -> Vec<(String, String, Value)> {
         let out = self.plumb(&["export"]).output().unwrap();
@@ -379,7 +385,7 @@ fn a_job_outlives_its_agents_a_stop_hands_it_back_a_kill_loses_it_one_run_is_sto
     let jobs = db.jobs(set);
     assert_eq!(jobs[0]["agent"], "third", "{jobs:?}");
     assert_eq!(jobs[0]["attempts"], 2, "{jobs:?}");
-    assert_eq!(db.runs("lab-faults").len(), 1);
+    assert_eq!(db.own_runs().len(), 1);
 }
 
 #[test]
@@ -407,7 +413,7 @@ fn an_agent_stopped_past_its_lease_stores_nothing_when_it_wakes() {
         std::thread::sleep(Duration::from_millis(100));
     }
     sleeper.stop();
-    assert_eq!(db.runs("lab-stopped").len(), 1, "{}", sleeper.log());
+    assert_eq!(db.own_runs().len(), 1, "{}", sleeper.log());
     let jobs = db.jobs(set);
     assert_eq!(jobs[0]["agent"], "other", "{jobs:?}");
 }
@@ -437,7 +443,7 @@ fn a_job_that_sets_a_knob_the_agent_does_not_allow_fails_with_the_knob_named() {
     let jobs = db.jobs(set);
     assert_eq!(jobs[0]["state"], "failed", "{jobs:?}");
     assert_eq!(jobs[0]["attempts"], 2, "{jobs:?}");
-    assert!(db.runs("lab-refused").is_empty());
+    assert!(db.own_runs().is_empty());
     let log = agent.log();
     assert_eq!(log.matches("failed (queued again)").count(), 1, "{log}");
     assert_eq!(log.matches("failed (failed for good)").count(), 1, "{log}");
@@ -484,7 +490,7 @@ fn an_agents_role_claims_and_stores_runs_and_is_refused_everything_else() {
     let said = std::fs::read_to_string(&log).unwrap();
     assert!(agent.success(), "{said}");
     assert_eq!(db.wait(set).status.code(), Some(0), "{said}");
-    assert_eq!(db.runs("lab-trust").len(), 1, "{said}");
+    assert_eq!(db.own_runs().len(), 1, "{said}");
 
     let mut c = connect("lab_agent");
     let job: i64 = db.jobs(set)[0]["id"].as_i64().unwrap();
@@ -517,7 +523,7 @@ fn an_agents_role_claims_and_stores_runs_and_is_refused_everything_else() {
         .unwrap()
         .get(0);
     assert!(!renewed);
-    assert_eq!(db.runs("lab-trust").len(), 1);
+    assert_eq!(db.own_runs().len(), 1);
 }
 
 #[test]
@@ -1243,5 +1249,5 @@ fn an_agent_rides_out_a_restart_of_the_database_mid_job() {
         (&Value::from("steady"), &Value::from(1)),
         "{jobs:?}"
     );
-    assert_eq!(db.runs("lab-restart").len(), 1);
+    assert_eq!(db.own_runs().len(), 1);
 }
