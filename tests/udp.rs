@@ -351,15 +351,24 @@ fn outrun(io: &str) {
         s["udp"]
     );
     assert!(f(&it["derived"]["loss"]) > 0.0);
-    // The kernel counts each datagram it drops for a full receive buffer;
-    // the receiver finds the same ones as gaps in the sequence numbers.
+    // The kernel counts each datagram it drops for a full receive buffer,
+    // and each one sent (both ends are on this host): over the server's
+    // window the share it dropped is the share the receiver found missing
+    // as gaps in the sequence numbers. Shares, not counts: the kernel's
+    // counters and the ends' own counts are read moments apart at each
+    // edge, and with both ends on one busy CPU those moments hold
+    // thousands of datagrams (the kernel's sends over the window ran 4 %
+    // above the sender's count, its drops as much above the receiver's),
+    // while the shares agreed within 0.005 over six runs on either engine.
     let dropped = counter(s, "Udp.RcvbufErrors");
-    let sent_rate = u(&c["udp"]["packets_sent"]) as f64 / f(&c["window_s"]);
-    let allowed = edge_allowance(sent_rate, c, s, 64.0) + 0.05 * dropped;
+    let kernel_share = dropped / counter(s, "Udp.OutDatagrams");
+    let share = lost / (lost + u(&s["udp"]["packets_received"]) as f64);
     assert!(
-        (lost - dropped).abs() <= allowed,
-        "{io}: receiver counted {lost} lost, the kernel dropped {dropped} (allowed {allowed})"
+        (share - kernel_share).abs() <= 0.02,
+        "{io}: the receiver found {share:.4} of the datagrams missing ({lost} lost), the \
+         kernel dropped {kernel_share:.4} of those sent ({dropped})"
     );
+    let sent_rate = u(&c["udp"]["packets_sent"]) as f64 / f(&c["window_s"]);
     let rcvbuf = items(&s["socket_options"])
         .find(|o| o["name"] == "rcvbuf")
         .unwrap();
