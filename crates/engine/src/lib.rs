@@ -47,7 +47,7 @@ use std::sync::atomic::{
 };
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use worker::WorkerPlan;
+use worker::{Plan, WorkerPlan};
 
 /// How one end drives its flows.
 #[derive(Debug, Clone)]
@@ -80,102 +80,15 @@ impl EngineConfig {
     /// How `role` drives the flows of `spec` with the other end `link`.
     pub fn for_spec(spec: &plumb_spec::Spec, role: Role, link: &Link) -> EngineConfig {
         let server = role == Role::Server;
-        let (sends, receives) = spec.direction.activity(server);
-        let writes = |w: &[u64], size: u64| -> Vec<usize> {
-            if w.is_empty() {
-                vec![size as usize]
-            } else {
-                w.iter().map(|&n| n as usize).collect()
-            }
-        };
-        // validate() gives rr, crr and udp-rr their request and response.
-        let rr = || {
-            spec.rr
-                .as_ref()
-                .expect("a validated request/response spec carries its sizes")
-        };
-        let udp = |rr: bool| UdpPlan {
-            client: !server,
-            sends,
-            rr,
-            tag: UdpPlan::tag_of(&link.cookie),
-            out_size: match (&spec.rr, server) {
-                (Some(r), true) => r.resp_size as usize,
-                (Some(r), false) => r.req_size as usize,
-                (None, _) => spec.msg_size as usize,
-            },
-            in_size: match (&spec.rr, server) {
-                (Some(r), true) => r.req_size as usize,
-                (Some(r), false) => r.resp_size as usize,
-                (None, _) => spec.msg_size as usize,
-            },
-            flows: spec.flows as usize,
-            timeout_ns: spec
-                .rr
-                .as_ref()
-                .and_then(|r| r.timeout_ms)
-                .unwrap_or(plumb_spec::UDP_RR_TIMEOUT_MS)
-                * 1_000_000,
-            depth: spec.rr.as_ref().map_or(1, |r| r.pipeline),
-            rate: spec.rr.as_ref().and_then(|r| r.rate).map(|x| x as f64),
-            same_clock: !server && link.same_clock,
-        };
         // Every workload is named, so that a new one gets its plan on
         // purpose rather than running as a stream.
         let workload = match spec.workload {
-            plumb_spec::Workload::Stream => Workload::Stream(StreamPlan {
-                client: !server,
-                sends,
-                receives,
-                msg_size: spec.msg_size as usize,
-                zerocopy: spec.zerocopy,
-                rx: spec.rx,
-                read_size: spec.read_size.map(|r| r as usize),
-                self_probes: spec.self_probes.map(f64::from),
-            }),
-            plumb_spec::Workload::Rr => {
-                let r = rr();
-                Workload::Rr(if server {
-                    RrPlan {
-                        client: false,
-                        out_writes: writes(&r.resp_writes, r.resp_size),
-                        in_size: r.req_size as usize,
-                        initial: 0,
-                        depth: 0,
-                        rate: None,
-                    }
-                } else {
-                    RrPlan {
-                        client: true,
-                        out_writes: writes(&r.req_writes, r.req_size),
-                        in_size: r.resp_size as usize,
-                        initial: if r.rate.is_some() { 0 } else { r.pipeline },
-                        depth: r.pipeline,
-                        rate: r.rate.map(|x| x as f64),
-                    }
-                })
+            plumb_spec::Workload::Stream => Workload::Stream(Plan::for_spec(spec, server, link)),
+            plumb_spec::Workload::Rr => Workload::Rr(Plan::for_spec(spec, server, link)),
+            plumb_spec::Workload::Crr => Workload::Crr(Plan::for_spec(spec, server, link)),
+            plumb_spec::Workload::UdpStream | plumb_spec::Workload::UdpRr => {
+                Workload::Udp(Plan::for_spec(spec, server, link))
             }
-            plumb_spec::Workload::Crr => {
-                let r = rr();
-                let (out_writes, in_size) = if server {
-                    (writes(&r.resp_writes, r.resp_size), r.req_size as usize)
-                } else {
-                    (writes(&r.req_writes, r.req_size), r.resp_size as usize)
-                };
-                Workload::Crr(CrrPlan {
-                    client: !server,
-                    slots: spec.flows as usize,
-                    out_writes,
-                    in_size,
-                    close: r.close.unwrap_or(plumb_spec::Close::Rst),
-                    peer: (!server).then_some(link.peer),
-                    accept_from: server.then(|| link.peer.ip()),
-                    opts: spec.socket.clone(),
-                    rate: r.rate.filter(|_| !server).map(|x| x as f64),
-                })
-            }
-            plumb_spec::Workload::UdpStream => Workload::Udp(udp(false)),
-            plumb_spec::Workload::UdpRr => Workload::Udp(udp(true)),
         };
         EngineConfig {
             role,
@@ -217,24 +130,14 @@ impl EngineConfig {
     /// [`EACH_MOST_RATE`] a second, whose transactions are few enough to
     /// keep one by one.
     pub fn keeps_each(&self) -> bool {
-        let rate = match &self.workload {
-            Workload::Rr(r) => r.rate,
-            Workload::Udp(u) if u.client => u.rate,
-            Workload::Crr(c) => c.rate,
-            Workload::Stream(s) if s.timed() => s.self_probes,
-            _ => None,
-        };
-        rate.is_some_and(|r| r <= EACH_MOST_RATE)
+        self.workload
+            .schedule()
+            .is_some_and(|r| r <= EACH_MOST_RATE)
     }
 
     /// Whether this end sends transactions on a schedule (`--rate`).
     pub fn open_loop(&self) -> bool {
-        match &self.workload {
-            Workload::Rr(r) => r.rate.is_some(),
-            Workload::Udp(u) => u.client && u.rate.is_some(),
-            Workload::Crr(c) => c.rate.is_some(),
-            Workload::Stream(s) => s.timed(),
-        }
+        self.workload.schedule().is_some()
     }
 
     /// The UDP plan, for a UDP workload.

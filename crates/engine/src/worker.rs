@@ -6,14 +6,12 @@
 //! counters are plain loads and stores to atomics that only this thread
 //! writes, and the loop is monomorphised per workload.
 
-use crate::crr::{CrrClient, CrrPlan, CrrServer};
+use crate::crr::CrrPlan;
 use crate::flow::{FlowError, Handler, Loop, Next, Shared, WAKE};
-use crate::ring;
-use crate::rr::{RrFlows, RrPlan};
-use crate::stream::{StreamFlows, StreamPlan, StreamRing};
-use crate::udp::{
-    UdpPlan, UdpRrClient, UdpRrRing, UdpServer, UdpServerRing, UdpStreamClient, UdpStreamRing,
-};
+use crate::ring::{self, RingFlows};
+use crate::rr::RrPlan;
+use crate::stream::StreamPlan;
+use crate::udp::UdpPlan;
 use plumb_spec::Io;
 use rustix::buffer::spare_capacity;
 use rustix::event::epoll;
@@ -34,33 +32,78 @@ pub enum Workload {
     Udp(UdpPlan),
 }
 
+/// What the engine asks of one end's plan, whatever its workload: each
+/// workload's module answers for its own, so that the engine names the
+/// workloads in [`Workload::plan`] and [`Workload::run`] and nowhere else.
+pub(crate) trait Plan {
+    /// How `server` (or the client) runs `spec`'s flows with the other end
+    /// `link`.
+    fn for_spec(spec: &plumb_spec::Spec, server: bool, link: &crate::Link) -> Self
+    where
+        Self: Sized;
+
+    /// Whether the flows make transactions (request/response).
+    fn transactional(&self) -> bool;
+
+    /// Whether this end times transactions (and so hands latencies over).
+    fn timed(&self) -> bool;
+
+    /// Whether this end's workers hand their counts over at the window's
+    /// edges rather than being read live: a timed end, so that the counts
+    /// are those of the latencies, and any end whose workers hold what
+    /// arrived in the window until they read it.
+    fn hands_over(&self) -> bool {
+        self.timed()
+    }
+
+    /// Transactions a second this end starts on a schedule (`--rate`, a
+    /// stream's self probes); None where each follows the last.
+    fn schedule(&self) -> Option<f64>;
+
+    /// Runs one worker's flows on the engine `io` names, to their end.
+    fn run(self, sh: Shared, io: Io) -> io::Result<Vec<FlowError>>
+    where
+        Self: Sized;
+}
+
 impl Workload {
+    fn plan(&self) -> &dyn Plan {
+        match self {
+            Workload::Stream(p) => p,
+            Workload::Rr(p) => p,
+            Workload::Crr(p) => p,
+            Workload::Udp(p) => p,
+        }
+    }
+
+    fn run(self, sh: Shared, io: Io) -> io::Result<Vec<FlowError>> {
+        match self {
+            Workload::Stream(p) => p.run(sh, io),
+            Workload::Rr(p) => p.run(sh, io),
+            Workload::Crr(p) => p.run(sh, io),
+            Workload::Udp(p) => p.run(sh, io),
+        }
+    }
+
     /// Whether the flows make transactions (request/response).
     pub fn transactional(&self) -> bool {
-        match self {
-            Workload::Stream(_) => false,
-            Workload::Rr(_) | Workload::Crr(_) => true,
-            Workload::Udp(u) => u.rr,
-        }
+        self.plan().transactional()
     }
 
     /// Whether this end times transactions (and so hands latencies over).
     pub fn timed(&self) -> bool {
-        match self {
-            Workload::Stream(s) => s.timed(),
-            Workload::Rr(r) => r.client,
-            Workload::Crr(c) => c.client,
-            Workload::Udp(u) => u.client && u.rr,
-        }
+        self.plan().timed()
     }
 
     /// Whether this end's workers hand their counts over at the window's
-    /// edges rather than being read live: a timed end, so that the counts
-    /// are those of the latencies, and a udp-stream receiver, so that the
-    /// datagrams already queued on its sockets are read and counted first
-    /// (they arrived in the window; left there, they would pass for lost).
+    /// edges (see [`Plan::hands_over`]).
     pub fn hands_over(&self) -> bool {
-        self.timed() || matches!(self, Workload::Udp(u) if !u.sends && !u.rr)
+        self.plan().hands_over()
+    }
+
+    /// Transactions a second this end starts on a schedule, if it does.
+    pub fn schedule(&self) -> Option<f64> {
+        self.plan().schedule()
     }
 }
 
@@ -77,63 +120,27 @@ pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
     if let Some(cpu) = plan.cpu {
         plumb_sys::affinity::pin_current_thread(cpu)?;
     }
-    let sh = plan.shared;
-    if plan.io == Io::Uring {
-        return match plan.workload {
-            Workload::Stream(s) => {
-                let r = StreamRing::new(s, &sh)?;
-                ring::drive(sh, r)
-            }
-            Workload::Rr(r) => {
-                let r = RrFlows::new(r, &sh);
-                ring::drive(sh, r)
-            }
-            Workload::Crr(c) if c.client => {
-                let r = CrrClient::new(c, &sh);
-                ring::drive(sh, r)
-            }
-            Workload::Crr(c) => {
-                let r = CrrServer::new(c, &sh);
-                ring::drive(sh, r)
-            }
-            Workload::Udp(u) => match (u.rr, u.client, u.sends) {
-                (false, _, true) => {
-                    let r = UdpStreamRing::new(u, &sh);
-                    ring::drive(sh, r)
-                }
-                (true, true, _) => {
-                    let r = UdpRrRing::new(u, &sh);
-                    ring::drive(sh, r)
-                }
-                _ => ring::drive(sh, UdpServerRing::new(u)),
-            },
-        };
-    }
-    match plan.workload {
-        Workload::Stream(s) => {
-            let h = StreamFlows::new(s, &sh)?;
+    plan.workload.run(plan.shared, plan.io)
+}
+
+/// Runs a worker's flows on the engine `io` names: `epoll` makes from the
+/// plan what the epoll loop drives, `ring` what the ring's does.
+pub(crate) fn on_engine<P, H: Handler, R: RingFlows>(
+    plan: P,
+    sh: Shared,
+    io: Io,
+    epoll: impl FnOnce(P, &Shared) -> io::Result<H>,
+    ring: impl FnOnce(P, &Shared) -> io::Result<R>,
+) -> io::Result<Vec<FlowError>> {
+    match io {
+        Io::Uring => {
+            let r = ring(plan, &sh)?;
+            ring::drive(sh, r)
+        }
+        Io::Epoll => {
+            let h = epoll(plan, &sh)?;
             drive(sh, h)
         }
-        Workload::Rr(r) => {
-            let h = RrFlows::new(r, &sh);
-            drive(sh, h)
-        }
-        Workload::Crr(c) if c.client => {
-            let h = CrrClient::new(c, &sh);
-            drive(sh, h)
-        }
-        Workload::Crr(c) => {
-            let h = CrrServer::new(c, &sh);
-            drive(sh, h)
-        }
-        Workload::Udp(u) => match (u.rr, u.client, u.sends) {
-            (false, _, true) => drive(sh, UdpStreamClient::new(u)),
-            (true, true, _) => {
-                let h = UdpRrClient::new(u, &sh);
-                drive(sh, h)
-            }
-            _ => drive(sh, UdpServer::new(u)),
-        },
     }
 }
 
@@ -234,6 +241,58 @@ mod tests {
     use std::net::{TcpListener, TcpStream};
     use std::sync::atomic::Ordering::Relaxed;
     use std::sync::Arc;
+
+    /// What each workload's plan tells the engine, from its spec: it makes
+    /// transactions where the spec says so and times them on the client
+    /// alone, runs on a schedule only with a rate (or a stream's self
+    /// probes) and only on the client, and a udp-stream's receiver, either
+    /// end, hands its counts over.
+    #[test]
+    fn every_workload_tells_the_engine_what_its_spec_says() {
+        use plumb_spec::{Direction, Spec, Workload as W};
+        let link = crate::Link {
+            cookie: plumb_sys::Cookie([0; 16]),
+            peer: "127.0.0.1:1".parse().unwrap(),
+            same_clock: true,
+        };
+        let plan = |spec: &Spec, client: bool| {
+            let role = [plumb_samples::Role::Server, plumb_samples::Role::Client][client as usize];
+            crate::EngineConfig::for_spec(spec, role, &link).workload
+        };
+        for w in [W::Stream, W::Rr, W::Crr, W::UdpStream, W::UdpRr] {
+            for scheduled in [false, true] {
+                let mut spec = Spec::defaults(w);
+                if scheduled {
+                    match spec.rr.as_mut() {
+                        Some(rr) => rr.rate = Some(1000),
+                        None if w == W::Stream => spec.self_probes = Some(1000),
+                        None => continue,
+                    }
+                }
+                for client in [false, true] {
+                    let p = plan(&spec, client);
+                    let what = format!("{w:?} client {client} scheduled {scheduled}");
+                    assert_eq!(p.transactional(), spec.is_transactional(), "{what}");
+                    assert_eq!(
+                        p.timed(),
+                        client && (scheduled || spec.is_transactional()),
+                        "{what}"
+                    );
+                    assert_eq!(
+                        p.schedule(),
+                        (client && scheduled).then_some(1000.0),
+                        "{what}"
+                    );
+                    let receives_datagrams = w == W::UdpStream && !client;
+                    assert_eq!(p.hands_over(), p.timed() || receives_datagrams, "{what}");
+                }
+            }
+        }
+        let mut spec = Spec::defaults(W::UdpStream);
+        spec.direction = Direction::Recv;
+        assert!(plan(&spec, true).hands_over());
+        assert!(!plan(&spec, false).hands_over());
+    }
 
     fn rr_plan(client: bool) -> RrPlan {
         RrPlan {

@@ -17,8 +17,10 @@ use machine::{CrrMachine, Exchange, Next as Step};
 
 use crate::flow::{clock, later, pattern, FlowError, Handler, Loop, Next, PageBuf, Shared, BOUND};
 use crate::ring::{self, receive_buffers, Done, Op, RingFlows, Shape};
+use crate::rr::writes;
 use crate::setup::{apply_before_connect, apply_connected, bind_source};
-use plumb_spec::{Close, SocketOpts};
+use crate::worker::{on_engine, Plan};
+use plumb_spec::{Close, Io, SocketOpts};
 use plumb_sys::plain_io;
 use plumb_sys::uring::{Completion, Queue};
 use rustix::event::epoll::{self, EventFlags};
@@ -54,6 +56,50 @@ pub struct CrrPlan {
     /// connection opened at its planned time and timed from it (connect
     /// included), in a slot whose last exchange is over.
     pub rate: Option<f64>,
+}
+
+impl Plan for CrrPlan {
+    fn for_spec(spec: &plumb_spec::Spec, server: bool, link: &crate::Link) -> CrrPlan {
+        let r = crate::rr::sizes(spec);
+        let (out_writes, in_size) = if server {
+            (writes(&r.resp_writes, r.resp_size), r.req_size as usize)
+        } else {
+            (writes(&r.req_writes, r.req_size), r.resp_size as usize)
+        };
+        CrrPlan {
+            client: !server,
+            slots: spec.flows as usize,
+            out_writes,
+            in_size,
+            close: r.close.unwrap_or(Close::Rst),
+            peer: (!server).then_some(link.peer),
+            accept_from: server.then(|| link.peer.ip()),
+            opts: spec.socket.clone(),
+            rate: r.rate.filter(|_| !server).map(|x| x as f64),
+        }
+    }
+
+    fn transactional(&self) -> bool {
+        true
+    }
+
+    fn timed(&self) -> bool {
+        self.client
+    }
+
+    fn schedule(&self) -> Option<f64> {
+        self.rate
+    }
+
+    fn run(self, sh: Shared, io: Io) -> io::Result<Vec<FlowError>> {
+        if self.client {
+            let new = |plan, sh: &Shared| Ok(CrrClient::new(plan, sh));
+            on_engine(self, sh, io, new, new)
+        } else {
+            let new = |plan, sh: &Shared| Ok(CrrServer::new(plan, sh));
+            on_engine(self, sh, io, new, new)
+        }
+    }
 }
 
 /// Whether a crr server serves a connection from `from`. A loopback client

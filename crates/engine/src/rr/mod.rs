@@ -10,6 +10,9 @@ use crate::flow::{
     clock, later, pattern, read_burst, FlowCounters, Handler, Loop, Next, PageBuf, Shared, BOUND,
 };
 use crate::ring::{self, receive_buffers, Done, Op, RingFlows, Shape};
+use crate::worker::{on_engine, Plan};
+use crate::FlowError;
+use plumb_spec::Io;
 use plumb_sys::uring::Queue;
 use rustix::event::epoll;
 use std::io::{self, Read, Write};
@@ -37,6 +40,65 @@ pub struct RrPlan {
 mod machine;
 
 pub(crate) use machine::RrMachine;
+
+/// A request/response spec's sizes, which validation gives rr, crr and
+/// udp-rr.
+pub(crate) fn sizes(spec: &plumb_spec::Spec) -> &plumb_spec::RrSpec {
+    spec.rr
+        .as_ref()
+        .expect("a validated request/response spec carries its sizes")
+}
+
+/// The writes of one message of `size` bytes: those asked, else one.
+pub(crate) fn writes(asked: &[u64], size: u64) -> Vec<usize> {
+    if asked.is_empty() {
+        vec![size as usize]
+    } else {
+        asked.iter().map(|&n| n as usize).collect()
+    }
+}
+
+impl Plan for RrPlan {
+    fn for_spec(spec: &plumb_spec::Spec, server: bool, _: &crate::Link) -> RrPlan {
+        let r = sizes(spec);
+        if server {
+            RrPlan {
+                client: false,
+                out_writes: writes(&r.resp_writes, r.resp_size),
+                in_size: r.req_size as usize,
+                initial: 0,
+                depth: 0,
+                rate: None,
+            }
+        } else {
+            RrPlan {
+                client: true,
+                out_writes: writes(&r.req_writes, r.req_size),
+                in_size: r.resp_size as usize,
+                initial: if r.rate.is_some() { 0 } else { r.pipeline },
+                depth: r.pipeline,
+                rate: r.rate.map(|x| x as f64),
+            }
+        }
+    }
+
+    fn transactional(&self) -> bool {
+        true
+    }
+
+    fn timed(&self) -> bool {
+        self.client
+    }
+
+    fn schedule(&self) -> Option<f64> {
+        self.rate
+    }
+
+    fn run(self, sh: Shared, io: Io) -> io::Result<Vec<FlowError>> {
+        let new = |plan, sh: &Shared| Ok(RrFlows::new(plan, sh));
+        on_engine(self, sh, io, new, new)
+    }
+}
 
 /// What a driver keeps of one flow beside the machine.
 #[derive(Clone, Copy, Default, Debug)]

@@ -10,6 +10,9 @@ use crate::flow::{
     clock, later, pattern, read_burst, FlowCounters, Handler, Loop, Next, PageBuf, Shared, BOUND,
 };
 use crate::ring::{self, receive_buffers, Done, Op, RingFlows, Shape};
+use crate::worker::{on_engine, Plan};
+use crate::FlowError;
+use plumb_spec::Io;
 use plumb_spec::{RxMode, ZeroCopy};
 use plumb_sys::sock::zerocopy::{self as zc, ErrQueueEntry};
 use plumb_sys::uring::Queue;
@@ -42,6 +45,39 @@ pub struct StreamPlan {
     pub self_probes: Option<f64>,
 }
 
+impl Plan for StreamPlan {
+    fn for_spec(spec: &plumb_spec::Spec, server: bool, _: &crate::Link) -> StreamPlan {
+        let (sends, receives) = spec.direction.activity(server);
+        StreamPlan {
+            client: !server,
+            sends,
+            receives,
+            msg_size: spec.msg_size as usize,
+            zerocopy: spec.zerocopy,
+            rx: spec.rx,
+            read_size: spec.read_size.map(|r| r as usize),
+            self_probes: spec.self_probes.map(f64::from),
+        }
+    }
+
+    fn transactional(&self) -> bool {
+        false
+    }
+
+    /// The client of self probes.
+    fn timed(&self) -> bool {
+        self.client && self.self_probes.is_some()
+    }
+
+    fn schedule(&self) -> Option<f64> {
+        self.self_probes.filter(|_| self.client)
+    }
+
+    fn run(self, sh: Shared, io: Io) -> io::Result<Vec<FlowError>> {
+        on_engine(self, sh, io, StreamFlows::new, StreamRing::new)
+    }
+}
+
 impl StreamPlan {
     fn read_size(&self) -> usize {
         self.read_size.unwrap_or(self.msg_size)
@@ -52,11 +88,6 @@ impl StreamPlan {
     fn ring_buffer(&self) -> usize {
         self.read_size
             .unwrap_or_else(|| crate::ring::fitted(self.msg_size))
-    }
-
-    /// Whether this end times transactions: the client of self probes.
-    pub(crate) fn timed(&self) -> bool {
-        self.client && self.self_probes.is_some()
     }
 
     fn shape(&self) -> StreamShape {

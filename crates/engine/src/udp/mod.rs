@@ -20,6 +20,9 @@
 use crate::flow::{
     later, pattern, FlowCounters, Handler, Loop, Next, PageBuf, Shared, BOUND, POLL,
 };
+use crate::worker::{on_engine, Plan};
+use crate::FlowError;
+use plumb_spec::Io;
 use rustix::event::epoll;
 use rustix::net::{self, SocketAddrAny};
 use std::io;
@@ -61,6 +64,79 @@ pub struct UdpPlan {
     /// udp-rr client: the server runs on this kernel, so its answers'
     /// stamps are on this end's clock (see [`crate::Link::same_clock`]).
     pub same_clock: bool,
+}
+
+impl Plan for UdpPlan {
+    fn for_spec(spec: &plumb_spec::Spec, server: bool, link: &crate::Link) -> UdpPlan {
+        let (sends, _) = spec.direction.activity(server);
+        let (out_size, in_size) = match (&spec.rr, server) {
+            (Some(r), true) => (r.resp_size, r.req_size),
+            (Some(r), false) => (r.req_size, r.resp_size),
+            (None, _) => (spec.msg_size, spec.msg_size),
+        };
+        let rr = spec.rr.as_ref();
+        UdpPlan {
+            client: !server,
+            sends,
+            rr: spec.workload == plumb_spec::Workload::UdpRr,
+            tag: UdpPlan::tag_of(&link.cookie),
+            out_size: out_size as usize,
+            in_size: in_size as usize,
+            flows: spec.flows as usize,
+            timeout_ns: rr
+                .and_then(|r| r.timeout_ms)
+                .unwrap_or(plumb_spec::UDP_RR_TIMEOUT_MS)
+                * 1_000_000,
+            depth: rr.map_or(1, |r| r.pipeline),
+            rate: rr.and_then(|r| r.rate).map(|x| x as f64),
+            same_clock: !server && link.same_clock,
+        }
+    }
+
+    fn transactional(&self) -> bool {
+        self.rr
+    }
+
+    fn timed(&self) -> bool {
+        self.client && self.rr
+    }
+
+    /// And a udp-stream receiver, so that the datagrams already queued on
+    /// its sockets are read and counted first (they arrived in the window;
+    /// left there, they would pass for lost).
+    fn hands_over(&self) -> bool {
+        self.timed() || (!self.sends && !self.rr)
+    }
+
+    fn schedule(&self) -> Option<f64> {
+        self.rate.filter(|_| self.client)
+    }
+
+    fn run(self, sh: Shared, io: Io) -> io::Result<Vec<FlowError>> {
+        match (self.rr, self.client, self.sends) {
+            (false, _, true) => on_engine(
+                self,
+                sh,
+                io,
+                |plan, _| Ok(UdpStreamClient::new(plan)),
+                |plan, sh| Ok(UdpStreamRing::new(plan, sh)),
+            ),
+            (true, true, _) => on_engine(
+                self,
+                sh,
+                io,
+                |plan, sh| Ok(UdpRrClient::new(plan, sh)),
+                |plan, sh| Ok(UdpRrRing::new(plan, sh)),
+            ),
+            _ => on_engine(
+                self,
+                sh,
+                io,
+                |plan, _| Ok(UdpServer::new(plan)),
+                |plan, _| Ok(UdpServerRing::new(plan)),
+            ),
+        }
+    }
 }
 
 impl UdpPlan {
