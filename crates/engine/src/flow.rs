@@ -330,7 +330,9 @@ pub(crate) fn later(e: &io::Error) -> bool {
 /// The loop's own state, lent to the handler on every call.
 pub(crate) struct Loop {
     pub sh: Shared,
-    pub ep: OwnedFd,
+    /// The epoll loop's instance; None on a ring, which waits on its own
+    /// completions.
+    pub ep: Option<OwnedFd>,
     /// Flows still running; the loop ends when none is.
     pub live: usize,
     pub errors: Vec<FlowError>,
@@ -393,7 +395,8 @@ impl Timings {
 }
 
 impl Loop {
-    /// An epoll instance watching the wake-up eventfd.
+    /// The epoll loop's state: an epoll instance watching the wake-up
+    /// eventfd.
     pub(crate) fn new(sh: Shared) -> io::Result<Loop> {
         let ep = epoll::create(epoll::CreateFlags::CLOEXEC)?;
         epoll::add(
@@ -402,6 +405,15 @@ impl Loop {
             epoll::EventData::new_u64(WAKE),
             epoll::EventFlags::IN,
         )?;
+        Ok(Loop::with(sh, Some(ep)))
+    }
+
+    /// The ring loop's state, with no epoll instance.
+    pub(crate) fn on_ring(sh: Shared) -> Loop {
+        Loop::with(sh, None)
+    }
+
+    fn with(sh: Shared, ep: Option<OwnedFd>) -> Loop {
         let timings = Timings {
             hist: sh.timed.then(new_histogram),
             each: (sh.timed && sh.each).then(Vec::new),
@@ -410,7 +422,7 @@ impl Loop {
             // ran is still owed a hand-over.
             epoch_seen: 0,
         };
-        Ok(Loop {
+        Loop {
             sh,
             ep,
             live: 0,
@@ -418,7 +430,13 @@ impl Loop {
             blocking: None,
             interrupter: None,
             timings,
-        })
+        }
+    }
+
+    /// The epoll instance, which only the epoll loop has.
+    pub(crate) fn epoll(&self) -> io::Result<&OwnedFd> {
+        (self.ep.as_ref())
+            .ok_or_else(|| io::Error::other("a ring worker watches no socket in epoll"))
     }
 
     /// Makes the socket of token `id` the one this worker blocks on (see
@@ -433,7 +451,7 @@ impl Loop {
 
     /// Watches `fd` under token `id`.
     pub(crate) fn watch(&self, fd: impl AsFd, id: u64, flags: epoll::EventFlags) -> io::Result<()> {
-        epoll::add(&self.ep, fd, epoll::EventData::new_u64(id), flags)?;
+        epoll::add(self.epoll()?, fd, epoll::EventData::new_u64(id), flags)?;
         Ok(())
     }
 
@@ -456,7 +474,7 @@ impl Loop {
         id: u64,
         flags: epoll::EventFlags,
     ) -> io::Result<()> {
-        epoll::modify(&self.ep, fd, epoll::EventData::new_u64(id), flags)?;
+        epoll::modify(self.epoll()?, fd, epoll::EventData::new_u64(id), flags)?;
         Ok(())
     }
 
@@ -464,7 +482,9 @@ impl Loop {
     /// failure is after the window when the window or the test has already
     /// ended, where a reset is the peer tearing down.
     pub(crate) fn end_flow(&mut self, flow: usize, fd: impl AsFd, error: String) {
-        let _ = epoll::delete(&self.ep, fd);
+        if let Some(ep) = &self.ep {
+            let _ = epoll::delete(ep, fd);
+        }
         self.flow_failed(flow, error);
     }
 

@@ -210,7 +210,7 @@ const DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The loop, the same for every workload that runs on a ring.
 pub(crate) fn drive<R: RingFlows>(sh: Shared, mut r: R) -> io::Result<Vec<FlowError>> {
-    let mut lp = Loop::new(sh)?;
+    let mut lp = Loop::on_ring(sh);
     let shape = r.shape(&lp);
     let mut ring = Ring::new(shape.ops + 2, shape.send_len, fill_pattern, shape.receive)?;
     if let Some(peer) = shape.peer {

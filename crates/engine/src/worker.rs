@@ -163,7 +163,7 @@ fn drive<H: Handler>(sh: Shared, mut h: H) -> io::Result<Vec<FlowError>> {
                 )?
             }
             None => {
-                if !wait(&lp.ep, &mut events, timeout_ns)? {
+                if !wait(lp.epoll()?, &mut events, timeout_ns)? {
                     continue;
                 }
                 // Before the batch: what it moves belongs after a hand-over
