@@ -42,28 +42,43 @@ pub(crate) trait Plan {
     where
         Self: Sized;
 
-    /// Whether the flows make transactions (request/response).
-    fn transactional(&self) -> bool;
-
-    /// Whether this end times transactions (and so hands latencies over).
-    fn timed(&self) -> bool;
-
-    /// Whether this end's workers hand their counts over at the window's
-    /// edges rather than being read live: a timed end, so that the counts
-    /// are those of the latencies, and any end whose workers hold what
-    /// arrived in the window until they read it.
-    fn hands_over(&self) -> bool {
-        self.timed()
-    }
-
-    /// Transactions a second this end starts on a schedule (`--rate`, a
-    /// stream's self probes); None where each follows the last.
-    fn schedule(&self) -> Option<f64>;
+    /// How the engine treats this end.
+    fn conduct(&self) -> Conduct;
 
     /// Runs one worker's flows on the engine `io` names, to their end.
     fn run(self, sh: Shared, io: Io) -> io::Result<Vec<FlowError>>
     where
         Self: Sized;
+}
+
+/// How the engine treats one end of a workload.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Conduct {
+    /// The flows make transactions (request/response).
+    pub transactional: bool,
+    /// This end times transactions (and so hands latencies over).
+    pub timed: bool,
+    /// This end's workers hand their counts over at the window's edges
+    /// rather than being read live: a timed end, so that the counts are
+    /// those of the latencies, and any end whose workers hold what arrived
+    /// in the window until they read it.
+    pub hands_over: bool,
+    /// Transactions a second this end starts on a schedule (`--rate`, a
+    /// stream's self probes); None where each follows the last.
+    pub schedule: Option<f64>,
+}
+
+impl Conduct {
+    /// An end of request/response flows: the client times them, on a
+    /// schedule where it has a `rate`.
+    pub(crate) fn transactions(client: bool, rate: Option<f64>) -> Conduct {
+        Conduct {
+            transactional: true,
+            timed: client,
+            hands_over: client,
+            schedule: rate.filter(|_| client),
+        }
+    }
 }
 
 impl Workload {
@@ -87,23 +102,23 @@ impl Workload {
 
     /// Whether the flows make transactions (request/response).
     pub fn transactional(&self) -> bool {
-        self.plan().transactional()
+        self.plan().conduct().transactional
     }
 
     /// Whether this end times transactions (and so hands latencies over).
     pub fn timed(&self) -> bool {
-        self.plan().timed()
+        self.plan().conduct().timed
     }
 
     /// Whether this end's workers hand their counts over at the window's
-    /// edges (see [`Plan::hands_over`]).
+    /// edges (see [`Conduct::hands_over`]).
     pub fn hands_over(&self) -> bool {
-        self.plan().hands_over()
+        self.plan().conduct().hands_over
     }
 
     /// Transactions a second this end starts on a schedule, if it does.
     pub fn schedule(&self) -> Option<f64> {
-        self.plan().schedule()
+        self.plan().conduct().schedule
     }
 }
 

@@ -19,7 +19,7 @@ use crate::flow::{clock, later, pattern, FlowError, Handler, Loop, Next, PageBuf
 use crate::ring::{self, receive_buffers, Done, Op, RingFlows, Shape};
 use crate::rr::writes;
 use crate::setup::{apply_before_connect, apply_connected, bind_source};
-use crate::worker::{on_engine, Plan};
+use crate::worker::{on_engine, Conduct, Plan};
 use plumb_spec::{Close, Io, SocketOpts};
 use plumb_sys::plain_io;
 use plumb_sys::uring::{Completion, Queue};
@@ -79,16 +79,8 @@ impl Plan for CrrPlan {
         }
     }
 
-    fn transactional(&self) -> bool {
-        true
-    }
-
-    fn timed(&self) -> bool {
-        self.client
-    }
-
-    fn schedule(&self) -> Option<f64> {
-        self.rate
+    fn conduct(&self) -> Conduct {
+        Conduct::transactions(self.client, self.rate)
     }
 
     fn run(self, sh: Shared, io: Io) -> io::Result<Vec<FlowError>> {

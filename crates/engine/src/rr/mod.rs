@@ -10,7 +10,7 @@ use crate::flow::{
     clock, later, pattern, read_burst, FlowCounters, Handler, Loop, Next, PageBuf, Shared, BOUND,
 };
 use crate::ring::{self, receive_buffers, Done, Op, RingFlows, Shape};
-use crate::worker::{on_engine, Plan};
+use crate::worker::{on_engine, Conduct, Plan};
 use crate::FlowError;
 use plumb_spec::Io;
 use plumb_sys::uring::Queue;
@@ -82,16 +82,8 @@ impl Plan for RrPlan {
         }
     }
 
-    fn transactional(&self) -> bool {
-        true
-    }
-
-    fn timed(&self) -> bool {
-        self.client
-    }
-
-    fn schedule(&self) -> Option<f64> {
-        self.rate
+    fn conduct(&self) -> Conduct {
+        Conduct::transactions(self.client, self.rate)
     }
 
     fn run(self, sh: Shared, io: Io) -> io::Result<Vec<FlowError>> {

@@ -10,7 +10,7 @@ use crate::flow::{
     clock, later, pattern, read_burst, FlowCounters, Handler, Loop, Next, PageBuf, Shared, BOUND,
 };
 use crate::ring::{self, receive_buffers, Done, Op, RingFlows, Shape};
-use crate::worker::{on_engine, Plan};
+use crate::worker::{on_engine, Conduct, Plan};
 use crate::FlowError;
 use plumb_spec::Io;
 use plumb_spec::{RxMode, ZeroCopy};
@@ -60,17 +60,15 @@ impl Plan for StreamPlan {
         }
     }
 
-    fn transactional(&self) -> bool {
-        false
-    }
-
-    /// The client of self probes.
-    fn timed(&self) -> bool {
-        self.client && self.self_probes.is_some()
-    }
-
-    fn schedule(&self) -> Option<f64> {
-        self.self_probes.filter(|_| self.client)
+    /// The client of self probes times them.
+    fn conduct(&self) -> Conduct {
+        let schedule = self.self_probes.filter(|_| self.client);
+        Conduct {
+            transactional: false,
+            timed: schedule.is_some(),
+            hands_over: schedule.is_some(),
+            schedule,
+        }
     }
 
     fn run(self, sh: Shared, io: Io) -> io::Result<Vec<FlowError>> {

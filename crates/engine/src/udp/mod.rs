@@ -20,7 +20,7 @@
 use crate::flow::{
     later, pattern, FlowCounters, Handler, Loop, Next, PageBuf, Shared, BOUND, POLL,
 };
-use crate::worker::{on_engine, Plan};
+use crate::worker::{on_engine, Conduct, Plan};
 use crate::FlowError;
 use plumb_spec::Io;
 use rustix::event::epoll;
@@ -93,23 +93,20 @@ impl Plan for UdpPlan {
         }
     }
 
-    fn transactional(&self) -> bool {
-        self.rr
-    }
-
-    fn timed(&self) -> bool {
-        self.client && self.rr
-    }
-
-    /// And a udp-stream receiver, so that the datagrams already queued on
-    /// its sockets are read and counted first (they arrived in the window;
-    /// left there, they would pass for lost).
-    fn hands_over(&self) -> bool {
-        self.timed() || (!self.sends && !self.rr)
-    }
-
-    fn schedule(&self) -> Option<f64> {
-        self.rate.filter(|_| self.client)
+    /// A udp-stream's receiver, either end, hands its counts over, so that
+    /// the datagrams already queued on its sockets are read and counted
+    /// first (they arrived in the window; left there, they would pass for
+    /// lost).
+    fn conduct(&self) -> Conduct {
+        if self.rr {
+            return Conduct::transactions(self.client, self.rate);
+        }
+        Conduct {
+            transactional: false,
+            timed: false,
+            hands_over: !self.sends,
+            schedule: None,
+        }
     }
 
     fn run(self, sh: Shared, io: Io) -> io::Result<Vec<FlowError>> {
