@@ -33,7 +33,7 @@ pub use setup::{
     read_back_udp, ring_works, udp_client_sockets, udp_server_sockets, DataListener, SetupError,
 };
 pub use stream::StreamPlan;
-pub use udp::{senders_to_announced, Announcer, UdpPlan};
+pub use udp::{client_udp_sockets, server_udp_sockets, Announcer, UdpPlan};
 pub use worker::Workload;
 
 use flow::{FlowCounters, Shared};

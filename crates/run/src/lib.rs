@@ -22,7 +22,7 @@ pub mod vm;
 
 use embedded::EmbeddedServer;
 use plumb_ctl::{CtlError, Session};
-use plumb_engine::{connect_flows, udp_client_sockets, Link, SampleSink, Sockets};
+use plumb_engine::{connect_flows, Link, SampleSink, Sockets};
 use plumb_samples::{Bimodal, Confidence, Environment, Iteration, Role, RunRecord, RUN_SCHEMA};
 use plumb_spec::{Family, Field, Spec, SpecError};
 use plumb_sys::Cookie;
@@ -729,17 +729,8 @@ fn connect_sockets(
         cookie,
         Duration::from_secs(5),
     )?;
-    let udp = if spec.workload.is_udp() {
-        udp_client_sockets(data, spec.flows, &spec.socket)?
-    } else {
-        Vec::new()
-    };
-    if spec.udp_from_server() {
-        let tag = plumb_engine::UdpPlan::tag_of(cookie);
-        let announcer = plumb_engine::Announcer::start(&udp, tag)
-            .map_err(|e| RunError::Engine(format!("start the UDP flows' hellos: {e}")))?;
-        announcers.push(announcer);
-    }
+    let (udp, announcer) = plumb_engine::client_udp_sockets(data, spec, cookie)?;
+    announcers.extend(announcer);
     Ok(Sockets {
         flows,
         udp,

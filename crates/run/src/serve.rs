@@ -692,13 +692,8 @@ fn accept_sockets(
         )
         .map_err(|e| ctrl.fail("setup", e.message))?;
     let listener = (spec.workload == plumb_spec::Workload::Crr).then(|| listener.into_inner());
-    let udp = if spec.udp_from_server() {
-        let tag = plumb_engine::UdpPlan::tag_of(cookie);
-        plumb_engine::senders_to_announced(udp, spec.flows, tag, &spec.socket, deadline)
-            .map_err(|e| ctrl.fail("setup", e.message))?
-    } else {
-        udp
-    };
+    let udp = plumb_engine::server_udp_sockets(udp, spec, cookie, deadline)
+        .map_err(|e| ctrl.fail("setup", e.message))?;
     Ok(Sockets {
         flows,
         udp,

@@ -200,13 +200,51 @@ impl Drop for Announcer {
     }
 }
 
+/// The client's UDP sockets for `spec`'s flows (none for a TCP workload),
+/// connected to the server's data port `data`; where the server sends,
+/// with the flows' hellos, which go on until the [`Announcer`] is dropped
+/// (once the server has started, and so has heard them all).
+pub fn client_udp_sockets(
+    data: std::net::SocketAddr,
+    spec: &plumb_spec::Spec,
+    cookie: &plumb_sys::Cookie,
+) -> Result<(Vec<UdpSocket>, Option<Announcer>), crate::SetupError> {
+    if !spec.workload.is_udp() {
+        return Ok((Vec::new(), None));
+    }
+    let socks = crate::udp_client_sockets(data, spec.flows, &spec.socket)?;
+    let announcer = spec
+        .udp_from_server()
+        .then(|| Announcer::start(&socks, UdpPlan::tag_of(cookie)))
+        .transpose()
+        .map_err(|e| crate::SetupError::io("start the UDP flows' hellos", e))?;
+    Ok((socks, announcer))
+}
+
+/// The server's UDP sockets for `spec`'s flows, from `group`, those bound
+/// to its data port: the group itself, or where the server sends, one
+/// connected to each flow that said hello by `deadline`
+/// ([`senders_to_announced`]).
+pub fn server_udp_sockets(
+    group: Vec<UdpSocket>,
+    spec: &plumb_spec::Spec,
+    cookie: &plumb_sys::Cookie,
+    deadline: std::time::Instant,
+) -> Result<Vec<UdpSocket>, crate::SetupError> {
+    if !spec.udp_from_server() {
+        return Ok(group);
+    }
+    let tag = UdpPlan::tag_of(cookie);
+    senders_to_announced(group, spec.flows, tag, &spec.socket, deadline)
+}
+
 /// A `--direction recv` server's sockets: one per flow of `flows`, bound
 /// where the client's flows sent their hellos (the address of `group`,
 /// the sockets that heard them, closed once every flow was heard) and
 /// connected to the flow, with the options of `opts`, in flow order. Each
 /// then sends its flow's datagrams from the address the flow's socket is
 /// connected to, and no other flow's come to it.
-pub fn senders_to_announced(
+fn senders_to_announced(
     group: Vec<UdpSocket>,
     flows: u32,
     tag: u32,
