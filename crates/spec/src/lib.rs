@@ -60,6 +60,17 @@ impl Workload {
     pub fn is_udp(self) -> bool {
         matches!(self, Workload::UdpStream | Workload::UdpRr)
     }
+
+    /// The directions the workload runs in, its default first: a stream
+    /// goes either way or both, a UDP stream either way; request/response
+    /// has none but the requests' from the client.
+    pub fn directions(self) -> &'static [Direction] {
+        match self {
+            Workload::Stream => &[Direction::Send, Direction::Recv, Direction::Both],
+            Workload::UdpStream => &[Direction::Send, Direction::Recv],
+            Workload::Rr | Workload::Crr | Workload::UdpRr => &[Direction::Send],
+        }
+    }
 }
 
 /// Bytes of plumb's own header at the start of every UDP datagram: a tag
@@ -88,6 +99,16 @@ pub enum Direction {
 }
 
 impl Direction {
+    /// The direction's name with which way the data goes.
+    pub fn said(self) -> String {
+        let how = match self {
+            Direction::Send => "client to server",
+            Direction::Recv => "server to client",
+            Direction::Both => "both ways on every flow",
+        };
+        format!("{self} ({how})")
+    }
+
     /// What this end does on each flow: (sends, receives).
     pub fn activity(self, server: bool) -> (bool, bool) {
         match (self, server) {

@@ -629,6 +629,21 @@ mod tests {
         }
     }
 
+    /// --direction is offered where the workload has a choice of
+    /// directions, and its help names each.
+    #[test]
+    fn a_workload_offers_direction_where_it_takes_more_than_one() {
+        for (name, w) in Workload::shown() {
+            let flags = table(w).1;
+            let direction = flags.iter().find(|f| f.field == Field::Direction);
+            assert_eq!(direction.is_some(), w.directions().len() > 1, "{name}");
+            for d in w.directions().iter().filter(|_| direction.is_some()) {
+                let help = direction.unwrap().help;
+                assert!(help.contains(&format!("{d} (")), "{name}: {d} in {help}");
+            }
+        }
+    }
+
     #[test]
     fn udp_workloads_refuse_every_tcp_option_by_its_name() {
         let stream = table(Workload::Stream).1;
