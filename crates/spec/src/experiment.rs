@@ -332,9 +332,12 @@ pub fn build_spec(fields: &[&Located]) -> Result<Spec, (usize, String, String)> 
     }
     let pairs: Vec<(Field, &str)> = settings.iter().map(|s| (s.0, s.1.as_str())).collect();
     crate::build(&pairs, Names::Keys).map_err(|e| {
+        // A check of the whole spec names the field it refuses: the line
+        // that set it, where one did.
+        let set_it = settings.iter().rfind(|s| s.0 == e.field);
         let line = match e.at {
             Some(at) => settings[at].2,
-            None => settings.last().map(|s| s.2).unwrap_or(1),
+            None => set_it.or(settings.last()).map_or(1, |s| s.2),
         };
         (line, e.field.key().to_string(), e.message)
     })
@@ -893,6 +896,12 @@ nodelay = [false, true]
                 4,
                 "duration",
                 "set phase",
+            ),
+            (
+                "[base]\nworkload = \"rr\"\ndirection = \"recv\"\nduration = \"1s\"\n",
+                4,
+                "direction",
+                "no direction",
             ),
         ] {
             let bad = Experiment::parse(&format!("name = \"l\"\n{file}"))
