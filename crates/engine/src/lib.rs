@@ -13,6 +13,7 @@ pub mod end;
 mod flow;
 pub mod latency;
 pub mod meter;
+mod plan;
 pub mod probe;
 pub mod profile;
 mod ring;
@@ -22,6 +23,7 @@ pub mod setup;
 mod stream;
 mod udp;
 mod worker;
+mod workload;
 
 pub use crr::CrrPlan;
 pub use end::{ReadyEnd, RunningEnd, Sockets, Stopped};
@@ -34,9 +36,10 @@ pub use setup::{
 };
 pub use stream::StreamPlan;
 pub use udp::{client_udp_sockets, server_udp_sockets, Announcer, UdpPlan};
-pub use worker::Workload;
+pub use workload::Workload;
 
 use flow::{FlowCounters, Shared};
+use plan::Plan;
 use plumb_samples::{Role, TcpInfo};
 use plumb_spec::CpuList;
 use plumb_sys::plain_io;
@@ -47,7 +50,7 @@ use std::sync::atomic::{
 };
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use worker::{Plan, WorkerPlan};
+use workload::WorkerPlan;
 
 /// How one end drives its flows.
 #[derive(Debug, Clone)]
@@ -507,7 +510,7 @@ impl Engine {
             let handle = std::thread::Builder::new()
                 .name(format!("{prefix}{w}"))
                 .spawn(move || {
-                    let r = worker::run(plan);
+                    let r = workload::run(plan);
                     // Its last figures, for a window that closes after it
                     // ended (its flows torn down by the other end first):
                     // a thread that is gone is gone from /proc too.

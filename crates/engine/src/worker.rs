@@ -6,161 +6,15 @@
 //! counters are plain loads and stores to atomics that only this thread
 //! writes, and the loop is monomorphised per workload.
 
-use crate::crr::CrrPlan;
 use crate::flow::{FlowError, Handler, Loop, Next, Shared, WAKE};
-use crate::ring::{self, RingFlows};
-use crate::rr::RrPlan;
-use crate::stream::StreamPlan;
-use crate::udp::UdpPlan;
-use plumb_spec::Io;
 use rustix::buffer::spare_capacity;
 use rustix::event::epoll;
 use std::io;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering::Relaxed;
 
-/// What the flows of a test do; each worker of an engine runs the same.
-#[derive(Debug, Clone)]
-pub enum Workload {
-    /// Bulk transfer one way or both.
-    Stream(StreamPlan),
-    /// Request/response on long-lived TCP flows.
-    Rr(RrPlan),
-    /// A TCP connection per transaction.
-    Crr(CrrPlan),
-    /// UDP datagrams, streamed or request/response.
-    Udp(UdpPlan),
-}
-
-/// What the engine asks of one end's plan, whatever its workload: each
-/// workload's module answers for its own, so that the engine names the
-/// workloads in [`Workload::plan`] and [`Workload::run`] and nowhere else.
-pub(crate) trait Plan {
-    /// How `server` (or the client) runs `spec`'s flows with the other end
-    /// `link`.
-    fn for_spec(spec: &plumb_spec::Spec, server: bool, link: &crate::Link) -> Self
-    where
-        Self: Sized;
-
-    /// How the engine treats this end.
-    fn conduct(&self) -> Conduct;
-
-    /// Runs one worker's flows on the engine `io` names, to their end.
-    fn run(self, sh: Shared, io: Io) -> io::Result<Vec<FlowError>>
-    where
-        Self: Sized;
-}
-
-/// How the engine treats one end of a workload.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Conduct {
-    /// The flows make transactions (request/response).
-    pub transactional: bool,
-    /// This end times transactions (and so hands latencies over).
-    pub timed: bool,
-    /// This end's workers hand their counts over at the window's edges
-    /// rather than being read live: a timed end, so that the counts are
-    /// those of the latencies, and any end whose workers hold what arrived
-    /// in the window until they read it.
-    pub hands_over: bool,
-    /// Transactions a second this end starts on a schedule (`--rate`, a
-    /// stream's self probes); None where each follows the last.
-    pub schedule: Option<f64>,
-}
-
-impl Conduct {
-    /// An end of request/response flows: the client times them, on a
-    /// schedule where it has a `rate`.
-    pub(crate) fn transactions(client: bool, rate: Option<f64>) -> Conduct {
-        Conduct {
-            transactional: true,
-            timed: client,
-            hands_over: client,
-            schedule: rate.filter(|_| client),
-        }
-    }
-}
-
-impl Workload {
-    fn plan(&self) -> &dyn Plan {
-        match self {
-            Workload::Stream(p) => p,
-            Workload::Rr(p) => p,
-            Workload::Crr(p) => p,
-            Workload::Udp(p) => p,
-        }
-    }
-
-    fn run(self, sh: Shared, io: Io) -> io::Result<Vec<FlowError>> {
-        match self {
-            Workload::Stream(p) => p.run(sh, io),
-            Workload::Rr(p) => p.run(sh, io),
-            Workload::Crr(p) => p.run(sh, io),
-            Workload::Udp(p) => p.run(sh, io),
-        }
-    }
-
-    /// Whether the flows make transactions (request/response).
-    pub fn transactional(&self) -> bool {
-        self.plan().conduct().transactional
-    }
-
-    /// Whether this end times transactions (and so hands latencies over).
-    pub fn timed(&self) -> bool {
-        self.plan().conduct().timed
-    }
-
-    /// Whether this end's workers hand their counts over at the window's
-    /// edges (see [`Conduct::hands_over`]).
-    pub fn hands_over(&self) -> bool {
-        self.plan().conduct().hands_over
-    }
-
-    /// Transactions a second this end starts on a schedule, if it does.
-    pub fn schedule(&self) -> Option<f64> {
-        self.plan().conduct().schedule
-    }
-}
-
-pub(crate) struct WorkerPlan {
-    pub shared: Shared,
-    pub workload: Workload,
-    pub cpu: Option<u32>,
-    pub io: Io,
-}
-
-/// Runs a worker to its end: the flows that failed, or why the worker
-/// itself could not go on.
-pub(crate) fn run(plan: WorkerPlan) -> io::Result<Vec<FlowError>> {
-    if let Some(cpu) = plan.cpu {
-        plumb_sys::affinity::pin_current_thread(cpu)?;
-    }
-    plan.workload.run(plan.shared, plan.io)
-}
-
-/// Runs a worker's flows on the engine `io` names: `epoll` makes from the
-/// plan what the epoll loop drives, `ring` what the ring's does.
-pub(crate) fn on_engine<P, H: Handler, R: RingFlows>(
-    plan: P,
-    sh: Shared,
-    io: Io,
-    epoll: impl FnOnce(P, &Shared) -> io::Result<H>,
-    ring: impl FnOnce(P, &Shared) -> io::Result<R>,
-) -> io::Result<Vec<FlowError>> {
-    match io {
-        Io::Uring => {
-            let r = ring(plan, &sh)?;
-            ring::drive(sh, r)
-        }
-        Io::Epoll => {
-            let h = epoll(plan, &sh)?;
-            drive(sh, h)
-        }
-    }
-}
-
 /// The event loop, the same for every workload.
-fn drive<H: Handler>(sh: Shared, mut h: H) -> io::Result<Vec<FlowError>> {
+pub(crate) fn drive<H: Handler>(sh: Shared, mut h: H) -> io::Result<Vec<FlowError>> {
     let mut lp = Loop::new(sh)?;
     h.start(&mut lp)?;
     let mut events: Vec<epoll::Event> = Vec::with_capacity(256);
@@ -253,6 +107,11 @@ mod tests {
     use super::*;
     use crate::flow::{test_flows, test_shared, FlowCounters};
     use crate::ring::ring_here;
+    use crate::rr::RrPlan;
+    use crate::stream::StreamPlan;
+    use crate::udp::UdpPlan;
+    use crate::workload::{run, WorkerPlan, Workload};
+    use plumb_spec::Io;
     use std::net::{TcpListener, TcpStream};
     use std::sync::atomic::Ordering::Relaxed;
     use std::sync::Arc;

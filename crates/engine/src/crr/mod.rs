@@ -16,10 +16,10 @@ mod machine;
 use machine::{CrrMachine, Exchange, Next as Step};
 
 use crate::flow::{clock, later, pattern, FlowError, Handler, Loop, Next, PageBuf, Shared, BOUND};
+use crate::plan::{on_engine, Conduct, Plan};
 use crate::ring::{self, receive_buffers, Done, Op, RingFlows, Shape};
 use crate::rr::writes;
 use crate::setup::{apply_before_connect, apply_connected, bind_source};
-use crate::worker::{on_engine, Conduct, Plan};
 use plumb_spec::{Close, Io, SocketOpts};
 use plumb_sys::plain_io;
 use plumb_sys::uring::{Completion, Queue};

@@ -9,8 +9,8 @@
 use crate::flow::{
     clock, later, pattern, read_burst, FlowCounters, Handler, Loop, Next, PageBuf, Shared, BOUND,
 };
+use crate::plan::{on_engine, Conduct, Plan};
 use crate::ring::{self, receive_buffers, Done, Op, RingFlows, Shape};
-use crate::worker::{on_engine, Conduct, Plan};
 use crate::FlowError;
 use plumb_spec::Io;
 use plumb_sys::uring::Queue;

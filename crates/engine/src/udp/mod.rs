@@ -20,7 +20,7 @@
 use crate::flow::{
     later, pattern, FlowCounters, Handler, Loop, Next, PageBuf, Shared, BOUND, POLL,
 };
-use crate::worker::{on_engine, Conduct, Plan};
+use crate::plan::{on_engine, Conduct, Plan};
 use crate::FlowError;
 use plumb_spec::Io;
 use rustix::event::epoll;
