@@ -273,15 +273,25 @@ fn iterations_table(o: &mut String, rec: &RunRecord) {
             .relative_half_width
             .map(format_half_width)
             .unwrap_or_else(|| "no interval".into());
-        let _ = writeln!(
-            o,
-            "mean  {:>16}  {} at {:.0} % over {n} iterations (target ±{:.1} %{})",
+        let head = format!(
+            "mean  {:>16}  {} at {:.0} %, {n} iterations",
             metric_text(rec, c.mean),
             width,
             c.level * 100.0,
+        );
+        let target = format!(
+            "(target ±{:.1} %{})",
             c.target * 100.0,
             if c.reached { ", reached" } else { "" }
         );
+        // A wide interval over many iterations would pass 80 columns: the
+        // target then goes under the interval it is read against.
+        let sep = if head.chars().count() + 1 + target.chars().count() <= 80 {
+            " ".to_string()
+        } else {
+            format!("\n{:24}", "")
+        };
+        let _ = writeln!(o, "{head}{sep}{target}");
         if let Some(b) = &c.bimodal {
             let _ = writeln!(
                 o,
@@ -527,6 +537,57 @@ mod table_tests {
         assert_eq!(
             cpu,
             "cpu  pinned            user  system     irq softirq    idle softirq%"
+        );
+    }
+
+    /// The mean's line keeps its target beside the interval where both fit
+    /// in 80 columns, and puts it under the interval where they would not.
+    #[test]
+    fn the_mean_line_fits_in_80_columns_whatever_its_interval() {
+        let mut rec = plumb_samples::testing::with_throughput(&[38.2e9; 3]);
+        let mut confidence = |w: f64, target: f64, n: u32| {
+            rec.iterations = (0..n).map(|_| rec.iterations[0].clone()).collect();
+            rec.confidence = Some(plumb_samples::Confidence {
+                metric: "throughput_bps".into(),
+                level: 0.95,
+                target,
+                min_iterations: 2,
+                max_iterations: n,
+                mean: 38.4e9,
+                half_width: Some(38.4e9 * w),
+                relative_half_width: Some(w),
+                reached: w <= target,
+                outliers: vec![],
+                bimodal: None,
+            });
+            let text = super::run_summary(&rec);
+            let mean = text.lines().skip_while(|l| !l.starts_with("mean "));
+            assert!(mean.take(2).all(|l| l.chars().count() <= 80), "{text}");
+            text
+        };
+        for (w, target, n) in [
+            (0.0234, 0.025, 3),
+            (0.0234, 0.025, 100),
+            (1.503, 0.025, 100),
+        ] {
+            let text = confidence(w, target, n);
+            let reached = if w <= target { ", reached" } else { "" };
+            let line = format!(
+                "{} at 95 %, {n} iterations (target ±{:.1} %{reached})\n",
+                plumb_samples::units::format_half_width(w),
+                target * 100.0
+            );
+            assert!(text.contains(&line), "{text}");
+        }
+        let text = confidence(0.453, 0.5, 100);
+        let at = text
+            .find("±45.3 % at 95 %, 100 iterations\n")
+            .unwrap_or_else(|| panic!("{text}"));
+        let under = text[at..].lines().nth(1).unwrap();
+        assert_eq!(
+            under,
+            format!("{:24}(target ±50.0 %, reached)", ""),
+            "{text}"
         );
     }
 }
