@@ -71,6 +71,18 @@ impl Workload {
             Workload::Rr | Workload::Crr | Workload::UdpRr => &[Direction::Send],
         }
     }
+
+    /// What the peers call the workload in a direction of its own, for the
+    /// help of `--direction`.
+    pub fn direction_as(self, d: Direction) -> Option<&'static str> {
+        match (self, d) {
+            (Workload::Stream, Direction::Send) => Some("netperf TCP_STREAM"),
+            (Workload::Stream, Direction::Recv) => Some("netperf TCP_MAERTS, iperf3 -R"),
+            (Workload::UdpStream, Direction::Send) => Some("netperf UDP_STREAM, iperf3 -u"),
+            (Workload::UdpStream, Direction::Recv) => Some("iperf3 -u -R"),
+            _ => None,
+        }
+    }
 }
 
 /// Bytes of plumb's own header at the start of every UDP datagram: a tag

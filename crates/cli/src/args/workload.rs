@@ -7,7 +7,7 @@ use super::CommonArgs;
 use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches};
 use plumb_spec::sockopt::Value;
 use plumb_spec::{
-    Choice, Close, Direction, Emulator, Field, Io, Proto, RxMode, SockOpt, Spec, Workload, ZeroCopy,
+    Choice, Close, Emulator, Field, Io, Proto, RxMode, SockOpt, Spec, Workload, ZeroCopy,
 };
 
 /// A parsed `plumb run WORKLOAD`.
@@ -30,6 +30,8 @@ enum Takes {
     Choice(&'static str, fn() -> Vec<&'static str>),
     /// A value, as often as wanted, each a setting of its own.
     Each(&'static str),
+    /// `--direction`: one of the directions the workload runs in.
+    Direction,
 }
 
 #[derive(Clone, Copy)]
@@ -67,6 +69,13 @@ const fn choice<T: Choice>(field: Field, name: &'static str, help: &'static str)
     }
 }
 
+/// Its values and help come from the workload's row of directions
+/// ([`Workload::directions`]).
+const DIRECTION: Flag = Flag {
+    field: Field::Direction,
+    takes: Takes::Direction,
+    help: "",
+};
 const THREADS: Flag = value(
     Field::Threads,
     "N",
@@ -145,12 +154,6 @@ const UDP_SOCKET: [Flag; 2] = [
 ];
 
 const STREAM: &[Flag] = &[
-    choice::<Direction>(
-        Field::Direction,
-        "DIRECTION",
-        "Which way the data flows, seen from the client: send (the client sends), recv \
-         (the server sends, netperf TCP_MAERTS) or both (both ways on every flow)",
-    ),
     value(Field::Flows, "N", "Number of TCP connections"),
     THREADS,
     value(
@@ -240,12 +243,6 @@ const CRR: &[Flag] = &[
 ];
 
 const UDP_STREAM: &[Flag] = &[
-    choice::<Direction>(
-        Field::Direction,
-        "DIRECTION",
-        "Which way the datagrams go, seen from the client: send (the client sends) or \
-         recv (the server sends, iperf3 -u -R)",
-    ),
     value(
         Field::Flows,
         "N",
@@ -387,7 +384,13 @@ fn table(w: Workload) -> (&'static str, Vec<Flag>) {
             Proto::Tcp => &TCP_SOCKET,
             Proto::Any => &UDP_SOCKET,
         };
-        [own, socket, &table_flags(proto), EVERY].concat()
+        // A workload that goes more than one way offers the ways its row
+        // in the spec names, and takes no other.
+        let direction: &[Flag] = match w.directions() {
+            [_] => &[],
+            _ => &[DIRECTION],
+        };
+        [direction, own, socket, &table_flags(proto), EVERY].concat()
     };
     match w {
         Workload::Stream => (
@@ -405,8 +408,7 @@ fn table(w: Workload) -> (&'static str, Vec<Flag>) {
             with(CRR, Proto::Tcp),
         ),
         Workload::UdpStream => (
-            "UDP datagrams from the client (or with --direction recv the server) as fast \
-             as its sockets take them: sent and received datagrams and bits on both ends, \
+            "UDP datagrams from one end to the other as fast as its sockets take them: sent and received datagrams and bits on both ends, \
              loss and reordering counted by the receiver (netperf UDP_STREAM, iperf3 -u)",
             with(UDP_STREAM, Proto::Any),
         ),
@@ -424,13 +426,14 @@ impl Flag {
     /// the default from `spec`, the spec the workload starts from, so the
     /// default is defined once.
     fn arg(&self, spec: &Spec) -> Arg {
+        let own = self.help(spec.workload);
         let default = spec
             .value_of(self.field)
             .filter(|d| !(d.is_empty() || d == "none" || d == "false"))
-            .filter(|_| !self.help.contains("[default"));
+            .filter(|_| !own.contains("[default"));
         let help = match default {
-            Some(d) => format!("{} [default: {d}]", self.help),
-            None => self.help.to_string(),
+            Some(d) => format!("{own} [default: {d}]"),
+            None => own,
         };
         let arg = Arg::new(self.field.key())
             .long(self.field.long())
@@ -440,7 +443,30 @@ impl Flag {
             Takes::Switch => arg.action(ArgAction::SetTrue),
             Takes::Choice(name, names) => arg.value_name(name).value_parser(names()),
             Takes::Each(name) => arg.value_name(name).action(ArgAction::Append),
+            Takes::Direction => arg.value_name("DIRECTION").value_parser(
+                (spec.workload.directions().iter())
+                    .map(|d| d.to_string())
+                    .collect::<Vec<_>>(),
+            ),
         }
+    }
+
+    /// The flag's help for workload `w`.
+    fn help(&self, w: Workload) -> String {
+        if !matches!(self.takes, Takes::Direction) {
+            return self.help.to_string();
+        }
+        let ways: Vec<String> = (w.directions().iter())
+            .map(|&d| match w.direction_as(d) {
+                Some(peer) => format!("{}, {peer})", d.said().trim_end_matches(')')),
+                None => d.said(),
+            })
+            .collect();
+        let (last, rest) = ways.split_last().expect("a workload goes at least one way");
+        format!(
+            "Which way the data goes, seen from the client: {} or {last}",
+            rest.join(", ")
+        )
     }
 
     /// The flag's values as typed, each time it was given.
@@ -604,6 +630,7 @@ impl FromArgMatches for RunCommand {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use plumb_spec::Direction;
 
     #[test]
     fn each_workload_takes_each_field_once_and_only_those_its_spec_has() {
@@ -630,16 +657,32 @@ mod tests {
     }
 
     /// --direction is offered where the workload has a choice of
-    /// directions, and its help names each.
+    /// directions: its help names each, the command line takes each and
+    /// no other.
     #[test]
     fn a_workload_offers_direction_where_it_takes_more_than_one() {
+        let all = [Direction::Send, Direction::Recv, Direction::Both];
         for (name, w) in Workload::shown() {
             let flags = table(w).1;
             let direction = flags.iter().find(|f| f.field == Field::Direction);
             assert_eq!(direction.is_some(), w.directions().len() > 1, "{name}");
-            for d in w.directions().iter().filter(|_| direction.is_some()) {
-                let help = direction.unwrap().help;
-                assert!(help.contains(&format!("{d} (")), "{name}: {d} in {help}");
+            let Some(direction) = direction else { continue };
+            let help = direction.help(w);
+            for d in all {
+                let parsed = crate::args::command().try_get_matches_from([
+                    "plumb",
+                    "run",
+                    name,
+                    "--direction",
+                    &d.to_string(),
+                ]);
+                let offered = w.directions().contains(&d);
+                assert_eq!(parsed.is_ok(), offered, "{name} --direction {d}");
+                assert_eq!(
+                    help.contains(&format!("{d} (")),
+                    offered,
+                    "{name}: {d} in {help}"
+                );
             }
         }
     }
@@ -672,6 +715,7 @@ mod tests {
         match f.takes {
             Takes::Switch => "true".into(),
             Takes::Choice(_, names) => names()[0].into(),
+            Takes::Direction => "send".into(),
             Takes::Each(_) => "load=stream".into(),
             Takes::Value(_) => match f.field {
                 Field::Cc => "cubic".into(),
