@@ -18,7 +18,6 @@ use machine::{CrrMachine, Exchange, Next as Step};
 use crate::flow::{clock, later, pattern, FlowError, Handler, Loop, Next, PageBuf, Shared, BOUND};
 use crate::plan::{on_engine, Conduct, Plan};
 use crate::ring::{self, receive_buffers, Done, Op, RingFlows, Shape};
-use crate::rr::writes;
 use crate::setup::{apply_before_connect, apply_connected, bind_source};
 use plumb_spec::{Close, Io, SocketOpts};
 use plumb_sys::plain_io;
@@ -61,11 +60,7 @@ pub struct CrrPlan {
 impl Plan for CrrPlan {
     fn for_spec(spec: &plumb_spec::Spec, server: bool, link: &crate::Link) -> CrrPlan {
         let r = crate::rr::sizes(spec);
-        let (out_writes, in_size) = if server {
-            (writes(&r.resp_writes, r.resp_size), r.req_size as usize)
-        } else {
-            (writes(&r.req_writes, r.req_size), r.resp_size as usize)
-        };
+        let (out_writes, in_size) = crate::rr::messages(r, server);
         CrrPlan {
             client: !server,
             slots: spec.flows as usize,

@@ -49,36 +49,38 @@ pub(crate) fn sizes(spec: &plumb_spec::Spec) -> &plumb_spec::RrSpec {
         .expect("a validated request/response spec carries its sizes")
 }
 
-/// The writes of one message of `size` bytes: those asked, else one.
-pub(crate) fn writes(asked: &[u64], size: u64) -> Vec<usize> {
-    if asked.is_empty() {
-        vec![size as usize]
+/// An end's side of a transaction: the writes it sends its message in
+/// (those asked, else one) and the size of the message it reads.
+pub(crate) fn messages(r: &plumb_spec::RrSpec, server: bool) -> (Vec<usize>, usize) {
+    let (asked, out, in_size) = if server {
+        (&r.resp_writes, r.resp_size, r.req_size)
+    } else {
+        (&r.req_writes, r.req_size, r.resp_size)
+    };
+    let writes = if asked.is_empty() {
+        vec![out as usize]
     } else {
         asked.iter().map(|&n| n as usize).collect()
-    }
+    };
+    (writes, in_size as usize)
 }
 
 impl Plan for RrPlan {
     fn for_spec(spec: &plumb_spec::Spec, server: bool, _: &crate::Link) -> RrPlan {
         let r = sizes(spec);
-        if server {
-            RrPlan {
-                client: false,
-                out_writes: writes(&r.resp_writes, r.resp_size),
-                in_size: r.req_size as usize,
-                initial: 0,
-                depth: 0,
-                rate: None,
-            }
-        } else {
-            RrPlan {
-                client: true,
-                out_writes: writes(&r.req_writes, r.req_size),
-                in_size: r.resp_size as usize,
-                initial: if r.rate.is_some() { 0 } else { r.pipeline },
-                depth: r.pipeline,
-                rate: r.rate.map(|x| x as f64),
-            }
+        let (out_writes, in_size) = messages(r, server);
+        let client = !server;
+        RrPlan {
+            client,
+            out_writes,
+            in_size,
+            initial: if client && r.rate.is_none() {
+                r.pipeline
+            } else {
+                0
+            },
+            depth: if client { r.pipeline } else { 0 },
+            rate: r.rate.filter(|_| client).map(|x| x as f64),
         }
     }
 
