@@ -8,9 +8,55 @@
 //! Parts and figures are named by their place in the end's JSON record: a
 //! part by its key (`softnet`, or `process.sched` one level down), a figure
 //! by a path inside its part where `[]` sums over an array's entries
-//! (`[].dropped` is the packets every CPU's backlog dropped).
+//! (`[].dropped` is the packets every CPU's backlog dropped). Each key and
+//! path is written through the record's types (`field!`, `each!`), so the
+//! compiler holds them to the fields they name; only a map's keys (the
+//! kernel's own names of interrupts and tracepoints) are strings.
 
+use crate::{
+    EndResult, FlowEvents, NetDevCounters, NicQueue, PathQueue, ProcessCpu, QdiscStats, Sockstat,
+    SoftnetCounts, Tracepoints,
+};
 use serde_json::Value;
+
+/// `$field` of `$ty` as the record names it (serde keeps the fields'
+/// names), or `$field.$sub` where `$field` holds a `$inner`, or
+/// `$field."key"` into a map. Naming it through the type makes a field
+/// renamed or taken away fail to compile, where a string would leave a
+/// figure that reads nothing until a run shows it.
+macro_rules! field {
+    ($ty:ty, $field:ident) => {{
+        const _: fn(&$ty) = |x| {
+            let _ = &x.$field;
+        };
+        stringify!($field)
+    }};
+    ($ty:ty, $field:ident . $key:literal) => {{
+        const _: fn(&$ty) = |x| {
+            let _ = &x.$field;
+        };
+        concat!(stringify!($field), ".", $key)
+    }};
+    ($ty:ty, $field:ident, $inner:ty, $sub:ident) => {{
+        const _: fn(&$ty) = |x| {
+            let _ = &x.$field;
+        };
+        const _: fn(&$inner) = |x| {
+            let _ = &x.$sub;
+        };
+        concat!(stringify!($field), ".", stringify!($sub))
+    }};
+}
+
+/// `$field` of every entry of a list of `$ty`, summed: `[].$field`.
+macro_rules! each {
+    ($ty:ty, $field:ident) => {{
+        const _: fn(&$ty) = |x| {
+            let _ = &x.$field;
+        };
+        concat!("[].", stringify!($field))
+    }};
+}
 
 /// A kernel event source read at the window's edges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,31 +232,43 @@ impl Probe {
         match self {
             Probe::Cpu => {
                 const PARTS: &[Part] = &[
-                    part("cpus", OncePerHost, &[detail("s")]),
-                    part("irq_time_accounting", OncePerHost, &[detail("")]),
+                    part(field!(EndResult, cpus), OncePerHost, &[detail("s")]),
+                    part(
+                        field!(EndResult, irq_time_accounting),
+                        OncePerHost,
+                        &[detail("")],
+                    ),
                 ];
                 PARTS
             }
             Probe::Softirqs => {
-                const PARTS: &[Part] = &[part("softirqs", OncePerHost, &[detail("softirqs")])];
+                const PARTS: &[Part] = &[part(
+                    field!(EndResult, softirqs),
+                    OncePerHost,
+                    &[detail("softirqs")],
+                )];
                 PARTS
             }
             Probe::Snmp => {
-                const PARTS: &[Part] = &[part("counters", OncePerNamespace, &[detail("events")])];
+                const PARTS: &[Part] = &[part(
+                    field!(EndResult, counters),
+                    OncePerNamespace,
+                    &[detail("events")],
+                )];
                 PARTS
             }
             Probe::Softnet => {
                 const PARTS: &[Part] = &[part(
-                    "softnet",
+                    field!(EndResult, softnet),
                     OncePerHost,
                     &[
                         Figure {
-                            path: "[].dropped",
+                            path: each!(SoftnetCounts, dropped),
                             unit: "packets",
                             kind: Kind::Event("softnet dropped"),
                         },
                         Figure {
-                            path: "[].time_squeeze",
+                            path: each!(SoftnetCounts, time_squeeze),
                             unit: "rounds",
                             kind: Kind::Event("time_squeeze"),
                         },
@@ -220,16 +278,16 @@ impl Probe {
             }
             Probe::Interfaces => {
                 const PARTS: &[Part] = &[part(
-                    "interfaces",
+                    field!(EndResult, interfaces),
                     OncePerNamespace,
                     &[
                         Figure {
-                            path: "[].rx_dropped",
+                            path: each!(NetDevCounters, rx_dropped),
                             unit: "packets",
                             kind: Kind::Event("interface drops"),
                         },
                         Figure {
-                            path: "[].tx_dropped",
+                            path: each!(NetDevCounters, tx_dropped),
                             unit: "packets",
                             kind: Kind::Event("interface drops"),
                         },
@@ -240,36 +298,36 @@ impl Probe {
             // The summary shows each qdisc on its interface's line.
             Probe::Qdiscs => {
                 const PARTS: &[Part] = &[part(
-                    "qdiscs",
+                    field!(EndResult, qdiscs),
                     OncePerNamespace,
                     &[
                         Figure {
-                            path: "[].packets",
+                            path: each!(QdiscStats, packets),
                             unit: "packets",
                             kind: Kind::Detail,
                         },
                         Figure {
-                            path: "[].drops",
+                            path: each!(QdiscStats, drops),
                             unit: "packets",
                             kind: Kind::Event("qdisc drops"),
                         },
                         Figure {
-                            path: "[].overlimits",
+                            path: each!(QdiscStats, overlimits),
                             unit: "times",
                             kind: Kind::Event("qdisc over limit"),
                         },
                         Figure {
-                            path: "[].requeues",
+                            path: each!(QdiscStats, requeues),
                             unit: "packets",
                             kind: Kind::Event("qdisc requeues"),
                         },
                         Figure {
-                            path: "[].ecn_marks",
+                            path: each!(QdiscStats, ecn_marks),
                             unit: "packets",
                             kind: Kind::Event("qdisc ECN marks"),
                         },
                         Figure {
-                            path: "[].backlog_bytes",
+                            path: each!(QdiscStats, backlog_bytes),
                             unit: "bytes",
                             kind: Kind::Detail,
                         },
@@ -280,21 +338,21 @@ impl Probe {
             // The path's, read once for the run by the client.
             Probe::PathQueues => {
                 const PARTS: &[Part] = &[part(
-                    "path_queues",
+                    field!(EndResult, path_queues),
                     OncePerHost,
                     &[
                         Figure {
-                            path: "[].drops",
+                            path: each!(QdiscStats, drops),
                             unit: "packets",
                             kind: Kind::Event("bottleneck drops"),
                         },
                         Figure {
-                            path: "[].ecn_marks",
+                            path: each!(QdiscStats, ecn_marks),
                             unit: "packets",
                             kind: Kind::Event("bottleneck ECN marks"),
                         },
                         Figure {
-                            path: "[].peak_backlog_bytes",
+                            path: each!(PathQueue, peak_backlog_bytes),
                             unit: "bytes",
                             kind: Kind::Detail,
                         },
@@ -304,10 +362,10 @@ impl Probe {
             }
             Probe::NicQueues => {
                 const PARTS: &[Part] = &[part(
-                    "nic_queues",
+                    field!(EndResult, nic_queues),
                     OncePerNamespace,
                     &[Figure {
-                        path: "[].peak_inflight_bytes",
+                        path: each!(NicQueue, peak_inflight_bytes),
                         unit: "bytes",
                         kind: Kind::Detail,
                     }],
@@ -318,7 +376,7 @@ impl Probe {
             // their own (arm64's IPI0, IPI1, ...) with no figure of these.
             Probe::Interrupts => {
                 const PARTS: &[Part] = &[part(
-                    "interrupts",
+                    field!(EndResult, interrupts),
                     OncePerHost,
                     &[
                         Figure {
@@ -347,33 +405,69 @@ impl Probe {
             }
             Probe::Process => {
                 const PARTS: &[Part] = &[
-                    part("process.pid", OncePerHost, &[detail("")]),
-                    part("process.user_s", Sum, &[detail("s")]),
-                    part("process.system_s", Sum, &[detail("s")]),
-                    part("process.voluntary_csw", Sum, &[detail("switches")]),
-                    part("process.involuntary_csw", Sum, &[detail("switches")]),
-                    part("process.rss_bytes", Sum, &[detail("bytes")]),
-                    part("process.threads", PerGroup, &[detail("")]),
                     part(
-                        "process.sched",
+                        field!(EndResult, process, ProcessCpu, pid),
+                        OncePerHost,
+                        &[detail("")],
+                    ),
+                    part(
+                        field!(EndResult, process, ProcessCpu, user_s),
+                        Sum,
+                        &[detail("s")],
+                    ),
+                    part(
+                        field!(EndResult, process, ProcessCpu, system_s),
+                        Sum,
+                        &[detail("s")],
+                    ),
+                    part(
+                        field!(EndResult, process, ProcessCpu, voluntary_csw),
+                        Sum,
+                        &[detail("switches")],
+                    ),
+                    part(
+                        field!(EndResult, process, ProcessCpu, involuntary_csw),
+                        Sum,
+                        &[detail("switches")],
+                    ),
+                    part(
+                        field!(EndResult, process, ProcessCpu, rss_bytes),
+                        Sum,
+                        &[detail("bytes")],
+                    ),
+                    part(
+                        field!(EndResult, process, ProcessCpu, threads),
+                        PerGroup,
+                        &[detail("")],
+                    ),
+                    part(
+                        field!(EndResult, process, ProcessCpu, sched),
                         Sum,
                         &[Figure {
-                            path: "migrations",
+                            path: field!(crate::SchedTimes, migrations),
                             unit: "migrations",
                             kind: Kind::Event("migrations"),
                         }],
                     ),
                     // plumb's delay line runs in one process of the client's.
-                    part("path_cpu_s", OncePerHost, &[detail("s")]),
+                    part(field!(EndResult, path_cpu_s), OncePerHost, &[detail("s")]),
                 ];
                 PARTS
             }
             Probe::TcpInfo => {
                 const PARTS: &[Part] = &[
-                    part("tcp_info", PerFlow, &[detail("")]),
-                    part("tcp_info_summary", Distribution, &[detail("")]),
-                    part("limited", Sum, &[detail("s")]),
-                    part("window_retransmits", Sum, &[detail("segments")]),
+                    part(field!(EndResult, tcp_info), PerFlow, &[detail("")]),
+                    part(
+                        field!(EndResult, tcp_info_summary),
+                        Distribution,
+                        &[detail("")],
+                    ),
+                    part(field!(EndResult, limited), Sum, &[detail("s")]),
+                    part(
+                        field!(EndResult, window_retransmits),
+                        Sum,
+                        &[detail("segments")],
+                    ),
                 ];
                 PARTS
             }
@@ -382,42 +476,66 @@ impl Probe {
             // flows add up sample by sample.
             Probe::TcpSeries => {
                 const PARTS: &[Part] = &[
-                    part("tcp_series.period_ms", OncePerHost, &[detail("ms")]),
-                    part("tcp_series.t_ms", OncePerHost, &[detail("ms")]),
-                    part("tcp_series.flows", Sum, &[detail("flows")]),
-                    part("tcp_series.sampled", PerFlow, &[detail("")]),
-                    part("tcp_series.all", Sum, &[detail("")]),
-                    part("tcp_series.sampler_cpu_s", Sum, &[detail("s")]),
+                    part(
+                        field!(EndResult, tcp_series, crate::TcpSeries, period_ms),
+                        OncePerHost,
+                        &[detail("ms")],
+                    ),
+                    part(
+                        field!(EndResult, tcp_series, crate::TcpSeries, t_ms),
+                        OncePerHost,
+                        &[detail("ms")],
+                    ),
+                    part(
+                        field!(EndResult, tcp_series, crate::TcpSeries, flows),
+                        Sum,
+                        &[detail("flows")],
+                    ),
+                    part(
+                        field!(EndResult, tcp_series, crate::TcpSeries, sampled),
+                        PerFlow,
+                        &[detail("")],
+                    ),
+                    part(
+                        field!(EndResult, tcp_series, crate::TcpSeries, all),
+                        Sum,
+                        &[detail("")],
+                    ),
+                    part(
+                        field!(EndResult, tcp_series, crate::TcpSeries, sampler_cpu_s),
+                        Sum,
+                        &[detail("s")],
+                    ),
                 ];
                 PARTS
             }
             Probe::Sockstat => {
                 const PARTS: &[Part] = &[part(
-                    "sockstat",
+                    field!(EndResult, sockstat),
                     OncePerNamespace,
                     &[
                         Figure {
-                            path: "sockets_used",
+                            path: field!(Sockstat, sockets_used),
                             unit: "sockets",
                             kind: Kind::Level("sockets"),
                         },
                         Figure {
-                            path: "tcp_inuse",
+                            path: field!(Sockstat, tcp_inuse),
                             unit: "sockets",
                             kind: Kind::Level("tcp sockets"),
                         },
                         Figure {
-                            path: "tcp_mem_pages",
+                            path: field!(Sockstat, tcp_mem_pages),
                             unit: "pages",
                             kind: Kind::Level("tcp memory"),
                         },
                         Figure {
-                            path: "udp_inuse",
+                            path: field!(Sockstat, udp_inuse),
                             unit: "sockets",
                             kind: Kind::Level("udp sockets"),
                         },
                         Figure {
-                            path: "udp_mem_pages",
+                            path: field!(Sockstat, udp_mem_pages),
                             unit: "pages",
                             kind: Kind::Level("udp memory"),
                         },
@@ -428,26 +546,26 @@ impl Probe {
             Probe::Tracepoints => {
                 const PARTS: &[Part] = &[
                     part(
-                        "tracepoints",
+                        field!(EndResult, tracepoints),
                         OncePerHost,
                         &[
                             Figure {
-                                path: "counts.tcp:tcp_retransmit_skb",
+                                path: field!(Tracepoints, counts."tcp:tcp_retransmit_skb"),
                                 unit: "skbs",
                                 kind: Kind::Counted("retransmitted"),
                             },
                             Figure {
-                                path: "counts.skb:kfree_skb",
+                                path: field!(Tracepoints, counts."skb:kfree_skb"),
                                 unit: "packets",
                                 kind: Kind::Counted("dropped"),
                             },
                             Figure {
-                                path: "counts.tcp:tcp_send_reset",
+                                path: field!(Tracepoints, counts."tcp:tcp_send_reset"),
                                 unit: "resets",
                                 kind: Kind::Counted("resets sent"),
                             },
                             Figure {
-                                path: "counts.tcp:tcp_receive_reset",
+                                path: field!(Tracepoints, counts."tcp:tcp_receive_reset"),
                                 unit: "resets",
                                 kind: Kind::Counted("resets received"),
                             },
@@ -456,21 +574,21 @@ impl Probe {
                     // Each end's own flows: the ends' filters split the host's
                     // events between them, and an end's groups share the port.
                     part(
-                        "flow_events",
+                        field!(EndResult, flow_events),
                         OncePerEnd,
                         &[
                             Figure {
-                                path: "counts.tcp:tcp_retransmit_skb",
+                                path: field!(FlowEvents, counts."tcp:tcp_retransmit_skb"),
                                 unit: "skbs",
                                 kind: Kind::Counted("retransmitted"),
                             },
                             Figure {
-                                path: "counts.tcp:tcp_receive_reset",
+                                path: field!(FlowEvents, counts."tcp:tcp_receive_reset"),
                                 unit: "resets",
                                 kind: Kind::Counted("resets received"),
                             },
                             Figure {
-                                path: "counts.tcp:tcp_rcvbuf_grow",
+                                path: field!(FlowEvents, counts."tcp:tcp_rcvbuf_grow"),
                                 unit: "times",
                                 // The summary's rcvbuf line says it with the
                                 // buffer it was tuned to.
@@ -483,13 +601,14 @@ impl Probe {
             }
             // Every group's filter keeps every ACK of the end's flows.
             Probe::Acks => {
-                const PARTS: &[Part] = &[part("acks", OncePerEnd, &[detail("")])];
+                const PARTS: &[Part] = &[part(field!(EndResult, acks), OncePerEnd, &[detail("")])];
                 PARTS
             }
             // A group's profile is of its own process; the first one's is
             // kept, as the groups share their CPUs.
             Probe::Profile => {
-                const PARTS: &[Part] = &[part("profile", OncePerHost, &[detail("")])];
+                const PARTS: &[Part] =
+                    &[part(field!(EndResult, profile), OncePerHost, &[detail("")])];
                 PARTS
             }
         }
