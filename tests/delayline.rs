@@ -18,8 +18,9 @@ fn veth_alone() -> Option<std::sync::MutexGuard<'static, ()>> {
 
 /// A run over the veth topology with plumb's delay line; its record.
 fn path_run(name: &str, args: &[&str]) -> Value {
+    let journal = test_journal(name);
     let out = plumb()
-        .env("PLUMB_JOURNAL", test_journal(name))
+        .env("PLUMB_JOURNAL", &*journal)
         .args(["run"])
         .args(args)
         .args(["--topology", "veth", "--emulator", "plumb", "--json"])
@@ -47,8 +48,9 @@ fn a_delay_of_5ms_each_way_is_a_10ms_round_trip_for_rr_and_for_ping() {
         return;
     }
     let _alone = measuring_alone();
+    let journal = test_journal("delay");
     let child = spawn_one_iteration(
-        "delay",
+        &journal,
         &[
             "rr",
             "--topology",
@@ -211,9 +213,10 @@ fn netem_is_chosen_where_the_kernel_has_it_and_the_delay_line_where_not() {
         .args(["-n", "tc", "qdisc", "add", "dev", "lo", "root", "netem"])
         .stderr(Stdio::null()));
     eprintln!("this kernel {} netem", if netem { "has" } else { "has no" });
+    let journal = test_journal("choice");
     let run = |extra: &[&str]| {
         plumb()
-            .env("PLUMB_JOURNAL", test_journal("choice"))
+            .env("PLUMB_JOURNAL", &*journal)
             .args(["run", "rr", "--topology", "veth", "--delay", "1ms"])
             .args(["--json"])
             .args(ONE_SHORT)
@@ -262,7 +265,8 @@ fn a_run_stopped_with_ctrl_c_leaves_no_namespace_device_or_thread() {
     let Some(_alone) = veth_alone() else {
         return;
     };
-    let mut child = long_run(&test_journal("int"));
+    let journal = test_journal("int");
+    let mut child = long_run(&journal);
     let pid = child.id();
     assert!(has_tun(pid), "the client's TUN device while running");
     assert!(ok(Command::new("kill").args(["-INT", &pid.to_string()])));

@@ -3,31 +3,16 @@
 //! refused knob, and at the next start after the process was killed.
 
 mod common;
-use common::{measuring_alone, ok, plumb, require_root, require_tool, Netns, ONE_SHORT};
+use common::{
+    measuring_alone, ok, plumb, require_root, require_tool, test_journal, Netns, TestJournal,
+    ONE_SHORT,
+};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// A knob journal of this test alone.
-struct TempJournal(std::path::PathBuf);
-impl TempJournal {
-    fn new(name: &str) -> TempJournal {
-        let p = std::env::temp_dir().join(format!("plumb-journal-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_file(&p);
-        TempJournal(p)
-    }
-    fn text(&self) -> String {
-        std::fs::read_to_string(&self.0).unwrap_or_default()
-    }
-}
-impl Drop for TempJournal {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-fn with_journal(j: &TempJournal) -> Command {
+fn with_journal(j: &TestJournal) -> Command {
     let mut c = plumb();
-    c.env("PLUMB_JOURNAL", &j.0);
+    c.env("PLUMB_JOURNAL", &**j);
     c
 }
 
@@ -172,7 +157,7 @@ fn wait_changed(ns: &Netns, child: &mut Child) {
 /// the namespace, the journal, the knobs' values before, and the run.
 struct KnobRun {
     ns: Netns,
-    j: TempJournal,
+    j: TestJournal,
     before: Vec<String>,
     child: Child,
 }
@@ -184,7 +169,7 @@ fn knobs_set(tag: &str, duration: &str, stderr: Stdio) -> Option<KnobRun> {
     if !require_tool("ethtool", "ethtool") {
         return None;
     }
-    let j = TempJournal::new(tag);
+    let j = test_journal(tag);
     let before = snapshot(&ns);
     let mut child = with_journal(&j)
         .args(run_args(&ns, duration))
@@ -234,7 +219,7 @@ fn rps_on_host_loopback_is_restored() {
     let _alone = measuring_alone();
     let path = "/sys/class/net/lo/queues/rx-0/rps_cpus";
     let before = std::fs::read_to_string(path).unwrap();
-    let j = TempJournal::new("lo");
+    let j = test_journal("lo");
     let mask = if before.trim().trim_start_matches('0').is_empty() {
         "1"
     } else {
@@ -315,7 +300,7 @@ fn an_unsupported_knob_is_refused_before_anything_changes() {
     if !require_tool("ethtool", "ethtool") {
         return;
     }
-    let j = TempJournal::new("refuse");
+    let j = test_journal("refuse");
     let before = snapshot(&ns);
     let n = &ns.0;
     for (bad, says) in [
@@ -355,7 +340,7 @@ fn plumb_restore_puts_back_what_a_killed_run_left() {
     let Some(ns) = veth_ns("knob-restore") else {
         return;
     };
-    let j = TempJournal::new("restore");
+    let j = test_journal("restore");
     let rps = "/sys/class/net/plumb-ka/queues/rx-0/rps_cpus";
     let before = read_in(&ns, rps);
     let mut child = with_journal(&j)

@@ -45,8 +45,9 @@ fn phase_kept(client: &Value, key: &str, i: usize) -> Vec<(u64, u64)> {
 
 fn load_through(queue: &str, limit_bytes: f64) -> Loaded {
     let db = TempDb::new(&format!("load-{queue}"));
+    let journal = test_journal(&format!("load-{queue}"));
     let child = plumb()
-        .env("PLUMB_JOURNAL", test_journal(&format!("load-{queue}")))
+        .env("PLUMB_JOURNAL", &*journal)
         .args(["run", "load", "--phase", "3s", "--topology", "veth"])
         .args(["--qdisc", "pfifo", "--link-rate", "20M", "--queue", queue])
         .args(["--cc", "cubic", "--iterations", "1", "--db", db.path()])
@@ -619,9 +620,10 @@ fn compare_weighs_each_probe_in_each_stretch_and_check_decides_on_one() {
     }
     let _alone = measuring_alone();
     let db = TempDb::new("load-compare");
+    let journal = test_journal("load-compare");
     for (label, queue) in [("a", "100K"), ("b", "400K")] {
         let out = plumb()
-            .env("PLUMB_JOURNAL", test_journal("load-compare"))
+            .env("PLUMB_JOURNAL", &*journal)
             .args(["run", "load", "--phase", "1s", "--topology", "veth"])
             .args(["--qdisc", "pfifo", "--link-rate", "20M", "--queue", queue])
             .args(["--cc", "cubic", "--iterations", "3", "--label", label])
@@ -966,8 +968,9 @@ fn watched(
     for p in parts {
         cmd.args(["--part", p]);
     }
+    let journal = test_journal("load-watched");
     let child = cmd
-        .env("PLUMB_JOURNAL", test_journal("load-watched"))
+        .env("PLUMB_JOURNAL", &*journal)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -1201,8 +1204,9 @@ fn udp_probes_dropped_on_the_path_are_counted_and_the_series_goes_on() {
         return;
     }
     let _alone = measuring_alone();
+    let journal = test_journal("load-drop");
     let child = plumb()
-        .env("PLUMB_JOURNAL", test_journal("load-drop"))
+        .env("PLUMB_JOURNAL", &*journal)
         .args(["run", "load", "--phase", "2s", "--topology", "veth"])
         .args(["--qdisc", "pfifo", "--link-rate", "20M", "--queue", "200K"])
         .args(["--cc", "cubic", "--iterations", "1", "--json", "--no-store"])
@@ -1303,7 +1307,7 @@ fn between_two_hosts_the_load_runs_against_a_plumb_serve_over_the_real_path() {
     let out = pair
         .client
         .plumb()
-        .env("PLUMB_JOURNAL", &journal)
+        .env("PLUMB_JOURNAL", &*journal)
         .args(["run", "load", "--server", &addr, "--phase", "2s"])
         .args(["--load-flows", "2", "--cc", "cubic", "--iterations", "1"])
         .args(["--json", "--no-store"])
@@ -1351,5 +1355,4 @@ fn between_two_hosts_the_load_runs_against_a_plumb_serve_over_the_real_path() {
         .output()
         .unwrap();
     assert_ok(&again);
-    let _ = std::fs::remove_file(&journal);
 }

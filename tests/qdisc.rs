@@ -95,8 +95,9 @@ fn a_routers_fifo_delays_a_transaction_by_its_depth_over_the_link_rate() {
         // bytes as the qdisc counts it.
         let limit_bytes = (queue_bytes / 1500.0).floor() * 1514.0;
         let expected_ms = limit_bytes * 8.0 / rate_bps * 1000.0;
+        let journal = test_journal(&format!("router-{queue}"));
         let child = spawn_one_iteration(
-            &format!("router-{queue}"),
+            &journal,
             &[
                 "rr",
                 "--topology",

@@ -50,8 +50,9 @@ fn sampled_cwnd_and_srtt_agree_with_ss_on_a_delayed_path() {
     let _alone = measuring_alone();
     // Paced below what the path carries, so that the window and the RTT
     // hold still enough for two readers to agree.
+    let journal = test_journal("tcp-ss");
     let child = spawn_one_iteration(
-        "tcp-ss",
+        &journal,
         &[
             "stream",
             "--topology",

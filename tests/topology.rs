@@ -55,8 +55,7 @@ fn stream_and_rr_over_veth_in_both_families_leave_nothing_behind() {
             veth_namespaces(pid)
         );
     }
-    assert_eq!(std::fs::read_to_string(&j).unwrap_or_default().trim(), "");
-    let _ = std::fs::remove_file(&j);
+    assert_eq!(j.text().trim(), "");
 }
 
 #[test]
@@ -79,7 +78,6 @@ fn the_topology_is_part_of_the_spec_key() {
         b["spec"].get("topology").is_none(),
         "loopback specs keep their keys"
     );
-    let _ = std::fs::remove_file(&j);
 }
 
 #[test]
@@ -139,7 +137,6 @@ fn a_delay_lengthens_the_round_trip_whatever_emulates_it() {
         rec["path"]
     );
     assert!(veth_namespaces(pid).is_empty());
-    let _ = std::fs::remove_file(&j);
 }
 
 #[test]
@@ -193,8 +190,7 @@ fn a_client_knob_acts_in_the_clients_namespace_only() {
     let not = ect(&[]);
     assert!(asked > 100, "{asked} ECT(0) packets with ECN asked for");
     assert_eq!(not, 0, "ECT(0) packets without the client knob");
-    assert_eq!(std::fs::read_to_string(&j).unwrap_or_default().trim(), "");
-    let _ = std::fs::remove_file(&j);
+    assert_eq!(j.text().trim(), "");
     let out = plumb()
         .args(["run", "rr", "--knob", "sysctl:net.ipv4.tcp_ecn@client=1"])
         .args(ONE_SHORT)

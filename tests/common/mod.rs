@@ -785,11 +785,35 @@ pub fn skip_unless_router() -> bool {
         || !require_tool("ethtool", "ethtool")
 }
 
-/// A journal file of this test process named after `name`, not there yet.
-pub fn test_journal(name: &str) -> std::path::PathBuf {
+/// A knob journal of this test process named after `name`, not there yet,
+/// and removed when the test is done with it. It is no `AsRef<OsStr>`, so
+/// it cannot be handed to `Command::env` and dropped before the run: hand
+/// it over as `&*journal`, kept for as long as the run.
+pub struct TestJournal(std::path::PathBuf);
+
+impl TestJournal {
+    pub fn text(&self) -> String {
+        std::fs::read_to_string(&self.0).unwrap_or_default()
+    }
+}
+
+impl std::ops::Deref for TestJournal {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TestJournal {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+pub fn test_journal(name: &str) -> TestJournal {
     let p = std::env::temp_dir().join(format!("plumb-journal-{name}-{}", std::process::id()));
     let _ = std::fs::remove_file(&p);
-    p
+    TestJournal(p)
 }
 
 /// A long veth run (`plumb run` with `args`), started once its two
@@ -849,10 +873,10 @@ pub fn on_a_terminal(args: &[&str]) -> Option<Command> {
 }
 
 /// `plumb run ARGS` of one iteration, unstored, its record on stdout and
-/// its journal named after `journal`, started.
-pub fn spawn_one_iteration(journal: &str, args: &[&str]) -> std::process::Child {
+/// its knobs in `journal`, started.
+pub fn spawn_one_iteration(journal: &std::path::Path, args: &[&str]) -> std::process::Child {
     plumb()
-        .env("PLUMB_JOURNAL", test_journal(journal))
+        .env("PLUMB_JOURNAL", journal)
         .arg("run")
         .args(args)
         .args(["--iterations", "1", "--json", "--no-store"])
