@@ -408,8 +408,9 @@ fn table(w: Workload) -> (&'static str, Vec<Flag>) {
             with(CRR, Proto::Tcp),
         ),
         Workload::UdpStream => (
-            "UDP datagrams from one end to the other as fast as its sockets take them: sent and received datagrams and bits on both ends, \
-             loss and reordering counted by the receiver (netperf UDP_STREAM, iperf3 -u)",
+            "UDP datagrams from one end to the other as fast as its sockets take them: sent \
+             and received datagrams and bits on both ends, loss and reordering counted by the \
+             receiver (netperf UDP_STREAM, iperf3 -u)",
             with(UDP_STREAM, Proto::Any),
         ),
         Workload::UdpRr => (
