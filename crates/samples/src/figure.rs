@@ -9,7 +9,7 @@
 //! part by its key (`softnet`, or `process.sched` one level down), a figure
 //! by a path inside its part where `[]` sums over an array's entries
 //! (`[].dropped` is the packets every CPU's backlog dropped). Each key and
-//! path is written through the record's types (`field!`, `each!`), so the
+//! path is written through the record's types (`key!`, `field!`, `each!`), so the
 //! compiler holds them to the fields they name; only a map's keys (the
 //! kernel's own names of interrupts and tracepoints) are strings.
 
@@ -20,30 +20,34 @@ use crate::{
 use serde_json::Value;
 
 /// `$field` of `$ty` as the record names it (serde keeps the fields'
-/// names), or `$field.$sub` where `$field` holds a `$inner`, or
-/// `$field."key"` into a map. Naming it through the type makes a field
-/// renamed or taken away fail to compile, where a string would leave a
-/// figure that reads nothing until a run shows it.
+/// names), or `$field."key"` into a map. Naming it through the type makes
+/// a field renamed or taken away fail to compile, where a string would
+/// leave a figure that reads nothing until a run shows it.
 macro_rules! field {
-    ($ty:ty, $field:ident) => {{
+    (@check $ty:ty, $field:ident) => {
         const _: fn(&$ty) = |x| {
             let _ = &x.$field;
         };
+    };
+    ($ty:ty, $field:ident) => {{
+        field!(@check $ty, $field);
         stringify!($field)
     }};
     ($ty:ty, $field:ident . $key:literal) => {{
-        const _: fn(&$ty) = |x| {
-            let _ = &x.$field;
-        };
+        field!(@check $ty, $field);
         concat!(stringify!($field), ".", $key)
     }};
-    ($ty:ty, $field:ident, $inner:ty, $sub:ident) => {{
-        const _: fn(&$ty) = |x| {
-            let _ = &x.$field;
-        };
-        const _: fn(&$inner) = |x| {
-            let _ = &x.$sub;
-        };
+}
+
+/// A part's key: a field of the end's record, or `$field.$sub` one level
+/// down where `$field` holds a `$inner`.
+macro_rules! key {
+    ($field:ident) => {
+        field!(EndResult, $field)
+    };
+    ($field:ident : $inner:ty, $sub:ident) => {{
+        field!(@check EndResult, $field);
+        field!(@check $inner, $sub);
         concat!(stringify!($field), ".", stringify!($sub))
     }};
 }
@@ -51,9 +55,7 @@ macro_rules! field {
 /// `$field` of every entry of a list of `$ty`, summed: `[].$field`.
 macro_rules! each {
     ($ty:ty, $field:ident) => {{
-        const _: fn(&$ty) = |x| {
-            let _ = &x.$field;
-        };
+        field!(@check $ty, $field);
         concat!("[].", stringify!($field))
     }};
 }
@@ -232,34 +234,23 @@ impl Probe {
         match self {
             Probe::Cpu => {
                 const PARTS: &[Part] = &[
-                    part(field!(EndResult, cpus), OncePerHost, &[detail("s")]),
-                    part(
-                        field!(EndResult, irq_time_accounting),
-                        OncePerHost,
-                        &[detail("")],
-                    ),
+                    part(key!(cpus), OncePerHost, &[detail("s")]),
+                    part(key!(irq_time_accounting), OncePerHost, &[detail("")]),
                 ];
                 PARTS
             }
             Probe::Softirqs => {
-                const PARTS: &[Part] = &[part(
-                    field!(EndResult, softirqs),
-                    OncePerHost,
-                    &[detail("softirqs")],
-                )];
+                const PARTS: &[Part] = &[part(key!(softirqs), OncePerHost, &[detail("softirqs")])];
                 PARTS
             }
             Probe::Snmp => {
-                const PARTS: &[Part] = &[part(
-                    field!(EndResult, counters),
-                    OncePerNamespace,
-                    &[detail("events")],
-                )];
+                const PARTS: &[Part] =
+                    &[part(key!(counters), OncePerNamespace, &[detail("events")])];
                 PARTS
             }
             Probe::Softnet => {
                 const PARTS: &[Part] = &[part(
-                    field!(EndResult, softnet),
+                    key!(softnet),
                     OncePerHost,
                     &[
                         Figure {
@@ -278,7 +269,7 @@ impl Probe {
             }
             Probe::Interfaces => {
                 const PARTS: &[Part] = &[part(
-                    field!(EndResult, interfaces),
+                    key!(interfaces),
                     OncePerNamespace,
                     &[
                         Figure {
@@ -298,7 +289,7 @@ impl Probe {
             // The summary shows each qdisc on its interface's line.
             Probe::Qdiscs => {
                 const PARTS: &[Part] = &[part(
-                    field!(EndResult, qdiscs),
+                    key!(qdiscs),
                     OncePerNamespace,
                     &[
                         Figure {
@@ -338,7 +329,7 @@ impl Probe {
             // The path's, read once for the run by the client.
             Probe::PathQueues => {
                 const PARTS: &[Part] = &[part(
-                    field!(EndResult, path_queues),
+                    key!(path_queues),
                     OncePerHost,
                     &[
                         Figure {
@@ -362,7 +353,7 @@ impl Probe {
             }
             Probe::NicQueues => {
                 const PARTS: &[Part] = &[part(
-                    field!(EndResult, nic_queues),
+                    key!(nic_queues),
                     OncePerNamespace,
                     &[Figure {
                         path: each!(NicQueue, peak_inflight_bytes),
@@ -376,7 +367,7 @@ impl Probe {
             // their own (arm64's IPI0, IPI1, ...) with no figure of these.
             Probe::Interrupts => {
                 const PARTS: &[Part] = &[part(
-                    field!(EndResult, interrupts),
+                    key!(interrupts),
                     OncePerHost,
                     &[
                         Figure {
@@ -405,43 +396,27 @@ impl Probe {
             }
             Probe::Process => {
                 const PARTS: &[Part] = &[
+                    part(key!(process: ProcessCpu, pid), OncePerHost, &[detail("")]),
+                    part(key!(process: ProcessCpu, user_s), Sum, &[detail("s")]),
+                    part(key!(process: ProcessCpu, system_s), Sum, &[detail("s")]),
                     part(
-                        field!(EndResult, process, ProcessCpu, pid),
-                        OncePerHost,
-                        &[detail("")],
-                    ),
-                    part(
-                        field!(EndResult, process, ProcessCpu, user_s),
-                        Sum,
-                        &[detail("s")],
-                    ),
-                    part(
-                        field!(EndResult, process, ProcessCpu, system_s),
-                        Sum,
-                        &[detail("s")],
-                    ),
-                    part(
-                        field!(EndResult, process, ProcessCpu, voluntary_csw),
+                        key!(process: ProcessCpu, voluntary_csw),
                         Sum,
                         &[detail("switches")],
                     ),
                     part(
-                        field!(EndResult, process, ProcessCpu, involuntary_csw),
+                        key!(process: ProcessCpu, involuntary_csw),
                         Sum,
                         &[detail("switches")],
                     ),
                     part(
-                        field!(EndResult, process, ProcessCpu, rss_bytes),
+                        key!(process: ProcessCpu, rss_bytes),
                         Sum,
                         &[detail("bytes")],
                     ),
+                    part(key!(process: ProcessCpu, threads), PerGroup, &[detail("")]),
                     part(
-                        field!(EndResult, process, ProcessCpu, threads),
-                        PerGroup,
-                        &[detail("")],
-                    ),
-                    part(
-                        field!(EndResult, process, ProcessCpu, sched),
+                        key!(process: ProcessCpu, sched),
                         Sum,
                         &[Figure {
                             path: field!(crate::SchedTimes, migrations),
@@ -450,24 +425,16 @@ impl Probe {
                         }],
                     ),
                     // plumb's delay line runs in one process of the client's.
-                    part(field!(EndResult, path_cpu_s), OncePerHost, &[detail("s")]),
+                    part(key!(path_cpu_s), OncePerHost, &[detail("s")]),
                 ];
                 PARTS
             }
             Probe::TcpInfo => {
                 const PARTS: &[Part] = &[
-                    part(field!(EndResult, tcp_info), PerFlow, &[detail("")]),
-                    part(
-                        field!(EndResult, tcp_info_summary),
-                        Distribution,
-                        &[detail("")],
-                    ),
-                    part(field!(EndResult, limited), Sum, &[detail("s")]),
-                    part(
-                        field!(EndResult, window_retransmits),
-                        Sum,
-                        &[detail("segments")],
-                    ),
+                    part(key!(tcp_info), PerFlow, &[detail("")]),
+                    part(key!(tcp_info_summary), Distribution, &[detail("")]),
+                    part(key!(limited), Sum, &[detail("s")]),
+                    part(key!(window_retransmits), Sum, &[detail("segments")]),
                 ];
                 PARTS
             }
@@ -477,32 +444,28 @@ impl Probe {
             Probe::TcpSeries => {
                 const PARTS: &[Part] = &[
                     part(
-                        field!(EndResult, tcp_series, crate::TcpSeries, period_ms),
+                        key!(tcp_series: crate::TcpSeries, period_ms),
                         OncePerHost,
                         &[detail("ms")],
                     ),
                     part(
-                        field!(EndResult, tcp_series, crate::TcpSeries, t_ms),
+                        key!(tcp_series: crate::TcpSeries, t_ms),
                         OncePerHost,
                         &[detail("ms")],
                     ),
                     part(
-                        field!(EndResult, tcp_series, crate::TcpSeries, flows),
+                        key!(tcp_series: crate::TcpSeries, flows),
                         Sum,
                         &[detail("flows")],
                     ),
                     part(
-                        field!(EndResult, tcp_series, crate::TcpSeries, sampled),
+                        key!(tcp_series: crate::TcpSeries, sampled),
                         PerFlow,
                         &[detail("")],
                     ),
+                    part(key!(tcp_series: crate::TcpSeries, all), Sum, &[detail("")]),
                     part(
-                        field!(EndResult, tcp_series, crate::TcpSeries, all),
-                        Sum,
-                        &[detail("")],
-                    ),
-                    part(
-                        field!(EndResult, tcp_series, crate::TcpSeries, sampler_cpu_s),
+                        key!(tcp_series: crate::TcpSeries, sampler_cpu_s),
                         Sum,
                         &[detail("s")],
                     ),
@@ -511,7 +474,7 @@ impl Probe {
             }
             Probe::Sockstat => {
                 const PARTS: &[Part] = &[part(
-                    field!(EndResult, sockstat),
+                    key!(sockstat),
                     OncePerNamespace,
                     &[
                         Figure {
@@ -546,7 +509,7 @@ impl Probe {
             Probe::Tracepoints => {
                 const PARTS: &[Part] = &[
                     part(
-                        field!(EndResult, tracepoints),
+                        key!(tracepoints),
                         OncePerHost,
                         &[
                             Figure {
@@ -574,7 +537,7 @@ impl Probe {
                     // Each end's own flows: the ends' filters split the host's
                     // events between them, and an end's groups share the port.
                     part(
-                        field!(EndResult, flow_events),
+                        key!(flow_events),
                         OncePerEnd,
                         &[
                             Figure {
@@ -601,14 +564,13 @@ impl Probe {
             }
             // Every group's filter keeps every ACK of the end's flows.
             Probe::Acks => {
-                const PARTS: &[Part] = &[part(field!(EndResult, acks), OncePerEnd, &[detail("")])];
+                const PARTS: &[Part] = &[part(key!(acks), OncePerEnd, &[detail("")])];
                 PARTS
             }
             // A group's profile is of its own process; the first one's is
             // kept, as the groups share their CPUs.
             Probe::Profile => {
-                const PARTS: &[Part] =
-                    &[part(field!(EndResult, profile), OncePerHost, &[detail("")])];
+                const PARTS: &[Part] = &[part(key!(profile), OncePerHost, &[detail("")])];
                 PARTS
             }
         }
