@@ -273,12 +273,8 @@ fn iterations_table(o: &mut String, rec: &RunRecord) {
             .relative_half_width
             .map(format_half_width)
             .unwrap_or_else(|| "no interval".into());
-        let head = format!(
-            "mean  {:>16}  {} at {:.0} %, {n} iterations",
-            metric_text(rec, c.mean),
-            width,
-            c.level * 100.0,
-        );
+        let lead = format!("mean  {:>16}  ", metric_text(rec, c.mean));
+        let head = format!("{lead}{width} at {:.0} %, {n} iterations", c.level * 100.0);
         let target = format!(
             "(target ±{:.1} %{})",
             c.target * 100.0,
@@ -289,7 +285,7 @@ fn iterations_table(o: &mut String, rec: &RunRecord) {
         let sep = if head.chars().count() + 1 + target.chars().count() <= 80 {
             " ".to_string()
         } else {
-            format!("\n{:24}", "")
+            format!("\n{:1$}", "", lead.chars().count())
         };
         let _ = writeln!(o, "{head}{sep}{target}");
         if let Some(b) = &c.bimodal {
