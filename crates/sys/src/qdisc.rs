@@ -12,20 +12,20 @@ use rustix::net::{recv, RecvFlags};
 use std::io;
 
 const TCMSG: usize = 20;
-const RTM_GETQDISC: u16 = libc::RTM_GETQDISC;
-const RTM_NEWQDISC: u16 = libc::RTM_NEWQDISC;
 /// The parent of a root qdisc (TC_H_ROOT).
 const TC_H_ROOT: u32 = 0xffff_ffff;
 /// The parent of an ingress or clsact qdisc (TC_H_INGRESS): not under the
 /// root of the egress.
 const TC_H_INGRESS: u32 = 0xffff_fff1;
-const TCA_KIND: u16 = 1;
-const TCA_STATS: u16 = 3;
-const TCA_STATS2: u16 = 7;
-const TCA_STATS_BASIC: u16 = 1;
-const TCA_STATS_QUEUE: u16 = 3;
-const TCA_STATS_APP: u16 = 4;
-const TCA_STATS_PKT64: u16 = 8;
+
+/// The attributes nested in TCA_STATS2 (linux/gen_stats.h), which libc
+/// does not name.
+mod tca_stats {
+    pub const BASIC: u16 = 1;
+    pub const QUEUE: u16 = 3;
+    pub const APP: u16 = 4;
+    pub const PKT64: u16 = 8;
+}
 
 /// One root qdisc as the kernel reports it: counters since it was made,
 /// and what it holds now.
@@ -57,7 +57,7 @@ impl QdiscRow {
 pub fn read_roots() -> io::Result<Vec<(String, QdiscRow)>> {
     let body = [0u8; TCMSG]; // any family, every interface
     let flags = netlink::NLM_F_REQUEST | netlink::NLM_F_DUMP;
-    let fd = netlink::ask(&netlink::request(RTM_GETQDISC, flags, &body))?;
+    let fd = netlink::ask(&netlink::request(libc::RTM_GETQDISC, flags, &body))?;
     let mut all = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
     'dump: loop {
@@ -73,7 +73,7 @@ pub fn read_roots() -> io::Result<Vec<(String, QdiscRow)>> {
                         return Err(e);
                     }
                 }
-                RTM_NEWQDISC => all.extend(parse(msg)),
+                libc::RTM_NEWQDISC => all.extend(parse(msg)),
                 _ => {}
             }
         }
@@ -127,37 +127,37 @@ pub fn parse(msg: &[u8]) -> Option<(u32, QdiscRow)> {
     let mut stats2 = false;
     for (kind, payload) in netlink::attributes(msg.get(NLMSG_HDR + TCMSG..)?) {
         match kind {
-            TCA_KIND => {
+            libc::TCA_KIND => {
                 let name = payload.split(|b| *b == 0).next().unwrap_or_default();
                 row.kind = String::from_utf8_lossy(name).into_owned();
             }
-            TCA_STATS2 => {
+            libc::TCA_STATS2 => {
                 stats2 = true;
                 for (kind, s) in netlink::attributes(payload) {
                     match kind {
                         // struct gnet_stats_basic: bytes, packets (u32).
-                        TCA_STATS_BASIC => {
+                        tca_stats::BASIC => {
                             row.stats.bytes = u64_at(s, 0)?;
                             row.stats.packets = row.stats.packets.max(u32_at(s, 8)? as u64);
                         }
-                        TCA_STATS_PKT64 => row.stats.packets = u64_at(s, 0)?,
+                        tca_stats::PKT64 => row.stats.packets = u64_at(s, 0)?,
                         // struct gnet_stats_queue: qlen, backlog, drops,
                         // requeues, overlimits.
-                        TCA_STATS_QUEUE => {
+                        tca_stats::QUEUE => {
                             row.stats.qlen = u32_at(s, 0)? as u64;
                             row.stats.backlog_bytes = u32_at(s, 4)? as u64;
                             row.stats.drops = u32_at(s, 8)? as u64;
                             row.stats.requeues = u32_at(s, 12)? as u64;
                             row.stats.overlimits = u32_at(s, 16)? as u64;
                         }
-                        TCA_STATS_APP => app = Some(s),
+                        tca_stats::APP => app = Some(s),
                         _ => {}
                     }
                 }
             }
             // struct tc_stats: bytes, packets, drops, overlimits, bps, pps,
             // qlen, backlog.
-            TCA_STATS if !stats2 => {
+            libc::TCA_STATS if !stats2 => {
                 row.stats.bytes = u64_at(payload, 0)?;
                 row.stats.packets = u32_at(payload, 8)? as u64;
                 row.stats.drops = u32_at(payload, 12)? as u64;
@@ -237,7 +237,7 @@ mod tests {
         tc.extend(words(&[7, 0x8001_0000, parent, 1]));
         tc.extend_from_slice(attrs);
         let mut m = ((NLMSG_HDR + tc.len()) as u32).to_ne_bytes().to_vec();
-        m.extend_from_slice(&RTM_NEWQDISC.to_ne_bytes());
+        m.extend_from_slice(&libc::RTM_NEWQDISC.to_ne_bytes());
         m.extend_from_slice(&[0u8; 10]);
         m.extend(tc);
         m
@@ -248,10 +248,10 @@ mod tests {
         let mut basic = 123_456_789u64.to_ne_bytes().to_vec();
         basic.extend(words(&[4321, 0]));
         let queue = words(&[3, 4500, 17, 2, 99]);
-        let mut stats = attr(TCA_STATS_BASIC, &basic);
-        stats.extend(attr(TCA_STATS_QUEUE, &queue));
-        let mut attrs = attr(TCA_KIND, b"tbf\0");
-        attrs.extend(attr(TCA_STATS2 | 0x8000, &stats));
+        let mut stats = attr(tca_stats::BASIC, &basic);
+        stats.extend(attr(tca_stats::QUEUE, &queue));
+        let mut attrs = attr(libc::TCA_KIND, b"tbf\0");
+        attrs.extend(attr(libc::TCA_STATS2 | 0x8000, &stats));
         let (parent, row) = parse(&message(TC_H_ROOT, &attrs)).unwrap();
         assert_eq!(parent, TC_H_ROOT);
         let want = QdiscRow {
@@ -276,8 +276,8 @@ mod tests {
         // A kernel that sends only the old block.
         let mut old = 1000u64.to_ne_bytes().to_vec();
         old.extend(words(&[10, 1, 2, 0, 0, 5, 600]));
-        let mut attrs = attr(TCA_KIND, b"pfifo\0");
-        attrs.extend(attr(TCA_STATS, &old));
+        let mut attrs = attr(libc::TCA_KIND, b"pfifo\0");
+        attrs.extend(attr(libc::TCA_STATS, &old));
         let row = parse(&message(TC_H_ROOT, &attrs)).unwrap().1.stats;
         assert_eq!(
             (
@@ -298,10 +298,10 @@ mod tests {
         // drop_overlimit, ecn_mark, new_flow_count, new_flows_len,
         // old_flows_len, ce_mark.
         let fq_codel = words(&[0, 1514, 0, 40, 9, 1, 2, 2, 0, 0]);
-        let mut stats = attr(TCA_STATS_APP, &fq_codel);
-        stats.extend(attr(TCA_STATS_QUEUE, &words(&[0, 0, 3, 0, 0])));
-        let mut attrs = attr(TCA_KIND, b"fq_codel\0");
-        attrs.extend(attr(TCA_STATS2 | 0x8000, &stats));
+        let mut stats = attr(tca_stats::APP, &fq_codel);
+        stats.extend(attr(tca_stats::QUEUE, &words(&[0, 0, 3, 0, 0])));
+        let mut attrs = attr(libc::TCA_KIND, b"fq_codel\0");
+        attrs.extend(attr(libc::TCA_STATS2 | 0x8000, &stats));
         let (parent, leaf) = parse(&message(0x0001_0001, &attrs)).unwrap();
         assert_eq!(
             (parent, leaf.stats.ecn_marks, leaf.stats.drops),
@@ -309,8 +309,11 @@ mod tests {
         );
         // A class's statistics (type 1) are no qdisc's marks.
         assert_eq!(ecn_marks("fq_codel", &words(&[1, 0, 0, 40, 0, 0, 0, 2])), 0);
-        let mut htb = attr(TCA_KIND, b"htb\0");
-        htb.extend(attr(TCA_STATS2, &attr(TCA_STATS_QUEUE, &words(&[0; 5]))));
+        let mut htb = attr(libc::TCA_KIND, b"htb\0");
+        htb.extend(attr(
+            libc::TCA_STATS2,
+            &attr(tca_stats::QUEUE, &words(&[0; 5])),
+        ));
         let root = parse(&message(TC_H_ROOT, &htb)).unwrap();
         assert_eq!(root.1.stats.ecn_marks, 0);
         // An ingress qdisc's are not the egress root's; another

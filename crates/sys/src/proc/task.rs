@@ -67,15 +67,9 @@ pub fn parse_sched_migrations(text: &str) -> Option<u64> {
     })
 }
 
-// Field numbers of proc_pid_stat(5), 1-based, counted from the start of the line.
+/// proc_pid_stat(5) numbers its fields from 1; the state, the first after
+/// comm, is field 3.
 const FIELD_STATE: usize = 3;
-const FIELD_PPID: usize = 4;
-const FIELD_UTIME: usize = 14;
-const FIELD_STIME: usize = 15;
-const FIELD_CUTIME: usize = 16;
-const FIELD_CSTIME: usize = 17;
-const FIELD_STARTTIME: usize = 22;
-const FIELD_PROCESSOR: usize = 39;
 
 /// The fields plumb uses from a /proc/<pid>[/task/<tid>]/stat line.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -108,6 +102,7 @@ pub fn parse_task_stat(text: &str) -> Result<TaskStat, ParseError> {
     }
     let comm = text[open + 1..close].to_string();
     let rest: Vec<&str> = text[close + 1..].split_ascii_whitespace().collect();
+    // A field by its number in proc_pid_stat(5), named there as here.
     let field = |n: usize| {
         rest.get(n - FIELD_STATE)
             .copied()
@@ -115,13 +110,13 @@ pub fn parse_task_stat(text: &str) -> Result<TaskStat, ParseError> {
     };
     Ok(TaskStat {
         comm,
-        ppid: num(TASK_STAT, 1, "ppid", field(FIELD_PPID)?)?,
-        utime_ticks: num(TASK_STAT, 1, "utime", field(FIELD_UTIME)?)?,
-        stime_ticks: num(TASK_STAT, 1, "stime", field(FIELD_STIME)?)?,
-        cutime_ticks: num(TASK_STAT, 1, "cutime", field(FIELD_CUTIME)?)?,
-        cstime_ticks: num(TASK_STAT, 1, "cstime", field(FIELD_CSTIME)?)?,
-        start_ticks: num(TASK_STAT, 1, "starttime", field(FIELD_STARTTIME)?)?,
-        processor: num(TASK_STAT, 1, "processor", field(FIELD_PROCESSOR)?)?,
+        ppid: num(TASK_STAT, 1, "ppid", field(4)?)?,
+        utime_ticks: num(TASK_STAT, 1, "utime", field(14)?)?,
+        stime_ticks: num(TASK_STAT, 1, "stime", field(15)?)?,
+        cutime_ticks: num(TASK_STAT, 1, "cutime", field(16)?)?,
+        cstime_ticks: num(TASK_STAT, 1, "cstime", field(17)?)?,
+        start_ticks: num(TASK_STAT, 1, "starttime", field(22)?)?,
+        processor: num(TASK_STAT, 1, "processor", field(39)?)?,
     })
 }
 
