@@ -149,10 +149,11 @@ impl CrrMachine {
     }
 
     /// A read or write failed. A client's exchange fails with it; on a
-    /// server it is the client's reset (linger 0), a normal end.
-    pub(crate) fn failed(&self, why: String) -> Next {
+    /// server it is the client's reset (linger 0), a normal end, which
+    /// comes once a connection: `why` is only worded where it is kept.
+    pub(crate) fn failed(&self, why: impl FnOnce() -> String) -> Next {
         if self.client {
-            Next::Fail(why)
+            Next::Fail(why())
         } else {
             Next::Close
         }
@@ -368,10 +369,10 @@ mod tests {
             cm.closed(&x),
             Next::Fail("the server closed before its response".into())
         );
-        assert_eq!(cm.failed("reset".into()), Next::Fail("reset".into()));
+        assert_eq!(cm.failed(|| "reset".into()), Next::Fail("reset".into()));
         // A client's reset or close is a server's normal end, at any point.
         assert_eq!(sm.closed(&sm.begin(0)), Next::Close);
-        assert_eq!(sm.failed("reset".into()), Next::Close);
+        assert_eq!(sm.failed(|| "reset".into()), Next::Close);
         assert_eq!(load(&c.transactions), 0);
     }
 

@@ -192,7 +192,7 @@ fn drive(
                     arm(lp, conn, id, true)?;
                     return Ok(None);
                 }
-                Err(e) => m.failed(plain_io(&e)),
+                Err(e) => m.failed(|| plain_io(&e)),
             },
             Step::Read if readable => match (&conn.stream).read(&mut bufs.recv) {
                 Ok(0) => m.closed(&conn.x),
@@ -206,7 +206,7 @@ fn drive(
                     readable = false;
                     Step::Read
                 }
-                Err(e) => m.failed(plain_io(&e)),
+                Err(e) => m.failed(|| plain_io(&e)),
             },
             Step::Read | Step::Await => {
                 arm(lp, conn, id, false)?;
@@ -636,7 +636,7 @@ fn completed(
     let (counters, timings) = (&lp.sh.counters[counter], &mut lp.timings);
     Some(match (op, c.error()) {
         (Op::Receive, Some(_)) if c.out_of_buffers() => Step::Read,
-        (_, Some(e)) => m.failed(plain_io(&e)),
+        (_, Some(e)) => m.failed(|| plain_io(&e)),
         (Op::Send, None) => m.wrote(&mut conn.x, c.result as usize, counters),
         (Op::Receive, None) if c.result == 0 => m.closed(&conn.x),
         (Op::Receive, None) => m.read(
