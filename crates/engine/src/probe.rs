@@ -356,14 +356,18 @@ impl OwnFlows {
         Some(g)
     }
 
+    // The counts are read before the ring is emptied at the open and after
+    // it at the close, so that a tuning that fires between the two is
+    // counted and not sampled rather than sampled and not counted: the
+    // samples are a part of the counted events.
     fn open(&mut self) {
-        self.growths();
         self.open = self.read();
+        self.growths();
     }
 
     fn close(&mut self) -> plumb_samples::FlowEvents {
-        let close = self.read();
         let rcvbuf_grow = self.growths();
+        let close = self.read();
         plumb_samples::FlowEvents {
             filter: self.filter.clone(),
             counts: counted(&self.counters, &close, &self.open),
