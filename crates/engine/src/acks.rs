@@ -97,6 +97,12 @@ impl Probe for AckProbe {
         }
     }
 
+    fn window_closed(&mut self) {
+        if let AckProbe::Reading { reader, .. } = self {
+            reader.halt();
+        }
+    }
+
     fn close(&mut self, _: &Engine, out: &mut EndResult) {
         let AckProbe::Reading {
             reader,

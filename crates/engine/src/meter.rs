@@ -240,6 +240,9 @@ impl Meter {
             counts: end,
             at: end_t,
         } = engine.hand_over(None);
+        for p in &mut self.probes {
+            p.window_closed();
+        }
         let tail_taken = self.take_latency(engine, timed);
         let queued_end = engine.queued_bytes();
         let window_s = (end_t - self.opened).as_secs_f64();

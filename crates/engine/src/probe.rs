@@ -32,6 +32,10 @@ pub trait Probe {
     /// hears of it, what the peer's teardown would change before
     /// [`Probe::close`]: most sources have nothing to read here.
     fn closing(&mut self, _: &Engine) {}
+    /// Tells what samples over the window to stop, as the window closes
+    /// and before any probe's [`Probe::close`]: a sampler's last sample is
+    /// then the close's, however long the probes before it take to close.
+    fn window_closed(&mut self) {}
     /// Reads, as each interval of the window ends, what the source keeps
     /// interval by interval into its sample: most keep nothing.
     fn interval(&mut self, _: &Engine, _: &mut IntervalSample) {}
@@ -692,6 +696,12 @@ impl Probe for TcpSeriesProbe {
         self.sampler = Sampler::start("plumb-tcp", move |stop| sample_tcp(&flows, stop));
     }
 
+    fn window_closed(&mut self) {
+        if let Some(sampler) = &self.sampler {
+            sampler.halt();
+        }
+    }
+
     fn close(&mut self, _: &Engine, out: &mut EndResult) {
         out.tcp_series = self.sampler.take().and_then(Sampler::stop);
     }
@@ -717,10 +727,6 @@ fn sample_tcp(flows: &[std::net::TcpStream], stop: &mpsc::Receiver<()>) -> TcpSe
     series.finish((cost.user_ns + cost.system_ns) as f64 / 1e9)
 }
 
-/// Calls `sample` now, then at each period it returns until told to
-/// `stop`, then once more: the first call reads the window's opening, the
-/// last its close. A sampler that fell behind starts its period again, not
-/// a burst.
 /// A thread of its own that samples over the window until told to stop,
 /// and then hands over what it made.
 pub(crate) struct Sampler<T>(mpsc::Sender<()>, JoinHandle<T>);
@@ -739,6 +745,12 @@ impl<T: Send + 'static> Sampler<T> {
         thread.ok().map(|t| Sampler(stop, t))
     }
 
+    /// Tells it to take its last sample now; [`Sampler::stop`] collects it.
+    pub(crate) fn halt(&self) {
+        // Told twice, a sampler that has returned has dropped its end.
+        let _ = self.0.send(());
+    }
+
     /// Tells it to stop and waits for what it made; None where it panicked.
     pub(crate) fn stop(self) -> Option<T> {
         let _ = self.0.send(());
@@ -746,6 +758,10 @@ impl<T: Send + 'static> Sampler<T> {
     }
 }
 
+/// Calls `sample` now, then at each period it returns until told to
+/// `stop`, then once more: the first call reads the window's opening, the
+/// last its close. A sampler that fell behind starts its period again, not
+/// a burst.
 fn every_period(stop: &mpsc::Receiver<()>, mut sample: impl FnMut() -> Duration) {
     let mut next = Instant::now();
     loop {
@@ -985,6 +1001,12 @@ impl Probe for PathQueueProbe {
         self.sampler = Sampler::start("plumb-path", move |stop| sample_path(&source, &ways, stop));
     }
 
+    fn window_closed(&mut self) {
+        if let Some(sampler) = &self.sampler {
+            sampler.halt();
+        }
+    }
+
     fn close(&mut self, _: &Engine, out: &mut EndResult) {
         if let Some(sampler) = self.sampler.take() {
             out.path_queues = sampler.stop().unwrap_or_default();
@@ -1080,6 +1102,12 @@ impl Probe for NicQueueProbe {
             return;
         }
         self.sampler = Sampler::start("plumb-bql", move |stop| sample_nic_queues(&names, stop));
+    }
+
+    fn window_closed(&mut self) {
+        if let Some(sampler) = &self.sampler {
+            sampler.halt();
+        }
     }
 
     fn close(&mut self, _: &Engine, out: &mut EndResult) {
