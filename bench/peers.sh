@@ -19,7 +19,9 @@
 # under its own heading, beside the one of record; TCP_CC=cubic runs every tool
 # under that congestion control, by setting the host's default
 # (net.ipv4.tcp_congestion_control, which every tool's sockets take: qperf
-# has no option for it) for the run and putting it back on exit. Its many
+# has no option for it) for the run and putting it back on exit; IO=auto
+# runs plumb once per case without `--io`, on the engine a user gets by
+# default (the section names the engine its records say ran). Its many
 # repetitions are no test: CI does not run it.
 . "$(dirname "$0")/lib.sh"
 REPS=${1:-5}
